@@ -1,0 +1,3 @@
+"""cuda2npu: migrate PyTorch CUDA projects to Huawei Ascend NPUs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,93 @@
+"""Device and runtime rules on tensors and modules: ``.cuda()``, ``.is_cuda``, TF32 flags,
+``transfer_to_npu`` imports (NPU101, NPU102, NPU105, NPU108)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.diagnostics import Tier
+from cuda2npu.names import dotted_name
+from cuda2npu.rulebase import Rule, register
+
+TF32_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32": ("matmul", "torch.npu.matmul.allow_hf32"),
+    "torch.backends.cudnn.allow_tf32": ("conv", "torch.npu.conv.allow_hf32"),
+}
+
+
+def _rename_attr(new: str):
+    return lambda node: node.with_changes(attr=cst.Name(new))
+
+
+@register
+class CudaMethodCall(Rule):
+    """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``."""
+
+    codes = ("NPU101", "NPU102")
+    triggers = (r"\.cuda\b", r"\bis_cuda\b")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+            if "torch.cuda" not in self.resolver.qualified_names(func):  # a call, not the module
+                self.report("NPU101", func, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename_attr("npu"))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "is_cuda":
+            self.report("NPU102", node, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename_attr("is_npu"))
+
+
+@register
+class Tf32Flags(Rule):
+    """NPU105: TF32 switches → the NPU's HF32 switches (not bit-identical: tier numeric)."""
+
+    codes = ("NPU105",)
+    triggers = (r"allow_tf32",)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value != "allow_tf32":
+            return
+        qualified = self.resolver.qualified_name(node)
+        if qualified not in TF32_FLAGS:
+            return
+        section, replacement = TF32_FLAGS[qualified]
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        fix = None
+        if isinstance(root, cst.Name) and self.resolver.lookup(root.value) == {"torch"}:
+            fix = lambda _, torch=root: cst.Attribute(  # noqa: E731
+                cst.Attribute(cst.Attribute(torch, cst.Name("npu")), cst.Name(section)), cst.Name("allow_hf32")
+            )
+        self.report("NPU105", node, f"TF32 does not exist on NPU; the analog is HF32: `{replacement}`", fix)
+
+
+@register
+class TransferToNpuImport(Rule):
+    """NPU108: ``torch_npu.contrib.transfer_to_npu`` patches torch at run time; remove it."""
+
+    codes = ("NPU108",)
+    triggers = (r"transfer_to_npu",)
+    MODULE = "torch_npu.contrib.transfer_to_npu"
+
+    def _flag(self, node: cst.CSTNode) -> None:
+        self.report(
+            "NPU108",
+            node,
+            "`transfer_to_npu` monkey-patches torch at import time (torch.cuda lies, torch.jit.script is "
+            "disabled); the static rewrite replaces it",
+            lambda _: cst.RemoveFromParent(),
+            tier=Tier.REVIEW,
+        )
+
+    def visit_Import(self, node: cst.Import) -> None:
+        if len(node.names) == 1 and dotted_name(node.names[0].name) == self.MODULE:
+            self._flag(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or isinstance(node.names, cst.ImportStar) or len(node.names) != 1:
+            return
+        module = dotted_name(node.module)
+        name = dotted_name(node.names[0].name)
+        if f"{module}.{name}" == self.MODULE:
+            self._flag(node)

@@ -1,0 +1,183 @@
+"""CUDA device strings in device positions (NPU104), autocast/GradScaler device arguments
+(NPU106) and CUDA-looking strings whose role is unclear (NPU109).
+
+Only strings in positions that are devices are rewritten: ``torch.device(...)``, ``.to(...)``,
+``device=`` / ``map_location=`` / ``device_type=`` keywords, comparisons with ``x.device.type``,
+variables and attributes named like a device or used as one, ``def f(device="cuda")``,
+``{"device": "cuda"}``, argparse ``--device`` defaults and choices, and
+``"cuda" if torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.checkers.literals import DEVICE_STRING, device_literals, rename_fix, string_value
+from cuda2npu.names import dotted_name
+from cuda2npu.rulebase import Rule, register
+
+DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
+DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
+AMP_CALLS = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.custom_fwd", "torch.amp.custom_bwd"}
+DEVICE_CALLS = {"torch.device", "torch.set_default_device", "torch.get_device_module", "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"}
+AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
+
+
+def looks_like_device(target: cst.BaseExpression) -> bool:
+    """Names and attributes such as ``device``, ``DEVICE``, ``self.dev``, ``train_device``."""
+    name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else ""
+    return bool(name) and bool(DEVICE_NAME.search(name))
+
+
+def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
+    """``x.device.type``, ``device.type``, ``args.device``, ``device``."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+        return looks_like_device(expr.value)
+    return looks_like_device(expr)
+
+
+class _DeviceVariableUses(cst.CSTVisitor):
+    """Pre-pass: names passed in device positions anywhere in the file (``.to(dev)``, ``device=dev``)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        candidates = [a.value for a in node.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS]
+        positional = [a.value for a in node.args if a.keyword is None]
+        func = dotted_name(node.func) or ""
+        if positional and (func.endswith(".to") or func.endswith("device")):
+            candidates.append(positional[0])
+        self.names.update(c.value for c in candidates if isinstance(c, cst.Name))
+
+
+@register
+class DeviceStrings(Rule):
+    codes = ("NPU104", "NPU106", "NPU109")
+    triggers = (r"""["']cuda""",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        uses = _DeviceVariableUses()
+        ctx.module.visit(uses)
+        self._device_variables = uses.names
+        self._seen: set[cst.CSTNode] = set()
+
+    def _rewrite(self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device") -> bool:
+        """Report every device literal in ``expr``; True if there was one."""
+        if expr is None:
+            return False
+        found = False
+        for literal in device_literals(expr):
+            found = True
+            if literal in self._seen:
+                continue
+            self._seen.add(literal)
+            self.report(code, literal, f"CUDA device string in a {why} position; use \"npu\"", rename_fix("cuda", "npu"))
+        return found
+
+    def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:
+        value = string_value(expr) if expr is not None else None
+        if value is not None and DEVICE_STRING.fullmatch(value) and expr not in self._seen:
+            self._seen.add(expr)
+            self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        positional = [a.value for a in node.args if a.keyword is None]
+        func_name = dotted_name(node.func) or ""
+        if qualified in AMP_CALLS:
+            if positional:
+                self._rewrite(positional[0], "NPU106", "autocast/GradScaler device")
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "device_type":
+                    self._rewrite(arg.value, "NPU106", "autocast/GradScaler device")
+            return
+        if qualified in DEVICE_CALLS and positional:
+            self._rewrite(positional[0], why=qualified)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and positional:
+            self._rewrite(positional[0], why="`.to()`")
+        if func_name.endswith("add_argument"):
+            self._argparse_option(node, positional)
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value in DEVICE_KEYWORDS:
+                self._rewrite(arg.value, why=f"`{arg.keyword.value}=`")
+            elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
+                self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
+
+    def _argparse_option(self, node: cst.Call, positional: list) -> None:
+        flags = [string_value(p) or "" for p in positional]
+        if not any(DEVICE_NAME.search(f.lstrip("-").replace("-", "_")) for f in flags):
+            return
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "default":
+                self._rewrite(arg.value, why="argparse `--device` default")
+            elif arg.keyword.value == "choices" and isinstance(arg.value, (cst.List, cst.Tuple, cst.Set)):
+                for element in arg.value.elements:
+                    self._rewrite(element.value, why="argparse `--device` choice")
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            if _is_device_type_expr(left):
+                self._rewrite_compared(right)
+            if _is_device_type_expr(right):
+                self._rewrite_compared(left)
+            left = right
+
+    def _rewrite_compared(self, expr: cst.BaseExpression) -> None:
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            for element in expr.elements:
+                self._rewrite(element.value, why="device comparison")
+        else:
+            self._rewrite(expr, why="device comparison")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        tests = [n for n in _calls_in(node.test)]
+        if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
+            self._rewrite(node, why="`torch.cuda.is_available()` conditional")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assignment(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._assignment(node.target, node.value)
+
+    def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
+            self._rewrite(value, why="device variable")
+        else:
+            self._ambiguous(value, "assigned to a variable")
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if looks_like_device(node.name):
+            self._rewrite(node.default, why="device parameter default")
+        else:
+            self._ambiguous(node.default, "as a parameter default")
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = string_value(node.key)
+        if key is not None and DEVICE_NAME.search(key):
+            self._rewrite(node.value, why="`device` entry")
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._ambiguous(node.value, "returned")
+
+
+def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
+    """Calls at the top of a boolean test (``a()``, ``not a()``, ``a() and b``)."""
+    if isinstance(expr, cst.Call):
+        return [expr]
+    if isinstance(expr, cst.UnaryOperation):
+        return _calls_in(expr.expression)
+    if isinstance(expr, cst.BooleanOperation):
+        return _calls_in(expr.left) + _calls_in(expr.right)
+    return []

@@ -1,0 +1,60 @@
+"""Helpers for string literals: reading their value and rewriting a word inside them."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+DEVICE_STRING = re.compile(r"cuda(:\d+)?")
+DEVICE_PREFIX = re.compile(r"cuda(:.*)?", re.DOTALL)
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    """The value of a plain (non-bytes) string literal, else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def replace_word(node: cst.SimpleString | cst.FormattedStringText, old: str, new: str):
+    """The literal with the first ``old`` after its prefix and quote replaced by ``new``."""
+    return node.with_changes(value=node.value.replace(old, new, 1))
+
+
+def rename_fix(old: str, new: str):
+    """A fix that replaces ``old`` by ``new`` once in a string literal node."""
+    return lambda node: replace_word(node, old, new)
+
+
+def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[cst.CSTNode]:
+    """Literal nodes spelling a CUDA device inside an expression known to be a device.
+
+    Handles ``"cuda"``, ``"cuda:0"``, ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
+    ``"cuda:{}".format(i)``, conditional expressions and ``map_location`` dicts.
+    """
+    if isinstance(expr, cst.SimpleString):
+        value = string_value(expr)
+        pattern = DEVICE_PREFIX if prefix_ok else DEVICE_STRING
+        return [expr] if value is not None and pattern.fullmatch(value) else []
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        if isinstance(first, cst.FormattedStringText) and DEVICE_PREFIX.fullmatch(first.value):
+            return [first]
+        return []
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Modulo)):
+        return device_literals(expr.left, prefix_ok=True)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value == "format":
+            return device_literals(expr.func.value, prefix_ok=True)
+        return []
+    if isinstance(expr, cst.IfExp):
+        return device_literals(expr.body) + device_literals(expr.orelse)
+    if isinstance(expr, cst.Dict):
+        found: list[cst.CSTNode] = []
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement):
+                found += device_literals(element.key) + device_literals(element.value)
+        return found
+    return []

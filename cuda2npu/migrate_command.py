@@ -1,0 +1,170 @@
+"""``cuda2npu migrate``: rewrite in place, into a copy (``--out``), or only show (``--diff``/``--check``)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from cuda2npu.diagnostics import FileResult, Finding
+from cuda2npu.discovery import discover
+from cuda2npu.engine import decode
+from cuda2npu.fileio import atomic_write
+from cuda2npu.gitutil import dirty_files
+from cuda2npu.options import Options
+from cuda2npu.report import Summary, migration_report
+from cuda2npu.runner import default_jobs, io_error, run
+from cuda2npu.workset import collect_results, display_name
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+DEFAULT_REPORT_NAME = "cuda2npu_report.json"
+
+
+@dataclass
+class MigrateRequest:
+    paths: list[Path]
+    options: Options
+    out_dir: Path | None = None
+    diff: bool = False
+    check_only: bool = False
+    report_file: Path | None = None
+    allow_dirty: bool = False
+    quiet: bool = False
+    jobs: int | None = None
+
+
+def _fail(message: str) -> int:
+    click.echo(f"cuda2npu: error: {message}", err=True)
+    return EXIT_USAGE
+
+
+def _out_dir_problem(request: MigrateRequest) -> str | None:
+    if len(request.paths) != 1 or not request.paths[0].is_dir():
+        return "--out needs exactly one directory PATH"
+    source, out = request.paths[0].resolve(), request.out_dir.resolve()
+    if out == source or out.is_relative_to(source):
+        return f"--out {request.out_dir} is inside {request.paths[0]}; choose a directory outside the project"
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return f"--out {request.out_dir} exists and is not an empty directory"
+    return None
+
+
+def unified_diff(path: str, old: bytes, new: bytes) -> str:
+    before, after = decode(old), decode(new)
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+        )
+    )
+
+
+def _print_summary(summary: Summary, wrote: bool) -> None:
+    verb = "changed" if wrote else "would change"
+    click.echo(
+        f"cuda2npu: {summary.scanned} files scanned, {summary.skipped_prefilter} skipped by prefilter, "
+        f"{summary.skipped_other} skipped, {summary.changed} {verb}, {summary.failed} failed",
+        err=True,
+    )
+    if summary.edits:
+        edits = ", ".join(f"{code} ({tier}) ×{n}" for (code, tier), n in sorted(summary.edits.items()))
+        click.echo(f"  edits: {edits}", err=True)
+    if summary.manual:
+        manual = ", ".join(f"{code} ×{n}" for code, n in sorted(summary.manual.items()))
+        click.echo(f"  need a human (see the report / TODO(cuda2npu) markers): {manual}", err=True)
+
+
+def _print_failures(results: list[FileResult]) -> None:
+    for result in results:
+        if result.status == "failed":
+            where = next((f"{f.path}:{f.line}:{f.column}" for f in result.findings), result.path)
+            click.echo(f"{where}: {result.reason}", err=True)
+
+
+def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary) -> list[FileResult]:
+    """Write every changed file atomically; a file that cannot be written is reported, not fatal."""
+    written = 0
+    try:
+        for result, target in changed:
+            try:
+                atomic_write(target, result.new_source)
+                written += 1
+            except OSError as exc:
+                failed = io_error(result.path, exc)
+                result.status, result.reason = "failed", failed.reason.replace("read", "write")
+                result.findings = [*result.findings, *failed.findings]
+                summary.changed -= 1
+                summary.failed += 1
+    except KeyboardInterrupt:
+        click.echo(f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new", err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    return [r for r, _ in changed]
+
+
+def run_migrate(request: MigrateRequest) -> int:
+    if request.out_dir is not None:
+        problem = _out_dir_problem(request)
+        if problem:
+            return _fail(problem)
+    found = discover(request.paths)
+    root = request.paths[0] if request.out_dir is not None else None
+    names = {path: (path.relative_to(root).as_posix() if root else display_name(path)) for path in found.files}
+    summary = Summary()
+    results = collect_results(
+        run(list(names.items()), request.options, request.jobs or default_jobs()), summary, len(names)
+    )
+    for path, reason in found.skipped:
+        skipped = FileResult(display_name(path), "skipped", reason)
+        summary.add(skipped)
+        results.append(skipped)
+    by_name = {display: path for path, display in names.items()}
+    changed = [r for r in results if r.status == "changed"]
+
+    if request.diff or request.check_only:
+        if request.diff:
+            for result in changed:
+                click.echo(unified_diff(result.path, by_name[result.path].read_bytes(), result.new_source), nl=False)
+        elif not request.quiet:
+            for result in changed:
+                click.echo(f"Would migrate: {result.path}")
+        _finish(request, results, summary, wrote=False)
+        return 1 if changed else 0
+
+    if request.out_dir is not None:
+        shutil.copytree(root, request.out_dir, symlinks=True, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
+        targets = [(r, request.out_dir / r.path) for r in changed]
+        request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
+    else:
+        if not request.allow_dirty:
+            dirty = dirty_files(request.paths)
+            blocked = [r.path for r in changed if by_name[r.path].resolve() in dirty]
+            if blocked:
+                listing = "\n  ".join(blocked)
+                return _fail(
+                    f"these files have uncommitted changes:\n  {listing}\n"
+                    "commit or stash them first, or pass --allow-dirty"
+                )
+        targets = [(r, by_name[r.path]) for r in changed]
+    _write_all(targets, summary)
+    _finish(request, results, summary, wrote=True)
+    return 1 if summary.failed else 0
+
+
+def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool) -> None:
+    results.sort(key=lambda r: r.path)
+    if request.report_file is not None:
+        options = {
+            **asdict(request.options),
+            "max_tier": str(request.options.max_tier),
+            "out": str(request.out_dir) if request.out_dir else None,
+            "mode": "diff" if request.diff else "check" if request.check_only else "out" if request.out_dir else "in-place",
+        }
+        report = migration_report(results, options, summary)
+        request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if not request.quiet:
+        _print_failures(results)
+        _print_summary(summary, wrote)

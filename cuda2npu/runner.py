@@ -1,0 +1,74 @@
+"""Running the engine over many files: reading, prefilter, skip markers, a process pool.
+
+Every file yields a :class:`FileResult`; no exception leaves a worker. Rule classes are imported
+in each worker and instantiated per file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+from cuda2npu import prefilter
+from cuda2npu.catalogue import rule as rule_doc
+from cuda2npu.diagnostics import FileResult, Finding
+from cuda2npu.engine import migrate_source
+from cuda2npu.options import Options
+from cuda2npu.rulebase import enabled_rules
+
+PREFILTER_REASON = "no CUDA trigger (prefilter)"
+PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(options: Options):
+    return prefilter.build(enabled_rules(options))
+
+
+def io_error(display: str, exc: OSError) -> FileResult:
+    doc = rule_doc("NPU004")
+    message = f"cannot read: {exc.strerror or exc}"
+    finding = Finding(display, 1, 1, "NPU004", doc.name, message, doc.tier, False)
+    return FileResult(display, "failed", message, [finding])
+
+
+def process_file(path: Path, display: str, options: Options) -> FileResult:
+    """Read one file and check or migrate it; never raises."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return io_error(display, exc)
+    try:
+        reason = prefilter.skip_reason(data)
+        if reason is not None:
+            return FileResult(display, "skipped", reason)
+        if not _pattern(options).search(data):
+            return FileResult(display, "skipped", PREFILTER_REASON)
+        return migrate_source(data, display, options)
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
+        return FileResult(
+            display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
+        )
+
+
+def _process(args: tuple[Path, str, Options]) -> FileResult:
+    return process_file(*args)
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+def run(files: list[tuple[Path, str]], options: Options, jobs: int) -> Iterator[FileResult]:
+    """Results in the order of ``files``."""
+    tasks = [(path, display, options) for path, display in files]
+    if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
+        yield from map(_process, tasks)
+        return
+    chunk = max(1, min(32, len(tasks) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_process, tasks, chunksize=chunk)
