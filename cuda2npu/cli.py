@@ -7,6 +7,7 @@ Exit codes (ruff's contract): 0 nothing found / nothing to change, 1 findings or
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import signal
@@ -20,7 +21,7 @@ import click
 from cuda2npu import __version__
 from cuda2npu.catalogue import all_rules
 from cuda2npu.diagnostics import Tier
-from cuda2npu.options import Options
+from cuda2npu.options import STRATEGY_CHOICES, Options
 
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
@@ -36,13 +37,14 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
-def _options(select, ignore, max_tier="review", markers=True, fix=True) -> Options:
+def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True) -> Options:
     return Options(
         select=_codes(select) or ("NPU",),
         ignore=_codes(ignore),
         max_tier=Tier.parse(max_tier),
         markers=markers,
         fix=fix,
+        **strategies,
     )
 
 
@@ -89,13 +91,31 @@ selection = [
     click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. NPU1,NPU201)."),
     click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
     click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."),
+    click.option("--precision", type=click.Choice(STRATEGY_CHOICES["precision"]), default="bf16", show_default=True, help="Mixed-precision policy for AMP rewrites."),
+    click.option("--apex", "apex_strategy", type=click.Choice(STRATEGY_CHOICES["apex"]), default="native", show_default=True, help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork."),
+    click.option("--colossalai", "colossalai_strategy", type=click.Choice(STRATEGY_CHOICES["colossalai"]), default="keep", show_default=True, help="keep: ColossalAI on NPU; native: plain PyTorch distributed."),
+    click.option("--fuse-sdpa", is_flag=True, help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in)."),
+    click.option("--target-torch-npu", metavar="VERSION", default=None, help="Never emit torch_npu keywords newer than this release."),
 ]
 
 
 def with_selection(func):
+    """Add the options shared by migrate and check; they arrive as ``strategies`` plus select/ignore/jobs."""
+
+    @functools.wraps(func)
+    def wrapper(*args, precision, apex_strategy, colossalai_strategy, fuse_sdpa, target_torch_npu, **kwargs):
+        strategies = {
+            "precision": precision,
+            "apex": apex_strategy,
+            "colossalai": colossalai_strategy,
+            "fuse_sdpa": fuse_sdpa,
+            "target_torch_npu": target_torch_npu,
+        }
+        return func(*args, strategies=strategies, **kwargs)
+
     for option in reversed(selection):
-        func = option(func)
-    return func
+        wrapper = option(wrapper)
+    return wrapper
 
 
 @main.command()
@@ -109,13 +129,13 @@ def with_selection(func):
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @with_selection
-def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, allow_dirty, quiet, select, ignore, jobs):
+def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, allow_dirty, quiet, select, ignore, jobs, strategies):
     """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
     from cuda2npu.migrate_command import MigrateRequest, run_migrate
 
     request = MigrateRequest(
         paths=list(paths),
-        options=_options(select, ignore, max_tier, markers=not no_markers),
+        options=_options(select, ignore, strategies, max_tier, markers=not no_markers),
         out_dir=out_dir,
         diff=diff,
         check_only=check_only,
@@ -133,11 +153,11 @@ def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers,
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
 @with_selection
-def check(paths, output_format, exit_zero, output_file, select, ignore, jobs):
+def check(paths, output_format, exit_zero, output_file, select, ignore, jobs, strategies):
     """Report CUDA-only code under PATHS without changing anything."""
     from cuda2npu.check_command import run_check
 
-    sys.exit(run_check(list(paths), _options(select, ignore, fix=False), output_format, exit_zero, output_file, jobs))
+    sys.exit(run_check(list(paths), _options(select, ignore, strategies, fix=False), output_format, exit_zero, output_file, jobs))
 
 
 @main.command()

@@ -101,8 +101,9 @@ def _add_markers(module: cst.Module, reports: list[Report]) -> cst.Module:
             per_statement.setdefault(report.statement, []).append((report.code, reason))
     if not per_statement:
         return module
+    first = module.body[0] if module.body else None
     fixes = {
-        stmt: [(0, lambda node, m=markers: with_markers(node, m))]
+        stmt: [(0, lambda node, m=markers, s=stmt: with_markers(node, m, module.header if s is first else ()))]
         for stmt, markers in per_statement.items()
     }
     return module.visit(FixApplier(fixes))

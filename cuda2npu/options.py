@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cuda2npu.diagnostics import Tier
 
 
+STRATEGY_CHOICES = {
+    "precision": ("bf16", "fp16", "keep"),
+    "apex": ("native", "ascend"),
+    "colossalai": ("keep", "native"),
+}
+
+
 @dataclass(frozen=True)
 class Options:
+    """Everything that changes what the rules report or rewrite (part of the cache key)."""
+
     select: tuple[str, ...] = ("NPU",)
     ignore: tuple[str, ...] = ()
     max_tier: Tier = Tier.REVIEW
     markers: bool = True
     fix: bool = True
-    strategies: dict = field(default_factory=dict, hash=False, compare=True)
+    precision: str = "bf16"
+    apex: str = "native"
+    colossalai: str = "keep"
+    fuse_sdpa: bool = False
+    target_torch_npu: str | None = None  # None: the newest version documented in the reference
 
     def code_enabled(self, code: str, opt_in: bool = False) -> bool:
         """ruff-style selection: the longest matching prefix wins; opt-in rules need their full code."""
@@ -23,6 +36,3 @@ class Options:
         if best_select < 0 or best_ignore >= best_select:
             return False
         return not opt_in or code in self.select
-
-    def strategy(self, name: str, default: str) -> str:
-        return self.strategies.get(name, default)

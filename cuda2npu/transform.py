@@ -38,20 +38,24 @@ def marker_text(code: str, reason: str) -> str:
     return f"{MARKER_PREFIX}{code} {reason}"
 
 
-def _has_marker(node: cst.CSTNode, code: str) -> bool:
-    lines = getattr(node, "leading_lines", ())
+def _has_marker(lines, code: str) -> bool:
     return any(
         line.comment is not None and line.comment.value.startswith(f"{MARKER_PREFIX}{code}")
         for line in lines
     )
 
 
-def with_markers(statement: cst.CSTNode, markers: list[tuple[str, str]]) -> cst.CSTNode:
-    """The statement with one comment line above it per (code, reason) not already present."""
+def with_markers(statement: cst.CSTNode, markers: list[tuple[str, str]], above=()) -> cst.CSTNode:
+    """The statement with one comment line above it per (code, reason) not already present.
+
+    ``above`` are comment lines libcst keeps outside the statement (the module header, for the
+    first statement of a file), which count as already present too.
+    """
+    existing = [*getattr(statement, "leading_lines", ()), *above]
     new_lines = [
         cst.EmptyLine(comment=cst.Comment(marker_text(code, reason)))
         for code, reason in markers
-        if not _has_marker(statement, code)
+        if not _has_marker(existing, code)
     ]
     if not new_lines or not hasattr(statement, "leading_lines"):
         return statement

@@ -1,10 +1,7 @@
 """Rule implementations, one module per family; importing this package registers them all."""
 
-from cuda2npu.checkers import (  # noqa: F401
-    cuda_api,
-    custom_kernels,
-    device,
-    device_strings,
-    distributed,
-    env_vars,
-)
+import importlib
+import pkgutil
+
+for _module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,0 +1,34 @@
+"""Helpers for rule tests: run the engine on text with options, read per-case options."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from cuda2npu.engine import migrate_source
+from cuda2npu.options import Options
+
+OPTIONS_LINE = re.compile(r"^# cuda2npu-test:(?P<opts>.*)$", re.MULTILINE)
+
+
+def options_from(text: str, **overrides) -> Options:
+    """Options from a ``# cuda2npu-test: precision=fp16 apex=ascend`` line, if any."""
+    values: dict = {}
+    match = OPTIONS_LINE.search(text)
+    if match:
+        for pair in match.group("opts").split():
+            key, _, value = pair.partition("=")
+            values[key] = value == "true" if value in ("true", "false") else value
+    values.update(overrides)
+    return Options(**values)
+
+
+def migrate_text(text: str, options: Options | None = None, path: str = "case.py"):
+    """(new text, result) for a source text."""
+    result = migrate_source(text.encode(), path, options or options_from(text))
+    new = result.new_source.decode() if result.new_source is not None else text
+    return new, result
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
