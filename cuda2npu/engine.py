@@ -8,6 +8,7 @@ Flow per file: decode check → parse → rules (one batched traversal) → fixe
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 
 import libcst as cst
@@ -41,12 +42,24 @@ def decode(source: bytes) -> str:
         raise SourceError(f"cannot decode: {exc}") from None
 
 
+PARSER_POSITION = re.compile(r"^(?:parser error: )?error at (\d+):(\d+): ")
+
+
+def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
+    """(message, line, column) from libcst's error, whose precise position is in its message."""
+    match = PARSER_POSITION.match(exc.message)
+    if match:
+        detail = exc.message[match.end():]
+        return f"cannot parse: {detail}", int(match.group(1)), int(match.group(2)) + 1
+    return f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1
+
+
 def parse(source: bytes) -> cst.Module:
     decode(source)
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise SourceError(f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1) from None
+        raise SourceError(*_syntax_error(exc)) from None
     except (RecursionError, MemoryError, ValueError, UnicodeError) as exc:
         raise SourceError(f"cannot parse: {type(exc).__name__}: {exc}") from None
 
@@ -138,7 +151,7 @@ def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         if candidate.code == current.code:
             break
         try:
-            current = cst.parse_module(candidate.code)
+            current = cst.parse_module(candidate.bytes)  # bytes keep the BOM and coding cookie
         except cst.ParserSyntaxError as exc:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"

@@ -17,7 +17,7 @@ from cuda2npu.fileio import atomic_write
 from cuda2npu.gitutil import dirty_files
 from cuda2npu.options import Options
 from cuda2npu.report import Summary, migration_report
-from cuda2npu.runner import default_jobs, io_error, run
+from cuda2npu.runner import PREFILTER_REASON, default_jobs, io_error, run
 from cuda2npu.workset import collect_results, display_name
 
 EXIT_USAGE = 2
@@ -79,10 +79,13 @@ def _print_summary(summary: Summary, wrote: bool) -> None:
 
 
 def _print_failures(results: list[FileResult]) -> None:
+    """Failed files with their position and reason, and files skipped for a reason worth knowing."""
     for result in results:
         if result.status == "failed":
             where = next((f"{f.path}:{f.line}:{f.column}" for f in result.findings), result.path)
             click.echo(f"{where}: {result.reason}", err=True)
+        elif result.status == "skipped" and result.reason != PREFILTER_REASON:
+            click.echo(f"{result.path}: skipped ({result.reason})", err=True)
 
 
 def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary) -> list[FileResult]:
@@ -112,13 +115,17 @@ def run_migrate(request: MigrateRequest) -> int:
             return _fail(problem)
     found = discover(request.paths)
     root = request.paths[0] if request.out_dir is not None else None
-    names = {path: (path.relative_to(root).as_posix() if root else display_name(path)) for path in found.files}
+
+    def name_of(path: Path) -> str:  # --out: relative to the project root, as in the copy
+        return path.relative_to(root).as_posix() if root else display_name(path)
+
+    names = {path: name_of(path) for path in found.files}
     summary = Summary()
     results = collect_results(
         run(list(names.items()), request.options, request.jobs or default_jobs()), summary, len(names)
     )
     for path, reason in found.skipped:
-        skipped = FileResult(display_name(path), "skipped", reason)
+        skipped = FileResult(name_of(path), "skipped", reason)
         summary.add(skipped)
         results.append(skipped)
     by_name = {display: path for path, display in names.items()}
@@ -160,7 +167,6 @@ def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary
         options = {
             **asdict(request.options),
             "max_tier": str(request.options.max_tier),
-            "out": str(request.out_dir) if request.out_dir else None,
             "mode": "diff" if request.diff else "check" if request.check_only else "out" if request.out_dir else "in-place",
         }
         report = migration_report(results, options, summary)

@@ -15,8 +15,8 @@ TF32_FLAGS = {
 }
 
 
-def _rename_attr(new: str):
-    return lambda node: node.with_changes(attr=cst.Name(new))
+def _rename(new: str):
+    return lambda name: name.with_changes(value=new)
 
 
 @register
@@ -30,11 +30,11 @@ class CudaMethodCall(Rule):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if "torch.cuda" not in self.resolver.qualified_names(func):  # a call, not the module
-                self.report("NPU101", func, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename_attr("npu"))
+                self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "is_cuda":
-            self.report("NPU102", node, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename_attr("is_npu"))
+            self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
 
 
 @register

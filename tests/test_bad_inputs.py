@@ -1,0 +1,52 @@
+"""Bad input never crashes a run or loses a byte (fixtures/bad_inputs)."""
+
+from __future__ import annotations
+
+import json
+
+from cli_helpers import REPO, cuda2npu, tree_digest
+
+BAD = REPO / "fixtures" / "bad_inputs"
+
+
+def _report(tmp_path):
+    out = tmp_path / "out"
+    result = cuda2npu("migrate", BAD, "--out", out)
+    report = json.loads((out / "cuda2npu_report.json").read_text())
+    return result, out, {f["path"]: f for f in report["files"]}
+
+
+def test_unparsable_files_are_reported_with_position_and_left_untouched(tmp_path):
+    result, out, files = _report(tmp_path)
+    assert result.returncode == 1  # some files failed
+    for name in ("syntax_error.py", "python2.py", "latin1_without_cookie.py", "binary.py"):
+        assert files[name]["status"] == "failed", name
+        assert (out / name).read_bytes() == (BAD / name).read_bytes()
+    assert "python2.py:2:11: cannot parse" in result.stderr
+    assert "syntax_error.py:3:1: cannot parse" in result.stderr
+    assert "latin1_without_cookie.py:1:1: cannot decode" in result.stderr
+
+
+def test_symlinks_are_reported_not_followed_forever(tmp_path):
+    result, _, files = _report(tmp_path)
+    assert files["loop_a.py"]["reason"] == files["loop_b.py"]["reason"] == "symlink loop"
+    assert "dangling" in files["dangling.py"]["reason"]
+    assert "loop_a.py: skipped (symlink loop)" in result.stderr
+
+
+def test_encodings_and_newlines_are_preserved(tmp_path):
+    _, out, files = _report(tmp_path)
+    crlf = (out / "crlf.py").read_bytes()
+    assert crlf == b"import torch\r\nimport torch_npu\r\n\r\nx = torch.ones(1).npu()\r\n"
+    assert (out / "bom.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu\n")
+    latin = (out / "latin1_with_cookie.py").read_bytes()
+    assert b'name = "caf\xe9"' in latin and b".npu()" in latin
+    assert files["empty.py"]["status"] == "skipped"
+    assert (out / "empty.py").read_bytes() == b""
+
+
+def test_source_tree_is_never_modified(tmp_path):
+    before = tree_digest(BAD)
+    cuda2npu("migrate", BAD, "--out", tmp_path / "out")
+    cuda2npu("migrate", BAD, "--diff")
+    assert tree_digest(BAD) == before

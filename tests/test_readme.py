@@ -1,0 +1,26 @@
+"""README.md opens with the two set-up commands, and .ci/run runs the second one verbatim."""
+
+from __future__ import annotations
+
+import re
+
+from cli_helpers import REPO
+
+
+def _setup_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    return re.findall(r"```bash\n(.*?)\n```", text, re.DOTALL)[:2]
+
+
+def test_readme_starts_with_two_commands():
+    text = (REPO / "README.md").read_text()
+    first_block = text.index("```bash")
+    assert text[:first_block].strip() == "# cuda2npu"
+    install_and_run, install_and_test = _setup_commands()
+    assert "cuda2npu migrate fixtures/projects/" in install_and_run
+    assert "pytest" in install_and_test
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert _setup_commands()[1] in ci.splitlines()
