@@ -1,0 +1,106 @@
+"""Comparing the two sides' records with dtype-aware tolerances.
+
+A pair passes when ``|a - b| <= atol·max(1, max|b|) + rtol·|b|`` elementwise. Bounds by the
+precision the migrated model computes in:
+
+| precision | rtol | atol | why |
+|---|---|---|---|
+| fp32 | 1e-5 | 1e-6 | same math in float32: only summation order differs |
+| bf16 | 2e-2 | 2e-2 | bfloat16 keeps 8 mantissa bits (relative step 2^-8 ≈ 4e-3), errors add up over layers |
+| fp16 | 2e-3 | 2e-3 | float16 keeps 11 mantissa bits |
+
+The precision is the lowest floating dtype among the migrated outputs unless given explicitly
+(``--precision``): a model that autocasts internally but returns float32 needs it given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+TOLERANCES = {"fp32": (1e-5, 1e-6), "bf16": (2e-2, 2e-2), "fp16": (2e-3, 2e-3)}
+DTYPE_PRECISION = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+@dataclass
+class TensorComparison:
+    group: str
+    name: str
+    shape: tuple
+    max_abs: float
+    max_rel: float
+    ok: bool
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "group": self.group,
+            "name": self.name,
+            "shape": list(self.shape),
+            "max_abs_error": self.max_abs,
+            "max_rel_error": self.max_rel,
+            "ok": self.ok,
+            "note": self.note,
+        }
+
+
+def detect_precision(outputs: list[torch.Tensor]) -> str:
+    found = {DTYPE_PRECISION.get(t.dtype) for t in outputs} - {None}
+    return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
+
+
+def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str) -> TensorComparison:
+    if expected.shape != actual.shape:
+        note = f"shape {tuple(actual.shape)} != original {tuple(expected.shape)}"
+        return TensorComparison(group, name, tuple(expected.shape), float("inf"), float("inf"), False, note)
+    rtol, atol = TOLERANCES[precision]
+    b = expected.detach().double()
+    a = actual.detach().double()
+    if b.numel() == 0:
+        return TensorComparison(group, name, tuple(b.shape), 0.0, 0.0, True)
+    diff = (a - b).abs()
+    scale = max(1.0, float(b.abs().max()))
+    ok = bool((diff <= atol * scale + rtol * b.abs()).all()) and not bool(torch.isnan(a).any() ^ torch.isnan(b).any())
+    rel = diff / (b.abs() + atol * scale)
+    return TensorComparison(group, name, tuple(b.shape), float(diff.max()), float(rel.max()), ok)
+
+
+def compare_records(original: dict, migrated: dict, precision: str | None) -> tuple[str, list[TensorComparison], list[str]]:
+    """(precision used, per-tensor comparisons, structural problems)."""
+    precision = precision or detect_precision(migrated["outputs"])
+    rows: list[TensorComparison] = []
+    problems: list[str] = []
+    if len(original["outputs"]) != len(migrated["outputs"]):
+        problems.append(f"the original returns {len(original['outputs'])} tensors, the migrated model {len(migrated['outputs'])}")
+    for index, (e, a) in enumerate(zip(original["outputs"], migrated["outputs"])):
+        rows.append(compare_tensors("output", f"output[{index}]", e, a, precision))
+    for group in ("grads", "params_after_step"):
+        left, right = original.get(group), migrated.get(group)
+        if left is None and right is None:
+            continue
+        if left is None or right is None:
+            problems.append(f"{group}: only one side produced them")
+            continue
+        if set(left) != set(right):
+            missing = sorted(set(left) - set(right))
+            extra = sorted(set(right) - set(left))
+            problems.append(f"{group}: parameter names differ (missing {missing}, extra {extra})")
+        for name in sorted(set(left) & set(right)):
+            rows.append(compare_tensors(group.replace("params_after_step", "after step").rstrip("s"), name, left[name], right[name], precision))
+    return precision, rows, problems
+
+
+def compare_dropout(original: float | None, migrated: float | None, band: float = 1.5) -> str | None:
+    """A message when the train-mode output variances differ by more than ``band``× (keep_prob not inverted)."""
+    if original is None or migrated is None:
+        return None
+    if original == 0.0 and migrated == 0.0:
+        return None
+    low, high = sorted((original, migrated))
+    if low == 0.0 or high / low > band:
+        return (
+            f"train-mode output variance differs: original {original:.4g}, migrated {migrated:.4g} "
+            "(dropout probability changed? keep_prob must be 1 - dropout_p)"
+        )
+    return None

@@ -1,0 +1,190 @@
+"""One side of a validation run, executed in its own subprocess.
+
+``python -m cuda2npu.validation.side SPEC.json`` imports ``ENTRY = module:function`` from the
+given tree, calls it (seeded) to get ``(model, inputs[, optimizer_factory])`` and records, on the
+CPU: the state dict, the inputs, the eval-mode outputs, the gradients of a fixed random projection
+of the outputs, the parameters after one optimizer step and (optionally) train-mode output
+variance for the dropout check. The migrated side first loads the original's weights and inputs.
+
+The original side runs with :func:`cuda2npu.emulation.emulate_cuda` when CUDA is missing; the
+migrated side with real torch_npu, or :func:`cuda2npu.emulation.emulate_npu` when it is missing.
+Failures are written as ``{"error": kind, "message": ..., "traceback": ...}``; exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from cuda2npu.validation.keys import map_state_dict
+
+PROJECTION_SEED = 1000
+
+
+def _emulate(role: str) -> str:
+    """Install the stand-ins this side needs; return what runs it (for the report)."""
+    if role == "original":
+        if torch.cuda.is_available():
+            return "cuda"
+        from cuda2npu.emulation import emulate_cuda
+
+        emulate_cuda()
+        return "cpu (emulated cuda)"
+    from cuda2npu.emulation import emulate_npu
+
+    emulation = emulate_npu()
+    return "npu (emulated)" if getattr(emulation, "emulated", True) else "npu"
+
+
+def _unpack(built):
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise TypeError("the entry must return (model, inputs) or (model, inputs, optimizer_factory)")
+    model, inputs = built[0], built[1]
+    factory = built[2] if len(built) == 3 else None
+    if not isinstance(inputs, (tuple, list, dict)):
+        inputs = (inputs,)
+    return model, inputs, factory
+
+
+def _build(target):
+    """Call an entry function, or build an ``nn.Module`` class with no arguments.
+
+    A class must provide its inputs through an ``example_inputs()`` method (or attribute).
+    """
+    if isinstance(target, type) and issubclass(target, torch.nn.Module):
+        model = target()
+        example = getattr(model, "example_inputs", None)
+        if example is None:
+            raise NoExampleInputs(f"{target.__name__} has no example_inputs(); add a validate entry for it")
+        return model, example() if callable(example) else example
+    return target()
+
+
+class NoExampleInputs(LookupError):
+    """A module class was given as entry but says nothing about its inputs."""
+
+
+def _call(model, inputs):
+    return model(**inputs) if isinstance(inputs, dict) else model(*inputs)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """Tensors of a (nested) output, in a stable order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for key in sorted(value) for t in _tensors(value[key])]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _projection(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """A scalar that depends on every output element, with weights identical on both sides."""
+    total = None
+    for index, out in enumerate(t for t in outputs if t.is_floating_point()):
+        generator = torch.Generator().manual_seed(PROJECTION_SEED + index)
+        weight = torch.randn(out.shape, generator=generator, dtype=torch.float32).to(out.device)
+        term = (out.float() * weight).sum()
+        total = term if total is None else total + term
+    if total is None:
+        raise ValueError("the model returned no floating-point tensor to compare")
+    return total
+
+
+def _cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {k: _cpu(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cpu(v) for v in value)
+    return value
+
+
+def _place_like(reference, target):
+    """The original's inputs on the migrated side's device and dtype."""
+    if isinstance(reference, torch.Tensor) and isinstance(target, torch.Tensor):
+        return reference.to(device=target.device, dtype=target.dtype)
+    if isinstance(reference, dict):
+        return {k: _place_like(v, target[k]) for k, v in reference.items()}
+    if isinstance(reference, (tuple, list)):
+        return type(reference)(_place_like(r, t) for r, t in zip(reference, target))
+    return target
+
+
+def _dropout_variance(model, inputs, runs: int) -> float:
+    """Mean per-element variance of the train-mode outputs over repeated runs."""
+    model.train()
+    with torch.no_grad():
+        samples = torch.stack([_tensors(_call(model, inputs))[0].detach().float().cpu() for _ in range(runs)])
+    model.eval()
+    return float(samples.var(dim=0).mean())
+
+
+def run_side(spec: dict) -> dict:
+    role, exchange = spec["role"], Path(spec["exchange"])
+    sys.path.insert(0, spec["tree"])
+    backend = _emulate(role)
+    module_name, _, function_name = spec["entry"].partition(":")
+    torch.manual_seed(spec["seed"])
+    module = importlib.import_module(module_name)
+    if not hasattr(module, function_name):
+        raise LookupError(f"{module_name} has no function {function_name!r}")
+    model, inputs, factory = _unpack(_build(getattr(module, function_name)))
+    mapping: dict = {}
+    if role == "migrated":
+        reference = torch.load(exchange / "original.pt", weights_only=False)
+        state, mapping = map_state_dict(reference["state_dict"], model.state_dict())
+        model.load_state_dict(state)
+        inputs = _place_like(reference["inputs"], inputs)
+    record = {"backend": backend, "key_mapping": mapping, "state_dict": _cpu(model.state_dict()), "inputs": _cpu(inputs)}
+    model.eval()
+    outputs = _tensors(_call(model, inputs))
+    record["outputs"] = [_cpu(o) for o in outputs]
+    _projection(outputs).backward()
+    record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
+    if factory is not None:
+        factory(model).step()
+        record["params_after_step"] = {n: _cpu(p) for n, p in model.named_parameters()}
+    if spec.get("dropout_runs"):
+        record["dropout_variance"] = _dropout_variance(model, inputs, spec["dropout_runs"])
+    return record
+
+
+def classify(exc: BaseException, role: str) -> str:
+    """A short name for what went wrong, pointing at the likely cause."""
+    text = str(exc)
+    if "same device" in text:
+        return "device mixing (a tensor was left on another device; look for a missed .cuda()/.to())"
+    if role == "migrated" and ("CUDA" in text or "cuda" in text):
+        return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
+    if isinstance(exc, NoExampleInputs):
+        return "no example inputs"
+    if isinstance(exc, (ImportError, LookupError)):
+        return "entry not found" if isinstance(exc, LookupError) else "import failure"
+    if isinstance(exc, RuntimeError) and "state_dict" in text:
+        return "weights do not load (parameter names or shapes differ)"
+    return type(exc).__name__
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    exchange = Path(spec["exchange"])
+    try:
+        record = run_side(spec)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised
+        error = {"error": classify(exc, spec["role"]), "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        (exchange / f"{spec['role']}.error.json").write_text(json.dumps(error))
+        return 2
+    torch.save(record, exchange / f"{spec['role']}.pt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

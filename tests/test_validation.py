@@ -1,0 +1,108 @@
+"""The validation harness: passes correct migrations, fails broken ones with the cause.
+
+Each case migrates an original CUDA fixture with the real CLI, then runs ``cuda2npu validate``
+(original side on the CUDA stand-ins, migrated side on the emulated NPU) and also runs it
+against deliberately broken copies of the migrated tree.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from cli_helpers import REPO, cuda2npu
+from cuda2npu.validation.compare import compare_dropout, compare_tensors, detect_precision
+from cuda2npu.validation.keys import map_state_dict
+
+FIXTURES = REPO / "fixtures" / "validation"
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mlp") / "migrated"
+    assert cuda2npu("migrate", FIXTURES / "mlp", "--out", out).returncode == 0
+    return FIXTURES / "mlp", out
+
+
+def _break(migrated: Path, tmp_path: Path, old: str, new: str) -> Path:
+    broken = tmp_path / "broken"
+    shutil.copytree(migrated, broken)
+    source = (broken / "model.py").read_text()
+    assert old in source, f"mutation target {old!r} not in the migrated code"
+    (broken / "model.py").write_text(source.replace(old, new))
+    return broken
+
+
+def test_correct_migration_is_equivalent(mlp, tmp_path):
+    original, migrated = mlp
+    report = tmp_path / "report.json"
+    result = cuda2npu("validate", original, migrated, "--entry", "model:build", "--json", report)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(report.read_text())["results"][0]
+    assert data["status"] == "equivalent" and data["precision"] == "fp32"
+    groups = {row["group"] for row in data["tensors"]}
+    assert groups == {"output", "grad", "after step"}
+    assert data["backends"]["migrated"].startswith("npu")
+
+
+def test_cuda_call_left_behind_is_an_error(mlp, tmp_path):
+    original, migrated = mlp
+    broken = _break(migrated, tmp_path, "model = MLP().npu()", "model = MLP().cuda()")
+    result = cuda2npu("validate", original, broken, "--entry", "model:build")
+    assert result.returncode == 2
+    assert "CUDA call on the migrated side" in result.stdout
+
+
+def test_adamw_mapped_to_adam_is_a_mismatch(mlp, tmp_path):
+    original, migrated = mlp
+    broken = _break(migrated, tmp_path, "torch.optim.AdamW(", "torch.optim.Adam(")
+    result = cuda2npu("validate", original, broken, "--entry", "model:build")
+    assert result.returncode == 1
+    assert "after step" in result.stdout and "MISMATCH" in result.stdout
+
+
+def test_changed_dropout_is_caught_by_the_dropout_check(mlp, tmp_path):
+    original, migrated = mlp
+    broken = _break(migrated, tmp_path, "nn.Dropout(0.1)", "nn.Dropout(0.9)")
+    assert cuda2npu("validate", original, broken, "--entry", "model:build").returncode == 0  # eval mode hides it
+    result = cuda2npu("validate", original, broken, "--entry", "model:build", "--dropout-check")
+    assert result.returncode == 1 and "keep_prob must be 1 - dropout_p" in result.stdout
+
+
+def test_missing_entry_is_an_error(mlp):
+    original, migrated = mlp
+    result = cuda2npu("validate", original, migrated, "--entry", "model:nope")
+    assert result.returncode == 2 and "entry not found" in result.stdout
+
+
+def test_generated_validation_package_runs(mlp):
+    _, migrated = mlp
+    test_file = migrated / "npu_validation" / "test_npu_validation.py"
+    text = test_file.read_text()
+    assert "MODULE_CLASSES = ['model:MLP']" in text
+    assert (migrated / "npu_validation" / "README.md").exists()
+
+
+def test_tolerances_are_dtype_aware():
+    expected = torch.linspace(-1, 1, 50)
+    close = expected + 1e-7
+    assert compare_tensors("output", "x", expected, close, "fp32").ok
+    assert not compare_tensors("output", "x", expected, expected + 1e-3, "fp32").ok
+    assert compare_tensors("output", "x", expected, expected + 1e-3, "bf16").ok
+    shape = compare_tensors("output", "x", expected, expected[:10], "fp32")
+    assert not shape.ok and "shape" in shape.note
+    assert detect_precision([torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1)]) == "bf16"
+
+
+def test_dropout_comparison_band():
+    assert compare_dropout(1.0, 1.2) is None
+    assert "keep_prob" in compare_dropout(1.0, 9.0)
+
+
+def test_te_extra_state_is_dropped_with_a_reason():
+    state, dropped = map_state_dict({"w": 1, "layer._extra_state": 2}, {"w": 0})
+    assert state == {"w": 1} and "layer._extra_state" in dropped
