@@ -1,0 +1,11 @@
+"""``apex.optimizers`` stand-in: the fused optimizers' update rules, computed in float32.
+
+See each module for the apex source and CUDA kernel followed. ``FusedNovoGrad``,
+``FusedAdagrad``, ``FusedMixedPrecisionLamb`` and ``FP16_Optimizer`` are not provided.
+"""
+
+from .fused_adam import FusedAdam
+from .fused_lamb import FusedLAMB
+from .fused_sgd import FusedSGD
+
+__all__ = ["FusedAdam", "FusedLAMB", "FusedSGD"]
