@@ -106,3 +106,35 @@ def test_dropout_comparison_band():
 def test_te_extra_state_is_dropped_with_a_reason():
     state, dropped = map_state_dict({"w": 1, "layer._extra_state": 2}, {"w": 0})
     assert state == {"w": 1} and "layer._extra_state" in dropped
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    out = tmp_path_factory.mktemp("attention") / "migrated"
+    assert cuda2npu("migrate", FIXTURES / "attention", "--out", out, "--fuse-sdpa").returncode == 0
+    return FIXTURES / "attention", out
+
+
+@pytest.mark.parametrize("entry", ["model:build_cross", "model:build_packed", "model:build_masked"])
+def test_attention_migrations_are_equivalent(attention, entry):
+    original, migrated = attention
+    result = cuda2npu("validate", original, migrated, "--entry", entry)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "EQUIVALENT" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("entry", "old", "new", "expected_exit"),
+    [
+        pytest.param("model:build_cross", "scale=q.shape[-1] ** -0.5,", "", 1, id="scale-dropped"),
+        pytest.param("model:build_cross", "sparse_mode=3", "sparse_mode=2", 1, id="causal-top-left-with-sq-ne-skv"),
+        pytest.param("model:build_cross", '"BSND"', '"BSH"', 2, id="bsnd-passed-as-bsh"),
+        pytest.param("model:build_masked", "atten_mask=~keep", "atten_mask=keep", 1, id="mask-polarity-not-inverted"),
+    ],
+)
+def test_broken_attention_migrations_are_caught(attention, tmp_path, entry, old, new, expected_exit):
+    original, migrated = attention
+    broken = _break(migrated, tmp_path, old, new)
+    result = cuda2npu("validate", original, broken, "--entry", entry)
+    assert result.returncode == expected_exit, result.stdout + result.stderr
+    assert ("MISMATCH" if expected_exit == 1 else "ERROR") in result.stdout

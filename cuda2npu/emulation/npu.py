@@ -122,6 +122,9 @@ def _install_backend() -> None:
     _backend_libraries.extend(npu_tensor.install_backend_kernels())
     _backend_libraries.extend(npu_autocast.install_autocast_kernels())
     npu_patches.register_deserializer()
+    # Module.to()/half() on wrapper-subclass parameters must swap whole tensors: assigning
+    # `param.data` changes the wrapper's dtype but not the CPU tensor it holds.
+    torch.__future__.set_swap_module_params_on_conversion(True)
 
 
 def _install_torch_npu_modules() -> bool:

@@ -11,6 +11,13 @@ precision the migrated model computes in:
 
 The precision is the lowest floating dtype among the migrated outputs unless given explicitly
 (``--precision``): a model that autocasts internally but returns float32 needs it given.
+
+Parameters after the optimizer step are compared only where the gradient is above the gradient
+tolerance and the two sides' gradients agree on sign and size (the difference is under half the
+gradient): Adam-type optimizers normalise
+the update by the gradient's own magnitude, so a gradient that is zero up to rounding (a key
+bias under softmax, say) turns into a full ``lr``-sized step of arbitrary sign on each side.
+Those elements say nothing about the migration; the gradients themselves are compared above.
 """
 
 from __future__ import annotations
@@ -50,7 +57,17 @@ def detect_precision(outputs: list[torch.Tensor]) -> str:
     return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
 
 
-def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str) -> TensorComparison:
+def _noise_level(expected: torch.Tensor, actual: torch.Tensor, precision: str) -> torch.Tensor:
+    """Gradient elements that are zero within tolerance, or whose two values differ by half their size."""
+    if expected.shape != actual.shape:
+        return torch.zeros(expected.shape, dtype=torch.bool)
+    _, atol = TOLERANCES[precision]
+    g = expected.detach().double()
+    tiny = g.abs() <= atol * max(1.0, float(g.abs().max()) if g.numel() else 1.0)
+    return tiny | ((g - actual.detach().double()).abs() * 2 >= g.abs())
+
+
+def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str, ignore: torch.Tensor | None = None) -> TensorComparison:
     if expected.shape != actual.shape:
         note = f"shape {tuple(actual.shape)} != original {tuple(expected.shape)}"
         return TensorComparison(group, name, tuple(expected.shape), float("inf"), float("inf"), False, note)
@@ -60,10 +77,15 @@ def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch
     if b.numel() == 0:
         return TensorComparison(group, name, tuple(b.shape), 0.0, 0.0, True)
     diff = (a - b).abs()
+    note = ""
+    if ignore is not None and ignore.shape == diff.shape:
+        diff = diff.masked_fill(ignore, 0.0)
+        if int(ignore.sum()):
+            note = f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"
     scale = max(1.0, float(b.abs().max()))
     ok = bool((diff <= atol * scale + rtol * b.abs()).all()) and not bool(torch.isnan(a).any() ^ torch.isnan(b).any())
     rel = diff / (b.abs() + atol * scale)
-    return TensorComparison(group, name, tuple(b.shape), float(diff.max()), float(rel.max()), ok)
+    return TensorComparison(group, name, tuple(b.shape), float(diff.max()), float(rel.max()), ok, note)
 
 
 def compare_records(original: dict, migrated: dict, precision: str | None) -> tuple[str, list[TensorComparison], list[str]]:
@@ -86,8 +108,11 @@ def compare_records(original: dict, migrated: dict, precision: str | None) -> tu
             missing = sorted(set(left) - set(right))
             extra = sorted(set(right) - set(left))
             problems.append(f"{group}: parameter names differ (missing {missing}, extra {extra})")
+        label = "grad" if group == "grads" else "after step"
         for name in sorted(set(left) & set(right)):
-            rows.append(compare_tensors(group.replace("params_after_step", "after step").rstrip("s"), name, left[name], right[name], precision))
+            grads = original.get("grads", {}).get(name), migrated.get("grads", {}).get(name)
+            ignore = _noise_level(*grads, precision) if group == "params_after_step" and None not in grads else None
+            rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore))
     return precision, rows, problems
 
 

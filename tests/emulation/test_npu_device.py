@@ -115,6 +115,16 @@ def test_device_module_basics():
 
 
 @in_npu_process
+def test_module_dtype_conversion_after_moving_to_npu():
+    model = torch.nn.Linear(4, 4).npu().to(torch.bfloat16)
+    x = torch.randn(2, 4).npu().to(torch.bfloat16)
+    assert model(x).dtype == torch.bfloat16
+    model.half()
+    model.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    assert model.weight.dtype == torch.float16 and model(x.half()).dtype == torch.float16
+
+
+@in_npu_process
 def test_device_capability_is_none_unless_env_var_set():
     assert torch.npu.get_device_capability() is None
     os.environ["TORCH_NPU_DEVICE_CAPABILITY"] = "9.1"
