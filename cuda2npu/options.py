@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuda2npu.diagnostics import Tier
 
@@ -12,6 +12,8 @@ STRATEGY_CHOICES = {
     "apex": ("native", "ascend"),
     "colossalai": ("keep", "native"),
 }
+
+OPT_IN_FLAGS = {"fuse_sdpa": "NPU406"}
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,26 @@ class Options:
     colossalai: str = "keep"
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
+    per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
+
+    def for_path(self, path) -> "Options":
+        """The options for one file: matching per-file-ignores folded into ``ignore``."""
+        if not self.per_file_ignores:
+            return self
+        from cuda2npu.config import matching_ignores
+
+        extra = matching_ignores(self.per_file_ignores, path)
+        return replace(self, ignore=self.ignore + extra, per_file_ignores=()) if extra else self
+
+    def opted_in(self) -> set[str]:
+        """Opt-in rule codes switched on by a flag (``--fuse-sdpa`` → NPU406)."""
+        return {code for flag, code in OPT_IN_FLAGS.items() if getattr(self, flag)}
 
     def code_enabled(self, code: str, opt_in: bool = False) -> bool:
-        """ruff-style selection: the longest matching prefix wins; opt-in rules need their full code."""
+        """ruff-style selection: the longest matching prefix wins; opt-in rules need their full
+        code in ``select`` or their flag."""
         best_select = max((len(p) for p in self.select if code.startswith(p)), default=-1)
         best_ignore = max((len(p) for p in self.ignore if code.startswith(p)), default=-1)
         if best_select < 0 or best_ignore >= best_select:
             return False
-        return not opt_in or code in self.select
+        return not opt_in or code in self.select or code in self.opted_in()

@@ -1,0 +1,457 @@
+"""TransformerEngine → plain PyTorch on NPU (NPU411–NPU417).
+
+* NPU411 ``te.fp8_autocast`` / ``te.autocast`` → ``torch.autocast("npu", dtype=torch.bfloat16)``
+  (FP8 training is not available on Atlas A2; BF16 is the replacement; ``--precision fp16``
+  picks float16). ``enabled=False`` → ``contextlib.nullcontext()``; an ``enabled`` expression
+  chooses between the two, because ``torch.autocast(enabled=False)`` would also switch off an
+  enclosing autocast, which TE's ``enabled=False`` does not.
+* NPU412 ``te.Linear`` / ``te.LayerNorm`` / ``te.RMSNorm`` → ``torch.nn`` modules with the same
+  parameter names (``weight``, ``bias``); NPU413 is one entry per TE-only constructor argument
+  mapped (``params_dtype`` → ``dtype``) or dropped. A call using tensor parallelism, userbuffers,
+  ``return_bias``, ``parameters_split``, ``fuse_wgrad_accumulation`` or ``zero_centered_gamma``
+  is not rewritten (manual): plain modules cannot do it.
+* NPU414 ``te.checkpoint`` → ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` explicit,
+  TE's default True).
+* NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed; NPU416
+  removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (fused modules,
+  ONNX export, FP8 parameters, userbuffers).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.checkers.attention_common import (
+    NOT_LITERAL,
+    ModuleFacts,
+    Unbindable,
+    arg_value,
+    atom,
+    bind,
+    code,
+    describe_support,
+    expression,
+    is_pure,
+    literal,
+    literal_arg,
+    missing_imports,
+    plan_import_removals,
+    remove_import_names,
+    support_fix,
+)
+from cuda2npu.checkers.attention_versions import parse_target
+from cuda2npu.diagnostics import Tier
+from cuda2npu.imports import TORCH_IMPORT
+from cuda2npu.names import dotted_name
+from cuda2npu.rulebase import Rule, register
+
+TE_PYTORCH = "transformer_engine.pytorch"
+RECIPE = "transformer_engine.common.recipe"
+AUTOCAST = {
+    "fp8_autocast": ("enabled", "calibrating", "fp8_recipe", "fp8_group", "_graph"),
+    "autocast": ("enabled", "calibrating", "recipe", "amax_reduction_group", "_graph"),
+}
+RECIPE_ARGS = ("fp8_recipe", "recipe")
+
+LINEAR_PARAMS = (
+    "in_features", "out_features", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group", "tp_size",
+    "get_rng_state_tracker", "rng_tracker_name", "init_method", "bias", "return_bias", "params_dtype",
+    "parallel_mode", "skip_weight_param_allocation", "parameters_split", "ub_overlap_ag", "ub_overlap_rs",
+    "ub_overlap_rs_dgrad", "ub_bulk_dgrad", "ub_bulk_wgrad", "ub_name", "ub_split_rs", "ub_split_ag",
+    "delay_wgrad_compute", "symmetric_ar_type", "save_original_input", "name", "device",
+)
+NORM_PARAMS = (
+    "hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device",
+    "normalized_shape", "dtype", "sm_margin", "fwd_sm_margin", "bwd_sm_margin", "name",
+)
+MODULES = {
+    "Linear": ("torch.nn.Linear", LINEAR_PARAMS, ("in_features", "out_features")),
+    "LayerNorm": ("torch.nn.LayerNorm", NORM_PARAMS, ("hidden_size",)),
+    "RMSNorm": ("torch.nn.RMSNorm", NORM_PARAMS, ("hidden_size",)),
+}
+KEEP = {"in_features", "out_features", "bias", "device", "hidden_size", "eps", "dtype", "normalized_shape"}
+RENAME = {"params_dtype": "dtype"}
+# argument → (values that may be dropped, why it can be dropped, why any other value cannot)
+DROPPABLE = {
+    "sequence_parallel": ((False, None), "sequence parallelism needs a tensor-parallel group",
+                          "sequence parallelism (reduce-scatter/all-gather of activations) has no plain-module counterpart"),
+    "fuse_wgrad_accumulation": ((False,), "off", "accumulates weight gradients into `weight.main_grad` (Megatron); nn modules write `.grad`"),
+    "tp_group": ((None,), "no tensor-parallel group", "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)"),
+    "tp_size": ((1,), "tensor-parallel size 1", "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)"),
+    "parallel_mode": (None, "without a tensor-parallel group TE performs no communication", ""),
+    "get_rng_state_tracker": (None, "only selects the RNG used for weight initialisation", ""),
+    "rng_tracker_name": (None, "only selects the RNG used for weight initialisation", ""),
+    "init_method": (None, "nn modules initialise with their own scheme (Kaiming-uniform for Linear); apply "
+                    "`init_method(module.weight)` after construction if training from scratch", ""),
+    "return_bias": ((False,), "off", "nn.Linear cannot return its bias unapplied; add it by hand"),
+    "skip_weight_param_allocation": (None, "ignored by TE since 0.11", ""),
+    "parameters_split": ((None,), "off", "split parameters get other names (`query_weight`, ...); no plain-module counterpart"),
+    "delay_wgrad_compute": ((False,), "off", "delayed weight-gradient computation has no plain-module counterpart"),
+    "symmetric_ar_type": ((None,), "off", "symmetric all-reduce is a tensor-parallel feature"),
+    "save_original_input": (None, "an FP8 memory option", ""),
+    "name": (None, "a debug name", ""),
+    "zero_centered_gamma": ((False,), "off", "TE stores gamma - 1 in `weight`; nn norms store gamma"),
+    "sm_margin": (None, "a CUDA SM reservation", ""),
+    "fwd_sm_margin": (None, "a CUDA SM reservation", ""),
+    "bwd_sm_margin": (None, "a CUDA SM reservation", ""),
+}
+UB_PREFIX = "ub_"
+DEFAULT_EPS = "1e-5"
+
+UNSUPPORTED = {
+    "LayerNormLinear": "LayerNorm + Linear in one module (parameters `layer_norm_weight`, `layer_norm_bias`, `weight`, "
+                       "`bias`): write a small nn.Module keeping these names so TE checkpoints load (drop the "
+                       "`_extra_state` keys); no generated replacement yet",
+    "LayerNormMLP": "LayerNorm + fc1 + activation + fc2 (parameters `layer_norm_weight`, `layer_norm_bias`, `fc1_weight`, "
+                    "`fc1_bias`, `fc2_weight`, `fc2_bias`): write a small nn.Module keeping these names (swiglu → "
+                    "torch_npu.npu_swiglu, activation on the first half); no generated replacement yet",
+    "DotProductAttention": "attention core: use torch_npu.npu_fusion_attention (qkv_format bshd → \"BSND\", sbhd → \"SBH\" "
+                           "after reshape(s, b, n*d), thd → \"TND\" with actual_seq_qlen=cu_seqlens[1:].tolist(); "
+                           "attn_mask_type causal → sparse_mode=2 (top-left), causal_bottom_right → 3; "
+                           "attention_dropout → keep_prob; scale 1/sqrt(d) explicit); no generated replacement yet",
+    "MultiheadAttention": "fused QKV projection + attention + output projection: rewrite with nn.Linear and "
+                          "torch_npu.npu_fusion_attention, keeping TE's parameter names for checkpoints",
+    "TransformerLayer": "a whole TE transformer block: rewrite with nn modules and torch_npu.npu_fusion_attention, keeping "
+                        "TE's parameter names for checkpoints; no generated replacement yet",
+    "GroupedLinear": "grouped GEMM for MoE: torch_npu.npu_grouped_matmul, by hand",
+    "onnx_export": "exports FP8 graphs to ONNX; use torch.onnx.export without it",
+    "fp8_model_init": "creates FP8 parameters; NPU trains in BF16: remove the context and keep parameters in bf16/fp32",
+    "quantized_model_init": "creates FP8/FP4 parameters; NPU trains in BF16: remove the context and keep parameters in bf16/fp32",
+    "initialize_ub": "userbuffers (communication/GEMM overlap) have no NPU counterpart; remove it",
+    "destroy_ub": "userbuffers have no NPU counterpart; remove it",
+    "make_graphed_callables": "CUDA-graph capture with FP8 state; on NPU use aclgraph (torch.npu.NPUGraph) by hand",
+    "Float8Tensor": "FP8 tensors do not exist on NPU training; keep bf16/fp32 tensors",
+    "fp8_group": "FP8 amax reduction group; FP8 is not used on NPU",
+}
+
+
+def te_name(qualified: str | None) -> str | None:
+    """``Linear`` for ``transformer_engine.pytorch[.module[.linear]].Linear``; None outside TE's pytorch API."""
+    if not qualified or not qualified.startswith(TE_PYTORCH + "."):
+        return None
+    rest = qualified[len(TE_PYTORCH) + 1:]
+    if rest.startswith("ops."):
+        return None  # the fusible-ops API has other signatures
+    return rest.rsplit(".", 1)[-1]
+
+
+class Manual(Exception):
+    pass
+
+
+def _droppable(name: str, arg: cst.Arg, uses_tp: bool) -> tuple[bool, str]:
+    """(may drop, reason) for a TE-only argument."""
+    if name.startswith(UB_PREFIX):
+        value = literal(arg.value)
+        if value in (False, None):
+            return True, "userbuffers off"
+        return False, "userbuffers (communication/GEMM overlap) have no NPU counterpart"
+    allowed, why_drop, why_not = DROPPABLE[name]
+    if allowed is None:
+        return True, why_drop
+    if name in ("sequence_parallel", "parallel_mode") and not uses_tp:
+        return True, "without tensor parallelism it has no effect"
+    value = literal(arg.value)
+    if value is not NOT_LITERAL and value in allowed:
+        return True, why_drop
+    return False, why_not
+
+
+@register
+class TransformerEngine(Rule):
+    codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417")
+    triggers = (r"transformer_engine",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.target = parse_target(self.options.target_torch_npu)
+        self.recipe_removals = self._unused_recipes(ctx.module)
+        self.facts = ModuleFacts.of(ctx.module, skip=frozenset(self.recipe_removals))
+        self.import_removals = plan_import_removals(self.facts, ("transformer_engine",))
+        self.dropped_recipe_args: set[cst.CSTNode] = set()
+        self._inside_recipe: dict[cst.CSTNode, bool] = {}
+        self.imports: list[str] = []
+        self.rewrites: list[tuple[str, Tier]] = []
+
+    # ---------------------------------------------------------------- recipe objects
+    def _recipe_value(self, expr: cst.BaseExpression) -> bool:
+        """A call or attribute of ``transformer_engine.common.recipe``, through module-level imports
+        (the pre-pass runs before the traversal, when only the module scope is known)."""
+        node = expr.func if isinstance(expr, cst.Call) else expr
+        return any(n.startswith(RECIPE + ".") for n in self._module_qualified(node))
+
+    def _module_qualified(self, node: cst.BaseExpression) -> set[str]:
+        """Qualified names through module-level imports only (usable before the traversal)."""
+        dotted = dotted_name(node)
+        if not dotted:
+            return set()
+        head, _, rest = dotted.partition(".")
+        found = self.resolver.module_scope.lookup(head) or frozenset()
+        return {f"{q}.{rest}" if rest else q for q in found}
+
+    def _unused_recipes(self, module: cst.Module) -> list[cst.SimpleStatementLine]:
+        """Module/function-level ``name = recipe.X(...)`` lines whose name nothing reads (to a fixed point)."""
+        candidates = []
+
+        class _Collect(cst.CSTVisitor):
+            def visit_SimpleStatementLine(inner, node: cst.SimpleStatementLine) -> None:
+                if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
+                    assign = node.body[0]
+                    if (len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
+                            and self._recipe_value(assign.value)):
+                        candidates.append((node, assign.targets[0].target.value))
+
+        module.visit(_Collect())
+        if not candidates:
+            return []
+        removed: list[cst.SimpleStatementLine] = []
+        while True:
+            facts = ModuleFacts.of(module, skip=frozenset(removed))
+            new = [stmt for stmt, name in candidates if stmt not in removed and not facts.is_used(name)
+                   and stmt in facts.blocks]
+            new = [stmt for stmt in new  # never empty a block
+                   if sum(1 for r in removed + new if facts.blocks.get(r) is facts.blocks[stmt])
+                   < facts.block_sizes.get(facts.blocks[stmt], 0)]
+            if not new:
+                return removed
+            removed += new
+
+    # ---------------------------------------------------------------- calls
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func)
+        if qualified is None:
+            return
+        if qualified.startswith(RECIPE + "."):
+            self._recipe_call(node)
+            return
+        name = te_name(qualified)
+        if name in AUTOCAST:
+            self._autocast(node, name)
+        elif name in MODULES:
+            self._module(node, name)
+        elif name == "checkpoint":
+            self._checkpoint(node)
+        elif name is not None or qualified.startswith("transformer_engine."):
+            short = name or qualified
+            reason = UNSUPPORTED.get(short, "TransformerEngine API without an NPU rewrite")
+            self.report("NPU417", node, f"`{qualified}`: {reason}")
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            qualified = self.resolver.qualified_name(base.value)
+            if qualified and qualified.startswith("transformer_engine."):
+                self.report("NPU417", base, f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
+                            "forward arguments; derive from the matching torch.nn module by hand")
+
+    def _recipe_call(self, node: cst.Call) -> None:
+        if node in self.dropped_recipe_args:
+            return  # an argument of a rewritten autocast: it goes with it
+        statement = self.ctx.statement
+        if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.Assign) and statement.body[0].value is node
+                and isinstance(statement.body[0].targets[0].target, cst.Name)):
+            return  # `name = recipe.X(...)`: removed (NPU415) once the rewritten autocasts no longer read it
+        if self._inside_recipe.get(node):
+            return
+        for arg in node.args:
+            if isinstance(arg.value, cst.Call):
+                self._inside_recipe[arg.value] = True
+        self.report("NPU415", node, "FP8 recipe object: FP8 training is not available on NPU (the autocast becomes "
+                    "BF16); remove it and its uses", tier=Tier.MANUAL)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if node in self.recipe_removals:
+            target = node.body[0].targets[0].target.value
+            self.report("NPU415", node, f"FP8 recipe `{target}` is no longer used (FP8 autocast was rewritten to "
+                        "BF16 autocast); removed", lambda _: cst.RemoveFromParent(), needs_torch_npu=False)
+
+    # ---------------------------------------------------------------- autocast
+    def _autocast(self, node: cst.Call, name: str) -> None:
+        params = AUTOCAST[name]
+        try:
+            bound = bind(node, params)
+        except Unbindable as exc:
+            self.report("NPU411", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+        enabled = arg_value(bound, "enabled")
+        value = True if enabled is None else literal(enabled)
+        if value is NOT_LITERAL and not is_pure(enabled):
+            self.report("NPU411", node, f"`te.{name}` not rewritten: `enabled` is an expression with side effects; "
+                        "assign it to a variable first", tier=Tier.MANUAL)
+            return
+        for recipe_name in RECIPE_ARGS:
+            if recipe_name in bound:
+                self.dropped_recipe_args.add(bound[recipe_name].value)
+        dtype = "torch.float16" if self.options.precision == "fp16" else "torch.bfloat16"
+        autocast = f'torch.autocast("npu", dtype={dtype})'
+        imports = ["torch"]
+        if value is NOT_LITERAL:
+            imports.append("contextlib")
+            source = lambda b: f"{autocast} if {atom(b['enabled'].value)} else contextlib.nullcontext()"  # noqa: E731
+            what = f"`{autocast}` when enabled, else `contextlib.nullcontext()`"
+        elif value:
+            source = lambda b: autocast  # noqa: E731
+            what = f"`{autocast}`"
+        else:
+            imports = ["contextlib"]
+            source = lambda b: "contextlib.nullcontext()"  # noqa: E731
+            what = "`contextlib.nullcontext()` (enabled=False: no autocast)"
+        dropped = [p for p in bound if p not in ("enabled",)]
+        message = (f"`te.{name}` → {what}: FP8 training is not available on NPU, BF16 autocast replaces it; unlike FP8 "
+                   "autocast it also casts plain torch ops (matmul, linear) inside the block")
+        if dropped:
+            message += "; dropped " + ", ".join(f"`{p}`" for p in dropped)
+        # torch.autocast("npu") needs the npu backend, which `import torch_npu` registers
+        self.report("NPU411", node, message, lambda updated: expression(source(bind(updated, params))),
+                    needs_torch_npu=value is not False)
+        self._need("NPU411", imports)
+
+    # ---------------------------------------------------------------- Linear / LayerNorm / RMSNorm
+    def _module(self, node: cst.Call, name: str) -> None:
+        replacement, params, required = MODULES[name]
+        try:
+            bound = bind(node, params, max_positional=2)
+            if not any(r in bound for r in required) and "normalized_shape" not in bound:
+                raise Manual(f"`{required[0]}` is missing")
+            if "hidden_size" in bound and "normalized_shape" in bound:
+                raise Manual("both `hidden_size` and `normalized_shape` given")
+            if name == "RMSNorm" and not self.target.torch_at_least((2, 4)):
+                raise Manual(f"torch.nn.RMSNorm needs torch >= 2.4; the target torch_npu {self.target.text} is for "
+                             f"torch {'.'.join(map(str, self.target.torch or ()))}: write an RMSNorm module "
+                             "(torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]) with a `weight` parameter")
+            uses_tp = (literal_arg(bound, "tp_group", None) is not None) or (literal_arg(bound, "tp_size", 1) != 1)
+            entries = []
+            for param, arg in bound.items():
+                if param in KEEP:
+                    continue
+                if param in RENAME:
+                    entries.append((arg, f"`{param}=` → `{RENAME[param]}=`"))
+                    continue
+                ok, why = _droppable(param, arg, uses_tp)
+                if not ok:
+                    raise Manual(f"`{param}=`: {why}")
+                entries.append((arg, f"`{param}=` dropped: {why}"))
+        except (Manual, Unbindable) as exc:
+            self.report("NPU412", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+        add_device = "device" not in bound
+        add_eps = name == "RMSNorm" and "eps" not in bound
+        notes = [f"`te.{name}` → `{replacement}` (parameters `weight`/`bias` keep their names; TE checkpoints also "
+                 "hold `_extra_state` keys: load them with strict=False or drop those keys)"]
+        if add_device:
+            notes.append('`device="npu"` added: TE allocates parameters on the accelerator by default, torch.nn on the CPU')
+        if add_eps:
+            notes.append(f"`eps={DEFAULT_EPS}` added (TE's default; torch.nn.RMSNorm's default is the dtype's epsilon)")
+        if name == "Linear" and "init_method" not in bound:
+            notes.append("initialisation differs when training from scratch (TE: normal(0, 0.023); nn.Linear: Kaiming-uniform)")
+        notes.append("forward arguments such as `is_first_microbatch` do not exist on torch.nn modules")
+        self.report("NPU412", node, "; ".join(notes),
+                    lambda updated: self._rewrite_module(updated, replacement, params, add_device, add_eps))
+        for arg, message in entries:
+            self.report("NPU413", arg, message, lambda a: a, needs_torch_npu=False)
+        self._need("NPU412", ["torch"])
+
+    def _rewrite_module(self, call: cst.Call, replacement: str, params, add_device: bool, add_eps: bool) -> cst.Call:
+        bound = bind(call, params, max_positional=2)
+        by_arg = {id(arg): param for param, arg in bound.items()}
+        args: list[cst.Arg] = []
+        for arg in call.args:
+            param = by_arg[id(arg)]
+            if param == "normalized_shape":
+                args.append(arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
+            elif param in KEEP:
+                args.append(arg)
+            elif param in RENAME:
+                args.append(arg.with_changes(keyword=cst.Name(RENAME[param])))
+        if "normalized_shape" in bound:  # it becomes the first positional argument
+            args.sort(key=lambda a: a.keyword is not None)
+        extra = []
+        if add_eps:
+            extra.append(cst.Arg(expression(DEFAULT_EPS), keyword=cst.Name("eps"), equal=_equal()))
+        if add_device:
+            extra.append(cst.Arg(cst.SimpleString('"npu"'), keyword=cst.Name("device"), equal=_equal()))
+        args += extra
+        multiline = "\n" in code(call.with_changes(func=cst.Name("f")))
+        last_comma = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
+        if multiline and isinstance(last_comma, cst.Comma):
+            # one argument per line, trailing comma: keep that layout whatever was removed or added
+            middle = call.args[0].comma if len(call.args) > 1 else last_comma
+            args = [a.with_changes(comma=middle) for a in args[:-1]] + [args[-1].with_changes(comma=last_comma)]
+        elif args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return call.with_changes(func=expression(replacement), args=args)
+
+    # ---------------------------------------------------------------- checkpoint
+    def _checkpoint(self, node: cst.Call) -> None:
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
+        old_style = len(positional) >= 2 and literal(positional[1].value) in (True, False)
+        try:
+            if any(a.star == "**" for a in node.args):
+                raise Manual("`**kwargs` hide which TE options are passed")
+            if not positional:
+                raise Manual("`function` is missing")
+            if old_style and len(positional) < 4:
+                raise Manual("old-style call (function, distribute_saved_activations, get_rng_state_tracker, tp_group, *args) is incomplete")
+            dsa = positional[1].value if old_style else arg_value(keywords, "distribute_saved_activations")
+            if dsa is not None and literal(dsa) is not False:
+                raise Manual("`distribute_saved_activations` splits saved activations across the tensor-parallel group; no torch counterpart")
+            unknown = set(keywords) - {"distribute_saved_activations", "get_rng_state_tracker", "tp_group", "use_reentrant"}
+            reentrant = arg_value(keywords, "use_reentrant")
+            if unknown and (reentrant is None or literal(reentrant) is not False):
+                raise Manual(f"keyword arguments {sorted(unknown)} for the function need use_reentrant=False in torch.utils.checkpoint")
+        except Manual as exc:
+            self.report("NPU414", node, f"`te.checkpoint` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+        skip = 4 if old_style else 1
+
+        def fix(updated: cst.Call) -> cst.Call:
+            pos = [a for a in updated.args if a.keyword is None]
+            kws = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+            args = [pos[0], *pos[skip:]] + [a for k, a in kws.items()
+                                           if k not in ("distribute_saved_activations", "get_rng_state_tracker", "tp_group")]
+            if "use_reentrant" not in kws:
+                args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("use_reentrant"), equal=_equal()))
+            args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
+            return updated.with_changes(func=expression("torch.utils.checkpoint.checkpoint"), args=args)
+
+        message = ("`te.checkpoint` → `torch.utils.checkpoint.checkpoint` with `use_reentrant` explicit (TE's default "
+                   "is True); torch restores the default RNG state on recomputation")
+        if "get_rng_state_tracker" in keywords or old_style:
+            message += "; TE's `get_rng_state_tracker` (tensor-parallel RNG states) is dropped"
+        self.report("NPU414", node, message, fix, needs_torch_npu=False)
+        self._need("NPU414", ["torch", "torch.utils.checkpoint"])
+
+    # ---------------------------------------------------------------- imports and module support
+    def visit_Import(self, node: cst.Import) -> None:
+        self._import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._import(node)
+
+    def _import(self, node: cst.CSTNode) -> None:
+        unused = self.import_removals.get(node)
+        if unused:
+            names = ", ".join(f"`{n}`" for n in unused)
+            self.report("NPU416", node, f"TransformerEngine import of {names} is unused (TE cannot be installed on an "
+                        "NPU host); removed", remove_import_names(node, unused), needs_torch_npu=False)
+
+    def _need(self, code_: str, imports: list[str]) -> None:
+        self.rewrites.append((code_, Tier.REVIEW))
+        self.imports.extend(imports)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self.rewrites or not self.options.fix:
+            return
+        imports = missing_imports(self.resolver, original_node, self.imports)
+        if "torch" not in imports and not TORCH_IMPORT.search(original_node.code):
+            imports.append("torch")
+        if imports:
+            # under a code that is enabled (the calls of an ignored code are not rewritten)
+            code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
+            self.report(code_, original_node, describe_support(imports, ()), support_fix(imports), tier=tier,
+                        needs_torch_npu=False)
+
+
+def _equal() -> cst.AssignEqual:
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))

@@ -1,0 +1,150 @@
+"""Behaviour of the TransformerEngine rules (NPU411–NPU417) beyond the catalogue examples and goldens."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.diagnostics import Tier
+from cuda2npu.options import Options
+from helpers import dedent, migrate_text
+
+
+def findings(result, code):
+    return [f for f in result.findings if f.code == code]
+
+
+def test_every_te_only_argument_gets_its_own_entry():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+
+        layer = te.Linear(8, 8, params_dtype=torch.float16, sequence_parallel=False, init_method=None, ub_name=None)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "torch.nn.Linear(8, 8, dtype=torch.float16, device=\"npu\")" in after
+    messages = sorted(f.message.split("`")[1] for f in findings(result, "NPU413"))
+    assert messages == ["init_method=", "params_dtype=", "sequence_parallel=", "ub_name="]
+    assert all(f.applied for f in findings(result, "NPU413"))
+
+
+def test_manual_module_keeps_every_argument_and_the_import():
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+
+        layer = te.Linear(8, 8, params_dtype=None, return_bias=True)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "layer = te.Linear(8, 8, params_dtype=None, return_bias=True)" in after
+    assert [f.tier for f in findings(result, "NPU412")] == [Tier.MANUAL]
+    assert not findings(result, "NPU413") and not findings(result, "NPU416")
+
+
+def test_multiline_call_keeps_its_layout():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+
+        layer = te.Linear(
+            8,
+            8,
+            tp_size=1,
+        )
+        """
+    )
+    after, _ = migrate_text(source)
+    assert 'torch.nn.Linear(\n    8,\n    8,\n    device="npu",\n)' in after
+    cst.parse_module(after)
+
+
+def test_recipe_chain_and_imports_go_when_unused():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+        from transformer_engine.common.recipe import DelayedScaling, Format
+
+
+        def step(model, x):
+            fmt = Format.E4M3
+            fp8_recipe = DelayedScaling(fp8_format=fmt)
+            with te.fp8_autocast(fp8_recipe=fp8_recipe):
+                return model(x)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "transformer_engine" not in after and "fmt" not in after and "fp8_recipe" not in after
+    assert 'with torch.autocast("npu", dtype=torch.bfloat16):' in after
+    assert not any(f.code == "NPU003" for f in result.findings)
+
+
+def test_recipe_still_used_elsewhere_is_kept():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe
+
+        fp8_recipe = recipe.DelayedScaling()
+
+
+        def step(model, x):
+            with te.fp8_autocast(fp8_recipe=fp8_recipe):
+                return model(x, fp8_recipe)
+        """
+    )
+    after, _ = migrate_text(source)
+    assert "fp8_recipe = recipe.DelayedScaling()" in after
+    assert "from transformer_engine.common import recipe" in after
+
+
+def test_check_mode_reports_every_construct():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+
+        layer = te.LayerNorm(8)
+        with te.fp8_autocast():
+            pass
+        """
+    )
+    after, result = migrate_text(source, Options(fix=False))
+    assert after == source
+    assert sorted(f.code for f in result.findings) == ["NPU411", "NPU412"]
+
+
+def test_function_level_import_is_removed_but_never_empties_a_body():
+    source = dedent(
+        """
+        import torch
+
+
+        def build():
+            import transformer_engine.pytorch as te
+            return te.LayerNorm(8)
+
+
+        def only_import():
+            import transformer_engine.pytorch as te
+        """
+    )
+    after, _ = migrate_text(source)
+    assert "def build():\n    return torch.nn.LayerNorm(8, device=\"npu\")" in after
+    assert "def only_import():\n    import transformer_engine.pytorch as te" in after
+
+
+def test_te_ops_api_is_not_mistaken_for_modules():
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+
+        layer = te.ops.Linear(8, 8)
+        """
+    )
+    _, result = migrate_text(source)
+    assert [f.code for f in result.findings] == ["NPU417"]
