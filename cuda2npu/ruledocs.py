@@ -24,10 +24,11 @@ def as_dict(doc: RuleDoc) -> dict:
 
 
 def table(docs: list[RuleDoc]) -> str:
-    rows = [f"{'code':<8}{'name':<30}{'tier':<9}{'fix':<5}summary"]
+    width = max((len(doc.name) for doc in docs), default=4) + 2
+    rows = [f"{'code':<8}{'name':<{width}}{'tier':<9}{'fix':<5}summary"]
     for doc in docs:
         fix = "yes" if doc.fixable else "no"
-        rows.append(f"{doc.code:<8}{doc.name:<30}{str(doc.tier):<9}{fix:<5}{doc.summary}")
+        rows.append(f"{doc.code:<8}{doc.name:<{width}}{str(doc.tier):<9}{fix:<5}{doc.summary}")
     return "\n".join(rows)
 
 
