@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import platform
 import signal
 import sys
@@ -17,6 +18,7 @@ import traceback
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from cuda2npu import __version__
 from cuda2npu.catalogue import all_rules
@@ -37,15 +39,31 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
-def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True) -> Options:
+def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None) -> Options:
+    """Options from the command line over the configuration file (``settings``, see with_selection)."""
+    config = settings.config if settings is not None else None
+    chosen = _codes(select) or (config.select if config is not None and config.select else ("NPU",))
+    extend = (config.extend_select if config is not None else ()) + (_codes(settings.extend_select) if settings else ())
     return Options(
-        select=_codes(select) or ("NPU",),
-        ignore=_codes(ignore),
+        select=tuple(dict.fromkeys(chosen + extend)),
+        ignore=(config.ignore if config is not None else ()) + _codes(ignore),
         max_tier=Tier.parse(max_tier),
         markers=markers,
         fix=fix,
+        per_file_ignores=config.anchored_per_file_ignores() if config is not None else (),
         **strategies,
     )
+
+
+def _given(name: str) -> bool:
+    """Whether a parameter of the current command was set on the command line (not a default)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def _setting(name: str, value, configured):
+    """The command-line value when given, else the configuration's, else the option default."""
+    return value if configured is None or _given(name) else configured
 
 
 def internal_error(exc: BaseException) -> int:
@@ -94,24 +112,53 @@ selection = [
     click.option("--precision", type=click.Choice(STRATEGY_CHOICES["precision"]), default="bf16", show_default=True, help="Mixed-precision policy for AMP rewrites."),
     click.option("--apex", "apex_strategy", type=click.Choice(STRATEGY_CHOICES["apex"]), default="native", show_default=True, help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork."),
     click.option("--colossalai", "colossalai_strategy", type=click.Choice(STRATEGY_CHOICES["colossalai"]), default="keep", show_default=True, help="keep: ColossalAI on NPU; native: plain PyTorch distributed."),
-    click.option("--fuse-sdpa", is_flag=True, help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in)."),
+    click.option("--fuse-sdpa/--no-fuse-sdpa", default=False, help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in)."),
     click.option("--target-torch-npu", metavar="VERSION", default=None, help="Never emit torch_npu keywords newer than this release."),
+    click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code)."),
+    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Use this configuration file instead of the nearest pyproject.toml / cuda2npu.toml."),
+    click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
+    click.option("--force-exclude", is_flag=True, help="Apply the configured excludes to files named on the command line too (pre-commit)."),
+    click.option("--no-cache", is_flag=True, expose_value=False, callback=lambda ctx, param, value: _disable_cache(value), help="Neither read nor write the result cache (.cuda2npu_cache/; also CUDA2NPU_NO_CACHE=1)."),
 ]
+
+
+def _disable_cache(value: bool) -> None:
+    """--no-cache: through the environment, so that pool workers see it too (cuda2npu/cache.py)."""
+    if value:
+        from cuda2npu.cache import ENV_DISABLE
+
+        os.environ[ENV_DISABLE] = "1"
+
+
+class Settings:
+    """What with_selection hands to a command besides the strategies: the configuration and
+    the options that are combined with it."""
+
+    def __init__(self, config, extend_select: tuple[str, ...], force_exclude: bool) -> None:
+        from cuda2npu.config import FileSelection
+
+        self.config = config
+        self.extend_select = extend_select
+        self.files = FileSelection.from_config(config, force_exclude)
 
 
 def with_selection(func):
     """Add the options shared by migrate and check; they arrive as ``strategies`` plus select/ignore/jobs."""
 
     @functools.wraps(func)
-    def wrapper(*args, precision, apex_strategy, colossalai_strategy, fuse_sdpa, target_torch_npu, **kwargs):
+    def wrapper(*args, precision, apex_strategy, colossalai_strategy, fuse_sdpa, target_torch_npu,
+                extend_select, config_file, isolated, force_exclude, **kwargs):
+        from cuda2npu.config import load_config
+
+        config = load_config(list(kwargs.get("paths", ())), config_file, isolated)
         strategies = {
-            "precision": precision,
-            "apex": apex_strategy,
-            "colossalai": colossalai_strategy,
-            "fuse_sdpa": fuse_sdpa,
-            "target_torch_npu": target_torch_npu,
+            "precision": _setting("precision", precision, config.precision),
+            "apex": _setting("apex_strategy", apex_strategy, config.apex),
+            "colossalai": _setting("colossalai_strategy", colossalai_strategy, config.colossalai),
+            "fuse_sdpa": _setting("fuse_sdpa", fuse_sdpa, config.fuse_sdpa),
+            "target_torch_npu": _setting("target_torch_npu", target_torch_npu, config.target_torch_npu),
         }
-        return func(*args, strategies=strategies, **kwargs)
+        return func(*args, strategies=strategies, settings=Settings(config, extend_select, force_exclude), **kwargs)
 
     for option in reversed(selection):
         wrapper = option(wrapper)
@@ -128,14 +175,20 @@ def with_selection(func):
 @click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at manual sites.")
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).")
 @with_selection
-def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, allow_dirty, quiet, select, ignore, jobs, strategies):
+def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, allow_dirty, quiet, exit_non_zero_on_fix, select, ignore, jobs, strategies, settings):
     """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
     from cuda2npu.migrate_command import MigrateRequest, run_migrate
 
+    config = settings.config
+    max_tier = _setting("max_tier", max_tier, config.max_tier)
+    markers = _setting("no_markers", not no_markers, config.markers)
     request = MigrateRequest(
         paths=list(paths),
-        options=_options(select, ignore, strategies, max_tier, markers=not no_markers),
+        options=_options(select, ignore, strategies, max_tier, markers=markers, settings=settings),
+        files=settings.files,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
         out_dir=out_dir,
         diff=diff,
         check_only=check_only,
@@ -149,15 +202,34 @@ def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers,
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "concise", "json", "github"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "concise", "json", "github", "sarif", "gitlab", "junit"]), default="text", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments on the lines of the current findings; report nothing.")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path), help="Report only findings not recorded in this baseline file.")
+@click.option("--write-baseline", is_flag=True, help="Record the current findings in the --baseline file and exit 0.")
 @with_selection
-def check(paths, output_format, exit_zero, output_file, select, ignore, jobs, strategies):
+def check(paths, output_format, exit_zero, output_file, add_noqa, baseline_file, write_baseline, select, ignore, jobs, strategies, settings):
     """Report CUDA-only code under PATHS without changing anything."""
-    from cuda2npu.check_command import run_check
+    from cuda2npu.check_command import CheckRequest, run_check
 
-    sys.exit(run_check(list(paths), _options(select, ignore, strategies, fix=False), output_format, exit_zero, output_file, jobs))
+    if write_baseline and baseline_file is None:
+        raise click.UsageError("--write-baseline needs --baseline FILE")
+    if add_noqa and (baseline_file is not None or output_file is not None):
+        raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
+    request = CheckRequest(
+        paths=list(paths),
+        options=_options(select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings),
+        output_format=output_format,
+        exit_zero=exit_zero,
+        output_file=output_file,
+        jobs=jobs,
+        files=settings.files,
+        add_noqa=add_noqa,
+        baseline=baseline_file,
+        write_baseline=write_baseline,
+    )
+    sys.exit(run_check(request))
 
 
 @main.command()
@@ -179,3 +251,40 @@ def rules(code, output_format):
         click.echo(ruledocs.text(selected[0]))
     else:
         click.echo(ruledocs.table(selected))
+
+
+@main.command()
+@click.argument("original", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("migrated", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--entry", "entries", multiple=True, required=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="Tolerance class (default: from the migrated outputs' dtype).")
+@click.option("--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob).")
+@click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def validate(original, migrated, entries, precision, dropout_check, json_file, seed):
+    """Run ENTRY in the ORIGINAL and MIGRATED trees and compare outputs, gradients and a step."""
+    from rich.console import Console
+
+    from cuda2npu.validation.harness import validate as run_validation
+    from cuda2npu.validation.render import render
+
+    console = Console()
+    results = [run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries]
+    for result in results:
+        render(result, console)
+    if json_file is not None:
+        json_file.write_text(json.dumps({"version": 1, "results": [r.to_json() for r in results]}, indent=2) + "\n")
+    sys.exit(max(r.exit_code for r in results))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+def clean(paths):
+    """Remove the result cache (.cuda2npu_cache/) of the project holding PATHS (default: the current directory)."""
+    from cuda2npu.cache import clean as clean_cache
+
+    removed = clean_cache(list(paths) or [Path.cwd()])
+    for directory in removed:
+        click.echo(f"Removed {directory}", err=True)
+    if not removed:
+        click.echo("No cache to remove.", err=True)

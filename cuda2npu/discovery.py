@@ -48,6 +48,13 @@ def _walk(root: Path) -> list[Path]:
     return found
 
 
+def _wanted(path: Path) -> bool:
+    """Python files, notebooks and the project files cuda2npu reads (cuda2npu/depfiles.py)."""
+    from cuda2npu.depfiles import is_project_file
+
+    return path.suffix in PYTHON_SUFFIXES or path.suffix == ".ipynb" or is_project_file(path)
+
+
 def _excluded(relative: str, patterns: tuple[str, ...]) -> bool:
     parts = relative.split("/")
     return any(
@@ -64,10 +71,12 @@ def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
             _add(given, given.parent, result, seen, explicit=True)
             continue
         root = given.resolve()
-        candidates = _git_files(given) if (given / ".git").exists() or _inside_git(given) else None
+        in_git = (given / ".git").exists() or _inside_git(given)
+        # a directory git ignores (a vendored tree, a downloaded corpus) was still asked for: walk it
+        candidates = _git_files(given) if in_git and not _git_ignored(given) else None
         for path in sorted(candidates if candidates is not None else _walk(given)):
             relative = path.relative_to(given).as_posix()
-            if path.suffix not in PYTHON_SUFFIXES or _excluded(relative, exclude):
+            if not _wanted(path) or _excluded(relative, exclude):
                 continue
             if any(part in SKIP_DIRS for part in Path(relative).parts[:-1]):
                 continue
@@ -84,6 +93,14 @@ def _inside_git(path: Path) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and out.stdout.strip() == b"true"
+
+
+def _git_ignored(path: Path) -> bool:
+    try:
+        out = subprocess.run(["git", "check-ignore", "-q", "."], cwd=path, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
 
 
 def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: bool) -> None:

@@ -7,13 +7,18 @@ Flow per file: decode check → parse → rules (one batched traversal) → fixe
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import io
 import re
+import sys
+import threading
 import tokenize
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from cuda2npu import noqa
 from cuda2npu.catalogue import rule as rule_doc
 from cuda2npu.diagnostics import FileResult, Finding, Tier
 from cuda2npu.imports import ensure_torch_npu_import
@@ -38,8 +43,49 @@ def decode(source: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
         return source.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+    except UnicodeDecodeError as exc:
+        line, column = _position(source, exc.start)
+        raise SourceError(f"cannot decode: {exc.reason} ({exc.encoding}, byte 0x{source[exc.start]:02x}); "
+                          "add a coding cookie (PEP 263) or re-encode as UTF-8", line, column) from None
+    except (SyntaxError, LookupError) as exc:
         raise SourceError(f"cannot decode: {exc}") from None
+
+
+def _position(source: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a byte offset; lines end at LF, CRLF or a lone CR, as in CPython."""
+    lines = source[:offset].splitlines(keepends=True)
+    if not lines or lines[-1].endswith((b"\n", b"\r")):
+        return len(lines) + 1, 1
+    return len(lines), len(lines[-1]) + 1
+
+
+BRACKETS = re.compile(rb"[(\[{]|[)\]}]")
+MAX_BRACKET_DEPTH = 200  # CPython's limit ("too many nested parentheses")
+
+
+def _check_nesting(source: bytes) -> None:
+    """Refuse what CPython refuses for its nesting before libcst sees it.
+
+    libcst's native parser recurses per bracket level and kills the process (SIGSEGV) at a few
+    thousand levels. The byte scan also counts brackets inside strings and comments, so CPython's
+    own parser (guarded against deep input) has the last word.
+    """
+    depth = 0
+    for match in BRACKETS.finditer(source):
+        if match.group() in b"([{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                break
+        elif depth:
+            depth -= 1
+    else:
+        return
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        raise SourceError(f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1) from None
+    except (RecursionError, MemoryError) as exc:
+        raise SourceError(f"cannot parse: too deeply nested ({type(exc).__name__})") from None
 
 
 PARSER_POSITION = re.compile(r"^(?:parser error: )?error at (\d+):(\d+): ")
@@ -56,6 +102,7 @@ def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
 
 def parse(source: bytes) -> cst.Module:
     decode(source)
+    _check_nesting(source)
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -64,7 +111,31 @@ def parse(source: bytes) -> cst.Module:
         raise SourceError(f"cannot parse: {type(exc).__name__}: {exc}") from None
 
 
-def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]]) -> list[Report]:
+_RULE_TRIGGERS: dict[type, re.Pattern[bytes]] = {}
+
+
+def triggered(rules: list[type[Rule]], text: bytes) -> list[type[Rule]]:
+    """The rules whose own triggers occur in ``text`` (the per-rule prefilter).
+
+    A rule can only report what its triggers announce, so a file that matched the prefilter for
+    ``cuda`` does not pay for the pre-passes of the apex, attention or ColossalAI rules.
+    """
+    active = []
+    for cls in rules:
+        pattern = _RULE_TRIGGERS.get(cls)
+        if pattern is None:
+            pattern = _RULE_TRIGGERS[cls] = re.compile("|".join(f"(?:{t})" for t in cls.triggers).encode() or rb"(?!)")
+        if pattern.search(text):
+            active.append(cls)
+    return active
+
+
+def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], text: bytes | None = None) -> list[Report]:
+    """Reports of ``rules`` in one batched traversal; with ``text`` (the module's bytes), only the triggered ones."""
+    if text is not None:
+        rules = triggered(rules, text)
+        if not rules:
+            return []
     ctx = RuleContext(module, options)
     cst.visit_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
     return ctx.reports
@@ -122,8 +193,47 @@ def _add_markers(module: cst.Module, reports: list[Report]) -> cst.Module:
     return module.visit(FixApplier(fixes))
 
 
+DEEP_STACK = 512 * 1024 * 1024  # address space; only the pages a deep file touches are used
+DEEP_RECURSION_LIMIT = 20_000
+
+
 def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
-    """Check (``options.fix=False``) or migrate one file's bytes."""
+    """Check (``options.fix=False``) or migrate one file's bytes.
+
+    Runs on a thread with a large stack and recursion limit: libcst's parser and visitors recurse
+    once per nesting level, and CPython accepts chains (``a and b and ...``, ``a + b + ...``) deep
+    enough to overflow the default 8 MB stack (a SIGSEGV that would end the whole run). What is
+    still too deep ends as a RecursionError, reported as NPU001.
+    """
+    outcome: list = []
+
+    def work() -> None:
+        try:
+            outcome.append(_migrate_source(source, path, options))
+        except RecursionError:
+            message = "cannot analyse: too deeply nested (recursion limit); file left unchanged"
+            outcome.append(FileResult(path, "failed", message, [_engine_finding(path, "NPU001", message)]))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome.append(exc)
+
+    limit = sys.getrecursionlimit()
+    previous_stack = threading.stack_size(DEEP_STACK)
+    try:
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+        worker = threading.Thread(target=work, name="cuda2npu-engine", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous_stack)
+    try:
+        worker.join()
+    finally:
+        sys.setrecursionlimit(limit)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     try:
         module = parse(source)
     except SourceError as exc:
@@ -131,12 +241,17 @@ def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         return FileResult(path, "failed", str(exc), [finding])
 
     rules = enabled_rules(options)
+    has_noqa = noqa.may_contain(source)
     findings: list[Finding] = []
     needs_torch_npu = False
     current = module
     reports: list[Report] = []
+    text = source
     for round_number in range(MAX_ROUNDS):
-        reports = run_rules(current, options, rules)
+        reports = run_rules(current, options, rules, text)
+        if has_noqa:  # suppressed findings are neither reported nor fixed (cuda2npu/noqa.py)
+            reports, unused = noqa.suppress(current, reports, options, path, round_number == 0)
+            findings += unused
         if not any(_applicable(r, options) for r in reports):
             if round_number == 0:
                 findings += _positioned(path, current, reports, options, set())
@@ -151,7 +266,8 @@ def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         if candidate.code == current.code:
             break
         try:
-            current = cst.parse_module(candidate.bytes)  # bytes keep the BOM and coding cookie
+            text = candidate.bytes  # bytes keep the BOM and coding cookie
+            current = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
@@ -165,16 +281,35 @@ def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
             current = _add_markers(current, reports)
         if needs_torch_npu:
             current = ensure_torch_npu_import(current)
-    new_source = current.bytes
     findings.sort(key=Finding.sort_key)
+    if not options.fix:  # check: nothing to write, so no code generation
+        return FileResult(path, "unchanged", findings=findings)
+    new_source = current.bytes
     if new_source == source:
         return FileResult(path, "unchanged", findings=findings)
+    lost = _round_trip_loss(module, source)
+    if lost is not None:
+        message = (
+            "libcst does not reproduce this file byte for byte (a form feed before a statement or a "
+            "final lone carriage return); file left unchanged, migrate the findings by hand"
+        )
+        kept = [dataclasses.replace(f, applied=False) for f in findings]
+        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU001", message, *lost)])
     try:
         cst.parse_module(new_source)
     except cst.ParserSyntaxError as exc:  # pragma: no cover - defensive: markers/imports broke it
         message = f"migrated file does not parse ({exc.message}); file left unchanged"
         return FileResult(path, "failed", message, [*findings, _engine_finding(path, "NPU002", message)])
     return FileResult(path, "changed", findings=findings, new_source=new_source)
+
+
+def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | None:
+    """Where the parsed file's own code differs from its bytes (None: a lossless round trip)."""
+    regenerated = module.bytes
+    if regenerated == source:
+        return None
+    offset = next((i for i, (a, b) in enumerate(zip(source, regenerated)) if a != b), min(len(source), len(regenerated)))
+    return _position(source, offset)
 
 
 def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int]) -> list[Finding]:

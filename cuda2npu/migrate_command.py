@@ -5,13 +5,15 @@ from __future__ import annotations
 import difflib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import click
 
+from cuda2npu.config import FileSelection
+from cuda2npu.depfiles import finish_run, is_project_file
 from cuda2npu.diagnostics import FileResult, Finding
-from cuda2npu.discovery import discover
 from cuda2npu.engine import decode
 from cuda2npu.fileio import atomic_write
 from cuda2npu.gitutil import dirty_files
@@ -36,6 +38,8 @@ class MigrateRequest:
     allow_dirty: bool = False
     quiet: bool = False
     jobs: int | None = None
+    files: FileSelection = field(default_factory=FileSelection)  # configured excludes (config.py)
+    exit_non_zero_on_fix: bool = False  # pre-commit: exit 1 when files were changed
 
 
 def _fail(message: str) -> int:
@@ -82,24 +86,29 @@ def _print_failures(results: list[FileResult]) -> None:
     """Failed files with their position and reason, and files skipped for a reason worth knowing."""
     for result in results:
         if result.status == "failed":
-            where = next((f"{f.path}:{f.line}:{f.column}" for f in result.findings), result.path)
+            engine = [f for f in result.findings if f.code.startswith("NPU00")]  # the failure itself
+            where = next((f"{f.path}:{f.line}:{f.column}" for f in engine or result.findings), result.path)
             click.echo(f"{where}: {result.reason}", err=True)
         elif result.status == "skipped" and result.reason != PREFILTER_REASON:
             click.echo(f"{result.path}: skipped ({result.reason})", err=True)
 
 
-def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary) -> list[FileResult]:
+def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_place: bool = False) -> list[FileResult]:
     """Write every changed file atomically; a file that cannot be written is reported, not fatal."""
     written = 0
     try:
         for result, target in changed:
             try:
-                atomic_write(target, result.new_source)
+                atomic_write(target, result.new_source, refuse_read_only=in_place)
                 written += 1
             except OSError as exc:
-                failed = io_error(result.path, exc)
-                result.status, result.reason = "failed", failed.reason.replace("read", "write")
-                result.findings = [*result.findings, *failed.findings]
+                failed = io_error(result.path, exc, "write")
+                result.status, result.reason = "failed", failed.reason
+                for finding in result.findings:  # nothing of this file was written
+                    if finding.applied:
+                        summary.edits[(finding.code, str(finding.tier))] -= 1
+                summary.edits += Counter()  # drops the zero counts
+                result.findings = [*(replace(f, applied=False) for f in result.findings), *failed.findings]
                 summary.changed -= 1
                 summary.failed += 1
     except KeyboardInterrupt:
@@ -108,22 +117,34 @@ def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary) -> list
     return [r for r, _ in changed]
 
 
+def _real_relative(path: Path, real_root: Path, fallback: str) -> str:
+    try:
+        return path.resolve().relative_to(real_root).as_posix()
+    except ValueError:
+        return fallback
+
+
 def run_migrate(request: MigrateRequest) -> int:
     if request.out_dir is not None:
         problem = _out_dir_problem(request)
         if problem:
             return _fail(problem)
-    found = discover(request.paths)
+    found = request.files.discover(request.paths)
     root = request.paths[0] if request.out_dir is not None else None
 
     def name_of(path: Path) -> str:  # --out: relative to the project root, as in the copy
         return path.relative_to(root).as_posix() if root else display_name(path)
 
     names = {path: name_of(path) for path in found.files}
+    sources = [(path, name) for path, name in names.items() if not is_project_file(path)]
     summary = Summary()
     results = collect_results(
-        run(list(names.items()), request.options, request.jobs or default_jobs()), summary, len(names)
+        # --out leaves the source tree as it is: no result cache written into it
+        run(sources, request.options, request.jobs or default_jobs(), cache=None if request.out_dir else "auto"),
+        summary,
+        len(sources),
     )
+    results = finish_run(results, names, request.options, summary)  # dependency files, shell scripts
     for path, reason in found.skipped:
         skipped = FileResult(name_of(path), "skipped", reason)
         summary.add(skipped)
@@ -143,7 +164,8 @@ def run_migrate(request: MigrateRequest) -> int:
 
     if request.out_dir is not None:
         shutil.copytree(root, request.out_dir, symlinks=True, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
-        targets = [(r, request.out_dir / r.path) for r in changed]
+        real_root = root.resolve()  # a file reached through a symlink is written where it really is
+        targets = [(r, request.out_dir / _real_relative(by_name[r.path], real_root, r.path)) for r in changed]
         request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
     else:
         if not request.allow_dirty:
@@ -155,10 +177,25 @@ def run_migrate(request: MigrateRequest) -> int:
                     f"these files have uncommitted changes:\n  {listing}\n"
                     "commit or stash them first, or pass --allow-dirty"
                 )
-        targets = [(r, by_name[r.path]) for r in changed]
-    _write_all(targets, summary)
+        targets = [(r, by_name[r.path].resolve()) for r in changed]  # through symlinks, keeping them
+    _write_all(targets, summary, in_place=request.out_dir is None)
+    if request.out_dir is not None:
+        _write_validation(request, results)
     _finish(request, results, summary, wrote=True)
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) else 0
+
+
+AMP_CODES = ("NPU106", "NPU3")
+
+
+def _write_validation(request: MigrateRequest, results: list[FileResult]) -> None:
+    """The harness package for the copy; bf16/fp16 bounds when AMP code was rewritten."""
+    from cuda2npu.validation.generate import write_validation_package
+
+    changed = [r.path for r in results if r.status == "changed"]
+    amp = any(f.applied and f.code.startswith(AMP_CODES) for r in results for f in r.findings)
+    precision = request.options.precision if amp and request.options.precision != "keep" else None
+    write_validation_package(request.paths[0], request.out_dir, changed, precision)
 
 
 def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
 from cuda2npu import prefilter
+from cuda2npu.cache import Cache
 from cuda2npu.catalogue import rule as rule_doc
 from cuda2npu.diagnostics import FileResult, Finding
 from cuda2npu.engine import migrate_source
@@ -29,15 +31,16 @@ def _pattern(options: Options):
     return prefilter.build(enabled_rules(options))
 
 
-def io_error(display: str, exc: OSError) -> FileResult:
+def io_error(display: str, exc: OSError, verb: str = "read") -> FileResult:
     doc = rule_doc("NPU004")
-    message = f"cannot read: {exc.strerror or exc}"
+    message = f"cannot {verb}: {exc.strerror or exc}"
     finding = Finding(display, 1, 1, "NPU004", doc.name, message, doc.tier, False)
     return FileResult(display, "failed", message, [finding])
 
 
-def process_file(path: Path, display: str, options: Options) -> FileResult:
-    """Read one file and check or migrate it; never raises."""
+def process_file(path: Path, display: str, options: Options, cache: Cache | None = None) -> FileResult:
+    """Read one file and check or migrate it (or take its result from ``cache``); never raises."""
+    options = options.for_path(path)  # per-file-ignores from the configuration
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -46,16 +49,27 @@ def process_file(path: Path, display: str, options: Options) -> FileResult:
         reason = prefilter.skip_reason(data)
         if reason is not None:
             return FileResult(display, "skipped", reason)
+        if path.suffix == ".ipynb":  # code cells only: cuda2npu/notebooks.py
+            from cuda2npu.notebooks import process_notebook
+
+            return process_notebook(data, display, options, _pattern(options))
         if not _pattern(options).search(data):
             return FileResult(display, "skipped", PREFILTER_REASON)
-        return migrate_source(data, display, options)
+        if cache is None:
+            return migrate_source(data, display, options)
+        key = cache.key(data, display, options)
+        result = cache.get(key)
+        if result is None:
+            result = migrate_source(data, display, options)
+            cache.put(key, result)
+        return result
     except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
         return FileResult(
             display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
         )
 
 
-def _process(args: tuple[Path, str, Options]) -> FileResult:
+def _process(args: tuple[Path, str, Options, "Cache | None"]) -> FileResult:
     return process_file(*args)
 
 
@@ -63,12 +77,30 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def run(files: list[tuple[Path, str]], options: Options, jobs: int) -> Iterator[FileResult]:
-    """Results in the order of ``files``."""
-    tasks = [(path, display, options) for path, display in files]
+def run(files: list[tuple[Path, str]], options: Options, jobs: int, cache: "Cache | None | str" = "auto") -> Iterator[FileResult]:
+    """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled."""
+    if cache == "auto":
+        cache = Cache.for_paths([path for path, _ in files]) if files else None
+    tasks = [(path, display, options, cache) for path, display in files]
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
         yield from map(_process, tasks)
         return
     chunk = max(1, min(32, len(tasks) // (jobs * 8)))
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals)
+    try:
         yield from pool.map(_process, tasks, chunksize=chunk)
+    except BaseException:  # Ctrl-C / SIGTERM / the caller stopped: do not wait for queued files
+        workers = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:  # workers only compute; nothing they do needs finishing
+            worker.terminate()
+        for worker in workers:
+            worker.join(timeout=5)
+        raise
+    pool.shutdown()
+
+
+def _worker_signals() -> None:
+    """Workers leave Ctrl-C (sent to the whole process group) and SIGTERM to the parent's handling."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -24,7 +24,7 @@ def test_unparsable_files_are_reported_with_position_and_left_untouched(tmp_path
         assert (out / name).read_bytes() == (BAD / name).read_bytes()
     assert "python2.py:2:11: cannot parse" in result.stderr
     assert "syntax_error.py:3:1: cannot parse" in result.stderr
-    assert "latin1_without_cookie.py:1:1: cannot decode" in result.stderr
+    assert "latin1_without_cookie.py:2:6: cannot decode" in result.stderr
 
 
 def test_symlinks_are_reported_not_followed_forever(tmp_path):

@@ -1,0 +1,133 @@
+"""# noqa suppression (ruff-compatible), --add-noqa, and the opt-in unused-noqa rule NPU005."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cuda2npu.cli import main
+from cuda2npu.noqa import NoqaMap, add_noqa, parse_comment
+from cuda2npu.options import Options
+from helpers import dedent, migrate_text
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("comment", "codes"),
+    [
+        ("# noqa", None),
+        ("# NOQA", None),
+        ("#noqa", None),
+        ("# noqa: NPU101", ("NPU101",)),
+        ("# noqa:NPU101,NPU2", ("NPU101", "NPU2")),
+        ("# noqa: NPU101 NPU103, E501", ("NPU101", "NPU103", "E501")),
+        ("# noqa: NPU101 because the device is set elsewhere", ("NPU101",)),
+        ("# a reason  # noqa: NPU101", ("NPU101",)),
+        ("# type: ignore # noqa", None),
+    ],
+)
+def test_directives_parse_like_ruff(comment, codes):
+    directive = parse_comment(comment)
+    assert directive is not None and directive.codes == codes
+
+
+@pytest.mark.parametrize("comment", ["# noqa123", "# noqa:", "# noqanything", "# not a directive", "# noqa: lowercase"])
+def test_non_directives(comment):
+    assert parse_comment(comment) is None
+
+
+def test_suppressed_findings_are_neither_reported_nor_fixed():
+    source = dedent(
+        """
+        import torch
+        a = torch.zeros(1).cuda()  # noqa: NPU101
+        b = torch.zeros(1).cuda()  # noqa: NPU1
+        c = torch.zeros(1).cuda()  # noqa
+        d = torch.zeros(1).cuda()  # noqa: NPU103
+        s = "# noqa"; e = torch.zeros(1).cuda()
+        """
+    )
+    after, result = migrate_text(source, Options())
+    lines = after.splitlines()
+    assert [f.line for f in result.findings] == [5, 6]
+    assert lines[2:5] == source.splitlines()[1:4]  # a, b, c untouched (import torch_npu added above)
+    assert lines[5] == "d = torch.zeros(1).npu()  # noqa: NPU103"
+    assert lines[6].endswith("e = torch.zeros(1).npu()")
+
+
+def test_multi_line_statements_use_the_line_of_the_finding():
+    source = dedent(
+        '''
+        import torch
+        model = build(
+            torch.zeros(1).cuda(),  # noqa: NPU101
+            torch.zeros(2).cuda(),
+        )
+        text = f"""
+        {torch.zeros(3).cuda()}
+        """  # noqa: NPU101
+        '''
+    )
+    _, result = migrate_text(source, Options(fix=False))
+    assert [(f.code, f.line) for f in result.findings] == [("NPU101", 4)]
+
+
+def test_unused_noqa_is_opt_in_and_reports_only_our_codes():
+    source = dedent(
+        """
+        import torch
+        x = torch.zeros(1).cuda()  # noqa: NPU101
+        y = torch.zeros(1)  # noqa: NPU101, E501
+        z = torch.zeros(1)  # noqa: NPU2
+        w = torch.zeros(1)  # noqa
+        v = torch.zeros(1)  # noqa: F401
+        u = torch.zeros(1)  # noqa: NPU101, NPU005
+        """
+    )
+    _, default = migrate_text(source, Options(fix=False))
+    assert "NPU005" not in {f.code for f in default.findings}
+    _, result = migrate_text(source, Options(select=("NPU", "NPU005"), ignore=("NPU2",), fix=False))
+    unused = [(f.line, f.column, f.message) for f in result.findings if f.code == "NPU005"]
+    assert unused == [
+        (3, 21, "Unused `noqa` directive (unused: NPU101)"),
+        (4, 21, "Unused `noqa` directive (non-enabled: NPU2)"),
+    ]
+
+
+def test_add_noqa_text_edits():
+    text = "import torch\r\nx = a.cuda()  # keep me\r\ny = b.cuda()  # noqa: E501\r\nz = c.cuda()  # noqa\r\ns = '''\r\n''' + d.cuda()\r\n"
+    new, count = add_noqa(text, {2: {"NPU101"}, 3: {"NPU101", "NPU103"}, 4: {"NPU101"}, 5: {"NPU101"}})
+    assert new.split("\r\n") == [
+        "import torch",
+        "x = a.cuda()  # keep me  # noqa: NPU101",
+        "y = b.cuda()  # noqa: E501, NPU101, NPU103",
+        "z = c.cuda()  # noqa",
+        "s = '''",
+        "''' + d.cuda()  # noqa: NPU101",  # a line inside a string: the directive goes where it ends
+        "",
+    ]
+    assert count == 3
+    assert NoqaMap.from_text(new).suppresses(5, "NPU101") is not None
+    assert add_noqa(new, {2: {"NPU101"}, 5: {"NPU101"}})[1] == 0  # idempotent
+
+
+def test_add_noqa_command_then_check_is_clean_and_migrate_changes_nothing(tmp_path):
+    (tmp_path / "a.py").write_bytes(
+        "\ufeffimport torch\nx = torch.zeros(1).cuda(); torch.cuda.synchronize()\nname = 'café'\n".encode("utf-8")
+    )
+    (tmp_path / "b.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\ny = torch.ones(1).cuda()  # caf\xe9\n")
+    result = cli("check", tmp_path, "--add-noqa")
+    assert result.exit_code == 0
+    assert "Added 2 noqa directives in 2 files." in result.stderr
+    assert (tmp_path / "a.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch\n")
+    assert "x = torch.zeros(1).cuda(); torch.cuda.synchronize()  # noqa: NPU101, NPU103\n" in (tmp_path / "a.py").read_text("utf-8-sig")
+    assert (tmp_path / "b.py").read_bytes().endswith(b"# caf\xe9  # noqa: NPU101\n")
+    assert cli("check", tmp_path).exit_code == 0
+    assert cli("migrate", tmp_path, "--check").exit_code == 0
+    data = json.loads(cli("check", tmp_path, "--format", "json", "--extend-select", "NPU005").stdout)
+    assert data["diagnostics"] == []

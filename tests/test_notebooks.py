@@ -1,0 +1,101 @@
+"""Notebooks: code cells only, magics untouched, JSON formatting preserved, findings per cell."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cuda2npu.cli import main
+from cuda2npu.notebooks import process_notebook
+from cuda2npu.options import Options
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "notebooks"
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def notebooks(tmp_path):
+    shutil.copytree(NOTEBOOKS, tmp_path / "nb")
+    return tmp_path / "nb"
+
+
+def _without_sources(notebook: dict) -> dict:
+    return {**notebook, "cells": [{k: v for k, v in c.items() if k != "source"} for c in notebook["cells"]]}
+
+
+def test_migrate_changes_only_code_cell_sources(notebooks):
+    before_text = (NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8")
+    assert cli("migrate", notebooks).exit_code == 0
+    after_text = (notebooks / "train.ipynb").read_text(encoding="utf-8")
+    before, after = json.loads(before_text), json.loads(after_text)
+    assert _without_sources(after) == _without_sources(before)  # outputs, metadata, counts untouched
+    assert after_text == json.dumps(after, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # nbformat style kept
+    sources = [c["source"] for c in after["cells"]]
+    assert sources[0] == before["cells"][0]["source"]  # markdown mentioning x.cuda() is not code
+    assert sources[1] == ["%matplotlib inline\n", "!nvidia-smi\n", "import torch\n", "import torch_npu\n", "import torch.nn as nn"]
+    assert sources[2] == [
+        "model = nn.Linear(4, 2).npu()\n",
+        'x = torch.randn(8, 4, device="npu")\n',
+        "files = !ls\n",
+        "torch.npu.synchronize()\n",
+    ]
+    assert sources[3] == "%%bash\necho x.cuda()\n"  # a shell cell is not Python
+    assert sources[4] == ["%%time\n", "y = model(x).npu()"]
+    assert sources[5] == []
+    # idempotent, and check is clean afterwards
+    assert cli("migrate", notebooks, "--check").exit_code == 0
+    assert cli("check", notebooks).exit_code == 0
+
+
+def test_untouched_notebooks_round_trip_byte_for_byte(notebooks):
+    cli("migrate", notebooks)
+    assert (notebooks / "clean.ipynb").read_bytes() == (NOTEBOOKS / "clean.ipynb").read_bytes()
+    data = (NOTEBOOKS / "train.ipynb").read_bytes()
+    result = process_notebook(data, "train.ipynb", Options(select=("NPU6",)))
+    assert result.status in ("unchanged", "skipped") and result.new_source is None
+
+
+def test_foreign_formatting_is_preserved(notebooks):
+    """indent 2, insertion key order, ASCII escapes, no trailing newline, a string source."""
+    cli("migrate", notebooks)
+    before = (NOTEBOOKS / "other_style.ipynb").read_text()
+    after = (notebooks / "other_style.ipynb").read_text()
+    assert after == before.replace(
+        '"import torch\\nt = torch.zeros(3).cuda()  # caf\\u00e9\\n"',
+        '"import torch\\nimport torch_npu\\nt = torch.zeros(3).npu()  # caf\\u00e9\\n"',
+    )
+    assert not after.endswith("\n")
+
+
+def test_crlf_notebook_keeps_its_newlines(tmp_path):
+    text = (NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8").replace("\n", "\r\n")
+    result = process_notebook(text.encode(), "nb.ipynb", Options())
+    assert result.status == "changed"
+    assert result.new_source.count(b"\r\n") == result.new_source.count(b"\n")
+
+
+def test_findings_point_at_cell_and_line(notebooks):
+    data = json.loads(cli("check", notebooks / "train.ipynb", "--format", "json").stdout)
+    assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
+        (3, 1, 25, "NPU101"), (3, 2, 30, "NPU104"), (3, 4, 1, "NPU103"), (5, 2, 14, "NPU101")
+    ]
+
+
+def test_bad_and_foreign_notebooks(tmp_path):
+    bad = process_notebook(b"{not json", "bad.ipynb", Options())
+    assert bad.status == "failed" and bad.findings[0].code == "NPU001" and "notebook JSON" in bad.reason
+    r_notebook = {"cells": [{"cell_type": "code", "source": "x <- 1", "metadata": {}, "outputs": []}],
+                  "metadata": {"kernelspec": {"language": "R"}}, "nbformat": 4, "nbformat_minor": 5}
+    assert process_notebook(json.dumps(r_notebook).encode(), "r.ipynb", Options()).status == "skipped"
+    broken = {"cells": [{"cell_type": "code", "source": ["import torch\n", "x = (\n"], "metadata": {}, "outputs": []},
+                        {"cell_type": "code", "source": ["y.cuda()"], "metadata": {}, "outputs": []}],
+              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    result = process_notebook(json.dumps(broken, indent=1).encode(), "broken.ipynb", Options())
+    assert result.status == "failed" and result.findings[0].code == "NPU001"
