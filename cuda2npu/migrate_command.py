@@ -62,7 +62,7 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     before, after = decode(old), decode(new)
     return "".join(
         difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path.lstrip('/')}", f"b/{path.lstrip('/')}"
         )
     )
 
