@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections import Counter
 import io
 import re
 import sys
@@ -26,7 +27,7 @@ from cuda2npu.options import Options
 from cuda2npu.rulebase import Report, Rule, RuleContext, enabled_rules
 from cuda2npu.transform import FixApplier, with_markers
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 6
 
 
 class SourceError(Exception):
@@ -259,9 +260,8 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         candidate, applied = _apply_round(current, reports, options)
         if round_number == 0:
             findings += _positioned(path, current, reports, options, applied)
-        else:  # later rounds only add what earlier rewrites made fixable
-            later = [reports[i] for i in sorted(applied)]
-            findings += _positioned(path, current, later, options, set(range(len(later))))
+        else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
+            findings += _later_round_findings(path, current, reports, applied, findings, options)
         needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
         if candidate.code == current.code:
             break
@@ -295,12 +295,49 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         )
         kept = [dataclasses.replace(f, applied=False) for f in findings]
         return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU001", message, *lost)])
+    problem = _output_problem(source, new_source)
+    if problem is not None:
+        message = f"migrated file {problem}; file left unchanged"
+        kept = [dataclasses.replace(f, applied=False) for f in findings]
+        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU002", message)])
+    return FileResult(path, "changed", findings=findings, new_source=new_source)
+
+
+def _output_problem(source: bytes, new_source: bytes) -> str | None:
+    """Why the rewritten bytes must not be written (None: they are fine).
+
+    libcst's grammar accepts newer syntax than the running Python (3.12 f-strings on 3.11), so an
+    original that CPython accepts must still be accepted by CPython after the rewrite.
+    """
     try:
         cst.parse_module(new_source)
-    except cst.ParserSyntaxError as exc:  # pragma: no cover - defensive: markers/imports broke it
-        message = f"migrated file does not parse ({exc.message}); file left unchanged"
-        return FileResult(path, "failed", message, [*findings, _engine_finding(path, "NPU002", message)])
-    return FileResult(path, "changed", findings=findings, new_source=new_source)
+    except cst.ParserSyntaxError as exc:
+        return f"does not parse ({exc.message})"
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # CPython never accepted the original: libcst's verdict is all there is
+    try:
+        ast.parse(new_source)
+    except (SyntaxError, ValueError) as exc:
+        return f"is rejected by this Python ({exc})"
+    return None
+
+
+def _later_round_findings(path, module, reports, applied, earlier, options) -> list[Finding]:
+    """Findings of a round after the first: every applied fix, plus unfixed findings that were not
+    reported before (matched by code and message, since positions moved)."""
+    seen = Counter((f.code, f.message) for f in earlier if not f.applied)
+    chosen, flags = [], set()
+    for index, report in enumerate(reports):
+        if index in applied:
+            flags.add(len(chosen))
+            chosen.append(report)
+        elif seen[(report.code, report.message)]:
+            seen[(report.code, report.message)] -= 1
+        else:
+            chosen.append(report)
+    return _positioned(path, module, chosen, options, flags)
 
 
 def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | None:
