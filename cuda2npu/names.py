@@ -56,13 +56,14 @@ def dotted_name(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
-def _target_names(target: cst.BaseExpression) -> list[str]:
+def target_names(target: cst.BaseExpression) -> list[str]:
+    """Names bound by an assignment target (``a``, ``a, (b, *c)``)."""
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
+        return [n for el in target.elements for n in target_names(el.value)]
     if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
+        return target_names(target.value)
     return []
 
 
@@ -140,27 +141,27 @@ class _BindingCollector(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._bind(_target_names(target.target))
+            self._bind(target_names(target.target))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(_target_names(node.target))
+        self._bind(target_names(node.target))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(_target_names(node.target))
+        self._bind(target_names(node.target))
 
     def visit_For(self, node: cst.For) -> None:
-        self._bind(_target_names(node.target))
+        self._bind(target_names(node.target))
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._bind(_target_names(node.target))
+        self._bind(target_names(node.target))
 
     def visit_AsName(self, node: cst.AsName) -> None:
         # `with ... as x` and `except E as x`; import aliases are handled above.
         if isinstance(node.name, (cst.Name, cst.Tuple, cst.List)):
-            self._bind(_target_names(node.name))
+            self._bind(target_names(node.name))
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(_target_names(node.target))
+        self._bind(target_names(node.target))
 
     def visit_Global(self, node: cst.Global) -> None:
         self.stack[-1].globals.update(item.name.value for item in node.names)

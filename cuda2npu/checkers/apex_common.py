@@ -25,13 +25,13 @@ import libcst as cst
 
 from cuda2npu.catalogue import rule as rule_doc
 from cuda2npu.diagnostics import Tier
+from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule
 
 APEX_ROOTS = ("apex", "amp_C")
 APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
 CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
-NOT_LITERAL = object()
 
 BuildStatements = Callable[[cst.CSTNode], list]
 
@@ -109,23 +109,6 @@ def bind(call: cst.Call, params: Sequence[str], max_positional: int | None = Non
             raise Unbindable(f"`{name}` passed twice")
         bound[name] = arg
     return bound
-
-
-def literal(node: cst.BaseExpression | None):
-    """The value of a number, string, True/False/None literal (also ``-x``), else NOT_LITERAL."""
-    if node is None:
-        return NOT_LITERAL
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[node.value]
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return node.evaluated_value
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else NOT_LITERAL
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = literal(node.expression)
-        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else NOT_LITERAL
-    return NOT_LITERAL
 
 
 def value_of(bound: dict[str, cst.Arg], name: str, default=None):

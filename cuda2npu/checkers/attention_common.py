@@ -22,9 +22,9 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
+from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.names import dotted_name
 
-NOT_LITERAL = object()
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
 
 
@@ -70,27 +70,6 @@ def bind(
                 raise Unbindable(f"`{name}` passed twice")
             bound[name] = arg
     return bound
-
-
-def literal(expr: cst.BaseExpression | None):
-    """The Python value of a literal (numbers, True/False/None, strings, tuples), else NOT_LITERAL."""
-    if expr is None:
-        return NOT_LITERAL
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, (cst.Integer, cst.Float)):
-        return expr.evaluated_value
-    if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = literal(expr.expression)
-        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
-            return -inner
-        return NOT_LITERAL
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        values = tuple(literal(e.value) if not isinstance(e, cst.StarredElement) else NOT_LITERAL for e in expr.elements)
-        return NOT_LITERAL if any(v is NOT_LITERAL for v in values) else values
-    return NOT_LITERAL
 
 
 def arg_value(bound: dict[str, cst.Arg], name: str) -> cst.BaseExpression | None:

@@ -41,7 +41,7 @@ from cuda2npu.checkers.colossalai_support import (
     with_args,
 )
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import dotted_name
+from cuda2npu.names import dotted_name, target_names
 from cuda2npu.rulebase import register
 
 DDP_OPTIONS = ("broadcast_buffers", "bucket_cap_mb", "find_unused_parameters", "check_reduction",
@@ -71,17 +71,6 @@ ACCELERATOR_METHODS = ("synchronize", "empty_cache", "device_count", "current_de
 HANDLED_NATIVE = {"colossalai", *LAUNCHERS, "Booster", *PLUGINS, "get_current_device", "get_accelerator",
                   "HybridAdam", "CPUAdam", "FusedAdam", "FusedLAMB", "FusedSGD"}
 WRAPPER_METHODS = ("clip_grad_by_norm", "clip_grad_by_value", "unwrap")
-
-
-def _target_names(target: cst.BaseExpression) -> list[str]:
-    """Names bound by an assignment target (``a``, ``a, (b, *c)``)."""
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
 
 
 def _simple(expr: cst.BaseExpression) -> bool:
@@ -138,7 +127,7 @@ class _ScopeNames(cst.CSTVisitor):
         node.visit(Names())
 
     def _store(self, target: cst.BaseExpression, owner: cst.CSTNode) -> None:
-        for name in _target_names(target):
+        for name in target_names(target):
             self.stores[name].append(owner)
         if not isinstance(target, (cst.Name, cst.Tuple, cst.List, cst.StarredElement)):
             target.visit(self)

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from cuda2npu.diagnostics import Tier
+from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.names import dotted_name
 
 TRIGGERS = (r"colossalai",)
@@ -82,40 +83,7 @@ def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# literals and arguments
-
-class _NotLiteral:
-    def __repr__(self) -> str:
-        return "NOT_LITERAL"
-
-
-NOT_LITERAL = _NotLiteral()
-
-
-def literal(expr: cst.BaseExpression | None):
-    """The Python value of a simple literal (numbers, strings, True/False/None, tuples), else NOT_LITERAL."""
-    if expr is None:
-        return NOT_LITERAL
-    if isinstance(expr, (cst.Integer, cst.Float)):
-        return expr.evaluated_value
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-        value = expr.evaluated_value
-        return value if isinstance(value, str) else NOT_LITERAL
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = literal(expr.expression)
-        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else NOT_LITERAL
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
-        left, right = literal(expr.left), literal(expr.right)
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right)):
-            return left**right
-        return NOT_LITERAL
-    if isinstance(expr, cst.Tuple):
-        values = [literal(el.value) for el in expr.elements if isinstance(el, cst.Element)]
-        return NOT_LITERAL if any(v is NOT_LITERAL for v in values) else tuple(values)
-    return NOT_LITERAL
-
+# arguments
 
 def bind_args(call: cst.Call, params: Sequence[str]) -> dict[str, cst.Arg] | None:
     """Arguments by parameter name (positional ones by position), or None with ``*a``/``**k``."""

@@ -1,4 +1,4 @@
-"""Helpers for string literals: reading their value and rewriting a word inside them."""
+"""Helpers for literals: their Python value, and rewriting a word inside a string literal."""
 
 from __future__ import annotations
 
@@ -58,3 +58,42 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
                 found += device_literals(element.key) + device_literals(element.value)
         return found
     return []
+
+
+class _NotLiteral:
+    def __repr__(self) -> str:
+        return "NOT_LITERAL"
+
+
+NOT_LITERAL = _NotLiteral()
+"""What :func:`literal` returns for anything that is not a literal (``None`` is a literal)."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def literal(expr: cst.BaseExpression | None):
+    """The Python value of a literal, else NOT_LITERAL.
+
+    Literals: numbers (also ``-x`` and ``a ** b`` of numbers), strings (not bytes),
+    True/False/None, and tuples or lists of literals.
+    """
+    if expr is None:
+        return NOT_LITERAL
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        return string_value(expr) if string_value(expr) is not None else NOT_LITERAL
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = literal(expr.expression)
+        return -inner if _number(inner) else NOT_LITERAL
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
+        left, right = literal(expr.left), literal(expr.right)
+        return left**right if _number(left) and _number(right) else NOT_LITERAL
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        values = tuple(literal(e.value) if isinstance(e, cst.Element) else NOT_LITERAL for e in expr.elements)
+        return NOT_LITERAL if any(v is NOT_LITERAL for v in values) else values
+    return NOT_LITERAL
