@@ -77,11 +77,11 @@ def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch
     if b.numel() == 0:
         return TensorComparison(group, name, tuple(b.shape), 0.0, 0.0, True)
     diff = (a - b).abs()
-    note = ""
+    note = f"dtype {expected.dtype} → {actual.dtype}" if expected.dtype != actual.dtype else ""
     if ignore is not None and ignore.shape == diff.shape:
         diff = diff.masked_fill(ignore, 0.0)
         if int(ignore.sum()):
-            note = f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"
+            note = "; ".join(filter(None, [note, f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"]))
     scale = max(1.0, float(b.abs().max()))
     ok = bool((diff <= atol * scale + rtol * b.abs()).all()) and not bool(torch.isnan(a).any() ^ torch.isnan(b).any())
     rel = diff / (b.abs() + atol * scale)

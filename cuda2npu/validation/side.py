@@ -170,7 +170,7 @@ def classify(exc: BaseException, role: str) -> str:
         return "entry not found" if isinstance(exc, LookupError) else "import failure"
     if isinstance(exc, RuntimeError) and "state_dict" in text:
         return "weights do not load (parameter names or shapes differ)"
-    return type(exc).__name__
+    return "the model code raised"
 
 
 def main(argv: list[str]) -> int:
