@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from cuda2npu.cache import CACHE_DIR_NAME
 from cuda2npu.config import FileSelection
 from cuda2npu.depfiles import finish_run, is_project_file
 from cuda2npu.diagnostics import FileResult, Finding
@@ -163,7 +164,7 @@ def run_migrate(request: MigrateRequest) -> int:
         return 1 if changed else 0
 
     if request.out_dir is not None:
-        shutil.copytree(root, request.out_dir, symlinks=True, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
+        shutil.copytree(root, request.out_dir, symlinks=True, ignore=shutil.ignore_patterns(".git", CACHE_DIR_NAME), dirs_exist_ok=True)
         real_root = root.resolve()  # a file reached through a symlink is written where it really is
         targets = [(r, request.out_dir / _real_relative(by_name[r.path], real_root, r.path)) for r in changed]
         request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
