@@ -349,10 +349,29 @@ def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | Non
     return _position(source, offset)
 
 
+def positions_of(module: cst.Module):
+    """Node -> CodeRange, as ``MetadataWrapper(module).resolve(PositionProvider)``, at half the cost.
+
+    The wrapper follows the position codegen with a traversal of the whole tree for batchable
+    providers even when there are none; the provider's own codegen is all positions need.
+    """
+    try:
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
+        )
+        module._codegen(state)
+        return provider._computed
+    except (ImportError, AttributeError, TypeError):  # libcst internals moved: the public way
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
 def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int]) -> list[Finding]:
     if not reports:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = positions_of(module)
     return [
         _finding(path, report, positions[report.node], options, index in applied)
         for index, report in enumerate(reports)

@@ -60,10 +60,17 @@ class DeviceStrings(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        uses = _DeviceVariableUses()
-        ctx.module.visit(uses)
-        self._device_variables = uses.names
+        self._device_variable_names: set[str] | None = None
         self._seen: set[cst.CSTNode] = set()
+
+    @property
+    def _device_variables(self) -> set[str]:
+        """Names used in device positions anywhere in the file; the pre-pass runs on first need only."""
+        if self._device_variable_names is None:
+            uses = _DeviceVariableUses()
+            self.ctx.module.visit(uses)
+            self._device_variable_names = uses.names
+        return self._device_variable_names
 
     def _rewrite(self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device") -> bool:
         """Report every device literal in ``expr``; True if there was one."""
@@ -152,7 +159,11 @@ class DeviceStrings(Rule):
         self._assignment(node.target, node.value)
 
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
+        if looks_like_device(target):
+            self._rewrite(value, why="device variable")
+        elif value is None or not (device_literals(value) or _is_device_string(value)):
+            return  # neither branch below could report: spare the pre-pass (most assignments)
+        elif isinstance(target, cst.Name) and target.value in self._device_variables:
             self._rewrite(value, why="device variable")
         else:
             self._ambiguous(value, "assigned to a variable")
@@ -170,6 +181,11 @@ class DeviceStrings(Rule):
 
     def visit_Return(self, node: cst.Return) -> None:
         self._ambiguous(node.value, "returned")
+
+
+def _is_device_string(expr: cst.BaseExpression) -> bool:
+    value = string_value(expr)
+    return value is not None and DEVICE_STRING.fullmatch(value) is not None
 
 
 def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:

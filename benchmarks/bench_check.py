@@ -1,0 +1,156 @@
+"""Benchmark ``cuda2npu check`` on the corpus and print files/s, MB/s and the issue's ratios.
+
+    python benchmarks/corpus.py                       # once
+    python benchmarks/bench_check.py                  # every project in the corpus
+    python benchmarks/bench_check.py timm flash-attn --peers /tmp/peers/bin
+
+Every number comes from one run of this script, side by side, through the real CLI (interpreter
+start-up included, as users see it):
+
+* floor: read every file + prefilter + parse the matching files (decode check, nesting guard and
+  ``libcst.parse_module``: what any libcst tool must pay), one process;
+* cold ``check --jobs 1 --no-cache`` and ``--jobs 2 --no-cache``;
+* warm ``check --jobs 1`` on an unchanged tree (the pre-commit case; a first run fills the cache);
+* with ``--peers DIR`` holding ``ruff`` and ``torchfix`` (``pip install ruff torchfix`` into a
+  separate virtualenv): ruff cold (``--no-cache``) and warm, and TorchFix on a sample of files
+  (it is slow), compared per file with cuda2npu on the same sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus import fetch, selected  # noqa: E402
+
+FLOOR = r"""
+import sys
+from pathlib import Path
+from cuda2npu.discovery import discover
+from cuda2npu.engine import SourceError, parse
+from cuda2npu.options import Options
+from cuda2npu.prefilter import skip_reason
+from cuda2npu.runner import _pattern
+pattern = _pattern(Options(fix=False))
+parsed = 0
+for path in discover([Path(p) for p in sys.argv[1:]]).files:
+    data = path.read_bytes()
+    if skip_reason(data) is None and pattern.search(data):
+        parsed += 1
+        try:
+            parse(data)
+        except SourceError:
+            pass
+print(parsed)
+"""
+
+
+@dataclass
+class Row:
+    name: str
+    files: int
+    megabytes: float
+    seconds: float
+
+    def line(self) -> str:
+        return (
+            f"| {self.name} | {self.files} | {self.megabytes:.1f} | {self.seconds:.2f} | "
+            f"{self.files / self.seconds:.0f} | {self.megabytes / self.seconds:.2f} |"
+        )
+
+
+def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd)
+    elapsed = time.perf_counter() - start
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command[:4])}... exited {result.returncode}:\n{result.stderr[-2000:]}")
+    return elapsed, result
+
+
+def check(paths: list[str], jobs: int, cache: bool) -> list[str]:
+    command = [sys.executable, "-m", "cuda2npu", "check", "--format", "concise", "--output-file", os.devnull, "--jobs", str(jobs)]
+    return command + ([] if cache else ["--no-cache"]) + paths
+
+
+def python_files(paths: list[str]) -> list[Path]:
+    from cuda2npu.discovery import discover
+
+    return discover([Path(p) for p in paths]).files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("projects", nargs="*")
+    parser.add_argument("--peers", type=Path, help="directory with ruff and torchfix executables")
+    parser.add_argument("--sample", type=int, default=60, help="files in the TorchFix comparison sample")
+    args = parser.parse_args(argv)
+
+    paths = [str(fetch(p)) for p in selected(args.projects)]
+    files = python_files(paths)
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    n = len(files)
+    rows: list[Row] = []
+    ratios: list[tuple[str, str, float, str]] = []
+    subprocess.run([sys.executable, "-m", "cuda2npu", "clean", *paths], capture_output=True)
+
+    floor_s, floor = timed([sys.executable, "-c", FLOOR, *paths])
+    rows.append(Row(f"floor: read + prefilter + parse {floor.stdout.strip()} matching files", n, megabytes, floor_s))
+    cold1_s, _ = timed(check(paths, 1, cache=False))
+    rows.append(Row("cuda2npu check, cold, --jobs 1", n, megabytes, cold1_s))
+    cold2_s, _ = timed(check(paths, 2, cache=False))
+    rows.append(Row("cuda2npu check, cold, --jobs 2", n, megabytes, cold2_s))
+    fill_s, _ = timed(check(paths, 1, cache=True))
+    rows.append(Row("cuda2npu check, cold, --jobs 1, filling the cache", n, megabytes, fill_s))
+    warm_s, _ = timed(check(paths, 1, cache=True))
+    rows.append(Row("cuda2npu check, warm (cache), --jobs 1", n, megabytes, warm_s))
+    subprocess.run([sys.executable, "-m", "cuda2npu", "clean", *paths], capture_output=True)
+
+    ratios.append(("cold check / floor", "≤ 1.5", cold1_s / floor_s, "same files, one process each"))
+    ratios.append(("--jobs 1 / --jobs 2 (speed-up)", "≥ 1.7", cold1_s / cold2_s, "2 cores shared with other work"))
+    ratios.append(("cold / warm (speed-up of the cache)", "", cold1_s / warm_s, ""))
+
+    if args.peers is not None:
+        ruff = str(args.peers / "ruff")
+        cache_dir = tempfile.mkdtemp(prefix="ruff-cache-")
+        ruff_cmd = [ruff, "check", "--exit-zero", "--quiet", "--cache-dir", cache_dir, *paths]
+        ruff_cold_s, _ = timed([*ruff_cmd, "--no-cache"])
+        rows.append(Row("ruff check (default rules), cold, --no-cache", n, megabytes, ruff_cold_s))
+        timed(ruff_cmd)
+        ruff_warm_s, _ = timed(ruff_cmd)
+        rows.append(Row("ruff check (default rules), warm", n, megabytes, ruff_warm_s))
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        ratios.append(("cuda2npu warm / ruff warm", "≤ 2", warm_s / ruff_warm_s, ""))
+
+        step = max(1, n // args.sample)
+        sample = [str(f) for f in files[::step][: args.sample]]
+        sample_mb = sum(Path(f).stat().st_size for f in sample) / 1e6
+        torchfix_s, _ = timed([str(args.peers / "torchfix"), "--jobs", "1", *sample])
+        rows.append(Row(f"TorchFix, {len(sample)}-file sample, --jobs 1", len(sample), sample_mb, torchfix_s))
+        ours_s, _ = timed(check(sample, 1, cache=False))
+        rows.append(Row(f"cuda2npu check, same sample, cold, --jobs 1", len(sample), sample_mb, ours_s))
+        ratios.append(("TorchFix / cuda2npu per file (same sample)", "≥ 10", torchfix_s / ours_s, ""))
+
+    print(f"corpus: {', '.join(Path(p).name for p in paths)}: {n} files, {megabytes:.1f} MB; {os.cpu_count()} CPUs\n")
+    print("| run | files | MB | s | files/s | MB/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(row.line())
+    print("\n| ratio | target | measured | note |")
+    print("|---|---|---:|---|")
+    for name, target, value, note in ratios:
+        print(f"| {name} | {target} | {value:.2f} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
