@@ -256,7 +256,7 @@ def rules(code, output_format):
 @main.command()
 @click.argument("original", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("migrated", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--entry", "entries", multiple=True, required=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable.")
+@click.option("--entry", "entries", multiple=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable (default: validate.entries of the original's configuration).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="Tolerance class (default: from the migrated outputs' dtype).")
 @click.option("--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob).")
 @click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
@@ -268,6 +268,12 @@ def validate(original, migrated, entries, precision, dropout_check, json_file, s
     from cuda2npu.validation.harness import validate as run_validation
     from cuda2npu.validation.render import render
 
+    if not entries:
+        from cuda2npu.validation.generate import configured_entries
+
+        entries = configured_entries(original)
+    if not entries:
+        raise click.UsageError("no --entry given and no [tool.cuda2npu.validate] entries in the original's configuration")
     console = Console()
     results = [run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries]
     for result in results:

@@ -138,3 +138,18 @@ def test_broken_attention_migrations_are_caught(attention, tmp_path, entry, old,
     result = cuda2npu("validate", original, broken, "--entry", entry)
     assert result.returncode == expected_exit, result.stdout + result.stderr
     assert ("MISMATCH" if expected_exit == 1 else "ERROR") in result.stdout
+
+
+def test_entries_default_to_the_configuration(tmp_path):
+    project = REPO / "fixtures" / "projects" / "ddp_train"  # [tool.cuda2npu.validate] entries in pyproject.toml
+    out = tmp_path / "out"
+    assert cuda2npu("migrate", project, "--out", out).returncode == 0
+    result = cuda2npu("validate", project, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ddp_train.model:build_for_validation: EQUIVALENT" in result.stdout
+
+
+def test_no_entry_anywhere_is_a_usage_error(mlp):
+    original, migrated = mlp
+    result = cuda2npu("validate", original, migrated)
+    assert result.returncode == 2 and "no --entry given" in result.stderr

@@ -4,13 +4,7 @@ the harness for every configured entry and every argument-free ``nn.Module`` in 
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 PACKAGE = "npu_validation"
 
@@ -66,21 +60,10 @@ def test_module_class(entry):
 
 
 def configured_entries(root: Path) -> list[str]:
-    """``validate.entries`` from the project's pyproject.toml or cuda2npu.toml."""
-    for name, prefix in (("cuda2npu.toml", ()), ("pyproject.toml", ("tool", "cuda2npu"))):
-        path = root / name
-        if not path.is_file():
-            continue
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            continue
-        for key in prefix:
-            data = data.get(key, {})
-        entries = data.get("validate", {}).get("entries")
-        if entries:
-            return [str(e) for e in entries]
-    return []
+    """``validate.entries`` of the project's configuration (pyproject.toml / cuda2npu.toml)."""
+    from cuda2npu.config import load_config
+
+    return list(load_config([root]).validate_entries)
 
 
 def _is_module_base(base: ast.expr) -> bool:
