@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import json
 import shutil
 from collections import Counter
@@ -59,13 +60,19 @@ def _out_dir_problem(request: MigrateRequest) -> str | None:
     return None
 
 
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def _patch_lines(text: str) -> list[str]:
+    """Lines as `patch` sees them: split after "\\n" only (not at form feeds or U+2028)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+
 def unified_diff(path: str, old: bytes, new: bytes) -> str:
-    before, after = decode(old), decode(new)
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path.lstrip('/')}", f"b/{path.lstrip('/')}"
-        )
-    )
+    """A unified diff that `patch`/`git apply` accept, with the "No newline at end of file" marker."""
+    name = path.lstrip("/")
+    lines = difflib.unified_diff(_patch_lines(decode(old)), _patch_lines(decode(new)), f"a/{name}", f"b/{name}")
+    return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
 
 
 def _print_summary(summary: Summary, wrote: bool) -> None:

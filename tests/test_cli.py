@@ -182,3 +182,20 @@ def test_parallel_jobs_give_the_same_findings(tmp_path):
     two = cuda2npu("check", tmp_path, "--format", "json", "--jobs", "2").stdout
     assert json.loads(one)["diagnostics"] == json.loads(two)["diagnostics"]
     assert len(json.loads(one)["diagnostics"]) == 80
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"import torch\nx = torch.ones(1).cuda()",  # no newline at end of file
+        b"import torch\n\x0c\nx = torch.ones(1).cuda()\n",  # a form feed is not a line break for patch
+    ],
+    ids=["no-final-newline", "form-feed"],
+)
+def test_diff_applies_with_git(tmp_path, source):
+    path = tmp_path / "m.py"
+    path.write_bytes(source)
+    patch = cuda2npu("migrate", "m.py", "--diff", cwd=tmp_path).stdout
+    (tmp_path / "m.patch").write_text(patch)
+    subprocess.run(["git", "apply", "m.patch"], cwd=tmp_path, check=True, capture_output=True)
+    assert path.read_bytes() == source.replace(b"import torch\n", b"import torch\nimport torch_npu\n", 1).replace(b".cuda()", b".npu()")

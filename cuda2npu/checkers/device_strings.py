@@ -3,9 +3,11 @@
 
 Only strings in positions that are devices are rewritten: ``torch.device(...)``, ``.to(...)``,
 ``device=`` / ``map_location=`` / ``device_type=`` keywords, comparisons with ``x.device.type``,
-variables and attributes named like a device or used as one, ``def f(device="cuda")``,
-``{"device": "cuda"}``, argparse ``--device`` defaults and choices, and
-``"cuda" if torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone.
+variables and attributes named like a device or used as one (also lists of them and loops over
+them), ``def f(device="cuda")``, ``{"device": "cuda"}``, argparse ``--device`` defaults and
+choices, ``@pytest.mark.parametrize("device", [...])``, device arguments of ``torch.cuda.*``
+functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if torch.cuda.is_available() else "cpu"``.
+Log text, keys and file names are left alone.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from cuda2npu.rulebase import Rule, register
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
 AMP_CALLS = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.custom_fwd", "torch.amp.custom_bwd"}
-DEVICE_CALLS = {"torch.device", "torch.set_default_device", "torch.get_device_module", "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"}
+DEVICE_CALLS = {"torch.device", "torch.Generator", "torch.set_default_device", "torch.get_device_module", "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"}
+DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 
 
@@ -32,9 +35,15 @@ def looks_like_device(target: cst.BaseExpression) -> bool:
 
 
 def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
-    """``x.device.type``, ``device.type``, ``args.device``, ``device``."""
+    """``x.device.type``, ``device.type``, ``torch.device(d).type``, ``args.device``, ``device``,
+    ``str(x.device)``."""
     if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
-        return looks_like_device(expr.value)
+        inner = expr.value
+        if isinstance(inner, cst.Call) and (dotted_name(inner.func) or "").endswith("device"):
+            return True
+        return looks_like_device(inner)
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "str" and len(expr.args) == 1:
+        return _is_device_type_expr(expr.args[0].value)
     return looks_like_device(expr)
 
 
@@ -47,8 +56,9 @@ class _DeviceVariableUses(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         candidates = [a.value for a in node.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS]
         positional = [a.value for a in node.args if a.keyword is None]
-        func = dotted_name(node.func) or ""
-        if positional and (func.endswith(".to") or func.endswith("device")):
+        func = node.func
+        is_to = isinstance(func, cst.Attribute) and func.attr.value == "to"
+        if positional and (is_to or (dotted_name(func) or "").endswith("device")):
             candidates.append(positional[0])
         self.names.update(c.value for c in candidates if isinstance(c, cst.Name))
 
@@ -102,8 +112,12 @@ class DeviceStrings(Rule):
                 if arg.keyword is not None and arg.keyword.value == "device_type":
                     self._rewrite(arg.value, "NPU106", "autocast/GradScaler device")
             return
-        if qualified in DEVICE_CALLS and positional:
-            self._rewrite(positional[0], why=qualified)
+        if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
+            self._rewrite(positional[0], why=f"`{qualified}` device")
+        if func_name.endswith("parametrize") and len(positional) >= 2:
+            names = string_value(positional[0]) or ""
+            if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
+                self._rewrite(positional[1], why="parametrized `device`")
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and positional:
             self._rewrite(positional[0], why="`.to()`")
         if func_name.endswith("add_argument"):
@@ -150,6 +164,11 @@ class DeviceStrings(Rule):
         tests = [n for n in _calls_in(node.test)]
         if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
             self._rewrite(node, why="`torch.cuda.is_available()` conditional")
+
+    def visit_For(self, node: cst.For) -> None:
+        target = node.target
+        if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
+            self._rewrite(node.iter, why="loop over devices")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

@@ -13,6 +13,7 @@ import re
 import libcst as cst
 
 from cuda2npu.checkers.literals import string_value
+from cuda2npu.diagnostics import Tier
 from cuda2npu.rulebase import Rule, register
 
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
@@ -32,6 +33,16 @@ class NcclBackend(Rule):
         else:
             return
         self.report("NPU201", node, "NCCL does not exist on NPU; the collective backend is \"hccl\"", fix)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.resolver.qualified_name(node.func) == "torch.distributed.is_nccl_available":
+            self.report(
+                "NPU201",
+                node,
+                "`is_nccl_available()` is False on NPU, so code guarded by it never runs; test "
+                "`torch.distributed.is_backend_available(\"hccl\")` (torch >= 2.3) instead",
+                tier=Tier.MANUAL,
+            )
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "NCCL" and self.resolver.qualified_name(node) == "torch.distributed.Backend.NCCL":

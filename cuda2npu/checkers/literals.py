@@ -32,7 +32,8 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
     """Literal nodes spelling a CUDA device inside an expression known to be a device.
 
     Handles ``"cuda"``, ``"cuda:0"``, ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
-    ``"cuda:{}".format(i)``, conditional expressions and ``map_location`` dicts.
+    ``"cuda:{}".format(i)``, conditional expressions, lists/tuples/sets of devices and the values
+    of ``map_location`` dicts (their keys name where a checkpoint was saved and stay as they are).
     """
     if isinstance(expr, cst.SimpleString):
         value = string_value(expr)
@@ -51,11 +52,14 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
         return []
     if isinstance(expr, cst.IfExp):
         return device_literals(expr.body) + device_literals(expr.orelse)
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return [lit for element in expr.elements for lit in device_literals(element.value)]
     if isinstance(expr, cst.Dict):
+        # map_location={"cuda:1": "cuda:0"}: keys name where the checkpoint was saved (stay CUDA)
         found: list[cst.CSTNode] = []
         for element in expr.elements:
             if isinstance(element, cst.DictElement):
-                found += device_literals(element.key) + device_literals(element.value)
+                found += device_literals(element.value)
         return found
     return []
 
