@@ -4,8 +4,8 @@
 ``pyproject.toml``, ``cuda2npu.toml``, ``.cuda2npu.toml``, ``setup.py`` or ``.git``; else the working
 directory). An entry's key is the SHA-256 of
 
-* the tool version and a fingerprint of cuda2npu's own code and rule catalogue (size and mtime of
-  every file), so editing a rule invalidates everything;
+* the tool version and a fingerprint of cuda2npu's own code and rule catalogue (the bytes of every
+  file, a few milliseconds per run), so editing a rule invalidates everything;
 * the effective per-file :class:`~cuda2npu.options.Options` (their ``repr``) and the display path;
 * the file's bytes.
 
@@ -56,7 +56,7 @@ def project_root(paths: list[Path]) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Changes whenever cuda2npu's code or rule catalogue changes (size + mtime of every file)."""
+    """Changes whenever cuda2npu's code or rule catalogue changes (the bytes of every file)."""
     from cuda2npu.catalogue import catalogue_dir
 
     package = Path(__file__).resolve().parent
@@ -64,10 +64,11 @@ def code_fingerprint() -> str:
     for directory, pattern in ((package, "*.py"), (catalogue_dir(), "*.toml")):
         for path in sorted(directory.rglob(pattern)):
             try:
-                info = path.stat()
+                data = path.read_bytes()
             except OSError:
                 continue
-            digest.update(f"{path.relative_to(directory)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            digest.update(f"{path.relative_to(directory)}\0{len(data)}\0".encode())
+            digest.update(data)
     return digest.hexdigest()
 
 

@@ -80,7 +80,7 @@ def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
                 continue
             if any(part in SKIP_DIRS for part in Path(relative).parts[:-1]):
                 continue
-            _add(path, root, result, seen, explicit=False)
+            _add(path, root, result, seen, explicit=False, relative=relative)
     result.files.sort()
     return result
 
@@ -103,9 +103,13 @@ def _git_ignored(path: Path) -> bool:
     return out.returncode == 0
 
 
-def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: bool) -> None:
+def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: bool, relative: str | None = None) -> None:
     try:
-        real = path.resolve(strict=True)
+        if relative is not None and not path.is_symlink():
+            # the walk and git ls-files never enter symlinked directories: no need for realpath()
+            real = root / relative
+        else:
+            real = path.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
         reason = "symlink loop" if isinstance(exc, RuntimeError) or "loop" in str(exc).lower() else "dangling symlink or unreadable path"
         result.skipped.append((path, reason))
@@ -113,7 +117,7 @@ def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: b
     if not real.is_file():
         result.skipped.append((path, "not a regular file"))
         return
-    if not explicit and not real.is_relative_to(root.resolve()):
+    if not explicit and not real.is_relative_to(root):  # ``root`` is resolved by discover()
         result.skipped.append((path, "resolves outside the project root"))
         return
     if real in seen:
