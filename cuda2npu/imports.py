@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from cuda2npu.names import dotted_name
 
@@ -51,6 +49,9 @@ def ensure_torch_npu_import(module: cst.Module) -> cst.Module:
             new_line = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(cst.Name("torch_npu"))])])
             body = [*module.body[: index + 1], new_line, *module.body[index + 1 :]]
             return module.with_changes(body=body)
+    from libcst.codemod import CodemodContext  # ~1 s to import: only for this rare fallback
+    from libcst.codemod.visitors import AddImportsVisitor
+
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "torch_npu")
     return AddImportsVisitor(context).transform_module(module)

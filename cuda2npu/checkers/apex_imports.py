@@ -18,8 +18,6 @@ their fixes remove (:class:`~cuda2npu.checkers.apex_common.FileEdits`). Then:
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from cuda2npu.catalogue import all_rules
 from cuda2npu.checkers.apex_common import (
@@ -306,6 +304,9 @@ def _has_import(module: cst.Module, name: str, obj: str | None) -> bool:
 
 
 def _add_imports(module: cst.Module, imports: list[tuple[str, str | None]]) -> cst.Module:
+    from libcst.codemod import CodemodContext  # ~1 s to import: only when imports are added
+    from libcst.codemod.visitors import AddImportsVisitor
+
     context = CodemodContext()
     for name, obj in imports:
         AddImportsVisitor.add_needed_import(context, name, obj)
