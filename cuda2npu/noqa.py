@@ -161,7 +161,7 @@ def suppress(module: cst.Module, reports: list, options, path: str, first_round:
     return kept, unused
 
 
-def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path: str, line_offset=None) -> list[Finding]:
+def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path: str) -> list[Finding]:
     """NPU005 for each of our codes in a directive that matched no finding."""
     doc = rule_doc(UNUSED_CODE)
     findings = []

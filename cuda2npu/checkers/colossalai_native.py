@@ -488,10 +488,10 @@ class _Planner:
         def fix(stmt, lines=lines):
             return cst.FlattenSentinel([lines[0].with_changes(leading_lines=stmt.leading_lines), *lines[1:]])
 
-        migration.add(line, _Edit(plugin.boost_message(code_of(call)), fix, needs_torch_npu=True))
-        self._wrapper_calls(root, line, targets, torch, migration)
+        migration.add(line, _Edit(plugin.boost_message(), fix, needs_torch_npu=True))
+        self._wrapper_calls(root, targets, torch, migration)
 
-    def _wrapper_calls(self, root, boost_line, targets: dict, torch: cst.Name, migration: _Migration) -> None:
+    def _wrapper_calls(self, root, targets: dict, torch: cst.Name, migration: _Migration) -> None:
         """``optimizer.clip_grad_by_norm(...)``, ``model.unwrap()`` (ColossalAI wrappers) in the same scope."""
         names = self.names_of(root)
         model = targets.get(0)
@@ -767,7 +767,7 @@ class _PluginSpec:
             return "its options are passed to DistributedDataParallel"
         return "ZeRO is rebuilt with DistributedDataParallel + ZeroRedundancyOptimizer"
 
-    def boost_message(self, call_text: str) -> str:
+    def boost_message(self) -> str:
         if self.kind == "TorchDDPPlugin":
             return ("`booster.boost(...)` with TorchDDPPlugin → model moved to the current npu, BatchNorm converted "
                     "to SyncBatchNorm and wrapped in DistributedDataParallel, as the plugin does; the other "
