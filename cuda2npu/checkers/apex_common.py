@@ -25,6 +25,7 @@ import libcst as cst
 
 from cuda2npu.catalogue import rule as rule_doc
 from cuda2npu.diagnostics import Tier
+from cuda2npu.checkers.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule
@@ -82,33 +83,6 @@ def atom(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 # --- arguments -----------------------------------------------------------------------------
-
-
-class Unbindable(Exception):
-    """The call's arguments cannot be mapped to the signature without guessing."""
-
-
-def bind(call: cst.Call, params: Sequence[str], max_positional: int | None = None) -> dict[str, cst.Arg]:
-    """``{parameter: Arg}`` of ``call`` against ``params`` (signature order, ``self`` excluded)."""
-    bound: dict[str, cst.Arg] = {}
-    position = 0
-    limit = len(params) if max_positional is None else max_positional
-    for arg in call.args:
-        if arg.star:
-            raise Unbindable(f"`{arg.star}` arguments hide which parameters are passed")
-        if arg.keyword is None:
-            if position >= limit:
-                raise Unbindable(f"positional argument {position + 1} is ambiguous; pass it by keyword")
-            bound[params[position]] = arg
-            position += 1
-            continue
-        name = arg.keyword.value
-        if name not in params:
-            raise Unbindable(f"unknown keyword `{name}=`")
-        if name in bound:
-            raise Unbindable(f"`{name}` passed twice")
-        bound[name] = arg
-    return bound
 
 
 def value_of(bound: dict[str, cst.Arg], name: str, default=None):
