@@ -1,29 +1,47 @@
 """Golden files: ``fixtures/rules/<family>/<case>.py`` migrates to ``<case>.out.py``.
 
 Run ``pytest --update-golden`` to regenerate the ``.out.py`` files after an intended change,
-then review the diff. Properties checked on every case: the output parses, a second run is a
+then review the diff. ``fixtures/rules/<family>/variants.toml`` migrates an existing input again
+under other options (``[<name>] input = "<case>.py", options = {...}`` → ``<name>.out.py``), so
+the same script is not copied once per option set. Properties checked on every case: the output parses, a second run is a
 no-op, and a case with nothing to change stays byte-identical.
 """
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
+from cuda2npu.options import Options
 from helpers import migrate_text, options_from
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
-CASES = sorted(p for p in ROOT.rglob("*.py") if not p.name.endswith(".out.py"))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.relative_to(ROOT).as_posix() for c in CASES])
-def test_golden(case: Path, update_golden: bool):
+def _cases() -> list[tuple[str, Path, Options]]:
+    """(name, input file, options) for every input file and every declared variant."""
+    cases = []
+    for path in sorted(p for p in ROOT.rglob("*.py") if not p.name.endswith(".out.py")):
+        cases.append((path.stem, path, options_from(path.read_text(encoding="utf-8"))))
+    for table in sorted(ROOT.rglob("variants.toml")):
+        for name, variant in tomllib.loads(table.read_text(encoding="utf-8")).items():
+            cases.append((name, table.parent / variant["input"], Options(**variant["options"])))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(
+    ("name", "case", "options"), CASES, ids=[f"{case.parent.name}/{name}" for name, case, _ in CASES]
+)
+def test_golden(name: str, case: Path, options: Options, update_golden: bool):
     source = case.read_text(encoding="utf-8")
-    options = options_from(source)
     migrated, result = migrate_text(source, options, path=case.name)
-    golden = case.with_name(case.name[: -len(".py")] + ".out.py")
+    golden = case.with_name(f"{name}.out.py")
     if update_golden:
         golden.write_text(migrated, encoding="utf-8")
     assert golden.exists(), f"missing golden {golden}; run pytest --update-golden"
