@@ -18,6 +18,13 @@ Decisions worth knowing when reading the code:
   ``return_attn_probs``; 2.3+: ``window_size``; 2.6 inserted ``softcap`` before
   ``alibi_slopes``): a tuple literal in ``window_size``'s position is accepted, anything else
   must be passed by keyword.
+* ``flash_attn_func`` only takes BSND tensors, so SBND/BNSD code transposes q, k and v at the
+  call. When all three are the same transpose (``transpose``, ``permute``, ``einops.rearrange``),
+  the untransposed tensors are passed as ``"SBH"`` (heads merged by ``flatten(2)``) or
+  ``"BNSD"`` and the output is transposed back to BSND and made contiguous, as flash-attn's
+  output is (code after the call may ``.view()`` it): one copy of the output instead of the
+  kernel copying three transposed inputs. The untransposed ``q`` is
+  what is repeated or hoisted; ``k``/``v`` are used once. Mixed transposes keep BSND.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from cuda2npu.imports import TORCH_IMPORT
 from cuda2npu.rulebase import Rule, register
 
 OP = "npu_fusion_attention"
+QKV = ("q", "k", "v")
 TAIL = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "deterministic", "return_attn_probs")
 
 
@@ -112,6 +120,33 @@ SPECS: dict[str, FlashSpec] = {
         "{q}", "{kv}[:, 0]", "{kv}[:, 1]", "{q}.shape[1]", "TND", ("q", "kv"), ("cu_seqlens_q", "cu_seqlens_k"),
     ),
 }
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """A layout q/k/v are held in before a transpose to BSND, and how the NPU call takes them as they are."""
+
+    name: str
+    input_layout: str
+    operand: str  # template over {x}, the untransposed tensor
+    head_num: str  # template over the parameter names
+    output: str  # after ``[0]``: turns the NPU output back into flash-attn's BSND
+    how: str  # for the report
+
+
+SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
+    (1, 0, 2, 3): SourceLayout(
+        "SBND", "SBH", "{x}.flatten(2)", "{q}.shape[2]",
+        ".unflatten(-1, ({q}.shape[2], -1)).transpose(0, 1).contiguous()",
+        'passed as "SBH" without the transpose (heads merged by `flatten(2)`, a view) and the [S, B, N*D] '
+        "output turned back into contiguous BSND by `.unflatten(-1, (N, -1)).transpose(0, 1).contiguous()`",
+    ),
+    (0, 2, 1, 3): SourceLayout(
+        "BNSD", "BNSD", "{x}", "{q}.shape[1]", ".transpose(1, 2).contiguous()",
+        'passed as "BNSD" without the transpose and the output turned back into contiguous BSND by '
+        "`.transpose(1, 2).contiguous()`",
+    ),
+}
 HOIST_NAMES = {"q": "query", "qkv": "qkv_packed", "kv": "kv_packed", "cu_seqlens": "cu_seqlens_npu"}
 FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
 
@@ -155,6 +190,58 @@ def flash_function(qualified: str | None) -> str | None:
     return name if module in FLASH_MODULES else None
 
 
+def _is_dim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -4 <= value < 4
+
+
+def _swap(first: object, second: object) -> tuple[int, ...] | None:
+    """The dimension order of ``X.transpose(first, second)`` for a 4-D ``X``."""
+    if not (_is_dim(first) and _is_dim(second)) or first % 4 == second % 4:
+        return None
+    order = [0, 1, 2, 3]
+    order[first % 4], order[second % 4] = order[second % 4], order[first % 4]
+    return tuple(order)
+
+
+def _order(dims: tuple) -> tuple[int, ...] | None:
+    """The dimension order of ``X.permute(*dims)`` for a 4-D ``X``."""
+    if len(dims) != 4 or not all(_is_dim(d) for d in dims):
+        return None
+    order = tuple(d % 4 for d in dims)
+    return order if sorted(order) == [0, 1, 2, 3] else None
+
+
+def _rearrange_order(pattern: str) -> tuple[int, ...] | None:
+    """The dimension order of a pure einops permutation of a 4-D tensor (``"s b h d -> b s h d"``,
+    ``"s b ... -> b s ..."``); None for patterns that group, split or add axes."""
+    left, arrow, right = pattern.partition("->")
+    if not arrow:
+        return None
+    sides = []
+    for side in (left.split(), right.split()):
+        named = [axis for axis in side if axis != "..."]
+        if len(side) - len(named) > 1 or len(set(named)) != len(named) or not all(a.isidentifier() for a in named):
+            return None
+        if "..." in side:  # the axes it stands for, under names no axis can have
+            index = side.index("...")
+            side[index : index + 1] = [f"...{i}" for i in range(4 - len(named))]
+        if len(side) != 4:
+            return None
+        sides.append(side)
+    left_axes, right_axes = sides
+    if set(left_axes) != set(right_axes):
+        return None
+    return tuple(left_axes.index(axis) for axis in right_axes)
+
+
+def _untransposed(call: cst.Call) -> cst.BaseExpression:
+    """X of a transpose that ``FlashAttention._order_of`` recognised: ``X.transpose(..)``,
+    ``X.permute(..)`` or ``rearrange(X, pattern)``."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("transpose", "permute"):
+        return call.func.value
+    return call.args[0].value
+
+
 class Manual(Exception):
     """The call cannot be rewritten faithfully; the message says why and what to do."""
 
@@ -167,6 +254,13 @@ class Plan:
     window: bool
     hoist: dict[str, str] = field(default_factory=dict)  # parameter → variable name
     notes: list[str] = field(default_factory=list)
+    source: SourceLayout | None = None  # q/k/v are transposed to BSND from this layout
+
+    def operand(self, param: str, arg: cst.Arg) -> cst.BaseExpression:
+        """The expression the rewrite uses for ``param``: without its transpose when q/k/v lose theirs."""
+        if self.source is not None and param in QKV:
+            return _untransposed(arg.value)  # type: ignore[arg-type]
+        return arg.value
 
 
 def _window_parts(node: cst.BaseExpression) -> tuple[object, object]:
@@ -192,9 +286,8 @@ def _tockens(side: object) -> str:
 def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
     """The replacement source for a flash-attn call whose (updated) arguments are ``bound``."""
     spec = plan.spec
-    codes = {p: (plan.hoist[p] if p in plan.hoist else atom(a.value)) for p, a in bound.items()}
+    codes = {p: (plan.hoist[p] if p in plan.hoist else atom(plan.operand(p, a))) for p, a in bound.items()}
     fmt = lambda template: template.format(**codes)  # noqa: E731
-    q = fmt(spec.q)
     base = codes[spec.base]
     dim = f"{base}.shape[-1]"
     mask = f"{CAUSAL_MASK_HELPER}({base}.device)"
@@ -234,8 +327,15 @@ def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
         keywords.append(("sparse_mode", "3"))
     elif plan.causal == "expr":
         keywords.append(("sparse_mode", f"3 if {causal} else 0"))
-    positional = [q, fmt(spec.k), fmt(spec.v), fmt(spec.head_num), f'"{spec.layout}"']
-    return call_source(f"torch_npu.{OP}", positional, keywords, "[0]")
+    source = plan.source
+    if source is None:
+        tensors = [fmt(spec.q), fmt(spec.k), fmt(spec.v)]
+        head_num, layout, output = fmt(spec.head_num), spec.layout, ""
+    else:
+        tensors = [source.operand.format(x=codes[p]) for p in QKV]
+        head_num, layout, output = fmt(source.head_num), source.input_layout, fmt(source.output)
+    positional = [*tensors, head_num, f'"{layout}"']
+    return call_source(f"torch_npu.{OP}", positional, keywords, "[0]" + output)
 
 
 def _maybe_paren(text: str) -> str:
@@ -351,15 +451,45 @@ class FlashAttention(Rule):
             plan.notes.append("`deterministic` dropped (it selects flash-attn's CUDA backward kernel)")
         if any(p in bound for p in ("max_seqlen_q", "max_seqlen_k", "max_seqlen")):
             plan.notes.append("max_seqlen dropped (npu_fusion_attention reads the lengths from actual_seq_*len)")
+        self._plan_source_layout(plan, bound)
         self._plan_hoisting(node, plan, bound)
         problems = self.target.unsupported(OP, ["atten_mask", "scale", "keep_prob", "sparse_mode"])
         if problems:
             raise Manual("; ".join(problems))
         return plan, bound
 
+    def _plan_source_layout(self, plan: Plan, bound: dict[str, cst.Arg]) -> None:
+        """Drop the transposes when q, k and v of ``flash_attn_func`` are all the same SBND/BNSD → BSND one.
+
+        The packed forms keep BSND: their packing dimension makes the source layout ambiguous.
+        """
+        if plan.function != "flash_attn_func":
+            return
+        orders = [self._order_of(bound[p].value) for p in QKV]
+        if orders[0] in SOURCE_LAYOUTS and orders.count(orders[0]) == len(QKV):
+            plan.source = SOURCE_LAYOUTS[orders[0]]
+        elif any(order in SOURCE_LAYOUTS for order in orders):
+            plan.notes.append("q/k/v are not all transposed from the same layout: passed as BSND, transposes kept")
+
+    def _order_of(self, node: cst.BaseExpression) -> tuple[int, ...] | None:
+        """The dimension order a transpose of a 4-D tensor gives (``(1, 0, 2, 3)`` for ``X.transpose(0, 1)``),
+        for ``X.transpose(a, b)``, ``X.permute(...)`` and ``einops.rearrange(X, pattern)``; None otherwise."""
+        if not isinstance(node, cst.Call) or any(a.keyword or a.star for a in node.args):
+            return None
+        values = [literal(a.value) for a in node.args]
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method == "transpose" and len(values) == 2:
+            return _swap(*values)
+        if method == "permute":
+            return _order(values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values))
+        rearrange = self.resolver.qualified_name(node.func) == "einops.rearrange"
+        if rearrange and len(values) == 2 and isinstance(values[1], str):
+            return _rearrange_order(values[1])
+        return None
+
     def _plan_hoisting(self, node: cst.Call, plan: Plan, bound: dict[str, cst.Arg]) -> None:
         spec = plan.spec
-        needs = [p for p in spec.multi_use if p in bound and not is_pure(bound[p].value)]
+        needs = [p for p in spec.multi_use if p in bound and not is_pure(plan.operand(p, bound[p]))]
         if not needs:
             return
         reason = (f"`{needs[0]}` is an expression needed more than once (head_num, scale, mask device); "
@@ -379,8 +509,11 @@ class FlashAttention(Rule):
 
     def _message(self, plan: Plan) -> str:
         spec = plan.spec
-        parts = [f"`{plan.function}` → `torch_npu.{OP}(..., \"{spec.layout}\")[0]` with scale passed explicitly "
+        layout = spec.layout if plan.source is None else plan.source.input_layout
+        parts = [f"`{plan.function}` → `torch_npu.{OP}(..., \"{layout}\")[0]` with scale passed explicitly "
                  f"(the NPU default is 1.0) and keep_prob = 1 - dropout_p"]
+        if plan.source is not None:
+            parts.append(f"q/k/v are {plan.source.name} transposed to BSND: {plan.source.how}")
         if plan.window:
             parts.append("window_size → sparse_mode=4 band with pre_tockens/next_tockens (bottom-right origin; "
                          "the Sq != Skv offset is INFERRED in the reference)")
@@ -402,7 +535,7 @@ class FlashAttention(Rule):
             if not isinstance(call, cst.Call):
                 raise ValueError("the call moved")
             bound = bind(call, plan.spec.params, max_positional=None)
-            lines = [cst.parse_statement(f"{name} = {code(bound[p].value)}\n") for p, name in plan.hoist.items()]
+            lines = [cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()]
             lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
             rewritten = statement.deep_replace(call, expression(render(plan, bound)))
             return cst.FlattenSentinel([*lines, rewritten.with_changes(leading_lines=[])])
