@@ -62,3 +62,4 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     new_source: bytes | None = None
     internal_error: str = ""
+    companions: list[str] = field(default_factory=list)  # generated files to place next to this one

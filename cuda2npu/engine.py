@@ -245,6 +245,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     has_noqa = noqa.may_contain(source)
     findings: list[Finding] = []
     needs_torch_npu = False
+    companions: set[str] = set()
     current = module
     reports: list[Report] = []
     text = source
@@ -263,6 +264,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
             findings += _later_round_findings(path, current, reports, applied, findings, options)
         needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
+        companions.update(reports[i].companion for i in applied if reports[i].companion)
         if candidate.code == current.code:
             break
         try:
@@ -300,7 +302,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         message = f"migrated file {problem}; file left unchanged"
         kept = [dataclasses.replace(f, applied=False) for f in findings]
         return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU002", message)])
-    return FileResult(path, "changed", findings=findings, new_source=new_source)
+    return FileResult(path, "changed", findings=findings, new_source=new_source, companions=sorted(companions))
 
 
 def _output_problem(source: bytes, new_source: bytes) -> str | None:

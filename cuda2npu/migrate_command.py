@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from cuda2npu.cache import CACHE_DIR_NAME
+from cuda2npu.companions import CREATE, DIFFERS, SAME, Companion, plan
 from cuda2npu.config import FileSelection
 from cuda2npu.depfiles import finish_run, is_project_file
-from cuda2npu.diagnostics import FileResult, Finding
+from cuda2npu.diagnostics import FileResult
 from cuda2npu.engine import decode
 from cuda2npu.fileio import atomic_write
 from cuda2npu.gitutil import dirty_files
@@ -68,10 +69,14 @@ def _patch_lines(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
-def unified_diff(path: str, old: bytes, new: bytes) -> str:
-    """A unified diff that `patch`/`git apply` accept, with the "No newline at end of file" marker."""
+def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
+    """A unified diff that `patch`/`git apply` accept, with the "No newline at end of file" marker.
+
+    ``old=None``: a new file (``--- /dev/null``).
+    """
     name = path.lstrip("/")
-    lines = difflib.unified_diff(_patch_lines(decode(old)), _patch_lines(decode(new)), f"a/{name}", f"b/{name}")
+    old_lines, old_name = ([], "/dev/null") if old is None else (_patch_lines(decode(old)), f"a/{name}")
+    lines = difflib.unified_diff(old_lines, _patch_lines(decode(new)), old_name, f"b/{name}")
     return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
 
 
@@ -101,7 +106,31 @@ def _print_failures(results: list[FileResult]) -> None:
             click.echo(f"{result.path}: skipped ({result.reason})", err=True)
 
 
-def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_place: bool = False) -> list[FileResult]:
+def _not_written(result: FileResult, failed: FileResult, summary: Summary) -> None:
+    """Turn a changed result into a failed one (nothing of the file was written)."""
+    result.status, result.reason = "failed", failed.reason
+    for finding in result.findings:
+        if finding.applied:
+            summary.edits[(finding.code, str(finding.tier))] -= 1
+    summary.edits += Counter()  # drops the zero counts
+    result.findings = [*(replace(f, applied=False) for f in result.findings), *failed.findings]
+    summary.changed -= 1
+    summary.failed += 1
+
+
+def _print_companions(companions: list[Companion], wrote: bool) -> None:
+    for companion in companions:
+        users = f"imported by {len(companion.needed_by)} migrated file{'s' * (len(companion.needed_by) > 1)}"
+        if companion.status == DIFFERS:
+            click.echo(f"{companion.path}: exists and differs from the generated version; kept as it is (delete it "
+                       f"to regenerate); {users}", err=True)
+        elif companion.status == CREATE:
+            click.echo(f"cuda2npu: {'created' if wrote else 'would create'} {companion.path} ({users})", err=True)
+        elif companion.status != SAME:
+            click.echo(f"{companion.path}: {companion.status}", err=True)
+
+
+def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_place: bool = False) -> None:
     """Write every changed file atomically; a file that cannot be written is reported, not fatal."""
     written = 0
     try:
@@ -110,19 +139,28 @@ def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_plac
                 atomic_write(target, result.new_source, refuse_read_only=in_place)
                 written += 1
             except OSError as exc:
-                failed = io_error(result.path, exc, "write")
-                result.status, result.reason = "failed", failed.reason
-                for finding in result.findings:  # nothing of this file was written
-                    if finding.applied:
-                        summary.edits[(finding.code, str(finding.tier))] -= 1
-                summary.edits += Counter()  # drops the zero counts
-                result.findings = [*(replace(f, applied=False) for f in result.findings), *failed.findings]
-                summary.changed -= 1
-                summary.failed += 1
+                _not_written(result, io_error(result.path, exc, "write"), summary)
     except KeyboardInterrupt:
         click.echo(f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new", err=True)
         raise SystemExit(EXIT_INTERRUPTED)
-    return [r for r, _ in changed]
+
+
+def _write_companions(companions: list[Companion], changed: list[tuple[FileResult, Path]], summary: Summary):
+    """Create the generated files first; the files importing one that cannot be written are not written either."""
+    unwritable: dict[str, FileResult] = {}
+    for companion in companions:
+        if companion.status != CREATE:
+            continue
+        try:
+            atomic_write(companion.target, companion.text)
+        except OSError as exc:
+            companion.status = f"not written: {exc.strerror or exc}"
+            for path in companion.needed_by:
+                unwritable[path] = io_error(path, exc, f"create {companion.path}, which the migrated file imports")
+    for result, _ in changed:
+        if result.path in unwritable:
+            _not_written(result, unwritable[result.path], summary)
+    return [(result, target) for result, target in changed if result.path not in unwritable]
 
 
 def _real_relative(path: Path, real_root: Path, fallback: str) -> str:
@@ -161,13 +199,19 @@ def run_migrate(request: MigrateRequest) -> int:
     changed = [r for r in results if r.status == "changed"]
 
     if request.diff or request.check_only:
+        companions = plan([(r, by_name[r.path]) for r in changed])
+        new_files = [c for c in companions if c.status == CREATE]
         if request.diff:
             for result in changed:
                 click.echo(unified_diff(result.path, by_name[result.path].read_bytes(), result.new_source), nl=False)
+            for companion in new_files:
+                click.echo(unified_diff(companion.path, None, companion.text), nl=False)
         elif not request.quiet:
             for result in changed:
                 click.echo(f"Would migrate: {result.path}")
-        _finish(request, results, summary, wrote=False)
+            for companion in new_files:
+                click.echo(f"Would create: {companion.path}")
+        _finish(request, results, summary, wrote=False, companions=companions)
         return 1 if changed else 0
 
     if request.out_dir is not None:
@@ -186,10 +230,12 @@ def run_migrate(request: MigrateRequest) -> int:
                     "commit or stash them first, or pass --allow-dirty"
                 )
         targets = [(r, by_name[r.path].resolve()) for r in changed]  # through symlinks, keeping them
+    companions = plan(targets)
+    targets = _write_companions(companions, targets, summary)
     _write_all(targets, summary, in_place=request.out_dir is None)
     if request.out_dir is not None:
         _write_validation(request, results)
-    _finish(request, results, summary, wrote=True)
+    _finish(request, results, summary, wrote=True, companions=companions)
     return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) else 0
 
 
@@ -206,16 +252,18 @@ def _write_validation(request: MigrateRequest, results: list[FileResult]) -> Non
     write_validation_package(request.paths[0], request.out_dir, changed, precision)
 
 
-def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool) -> None:
+def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool,
+            companions: list[Companion]) -> None:
     results.sort(key=lambda r: r.path)
     if request.report_file is not None:
         options = {
-            **asdict(request.options),
+            **{k: v for k, v in asdict(request.options).items() if k != "in_package"},  # a per-file fact
             "max_tier": str(request.options.max_tier),
             "mode": "diff" if request.diff else "check" if request.check_only else "out" if request.out_dir else "in-place",
         }
-        report = migration_report(results, options, summary)
+        report = migration_report(results, options, summary, [c.to_json() for c in companions])
         request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if not request.quiet:
         _print_failures(results)
+        _print_companions(companions, wrote)
         _print_summary(summary, wrote)

@@ -217,4 +217,4 @@ def process_notebook(data: bytes, display: str, options, pattern=None) -> FileRe
     new_source = text.encode("utf-8")
     if new_source == data:
         return FileResult(display, "unchanged", findings=findings)
-    return FileResult(display, "changed", findings=findings, new_source=new_source)
+    return FileResult(display, "changed", findings=findings, new_source=new_source, companions=result.companions)

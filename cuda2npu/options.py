@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from cuda2npu.diagnostics import Tier
 
@@ -31,15 +32,19 @@ class Options:
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
+    in_package: bool = False  # the file's directory has an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":
-        """The options for one file: matching per-file-ignores folded into ``ignore``."""
+        """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``."""
+        options = self
+        if (Path(path).parent / "__init__.py").is_file():
+            options = replace(options, in_package=True)
         if not self.per_file_ignores:
-            return self
+            return options
         from cuda2npu.config import matching_ignores
 
         extra = matching_ignores(self.per_file_ignores, path)
-        return replace(self, ignore=self.ignore + extra, per_file_ignores=()) if extra else self
+        return replace(options, ignore=self.ignore + extra, per_file_ignores=()) if extra else options
 
     def opted_in(self) -> set[str]:
         """Opt-in rule codes switched on by a flag (``--fuse-sdpa`` → NPU406)."""

@@ -61,8 +61,8 @@ def _manual(finding: Finding) -> dict:
     return {"code": finding.code, "line": finding.line, "message": finding.message}
 
 
-def migration_report(results: list[FileResult], options: dict, summary: Summary) -> dict:
-    """``migrate --report``: one entry per file with its edits and manual items."""
+def migration_report(results: list[FileResult], options: dict, summary: Summary, generated: list[dict]) -> dict:
+    """``migrate --report``: one entry per file with its edits and manual items, and the generated files."""
     return {
         "version": REPORT_VERSION,
         "tool_version": __version__,
@@ -77,6 +77,7 @@ def migration_report(results: list[FileResult], options: dict, summary: Summary)
             }
             for r in results
         ],
+        "generated_files": generated,
         "summary": summary.to_json(),
     }
 

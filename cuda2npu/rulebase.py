@@ -45,6 +45,7 @@ class Report:
     tier: Tier
     needs_torch_npu: bool
     statement: cst.CSTNode | None
+    companion: str | None = None  # a generated file (cuda2npu/templates) the fix makes the file import
 
 
 class RuleContext(cst.BatchableCSTVisitor):
@@ -93,6 +94,7 @@ class RuleContext(cst.BatchableCSTVisitor):
         *,
         tier: Tier | None = None,
         needs_torch_npu: bool = True,
+        companion: str | None = None,
     ) -> None:
         if not self.options.code_enabled(code, rule_doc(code).opt_in):
             return
@@ -105,6 +107,7 @@ class RuleContext(cst.BatchableCSTVisitor):
                 tier=tier or rule_doc(code).tier,
                 needs_torch_npu=needs_torch_npu,
                 statement=self.statement,
+                companion=companion,
             )
         )
 
