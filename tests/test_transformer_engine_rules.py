@@ -1,4 +1,4 @@
-"""Behaviour of the TransformerEngine rules (NPU411–NPU417) beyond the catalogue examples and goldens."""
+"""Behaviour of the TransformerEngine rules (NPU411–NPU418) beyond the catalogue examples and goldens."""
 
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ def test_manual_module_keeps_every_argument_and_the_import():
         """
         import transformer_engine.pytorch as te
 
-        layer = te.Linear(8, 8, params_dtype=None, return_bias=True)
+        layer = te.Linear(8, 8, params_dtype=None, zero_centered_gamma=True)
         """
     )
     after, result = migrate_text(source)
-    assert "layer = te.Linear(8, 8, params_dtype=None, return_bias=True)" in after
+    assert "layer = te.Linear(8, 8, params_dtype=None, zero_centered_gamma=True)" in after
     assert [f.tier for f in findings(result, "NPU412")] == [Tier.MANUAL]
     assert not findings(result, "NPU413") and not findings(result, "NPU416")
 

@@ -147,6 +147,8 @@ def test_entries_default_to_the_configuration(tmp_path):
     result = cuda2npu("validate", project, out)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ddp_train.model:build_for_validation: EQUIVALENT" in result.stdout
+    # TE TransformerLayer + LayerNormLinear (stand-ins) against the generated te_npu_modules.py (emulated NPU)
+    assert "ddp_train.te_block:build_for_validation: EQUIVALENT" in result.stdout
 
 
 def test_no_entry_anywhere_is_a_usage_error(mlp):

@@ -13,8 +13,13 @@
 * NPU414 ``te.checkpoint`` → ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` explicit,
   TE's default True).
 * NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed; NPU416
-  removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (fused modules,
+  removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (grouped GEMM,
   ONNX export, FP8 parameters, userbuffers).
+* NPU418 ``te.LayerNormLinear``, ``te.LayerNormMLP``, ``te.DotProductAttention``,
+  ``te.MultiheadAttention``, ``te.TransformerLayer`` (and ``te.Linear`` with ``return_bias`` or
+  ``parameters_split``) → the same-named classes of a generated ``te_npu_modules.py`` placed next
+  to the file (``migrate`` writes it; see :mod:`cuda2npu.checkers.te_generated`), imported with
+  ``from . import te_npu_modules`` inside a package, ``import te_npu_modules`` otherwise.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ from cuda2npu.checkers.attention_common import (
     arg_value,
     atom,
     bind,
-    code,
     describe_support,
     expression,
     is_pure,
@@ -40,6 +44,7 @@ from cuda2npu.checkers.attention_common import (
     support_fix,
 )
 from cuda2npu.checkers.attention_versions import parse_target
+from cuda2npu.checkers.te_generated import COMPANION, EXTRA_DROPPABLE, FUSED, MODULE
 from cuda2npu.diagnostics import Tier
 from cuda2npu.imports import TORCH_IMPORT
 from cuda2npu.names import dotted_name
@@ -99,20 +104,6 @@ UB_PREFIX = "ub_"
 DEFAULT_EPS = "1e-5"
 
 UNSUPPORTED = {
-    "LayerNormLinear": "LayerNorm + Linear in one module (parameters `layer_norm_weight`, `layer_norm_bias`, `weight`, "
-                       "`bias`): write a small nn.Module keeping these names so TE checkpoints load (drop the "
-                       "`_extra_state` keys); no generated replacement yet",
-    "LayerNormMLP": "LayerNorm + fc1 + activation + fc2 (parameters `layer_norm_weight`, `layer_norm_bias`, `fc1_weight`, "
-                    "`fc1_bias`, `fc2_weight`, `fc2_bias`): write a small nn.Module keeping these names (swiglu → "
-                    "torch_npu.npu_swiglu, activation on the first half); no generated replacement yet",
-    "DotProductAttention": "attention core: use torch_npu.npu_fusion_attention (qkv_format bshd → \"BSND\", sbhd → \"SBH\" "
-                           "after reshape(s, b, n*d), thd → \"TND\" with actual_seq_qlen=cu_seqlens[1:].tolist(); "
-                           "attn_mask_type causal → sparse_mode=2 (top-left), causal_bottom_right → 3; "
-                           "attention_dropout → keep_prob; scale 1/sqrt(d) explicit); no generated replacement yet",
-    "MultiheadAttention": "fused QKV projection + attention + output projection: rewrite with nn.Linear and "
-                          "torch_npu.npu_fusion_attention, keeping TE's parameter names for checkpoints",
-    "TransformerLayer": "a whole TE transformer block: rewrite with nn modules and torch_npu.npu_fusion_attention, keeping "
-                        "TE's parameter names for checkpoints; no generated replacement yet",
     "GroupedLinear": "grouped GEMM for MoE: torch_npu.npu_grouped_matmul, by hand",
     "onnx_export": "exports FP8 graphs to ONNX; use torch.onnx.export without it",
     "fp8_model_init": "creates FP8 parameters; NPU trains in BF16: remove the context and keep parameters in bf16/fp32",
@@ -146,10 +137,12 @@ def _droppable(name: str, arg: cst.Arg, uses_tp: bool) -> tuple[bool, str]:
         if value in (False, None):
             return True, "userbuffers off"
         return False, "userbuffers (communication/GEMM overlap) have no NPU counterpart"
-    allowed, why_drop, why_not = DROPPABLE[name]
+    if name not in DROPPABLE and name not in EXTRA_DROPPABLE:
+        return False, "not supported by the generated module"
+    allowed, why_drop, why_not = DROPPABLE.get(name) or EXTRA_DROPPABLE[name]
     if allowed is None:
         return True, why_drop
-    if name in ("sequence_parallel", "parallel_mode") and not uses_tp:
+    if name in ("sequence_parallel", "parallel_mode", "set_parallel_mode") and not uses_tp:
         return True, "without tensor parallelism it has no effect"
     value = literal(arg.value)
     if value is not NOT_LITERAL and value in allowed:
@@ -159,7 +152,7 @@ def _droppable(name: str, arg: cst.Arg, uses_tp: bool) -> tuple[bool, str]:
 
 @register
 class TransformerEngine(Rule):
-    codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417")
+    codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417", "NPU418")
     triggers = (r"transformer_engine",)
 
     def __init__(self, ctx) -> None:
@@ -172,6 +165,7 @@ class TransformerEngine(Rule):
         self._inside_recipe: dict[cst.CSTNode, bool] = {}
         self.imports: list[str] = []
         self.rewrites: list[tuple[str, Tier]] = []
+        self.uses_generated = False
 
     # ---------------------------------------------------------------- recipe objects
     def _recipe_value(self, expr: cst.BaseExpression) -> bool:
@@ -227,8 +221,10 @@ class TransformerEngine(Rule):
         name = te_name(qualified)
         if name in AUTOCAST:
             self._autocast(node, name)
-        elif name in MODULES:
+        elif name in MODULES and not (name == "Linear" and self._linear_needs_generated(node)):
             self._module(node, name)
+        elif name in FUSED:
+            self._fused(node, name)
         elif name == "checkpoint":
             self._checkpoint(node)
         elif name is not None or qualified.startswith("transformer_engine."):
@@ -354,32 +350,68 @@ class TransformerEngine(Rule):
     def _rewrite_module(self, call: cst.Call, replacement: str, params, add_device: bool, add_eps: bool) -> cst.Call:
         bound = bind(call, params, max_positional=2)
         by_arg = {id(arg): param for param, arg in bound.items()}
-        args: list[cst.Arg] = []
-        for arg in call.args:
+
+        def kept(arg: cst.Arg) -> cst.Arg | None:
             param = by_arg[id(arg)]
             if param == "normalized_shape":
-                args.append(arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-            elif param in KEEP:
-                args.append(arg)
-            elif param in RENAME:
-                args.append(arg.with_changes(keyword=cst.Name(RENAME[param])))
+                return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+            if param in RENAME:
+                return arg.with_changes(keyword=cst.Name(RENAME[param]))
+            return arg if param in KEEP else None
+
+        args = _kept_arguments(call.args, kept)
         if "normalized_shape" in bound:  # it becomes the first positional argument
             args.sort(key=lambda a: a.keyword is not None)
-        extra = []
         if add_eps:
-            extra.append(cst.Arg(expression(DEFAULT_EPS), keyword=cst.Name("eps"), equal=_equal()))
+            args.append(cst.Arg(expression(DEFAULT_EPS), keyword=cst.Name("eps"), equal=_equal()))
         if add_device:
-            extra.append(cst.Arg(cst.SimpleString('"npu"'), keyword=cst.Name("device"), equal=_equal()))
-        args += extra
-        multiline = "\n" in code(call.with_changes(func=cst.Name("f")))
-        last_comma = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
-        if multiline and isinstance(last_comma, cst.Comma):
-            # one argument per line, trailing comma: keep that layout whatever was removed or added
-            middle = call.args[0].comma if len(call.args) > 1 else last_comma
-            args = [a.with_changes(comma=middle) for a in args[:-1]] + [args[-1].with_changes(comma=last_comma)]
-        elif args:
-            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return call.with_changes(func=expression(replacement), args=args)
+            args.append(cst.Arg(cst.SimpleString('"npu"'), keyword=cst.Name("device"), equal=_equal()))
+        return _with_arguments(call, replacement, args)
+
+    # ---------------------------------------------------------------- fused modules → generated te_npu_modules.py
+    def _linear_needs_generated(self, node: cst.Call) -> bool:
+        """``te.Linear`` returning its bias or with split parameters: nn.Linear cannot, the generated Linear can."""
+        try:
+            bound = bind(node, FUSED["Linear"].params, max_positional=FUSED["Linear"].positional)
+        except Unbindable:
+            return False
+        return literal_arg(bound, "return_bias", False) is not False or literal_arg(bound, "parameters_split", None) is not None
+
+    def _fused(self, node: cst.Call, name: str) -> None:
+        spec = FUSED[name]
+        try:
+            bound = bind(node, spec.params, max_positional=spec.positional)
+            uses_tp = (literal_arg(bound, "tp_group", None) is not None) or (literal_arg(bound, "tp_size", 1) != 1)
+            for param, supported, why in spec.limited:
+                value = literal_arg(bound, param, supported[0])
+                if value is not NOT_LITERAL and value not in supported:
+                    raise Manual(f"`{param}={value!r}`: {why}")
+            entries = []
+            for param, arg in bound.items():
+                if param in spec.accepted:
+                    continue
+                ok, why = _droppable(param, arg, uses_tp)
+                if not ok:
+                    raise Manual(f"`{param}=`: {why}")
+                entries.append((arg, f"`{param}=` dropped: {why}"))
+        except (Manual, Unbindable) as exc:
+            self.report("NPU418", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+        target = f"{MODULE}.{name}"
+        self.report("NPU418", node, f"`te.{name}` → `{target}` from the generated {COMPANION} (TE's parameter names, "
+                    "so TE checkpoints load; `_extra_state` entries are accepted and ignored; attention runs on "
+                    "torch_npu.npu_fusion_attention); forward options it does not implement raise "
+                    "NotImplementedError (see the file's docstring)",
+                    lambda updated: self._rewrite_fused(updated, spec, target), companion=COMPANION)
+        for arg, message in entries:
+            self.report("NPU413", arg, message, lambda a: a, needs_torch_npu=False)
+        self.uses_generated = True
+
+    @staticmethod
+    def _rewrite_fused(call: cst.Call, spec, target: str) -> cst.Call:
+        bound = bind(call, spec.params, max_positional=spec.positional)
+        accepted = {id(arg) for param, arg in bound.items() if param in spec.accepted}
+        return _with_arguments(call, target, _kept_arguments(call.args, lambda arg: arg if id(arg) in accepted else None))
 
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, node: cst.Call) -> None:
@@ -441,6 +473,11 @@ class TransformerEngine(Rule):
         self.imports.extend(imports)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if self.uses_generated and self.options.fix:
+            relative = self.options.in_package
+            statement = f"from . import {MODULE}" if relative else f"import {MODULE}"
+            self.report("NPU418", original_node, f"adds `{statement}` (the generated {COMPANION} next to this file)",
+                        lambda module: _import_generated(module, relative), companion=COMPANION, needs_torch_npu=False)
         if not self.rewrites or not self.options.fix:
             return
         imports = missing_imports(self.resolver, original_node, self.imports)
@@ -451,6 +488,50 @@ class TransformerEngine(Rule):
             code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
             self.report(code_, original_node, describe_support(imports, ()), support_fix(imports), tier=tier,
                         needs_torch_npu=False)
+
+
+def _with_arguments(call: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
+    """``call`` with another callee and arguments, in the call's layout: an argument without a comma
+    (added) gets the separator the call used last, and the last one the call's own ending (a trailing
+    comma before a closing line, or none)."""
+    if not args:
+        return call.with_changes(func=expression(func), args=[])
+    separators = [a.comma for a in call.args[:-1] if isinstance(a.comma, cst.Comma)]
+    separator = separators[-1] if separators else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    ending = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
+    middle = [a if isinstance(a.comma, cst.Comma) else a.with_changes(comma=separator) for a in args[:-1]]
+    return call.with_changes(func=expression(func), args=[*middle, args[-1].with_changes(comma=ending)])
+
+
+def _kept_arguments(args, keep) -> list[cst.Arg]:
+    """``keep(arg)`` (the argument, changed or not, or None to drop it) for each argument; a dropped
+    argument's comma that ends a line moves to the kept argument before it (unless that one ends a
+    line already), so line breaks stay."""
+    kept: list[cst.Arg] = []
+    for arg in args:
+        new = keep(arg)
+        if new is not None:
+            kept.append(new)
+        elif kept and _ends_line(arg.comma) and not _ends_line(kept[-1].comma):
+            kept[-1] = kept[-1].with_changes(comma=arg.comma)
+    return kept
+
+
+def _ends_line(comma) -> bool:
+    return isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+
+
+def _import_generated(module: cst.Module, relative: bool) -> cst.Module:
+    """``module`` importing the generated file (libcst's AddImportsVisitor: once, with the other imports)."""
+    from libcst.codemod import CodemodContext  # ~1 s to import: only for files using generated modules
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    if relative:
+        AddImportsVisitor.add_needed_import(context, "", MODULE, relative=1)
+    else:
+        AddImportsVisitor.add_needed_import(context, MODULE)
+    return AddImportsVisitor(context).transform_module(module)
 
 
 def _equal() -> cst.AssignEqual:
