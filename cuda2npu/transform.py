@@ -14,15 +14,22 @@ class FixApplier(cst.CSTTransformer):
 
     A fix that fails on the already-updated node (two rules rewrote the same construct in
     incompatible ways) is skipped and recorded in ``failed``; the first fix wins.
+
+    A removed statement's blank lines stay: the statement after it gets at least as many (two
+    blank lines before a top-level statement do not vanish with the statement they preceded).
     """
 
     def __init__(self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]]) -> None:
         super().__init__()
         self._fixes = fixes
         self.failed: set[int] = set()
+        self._statements: dict[cst.CSTNode, object] = {}  # original statement → what it became
+        self._removed: set[cst.CSTNode] = set()
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         result = updated_node
+        if isinstance(result, (cst.Module, cst.IndentedBlock)) and any(s in self._removed for s in original_node.body):
+            result = self._keep_blank_lines(original_node, result)
         for report_id, fix in self._fixes.get(original_node, ()):
             if not isinstance(result, cst.CSTNode):
                 self.failed.add(report_id)
@@ -31,7 +38,42 @@ class FixApplier(cst.CSTTransformer):
                 result = fix(result)
             except Exception:  # noqa: BLE001 - a conflicting fix must not sink the file
                 self.failed.add(report_id)
+        if isinstance(original_node, cst.BaseStatement):
+            self._statements[original_node] = result
+            # a line whose every small statement was removed is dropped by libcst itself
+            if isinstance(result, cst.RemovalSentinel) or (isinstance(result, cst.SimpleStatementLine) and not result.body):
+                self._removed.add(original_node)
         return result
+
+    def _keep_blank_lines(self, original, updated):
+        """``updated`` (a body whose statements were rewritten) with removed statements' blank lines kept."""
+        body, pending, position = [], 0, 0
+        for statement in original.body:
+            result = self._statements.get(statement)
+            if statement in self._removed:
+                pending = max(pending, _blank_lines(statement.leading_lines))
+                continue
+            count = len(result.nodes) if isinstance(result, cst.FlattenSentinel) else 1
+            for node in updated.body[position:position + count]:
+                missing = pending - _blank_lines(node.leading_lines)
+                if missing > 0 and body:  # never blank lines at the top of a block
+                    node = node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * missing + list(node.leading_lines))
+                body.append(node)
+                pending = 0
+            position += count
+        if position != len(updated.body):  # not the shape expected: leave the spacing as it is
+            return updated
+        return updated.with_changes(body=body)
+
+
+def _blank_lines(lines) -> int:
+    """How many blank lines (without a comment) start ``lines``."""
+    count = 0
+    for line in lines:
+        if line.comment is not None:
+            break
+        count += 1
+    return count
 
 
 def marker_text(code: str, reason: str) -> str:

@@ -148,3 +148,27 @@ def test_te_ops_api_is_not_mistaken_for_modules():
     )
     _, result = migrate_text(source)
     assert [f.code for f in result.findings] == ["NPU417"]
+
+
+def test_removed_statements_keep_the_blank_lines_before_them():
+    source = dedent(
+        """
+        import os
+
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe
+        import torch
+
+
+        class Block(torch.nn.Module):
+            pass
+
+
+        fp8 = recipe.DelayedScaling()
+        with te.fp8_autocast(enabled=True, fp8_recipe=fp8):
+            pass
+        """
+    )
+    after, _ = migrate_text(source)
+    assert after.startswith("import os\n\nimport torch\nimport torch_npu\n")  # the import groups stay apart
+    assert "class Block(torch.nn.Module):\n    pass\n\n\nwith torch.autocast(" in after
