@@ -30,6 +30,7 @@ CASES = textwrap.dedent(
     import transformer_engine.pytorch as te
     from flash_attn import flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func
     from flash_attn import flash_attn_varlen_func, flash_attn_varlen_qkvpacked_func
+    from flash_attn.layers.rotary import apply_rotary_emb
 
 
     def dense(q, k, v):
@@ -102,6 +103,15 @@ CASES = textwrap.dedent(
         return flash_attn_func(q_sb.transpose(0, 1), k, v_sb.transpose(0, 1), causal=True)
 
 
+    def rotary_neox_longer_table(x, cos_table, sin_table):
+        return apply_rotary_emb(x, cos_table, sin_table)
+
+
+    def rotary_gptj_partial(x, cos_part, sin_part):
+        # only the first 4 of 8 channels rotate
+        return apply_rotary_emb(x, cos_part, sin_part, interleaved=True)
+
+
     def qkv_packed(qkv):
         return flash_attn_qkvpacked_func(qkv, causal=True)
 
@@ -167,6 +177,9 @@ def _inputs() -> dict[str, list]:
     attend = torch.rand(b, 1, s, s) > 0.3
     attend[..., 0] = True  # every query row sees at least one key
     x = torch.randn(3, 8)
+    x_rot = torch.randn(b, s, n, d)
+    angles = torch.arange(s + 4).float()[:, None] * torch.tensor([1.0, 0.3, 0.1, 0.03])  # 4 extra table rows
+    cos_part, sin_part = angles[:s, :2].cos(), angles[:s, :2].sin()
     return {
         "dense": [q, k, v],
         "dense_causal": [q, k, v],
@@ -182,6 +195,8 @@ def _inputs() -> dict[str, list]:
         "bnsd_gqa_causal_shorter_query": [q_bn[:, :, :6], k_bn_gqa, v_bn_gqa],
         "bnsd_permute_window": [q_bn[:, :, :6], k_bn, v_bn],
         "mixed_transposes": [q_sb, k, v_sb],
+        "rotary_neox_longer_table": [x_rot, angles.cos(), angles.sin()],
+        "rotary_gptj_partial": [x_rot, cos_part, sin_part],
         "qkv_packed": [torch.stack([q, k, v], dim=2)],
         "kv_packed": [q, torch.stack([k_gqa, v_gqa], dim=2)],
         "varlen_causal": [q_t, k_t, v_t, cu_seqlens, max(lengths)],

@@ -274,8 +274,32 @@ def _npu_causal_mask(device):
     """The compressed causal mask of torch_npu.npu_fusion_attention (True = masked), one per device."""
     return torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=device), diagonal=1)
 '''
-HELPER_IMPORTS = {CAUSAL_MASK_HELPER: ("functools", "torch")}
-HELPER_SOURCES = {CAUSAL_MASK_HELPER: CAUSAL_MASK_SOURCE}
+ROTARY_HELPER = "_npu_apply_rotary_emb"
+ROTARY_SOURCE = '''
+def _npu_apply_rotary_emb(x, cos, sin, interleaved=False):
+    """flash-attn's apply_rotary_emb on torch_npu.npu_rotary_mul: x [b, s, h, d], cos/sin [>= s, rotary_dim / 2].
+
+    npu_rotary_mul takes cos/sin at the rotated width, laid out for its mode; channels after
+    rotary_dim pass through unchanged.
+    """
+    rotary_dim = cos.shape[-1] * 2
+    cos, sin = cos[: x.shape[1]], sin[: x.shape[1]]
+    if interleaved:
+        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    else:
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    rotated = torch_npu.npu_rotary_mul(
+        x[..., :rotary_dim], cos[None, :, None].to(x.dtype), sin[None, :, None].to(x.dtype),
+        rotary_mode="interleave" if interleaved else "half",
+    )
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+'''
+HELPER_IMPORTS = {CAUSAL_MASK_HELPER: ("functools", "torch"), ROTARY_HELPER: ("torch",)}
+HELPER_SOURCES = {CAUSAL_MASK_HELPER: CAUSAL_MASK_SOURCE, ROTARY_HELPER: ROTARY_SOURCE}
+HELPER_DESCRIPTIONS = {
+    CAUSAL_MASK_HELPER: "(device) (the compressed causal mask, built once per device)",
+    ROTARY_HELPER: "(x, cos, sin, interleaved) (flash-attn's rotary embedding on npu_rotary_mul)",
+}
 
 
 def missing_imports(resolver, module: cst.Module, names: Iterable[str]) -> list[str]:
@@ -439,7 +463,7 @@ def support_fix(imports: Iterable[str], helpers: Iterable[str] = ()):
 
 def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
     parts = [f"`import {name}`" for name in imports]
-    parts += [f"the module-level helper `{name}(device)` (the compressed causal mask, built once per device)" for name in helpers]
+    parts += [f"the module-level helper `{name}`{HELPER_DESCRIPTIONS[name]}" for name in helpers]
     return "adds " + " and ".join(parts) + " for the rewritten calls"
 
 

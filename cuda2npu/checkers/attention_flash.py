@@ -1,6 +1,7 @@
 """flash-attn → ``torch_npu.npu_fusion_attention`` (NPU401, NPU402), flash-attn APIs without an
-exact NPU counterpart (NPU403), flash-attn's RMSNorm → ``torch_npu.npu_rms_norm`` (NPU404) and
-the removal of flash-attn imports nothing uses any more (NPU405).
+exact NPU counterpart (NPU403), flash-attn's RMSNorm → ``torch_npu.npu_rms_norm`` (NPU404), the
+removal of flash-attn imports nothing uses any more (NPU405) and flash-attn's rotary embedding →
+``torch_npu.npu_rotary_mul`` through a module-level helper (NPU407).
 
 Semantics: ../shared/reference/torch_npu_api.md §1 (§1.8 is the template); the flash-attn side
 follows ``Dao-AILab/flash-attention`` ``flash_attn/flash_attn_interface.py`` 2.x.
@@ -36,6 +37,7 @@ import libcst as cst
 from cuda2npu.checkers.attention_common import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
+    ROTARY_HELPER,
     NO_LIMIT,
     NOT_LITERAL,
     ModuleFacts,
@@ -162,7 +164,7 @@ UNSUPPORTED = {
 }
 UNSUPPORTED_PREFIXES = (
     ("flash_attn.modules.", "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core"),
-    ("flash_attn.layers.rotary.", "rotary embedding: torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode) needs cos/sin at the full head dim (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'), while flash-attn takes them at rotary_dim/2 and rotates only the first rotary_dim channels; rewrite by hand"),
+    ("flash_attn.layers.rotary.", "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)"),
     ("flash_attn.ops.triton.rotary.", "rotary embedding: torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode) needs cos/sin at the full head dim and rotary_dim == headdim; rewrite by hand"),
     ("flash_attn.bert_padding.", "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project"),
     ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
@@ -170,6 +172,11 @@ UNSUPPORTED_PREFIXES = (
     ("flash_attn_interface.", "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand"),
     ("flash_attn.", "flash-attn API without an NPU rewrite"),
 )
+ROTARY = {  # flash_attn.layers.rotary.apply_rotary_emb (and its old alias)
+    f"flash_attn.layers.rotary.{name}": ("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets", "cu_seqlens",
+                                         "max_seqlen")
+    for name in ("apply_rotary_emb", "apply_rotary_emb_func")
+}
 RMS_NORM = {
     "flash_attn.ops.rms_norm.rms_norm": (("x", "weight", "epsilon"), 3, {}),
     "flash_attn.ops.triton.layer_norm.rms_norm_fn": (
@@ -346,7 +353,7 @@ def _maybe_paren(text: str) -> str:
 class FlashAttention(Rule):
     """NPU401–NPU405: flash-attn calls and imports."""
 
-    codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405")
+    codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407")
     triggers = (r"flash_attn",)
 
     def __init__(self, ctx) -> None:
@@ -368,6 +375,8 @@ class FlashAttention(Rule):
             self._attention(node, function)
         elif qualified in RMS_NORM:
             self._rms_norm(node, qualified)
+        elif qualified in ROTARY:
+            self._rotary(node, qualified)
         elif qualified.split(".")[0] in ("flash_attn", "flash_attn_interface"):
             self._unsupported(node, qualified, function)
 
@@ -572,6 +581,42 @@ class FlashAttention(Rule):
         self.report("NPU404", node, f"`{short}` → `torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]` (same math, "
                     f"computed in fp32 and cast to x's dtype)", fix)
         self.rewrites.append(("NPU404", Tier.NUMERIC))
+
+    # ---------------------------------------------------------------- rotary embedding
+    def _rotary(self, node: cst.Call, qualified: str) -> None:
+        params = ROTARY[qualified]
+        short = qualified.rsplit(".", 1)[1]
+        try:
+            bound = bind(node, params, max_positional=5)  # `seqlen_offsets` came after `inplace` in 2.3
+            if not all(p in bound for p in ("x", "cos", "sin")):
+                raise Manual("`x`, `cos` and `sin` are required")
+            if literal_arg(bound, "inplace", False) is not False:
+                raise Manual("`inplace=True` rotates x in place; assign the result to x instead")
+            if literal_arg(bound, "seqlen_offsets", 0) != 0:
+                raise Manual("`seqlen_offsets` (KV-cache positions): slice cos/sin by the offsets and pass them")
+            if literal_arg(bound, "cu_seqlens", None) is not None:
+                raise Manual("packed sequences (`cu_seqlens`): gather cos/sin per token and call "
+                             "torch_npu.npu_rotary_mul on the [T, N, D] tensor")
+            problems = self.target.unsupported("npu_rotary_mul", ["rotary_mode"])
+            if problems:
+                raise Manual("; ".join(problems))
+        except (Manual, Unbindable) as exc:
+            self.report("NPU407", node, f"`{short}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+
+        def fix(updated: cst.Call) -> cst.BaseExpression:
+            b = bind(updated, params, max_positional=None)
+            args = [code(b[p].value) for p in ("x", "cos", "sin")]
+            if "interleaved" in b:
+                args.append(f"interleaved={code(b['interleaved'].value)}")
+            return expression(f"{ROTARY_HELPER}({', '.join(args)})")
+
+        self.report("NPU407", node, f"`{short}` → `{ROTARY_HELPER}(x, cos, sin, interleaved)`, a module-level helper "
+                    "calling torch_npu.npu_rotary_mul with cos/sin widened to the rotated channels (`half` mode for "
+                    "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through", fix)
+        self.rewrites.append(("NPU407", Tier.NUMERIC))
+        self.helpers.append(ROTARY_HELPER)
+        self.imports.extend(HELPER_IMPORTS[ROTARY_HELPER])
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:

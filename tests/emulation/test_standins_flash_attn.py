@@ -198,3 +198,24 @@ def test_unemulated_features_raise():
     cu = torch.tensor([0, 2], dtype=torch.int32)
     with pytest.raises(NotImplementedError, match="block_table"):
         flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 2, 2, block_table=torch.zeros(1, 1, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_is_a_complex_rotation_of_channel_pairs(interleaved):
+    """apply_rotary_emb against a complex-number rotation: GPT-NeoX pairs channel k with k + rotary_dim/2,
+    GPT-J pairs 2k with 2k + 1; position i (plus the offset) turns pair k by angle theta[i, k]."""
+    from cuda2npu.emulation.standins.flash_attn.layers.rotary import apply_rotary_emb
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3, 10, dtype=torch.float64)
+    theta = torch.rand(9, 3, dtype=torch.float64) * 6  # rotary_dim 6 < headdim 10; 9 table rows, offset 2
+    out = apply_rotary_emb(x, theta.cos(), theta.sin(), interleaved=interleaved, seqlen_offsets=2)
+    rotated = x[..., :6]
+    first, second = (rotated[..., 0::2], rotated[..., 1::2]) if interleaved else (rotated[..., :3], rotated[..., 3:])
+    turned = torch.complex(first, second) * torch.polar(torch.ones_like(theta[2:7]), theta[2:7])[None, :, None]
+    expected_first, expected_second = turned.real, turned.imag
+    got_first, got_second = (out[..., 0:6:2], out[..., 1:6:2]) if interleaved else (out[..., :3], out[..., 3:6])
+    # computed in float32, like flash-attn's kernel
+    torch.testing.assert_close(got_first, expected_first, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got_second, expected_second, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out[..., 6:], x[..., 6:], atol=1e-6, rtol=1e-5)  # channels after rotary_dim pass through

@@ -1,0 +1,1 @@
+"""``flash_attn.layers`` stand-in: only :mod:`.rotary`'s functional API."""
