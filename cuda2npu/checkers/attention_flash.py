@@ -165,17 +165,19 @@ UNSUPPORTED = {
 UNSUPPORTED_PREFIXES = (
     ("flash_attn.modules.", "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core"),
     ("flash_attn.layers.rotary.", "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)"),
-    ("flash_attn.ops.triton.rotary.", "rotary embedding: torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode) needs cos/sin at the full head dim and rotary_dim == headdim; rewrite by hand"),
     ("flash_attn.bert_padding.", "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project"),
     ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
     ("flash_attn.ops.", "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op"),
     ("flash_attn_interface.", "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand"),
     ("flash_attn.", "flash-attn API without an NPU rewrite"),
 )
-ROTARY = {  # flash_attn.layers.rotary.apply_rotary_emb (and its old alias)
-    f"flash_attn.layers.rotary.{name}": ("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets", "cu_seqlens",
-                                         "max_seqlen")
-    for name in ("apply_rotary_emb", "apply_rotary_emb_func")
+# rotary entry points: parameters, and how many may be positional (`seqlen_offsets` came after `inplace` in 2.3)
+ROTARY = {
+    **{f"flash_attn.layers.rotary.{name}": (("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets",
+                                             "cu_seqlens", "max_seqlen"), 5)
+       for name in ("apply_rotary_emb", "apply_rotary_emb_func")},
+    "flash_attn.ops.triton.rotary.apply_rotary": (("x", "cos", "sin", "seqlen_offsets", "cu_seqlens", "max_seqlen",
+                                                   "interleaved", "inplace", "conjugate"), 3),
 }
 RMS_NORM = {
     "flash_attn.ops.rms_norm.rms_norm": (("x", "weight", "epsilon"), 3, {}),
@@ -584,16 +586,18 @@ class FlashAttention(Rule):
 
     # ---------------------------------------------------------------- rotary embedding
     def _rotary(self, node: cst.Call, qualified: str) -> None:
-        params = ROTARY[qualified]
+        params, positional = ROTARY[qualified]
         short = qualified.rsplit(".", 1)[1]
         try:
-            bound = bind(node, params, max_positional=5)  # `seqlen_offsets` came after `inplace` in 2.3
+            bound = bind(node, params, max_positional=positional)
             if not all(p in bound for p in ("x", "cos", "sin")):
                 raise Manual("`x`, `cos` and `sin` are required")
             if literal_arg(bound, "inplace", False) is not False:
                 raise Manual("`inplace=True` rotates x in place; assign the result to x instead")
             if literal_arg(bound, "seqlen_offsets", 0) != 0:
                 raise Manual("`seqlen_offsets` (KV-cache positions): slice cos/sin by the offsets and pass them")
+            if literal_arg(bound, "conjugate", False) is not False:
+                raise Manual("`conjugate=True` (the backward rotation): pass `-sin` to the rewritten call instead")
             if literal_arg(bound, "cu_seqlens", None) is not None:
                 raise Manual("packed sequences (`cu_seqlens`): gather cos/sin per token and call "
                              "torch_npu.npu_rotary_mul on the [T, N, D] tensor")
