@@ -31,6 +31,9 @@ CASES = textwrap.dedent(
     from flash_attn import flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func
     from flash_attn import flash_attn_varlen_func, flash_attn_varlen_qkvpacked_func
     from flash_attn.layers.rotary import apply_rotary_emb
+    from flash_attn.ops.rms_norm import rms_norm
+    from flash_attn.ops.triton.layer_norm import rms_norm_fn
+    from flash_attn.ops.triton.rotary import apply_rotary
 
 
     def dense(q, k, v):
@@ -110,6 +113,14 @@ CASES = textwrap.dedent(
     def rotary_gptj_partial(x, cos_part, sin_part):
         # only the first 4 of 8 channels rotate
         return apply_rotary_emb(x, cos_part, sin_part, interleaved=True)
+
+
+    def rotary_low_level(x, cos_table, sin_table):
+        return apply_rotary(x, cos_table, sin_table, interleaved=False)
+
+
+    def flash_rms_norms(x, gamma):
+        return rms_norm(x, gamma, 1e-5) + rms_norm_fn(x, gamma, None)  # rms_norm_fn's eps defaults to 1e-6
 
 
     def qkv_packed(qkv):
@@ -197,6 +208,8 @@ def _inputs() -> dict[str, list]:
         "mixed_transposes": [q_sb, k, v_sb],
         "rotary_neox_longer_table": [x_rot, angles.cos(), angles.sin()],
         "rotary_gptj_partial": [x_rot, cos_part, sin_part],
+        "rotary_low_level": [x_rot, angles.cos(), angles.sin()],
+        "flash_rms_norms": [x_rot, torch.randn(d)],
         "qkv_packed": [torch.stack([q, k, v], dim=2)],
         "kv_packed": [q, torch.stack([k_gqa, v_gqa], dim=2)],
         "varlen_causal": [q_t, k_t, v_t, cu_seqlens, max(lengths)],

@@ -1,0 +1,1 @@
+"""``flash_attn.ops`` stand-in: the RMSNorm and rotary entry points cuda2npu rewrites."""
