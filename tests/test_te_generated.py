@@ -7,6 +7,7 @@ import ast
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,44 @@ def test_every_rewrite_target_exists_in_the_generated_file(name):
     # TE's positional parameters, in TE's order, then every argument the rule keeps
     assert [a.arg for a in init.args.args[1:]][: spec.positional] == list(spec.params[: spec.positional])
     assert set(spec.accepted) <= set(parameters)
+
+
+SPY = '''
+import sys
+import torch
+from cuda2npu.emulation import emulate_npu
+
+emulate_npu()
+import torch_npu
+
+sys.path.insert(0, sys.argv[1])
+import te_npu_modules
+
+calls = []
+real = torch_npu.npu_fusion_attention
+
+
+def spy(*args, **kwargs):
+    calls.append(kwargs)
+    return real(*args, **kwargs)
+
+
+te_npu_modules.torch_npu.npu_fusion_attention = spy
+attention = te_npu_modules.DotProductAttention(4, 16, attention_dropout=0.25, qkv_format="bshd", attn_mask_type="no_mask")
+q = torch.randn(2, 8, 4, 16, device="npu")
+attention.train()
+attention(q, q, q)
+attention.eval()
+attention(q, q, q)
+print([(c["keep_prob"], round(c["scale"], 6)) for c in calls])
+'''
+
+
+def test_attention_dropout_becomes_keep_prob_in_training_only(tmp_path):
+    """TE's attention_dropout is a drop probability; the NPU op takes keep_prob, and no dropout in eval."""
+    spy = tmp_path / "spy.py"
+    spy.write_text(SPY, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(spy), str(TEMPLATE.parent)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[(0.75, 0.25), (1.0, 0.25)]"  # scale 1/sqrt(kv_channels=16)
