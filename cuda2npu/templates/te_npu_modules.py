@@ -14,9 +14,10 @@ by ``1 + weight``); ``gelu`` is the tanh approximation; gated activations (``swi
 NPU's polarity), ``causal`` is aligned top-left (sparse_mode 2) and ``causal_bottom_right``
 bottom-right (sparse_mode 3).
 
-Not supported (raise NotImplementedError): tensor/sequence/context parallelism, FP8,
-userbuffers, ALiBi, KV caches (``inference_params``), cross attention, rotary embeddings in
-MultiheadAttention/TransformerLayer (apply them to q/k yourself), decoder TransformerLayers.
+Not here: tensor/sequence/context parallelism, FP8 and userbuffers (cuda2npu leaves calls that
+use them to a human). These raise NotImplementedError when used: ALiBi, KV caches
+(``inference_params``), cross attention, rotary embeddings in MultiheadAttention/TransformerLayer
+(apply them to q/k yourself) and decoder TransformerLayers.
 
 This file has no dependency on cuda2npu; edit it freely (cuda2npu never overwrites it).
 """
