@@ -32,12 +32,12 @@ class Options:
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
-    in_package: bool = False  # the file's directory has an __init__.py: generated files are imported relatively
+    in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":
         """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``."""
         options = self
-        if (Path(path).parent / "__init__.py").is_file():
+        if Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file():  # not notebooks
             options = replace(options, in_package=True)
         if not self.per_file_ignores:
             return options

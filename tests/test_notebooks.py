@@ -99,3 +99,22 @@ def test_bad_and_foreign_notebooks(tmp_path):
               "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     result = process_notebook(json.dumps(broken, indent=1).encode(), "broken.ipynb", Options())
     assert result.status == "failed" and result.findings[0].code == "NPU001"
+
+
+def test_notebook_gets_the_generated_te_module_with_an_absolute_import(tmp_path):
+    """A notebook is never imported as a package module, so even next to an __init__.py it imports
+    te_npu_modules absolutely; the generated file goes next to it."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+            "source": ["import torch\n", "import transformer_engine.pytorch as te\n", "mlp = te.LayerNormMLP(64, 256)"]}
+    notebook = {"cells": [cell], "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    (package / "explore.ipynb").write_text(json.dumps(notebook, indent=1) + "\n", encoding="utf-8")
+    result = cli("migrate", package, "--allow-dirty", "--no-cache")
+    assert result.exit_code == 0, result.output
+    source = "".join(json.loads((package / "explore.ipynb").read_text(encoding="utf-8"))["cells"][0]["source"])
+    assert "import te_npu_modules\n" in source and "from . import" not in source
+    assert "mlp = te_npu_modules.LayerNormMLP(64, 256)" in source
+    assert (package / "te_npu_modules.py").is_file()
