@@ -172,3 +172,22 @@ def test_removed_statements_keep_the_blank_lines_before_them():
     after, _ = migrate_text(source)
     assert after.startswith("import os\n\nimport torch\nimport torch_npu\n")  # the import groups stay apart
     assert "class Block(torch.nn.Module):\n    pass\n\n\nwith torch.autocast(" in after
+
+
+def test_linear_with_return_bias_takes_the_generated_class_with_any_te_argument():
+    """Every argument te.Linear accepts is known to the generated-Linear path too (checked by name)."""
+    from cuda2npu.checkers.te_generated import FUSED
+    from cuda2npu.checkers.transformer_engine import LINEAR_PARAMS
+
+    assert set(LINEAR_PARAMS) <= set(FUSED["Linear"].params)
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+
+        proj = te.Linear(8, 8, return_bias=True, skip_weight_param_allocation=False, save_original_input=False)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "proj = te_npu_modules.Linear(8, 8, return_bias=True)" in after
+    assert sorted(f.message.split("`")[1] for f in findings(result, "NPU413")) == [
+        "save_original_input=", "skip_weight_param_allocation="]

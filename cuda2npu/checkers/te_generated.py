@@ -35,8 +35,8 @@ FUSED = {
     "Linear": FusedSpec(
         params=("in_features", "out_features", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group", "tp_size",
                 "get_rng_state_tracker", "rng_tracker_name", "init_method", "bias", "return_bias", "params_dtype",
-                "parallel_mode", "parameters_split", "device", *_UB, "delay_wgrad_compute", "symmetric_ar_type",
-                "name"),
+                "parallel_mode", "skip_weight_param_allocation", "parameters_split", "device", *_UB,
+                "delay_wgrad_compute", "symmetric_ar_type", "save_original_input", "name"),
         positional=2,
         accepted=frozenset({"in_features", "out_features", "bias", "return_bias", "params_dtype", "parameters_split",
                             "init_method", "device"}),
