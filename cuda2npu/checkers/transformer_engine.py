@@ -150,6 +150,25 @@ def _droppable(name: str, arg: cst.Arg, uses_tp: bool) -> tuple[bool, str]:
     return False, why_not
 
 
+def _te_only_arguments(bound: dict[str, cst.Arg], kept, renamed=None) -> list[tuple[cst.Arg, str]]:
+    """An NPU413 entry (argument, message) per argument not ``kept``: renamed or dropped; Manual when
+    one can be neither (it changes what the module computes or needs tensor parallelism)."""
+    renamed = renamed or {}
+    uses_tp = (literal_arg(bound, "tp_group", None) is not None) or (literal_arg(bound, "tp_size", 1) != 1)
+    entries = []
+    for param, arg in bound.items():
+        if param in kept:
+            continue
+        if param in renamed:
+            entries.append((arg, f"`{param}=` → `{renamed[param]}=`"))
+            continue
+        ok, why = _droppable(param, arg, uses_tp)
+        if not ok:
+            raise Manual(f"`{param}=`: {why}")
+        entries.append((arg, f"`{param}=` dropped: {why}"))
+    return entries
+
+
 @register
 class TransformerEngine(Rule):
     codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417", "NPU418")
@@ -315,18 +334,7 @@ class TransformerEngine(Rule):
                 raise Manual(f"torch.nn.RMSNorm needs torch >= 2.4; the target torch_npu {self.target.text} is for "
                              f"torch {'.'.join(map(str, self.target.torch or ()))}: write an RMSNorm module "
                              "(torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]) with a `weight` parameter")
-            uses_tp = (literal_arg(bound, "tp_group", None) is not None) or (literal_arg(bound, "tp_size", 1) != 1)
-            entries = []
-            for param, arg in bound.items():
-                if param in KEEP:
-                    continue
-                if param in RENAME:
-                    entries.append((arg, f"`{param}=` → `{RENAME[param]}=`"))
-                    continue
-                ok, why = _droppable(param, arg, uses_tp)
-                if not ok:
-                    raise Manual(f"`{param}=`: {why}")
-                entries.append((arg, f"`{param}=` dropped: {why}"))
+            entries = _te_only_arguments(bound, KEEP, RENAME)
         except (Manual, Unbindable) as exc:
             self.report("NPU412", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
             return
@@ -381,19 +389,11 @@ class TransformerEngine(Rule):
         spec = FUSED[name]
         try:
             bound = bind(node, spec.params, max_positional=spec.positional)
-            uses_tp = (literal_arg(bound, "tp_group", None) is not None) or (literal_arg(bound, "tp_size", 1) != 1)
             for param, supported, why in spec.limited:
                 value = literal_arg(bound, param, supported[0])
                 if value is not NOT_LITERAL and value not in supported:
                     raise Manual(f"`{param}={value!r}`: {why}")
-            entries = []
-            for param, arg in bound.items():
-                if param in spec.accepted:
-                    continue
-                ok, why = _droppable(param, arg, uses_tp)
-                if not ok:
-                    raise Manual(f"`{param}=`: {why}")
-                entries.append((arg, f"`{param}=` dropped: {why}"))
+            entries = _te_only_arguments(bound, spec.accepted)
         except (Manual, Unbindable) as exc:
             self.report("NPU418", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
             return
