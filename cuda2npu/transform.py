@@ -16,7 +16,8 @@ class FixApplier(cst.CSTTransformer):
     incompatible ways) is skipped and recorded in ``failed``; the first fix wins.
 
     A removed statement's blank lines stay: the statement after it gets at least as many (two
-    blank lines before a top-level statement do not vanish with the statement they preceded).
+    blank lines before a top-level statement do not vanish with the statement they preceded);
+    a statement that becomes the first of its block loses the blank lines above it.
     """
 
     def __init__(self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]]) -> None:
@@ -47,17 +48,21 @@ class FixApplier(cst.CSTTransformer):
 
     def _keep_blank_lines(self, original, updated):
         """``updated`` (a body whose statements were rewritten) with removed statements' blank lines kept."""
-        body, pending, position = [], 0, 0
+        body, pending, position, removed_above = [], 0, 0, False
         for statement in original.body:
             result = self._statements.get(statement)
             if statement in self._removed:
                 pending = max(pending, _blank_lines(statement.leading_lines))
+                removed_above = True
                 continue
             count = len(result.nodes) if isinstance(result, cst.FlattenSentinel) else 1
             for node in updated.body[position:position + count]:
-                missing = pending - _blank_lines(node.leading_lines)
-                if missing > 0 and body:  # never blank lines at the top of a block
-                    node = node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * missing + list(node.leading_lines))
+                blank = _blank_lines(node.leading_lines)
+                if not body and removed_above:  # now first in its block: no blank lines above it
+                    node = node.with_changes(leading_lines=list(node.leading_lines)[blank:])
+                elif pending > blank:
+                    node = node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * (pending - blank)
+                                             + list(node.leading_lines))
                 body.append(node)
                 pending = 0
             position += count

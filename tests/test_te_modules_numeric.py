@@ -26,10 +26,32 @@ MODEL = textwrap.dedent(
     '''
     import torch
     import transformer_engine.pytorch as te
+    from transformer_engine.pytorch.attention.rope import RotaryPositionEmbedding, apply_rotary_pos_emb
+
+
+    class RopeOnly(torch.nn.Module):
+        """TE's RoPE functions on their own: angles from RotaryPositionEmbedding, applied to [.., h, d]."""
+
+        def __init__(self, dim, tensor_format, interleaved):
+            super().__init__()
+            self.rope = RotaryPositionEmbedding(dim, interleaved=interleaved, rotary_base=500.0)
+            self.tensor_format, self.interleaved = tensor_format, interleaved
+
+        def forward(self, x, cu_seqlens=None):
+            length = x.shape[1] if self.tensor_format == "bshd" else x.shape[0] + 3  # a longer table is sliced
+            return apply_rotary_pos_emb(x, self.rope(length), self.tensor_format, interleaved=self.interleaved,
+                                        cu_seqlens=cu_seqlens)
+
+
+    PACKED = dict(cu_seqlens_q=torch.tensor([0, 5, 12], dtype=torch.int32),
+                  cu_seqlens_kv=torch.tensor([0, 5, 12], dtype=torch.int32), max_seqlen_q=7, max_seqlen_kv=7)
 
 
     def modules():
-        """name -> (module, input shape); inputs are [s, b, h] unless the module says bshd."""
+        """name -> (module, input shape[, forward keyword arguments from the input]); inputs are [s, b, h]
+        unless the module says bshd or thd."""
+        rope = RotaryPositionEmbedding(4)  # head dim 16 / 4
+        partial_rope = RotaryPositionEmbedding(4, rotary_percent=0.5, interleaved=True)
         return {
             "layernorm_linear": (te.LayerNormLinear(16, 24, 1e-6, return_layernorm_output=True,
                                                     sequence_parallel=False), (5, 2, 16)),
@@ -56,6 +78,21 @@ MODEL = textwrap.dedent(
                 16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0, parallel_attention_mlp=True,
                 fuse_qkv_params=True, self_attn_mask_type="causal_bottom_right", window_size=(2, 0),
             ), (5, 2, 16)),
+            "rope_sbhd_longer_table": (RopeOnly(8, "sbhd", False), (5, 2, 3, 8)),
+            "rope_bshd_interleaved_partial": (RopeOnly(4, "bshd", True), (2, 5, 3, 8)),
+            "rope_thd": (RopeOnly(8, "thd", False), (14, 3, 8),
+                         lambda x: {"cu_seqlens": torch.tensor([0, 5, 12], dtype=torch.int32)}),
+            "layer_rope_gqa": (te.TransformerLayer(16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0,
+                                                   num_gqa_groups=2), (5, 2, 16),
+                               lambda x: {"rotary_pos_emb": rope(x.shape[0]).to(x.device)}),
+            "mha_rope_interleaved_partial_bshd": (
+                te.MultiheadAttention(16, 4, attention_dropout=0.0, input_layernorm=True, qkv_format="bshd",
+                                      rotary_pos_interleaved=True), (2, 5, 16),
+                lambda x: {"rotary_pos_emb": partial_rope(x.shape[1]).to(x.device)}),
+            "layer_rope_thd_padding_causal": (
+                te.TransformerLayer(16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0, attn_input_format="thd",
+                                    self_attn_mask_type="padding_causal", fuse_qkv_params=True),
+                (12, 16), lambda x: {"rotary_pos_emb": rope(7).to(x.device), **PACKED}),
         }
 
 
@@ -134,13 +171,14 @@ DRIVER = textwrap.dedent(
 
     if side == "cuda":
         states, expected = {}, {}
-        for index, (name, (module, shape)) in enumerate(model.modules().items()):
+        for index, (name, (module, shape, *keywords)) in enumerate(model.modules().items()):
             g = torch.Generator().manual_seed(index)
             with torch.no_grad():  # values away from the initialisation, so every parameter matters
                 for parameter in module.parameters():
                     parameter.add_(0.2 * torch.randn(parameter.shape, generator=g))
             states[name] = module.state_dict()
-            expected[name] = outputs(module(torch.randn(*shape, generator=torch.Generator().manual_seed(100 + index))))
+            inputs = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + index))
+            expected[name] = outputs(module(inputs, **(keywords[0](inputs) if keywords else {})))
         for case in ATTENTION_CASES:
             mask_type, qkv_format, window, sq, bias_type = case
             module = model.attention(mask_type, qkv_format, window)
@@ -157,11 +195,12 @@ DRIVER = textwrap.dedent(
     else:
         states, expected = torch.load(data)
         errors = {}
-        for index, (name, (module, shape)) in enumerate(model.modules().items()):
+        for index, (name, (module, shape, *keywords)) in enumerate(model.modules().items()):
             module.load_state_dict(states[name], strict=True)  # TE's names and _extra_state entries
             inputs = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + index)).to(side)
+            result = module(inputs, **(keywords[0](inputs) if keywords else {}))
             errors[name] = [(got - want).abs().max().item()
-                            for got, want in zip(outputs(module(inputs)), expected[name], strict=True)]
+                            for got, want in zip(outputs(result), expected[name], strict=True)]
         for case in ATTENTION_CASES:
             mask_type, qkv_format, window, sq, bias_type = case
             module = model.attention(mask_type, qkv_format, window)
@@ -207,7 +246,7 @@ def errors(tmp_path_factory) -> dict:
 
 def test_modules_load_te_checkpoints_and_match(errors):
     modules = {name: e for name, e in errors.items() if isinstance(name, str)}
-    assert len(modules) == 13
+    assert len(modules) == 19
     bad = {name: e for name, e in modules.items() if max(e) > 1e-5}
     assert not bad, bad
 

@@ -1,4 +1,4 @@
-"""The TE modules that NPU418 rewrites to classes of the generated ``te_npu_modules.py``.
+"""The TE modules (and RoPE helpers) that NPU418 rewrites to the generated ``te_npu_modules.py``.
 
 The generated file (``cuda2npu/templates/te_npu_modules.py``) is written next to the migrated
 file by ``migrate``; its classes take TE's constructor arguments under TE's names and in TE's
@@ -29,6 +29,10 @@ class FusedSpec:
 _UB = ("ub_overlap_ag", "ub_overlap_rs", "ub_overlap_rs_dgrad", "ub_bulk_wgrad", "ub_bulk_dgrad", "ub_name",
        "ub_tp_comm_overlap", "ub_split_rs", "ub_split_ag", "ub_atomic_gemm_rs", "ub_atomic_gemm_ag")
 _CONTEXT_PARALLEL = ("cp_group", "cp_global_ranks", "cp_stream", "cp_comm_type", "attention_dropout_ctx")
+_ROPE_PARAMS = ("dim", "rotary_percent", "seq_len_interpolation_factor", "pretrained_max_position_embeddings",
+                "rotary_base", "interleaved")
+_APPLY_ROPE_PARAMS = ("t", "freqs", "tensor_format", "start_positions", "interleaved", "fused", "cu_seqlens", "cp_size",
+                      "cp_rank")
 _ACTIVATION = ("activation", ACTIVATIONS, "an activation the generated LayerNormMLP does not implement")
 
 FUSED = {
@@ -88,8 +92,8 @@ FUSED = {
                             "layernorm_epsilon", "init_method", "output_layer_init_method", "layer_number",
                             "attn_mask_type", "window_size", "num_gqa_groups", "params_dtype", "return_bias",
                             "return_layernorm_output", "input_layernorm", "attention_type", "fuse_qkv_params",
-                            "zero_centered_gamma", "qkv_weight_interleaved", "bias", "normalization", "device",
-                            "qkv_format"}),
+                            "zero_centered_gamma", "qkv_weight_interleaved", "rotary_pos_interleaved", "bias",
+                            "normalization", "device", "qkv_format"}),
         limited=(("attention_type", ("self",), "cross attention is not in the generated module"),),
     ),
     "TransformerLayer": FusedSpec(
@@ -108,10 +112,23 @@ FUSED = {
                             "window_size", "params_dtype", "apply_residual_connection_post_layernorm",
                             "output_layernorm", "parallel_attention_mlp", "layer_type", "drop_path_rate",
                             "fuse_qkv_params", "zero_centered_gamma", "qkv_weight_interleaved", "bias", "activation",
-                            "normalization", "device", "attn_input_format"}),
+                            "normalization", "device", "attn_input_format", "rotary_pos_interleaved"}),
         limited=(("layer_type", ("encoder",), "decoder layers (cross attention) are not in the generated module"),
                  ("drop_path_rate", (0, 0.0), "stochastic depth is not in the generated module"),
                  _ACTIVATION),
+    ),
+    "RotaryPositionEmbedding": FusedSpec(
+        params=_ROPE_PARAMS,
+        positional=4,  # `rotary_base` and `interleaved` came later
+        accepted=frozenset(_ROPE_PARAMS),
+    ),
+    "apply_rotary_pos_emb": FusedSpec(
+        params=_APPLY_ROPE_PARAMS,
+        positional=3,  # `fused` was the fourth parameter before `start_positions` and `interleaved`
+        accepted=frozenset(_APPLY_ROPE_PARAMS),
+        limited=(("start_positions", (None,), "per-sequence start positions (KV-cache inference) are not in the "
+                  "generated module"),
+                 ("cp_size", (1,), "context parallelism is not in the generated module")),
     ),
 }
 
@@ -133,7 +150,6 @@ EXTRA_DROPPABLE = {
     "qk_norm_type": ((None,), "off", "query/key normalisation is not in the generated module"),
     "qk_norm_eps": (None, "read with `qk_norm_type` only", ""),
     "qk_norm_before_rope": (None, "read with `qk_norm_type` only", ""),
-    "rotary_pos_interleaved": (None, "read with `rotary_pos_emb` only, which the generated module rejects", ""),
     "softmax_type": (("vanilla",), "the default softmax", "attention sinks are not in the generated module"),
     "return_max_logit": ((False,), "off", "the generated module does not return the max logit"),
 }

@@ -398,10 +398,11 @@ class TransformerEngine(Rule):
             self.report("NPU418", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
             return
         target = f"{MODULE}.{name}"
-        self.report("NPU418", node, f"`te.{name}` → `{target}` from the generated {COMPANION} (TE's parameter names, "
-                    "so TE checkpoints load; `_extra_state` entries are accepted and ignored; attention runs on "
-                    "torch_npu.npu_fusion_attention); forward options it does not implement raise "
-                    "NotImplementedError (see the file's docstring)",
+        what = ("TE's parameter names, so TE checkpoints load; `_extra_state` entries are accepted and ignored; "
+                "attention runs on torch_npu.npu_fusion_attention, RoPE on torch_npu.npu_rotary_mul"
+                if name[0].isupper() else "TE's arguments, on torch_npu.npu_rotary_mul")
+        self.report("NPU418", node, f"`te.{name}` → `{target}` from the generated {COMPANION} ({what}); options it does "
+                    "not implement raise NotImplementedError (see the file's docstring)",
                     lambda updated: self._rewrite_fused(updated, spec, target), companion=COMPANION)
         for arg, message in entries:
             self.report("NPU413", arg, message, lambda a: a, needs_torch_npu=False)

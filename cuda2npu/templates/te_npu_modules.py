@@ -16,8 +16,9 @@ bottom-right (sparse_mode 3).
 
 Not here: tensor/sequence/context parallelism, FP8 and userbuffers (cuda2npu leaves calls that
 use them to a human). These raise NotImplementedError when used: ALiBi, KV caches
-(``inference_params``), cross attention, rotary embeddings in MultiheadAttention/TransformerLayer
-(apply them to q/k yourself) and decoder TransformerLayers.
+(``inference_params``, RoPE ``start_positions``), cross attention, padding between packed
+sequences and decoder TransformerLayers. Rotary embeddings (``RotaryPositionEmbedding``,
+``rotary_pos_emb``) run on ``torch_npu.npu_rotary_mul``.
 
 This file has no dependency on cuda2npu; edit it freely (cuda2npu never overwrites it).
 """
@@ -292,7 +293,9 @@ class DotProductAttention(TEModule):
     def forward(self, query_layer, key_layer, value_layer, attention_mask=None, qkv_format=None,
                 cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=None, max_seqlen_kv=None, attn_mask_type=None,
                 window_size=None, checkpoint_core_attention=False, core_attention_bias_type="no_bias",
-                core_attention_bias=None, alibi_slopes=None, fast_zero_fill=True, inference_params=None):
+                core_attention_bias=None, alibi_slopes=None, fast_zero_fill=True, inference_params=None,
+                cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None, pad_between_seqs=None):
+        _check_unpadded(cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded, pad_between_seqs)
         if inference_params is not None or alibi_slopes is not None or core_attention_bias_type == "alibi":
             raise NotImplementedError("DotProductAttention: KV caches and ALiBi are not supported on this path")
         qkv_format = qkv_format or self.qkv_format
@@ -398,20 +401,85 @@ class DotProductAttention(TEModule):
         return out.reshape(out.shape[0], -1).masked_fill(dead.unsqueeze(-1), 0)
 
 
+def _check_unpadded(cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded, pad_between_seqs):
+    """Packed sequences with padding between them (``cu_seqlens_*_padded`` != ``cu_seqlens_*``) are not supported."""
+    padded = [(p, c) for p, c in ((cu_seqlens_q_padded, cu_seqlens_q), (cu_seqlens_kv_padded, cu_seqlens_kv))
+              if p is not None]
+    if pad_between_seqs or any(c is None or not torch.equal(p, c) for p, c in padded):
+        raise NotImplementedError("padding between packed sequences (cu_seqlens_*_padded) is not supported")
+
+
+class RotaryPositionEmbedding(torch.nn.Module):
+    """``te.attention.rope.RotaryPositionEmbedding``: ``forward(max_seq_len, offset=0)`` returns the
+    rotation angles ``[s, 1, 1, dim]`` (``inv_freq`` is a persistent buffer, as in TE)."""
+
+    def __init__(self, dim, rotary_percent=1.0, seq_len_interpolation_factor=None,
+                 pretrained_max_position_embeddings=None, rotary_base=10000.0, interleaved=False):
+        super().__init__()
+        if rotary_percent < 1.0:
+            dim = int(dim * rotary_percent)
+        self.seq_len_interpolation_factor = seq_len_interpolation_factor
+        self.pretrained_max_position_embeddings = pretrained_max_position_embeddings
+        self.interleaved = interleaved
+        exponents = torch.arange(0, dim, 2, dtype=torch.float32, device="npu") / dim
+        self.register_buffer("inv_freq", 1.0 / rotary_base ** exponents)
+
+    def forward(self, max_seq_len, offset=0):
+        seq = torch.arange(max_seq_len, device=self.inv_freq.device, dtype=self.inv_freq.dtype) + offset
+        if self.pretrained_max_position_embeddings is not None and self.seq_len_interpolation_factor is not None:
+            if max_seq_len > self.pretrained_max_position_embeddings * self.seq_len_interpolation_factor:
+                seq *= 1 / (max_seq_len / self.pretrained_max_position_embeddings)  # dynamic linear scaling
+            else:
+                seq *= 1 / self.seq_len_interpolation_factor
+        freqs = torch.outer(seq, self.inv_freq)
+        emb = freqs.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((freqs, freqs), dim=-1)
+        return emb.reshape(emb.size(0), 1, 1, emb.size(1))
+
+
+def apply_rotary_pos_emb(t, freqs, tensor_format="sbhd", start_positions=None, interleaved=False, fused=False,
+                         cu_seqlens=None, cp_size=1, cp_rank=0):
+    """``te.attention.rope.apply_rotary_pos_emb`` on ``torch_npu.npu_rotary_mul``: the first
+    ``freqs.shape[-1]`` channels of ``t`` rotate by the angles ``freqs`` [>= s, 1, 1, d], the rest pass
+    through; in ``thd`` every sequence of ``cu_seqlens`` starts at position 0."""
+    if start_positions is not None or cp_size != 1:
+        raise NotImplementedError("apply_rotary_pos_emb: start_positions and context parallelism are not supported")
+    if tensor_format == "thd":
+        starts = cu_seqlens.tolist()
+        positions = torch.cat([torch.arange(end - begin, device=t.device) for begin, end in zip(starts, starts[1:])])
+        angles = freqs[positions]  # [t', 1, 1, d]: each token's position in its sequence
+        rotated = _rotary_mul(t[: len(positions)].unsqueeze(1), angles, interleaved).squeeze(1)
+        return torch.cat([rotated, t[len(positions):]])
+    if tensor_format == "sbhd":
+        return _rotary_mul(t, freqs[: t.shape[0]], interleaved)
+    if tensor_format == "bshd":
+        return _rotary_mul(t, freqs[: t.shape[1]].transpose(0, 1), interleaved)
+    raise ValueError(f"Unsupported tensor_format: {tensor_format}.")
+
+
+def _rotary_mul(t, angles, interleaved):
+    """``t`` rotated by ``angles`` (broadcastable, last dim = the rotated width) with npu_rotary_mul."""
+    rot_dim = angles.shape[-1]
+    cos, sin = angles.float().cos().to(t.dtype), angles.float().sin().to(t.dtype)  # as TE: cos/sin, then the cast
+    rotated = torch_npu.npu_rotary_mul(t[..., :rot_dim], cos, sin, rotary_mode="interleave" if interleaved else "half")
+    return torch.cat([rotated, t[..., rot_dim:]], dim=-1)
+
+
 class MultiheadAttention(torch.nn.Module):
     """``te.MultiheadAttention`` (self-attention): ``layernorm_qkv`` or ``qkv``, ``core_attention``, ``proj``.
 
     Without ``fuse_qkv_params`` the QKV projection holds ``query_*``, ``key_*`` and ``value_*``
     parameters; with it one ``weight`` whose rows are, per GQA group, the group's query heads
     then its key and value heads (``qkv_weight_interleaved``, TE's default) or ``[q | k | v]``.
+    ``rotary_pos_emb`` (from :class:`RotaryPositionEmbedding`, or a (query, key) pair of them)
+    rotates q and k after the split, as TE does.
     """
 
     def __init__(self, hidden_size, num_attention_heads, kv_channels=None, attention_dropout=0.1,
                  layernorm_epsilon=1e-5, init_method=None, output_layer_init_method=None, layer_number=None,
                  attn_mask_type="causal", window_size=None, *, num_gqa_groups=None, params_dtype=None,
                  return_bias=False, return_layernorm_output=False, input_layernorm=False, attention_type="self",
-                 fuse_qkv_params=False, zero_centered_gamma=False, qkv_weight_interleaved=True, bias=True,
-                 normalization="LayerNorm", device="npu", qkv_format="sbhd"):
+                 fuse_qkv_params=False, zero_centered_gamma=False, qkv_weight_interleaved=True,
+                 rotary_pos_interleaved=False, bias=True, normalization="LayerNorm", device="npu", qkv_format="sbhd"):
         super().__init__()
         if attention_type != "self":
             raise NotImplementedError("MultiheadAttention: cross attention is not supported")
@@ -422,6 +490,7 @@ class MultiheadAttention(torch.nn.Module):
         self.num_gqa_groups = num_gqa_groups or num_attention_heads
         self.head_dim = kv_channels or hidden_size // num_attention_heads
         self.qkv_weight_interleaved = qkv_weight_interleaved and fuse_qkv_params
+        self.rotary_pos_interleaved = rotary_pos_interleaved
         hidden_q, hidden_kv = self.head_dim * num_attention_heads, self.head_dim * self.num_gqa_groups
         common = dict(bias=bias, params_dtype=params_dtype, init_method=init_method, device=device)
         split = None if fuse_qkv_params else OrderedDict(query=hidden_q, key=hidden_kv, value=hidden_kv)
@@ -453,10 +522,12 @@ class MultiheadAttention(torch.nn.Module):
     def forward(self, hidden_states, attention_mask=None, encoder_output=None, attn_mask_type=None,
                 window_size=None, is_first_microbatch=None, checkpoint_core_attention=False, inference_params=None,
                 rotary_pos_emb=None, core_attention_bias_type="no_bias", core_attention_bias=None,
-                alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=None, max_seqlen_kv=None,
-                fast_zero_fill=True):
-        if encoder_output is not None or rotary_pos_emb is not None:
-            raise NotImplementedError("MultiheadAttention: cross attention and rotary_pos_emb are not supported")
+                alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_padded=None,
+                cu_seqlens_kv_padded=None, max_seqlen_q=None, max_seqlen_kv=None, fast_zero_fill=True,
+                pad_between_seqs=None):
+        if encoder_output is not None:
+            raise NotImplementedError("MultiheadAttention: cross attention is not supported")
+        _check_unpadded(cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded, pad_between_seqs)
         layernorm_output = None
         if self.input_layernorm:
             mixed = self.layernorm_qkv(hidden_states)
@@ -465,6 +536,12 @@ class MultiheadAttention(torch.nn.Module):
         else:
             mixed = self.qkv(hidden_states)
         query, key, value = self._split_qkv(mixed)
+        if rotary_pos_emb is not None:
+            q_emb, k_emb = rotary_pos_emb if isinstance(rotary_pos_emb, tuple) else (rotary_pos_emb,) * 2
+            query = apply_rotary_pos_emb(query, q_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
+                                         cu_seqlens=cu_seqlens_q)
+            key = apply_rotary_pos_emb(key, k_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
+                                       cu_seqlens=cu_seqlens_kv)
         context = self.core_attention(
             query, key, value, attention_mask=attention_mask, qkv_format=self.qkv_format,
             cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv, attn_mask_type=attn_mask_type or self.attn_mask_type,
@@ -488,7 +565,8 @@ class TransformerLayer(torch.nn.Module):
                  window_size=None, *, params_dtype=None, apply_residual_connection_post_layernorm=False,
                  output_layernorm=False, parallel_attention_mlp=False, layer_type="encoder", drop_path_rate=0.0,
                  fuse_qkv_params=False, zero_centered_gamma=False, qkv_weight_interleaved=True, bias=True,
-                 activation="gelu", normalization="LayerNorm", device="npu", attn_input_format="sbhd"):
+                 activation="gelu", normalization="LayerNorm", device="npu", attn_input_format="sbhd",
+                 rotary_pos_interleaved=False):
         super().__init__()
         if layer_type != "encoder" or drop_path_rate > 0.0:
             raise NotImplementedError("TransformerLayer: decoder layers and drop_path_rate > 0 are not supported")
@@ -501,7 +579,8 @@ class TransformerLayer(torch.nn.Module):
             hidden_size, num_attention_heads, kv_channels, attention_dropout, layernorm_epsilon, init_method,
             output_layer_init_method, layer_number, num_gqa_groups=num_gqa_groups,
             return_layernorm_output=apply_residual_connection_post_layernorm, fuse_qkv_params=fuse_qkv_params,
-            qkv_weight_interleaved=qkv_weight_interleaved, qkv_format=attn_input_format,
+            qkv_weight_interleaved=qkv_weight_interleaved, rotary_pos_interleaved=rotary_pos_interleaved,
+            qkv_format=attn_input_format,
             input_layernorm=not output_layernorm, return_bias=not parallel_attention_mlp, **common)
         self.layernorm_mlp = LayerNormMLP(
             hidden_size, ffn_hidden_size, eps=layernorm_epsilon, init_method=init_method,
@@ -519,8 +598,10 @@ class TransformerLayer(torch.nn.Module):
     def forward(self, hidden_states, attention_mask=None, self_attn_mask_type=None, window_size=None,
                 is_first_microbatch=None, checkpoint_core_attention=False, inference_params=None,
                 rotary_pos_emb=None, core_attention_bias_type="no_bias", core_attention_bias=None,
-                alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=None, max_seqlen_kv=None,
-                fast_zero_fill=True):
+                alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_padded=None,
+                cu_seqlens_kv_padded=None, max_seqlen_q=None, max_seqlen_kv=None, fast_zero_fill=True,
+                pad_between_seqs=None):
+        _check_unpadded(cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded, pad_between_seqs)
         if torch.is_autocast_enabled(hidden_states.device.type):  # TE casts the input first
             hidden_states = hidden_states.to(torch.get_autocast_dtype(hidden_states.device.type))
         attention_outputs = self.self_attention(

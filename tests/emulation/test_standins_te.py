@@ -282,3 +282,27 @@ def test_unemulated_features_raise():
         te.LayerNormMLP(4, 4, activation="clamped_swiglu")
     with pytest.raises(TypeError, match="unexpected keyword"):
         te.Linear(4, 4, no_such_option=True)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_is_a_complex_rotation_of_channel_pairs(interleaved):
+    """RotaryPositionEmbedding + apply_rotary_pos_emb: position i turns pair k (channels k and k + d/2, or
+    2k and 2k + 1 when interleaved) by i * base ** (-2k / d); channels after the rotated width pass."""
+    from cuda2npu.emulation.standins.transformer_engine.pytorch.attention.rope import (
+        RotaryPositionEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    torch.manual_seed(0)
+    t = torch.randn(5, 2, 3, 10, dtype=torch.float64)  # [s, b, h, d]; 6 of 10 channels rotate
+    freqs = RotaryPositionEmbedding(6, rotary_base=100.0, interleaved=interleaved)(7)
+    out = apply_rotary_pos_emb(t, freqs, "sbhd", interleaved=interleaved)
+    angles = torch.arange(5, dtype=torch.float64)[:, None] * 100.0 ** (-torch.arange(0, 6, 2, dtype=torch.float64) / 6)
+    first, second = (t[..., 0:6:2], t[..., 1:6:2]) if interleaved else (t[..., :3], t[..., 3:6])
+    turned = torch.complex(first, second) * torch.polar(torch.ones_like(angles), angles)[:, None, None]
+    got_first, got_second = (out[..., 0:6:2], out[..., 1:6:2]) if interleaved else (out[..., :3], out[..., 3:6])
+    torch.testing.assert_close(got_first, turned.real, atol=1e-6, rtol=1e-5)  # angles are float32, as in TE
+    torch.testing.assert_close(got_second, turned.imag, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out[..., 6:], t[..., 6:])
+    bshd = apply_rotary_pos_emb(t.transpose(0, 1), freqs, "bshd", interleaved=interleaved)
+    torch.testing.assert_close(bshd.transpose(0, 1), out)

@@ -40,7 +40,7 @@ class TransformerLayer(torch.nn.Module):
                  output_layernorm=False, parallel_attention_mlp=False, layer_type="encoder", drop_path_rate=0.0,
                  fuse_qkv_params=False, zero_centered_gamma=False, qkv_weight_interleaved=True, bias=True,
                  activation="gelu", normalization="LayerNorm", device="cuda", attn_input_format="sbhd",
-                 enc_dec_attn_mask_type="no_mask", enc_dec_window_size=None, **options):
+                 enc_dec_attn_mask_type="no_mask", enc_dec_window_size=None, rotary_pos_interleaved=False, **options):
         super().__init__()
         check_options("TransformerLayer", options)
         if layer_type != "encoder":
@@ -61,6 +61,7 @@ class TransformerLayer(torch.nn.Module):
             output_layer_init_method, layer_number, num_gqa_groups=num_gqa_groups, params_dtype=params_dtype,
             return_layernorm_output=apply_residual_connection_post_layernorm, fuse_qkv_params=fuse_qkv_params,
             zero_centered_gamma=zero_centered_gamma, qkv_weight_interleaved=qkv_weight_interleaved,
+            rotary_pos_interleaved=rotary_pos_interleaved,
             qkv_format=attn_input_format, input_layernorm=not output_layernorm, bias=bias,
             return_bias=not parallel_attention_mlp, normalization=normalization, device=device)
         self.layernorm_mlp = LayerNormMLP(

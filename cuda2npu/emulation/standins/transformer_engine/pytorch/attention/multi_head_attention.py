@@ -10,10 +10,11 @@ and its output is ``[q | k | v]``; with ``fuse_qkv_params=True`` and
 followed by its key and value heads (TE's interleaved layout). ``kv_channels`` defaults to
 ``hidden_size // num_attention_heads``.
 
-``forward`` returns the projection output, then its bias if ``return_bias``, then the
-layernorm output if ``input_layernorm and return_layernorm_output``. Cross attention
-(``attention_type="cross"``/``encoder_output``), ``rotary_pos_emb``, ``inference_params`` and
-``qk_norm_type`` raise NotImplementedError. Arguments after ``window_size`` are keyword-only.
+``rotary_pos_emb`` (a ``[s, 1, 1, d]`` angle tensor or a (query, key) pair) rotates q and k after
+the split, as TE does (:mod:`.rope`). ``forward`` returns the projection output, then its bias
+if ``return_bias``, then the layernorm output if ``input_layernorm and return_layernorm_output``. Cross attention
+(``attention_type="cross"``/``encoder_output``), ``inference_params`` and ``qk_norm_type`` raise
+NotImplementedError. Arguments after ``window_size`` are keyword-only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..module.base import check_options
 from ..module.layernorm_linear import LayerNormLinear
 from ..module.linear import Linear
 from .dot_product_attention import DotProductAttention
+from .rope import apply_rotary_pos_emb
 
 
 class MultiheadAttention(torch.nn.Module):
@@ -46,6 +48,7 @@ class MultiheadAttention(torch.nn.Module):
         if qk_norm_type is not None:
             raise NotImplementedError(f"MultiheadAttention(qk_norm_type={qk_norm_type!r}) has no CPU stand-in")
         self.qkv_format = qkv_format
+        self.rotary_pos_interleaved = rotary_pos_interleaved
         self.attn_mask_type = attn_mask_type
         self.window_size = window_size
         self.input_layernorm = input_layernorm
@@ -98,8 +101,6 @@ class MultiheadAttention(torch.nn.Module):
                 pad_between_seqs=None):
         if encoder_output is not None:
             raise NotImplementedError("MultiheadAttention cross attention (encoder_output) has no CPU stand-in")
-        if rotary_pos_emb is not None:
-            raise NotImplementedError("MultiheadAttention(rotary_pos_emb=...) has no CPU stand-in")
         layernorm_output = None
         if self.input_layernorm:
             mixed = self.layernorm_qkv(hidden_states)
@@ -108,6 +109,12 @@ class MultiheadAttention(torch.nn.Module):
         else:
             mixed = self.qkv(hidden_states)
         query, key, value = self._split_qkv(mixed)
+        if rotary_pos_emb is not None:  # TE applies RoPE to q and k after the split
+            q_emb, k_emb = rotary_pos_emb if isinstance(rotary_pos_emb, tuple) else (rotary_pos_emb,) * 2
+            query = apply_rotary_pos_emb(query, q_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
+                                         cu_seqlens=cu_seqlens_q)
+            key = apply_rotary_pos_emb(key, k_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
+                                       cu_seqlens=cu_seqlens_kv)
         context = self.core_attention(
             query, key, value, attention_mask=attention_mask, qkv_format=self.qkv_format,
             cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv, cu_seqlens_q_padded=cu_seqlens_q_padded,
