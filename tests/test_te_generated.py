@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from cli_helpers import REPO, cuda2npu, tree_digest
 from cuda2npu import cli, migrate_command
+from cuda2npu.checkers.te_generated import FUSED
 
 TEMPLATE = REPO / "cuda2npu" / "templates" / "te_npu_modules.py"
 MODEL = '''import torch
@@ -134,20 +135,27 @@ def test_generated_file_is_plain_pytorch_and_clean_for_the_linter(tmp_path):
     assert json.loads(done.stdout)["diagnostics"] == []
 
 
-@pytest.mark.parametrize("name", ["LayerNormLinear", "LayerNormMLP", "DotProductAttention", "MultiheadAttention",
-                                  "TransformerLayer", "Linear"])
-def test_every_rewrite_target_exists_in_the_generated_file(name):
-    from cuda2npu.checkers.te_generated import FUSED
-
+def _generated_signature(name: str) -> ast.arguments:
+    """The parameters of a class's __init__ (self left out) or of a function in the generated file."""
     tree = ast.parse(TEMPLATE.read_text(encoding="utf-8"))
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    assert name in classes and name in FUSED
-    init = next(f for f in classes[name].body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
-    parameters = [a.arg for a in init.args.args[1:]] + [a.arg for a in init.args.kwonlyargs]
+    node = next(n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name)
+    if isinstance(node, ast.FunctionDef):
+        return node.args
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None:  # inherits its __init__ (RMSNorm from LayerNorm)
+        return _generated_signature(node.bases[0].id)
+    return ast.arguments(posonlyargs=[], args=init.args.args[1:], vararg=None, kwonlyargs=init.args.kwonlyargs,
+                         kw_defaults=[], kwarg=None, defaults=[])
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_every_rewrite_target_exists_in_the_generated_file(name):
+    signature = _generated_signature(name)
+    positional = [a.arg for a in signature.args]
     spec = FUSED[name]
     # TE's positional parameters, in TE's order, then every argument the rule keeps
-    assert [a.arg for a in init.args.args[1:]][: spec.positional] == list(spec.params[: spec.positional])
-    assert set(spec.accepted) <= set(parameters)
+    assert positional[: spec.positional] == list(spec.params[: spec.positional])
+    assert set(spec.accepted) <= set(positional) | {a.arg for a in signature.kwonlyargs}
 
 
 SPY = '''

@@ -78,6 +78,8 @@ MODEL = textwrap.dedent(
                 16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0, parallel_attention_mlp=True,
                 fuse_qkv_params=True, self_attn_mask_type="causal_bottom_right", window_size=(2, 0),
             ), (5, 2, 16)),
+            "layernorm_zero_centered": (te.LayerNorm(16, zero_centered_gamma=True), (5, 2, 16)),
+            "rmsnorm_zero_centered": (te.RMSNorm(16, eps=1e-6, zero_centered_gamma=True), (5, 2, 16)),
             "rope_sbhd_longer_table": (RopeOnly(8, "sbhd", False), (5, 2, 3, 8)),
             "rope_bshd_interleaved_partial": (RopeOnly(4, "bshd", True), (2, 5, 3, 8)),
             "rope_thd": (RopeOnly(8, "thd", False), (14, 3, 8),
@@ -246,7 +248,7 @@ def errors(tmp_path_factory) -> dict:
 
 def test_modules_load_te_checkpoints_and_match(errors):
     modules = {name: e for name, e in errors.items() if isinstance(name, str)}
-    assert len(modules) == 19
+    assert len(modules) == 21
     bad = {name: e for name, e in modules.items() if max(e) > 1e-5}
     assert not bad, bad
 

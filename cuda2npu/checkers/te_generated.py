@@ -1,5 +1,9 @@
 """The TE modules (and RoPE helpers) that NPU418 rewrites to the generated ``te_npu_modules.py``.
 
+``Linear``, ``LayerNorm`` and ``RMSNorm`` go there only when ``torch.nn`` cannot do what the call
+asks (NPU412 covers the rest): ``return_bias``/``parameters_split``, ``zero_centered_gamma``, or
+an RMSNorm for a torch without ``torch.nn.RMSNorm``.
+
 The generated file (``cuda2npu/templates/te_npu_modules.py``) is written next to the migrated
 file by ``migrate``; its classes take TE's constructor arguments under TE's names and in TE's
 positional order for the first ``positional`` parameters, so a call keeps its arguments and only
@@ -29,6 +33,13 @@ class FusedSpec:
 _UB = ("ub_overlap_ag", "ub_overlap_rs", "ub_overlap_rs_dgrad", "ub_bulk_wgrad", "ub_bulk_dgrad", "ub_name",
        "ub_tp_comm_overlap", "ub_split_rs", "ub_split_ag", "ub_atomic_gemm_rs", "ub_atomic_gemm_ag")
 _CONTEXT_PARALLEL = ("cp_group", "cp_global_ranks", "cp_stream", "cp_comm_type", "attention_dropout_ctx")
+_NORM = FusedSpec(  # te.LayerNorm / te.RMSNorm: `hidden_size` (TE 1.x) or `normalized_shape` (2.x) first
+    params=("hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device",
+            "normalized_shape", "dtype", "sm_margin", "fwd_sm_margin", "bwd_sm_margin", "name"),
+    positional=2,
+    accepted=frozenset({"hidden_size", "eps", "normalized_shape", "zero_centered_gamma", "params_dtype", "dtype",
+                        "device"}),
+)
 _ROPE_PARAMS = ("dim", "rotary_percent", "seq_len_interpolation_factor", "pretrained_max_position_embeddings",
                 "rotary_base", "interleaved")
 _APPLY_ROPE_PARAMS = ("t", "freqs", "tensor_format", "start_positions", "interleaved", "fused", "cu_seqlens", "cp_size",
@@ -36,6 +47,8 @@ _APPLY_ROPE_PARAMS = ("t", "freqs", "tensor_format", "start_positions", "interle
 _ACTIVATION = ("activation", ACTIVATIONS, "an activation the generated LayerNormMLP does not implement")
 
 FUSED = {
+    "LayerNorm": _NORM,
+    "RMSNorm": _NORM,
     "Linear": FusedSpec(
         params=("in_features", "out_features", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group", "tp_size",
                 "get_rng_state_tracker", "rng_tracker_name", "init_method", "bias", "return_bias", "params_dtype",

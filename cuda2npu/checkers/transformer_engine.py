@@ -240,7 +240,7 @@ class TransformerEngine(Rule):
         name = te_name(qualified)
         if name in AUTOCAST:
             self._autocast(node, name)
-        elif name in MODULES and not (name == "Linear" and self._linear_needs_generated(node)):
+        elif name in MODULES and not self._needs_generated(node, name):
             self._module(node, name)
         elif name in FUSED:
             self._fused(node, name)
@@ -330,10 +330,6 @@ class TransformerEngine(Rule):
                 raise Manual(f"`{required[0]}` is missing")
             if "hidden_size" in bound and "normalized_shape" in bound:
                 raise Manual("both `hidden_size` and `normalized_shape` given")
-            if name == "RMSNorm" and not self.target.torch_at_least((2, 4)):
-                raise Manual(f"torch.nn.RMSNorm needs torch >= 2.4; the target torch_npu {self.target.text} is for "
-                             f"torch {'.'.join(map(str, self.target.torch or ()))}: write an RMSNorm module "
-                             "(torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]) with a `weight` parameter")
             entries = _te_only_arguments(bound, KEEP, RENAME)
         except (Manual, Unbindable) as exc:
             self.report("NPU412", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
@@ -377,13 +373,18 @@ class TransformerEngine(Rule):
         return _with_arguments(call, replacement, args)
 
     # ---------------------------------------------------------------- fused modules → generated te_npu_modules.py
-    def _linear_needs_generated(self, node: cst.Call) -> bool:
-        """``te.Linear`` returning its bias or with split parameters: nn.Linear cannot, the generated Linear can."""
+    def _needs_generated(self, node: cst.Call, name: str) -> bool:
+        """What torch.nn cannot do and the generated module can: a Linear returning its bias or with split
+        parameters, a zero-centred norm, an RMSNorm for a torch older than 2.4 (no torch.nn.RMSNorm)."""
         try:
-            bound = bind(node, FUSED["Linear"].params, max_positional=FUSED["Linear"].positional)
+            bound = bind(node, FUSED[name].params, max_positional=FUSED[name].positional)
         except Unbindable:
-            return False
-        return literal_arg(bound, "return_bias", False) is not False or literal_arg(bound, "parameters_split", None) is not None
+            return False  # NPU412 says why
+        if name == "Linear":
+            return (literal_arg(bound, "return_bias", False) is not False
+                    or literal_arg(bound, "parameters_split", None) is not None)
+        return (literal_arg(bound, "zero_centered_gamma", False) is not False
+                or (name == "RMSNorm" and not self.target.torch_at_least((2, 4))))
 
     def _fused(self, node: cst.Call, name: str) -> None:
         spec = FUSED[name]

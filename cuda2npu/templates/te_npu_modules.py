@@ -97,6 +97,36 @@ def _activation(name, x):
     return gated[name](gate) * value
 
 
+class LayerNorm(TEModule):
+    """``te.LayerNorm``: ``weight`` and ``bias`` over the last dimension; with ``zero_centered_gamma``
+    the weight starts at 0 and the scale is ``1 + weight``. ``te.RMSNorm`` has ``weight`` only."""
+
+    normalization = "LayerNorm"
+
+    def __init__(self, hidden_size=None, eps=1e-5, *, normalized_shape=None, zero_centered_gamma=False,
+                 params_dtype=None, dtype=None, device="npu"):
+        super().__init__()
+        size = normalized_shape if hidden_size is None else hidden_size
+        if not isinstance(size, int):
+            if len(size) != 1:
+                raise NotImplementedError(f"{type(self).__name__}: normalisation over more than the last dimension")
+            size = size[0]
+        self.eps, self.zero_centered_gamma = eps, zero_centered_gamma
+        gamma_init = torch.nn.init.zeros_ if zero_centered_gamma else torch.nn.init.ones_
+        self.weight = _new_parameter((size,), dtype or params_dtype, device, gamma_init)
+        self.bias = (_new_parameter((size,), dtype or params_dtype, device, torch.nn.init.zeros_)
+                     if self.normalization == "LayerNorm" else None)
+
+    def forward(self, inp):
+        return _normalize(inp, self.weight, self.bias, self.eps, self.normalization, self.zero_centered_gamma)
+
+
+class RMSNorm(LayerNorm):
+    """``te.RMSNorm``: ``weight`` only, ``x / sqrt(mean(x**2) + eps) * weight`` on torch_npu.npu_rms_norm."""
+
+    normalization = "RMSNorm"
+
+
 class Linear(TEModule):
     """``te.Linear``: ``weight``/``bias``, or ``<name>_weight``/``<name>_bias`` with ``parameters_split``."""
 
@@ -587,8 +617,9 @@ class TransformerLayer(torch.nn.Module):
             output_layer_init_method=output_layer_init_method, return_bias=not parallel_attention_mlp,
             return_layernorm_output=apply_residual_connection_post_layernorm, activation=activation, **common)
         if output_layernorm:
-            self.layernorm = _Norm(hidden_size, layernorm_epsilon, normalization, zero_centered_gamma, params_dtype,
-                                   device)
+            norm = {"LayerNorm": LayerNorm, "RMSNorm": RMSNorm}[normalization]
+            self.layernorm = norm(hidden_size, layernorm_epsilon, zero_centered_gamma=zero_centered_gamma,
+                                  params_dtype=params_dtype, device=device)
 
     def _bias_dropout_add(self, hidden_state, bias, residual):
         if bias is not None and bias.numel() != 0:
@@ -626,18 +657,3 @@ class TransformerLayer(torch.nn.Module):
             mlp_output, mlp_bias = mlp_outputs
             output = self._bias_dropout_add(mlp_output, mlp_bias, hidden_states)
         return self.layernorm(output) if self.output_layernorm else output
-
-
-class _Norm(TEModule):
-    """``te.LayerNorm`` / ``te.RMSNorm`` inside TransformerLayer: ``weight`` and ``bias`` (LayerNorm only)."""
-
-    def __init__(self, hidden_size, eps, normalization, zero_centered_gamma, params_dtype, device):
-        super().__init__()
-        self.eps, self.normalization, self.zero_centered_gamma = eps, normalization, zero_centered_gamma
-        gamma_init = torch.nn.init.zeros_ if zero_centered_gamma else torch.nn.init.ones_
-        self.weight = _new_parameter((hidden_size,), params_dtype, device, gamma_init)
-        self.bias = (_new_parameter((hidden_size,), params_dtype, device, torch.nn.init.zeros_)
-                     if normalization == "LayerNorm" else None)
-
-    def forward(self, inp):
-        return _normalize(inp, self.weight, self.bias, self.eps, self.normalization, self.zero_centered_gamma)
