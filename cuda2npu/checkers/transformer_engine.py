@@ -86,8 +86,8 @@ DROPPABLE = {
     "parallel_mode": (None, "without a tensor-parallel group TE performs no communication", ""),
     "get_rng_state_tracker": (None, "only selects the RNG used for weight initialisation", ""),
     "rng_tracker_name": (None, "only selects the RNG used for weight initialisation", ""),
-    "init_method": (None, "nn modules initialise with their own scheme (Kaiming-uniform for Linear); apply "
-                    "`init_method(module.weight)` after construction if training from scratch", ""),
+    "init_method": ((None,), "TE's default initialisation is asked for; nn.Linear initialises Kaiming-uniform",
+                    "a custom initialisation: the generated Linear applies it"),
     "return_bias": ((False,), "off", "nn.Linear cannot return its bias unapplied; add it by hand"),
     "skip_weight_param_allocation": (None, "ignored by TE since 0.11", ""),
     "parameters_split": ((None,), "off", "split parameters get other names (`query_weight`, ...); no plain-module counterpart"),
@@ -374,15 +374,17 @@ class TransformerEngine(Rule):
 
     # ---------------------------------------------------------------- fused modules → generated te_npu_modules.py
     def _needs_generated(self, node: cst.Call, name: str) -> bool:
-        """What torch.nn cannot do and the generated module can: a Linear returning its bias or with split
-        parameters, a zero-centred norm, an RMSNorm for a torch older than 2.4 (no torch.nn.RMSNorm)."""
+        """What torch.nn cannot do and the generated module can: a Linear returning its bias, with split
+        parameters or with its own ``init_method`` (nn.Linear would drop it and initialise Kaiming-uniform),
+        a zero-centred norm, an RMSNorm for a torch older than 2.4 (no torch.nn.RMSNorm)."""
         try:
             bound = bind(node, FUSED[name].params, max_positional=FUSED[name].positional)
         except Unbindable:
             return False  # NPU412 says why
         if name == "Linear":
             return (literal_arg(bound, "return_bias", False) is not False
-                    or literal_arg(bound, "parameters_split", None) is not None)
+                    or literal_arg(bound, "parameters_split", None) is not None
+                    or literal_arg(bound, "init_method", None) is not None)
         return (literal_arg(bound, "zero_centered_gamma", False) is not False
                 or (name == "RMSNorm" and not self.target.torch_at_least((2, 4))))
 
