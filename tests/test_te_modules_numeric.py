@@ -91,6 +91,13 @@ MODEL = textwrap.dedent(
                 te.MultiheadAttention(16, 4, attention_dropout=0.0, input_layernorm=True, qkv_format="bshd",
                                       rotary_pos_interleaved=True), (2, 5, 16),
                 lambda x: {"rotary_pos_emb": partial_rope(x.shape[1]).to(x.device)}),
+            "mha_rms_qk_norm_before_rope_bshd": (
+                te.MultiheadAttention(16, 4, attention_dropout=0.0, input_layernorm=True, qkv_format="bshd",
+                                      qk_norm_type="RMSNorm", qk_norm_eps=1e-5, qk_norm_before_rope=True),
+                (2, 5, 16), lambda x: {"rotary_pos_emb": rope(x.shape[1]).to(x.device)}),
+            "mha_layernorm_qk_norm_after_rope_gqa": (
+                te.MultiheadAttention(16, 4, attention_dropout=0.0, num_gqa_groups=2, qk_norm_type="LayerNorm"),
+                (5, 2, 16), lambda x: {"rotary_pos_emb": rope(x.shape[0]).to(x.device)}),
             "layer_rope_thd_padding_causal": (
                 te.TransformerLayer(16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0, attn_input_format="thd",
                                     self_attn_mask_type="padding_causal", fuse_qkv_params=True),
@@ -248,7 +255,7 @@ def errors(tmp_path_factory) -> dict:
 
 def test_modules_load_te_checkpoints_and_match(errors):
     modules = {name: e for name, e in errors.items() if isinstance(name, str)}
-    assert len(modules) == 21
+    assert len(modules) == 23
     bad = {name: e for name, e in modules.items() if max(e) > 1e-5}
     assert not bad, bad
 

@@ -106,8 +106,11 @@ FUSED = {
                             "attn_mask_type", "window_size", "num_gqa_groups", "params_dtype", "return_bias",
                             "return_layernorm_output", "input_layernorm", "attention_type", "fuse_qkv_params",
                             "zero_centered_gamma", "qkv_weight_interleaved", "rotary_pos_interleaved", "bias",
-                            "normalization", "device", "qkv_format"}),
-        limited=(("attention_type", ("self",), "cross attention is not in the generated module"),),
+                            "normalization", "device", "qkv_format", "qk_norm_type", "qk_norm_eps",
+                            "qk_norm_before_rope"}),
+        limited=(("attention_type", ("self",), "cross attention is not in the generated module"),
+                 ("qk_norm_type", (None, "RMSNorm", "LayerNorm"), "L2 query/key normalisation is not in the generated "
+                  "module")),
     ),
     "TransformerLayer": FusedSpec(
         params=("hidden_size", "ffn_hidden_size", "num_attention_heads", "num_gqa_groups", "layernorm_epsilon",
@@ -160,9 +163,6 @@ EXTRA_DROPPABLE = {
     "attention_dropout_ctx": (None, "only selects the RNG state used for attention dropout", ""),
     "enc_dec_attn_mask_type": (None, "read by decoder layers only", ""),
     "enc_dec_window_size": (None, "read by decoder layers only", ""),
-    "qk_norm_type": ((None,), "off", "query/key normalisation is not in the generated module"),
-    "qk_norm_eps": (None, "read with `qk_norm_type` only", ""),
-    "qk_norm_before_rope": (None, "read with `qk_norm_type` only", ""),
     "softmax_type": (("vanilla",), "the default softmax", "attention sinks are not in the generated module"),
     "return_max_logit": ((False,), "off", "the generated module does not return the max logit"),
 }

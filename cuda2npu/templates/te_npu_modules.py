@@ -501,7 +501,9 @@ class MultiheadAttention(torch.nn.Module):
     parameters; with it one ``weight`` whose rows are, per GQA group, the group's query heads
     then its key and value heads (``qkv_weight_interleaved``, TE's default) or ``[q | k | v]``.
     ``rotary_pos_emb`` (from :class:`RotaryPositionEmbedding`, or a (query, key) pair of them)
-    rotates q and k after the split, as TE does.
+    rotates q and k after the split, as TE does; ``qk_norm_type`` ``RMSNorm``/``LayerNorm``
+    normalises each head of q and k (modules ``q_norm``, ``k_norm``) after RoPE, or before it with
+    ``qk_norm_before_rope``.
     """
 
     def __init__(self, hidden_size, num_attention_heads, kv_channels=None, attention_dropout=0.1,
@@ -509,10 +511,13 @@ class MultiheadAttention(torch.nn.Module):
                  attn_mask_type="causal", window_size=None, *, num_gqa_groups=None, params_dtype=None,
                  return_bias=False, return_layernorm_output=False, input_layernorm=False, attention_type="self",
                  fuse_qkv_params=False, zero_centered_gamma=False, qkv_weight_interleaved=True,
-                 rotary_pos_interleaved=False, bias=True, normalization="LayerNorm", device="npu", qkv_format="sbhd"):
+                 rotary_pos_interleaved=False, bias=True, normalization="LayerNorm", device="npu", qkv_format="sbhd",
+                 qk_norm_type=None, qk_norm_eps=1e-6, qk_norm_before_rope=False):
         super().__init__()
         if attention_type != "self":
             raise NotImplementedError("MultiheadAttention: cross attention is not supported")
+        if qk_norm_type not in (None, "RMSNorm", "LayerNorm"):
+            raise NotImplementedError(f"MultiheadAttention: qk_norm_type={qk_norm_type!r} is not supported")
         self.attn_mask_type, self.window_size, self.qkv_format = attn_mask_type, window_size, qkv_format
         self.input_layernorm, self.return_layernorm_output = input_layernorm, return_layernorm_output
         self.return_bias = return_bias
@@ -521,6 +526,12 @@ class MultiheadAttention(torch.nn.Module):
         self.head_dim = kv_channels or hidden_size // num_attention_heads
         self.qkv_weight_interleaved = qkv_weight_interleaved and fuse_qkv_params
         self.rotary_pos_interleaved = rotary_pos_interleaved
+        self.qk_norm_before_rope = qk_norm_before_rope
+        self.q_norm = self.k_norm = None
+        if qk_norm_type is not None:  # over each head's channels, TE's own (default-dtype) norm modules
+            norm = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}[qk_norm_type]
+            self.q_norm, self.k_norm = (norm(kv_channels or hidden_size // num_attention_heads, qk_norm_eps,
+                                             device=device) for _ in range(2))
         hidden_q, hidden_kv = self.head_dim * num_attention_heads, self.head_dim * self.num_gqa_groups
         common = dict(bias=bias, params_dtype=params_dtype, init_method=init_method, device=device)
         split = None if fuse_qkv_params else OrderedDict(query=hidden_q, key=hidden_kv, value=hidden_kv)
@@ -566,12 +577,16 @@ class MultiheadAttention(torch.nn.Module):
         else:
             mixed = self.qkv(hidden_states)
         query, key, value = self._split_qkv(mixed)
+        if self.q_norm is not None and self.qk_norm_before_rope:
+            query, key = self.q_norm(query), self.k_norm(key)
         if rotary_pos_emb is not None:
             q_emb, k_emb = rotary_pos_emb if isinstance(rotary_pos_emb, tuple) else (rotary_pos_emb,) * 2
             query = apply_rotary_pos_emb(query, q_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
                                          cu_seqlens=cu_seqlens_q)
             key = apply_rotary_pos_emb(key, k_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
                                        cu_seqlens=cu_seqlens_kv)
+        if self.q_norm is not None and not self.qk_norm_before_rope:
+            query, key = self.q_norm(query), self.k_norm(key)
         context = self.core_attention(
             query, key, value, attention_mask=attention_mask, qkv_format=self.qkv_format,
             cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv, attn_mask_type=attn_mask_type or self.attn_mask_type,

@@ -11,10 +11,12 @@ followed by its key and value heads (TE's interleaved layout). ``kv_channels`` d
 ``hidden_size // num_attention_heads``.
 
 ``rotary_pos_emb`` (a ``[s, 1, 1, d]`` angle tensor or a (query, key) pair) rotates q and k after
-the split, as TE does (:mod:`.rope`). ``forward`` returns the projection output, then its bias
+the split, as TE does (:mod:`.rope`); ``qk_norm_type`` ``RMSNorm``/``LayerNorm`` normalises each
+head of q and k (``q_norm``/``k_norm``, TE norm modules) after RoPE, or before it with
+``qk_norm_before_rope``. ``forward`` returns the projection output, then its bias
 if ``return_bias``, then the layernorm output if ``input_layernorm and return_layernorm_output``. Cross attention
-(``attention_type="cross"``/``encoder_output``), ``inference_params`` and ``qk_norm_type`` raise
-NotImplementedError. Arguments after ``window_size`` are keyword-only.
+(``attention_type="cross"``/``encoder_output``), ``inference_params`` and ``qk_norm_type``
+``L2Normalization`` raise NotImplementedError. Arguments after ``window_size`` are keyword-only.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ import torch
 
 from ..module.base import check_options
 from ..module.layernorm_linear import LayerNormLinear
+from ..module.layernorm import LayerNorm, RMSNorm
 from ..module.linear import Linear
 from .dot_product_attention import DotProductAttention
 from .rope import apply_rotary_pos_emb
+
+_QK_NORMS = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}
 
 
 class MultiheadAttention(torch.nn.Module):
@@ -45,10 +50,15 @@ class MultiheadAttention(torch.nn.Module):
         check_options("MultiheadAttention", options)
         if attention_type != "self":
             raise NotImplementedError("MultiheadAttention(attention_type='cross') has no CPU stand-in")
-        if qk_norm_type is not None:
+        if qk_norm_type not in (None, "RMSNorm", "LayerNorm"):
             raise NotImplementedError(f"MultiheadAttention(qk_norm_type={qk_norm_type!r}) has no CPU stand-in")
         self.qkv_format = qkv_format
         self.rotary_pos_interleaved = rotary_pos_interleaved
+        self.qk_norm_before_rope = qk_norm_before_rope
+        head_dim = kv_channels if kv_channels else hidden_size // num_attention_heads
+        # TE `_create_qk_norm_modules`: TE norms over the head dimension, created before the QKV projection
+        self.q_norm, self.k_norm = (None, None) if qk_norm_type is None else (
+            _QK_NORMS[qk_norm_type](normalized_shape=head_dim, eps=qk_norm_eps, device=device) for _ in range(2))
         self.attn_mask_type = attn_mask_type
         self.window_size = window_size
         self.input_layernorm = input_layernorm
@@ -109,12 +119,16 @@ class MultiheadAttention(torch.nn.Module):
         else:
             mixed = self.qkv(hidden_states)
         query, key, value = self._split_qkv(mixed)
+        if self.q_norm is not None and self.qk_norm_before_rope:
+            query, key = self.q_norm(query), self.k_norm(key)
         if rotary_pos_emb is not None:  # TE applies RoPE to q and k after the split
             q_emb, k_emb = rotary_pos_emb if isinstance(rotary_pos_emb, tuple) else (rotary_pos_emb,) * 2
             query = apply_rotary_pos_emb(query, q_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
                                          cu_seqlens=cu_seqlens_q)
             key = apply_rotary_pos_emb(key, k_emb, self.qkv_format, interleaved=self.rotary_pos_interleaved,
                                        cu_seqlens=cu_seqlens_kv)
+        if self.q_norm is not None and not self.qk_norm_before_rope:
+            query, key = self.q_norm(query), self.k_norm(key)
         context = self.core_attention(
             query, key, value, attention_mask=attention_mask, qkv_format=self.qkv_format,
             cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv, cu_seqlens_q_padded=cu_seqlens_q_padded,
