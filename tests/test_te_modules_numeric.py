@@ -43,6 +43,20 @@ MODEL = textwrap.dedent(
                                         cu_seqlens=cu_seqlens)
 
 
+    class LlamaDecoderLayer(te.TransformerLayer):
+        """TE's Llama tutorial pattern: a subclass choosing its arguments and applying RoPE in forward."""
+
+        def __init__(self):
+            super().__init__(hidden_size=16, ffn_hidden_size=32, num_attention_heads=4, bias=False,
+                             layernorm_epsilon=1e-6, hidden_dropout=0, attention_dropout=0, fuse_qkv_params=False,
+                             normalization="RMSNorm", activation="swiglu", attn_input_format="bshd", num_gqa_groups=2)
+            self.rope = RotaryPositionEmbedding(4)
+
+        def forward(self, hidden_states):
+            freqs = self.rope(max_seq_len=hidden_states.shape[1]).to(hidden_states.device)
+            return (super().forward(hidden_states, rotary_pos_emb=freqs),)
+
+
     PACKED = dict(cu_seqlens_q=torch.tensor([0, 5, 12], dtype=torch.int32),
                   cu_seqlens_kv=torch.tensor([0, 5, 12], dtype=torch.int32), max_seqlen_q=7, max_seqlen_kv=7)
 
@@ -98,6 +112,7 @@ MODEL = textwrap.dedent(
             "mha_layernorm_qk_norm_after_rope_gqa": (
                 te.MultiheadAttention(16, 4, attention_dropout=0.0, num_gqa_groups=2, qk_norm_type="LayerNorm"),
                 (5, 2, 16), lambda x: {"rotary_pos_emb": rope(x.shape[0]).to(x.device)}),
+            "llama_decoder_subclass": (LlamaDecoderLayer(), (2, 5, 16)),
             "layer_rope_thd_padding_causal": (
                 te.TransformerLayer(16, 32, 4, hidden_dropout=0.0, attention_dropout=0.0, attn_input_format="thd",
                                     self_attn_mask_type="padding_causal", fuse_qkv_params=True),
@@ -255,7 +270,7 @@ def errors(tmp_path_factory) -> dict:
 
 def test_modules_load_te_checkpoints_and_match(errors):
     modules = {name: e for name, e in errors.items() if isinstance(name, str)}
-    assert len(modules) == 23
+    assert len(modules) == 24
     bad = {name: e for name, e in modules.items() if max(e) > 1e-5}
     assert not bad, bad
 

@@ -254,7 +254,18 @@ class TransformerEngine(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
             qualified = self.resolver.qualified_name(base.value)
-            if qualified and qualified.startswith("transformer_engine."):
+            if not qualified or not qualified.startswith("transformer_engine."):
+                continue
+            name = te_name(qualified)
+            if name in FUSED and name[0].isupper():
+                target = f"{MODULE}.{name}"
+                self.report("NPU418", base, f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
+                            "it takes TE's constructor arguments and keeps TE's parameter names; review what the "
+                            "subclass passes to `super().__init__` (tensor-parallel, FP8 or userbuffer arguments are "
+                            "not accepted there) and whether it uses TE internals (`fp8_meta`, ...)",
+                            lambda updated, t=target: updated.with_changes(value=expression(t)), companion=COMPANION)
+                self.uses_generated = True
+            else:
                 self.report("NPU417", base, f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
                             "forward arguments; derive from the matching torch.nn module by hand")
 
