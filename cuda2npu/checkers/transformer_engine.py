@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from cuda2npu.checkers.attention_common import (
     NOT_LITERAL,
@@ -257,7 +258,8 @@ class TransformerEngine(Rule):
             if not qualified or not qualified.startswith("transformer_engine."):
                 continue
             name = te_name(qualified)
-            if name in FUSED and name[0].isupper():
+            problem = self._super_init_problem(node, name) if name in FUSED and name[0].isupper() else "no counterpart"
+            if problem is None:
                 target = f"{MODULE}.{name}"
                 self.report("NPU418", base, f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
                             "it takes TE's constructor arguments and keeps TE's parameter names; review what the "
@@ -265,9 +267,27 @@ class TransformerEngine(Rule):
                             "not accepted there) and whether it uses TE internals (`fp8_meta`, ...)",
                             lambda updated, t=target: updated.with_changes(value=expression(t)), companion=COMPANION)
                 self.uses_generated = True
-            else:
+            elif problem == "no counterpart":
                 self.report("NPU417", base, f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
                             "forward arguments; derive from the matching torch.nn module by hand")
+            else:
+                self.report("NPU418", base, f"subclass of `te.{name}` not rewritten: its `super().__init__` call "
+                            f"{problem}", tier=Tier.MANUAL)
+
+    @staticmethod
+    def _super_init_problem(node: cst.ClassDef, name: str) -> str | None:
+        """Why the class's ``super().__init__(...)`` calls cannot go to the generated class (None: they can)."""
+        spec = FUSED[name]
+        for call in m.findall(node.body, SUPER_INIT):
+            try:
+                bound = bind(call, spec.params, max_positional=spec.positional)
+            except Unbindable as exc:
+                return f"cannot be checked against the generated `{MODULE}.{name}`: {exc}"
+            extra = [param for param in bound if param not in spec.accepted]
+            if extra:
+                names = ", ".join(f"`{param}=`" for param in extra)
+                return f"passes {names}, which the generated `{MODULE}.{name}` does not take (TE-only arguments)"
+        return None
 
     def _recipe_call(self, node: cst.Call) -> None:
         if node in self.dropped_recipe_args:
@@ -503,6 +523,9 @@ class TransformerEngine(Rule):
             code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
             self.report(code_, original_node, describe_support(imports, ()), support_fix(imports), tier=tier,
                         needs_torch_npu=False)
+
+
+SUPER_INIT = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__")))
 
 
 def _with_arguments(call: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
