@@ -262,9 +262,8 @@ class TransformerEngine(Rule):
             if problem is None:
                 target = f"{MODULE}.{name}"
                 self.report("NPU418", base, f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
-                            "it takes TE's constructor arguments and keeps TE's parameter names; review what the "
-                            "subclass passes to `super().__init__` (tensor-parallel, FP8 or userbuffer arguments are "
-                            "not accepted there) and whether it uses TE internals (`fp8_meta`, ...)",
+                            "it takes the arguments its `super().__init__` passes and keeps TE's parameter names; "
+                            "review whether the subclass uses TE internals (`fp8_meta`, ...), which do not exist there",
                             lambda updated, t=target: updated.with_changes(value=expression(t)), companion=COMPANION)
                 self.uses_generated = True
             elif problem == "no counterpart":
