@@ -23,6 +23,23 @@ def _imports_module(statement: cst.CSTNode, prefix: str) -> bool:
     return False
 
 
+def is_import_line(statement: cst.CSTNode) -> bool:
+    """A line holding only ``import``/``from ... import`` statements."""
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """A line holding only a string literal (a module, class or function docstring when first)."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def has_plain_torch_npu_import(module: cst.Module) -> bool:
     """``import torch_npu`` (unaliased) at module level or in a module-level ``try:``."""
     statements = list(module.body)

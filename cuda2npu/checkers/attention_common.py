@@ -24,6 +24,7 @@ import libcst as cst
 
 from cuda2npu.checkers.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.imports import is_docstring, is_import_line
 from cuda2npu.names import dotted_name
 
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
@@ -318,12 +319,6 @@ def binds_module(resolver, name: str) -> bool:
     return found is not None and name in found
 
 
-def _is_import_line(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
-    )
-
-
 def _contains_import(statement: cst.CSTNode) -> bool:
     found = []
 
@@ -342,15 +337,6 @@ def _contains_import(statement: cst.CSTNode) -> bool:
 
     statement.visit(_Finder())
     return bool(found)
-
-
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
 
 
 def has_import(body: Sequence[cst.CSTNode], name: str) -> bool:
@@ -398,7 +384,7 @@ def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[st
     first_import = None
     insert_at = 0
     for index, statement in enumerate(body):
-        if _is_docstring(statement) and index == 0:
+        if is_docstring(statement) and index == 0:
             insert_at = 1
             continue
         if isinstance(statement, cst.SimpleStatementLine) and any(
@@ -406,12 +392,12 @@ def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[st
         ):
             insert_at = index + 1
             continue
-        if _is_import_line(statement):
+        if is_import_line(statement):
             first_import = index
         break
     top = [name for name in absent if name.split(".")[0] != "torch"]
     torch_names = [name for name in absent if name.split(".")[0] == "torch"]
-    existing_torch = next((i for i, st in enumerate(body) if _is_import_line(st) and any(
+    existing_torch = next((i for i, st in enumerate(body) if is_import_line(st) and any(
         isinstance(small, cst.Import) and any((dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names)
         for small in st.body)), None)
     if existing_torch is None:  # `import torch` goes with the new stdlib imports, at the top of the block
@@ -441,7 +427,7 @@ def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[st
         for index, statement in enumerate(body):
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 break
-            if _is_import_line(statement) or (
+            if is_import_line(statement) or (
                 isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement)
             ):
                 after = index

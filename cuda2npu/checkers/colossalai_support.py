@@ -20,6 +20,7 @@ import libcst as cst
 
 from cuda2npu.diagnostics import Tier
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.imports import is_docstring, is_import_line
 from cuda2npu.names import dotted_name
 
 TRIGGERS = (r"colossalai",)
@@ -194,21 +195,6 @@ def _bound_names(small: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, s
     return out
 
 
-def _is_import_line(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-    )
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
-
-
 class FileIndex(cst.CSTVisitor):
     """One cheap pre-pass over the module for the native booster analysis: every node's parent, the
     functions and the calls. ``on_visit`` is overridden directly (no per-type dispatch), which is several
@@ -336,9 +322,9 @@ class ImportEditor:
         body = list(self.module.body)
         last_import = None
         for stmt in body:
-            if _is_import_line(stmt):
+            if is_import_line(stmt):
                 last_import = stmt
-            elif _is_docstring(stmt) and last_import is None:
+            elif is_docstring(stmt) and last_import is None:
                 continue
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or (
                 isinstance(stmt, cst.If) and last_import is not None
@@ -347,7 +333,7 @@ class ImportEditor:
         if last_import is not None:
             return last_import, False
         for stmt in body:
-            if not _is_docstring(stmt):
+            if not is_docstring(stmt):
                 return stmt, True
         return (body[-1], False) if body else (None, False)
 
@@ -384,7 +370,7 @@ class ImportEditor:
     def _plan_removals(self, edits, removable: frozenset[str], code: str) -> None:
         candidates = []
         for stmt in self.module.body:
-            if not _is_import_line(stmt):
+            if not is_import_line(stmt):
                 continue
             for small in stmt.body:
                 for alias, bound, qualified in _bound_names(small):
