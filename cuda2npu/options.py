@@ -37,7 +37,8 @@ class Options:
     def for_path(self, path) -> "Options":
         """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``."""
         options = self
-        if Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file():  # not notebooks
+        # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
+        if self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file():
             options = replace(options, in_package=True)
         if not self.per_file_ignores:
             return options
