@@ -8,6 +8,7 @@ when it differs from the template (the user edited it) it is kept and reported.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,6 +31,7 @@ class Companion:
         return {"path": self.path, "status": self.status, "needed_by": self.needed_by}
 
 
+@functools.lru_cache(maxsize=None)
 def template(name: str) -> bytes:
     return resources.files("cuda2npu").joinpath("templates", name).read_bytes()
 
