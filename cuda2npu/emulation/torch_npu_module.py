@@ -39,14 +39,21 @@ EMULATED_OPS = {
 
 
 def _npu_only(name: str, fn):
-    """Wrap a reference op with the real op's device check on every tensor argument."""
+    """Wrap a reference op with the real op's device check on every tensor argument.
+
+    A fused op is one kernel: autocast neither casts its inputs nor the aten ops the reference is
+    written with, hence autocast is off inside. INFERRED: torch_npu's autocast lists
+    (torch_npu/csrc/aten/AutoCastOps.cpp) name aten ops; whether any ``npu_*`` fused op is cast is
+    UNVERIFIED, so the emulator runs them in their inputs' dtype.
+    """
 
     @functools.wraps(fn)
     def op(*args, **kwargs):
         for value in (*args, *kwargs.values()):
             if isinstance(value, torch.Tensor) and value.device.type != "npu":
                 raise RuntimeError(f"{name}: only npu tensor is supported, got a tensor on {value.device}")
-        return fn(*args, **kwargs)
+        with torch.autocast("npu", enabled=False):
+            return fn(*args, **kwargs)
 
     return op
 

@@ -453,3 +453,20 @@ def test_torch_npu_entry_point_runs_on_npu_and_rejects_cpu():
     assert qn.grad.device.type == "npu" and kn.grad.shape == k.shape
     with pytest.raises(RuntimeError, match="only npu tensor"):
         torch_npu.npu_fusion_attention(q, k, v, 4, "BNSD")
+
+
+@in_npu_process
+def test_fused_ops_run_as_one_kernel_under_autocast():
+    """Inside bf16 autocast the op runs in its inputs' dtype; the causal mask's fill value must not
+    be cast to bf16 (it overflowed: "value cannot be converted to type c10::BFloat16")."""
+    import torch_npu
+
+    q, k, v = qkv(2, 4, 4, 5, 5, 8, dtype=torch.bfloat16)
+    qn, kn, vn = (t.npu() for t in (q, k, v))
+    with torch.autocast("npu", dtype=torch.bfloat16):
+        out = torch_npu.npu_fusion_attention(qn, kn, vn, 4, "BNSD", atten_mask=COMPRESSED.npu(), sparse_mode=2,
+                                             scale=0.3)[0]
+        normed = torch_npu.npu_rms_norm(qn.float(), torch.ones(8, device="npu"))[0]
+    assert out.dtype == torch.bfloat16 and normed.dtype == torch.float32
+    masked = loop_mask(5, 5, lambda i, j: j > i)
+    assert_close(out.cpu(), ref_attention(q, k, v, 0.3, masked=masked)[0], torch.bfloat16)
