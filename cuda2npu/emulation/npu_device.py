@@ -115,8 +115,8 @@ def current_device() -> int:
     return 0
 
 
-def set_device(dev) -> None:
-    _index(dev)
+def set_device(device) -> None:
+    _index(device)
 
 
 def is_initialized() -> bool:
@@ -131,19 +131,19 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
-def synchronize(dev=None) -> None:
+def synchronize(device=None) -> None:
     """Kernels run synchronously on CPU: there is never outstanding work."""
-    _index(dev)
+    _index(device)
 
 
-def get_device_name(dev=None) -> str:
-    _index(dev)
+def get_device_name(device_name=None) -> str:
+    _index(device_name)
     return DEVICE_NAME
 
 
-def get_device_capability(dev=None):
+def get_device_capability(device=None):
     """None unless ``TORCH_NPU_DEVICE_CAPABILITY="major.minor"`` is set (torch_npu_api.md §4.2)."""
-    _index(dev)
+    _index(device)
     value = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY")
     if not value:
         return None
@@ -165,8 +165,8 @@ class _DeviceProperties:
         return f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // 2**20}MB)"
 
 
-def get_device_properties(dev=None) -> _DeviceProperties:
-    _index(dev)
+def get_device_properties(device_name=None) -> _DeviceProperties:
+    _index(device_name)
     return _DeviceProperties()
 
 
@@ -182,8 +182,8 @@ def get_amp_supported_dtype() -> list:
 class device:
     """Context manager selecting an npu device (only ``npu:0`` exists)."""
 
-    def __init__(self, dev) -> None:
-        self.idx = _index(dev)
+    def __init__(self, device) -> None:
+        self.idx = _index(device)
 
     def __enter__(self):
         return self
@@ -275,33 +275,33 @@ class Stream:
 _streams: list[Stream] = []  # [default stream, *streams entered with ``stream(...)``]
 
 
-def default_stream(dev=None) -> Stream:
-    _index(dev)
+def default_stream(device=None) -> Stream:
+    _index(device)
     if not _streams:
         _streams.append(Stream())
     return _streams[0]
 
 
-def current_stream(dev=None) -> Stream:
-    return default_stream(dev) if len(_streams) <= 1 else _streams[-1]
+def current_stream(device=None) -> Stream:
+    return default_stream(device) if len(_streams) <= 1 else _streams[-1]
 
 
-def set_stream(s: Stream) -> None:
+def set_stream(stream: Stream) -> None:
     default_stream()
     if len(_streams) == 1:
-        _streams.append(s)
+        _streams.append(stream)
     else:
-        _streams[-1] = s
+        _streams[-1] = stream
 
 
 @contextlib.contextmanager
-def stream(s: Stream | None):
-    """Make ``s`` the current stream inside the block (None: leave it unchanged)."""
-    if s is None:
+def stream(stream: Stream | None):
+    """Make ``stream`` the current stream inside the block (None: leave it unchanged)."""
+    if stream is None:
         yield
         return
     default_stream()
-    _streams.append(s)
+    _streams.append(stream)
     try:
         yield
     finally:
@@ -359,34 +359,34 @@ def _host_memory() -> tuple[int, int]:
     return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
 
 
-def mem_get_info(dev=None) -> tuple[int, int]:
+def mem_get_info(device=None) -> tuple[int, int]:
     """(free, total) bytes of *host* memory, which is what the emulated device allocates from."""
-    _index(dev)
+    _index(device)
     return _host_memory()
 
 
-def memory_allocated(dev=None) -> int:
-    _index(dev)
+def memory_allocated(device=None) -> int:
+    _index(device)
     return 0
 
 
-def max_memory_allocated(dev=None) -> int:
-    _index(dev)
+def max_memory_allocated(device=None) -> int:
+    _index(device)
     return 0
 
 
-def memory_reserved(dev=None) -> int:
-    _index(dev)
+def memory_reserved(device=None) -> int:
+    _index(device)
     return 0
 
 
-def max_memory_reserved(dev=None) -> int:
-    _index(dev)
+def max_memory_reserved(device=None) -> int:
+    _index(device)
     return 0
 
 
-def memory_stats(dev=None) -> dict:
-    _index(dev)
+def memory_stats(device=None) -> dict:
+    _index(device)
     keys = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes")
     stats = {}
     for key in keys:
@@ -395,8 +395,8 @@ def memory_stats(dev=None) -> dict:
     return stats
 
 
-def memory_summary(dev=None, abbreviated: bool = False) -> str:
-    _index(dev)
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    _index(device)
     return "cuda2npu npu emulator: allocations are plain CPU tensors and are not tracked.\n"
 
 
@@ -404,12 +404,12 @@ def empty_cache() -> None:
     """No caching allocator to empty."""
 
 
-def reset_peak_memory_stats(dev=None) -> None:
-    _index(dev)
+def reset_peak_memory_stats(device=None) -> None:
+    _index(device)
 
 
-def reset_max_memory_allocated(dev=None) -> None:
-    _index(dev)
+def reset_max_memory_allocated(device=None) -> None:
+    _index(device)
 
 
 # --- autocast state (§5.2) ------------------------------------------------------------------

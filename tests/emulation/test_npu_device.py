@@ -115,6 +115,28 @@ def test_device_module_basics():
 
 
 @in_npu_process
+def test_device_functions_take_torch_npus_parameter_names():
+    """Keyword calls as written against torch_npu (torch_npu/npu/utils.py, memory.py, __init__.py)."""
+    torch.npu.set_device(device=0)
+    torch.npu.synchronize(device=0)
+    with torch.npu.device(device="npu:0"):
+        pass
+    assert torch.npu.get_device_name(device_name=0) == torch.npu.get_device_properties(device_name=0).name
+    torch.npu.get_device_capability(device=0)
+    torch.npu.mem_get_info(device=0)
+    for query in (torch.npu.memory_allocated, torch.npu.max_memory_allocated, torch.npu.memory_reserved,
+                  torch.npu.max_memory_reserved):
+        assert query(device=0) == 0
+    torch.npu.memory_stats(device=0)
+    torch.npu.memory_summary(device=0, abbreviated=True)
+    torch.npu.reset_peak_memory_stats(device=0)
+    side = torch.npu.Stream()
+    with torch.npu.stream(stream=side):
+        assert torch.npu.current_stream(device=0) is side
+    torch.npu.set_stream(stream=torch.npu.default_stream(device=0))
+
+
+@in_npu_process
 def test_module_dtype_conversion_after_moving_to_npu():
     model = torch.nn.Linear(4, 4).npu().to(torch.bfloat16)
     x = torch.randn(2, 4).npu().to(torch.bfloat16)
