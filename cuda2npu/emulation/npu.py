@@ -115,12 +115,13 @@ def _install_backend() -> None:
     """The permanent part: backend, kernels, torch.npu, deserializer (once per process)."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    from cuda2npu.emulation import npu_amp, npu_autocast, npu_device, npu_patches, npu_tensor
+    from cuda2npu.emulation import npu_amp, npu_autocast, npu_device, npu_patches, npu_rnn, npu_tensor
 
     _setup_privateuseone_for_python_backend(rename="npu", backend_module=npu_device)
     sys.modules["torch.npu.amp"] = npu_amp
     _backend_libraries.extend(npu_tensor.install_backend_kernels())
     _backend_libraries.extend(npu_autocast.install_autocast_kernels())
+    _backend_libraries.append(npu_rnn.install_rnn_kernels())
     npu_patches.register_deserializer()
     # Module.to()/half() on wrapper-subclass parameters must swap whole tensors: assigning
     # `param.data` changes the wrapper's dtype but not the CPU tensor it holds.

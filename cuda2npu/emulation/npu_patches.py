@@ -12,7 +12,24 @@
   marked as npu, and ``Tensor.set_`` on the npu wrapper adopts it (aliasing between saved
   tensors is preserved).
 
-The first two are undone by :func:`remove_patches`; the deserializer is permanent, like the
+* ``RNNBase.load_state_dict``: the emulation loads parameters by swapping whole tensors (see
+  :mod:`.npu`), and ``torch.nn.LSTM``/``GRU`` keep weak references to their weights
+  (``_flat_weight_refs``), which ``torch.utils.swap_tensors`` refuses ("Cannot swap t1 because
+  it has weakref"). The patch drops the references while loading and rebuilds them after, as
+  ``RNNBase._apply`` does around ``.to()``.
+
+* ``torch.accelerator`` synchronisation and memory queries: torch asks the backend's C++
+  device guard and caching allocator, which a Python backend has none of ("Backend doesn't
+  support synchronizing", an internal assert). They are answered by ``torch.npu`` (the
+  device selection and stream functions of ``torch.accelerator`` already work).
+
+* ``torch.nn.DataParallel``: scattering calls ``torch._C._scatter``, a CUDA/NPU C++ kernel.
+  With the emulator's one device a DataParallel module runs its module directly, which is what
+  scatter/gather over one device amounts to. (Current torch_npu runs DataParallel on npu devices,
+  torch_npu's test/distributed/test_data_parallel.py; older Ascend migration guides said it was
+  unsupported.)
+
+The first five are undone by :func:`remove_patches`; the deserializer is permanent, like the
 device it belongs to.
 """
 
@@ -20,10 +37,14 @@ from __future__ import annotations
 
 import torch
 
+from cuda2npu.emulation import npu_device
+
 __all__ = ["apply_patches", "patches_applied", "register_deserializer", "remove_patches"]
 
 _ORIGINAL_GENERATOR = torch.Generator
 _ORIGINAL_PIN_MEMORY = torch.Tensor.pin_memory
+_ORIGINAL_RNN_LOAD = torch.nn.RNNBase._load_from_state_dict
+_ORIGINAL_DATA_PARALLEL_FORWARD = torch.nn.DataParallel.forward
 
 
 class _GeneratorMeta(type(_ORIGINAL_GENERATOR)):
@@ -53,14 +74,55 @@ def _pin_memory(self, device=None):
     return self.clone()
 
 
+def _rnn_load_from_state_dict(self, *args, **kwargs):
+    """Load without the weak references that block tensor swapping, then rebuild them."""
+    self._flat_weight_refs = []
+    try:
+        return _ORIGINAL_RNN_LOAD(self, *args, **kwargs)
+    finally:
+        self._init_flat_weights()
+
+
+def _data_parallel_forward(self, *inputs, **kwargs):
+    """One device: scatter and gather are the identity, so run the module itself."""
+    return self.module(*inputs, **kwargs)
+
+
+# torch.accelerator function -> the torch.npu function answering it (same arguments).
+_ACCELERATOR_FUNCTIONS = {
+    "synchronize": npu_device.synchronize,
+    "empty_cache": npu_device.empty_cache,
+    "get_memory_info": npu_device.mem_get_info,
+    "memory_allocated": npu_device.memory_allocated,
+    "max_memory_allocated": npu_device.max_memory_allocated,
+    "memory_reserved": npu_device.memory_reserved,
+    "max_memory_reserved": npu_device.max_memory_reserved,
+    "memory_stats": npu_device.memory_stats,
+    "reset_peak_memory_stats": npu_device.reset_peak_memory_stats,
+    "reset_accumulated_memory_stats": npu_device.reset_peak_memory_stats,
+}
+_ACCELERATOR_MODULES = tuple(m for m in (getattr(torch, "accelerator", None),
+                                         getattr(getattr(torch, "accelerator", None), "memory", None)) if m)
+_ORIGINAL_ACCELERATOR = {(m, n): getattr(m, n) for m in _ACCELERATOR_MODULES for n in _ACCELERATOR_FUNCTIONS
+                         if hasattr(m, n)}
+
+
 def apply_patches() -> None:
     torch.Generator = _Generator
     torch.Tensor.pin_memory = _pin_memory
+    torch.nn.RNNBase._load_from_state_dict = _rnn_load_from_state_dict
+    torch.nn.DataParallel.forward = _data_parallel_forward
+    for module, name in _ORIGINAL_ACCELERATOR:
+        setattr(module, name, _ACCELERATOR_FUNCTIONS[name])
 
 
 def remove_patches() -> None:
     torch.Generator = _ORIGINAL_GENERATOR
     torch.Tensor.pin_memory = _ORIGINAL_PIN_MEMORY
+    torch.nn.RNNBase._load_from_state_dict = _ORIGINAL_RNN_LOAD
+    torch.nn.DataParallel.forward = _ORIGINAL_DATA_PARALLEL_FORWARD
+    for (module, name), original in _ORIGINAL_ACCELERATOR.items():
+        setattr(module, name, original)
 
 
 def patches_applied() -> bool:

@@ -69,6 +69,20 @@ def test_torch_cuda_api():
     assert not torch.cuda.is_available()
 
 
+def test_torch_accelerator_is_the_emulated_cuda_device():
+    with emulate_cuda():
+        accelerator = torch.accelerator.current_accelerator()
+        assert accelerator == torch.device("cuda") and torch.accelerator.is_available()
+        assert torch.accelerator.device_count() == 1 and torch.accelerator.current_device_index() == 0
+        torch.accelerator.set_device_index(0)
+        torch.accelerator.synchronize()
+        assert torch.zeros(2, device=accelerator).device.type == "cpu"
+        assert torch.accelerator.memory_allocated() == 0
+        with pytest.raises(RuntimeError, match="one device"):
+            torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_accelerator() is None
+
+
 @pytest.mark.filterwarnings("ignore:`torch.cuda.amp:FutureWarning")
 def test_autocast_and_grad_scaler_map_to_cpu():
     a, b = torch.randn(4, 4), torch.randn(4, 4)

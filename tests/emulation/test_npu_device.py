@@ -7,6 +7,7 @@ The first two tests run here and check that importing the package installs nothi
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import subprocess
@@ -440,3 +441,51 @@ def test_emulate_npu_is_idempotent_and_context_exit_removes_the_fake_package():
     finally:
         emulate_npu()
     assert "torch_npu" in sys.modules
+
+
+@in_npu_process
+def test_recurrent_layers_match_cpu_in_outputs_and_gradients():
+    """LSTM/GRU/cells reach aten::_thnn_fused_*_cell on a non-CPU device; CPU's own RNN kernels
+    (a separate implementation) are the reference."""
+    torch.manual_seed(0)
+    for layer, x in ((torch.nn.LSTM(4, 6, num_layers=2, batch_first=True), torch.randn(2, 3, 4)),
+                     (torch.nn.GRU(4, 6, bidirectional=True), torch.randn(3, 2, 4)),
+                     (torch.nn.LSTMCell(4, 6), torch.randn(2, 4)),
+                     (torch.nn.GRUCell(4, 6), torch.randn(2, 4))):
+        on_npu = copy.deepcopy(layer).npu()
+        expected = layer(x)
+        got = on_npu(x.npu())
+        first = lambda out: out[0] if isinstance(out, tuple) else out  # noqa: E731
+        torch.testing.assert_close(first(got).cpu(), first(expected), atol=1e-5, rtol=1e-5)
+        first(expected).pow(2).sum().backward()
+        first(got).pow(2).sum().backward()
+        for (name, p_cpu), p_npu in zip(layer.named_parameters(), on_npu.parameters()):
+            torch.testing.assert_close(p_npu.grad.cpu(), p_cpu.grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@in_npu_process
+def test_load_state_dict_into_an_lstm_on_npu():
+    source = torch.nn.LSTM(4, 6)
+    target = torch.nn.LSTM(4, 6).npu()
+    target.load_state_dict(source.state_dict())
+    x = torch.randn(3, 2, 4)
+    torch.testing.assert_close(target(x.npu())[0].cpu(), source(x)[0])
+
+
+@in_npu_process
+def test_torch_accelerator_is_the_npu():
+    assert torch.accelerator.current_accelerator() == torch.device("npu")
+    assert torch.accelerator.device_count() == 1 and torch.accelerator.current_device_index() == 0
+    torch.accelerator.synchronize()
+    x = torch.ones(3, device=torch.accelerator.current_accelerator())
+    assert x.device.type == "npu"
+    assert torch.accelerator.memory_allocated() == torch.npu.memory_allocated()
+    assert torch.accelerator.get_memory_info()[1] > 0
+    torch.accelerator.empty_cache()
+
+
+@in_npu_process
+def test_data_parallel_over_the_one_device_runs_the_module():
+    model = torch.nn.Linear(3, 2).npu()
+    x = torch.randn(4, 3).npu()
+    torch.testing.assert_close(torch.nn.DataParallel(model)(x).cpu(), model(x).cpu())
