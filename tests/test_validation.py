@@ -8,7 +8,10 @@ against deliberately broken copies of the migrated tree.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ import torch
 
 from cli_helpers import REPO, cuda2npu
 from cuda2npu.validation.compare import compare_dropout, compare_tensors, detect_precision
+from cuda2npu.validation.harness import validate
 from cuda2npu.validation.keys import map_state_dict
 
 FIXTURES = REPO / "fixtures" / "validation"
@@ -79,12 +83,44 @@ def test_missing_entry_is_an_error(mlp):
     assert result.returncode == 2 and "entry not found" in result.stdout
 
 
-def test_generated_validation_package_runs(mlp):
-    _, migrated = mlp
-    test_file = migrated / "npu_validation" / "test_npu_validation.py"
+def test_generated_validation_package_is_portable(tmp_path):
+    """No path of this machine in the harness: both trees copied elsewhere side by side still
+    validate, and so does the migrated tree alone with CUDA2NPU_ORIGINAL pointing at the original."""
+    work = tmp_path / "here"
+    shutil.copytree(FIXTURES / "mlp", work / "mlp")
+    (work / "mlp" / "pyproject.toml").write_text('[tool.cuda2npu.validate]\nentries = ["model:build"]\n')
+    assert cuda2npu("migrate", work / "mlp", "--out", work / "mlp_npu").returncode == 0
+    test_file = work / "mlp_npu" / "npu_validation" / "test_npu_validation.py"
     text = test_file.read_text()
-    assert "MODULE_CLASSES = ['model:MLP']" in text
-    assert (migrated / "npu_validation" / "README.md").exists()
+    assert "MODULE_CLASSES = ['model:MLP']" in text and str(tmp_path) not in text
+    assert "MIGRATED / '../mlp'" in text
+    moved = tmp_path / "elsewhere"
+    shutil.move(work, moved)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
+                         cwd=moved / "mlp_npu", capture_output=True, text=True)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    shutil.move(moved / "mlp", tmp_path / "original")
+    env = {**os.environ, "CUDA2NPU_ORIGINAL": str(tmp_path / "original")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
+                         cwd=moved / "mlp_npu", capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    del env["CUDA2NPU_ORIGINAL"]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "npu_validation"],
+                         cwd=moved / "mlp_npu", capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and "original tree not found" in run.stdout, run.stdout
+
+
+def test_missing_optional_dependency_of_the_original_is_a_skip(tmp_path):
+    original, migrated = tmp_path / "original", tmp_path / "migrated"
+    for tree in (original, migrated):
+        tree.mkdir()
+        (tree / "model.py").write_text(
+            "import torch\n\n\ndef build():\n    import gymnasium_absent_here  # noqa: F401\n"
+            "    return torch.nn.Linear(2, 2), (torch.ones(1, 2),)\n"
+        )
+    result = validate(original, migrated, "model:build")
+    assert result.status == "skipped" and "gymnasium_absent_here" in result.problems[0]
+    assert result.exit_code == 2  # the command line still says nothing was proven
 
 
 def test_tolerances_are_dtype_aware():

@@ -34,9 +34,6 @@ What is mapped
   ``initial_seed``, ``get/set_rng_state(_all)`` act on ``torch.default_generator`` (without
   calling ``torch.manual_seed``, which itself calls ``torch.cuda.manual_seed_all``).
   Memory statistics keep torch's own CPU-build behaviour (0, CUDA is never initialised).
-* ``torch.accelerator`` (torch >= 2.6): the current accelerator is ``cuda`` with one device;
-  ``synchronize`` / ``set_device_index`` accept index 0 and memory queries answer as
-  ``torch.cuda``'s do.
 * Autocast: ``torch.autocast("cuda", ...)``, ``torch.amp.autocast("cuda")`` and
   ``torch.cuda.amp.autocast(...)`` become CPU autocast with the same dtype (CUDA's default
   float16 when none is given). CPU autocast's op lists differ slightly from CUDA's (see
@@ -67,6 +64,10 @@ What is deliberately not emulated
 * ``x.cuda()`` on a tensor returns that same tensor (``Tensor.to`` semantics for a tensor
   already on the target device); on a real GPU it returns a copy of a CPU tensor, so
   in-place writes through the result now alias the source.
+* ``torch.accelerator`` keeps the CPU build's answer (no accelerator), so code that picks its
+  device through it takes its CPU path, like ``x.is_cuda``: claiming a CUDA accelerator would
+  send torch's own internals (the optimizers' graph-capture check calls
+  ``torch.accelerator.current_stream()``) into C++ paths a CPU build cannot serve.
 * ``torch.cuda.Stream/Event/stream/current_stream``, ``get_device_capability``,
   ``get_device_properties``, ``mem_get_info``, CUDA graphs, NCCL, ``torch.Generator("cuda")``
   and ``DataParallel`` (which queries device properties) are not mapped and raise as on any
@@ -197,19 +198,7 @@ class _Patches:
         def seed():
             generator.seed()
 
-        accelerator = [
-            (torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda")),
-            (torch.accelerator, "is_available", lambda: True),
-            (torch.accelerator, "device_count", lambda: 1),
-            (torch.accelerator, "current_device_index", lambda: 0),
-            (torch.accelerator, "set_device_index", lambda device, /: _check_index(_cuda_index(device))),
-            (torch.accelerator, "synchronize", lambda device=None, /: _check_index(_cuda_index(device))),
-        ] + [
-            (torch.accelerator, name, lambda device_index=None, /, query=getattr(cuda, name): query(device_index))
-            for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-                         "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")
-        ] if hasattr(torch, "accelerator") else []
-        return accelerator + [
+        return [
             (cuda, "is_available", lambda: True),
             (cuda, "device_count", lambda: 1),
             (cuda, "current_device", lambda: 0),

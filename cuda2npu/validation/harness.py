@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda2npu.validation.compare import TensorComparison, compare_dropout, compare_records
+from cuda2npu.validation.side import MISSING_DEPENDENCY
 
 EXIT_EQUIVALENT, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 SIDE_TIMEOUT_S = 600
@@ -17,7 +18,7 @@ SIDE_TIMEOUT_S = 600
 
 @dataclass
 class ValidationResult:
-    status: str  # "equivalent" | "mismatch" | "error"
+    status: str  # "equivalent" | "mismatch" | "error" | "skipped" (nothing could be compared)
     entry: str
     precision: str = ""
     rows: list[TensorComparison] = field(default_factory=list)
@@ -41,8 +42,8 @@ class ValidationResult:
         }
 
 
-def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int) -> str | None:
-    """Run one side; None on success, else the error description."""
+def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int) -> tuple[str, str] | None:
+    """Run one side; None on success, else (error kind, description)."""
     spec = {"role": role, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange), "seed": seed, "dropout_runs": dropout_runs}
     spec_file = exchange / f"{role}.spec.json"
     spec_file.write_text(json.dumps(spec))
@@ -52,14 +53,14 @@ def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, drop
             cwd=tree, capture_output=True, text=True, timeout=SIDE_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired:
-        return f"{role} side: timed out after {SIDE_TIMEOUT_S} s"
+        return "timeout", f"{role} side: timed out after {SIDE_TIMEOUT_S} s"
     error_file = exchange / f"{role}.error.json"
     if error_file.exists():
         error = json.loads(error_file.read_text())
-        return f"{role} side: {error['error']}: {error['message']}"
+        return error["error"], f"{role} side: {error['error']}: {error['message']}"
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
+        return "exit", f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
     return None
 
 
@@ -72,7 +73,10 @@ def validate(original: Path, migrated: Path, entry: str, precision: str | None =
         for role, tree in (("original", original), ("migrated", migrated)):
             error = _run_side(role, tree, entry, exchange, seed, dropout_runs)
             if error is not None:
-                return ValidationResult("error", entry, problems=[error])
+                kind, message = error
+                # An optional package the original needs and this machine lacks proves nothing either way.
+                status = "skipped" if kind == MISSING_DEPENDENCY else "error"
+                return ValidationResult(status, entry, problems=[message])
         left = torch.load(exchange / "original.pt", weights_only=False)
         right = torch.load(exchange / "migrated.pt", weights_only=False)
     used, rows, problems = compare_records(left, right, precision)

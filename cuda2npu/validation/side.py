@@ -157,6 +157,9 @@ def run_side(spec: dict) -> dict:
     return record
 
 
+MISSING_DEPENDENCY = "missing dependency of the original"
+
+
 def classify(exc: BaseException, role: str) -> str:
     """A short name for what went wrong, pointing at the likely cause."""
     text = str(exc)
@@ -166,6 +169,8 @@ def classify(exc: BaseException, role: str) -> str:
         return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
     if isinstance(exc, NoExampleInputs):
         return "no example inputs"
+    if role == "original" and isinstance(exc, ModuleNotFoundError):
+        return MISSING_DEPENDENCY
     if isinstance(exc, (ImportError, LookupError)):
         return "entry not found" if isinstance(exc, LookupError) else "import failure"
     if isinstance(exc, RuntimeError) and "state_dict" in text:
