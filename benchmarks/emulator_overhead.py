@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/emulator_overhead.py [--repeats N]``. Prints the best-of-N time per
 training step for a small MLP and a transformer block, on CPU and on ``npu`` (same process,
-same threads), and the ratio. Architecture §6 expects about 2x on small models: every aten op
+same threads), and the ratio. docs/design.md §6 expects about 2x on small models: every aten op
 on an npu tensor costs one Python dispatch on top of the CPU kernel.
 """
 

@@ -1,4 +1,4 @@
-"""CPU emulation of the environments cuda2npu migrates between (architecture §6).
+"""CPU emulation of the environments cuda2npu migrates between (docs/design.md §6).
 
 * :func:`emulate_npu` (:mod:`cuda2npu.emulation.npu`): the ``npu`` device, ``torch.npu`` and
   a fake ``torch_npu`` on a CPU-only machine.

@@ -9,7 +9,7 @@ Usage::
         import torch_npu
         x = torch.randn(2, 3).npu()
 
-What gets installed (architecture §6, torch_npu_api.md §4):
+What gets installed (docs/design.md §6, docs/reference/torch_npu.md §4):
 
 * permanent for the process (torch cannot unregister a backend): the private-use backend
   renamed to ``npu`` with Python kernels (:mod:`.npu_tensor`), autocast kernels

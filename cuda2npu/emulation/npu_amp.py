@@ -1,4 +1,5 @@
-"""``torch.npu.amp`` (= ``torch_npu.npu.amp``): autocast, GradScaler, custom_fwd/bwd (§5.1).
+"""``torch.npu.amp`` (= ``torch_npu.npu.amp``): autocast, GradScaler, custom_fwd/bwd
+(docs/reference/torch_npu.md §5.1).
 
 The op-level casting behind ``torch.autocast("npu")`` lives in
 :mod:`cuda2npu.emulation.npu_autocast`; this module is only the public API.

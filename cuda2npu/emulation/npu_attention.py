@@ -1,4 +1,4 @@
-"""Reference implementation of ``torch_npu.npu_fusion_attention`` (torch_npu_api.md §1).
+"""Reference implementation of ``torch_npu.npu_fusion_attention`` (docs/reference/torch_npu.md §1).
 
 Written in differentiable torch ops, computed in float32 and cast back to the input dtype, so
 autograd works through it and it runs on any device (the fake ``torch_npu`` module wraps it
@@ -166,7 +166,8 @@ def _attention_core(q, k, v, masked, pse, scale, keep_prob, sink, keep_mask):
         if bool(fully_masked.any()):
             warnings.warn(
                 "npu_fusion_attention: some query rows have every key masked; the hardware result for "
-                "such rows is UNVERIFIED (torch_npu_api.md §1.7). The emulator returns the mean of V for them.",
+                "such rows is UNVERIFIED (docs/reference/torch_npu.md §1.7). The emulator returns the "
+                "mean of V for them.",
                 RuntimeWarning,
                 stacklevel=4,
             )
@@ -267,8 +268,8 @@ def npu_fusion_attention(
         if sparse_mode in _COMPRESSED_MODES:
             warnings.warn(
                 f"npu_fusion_attention: atten_mask is None, so sparse_mode={sparse_mode} is ignored and "
-                "attention is FULL (not causal/banded), as documented (torch_npu_api.md §1.3). Pass "
-                "atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1) to get the sparse mode.",
+                "attention is FULL (not causal/banded), as documented (docs/reference/torch_npu.md "
+                "§1.3). Pass atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1) to get the sparse mode.",
                 UserWarning,
                 stacklevel=2,
             )

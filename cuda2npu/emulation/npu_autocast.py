@@ -7,8 +7,8 @@ under ``torch.autocast("npu")`` would fail. Architecture §6 pitfall: a fallthro
 Policy: torch's CUDA autocast op lists (PyTorch "Automatic Mixed Precision" docs, CUDA op
 reference; ``aten/src/ATen/autocast_mode.cpp``), which is what the task asks the emulator to
 follow. torch_npu registers its own lists (``torch_npu/csrc/aten/AutoCastOps.cpp``,
-torch_npu_api.md §4.4); whether they match CUDA's exactly is UNVERIFIED. As in ATen, a tensor
-is cast only if it is floating point, not float64, and on the npu device. The autocast weight
+docs/reference/torch_npu.md §4.4); whether they match CUDA's exactly is UNVERIFIED. As in ATen,
+a tensor is cast only if it is floating point, not float64, and on the npu device. The autocast weight
 cache is not emulated (it changes speed, not values).
 """
 

@@ -1,4 +1,4 @@
-"""The emulated ``torch.npu`` device module (= ``torch_npu.npu``), torch_npu_api.md §4.2.
+"""The emulated ``torch.npu`` device module (= ``torch_npu.npu``), docs/reference/torch_npu.md §4.2.
 
 This module object itself is registered as ``torch.npu`` by :func:`cuda2npu.emulation.emulate_npu`.
 It exposes the ``torch.cuda``-style API that torch_npu provides, for exactly one device,
@@ -142,7 +142,7 @@ def get_device_name(device_name=None) -> str:
 
 
 def get_device_capability(device=None):
-    """None unless ``TORCH_NPU_DEVICE_CAPABILITY="major.minor"`` is set (torch_npu_api.md §4.2)."""
+    """None unless ``TORCH_NPU_DEVICE_CAPABILITY="major.minor"`` is set (docs/reference/torch_npu.md §4.2)."""
     _index(device)
     value = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY")
     if not value:

@@ -1,4 +1,4 @@
-"""Reference implementations of the fused torch_npu ops of torch_npu_api.md §2.
+"""Reference implementations of the fused torch_npu ops of docs/reference/torch_npu.md §2.
 
 Each function has the documented signature, defaults, return tuple and documented input
 checks (violations raise ``RuntimeError``, as the ops' TORCH_CHECKs do); it computes in
@@ -75,7 +75,7 @@ def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-06):
            "npu_add_rms_norm", f"x1/x2 must share a float16/bfloat16/float32 dtype, got {x1.dtype}, {x2.dtype}")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (x1, x2, gamma)):
         warnings.warn(
-            "npu_add_rms_norm has no registered backward in op-plugin (torch_npu_api.md §2.2); "
+            "npu_add_rms_norm has no registered backward in op-plugin (docs/reference/torch_npu.md §2.2); "
             "training through it may fail on hardware.",
             UserWarning,
             stacklevel=2,

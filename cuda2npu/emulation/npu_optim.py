@@ -1,4 +1,4 @@
-"""``torch_npu.optim.NpuFused*`` optimizers (torch_npu_api.md §3).
+"""``torch_npu.optim.NpuFused*`` optimizers (docs/reference/torch_npu.md §3).
 
 Update math follows §3 (checked against ``torch_npu/optim/*.py``): Adam = ``torch.optim.Adam``
 (L2 added to the gradient), AdamW = ``torch.optim.AdamW`` (decoupled decay ``p *= 1 - lr*wd``),
@@ -72,12 +72,14 @@ class NpuFusedOptimizerBase(Optimizer):
                 if recorded is None:
                     raise RuntimeError(
                         f"{type(self).__name__}: a parameter got its first gradient after the fused optimizer "
-                        "combined its buffers; torch_npu would never update it (torch_npu_api.md §3)"
+                        "combined its buffers; torch_npu would never update it "
+                        "(docs/reference/torch_npu.md §3)"
                     )
                 if p.grad is not recorded[0] or p.data_ptr() != recorded[1]:
                     raise RuntimeError(
                         f"{type(self).__name__}: p.grad or p.data was replaced after the fused optimizer combined "
-                        "its buffers; torch_npu would keep updating the old storage (torch_npu_api.md §3)"
+                        "its buffers; torch_npu would keep updating the old storage "
+                        "(docs/reference/torch_npu.md §3)"
                     )
             return
         pairs = list(self._params_with_grads())

@@ -1,4 +1,4 @@
-"""Python-level patches the private-use backend registration cannot provide (architecture §6).
+"""Python-level patches the private-use backend registration cannot provide (docs/design.md §6).
 
 * ``torch.Generator(device="npu")``: torch asks the backend's C++ hooks for a new generator,
   which a Python backend cannot provide. The patched ``torch.Generator`` returns a CPU

@@ -1,6 +1,6 @@
 """Tensors on the emulated ``npu`` device: wrappers around CPU tensors.
 
-Design (``shared/design/architecture.md`` §6): torch's private-use backend is renamed to
+Design (``docs/design.md`` §6): torch's private-use backend is renamed to
 ``npu`` and given no C++ kernels. A tensor on ``npu:0`` is an :class:`NpuTensor`, a wrapper
 subclass whose ``_elem`` is an ordinary CPU tensor. Every aten op that sees a wrapper reaches
 :meth:`NpuTensor.__torch_dispatch__`, which unwraps, runs the CPU kernel and wraps the results
@@ -8,7 +8,7 @@ again. Ops that reach the ``PrivateUse1`` backend key without passing the Python
 (factories such as ``torch.empty(..., device="npu")``, and ``torch.tensor(..., device="npu")``,
 which excludes the Python key) go to the same code through a boxed backend fallback.
 
-Pitfalls handled here (each one bit the prototype, architecture §6):
+Pitfalls handled here (each one bit the prototype, docs/design.md §6):
 
 * sizes and strides are *dispatched* to the wrapped tensor (``dispatch_sizes_strides_policy=
   "sizes"``), so out-variants that resize (``torch.arange(..., device="npu")``), ``set_`` and

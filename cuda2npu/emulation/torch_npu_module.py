@@ -1,4 +1,4 @@
-"""The importable fake ``torch_npu`` package (torch_npu_api.md §0, §2, §3, §4).
+"""The importable fake ``torch_npu`` package (docs/reference/torch_npu.md §0, §2, §3, §4).
 
 ``build_modules()`` returns the ``sys.modules`` entries: ``torch_npu`` with the emulated fused
 ops, ``torch_npu.npu`` (the same module object as ``torch.npu``), ``torch_npu.npu.amp``,

@@ -1,4 +1,4 @@
-"""The emulated npu device, torch.npu and the fake torch_npu package (torch_npu_api.md §4, §5).
+"""The emulated npu device, torch.npu and the fake torch_npu package (docs/reference/torch_npu.md §4, §5).
 
 Everything that needs the device runs in the shared npu worker process (``in_npu_process``),
 because ``emulate_npu()`` registers torch's one private-use backend for the whole process.

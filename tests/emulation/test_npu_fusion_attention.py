@@ -1,4 +1,4 @@
-"""npu_fusion_attention emulation vs an independent float64 reference (torch_npu_api.md §1).
+"""npu_fusion_attention emulation vs an independent float64 reference (docs/reference/torch_npu.md §1).
 
 The reference below is written from the documented formula only: per (batch, query head h)
 it uses key/value head ``h // (Nq/Nkv)``, logits ``(q.k + pse) * scale``, a boolean mask where

@@ -1,4 +1,4 @@
-"""Fused torch_npu ops (torch_npu_api.md §2) vs independent float64 references.
+"""Fused torch_npu ops (docs/reference/torch_npu.md §2) vs independent float64 references.
 
 Each reference is written here from the documented formula. The math runs on CPU tensors in
 this process; the device-facing ``torch_npu.*`` wrappers run in the npu worker process.

@@ -1,4 +1,4 @@
-"""torch_npu.optim.NpuFused* emulation (torch_npu_api.md §3).
+"""torch_npu.optim.NpuFused* emulation (docs/reference/torch_npu.md §3).
 
 Adam/AdamW/SGD/Adadelta/RMSprop are checked step by step against ``torch.optim`` (the
 reference says they share its math); Lamb and RMSpropTF against float64 references written
