@@ -12,10 +12,11 @@ def _setup_commands() -> list[str]:
     return re.findall(r"```bash\n(.*?)\n```", text, re.DOTALL)[:2]
 
 
-def test_readme_starts_with_two_commands():
+def test_readme_starts_with_one_sentence_and_two_commands():
     text = (REPO / "README.md").read_text()
     first_block = text.index("```bash")
-    assert text[:first_block].strip() == "# cuda2npu"
+    title, sentence = text[:first_block].strip().split("\n\n")
+    assert title == "# cuda2npu" and sentence.count(". ") == 0 and sentence.endswith(".")
     install_and_run, install_and_test = _setup_commands()
     assert "cuda2npu migrate fixtures/projects/" in install_and_run
     assert "pytest" in install_and_test
@@ -24,3 +25,12 @@ def test_readme_starts_with_two_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text()
     assert _setup_commands()[1] in ci.splitlines()
+
+
+def test_local_pre_commit_hooks_match_the_published_ones():
+    """The README's `repo: local` hooks run what .pre-commit-hooks.yaml runs."""
+    text = (REPO / "README.md").read_text()
+    local = re.search(r"repo: local\n(.*?)```", text, re.DOTALL).group(1)
+    published = (REPO / ".pre-commit-hooks.yaml").read_text()
+    entries = re.findall(r"entry: (cuda2npu .*)", published)
+    assert len(entries) == 2 and all(entry in local for entry in entries)
