@@ -191,3 +191,61 @@ def test_no_entry_anywhere_is_a_usage_error(mlp):
     original, migrated = mlp
     result = cuda2npu("validate", original, migrated)
     assert result.returncode == 2 and "no --entry given" in result.stderr
+
+
+DEEP_MODEL = """import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(48, 48) for _ in range(8))
+
+    def forward(self, x):
+        with {context}:
+            for layer in self.layers:
+                x = x + torch.tanh(layer(x){change}) * 3
+        return x.float()
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().{device}(), (torch.randn(16, 48, device="{device}") * 3,)
+"""
+
+
+@pytest.fixture(scope="module")
+def deep_bf16(tmp_path_factory):
+    """A deep residual stack that amplifies bf16 rounding past the fixed bf16 bounds; the migrated
+    copy differs only by its forward running under bf16 autocast, the broken one also by a 5% gain."""
+    root = tmp_path_factory.mktemp("deep")
+    trees = {
+        "original": DEEP_MODEL.format(context="contextlib.nullcontext()", change="", device="cuda"),
+        "migrated": DEEP_MODEL.format(context='torch.autocast("npu", dtype=torch.bfloat16)', change="", device="npu"),
+        "broken": DEEP_MODEL.format(context='torch.autocast("npu", dtype=torch.bfloat16)', change=" * 1.05", device="npu"),
+    }
+    for name, source in trees.items():
+        (root / name).mkdir()
+        (root / name / "model.py").write_text("import contextlib\n" + source)
+    return root
+
+
+def test_bf16_bounds_are_calibrated_against_the_original_at_bf16(deep_bf16, tmp_path, monkeypatch):
+    report = tmp_path / "report.json"
+    result = cuda2npu("validate", deep_bf16 / "original", deep_bf16 / "migrated", "--entry", "model:build",
+                      "--precision", "bf16", "--json", report)
+    assert result.returncode == 0, result.stdout
+    assert "bounds calibrated" in result.stdout
+    data = json.loads(report.read_text())["results"][0]
+    assert any("from the original at bf16" in row["note"] for row in data["tensors"])
+    from cuda2npu.validation import harness
+
+    monkeypatch.setattr(harness, "_calibration", lambda *args: (None, []))
+    uncalibrated = validate(deep_bf16 / "original", deep_bf16 / "migrated", "model:build", "bf16")
+    assert uncalibrated.status == "mismatch"  # the fixed bf16 bounds alone reject a precision-only change
+
+
+def test_calibrated_bounds_still_catch_a_changed_computation(deep_bf16):
+    result = cuda2npu("validate", deep_bf16 / "original", deep_bf16 / "broken", "--entry", "model:build",
+                      "--precision", "bf16")
+    assert result.returncode == 1 and "MISMATCH" in result.stdout

@@ -12,6 +12,12 @@ precision the migrated model computes in:
 The precision is the lowest floating dtype among the migrated outputs unless given explicitly
 (``--precision``): a model that autocasts internally but returns float32 needs it given.
 
+Calibration (bf16/fp16): the original is run once more with its forward under autocast at that
+precision, and each tensor's bound is widened to ``CALIBRATION_MARGIN`` times the largest
+difference between the original and itself at that precision, where that is larger. A migration
+that only changes precision therefore passes however much the model amplifies rounding, and one
+that changes the math still fails wherever the math moves more than precision alone does.
+
 Parameters after the optimizer step are compared only where the gradient is above the gradient
 tolerance and the two sides' gradients agree on sign and size (the difference is under half the
 gradient): Adam-type optimizers normalise
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 TOLERANCES = {"fp32": (1e-5, 1e-6), "bf16": (2e-2, 2e-2), "fp16": (2e-3, 2e-3)}
+CALIBRATION_MARGIN = 2.0
 DTYPE_PRECISION = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
@@ -67,7 +74,9 @@ def _noise_level(expected: torch.Tensor, actual: torch.Tensor, precision: str) -
     return tiny | ((g - actual.detach().double()).abs() * 2 >= g.abs())
 
 
-def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str, ignore: torch.Tensor | None = None) -> TensorComparison:
+def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str,
+                    ignore: torch.Tensor | None = None, floor: float = 0.0) -> TensorComparison:
+    """``floor``: an absolute error every element may have (the calibrated bound)."""
     if expected.shape != actual.shape:
         note = f"shape {tuple(actual.shape)} != original {tuple(expected.shape)}"
         return TensorComparison(group, name, tuple(expected.shape), float("inf"), float("inf"), False, note)
@@ -83,20 +92,38 @@ def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch
         if int(ignore.sum()):
             note = "; ".join(filter(None, [note, f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"]))
     scale = max(1.0, float(b.abs().max()))
-    ok = bool((diff <= atol * scale + rtol * b.abs()).all()) and not bool(torch.isnan(a).any() ^ torch.isnan(b).any())
+    bound = (atol * scale + rtol * b.abs()).clamp(min=floor)
+    if floor > atol * scale:
+        note = "; ".join(filter(None, [note, f"bound {floor:.3g} from the original at {precision}"]))
+    ok = bool((diff <= bound).all()) and not bool(torch.isnan(a).any() ^ torch.isnan(b).any())
     rel = diff / (b.abs() + atol * scale)
     return TensorComparison(group, name, tuple(b.shape), float(diff.max()), float(rel.max()), ok, note)
 
 
-def compare_records(original: dict, migrated: dict, precision: str | None) -> tuple[str, list[TensorComparison], list[str]]:
-    """(precision used, per-tensor comparisons, structural problems)."""
+def _self_difference(original: torch.Tensor, calibrated, ignore: torch.Tensor | None) -> float:
+    """``CALIBRATION_MARGIN`` × max |original − original at the target precision| (0 without one)."""
+    if calibrated is None or calibrated.shape != original.shape:
+        return 0.0
+    diff = (calibrated.detach().double() - original.detach().double()).abs()
+    if ignore is not None and ignore.shape == diff.shape:
+        diff = diff.masked_fill(ignore, 0.0)
+    return CALIBRATION_MARGIN * float(diff.max()) if diff.numel() else 0.0
+
+
+def compare_records(original: dict, migrated: dict, precision: str | None,
+                    calibration: dict | None = None) -> tuple[str, list[TensorComparison], list[str]]:
+    """(precision used, per-tensor comparisons, structural problems); ``calibration``: the
+    original's record at the target precision."""
+    calibration = calibration or {}
     precision = precision or detect_precision(migrated["outputs"])
     rows: list[TensorComparison] = []
     problems: list[str] = []
     if len(original["outputs"]) != len(migrated["outputs"]):
         problems.append(f"the original returns {len(original['outputs'])} tensors, the migrated model {len(migrated['outputs'])}")
+    calibrated_outputs = calibration.get("outputs", [])
     for index, (e, a) in enumerate(zip(original["outputs"], migrated["outputs"])):
-        rows.append(compare_tensors("output", f"output[{index}]", e, a, precision))
+        floor = _self_difference(e, calibrated_outputs[index] if index < len(calibrated_outputs) else None, None)
+        rows.append(compare_tensors("output", f"output[{index}]", e, a, precision, floor=floor))
     for group in ("grads", "params_after_step"):
         left, right = original.get(group), migrated.get(group)
         if left is None and right is None:
@@ -112,7 +139,8 @@ def compare_records(original: dict, migrated: dict, precision: str | None) -> tu
         for name in sorted(set(left) & set(right)):
             grads = original.get("grads", {}).get(name), migrated.get("grads", {}).get(name)
             ignore = _noise_level(*grads, precision) if group == "params_after_step" and None not in grads else None
-            rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore))
+            floor = _self_difference(left[name], calibration.get(group, {}).get(name), ignore)
+            rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore, floor))
     return precision, rows, problems
 
 

@@ -9,7 +9,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda2npu.validation.compare import TensorComparison, compare_dropout, compare_records
+from cuda2npu.validation.compare import (
+    CALIBRATION_MARGIN,
+    TensorComparison,
+    compare_dropout,
+    compare_records,
+    detect_precision,
+)
 from cuda2npu.validation.side import MISSING_DEPENDENCY
 
 EXIT_EQUIVALENT, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
@@ -25,6 +31,7 @@ class ValidationResult:
     problems: list[str] = field(default_factory=list)
     backends: dict = field(default_factory=dict)
     dropped_keys: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -38,14 +45,19 @@ class ValidationResult:
             "backends": self.backends,
             "problems": self.problems,
             "dropped_keys": self.dropped_keys,
+            "notes": self.notes,
             "tensors": [row.to_json() for row in self.rows],
         }
 
 
-def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int) -> tuple[str, str] | None:
-    """Run one side; None on success, else (error kind, description)."""
-    spec = {"role": role, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange), "seed": seed, "dropout_runs": dropout_runs}
-    spec_file = exchange / f"{role}.spec.json"
+def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int,
+              autocast: str | None = None) -> tuple[str, str] | None:
+    """Run one side (``autocast``: the original's forward at that precision, recorded apart);
+    None on success, else (error kind, description)."""
+    record = f"{role}_at_{autocast}" if autocast else role
+    spec = {"role": role, "record": record, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange),
+            "seed": seed, "dropout_runs": dropout_runs, "autocast": autocast}
+    spec_file = exchange / f"{record}.spec.json"
     spec_file.write_text(json.dumps(spec))
     try:
         proc = subprocess.run(
@@ -54,7 +66,7 @@ def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, drop
         )
     except subprocess.TimeoutExpired:
         return "timeout", f"{role} side: timed out after {SIDE_TIMEOUT_S} s"
-    error_file = exchange / f"{role}.error.json"
+    error_file = exchange / f"{record}.error.json"
     if error_file.exists():
         error = json.loads(error_file.read_text())
         return error["error"], f"{role} side: {error['error']}: {error['message']}"
@@ -79,10 +91,26 @@ def validate(original: Path, migrated: Path, entry: str, precision: str | None =
                 return ValidationResult(status, entry, problems=[message])
         left = torch.load(exchange / "original.pt", weights_only=False)
         right = torch.load(exchange / "migrated.pt", weights_only=False)
-    used, rows, problems = compare_records(left, right, precision)
+        used = precision or detect_precision(right["outputs"])
+        calibration, notes = _calibration(original, entry, exchange, seed, used)
+    used, rows, problems = compare_records(left, right, used, calibration)
     dropout = compare_dropout(left.get("dropout_variance"), right.get("dropout_variance"))
     if dropout:
         problems.append(dropout)
     status = "equivalent" if not problems and all(r.ok for r in rows) else "mismatch"
     backends = {"original": left["backend"], "migrated": right["backend"]}
-    return ValidationResult(status, entry, used, rows, problems, backends, right.get("key_mapping", {}))
+    return ValidationResult(status, entry, used, rows, problems, backends, right.get("key_mapping", {}), notes)
+
+
+def _calibration(original: Path, entry: str, exchange: Path, seed: int, precision: str) -> tuple[dict | None, list[str]]:
+    """The original run again at a lower target precision, and a note saying what it is for."""
+    import torch
+
+    if precision == "fp32":
+        return None, []
+    error = _run_side("original", original, entry, exchange, seed, 0, autocast=precision)
+    if error is not None:
+        return None, [f"bounds not calibrated (the original at {precision} did not run: {error[1]})"]
+    record = torch.load(exchange / f"original_at_{precision}.pt", weights_only=False)
+    return record, [f"bounds calibrated: each tensor may differ from the original up to {CALIBRATION_MARGIN:g}x as much "
+                    f"as the original differs from itself when its forward runs under {precision} autocast"]
