@@ -13,6 +13,7 @@ Failures are written as ``{"error": kind, "message": ..., "traceback": ...}``; e
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import sys
@@ -26,7 +27,7 @@ from cuda2npu.validation.keys import map_state_dict
 PROJECTION_SEED = 1000
 
 
-def _emulate(role: str) -> str:
+def emulate_backend(role: str) -> str:
     """Install the stand-ins this side needs; return what runs it (for the report)."""
     if role == "original":
         if torch.cuda.is_available():
@@ -127,10 +128,17 @@ def _dropout_variance(model, inputs, runs: int) -> float:
     return float(samples.var(dim=0).mean())
 
 
+def _autocast(precision: str | None):
+    """The original at another precision (bound calibration): its forward under CUDA autocast,
+    which the CUDA emulation maps to CPU autocast."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return torch.autocast("cuda", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
 def run_side(spec: dict) -> dict:
     role, exchange = spec["role"], Path(spec["exchange"])
     sys.path.insert(0, spec["tree"])
-    backend = _emulate(role)
+    backend = emulate_backend(role)
     module_name, _, function_name = spec["entry"].partition(":")
     torch.manual_seed(spec["seed"])
     module = importlib.import_module(module_name)
@@ -145,7 +153,8 @@ def run_side(spec: dict) -> dict:
         inputs = _place_like(reference["inputs"], inputs)
     record = {"backend": backend, "key_mapping": mapping, "state_dict": _cpu(model.state_dict()), "inputs": _cpu(inputs)}
     model.eval()
-    outputs = _tensors(_call(model, inputs))
+    with _autocast(spec.get("autocast")):
+        outputs = _tensors(_call(model, inputs))
     record["outputs"] = [_cpu(o) for o in outputs]
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
@@ -181,13 +190,14 @@ def classify(exc: BaseException, role: str) -> str:
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
     exchange = Path(spec["exchange"])
+    name = spec.get("record", spec["role"])
     try:
         record = run_side(spec)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised
         error = {"error": classify(exc, spec["role"]), "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-        (exchange / f"{spec['role']}.error.json").write_text(json.dumps(error))
+        (exchange / f"{name}.error.json").write_text(json.dumps(error))
         return 2
-    torch.save(record, exchange / f"{spec['role']}.pt")
+    torch.save(record, exchange / f"{name}.pt")
     return 0
 
 
