@@ -51,10 +51,10 @@ What is mapped
 * ``torch.backends.cuda.matmul.allow_tf32`` / ``cudnn.allow_tf32`` stay settable (torch
   allows it on CPU builds); CPU matmuls always compute in full float32, so original runs
   that enabled TF32 on Ampere GPUs carry ~1e-3 relative error that the CPU run does not.
-* Imports: :func:`cuda2npu.emulation.standins.install_finder` makes ``flash_attn``, ``apex``
-  and ``transformer_engine`` resolve to CPU stand-ins when the real package is missing.
-  ``amp_C`` and other CUDA extension modules stay unavailable (ImportError), so guarded
-  imports take their fallback paths.
+* Imports: :func:`cuda2npu.emulation.standins.install_finder` makes ``flash_attn``, ``apex``,
+  ``transformer_engine`` and apex's ``amp_C`` (multi-tensor scale/axpby/l2norm) resolve to CPU
+  stand-ins when the real package is missing. Other CUDA extension modules stay unavailable
+  (ImportError), so guarded imports take their fallback paths.
 
 What is deliberately not emulated
 ---------------------------------

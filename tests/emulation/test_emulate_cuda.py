@@ -140,9 +140,11 @@ def test_standins_resolve_only_while_active_and_only_when_missing(tmp_path, monk
         import transformer_engine.pytorch as te
         from transformer_engine.common import recipe  # noqa: F401
         assert te.Linear.__module__ == "transformer_engine.pytorch.module.linear"
+        from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
+        import amp_C  # noqa: F401
         with pytest.raises(ImportError):
-            import amp_C  # noqa: F401
-    assert "flash_attn" not in sys.modules and "transformer_engine.pytorch" not in sys.modules
+            import fused_layer_norm_cuda  # noqa: F401
+    assert "flash_attn" not in sys.modules and "amp_C" not in sys.modules and "transformer_engine.pytorch" not in sys.modules
     with pytest.raises(ImportError):
         import flash_attn  # noqa: F401
 

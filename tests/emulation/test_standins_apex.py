@@ -372,3 +372,45 @@ def test_ddp_single_process_and_syncbn_conversion():
     z = torch.randn_like(x)
     expected = F.relu(F.batch_norm(x.movedim(-1, 1), None, None, training=True).movedim(1, -1) + z)
     torch.testing.assert_close(channel_last(x, z), expected)
+
+
+# --- amp_C multi-tensor kernels (csrc/multi_tensor_*_kernel.cu) -------------------------------
+
+
+def test_multi_tensor_scale_writes_in_the_output_dtype_and_flags_non_finite_inputs():
+    from cuda2npu.emulation.standins import amp_C
+    from cuda2npu.emulation.standins.apex.multi_tensor_apply import multi_tensor_applier
+
+    inputs = [torch.tensor([1.0, -2.0]), torch.tensor([3.0])]
+    outputs = [torch.zeros(2, dtype=torch.float16), torch.zeros(1, dtype=torch.float16)]
+    flag = torch.zeros(1, dtype=torch.int)
+    multi_tensor_applier(amp_C.multi_tensor_scale, flag, [inputs, outputs], 0.5)
+    assert outputs[0].tolist() == [0.5, -1.0] and outputs[1].tolist() == [1.5] and outputs[0].dtype == torch.float16
+    assert int(flag) == 0
+    inputs[1][0] = math.inf
+    multi_tensor_applier(amp_C.multi_tensor_scale, flag, [inputs, outputs], 0.5)
+    assert int(flag) == 1 and math.isinf(outputs[1].item())  # written anyway: infs propagate
+
+
+@pytest.mark.parametrize(("arg_to_check", "flagged"), [(0, False), (1, True), (-1, True)])
+def test_multi_tensor_axpby_checks_the_named_argument(arg_to_check, flagged):
+    from cuda2npu.emulation.standins import amp_C
+
+    x, y, out = [torch.tensor([1.0, 2.0])], [torch.tensor([10.0, math.nan])], [torch.zeros(2)]
+    flag = torch.zeros(1, dtype=torch.int)
+    amp_C.multi_tensor_axpby(2048, flag, [x, y, out], 2.0, 0.5, arg_to_check)
+    assert out[0][0].item() == 2.0 * 1.0 + 0.5 * 10.0 and math.isnan(out[0][1].item())
+    assert bool(int(flag)) is flagged
+
+
+def test_multi_tensor_l2norm_total_and_per_tensor():
+    from cuda2npu.emulation.standins import amp_C
+
+    tensors = [torch.tensor([3.0, 4.0]), torch.tensor([[12.0]], dtype=torch.bfloat16)]
+    flag = torch.zeros(1, dtype=torch.int)
+    total, per_tensor = amp_C.multi_tensor_l2norm(2048, flag, [tensors], True)
+    assert total.tolist() == [13.0] and per_tensor.tolist() == [5.0, 12.0] and total.dtype == torch.float32
+    total, per_tensor = amp_C.multi_tensor_l2norm(2048, flag, [tensors], False)
+    assert per_tensor.numel() == 0 and int(flag) == 0
+    with pytest.raises(AttributeError, match="not provided"):
+        amp_C.multi_tensor_adam  # noqa: B018

@@ -10,10 +10,11 @@ docstring names the upstream source it follows and what it does not emulate.
 A stand-in is loaded under the real top-level name (``flash_attn``), with its
 ``__path__`` pointing here, so submodules (``flash_attn.flash_attn_interface``) resolve
 through ordinary path-based import. The finder sits at the END of ``sys.meta_path``: a real
-installation is always found first. CUDA extension modules (``amp_C``,
-``fused_layer_norm_cuda``, ``flash_attn_2_cuda``, ``transformer_engine_torch``) have no
-stand-in, so code that guards them with ``try: import ... except ImportError`` takes its
-fallback path, as on an apex build without ``--cuda_ext``.
+installation is always found first. Of the CUDA extension modules only ``amp_C`` (the
+multi-tensor kernels scripts call directly, with ``apex.multi_tensor_apply``) has a stand-in;
+the others (``fused_layer_norm_cuda``, ``flash_attn_2_cuda``, ``transformer_engine_torch``) do
+not, so code that guards them with ``try: import ... except ImportError`` takes its fallback
+path.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
-STANDIN_ROOTS = ("flash_attn", "apex", "transformer_engine")
+STANDIN_ROOTS = ("flash_attn", "apex", "transformer_engine", "amp_C")
 
 _HERE = Path(__file__).resolve().parent
 
 
 class StandinFinder(importlib.abc.MetaPathFinder):
-    """Resolve a missing top-level ``flash_attn``/``apex``/``transformer_engine`` to its stand-in."""
+    """Resolve a missing top-level ``flash_attn``/``apex``/``transformer_engine``/``amp_C`` to its stand-in."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in STANDIN_ROOTS:
