@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -81,3 +82,18 @@ def test_a_missing_package_of_the_original_script_is_a_skip(tmp_path):
         (tmp_path / side / "train.py").write_text("import gymnasium_absent_here  # noqa: F401\n")
     result = validate_script(tmp_path / "original", tmp_path / "migrated", "train.py")
     assert result.status == "skipped" and "gymnasium_absent_here" in result.problems[0]
+
+
+def test_run_through_the_command_line_and_from_configuration(gpt, tmp_path):
+    original, migrated = gpt
+    report = tmp_path / "run.json"
+    result = cuda2npu("validate", original, migrated, "--run", "train.py --steps 1", "--steps", "1", "--json", report)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "train.py --steps 1: EQUIVALENT" in result.stdout
+    data = json.loads(report.read_text())["results"][0]
+    assert data["status"] == "equivalent" and data["steps"] == 1 and data["first_divergence"] is None
+    configured = tmp_path / "configured"
+    shutil.copytree(original, configured)
+    (configured / "pyproject.toml").write_text('[tool.cuda2npu.validate]\nrun = "train.py --steps 1"\n')
+    result = cuda2npu("validate", configured, migrated, "--steps", "1")
+    assert result.returncode == 0 and "train.py --steps 1: EQUIVALENT" in result.stdout, result.stdout
