@@ -16,6 +16,9 @@ from cuda2npu.rulebase import Rule, register
 FLOAT64 = {"torch.float64", "torch.double"}
 HOST_SYNCS = {"item", "cpu", "tolist", "numpy"}
 TRAINING_CALLS = {"backward", "step"}
+COMPILE_NOTE = ("on NPU goes through torch_npu's own inductor backend; compile times, graph breaks and speed differ "
+                "from CUDA: measure it against eager mode")
+FLOAT64_NOTE = "has no fast path on NPU: the cube units compute in float16/bfloat16/float32; keep float64 for the CPU"
 
 
 def _is_call_to(node: cst.CSTNode, names: set[str]) -> bool:
@@ -56,26 +59,22 @@ class Advisories(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
         if qualified == "torch.compile":
-            self.report("NPU801", node, "`torch.compile` on NPU goes through torch_npu's own inductor backend; compile "
-                        "times, graph breaks and speed differ from CUDA: measure it against eager mode")
+            self.report("NPU801", node, f"`torch.compile` {COMPILE_NOTE}")
         elif qualified in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
             self.report("NPU803", node, "`nn.DataParallel` drives every device from one process; use "
                         "DistributedDataParallel with the hccl backend on NPU (older torch_npu releases had no DataParallel)")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "double" and not node.args:
-            self.report("NPU802", node, "float64 tensors (`.double()`) have no fast path on NPU: the cube units compute "
-                        "in float16/bfloat16/float32; keep float64 for the CPU")
+            self.report("NPU802", node, f"float64 (`.double()`) {FLOAT64_NOTE}")
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
         if self.resolver.qualified_name(target) == "torch.compile":
-            self.report("NPU801", node, "`@torch.compile` on NPU goes through torch_npu's own inductor backend; compile "
-                        "times, graph breaks and speed differ from CUDA: measure it against eager mode")
+            self.report("NPU801", node, f"`@torch.compile` {COMPILE_NOTE}")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         qualified = self.resolver.qualified_name(node) or ""
         if qualified in FLOAT64:
-            self.report("NPU802", node, f"`{dotted_name(node) or qualified}` (float64) has no fast path on NPU: the cube "
-                        "units compute in float16/bfloat16/float32; keep float64 for the CPU")
+            self.report("NPU802", node, f"`{dotted_name(node) or qualified}` (float64) {FLOAT64_NOTE}")
         elif qualified == "torch.backends.cudnn.benchmark":
             self.report("NPU805", node, "`torch.backends.cudnn.benchmark` has no effect on NPU (there is no cuDNN to "
                         "autotune); the speed it bought on CUDA does not carry over")
