@@ -15,7 +15,7 @@ from cuda2npu import baseline as baselines
 from cuda2npu.config import FileSelection
 from cuda2npu.diagnostics import FileResult
 from cuda2npu.formatters import FORMATTERS, NEEDS_SOURCES
-from cuda2npu.options import Options
+from cuda2npu.options import Options, with_project_facts
 from cuda2npu.report import Summary
 from cuda2npu.runner import default_jobs, run
 from cuda2npu.workset import collect_results, display_name
@@ -61,13 +61,14 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
     from cuda2npu import depfiles
 
     found = request.files.discover(request.paths)
+    options = with_project_facts(request.options, found.files)
     names = {path: display_name(path) for path in found.files}
     sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]
     summary = Summary()
     results: list[FileResult] = collect_results(
-        run(sources, request.options, request.jobs or default_jobs()), summary, len(sources)
+        run(sources, options, request.jobs or default_jobs()), summary, len(sources)
     )
-    results = depfiles.finish_run(results, names, request.options, summary)
+    results = depfiles.finish_run(results, names, options, summary)
     return results, summary, {name: path for path, name in names.items()}
 
 

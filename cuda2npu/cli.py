@@ -39,7 +39,8 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
-def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None) -> Options:
+def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None,
+             review_markers=True) -> Options:
     """Options from the command line over the configuration file (``settings``, see with_selection)."""
     config = settings.config if settings is not None else None
     chosen = _codes(select) or (config.select if config is not None and config.select else ("NPU",))
@@ -49,6 +50,7 @@ def _options(select, ignore, strategies: dict, max_tier="review", markers=True, 
         ignore=(config.ignore if config is not None else ()) + _codes(ignore),
         max_tier=Tier.parse(max_tier),
         markers=markers,
+        review_markers=review_markers,
         fix=fix,
         per_file_ignores=config.anchored_per_file_ignores() if config is not None else (),
         **strategies,
@@ -172,21 +174,25 @@ def with_selection(func):
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if anything would change.")
 @click.option("--report", "report_file", type=click.Path(path_type=Path), help="Write the JSON migration report here.")
 @click.option("--max-tier", type=click.Choice(["exact", "numeric", "review"]), default="review", show_default=True)
-@click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at manual sites.")
+@click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at all.")
+@click.option("--no-review-markers", is_flag=True, help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.")
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).")
 @with_selection
-def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, allow_dirty, quiet, exit_non_zero_on_fix, select, ignore, jobs, strategies, settings):
+def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, no_review_markers, allow_dirty, quiet,
+            exit_non_zero_on_fix, select, ignore, jobs, strategies, settings):
     """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
     from cuda2npu.migrate_command import MigrateRequest, run_migrate
 
     config = settings.config
     max_tier = _setting("max_tier", max_tier, config.max_tier)
     markers = _setting("no_markers", not no_markers, config.markers)
+    review_markers = _setting("no_review_markers", not no_review_markers, config.review_markers)
     request = MigrateRequest(
         paths=list(paths),
-        options=_options(select, ignore, strategies, max_tier, markers=markers, settings=settings),
+        options=_options(select, ignore, strategies, max_tier, markers=markers, settings=settings,
+                         review_markers=review_markers),
         files=settings.files,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
         out_dir=out_dir,
@@ -261,9 +267,26 @@ def rules(code, output_format):
 @click.option("--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob).")
 @click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def validate(original, migrated, entries, precision, dropout_check, json_file, seed):
-    """Run ENTRY in the ORIGINAL and MIGRATED trees and compare outputs, gradients and a step."""
+@click.option("--run", "command", metavar="COMMAND", help='Run this script command in both trees and compare them step by step, e.g. "train.py --steps 2" (default: validate.run of the configuration when no --entry is given).')
+@click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run.")
+def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
+    """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
+    gradients and optimizer steps."""
     from rich.console import Console
+
+    if command is None and not entries:
+        from cuda2npu.config import load_config
+
+        command = load_config([original]).validate_run
+    if command is not None:
+        from cuda2npu.validation.render import render_script
+        from cuda2npu.validation.script import validate_script
+
+        result = validate_script(original, migrated, command, steps, precision, seed)
+        render_script(result, Console())
+        if json_file is not None:
+            json_file.write_text(json.dumps({"version": 1, "results": [result.to_json()]}, indent=2) + "\n")
+        sys.exit(result.exit_code)
 
     from cuda2npu.validation.harness import validate as run_validation
     from cuda2npu.validation.render import render
@@ -273,7 +296,7 @@ def validate(original, migrated, entries, precision, dropout_check, json_file, s
 
         entries = configured_entries(original)
     if not entries:
-        raise click.UsageError("no --entry given and no [tool.cuda2npu.validate] entries in the original's configuration")
+        raise click.UsageError("no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration")
     console = Console()
     results = [run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries]
     for result in results:

@@ -36,7 +36,10 @@ else:  # pragma: no cover
 CONFIG_NAMES = (".cuda2npu.toml", "cuda2npu.toml", "pyproject.toml")
 TIERS = ("exact", "numeric", "review")
 VERSION = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
-VALIDATE_KEYS = {"entries": "a list of 'module:function' strings"}  # read by the validation harness
+VALIDATE_KEYS = {  # read by the validation harness
+    "entries": "a list of 'module:function' strings",
+    "run": "a command line: a script relative to the project root, then its arguments",
+}
 TARGET_KEYS = {"torch_npu": "a torch_npu release such as '2.7.1' or '2.1.0.post17'"}
 ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -52,9 +55,10 @@ KEYS = {
     "colossalai": "one of " + ", ".join(STRATEGY_CHOICES["colossalai"]),
     "fuse-sdpa": "true or false",
     "target": "a table with key torch_npu",
-    "validate": "a table with key entries",
+    "validate": "a table with keys entries, run",
     "max-tier": "one of " + ", ".join(TIERS),
     "markers": "true or false",
+    "review-markers": "true or false",
 }
 
 
@@ -87,8 +91,10 @@ class Config:
     fuse_sdpa: bool | None = None
     target_torch_npu: str | None = None
     validate_entries: tuple[str, ...] = ()
+    validate_run: str | None = None
     max_tier: str | None = None
     markers: bool | None = None
+    review_markers: bool | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -286,8 +292,9 @@ def parse_config(section: dict, path: Path) -> Config:
             values[key] = _choice(section[key], path, key, STRATEGY_CHOICES[key])
     if "fuse-sdpa" in section:
         values["fuse_sdpa"] = _bool(section["fuse-sdpa"], path, "fuse-sdpa")
-    if "markers" in section:
-        values["markers"] = _bool(section["markers"], path, "markers")
+    for key in ("markers", "review-markers"):
+        if key in section:
+            values[key.replace("-", "_")] = _bool(section[key], path, key)
     if "max-tier" in section:
         values["max_tier"] = _choice(section["max-tier"], path, "max-tier", TIERS)
     if "target" in section:
@@ -309,6 +316,10 @@ def parse_config(section: dict, path: Path) -> Config:
                         f"{_where(path, 'validate.entries')}: {entry!r} is invalid; expected {VALIDATE_KEYS['entries']}"
                     )
             values["validate_entries"] = entries
+        if "run" in validate:
+            if not isinstance(validate["run"], str) or not validate["run"].strip():
+                raise ConfigError(f"{_where(path, 'validate.run')} = {validate['run']!r} is invalid; expected {VALIDATE_KEYS['run']}")
+            values["validate_run"] = validate["run"]
     return Config(**values)
 
 

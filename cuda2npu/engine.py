@@ -2,13 +2,19 @@
 
 Flow per file: decode check → parse → rules (one batched traversal) → fixes allowed by the tier
 → apply (bottom-up, composing) → re-parse and repeat until no fix remains (≤ MAX_ROUNDS)
-→ inline markers for manual findings → ``import torch_npu`` where needed → verify the result parses.
+→ inline markers for what is left to a human → ``import torch_npu`` where needed → verify the result parses.
+
+Markers (``rules/tables/markers.toml``): manual findings, findings left unfixed, and applied fixes
+that still need a check at their line get a ``# TODO(cuda2npu): CODE [review: ]reason`` comment
+above their statement. The findings reported are the ones still there at the end: a finding whose
+code a later rewrite removed (an import that became unused) is not listed.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 from collections import Counter
 import io
 import re
@@ -19,13 +25,14 @@ import tokenize
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cuda2npu import noqa
+from cuda2npu import noqa, prefilter
 from cuda2npu.catalogue import rule as rule_doc
+from cuda2npu.catalogue import table
 from cuda2npu.diagnostics import FileResult, Finding, Tier
-from cuda2npu.imports import ensure_torch_npu_import
+from cuda2npu.imports import ensure_torch_npu_import, is_import_line
 from cuda2npu.options import Options
-from cuda2npu.rulebase import Report, Rule, RuleContext, enabled_rules
-from cuda2npu.transform import FixApplier, with_markers
+from cuda2npu.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext, enabled_rules
+from cuda2npu.transform import FixApplier
 
 MAX_ROUNDS = 6
 
@@ -168,30 +175,138 @@ def _engine_finding(path: str, code: str, message: str, line: int = 1, column: i
 
 
 def _apply_round(module: cst.Module, reports: list[Report], options: Options):
+    """The module with the applicable fixes (and the markers of applied fixes that need a check)."""
     fixes: dict[cst.CSTNode, list] = {}
     for index, report in enumerate(reports):
         if _applicable(report, options):
             fixes.setdefault(report.node, []).append((index, report.fix))
-    applier = FixApplier(fixes)
+    checks = [r for r in reports if _applicable(r, options)]
+    applier = FixApplier(fixes, *_markers_of(module, checks, options, applied=True))
     new_module = module.visit(applier)
     applied = {i for _, entries in fixes.items() for i, _ in entries} - applier.failed
     return new_module, applied
 
 
-def _add_markers(module: cst.Module, reports: list[Report]) -> cst.Module:
+def marker_reason(code: str, tier: Tier, message: str, options: Options, applied: bool) -> str | None:
+    """The reason a finding's ``# TODO(cuda2npu)`` marker gives (None: no marker), see rules/tables/markers.toml."""
+    if not options.markers:
+        return None
+    reason = message.splitlines()[0]
+    if tier is Tier.MANUAL and not applied:
+        return reason
+    if not options.review_markers:
+        return None
+    policy = table("markers")
+    if applied:
+        check = tier >= Tier.REVIEW and (tier > rule_doc(code).tier or code in policy["applied"])
+        return f"review: {reason}" if check else None
+    return None if code in policy["unmarked"] else f"review: {reason}"
+
+
+def _markers_of(module: cst.Module, reports: list[Report], options: Options, applied: bool, extra=()):
+    """(statement -> [(code, reason)], statement -> comment lines above it) for FixApplier;
+    ``extra``: more (statement, code, reason)."""
     per_statement: dict[cst.CSTNode, list[tuple[str, str]]] = {}
     for report in reports:
-        if report.tier is Tier.MANUAL and report.statement is not None:
-            reason = report.message.splitlines()[0]
+        reason = marker_reason(report.code, report.tier, report.message, options, applied)
+        if reason is not None and report.statement is not None:
             per_statement.setdefault(report.statement, []).append((report.code, reason))
-    if not per_statement:
-        return module
-    first = module.body[0] if module.body else None
-    fixes = {
-        stmt: [(0, lambda node, m=markers, s=stmt: with_markers(node, m, module.header if s is first else ()))]
-        for stmt, markers in per_statement.items()
-    }
-    return module.visit(FixApplier(fixes))
+    for statement, code, reason in extra:
+        per_statement.setdefault(statement, []).append((code, reason))
+    # libcst keeps the comments above the first statement in the module's header
+    above = {module.body[0]: module.header} if module.body and per_statement else {}
+    return per_statement, above
+
+
+def _add_markers(module: cst.Module, reports: list[Report], options: Options, extra=()) -> cst.Module:
+    """Markers for the findings left in the code: the final round's (none of which is applicable), and ``extra``."""
+    open_reports = [r for r in reports if not _applicable(r, options)]
+    markers, above = _markers_of(module, open_reports, options, applied=False, extra=extra)
+    return module.visit(FixApplier({}, markers, above)) if markers else module
+
+
+def _line_map(old: str, new: str) -> dict[int, int]:
+    """1-based line of ``old`` -> the line of ``new`` it became (lines a rewrite deleted are absent)."""
+    a, b = old.splitlines(), new.splitlines()
+    mapping = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("equal", "replace"):
+            for i in range(i1, i2):
+                mapping[i + 1] = j1 + min(i - i1, j2 - j1 - 1) + 1
+    return mapping
+
+
+def _innermost_statements(module: cst.Module, lines: set[int]) -> dict[int, cst.CSTNode]:
+    """line -> the innermost statement of ``module`` that spans it."""
+    best: dict[int, tuple[int, cst.CSTNode]] = {}
+    for node, where in positions_of(module).items():
+        if isinstance(node, (cst.SimpleStatementLine, *COMPOUND_STATEMENTS)):
+            for line in lines:
+                size = where.end.line - where.start.line
+                if where.start.line <= line <= where.end.line and (line not in best or size < best[line][0]):
+                    best[line] = (size, node)
+    return {line: node for line, (_, node) in best.items()}
+
+
+def _orphans(source: bytes, module: cst.Module, orphans: list[Finding], options: Options):
+    """Markers for unfixed findings of the first round that the last round no longer reports (a
+    rewrite hid the construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"),
+    found through a line diff: ([(statement, code, reason)], the findings whose line was deleted)."""
+    mapping = _line_map(decode(source), module.code)
+    statements = _innermost_statements(module, {mapping[f.line] for f in orphans if f.line in mapping})
+    extra, gone = [], []
+    for finding in orphans:
+        statement = statements.get(mapping.get(finding.line, 0))
+        reason = marker_reason(finding.code, finding.tier, finding.message, options, applied=False)
+        if statement is None:
+            gone.append(finding)
+        elif reason is not None:
+            extra.append((statement, finding.code, reason))
+    return extra, gone
+
+
+def _take(pool: list[Finding], match) -> Finding | None:
+    """Remove and return the first finding of ``pool`` that ``match`` accepts."""
+    found = next((f for f in pool if match(f)), None)
+    if found is not None:
+        pool.remove(found)
+    return found
+
+
+def _still_open(path: str, module: cst.Module, findings: list[Finding], reports: list[Report], options: Options,
+                at_imports: set[int], first_round: set[int]) -> tuple[list[Finding], list[Finding]]:
+    """(findings, orphans): the unfixed findings matched to what the last round (``reports`` on
+    ``module``) reports; ``at_imports``, ``first_round``: ids of findings at an import statement,
+    of findings positioned in the original file.
+
+    An earlier unfixed finding is matched by code and message, else by code (its message quoted
+    code a rewrite changed: the line stays the original one, the message becomes the new one).
+    One that nothing matches is dropped if it was at an import, which a rewrite then removed as
+    unused. Elsewhere it stays, an orphan: a rewrite may hide the construct from its rule without
+    settling it; if a later round reported the same code anew (a rewrite changed the construct's
+    message), the two are one finding, at the original line. A finding only the last round
+    reports is added at its position there.
+    """
+    kept = [f for f in findings if f.applied]
+    earlier = [f for f in findings if not f.applied]
+    open_reports = [r for r in reports if not _applicable(r, options)]
+    matched, unmatched = [], []
+    for report in open_reports:
+        same = _take(earlier, lambda f: (f.code, f.message) == (report.code, report.message))
+        (matched.append(same) if same is not None else unmatched.append(report))
+    new = []
+    for report in unmatched:
+        same = _take(earlier, lambda f: f.code == report.code and id(f) in first_round) or _take(
+            earlier, lambda f: f.code == report.code)
+        (matched.append(dataclasses.replace(same, message=report.message)) if same is not None else new.append(report))
+    orphans = []
+    for finding in (f for f in earlier if id(f) not in at_imports):
+        later = id(finding) in first_round and _take(matched, lambda f: f.code == finding.code and id(f) not in first_round)
+        if later:
+            matched.append(dataclasses.replace(finding, message=later.message))
+        else:
+            orphans.append(finding)
+    return kept + matched + orphans + _positioned(path, module, new, options, set()), orphans
 
 
 DEEP_STACK = 512 * 1024 * 1024  # address space; only the pages a deep file touches are used
@@ -235,6 +350,9 @@ def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
 
 
 def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
+    reason = prefilter.other_framework(source)
+    if reason is not None:  # PyTorch rules do not apply (a JAX file's side-effect imports are deliberate)
+        return FileResult(path, "skipped", reason)
     try:
         module = parse(source)
     except SourceError as exc:
@@ -244,29 +362,35 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     rules = enabled_rules(options)
     has_noqa = noqa.may_contain(source)
     findings: list[Finding] = []
+    unused_noqa: list[Finding] = []
     needs_torch_npu = False
     companions: set[str] = set()
     current = module
     reports: list[Report] = []
     text = source
+    rounds_applied = 0  # rounds whose fixes changed the code
+    at_imports: set[int] = set()  # ids of unfixed findings at an import statement (see _still_open)
+    first_round: set[int] = set()  # ids of the findings positioned in the original file
     for round_number in range(MAX_ROUNDS):
         reports = run_rules(current, options, rules, text)
         if has_noqa:  # suppressed findings are neither reported nor fixed (cuda2npu/noqa.py)
             reports, unused = noqa.suppress(current, reports, options, path, round_number == 0)
-            findings += unused
+            unused_noqa += unused
         if not any(_applicable(r, options) for r in reports):
             if round_number == 0:
                 findings += _positioned(path, current, reports, options, set())
             break
         candidate, applied = _apply_round(current, reports, options)
         if round_number == 0:
-            findings += _positioned(path, current, reports, options, applied)
+            findings += _positioned(path, current, reports, options, applied, at_imports)
+            first_round = {id(f) for f in findings}
         else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
-            findings += _later_round_findings(path, current, reports, applied, findings, options)
+            findings += _later_round_findings(path, current, reports, applied, findings, options, at_imports)
         needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
         companions.update(reports[i].companion for i in applied if reports[i].companion)
         if candidate.code == current.code:
             break
+        rounds_applied = round_number + 1
         try:
             text = candidate.bytes  # bytes keep the BOM and coding cookie
             current = cst.parse_module(text)
@@ -274,13 +398,22 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
             findings.append(_engine_finding(path, "NPU002", message))
-            return FileResult(path, "failed", message, sorted(findings, key=Finding.sort_key))
+            return FileResult(path, "failed", message, sorted(findings + unused_noqa, key=Finding.sort_key))
     else:
         findings.append(_engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"))
+        rounds_applied = 0  # the last reports are not of the final code: keep every finding
 
+    orphans: list[Finding] = []
+    if rounds_applied:
+        findings, orphans = _still_open(path, current, findings, reports, options, at_imports, first_round)
+    extra: list = []
+    if orphans:
+        extra, gone = _orphans(source, current, [f for f in orphans if id(f) in first_round], options)
+        findings = [f for f in findings if all(f is not g for g in gone)]
+    findings += unused_noqa
     if options.fix:
         if options.markers:
-            current = _add_markers(current, reports)
+            current = _add_markers(current, reports, options, extra)
         if needs_torch_npu:
             current = ensure_torch_npu_import(current)
     findings.sort(key=Finding.sort_key)
@@ -326,7 +459,7 @@ def _output_problem(source: bytes, new_source: bytes) -> str | None:
     return None
 
 
-def _later_round_findings(path, module, reports, applied, earlier, options) -> list[Finding]:
+def _later_round_findings(path, module, reports, applied, earlier, options, at_imports) -> list[Finding]:
     """Findings of a round after the first: every applied fix, plus unfixed findings that were not
     reported before (matched by code and message, since positions moved)."""
     seen = Counter((f.code, f.message) for f in earlier if not f.applied)
@@ -339,7 +472,7 @@ def _later_round_findings(path, module, reports, applied, earlier, options) -> l
             seen[(report.code, report.message)] -= 1
         else:
             chosen.append(report)
-    return _positioned(path, module, chosen, options, flags)
+    return _positioned(path, module, chosen, options, flags, at_imports)
 
 
 def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | None:
@@ -370,11 +503,16 @@ def positions_of(module: cst.Module):
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
-def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int]) -> list[Finding]:
+def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int],
+                at_imports: set[int] | None = None) -> list[Finding]:
+    """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``."""
     if not reports:
         return []
     positions = positions_of(module)
-    return [
+    findings = [
         _finding(path, report, positions[report.node], options, index in applied)
         for index, report in enumerate(reports)
     ]
+    if at_imports is not None:
+        at_imports.update(id(f) for f, r in zip(findings, reports) if not f.applied and is_import_line(r.statement))
+    return findings

@@ -20,9 +20,10 @@ from cuda2npu.diagnostics import FileResult
 from cuda2npu.engine import decode
 from cuda2npu.fileio import atomic_write
 from cuda2npu.gitutil import dirty_files
-from cuda2npu.options import Options
+from cuda2npu.options import Options, with_project_facts
 from cuda2npu.report import Summary, migration_report
 from cuda2npu.runner import PREFILTER_REASON, default_jobs, io_error, run
+from cuda2npu.transform import marker_lines
 from cuda2npu.workset import collect_results, display_name
 
 EXIT_USAGE = 2
@@ -78,6 +79,47 @@ def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
     old_lines, old_name = ([], "/dev/null") if old is None else (_patch_lines(decode(old)), f"a/{name}")
     lines = difflib.unified_diff(old_lines, _patch_lines(decode(new)), old_name, f"b/{name}")
     return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
+
+
+MAX_LISTED_MARKERS = 10
+
+
+def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dict[str, list]:
+    """Where the migrated files hold ``# TODO(cuda2npu)`` markers: path -> [12, ...] (notebooks: ["cell 3:2", ...]).
+
+    Read from the migrated text, or for a file left as it is, from the file when it has open findings.
+    """
+    from cuda2npu.notebooks import cell_lines, is_notebook
+
+    locations: dict[str, list] = {}
+    for result in results:
+        if result.status not in ("changed", "unchanged") or result.path not in by_name:
+            continue
+        if result.new_source is None and all(f.applied for f in result.findings):
+            continue
+        try:
+            data = result.new_source if result.new_source is not None else by_name[result.path].read_bytes()
+            if is_notebook(by_name[result.path]):
+                found = [f"cell {cell}:{n}" for cell, lines in cell_lines(data).items() for n in marker_lines("\n".join(lines))]
+            elif result.path.endswith(".py"):
+                found = marker_lines(decode(data))
+            else:
+                continue
+        except Exception:  # noqa: BLE001 - unreadable or undecodable: nothing to list
+            continue
+        if found:
+            locations[result.path] = found
+    return locations
+
+
+def _print_markers(locations: dict[str, list], report: Path | None) -> None:
+    listed = [f"{path}:{where}" for path, lines in sorted(locations.items()) for where in lines]
+    if not listed:
+        return
+    shown = ", ".join(listed[:MAX_LISTED_MARKERS])
+    more = f" ... and {len(listed) - MAX_LISTED_MARKERS} more" if len(listed) > MAX_LISTED_MARKERS else ""
+    details = f"with their findings in {report}" if report is not None else "--report FILE lists them with their findings"
+    click.echo(f"  TODO(cuda2npu) markers ({len(listed)}): {shown}{more} ({details})", err=True)
 
 
 def _print_summary(summary: Summary, wrote: bool) -> None:
@@ -176,6 +218,7 @@ def run_migrate(request: MigrateRequest) -> int:
         if problem:
             return _fail(problem)
     found = request.files.discover(request.paths)
+    request.options = with_project_facts(request.options, found.files)
     root = request.paths[0] if request.out_dir is not None else None
 
     def name_of(path: Path) -> str:  # --out: relative to the project root, as in the copy
@@ -211,7 +254,7 @@ def run_migrate(request: MigrateRequest) -> int:
                 click.echo(f"Would migrate: {result.path}")
             for companion in new_files:
                 click.echo(f"Would create: {companion.path}")
-        _finish(request, results, summary, wrote=False, companions=companions)
+        _finish(request, results, summary, wrote=False, companions=companions, by_name=by_name)
         return 1 if changed else 0
 
     if request.out_dir is not None:
@@ -235,7 +278,7 @@ def run_migrate(request: MigrateRequest) -> int:
     _write_all(targets, summary, in_place=request.out_dir is None)
     if request.out_dir is not None:
         _write_validation(request, results)
-    _finish(request, results, summary, wrote=True, companions=companions)
+    _finish(request, results, summary, wrote=True, companions=companions, by_name=by_name)
     return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) else 0
 
 
@@ -253,17 +296,19 @@ def _write_validation(request: MigrateRequest, results: list[FileResult]) -> Non
 
 
 def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool,
-            companions: list[Companion]) -> None:
+            companions: list[Companion], by_name: dict[str, Path]) -> None:
     results.sort(key=lambda r: r.path)
+    markers = marker_locations(results, by_name)
     if request.report_file is not None:
         options = {
             **{k: v for k, v in asdict(request.options).items() if k != "in_package"},  # a per-file fact
             "max_tier": str(request.options.max_tier),
             "mode": "diff" if request.diff else "check" if request.check_only else "out" if request.out_dir else "in-place",
         }
-        report = migration_report(results, options, summary, [c.to_json() for c in companions])
+        report = migration_report(results, options, summary, [c.to_json() for c in companions], markers)
         request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if not request.quiet:
         _print_failures(results)
         _print_companions(companions, wrote)
         _print_summary(summary, wrote)
+        _print_markers(markers, request.report_file)

@@ -24,7 +24,8 @@ class Options:
     select: tuple[str, ...] = ("NPU",)
     ignore: tuple[str, ...] = ()
     max_tier: Tier = Tier.REVIEW
-    markers: bool = True
+    markers: bool = True  # `# TODO(cuda2npu)` markers at the findings a human must handle
+    review_markers: bool = True  # also at review items (False: at manual findings only)
     fix: bool = True
     precision: str = "bf16"
     apex: str = "native"
@@ -32,6 +33,8 @@ class Options:
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
+    cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
+    local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":
@@ -59,3 +62,13 @@ class Options:
         if best_select < 0 or best_ignore >= best_select:
             return False
         return not opt_in or code in self.select or code in self.opted_in()
+
+
+def with_project_facts(options: Options, files: list[Path]) -> Options:
+    """``options`` with what rules must know of the whole project (NPU606): the CUDA extensions its
+    setup.py builds, its own modules named like CUDA-only ones."""
+    from cuda2npu.checkers.custom_kernels import declared_extensions, shadowing_modules
+
+    extensions = declared_extensions(files)
+    local = shadowing_modules(files, extensions)
+    return replace(options, cuda_extensions=extensions, local_modules=local) if extensions or local else options

@@ -61,8 +61,11 @@ def _manual(finding: Finding) -> dict:
     return {"code": finding.code, "line": finding.line, "message": finding.message}
 
 
-def migration_report(results: list[FileResult], options: dict, summary: Summary, generated: list[dict]) -> dict:
-    """``migrate --report``: one entry per file with its edits and manual items, and the generated files."""
+def migration_report(results: list[FileResult], options: dict, summary: Summary, generated: list[dict],
+                     markers: dict[str, list] | None = None) -> dict:
+    """``migrate --report``: one entry per file with its edits, manual items and the lines of its
+    ``# TODO(cuda2npu)`` markers in the migrated file, and the generated files."""
+    markers = markers or {}
     return {
         "version": REPORT_VERSION,
         "tool_version": __version__,
@@ -74,6 +77,7 @@ def migration_report(results: list[FileResult], options: dict, summary: Summary,
                 "reason": r.reason,
                 "edits": [_edit(f) for f in r.findings if f.applied],
                 "manual": [_manual(f) for f in r.findings if not f.applied],
+                **({"markers": markers[r.path]} if r.path in markers else {}),
             }
             for r in results
         ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.rulebase import Fix
@@ -20,9 +22,12 @@ class FixApplier(cst.CSTTransformer):
     a statement that becomes the first of its block loses the blank lines above it.
     """
 
-    def __init__(self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]]) -> None:
+    def __init__(self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]], markers: dict | None = None,
+                 above: dict | None = None) -> None:
         super().__init__()
         self._fixes = fixes
+        self._markers = markers or {}  # statement -> [(code, reason)]: marker lines, after its fixes
+        self._above = above or {}  # statement -> comment lines outside it that count as its own
         self.failed: set[int] = set()
         self._statements: dict[cst.CSTNode, object] = {}  # original statement → what it became
         self._removed: set[cst.CSTNode] = set()
@@ -39,6 +44,8 @@ class FixApplier(cst.CSTTransformer):
                 result = fix(result)
             except Exception:  # noqa: BLE001 - a conflicting fix must not sink the file
                 self.failed.add(report_id)
+        if original_node in self._markers:
+            result = _marked(result, self._markers[original_node], self._above.get(original_node, ()))
         if isinstance(original_node, cst.BaseStatement):
             self._statements[original_node] = result
             # a line whose every small statement was removed is dropped by libcst itself
@@ -81,6 +88,19 @@ def _blank_lines(lines) -> int:
     return count
 
 
+def _marked(result, markers: list[tuple[str, str]], above):
+    """A fixed statement with its markers: on the first statement a fix produced; none if removed."""
+    if isinstance(result, cst.FlattenSentinel) and result.nodes:
+        return cst.FlattenSentinel([with_markers(result.nodes[0], markers, above), *result.nodes[1:]])
+    return with_markers(result, markers, above) if isinstance(result, cst.CSTNode) else result
+
+
+def marker_lines(text: str) -> list[int]:
+    """1-based numbers of the ``# TODO(cuda2npu):`` marker lines of a source text (lines as Python counts them)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [number for number, line in enumerate(lines, start=1) if line.lstrip().startswith(MARKER_PREFIX)]
+
+
 def marker_text(code: str, reason: str) -> str:
     return f"{MARKER_PREFIX}{code} {reason}"
 
@@ -101,7 +121,7 @@ def with_markers(statement: cst.CSTNode, markers: list[tuple[str, str]], above=(
     existing = [*getattr(statement, "leading_lines", ()), *above]
     new_lines = [
         cst.EmptyLine(comment=cst.Comment(marker_text(code, reason)))
-        for code, reason in markers
+        for code, reason in dict.fromkeys(markers)  # one line per (code, reason)
         if not _has_marker(existing, code)
     ]
     if not new_lines or not hasattr(statement, "leading_lines"):

@@ -62,7 +62,8 @@ def test_out_copies_everything_and_refuses_inside(project, tmp_path):
 
 def test_max_tier_and_select(project):
     exact_only = cuda2npu("migrate", project, "--max-tier", "exact", "--diff").stdout
-    assert "+x = torch.ones(1).npu()" in exact_only and "allow_hf32" not in exact_only
+    assert "+x = torch.ones(1).npu()" in exact_only and "+torch.npu.matmul.allow_hf32" not in exact_only
+    assert "+# TODO(cuda2npu): NPU105 review: " in exact_only  # the fix above --max-tier is marked
     only_tf32 = cuda2npu("migrate", project, "--select", "NPU105", "--diff").stdout
     assert "allow_hf32" in only_tf32 and ".npu()" not in only_tf32
     ignored = cuda2npu("migrate", project, "--ignore", "NPU1", "--diff")
@@ -73,13 +74,13 @@ def test_max_tier_and_select(project):
 
 def test_no_markers(tmp_path):
     path = tmp_path / "a.py"
-    path.write_text("import torch\ntorch.cuda.nvtx.range_push('x')\n")
+    path.write_text("import torch\nimport triton\n")
     cuda2npu("migrate", path, "--no-markers")
     assert "TODO(cuda2npu)" not in path.read_text()
     cuda2npu("migrate", path)
-    assert path.read_text().count("TODO(cuda2npu): NPU601") == 1
+    assert path.read_text().count("TODO(cuda2npu): NPU606") == 1
     cuda2npu("migrate", path)
-    assert path.read_text().count("TODO(cuda2npu): NPU601") == 1
+    assert path.read_text().count("TODO(cuda2npu): NPU606") == 1
 
 
 def _git(root, *args):
@@ -199,3 +200,50 @@ def test_diff_applies_with_git(tmp_path, source):
     (tmp_path / "m.patch").write_text(patch)
     subprocess.run(["git", "apply", "m.patch"], cwd=tmp_path, check=True, capture_output=True)
     assert path.read_bytes() == source.replace(b"import torch\n", b"import torch\nimport torch_npu\n", 1).replace(b".cuda()", b".npu()")
+
+
+LEFTOVERS = "import torch\nimport triton\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
+
+
+def test_review_markers_switches_and_the_marker_summary(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(LEFTOVERS)
+    report = tmp_path / "report.json"
+    result = cuda2npu("migrate", path, "--report", report)
+    text = path.read_text()
+    assert "# TODO(cuda2npu): NPU606 `triton`" in text and "# TODO(cuda2npu): NPU342 review: " in text
+    assert f"TODO(cuda2npu) markers (2): {path.as_posix()}:2, " in result.stderr.replace(str(tmp_path), tmp_path.as_posix())
+    assert f"(with their findings in {report})" in result.stderr
+    assert json.loads(report.read_text())["files"][0]["markers"] == [2, 5]
+    again = cuda2npu("migrate", path)
+    assert path.read_text() == text and "would change" not in again.stderr
+    path.write_text(LEFTOVERS)
+    cuda2npu("migrate", path, "--no-review-markers")
+    assert "NPU606" in path.read_text() and "NPU342" not in path.read_text()
+    path.write_text(LEFTOVERS)
+    (tmp_path / "cuda2npu.toml").write_text("review-markers = false\n")
+    cuda2npu("migrate", path)
+    assert "NPU606" in path.read_text() and "NPU342" not in path.read_text()
+    path.write_text(LEFTOVERS)
+    cuda2npu("migrate", path, "--no-markers")
+    assert "TODO(cuda2npu)" not in path.read_text()
+
+
+def test_marker_summary_is_capped(tmp_path):
+    for index in range(12):
+        (tmp_path / f"k{index:02}.py").write_text("import torch\nimport triton\n")
+    result = cuda2npu("migrate", tmp_path, "--diff")
+    assert "TODO(cuda2npu) markers (12): " in result.stderr and "... and 2 more" in result.stderr
+    assert "(--report FILE lists them with their findings)" in result.stderr
+
+
+def test_project_extensions_and_other_frameworks(tmp_path):
+    (tmp_path / "setup.py").write_text("from torch.utils.cpp_extension import CUDAExtension\n"
+                                       "ext = CUDAExtension('pkg.nat', ['nat.cu'])\n")
+    (tmp_path / "use.py").write_text("import torch\nfrom pkg import nat\nx = torch.ones(1).cuda()\n")
+    (tmp_path / "flax_step.py").write_text("import jax\nimport flax\n\nDEVICE = jax.devices('cuda')[0]\n")
+    data = json.loads(cuda2npu("check", tmp_path, "--format", "json", "--exit-zero").stdout)
+    assert ("NPU606", 2) in {(d["code"], d["line"]) for d in data["diagnostics"] if d["path"].endswith("use.py")}
+    assert not [d for d in data["diagnostics"] if d["path"].endswith("flax_step.py")]
+    result = cuda2npu("migrate", tmp_path, "--diff")
+    assert "flax_step.py: skipped (not a PyTorch file: imports JAX and no torch module)" in result.stderr

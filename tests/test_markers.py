@@ -1,0 +1,174 @@
+"""Every leftover is visible at its line: review markers, CUDA-only imports (NPU606), non-PyTorch files.
+
+Golden cases: fixtures/rules/markers/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda2npu.diagnostics import Tier
+from cuda2npu.engine import marker_reason, migrate_source
+from cuda2npu.options import Options
+from helpers import dedent, migrate_text
+
+HALF = dedent(
+    """
+    import triton
+    from torch import nn
+
+    model = nn.Linear(4, 4).half()
+    model(x).sum().backward()
+    """
+)
+REVIEW = "# TODO(cuda2npu): NPU342 review: "
+MANUAL = "# TODO(cuda2npu): NPU606 `triton`"
+
+
+def test_review_and_manual_markers_and_their_switches():
+    migrated, _ = migrate_text(HALF, Options())
+    assert REVIEW in migrated and MANUAL in migrated
+    assert migrate_text(migrated, Options())[0] == migrated, "a second migrate adds nothing"
+    manual_only, _ = migrate_text(HALF, Options(review_markers=False))
+    assert REVIEW not in manual_only and MANUAL in manual_only
+    assert migrate_text(HALF, Options(markers=False))[0] == HALF
+
+
+def test_an_existing_marker_is_recognised_whatever_its_reason():
+    edited = HALF.replace("model =", "# TODO(cuda2npu): NPU342 review: keep fp16, we checked\nmodel =")
+    migrated, _ = migrate_text(edited, Options())
+    assert migrated.count("NPU342") == 1
+
+
+def test_which_findings_get_a_marker():
+    options = Options()
+    assert marker_reason("NPU606", Tier.MANUAL, "what\nmore", options, applied=False) == "what"
+    assert marker_reason("NPU342", Tier.REVIEW, "what\nmore", options, applied=False) == "review: what"
+    assert marker_reason("NPU101", Tier.EXACT, "what\nmore", options, applied=False) == "review: what"  # above --max-tier
+    assert marker_reason("NPU005", Tier.REVIEW, "what\nmore", options, applied=False) is None
+    # applied: only where the rule raised the tier of this finding, or the code is listed
+    assert marker_reason("NPU103", Tier.REVIEW, "what\nmore", options, applied=True) == "review: what"
+    assert marker_reason("NPU103", Tier.EXACT, "what\nmore", options, applied=True) is None
+    assert marker_reason("NPU505", Tier.REVIEW, "what\nmore", options, applied=True) == "review: what"
+    assert marker_reason("NPU301", Tier.REVIEW, "what\nmore", options, applied=True) is None
+    assert marker_reason("NPU342", Tier.REVIEW, "what\nmore", Options(review_markers=False), applied=False) is None
+    assert marker_reason("NPU606", Tier.MANUAL, "what\nmore", Options(markers=False), applied=False) is None
+
+
+CASES = sorted(p for p in (Path(__file__).parent.parent / "fixtures/rules/markers").glob("*.py") if ".out." not in p.name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.stem for case in CASES])
+def test_every_open_finding_has_its_marker(case):
+    migrated, result = migrate_text(case.read_text(), Options())
+    marked = {line.split()[2] for line in migrated.splitlines() if line.strip().startswith("# TODO(cuda2npu): ")}
+    assert {f.code for f in result.findings if not f.applied} <= marked  # an open finding: its marker
+    assert marked <= {f.code for f in result.findings}  # a marker: its finding
+
+
+def test_an_import_the_migration_removes_is_not_reported():
+    source = dedent(
+        """
+        import torch
+        import transformer_engine.pytorch as te
+
+        layer = te.Linear(16, 16)
+        """
+    )
+    migrated, result = migrate_text(source, Options())
+    assert "transformer_engine" not in migrated
+    assert "NPU606" not in {f.code for f in result.findings}
+    checked = migrate_source(source.encode(), "a.py", Options(fix=False))
+    assert "NPU606" in {f.code for f in checked.findings}, "check reports the file as it is"
+
+
+def test_cuda_only_imports_at_module_level_only():
+    source = dedent(
+        """
+        import torch
+        import lightconv_cuda
+        from fairseq import libnat_cuda
+        import utils_cuda_graphs
+        try:
+            import dynamicconv_cuda
+        except (ImportError, ModuleNotFoundError):
+            dynamicconv_cuda = None
+
+
+        class Kernels:
+            import fused_dense_cuda
+
+
+        def lazy():
+            import xentropy_cuda
+        """
+    )
+    found = lambda options: {  # noqa: E731
+        f.message.split("`")[1] for f in migrate_source(source.encode(), "a.py", options).findings if f.code == "NPU606"
+    }
+    assert found(Options(fix=False)) == {"lightconv_cuda", "fused_dense_cuda"}
+    declared = Options(fix=False, cuda_extensions=("fairseq.libnat_cuda",))
+    assert found(declared) == {"lightconv_cuda", "fairseq.libnat_cuda", "fused_dense_cuda"}
+
+
+def test_declared_extensions(tmp_path):
+    from cuda2npu.checkers.custom_kernels import declared_extensions
+
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        "from torch.utils import cpp_extension\n"
+        "ext = [cpp_extension.CUDAExtension('fairseq.libnat_cuda', ['a.cu']),\n"
+        "       cpp_extension.CUDAExtension(name=\"flash_attn_2_cuda\", sources=[]),\n"
+        "       cpp_extension.CppExtension('fairseq.libbase', ['b.cpp'])]\n"
+    )
+    assert declared_extensions([setup, tmp_path / "train.py"]) == ("fairseq.libnat_cuda", "flash_attn_2_cuda")
+
+
+JAX = b"import jax\nimport transformer_engine.jax  # noqa: F401\n\nDEVICE = 'cuda'\nx = jax.device_put(1, jax.devices('cuda')[0])\n"
+
+
+def test_files_of_another_framework_are_skipped_in_migrate_and_check():
+    for options in (Options(), Options(fix=False)):
+        result = migrate_source(JAX, "step.py", options)
+        assert (result.status, result.findings, result.new_source) == ("skipped", [], None)
+        assert result.reason == "not a PyTorch file: imports JAX and no torch module"
+    both = migrate_source(b"import torch\nimport jax\nx = torch.ones(1).cuda()\n", "convert.py", Options())
+    assert both.status == "changed"
+    no_import = migrate_source(b"def to_gpu(x):\n    return x.cuda()\n", "util.py", Options())
+    assert no_import.status == "changed", "PyTorch code that imports nothing is still migrated"
+
+
+def test_imports_guarded_by_an_availability_probe_are_left_alone():
+    source = dedent(
+        """
+        import torch
+        from diffusers.utils import is_xformers_available
+
+        if is_xformers_available():
+            import xformers.ops
+        else:
+            xformers = None
+        if HAS_TRITON and not torch.cuda.is_available():
+            import triton
+        if HAVE_TE:
+            import transformer_engine.pytorch as te
+        if torch.cuda.is_available():
+            import flash_attn_2_cuda
+        """
+    )
+    findings = migrate_source(source.encode(), "a.py", Options(fix=False)).findings
+    assert [f.line for f in findings if f.code == "NPU606"] == [13]
+
+
+def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
+    from cuda2npu.checkers.custom_kernels import shadowing_modules
+
+    files = [tmp_path / "flash_attn" / "__init__.py", tmp_path / "flash_attn" / "ops" / "__init__.py",
+             tmp_path / "flash_attn" / "ops" / "layer_norm.py", tmp_path / "scripts" / "bench_cuda.py",
+             tmp_path / "scripts" / "train.py"]
+    assert shadowing_modules(files) == ("bench_cuda", "flash_attn")
+    source = b"import torch\nfrom flash_attn.ops import layer_norm\nimport bench_cuda\nimport triton\n"
+    found = migrate_source(source, "a.py", Options(fix=False, local_modules=("bench_cuda", "flash_attn"))).findings
+    assert [f.line for f in found if f.code == "NPU606"] == [4]
