@@ -1,7 +1,7 @@
 """Scope-aware name resolution through imports, without libcst's full scope metadata.
 
 libcst's ``QualifiedNameProvider`` + ``ScopeProvider`` cost about ten times a plain parse (see
-../shared/design/architecture.md §2). Rules only need to know which imported module or object a
+docs/design.md §2). Rules only need to know which imported module or object a
 name refers to, and whether a local binding shadows it, so a cheap pre-pass records, per scope,
 the names bound by imports (with their qualified names) and the names bound any other way.
 Resolution then follows Python's rules: function scopes see enclosing function and module scopes,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import dotted_name
+from cuda2npu.names import _walk, dotted_name
 from cuda2npu.rulebase import Rule, register
 
 TF32_FLAGS = {
@@ -19,22 +20,74 @@ def _rename(new: str):
     return lambda name: name.with_changes(value=new)
 
 
+class _UserIsCuda(cst.CSTVisitor):
+    """Pre-pass: ``is_cuda`` attributes the file defines itself (``self.is_cuda = ...``, a method
+    or class attribute ``is_cuda``); torch's ``Tensor.is_cuda`` is a read-only property."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def _targets(self, *targets: cst.BaseExpression) -> None:
+        for target in targets:
+            if isinstance(target, cst.Attribute) and target.attr.value == "is_cuda":
+                self.names.add(dotted_name(target) or "")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._targets(*(t.target for t in node.targets))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for statement in node.body.body:
+            defines = isinstance(statement, cst.FunctionDef) and statement.name.value == "is_cuda"
+            if isinstance(statement, cst.SimpleStatementLine):
+                defines = any(
+                    isinstance(s, (cst.Assign, cst.AnnAssign)) and "is_cuda" in _assigned_names(s) for s in statement.body
+                )
+            if defines:
+                self.names.add("self.is_cuda")
+
+
+def _assigned_names(statement: cst.Assign | cst.AnnAssign) -> set[str]:
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+    return {t.value for t in targets if isinstance(t, cst.Name)}
+
+
 @register
 class CudaMethodCall(Rule):
-    """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``."""
+    """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``.
+
+    Left alone: the CUDA side of code that already handles the NPU (``npu_aware``), and
+    ``is_cuda`` attributes the file defines itself (assigned, or a method/class attribute, read
+    through ``self``): they are the project's own flags, not torch's.
+    """
 
     codes = ("NPU101", "NPU102")
     triggers = (r"\.cuda\b", r"\bis_cuda\b")
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._user_is_cuda: set[str] | None = None
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
-            if "torch.cuda" not in self.resolver.qualified_names(func):  # a call, not the module
+            if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
+                return
+            if not is_cuda_alternative(self.ctx.module, func):
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "is_cuda":
-            self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
+        if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx.module, node):
+            return
+        if self._user_is_cuda is None:
+            users = _UserIsCuda()
+            _walk(self.ctx.module, users)
+            self._user_is_cuda = users.names
+        if dotted_name(node) in self._user_is_cuda:
+            return
+        self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
 
 
 @register

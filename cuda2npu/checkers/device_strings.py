@@ -2,12 +2,15 @@
 (NPU106) and CUDA-looking strings whose role is unclear (NPU109).
 
 Only strings in positions that are devices are rewritten: ``torch.device(...)``, ``.to(...)``,
-``device=`` / ``map_location=`` / ``device_type=`` keywords, comparisons with ``x.device.type``,
-variables and attributes named like a device or used as one (also lists of them and loops over
-them), ``def f(device="cuda")``, ``{"device": "cuda"}``, argparse ``--device`` defaults and
-choices, ``@pytest.mark.parametrize("device", [...])``, device arguments of ``torch.cuda.*``
-functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if torch.cuda.is_available() else "cpu"``.
-Log text, keys and file names are left alone.
+``.cuda(...)``, ``DeviceMesh(...)``, ``device=`` / ``map_location=`` / ``device_type=`` keywords,
+comparisons with ``x.device.type`` (also ``device.startswith("cuda:")``, ``"cuda" in device``,
+``device.split(":")[0] == "cuda"``), variables and attributes named like a device or used as one
+(also lists of them and loops over them), ``def f(device="cuda")``, dataclass fields
+``device: str = field(default="cuda")``, ``{"device": "cuda"}``, ``--device`` option defaults
+and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", [...])``, device
+arguments of ``torch.cuda.*`` functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if
+torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone, and so is
+the CUDA side of code that already handles the NPU (``npu_aware``).
 """
 
 from __future__ import annotations
@@ -16,16 +19,30 @@ import re
 
 import libcst as cst
 
-from cuda2npu.checkers.literals import DEVICE_STRING, device_literals, rename_fix, string_value
+from cuda2npu.checkers.literals import DEVICE_STRING, device_literals, field_default, rename_fix, string_value
+from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
 AMP_CALLS = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.custom_fwd", "torch.amp.custom_bwd"}
-DEVICE_CALLS = {"torch.device", "torch.Generator", "torch.set_default_device", "torch.get_device_module", "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"}
+DEVICE_CALLS = {
+    "torch.device", "torch.Generator", "torch.set_default_device", "torch.get_device_module",
+    "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+    "torch.distributed.device_mesh.DeviceMesh", "torch.distributed.DeviceMesh", "torch.distributed.tensor.DeviceMesh",
+    "torch.distributed._tensor.DeviceMesh", "torch.distributed._tensor.device_mesh.DeviceMesh",
+}
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
+SPLITS = {"split", "rsplit", "partition", "rpartition"}
+# Option definitions: the call's last name → (keywords holding the default, holding the choices).
+OPTION_CALLS = {
+    "add_argument": ("default", "choices"),  # argparse
+    "option": ("default", "type"),  # click: type=click.Choice([...])
+    "DEFINE_string": ("default", None),  # absl: DEFINE_string(name, default, help)
+    "DEFINE_enum": ("default", "enum_values"),  # absl: DEFINE_enum(name, default, enum_values, help)
+}
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
@@ -36,7 +53,7 @@ def looks_like_device(target: cst.BaseExpression) -> bool:
 
 def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
     """``x.device.type``, ``device.type``, ``torch.device(d).type``, ``args.device``, ``device``,
-    ``str(x.device)``."""
+    ``str(x.device)``, ``device.split(":")[0]``."""
     if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
         inner = expr.value
         if isinstance(inner, cst.Call) and (dotted_name(inner.func) or "").endswith("device"):
@@ -44,6 +61,9 @@ def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
         return looks_like_device(inner)
     if isinstance(expr, cst.Call) and dotted_name(expr.func) == "str" and len(expr.args) == 1:
         return _is_device_type_expr(expr.args[0].value)
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
+        func = expr.value.func
+        return isinstance(func, cst.Attribute) and func.attr.value in SPLITS and _is_device_type_expr(func.value)
     return looks_like_device(expr)
 
 
@@ -82,14 +102,17 @@ class DeviceStrings(Rule):
             self._device_variable_names = uses.names
         return self._device_variable_names
 
-    def _rewrite(self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device") -> bool:
-        """Report every device literal in ``expr``; True if there was one."""
+    def _rewrite(
+        self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device", prefix_ok: bool = False
+    ) -> bool:
+        """Report every device literal in ``expr`` (``prefix_ok``: also ``"cuda:"`` prefixes); True
+        if there was one."""
         if expr is None:
             return False
         found = False
-        for literal in device_literals(expr):
+        for literal in device_literals(expr, prefix_ok):
             found = True
-            if literal in self._seen:
+            if literal in self._seen or is_cuda_alternative(self.ctx.module, literal):
                 continue
             self._seen.add(literal)
             self.report(code, literal, f"CUDA device string in a {why} position; use \"npu\"", rename_fix("cuda", "npu"))
@@ -97,9 +120,12 @@ class DeviceStrings(Rule):
 
     def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:
         value = string_value(expr) if expr is not None else None
-        if value is not None and DEVICE_STRING.fullmatch(value) and expr not in self._seen:
-            self._seen.add(expr)
-            self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
+        if value is None or not DEVICE_STRING.fullmatch(value) or expr in self._seen:
+            return
+        if is_cuda_alternative(self.ctx.module, expr):
+            return
+        self._seen.add(expr)
+        self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
@@ -118,10 +144,15 @@ class DeviceStrings(Rule):
             names = string_value(positional[0]) or ""
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
                 self._rewrite(positional[1], why="parametrized `device`")
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and positional:
-            self._rewrite(positional[0], why="`.to()`")
-        if func_name.endswith("add_argument"):
-            self._argparse_option(node, positional)
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
+            self._rewrite(positional[0], why=f"`.{method}()`")
+        if method == "startswith" and positional and _is_device_type_expr(node.func.value):
+            self._rewrite(positional[0], why="device prefix test", prefix_ok=True)
+        if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
+            self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
+        if func_name.rpartition(".")[2] in OPTION_CALLS:
+            self._option(node, positional, *OPTION_CALLS[func_name.rpartition(".")[2]])
         for arg in node.args:
             if arg.keyword is None:
                 continue
@@ -130,18 +161,23 @@ class DeviceStrings(Rule):
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
 
-    def _argparse_option(self, node: cst.Call, positional: list) -> None:
-        flags = [string_value(p) or "" for p in positional]
-        if not any(DEVICE_NAME.search(f.lstrip("-").replace("-", "_")) for f in flags):
+    def _option(self, node: cst.Call, positional: list, default: str, choices: str | None) -> None:
+        """``--device`` options: argparse/click defaults and choices, absl ``DEFINE_*("device", "cuda")``."""
+        absl = (dotted_name(node.func) or "").rpartition(".")[2].startswith("DEFINE_")
+        names = [string_value(p) or "" for p in (positional[:1] if absl else positional)]
+        names += [string_value(a.value) or "" for a in node.args if a.keyword is not None and a.keyword.value == "name"]
+        if not any(DEVICE_NAME.search(f.lstrip("-").replace("-", "_")) for f in names):
             return
-        for arg in node.args:
-            if arg.keyword is None:
-                continue
-            if arg.keyword.value == "default":
-                self._rewrite(arg.value, why="argparse `--device` default")
-            elif arg.keyword.value == "choices" and isinstance(arg.value, (cst.List, cst.Tuple, cst.Set)):
-                for element in arg.value.elements:
-                    self._rewrite(element.value, why="argparse `--device` choice")
+        values = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        if absl:  # DEFINE_enum(name, default, enum_values, help)
+            values.update(zip((default, choices), positional[1:3]))
+        self._rewrite(values.get(default), why="`--device` option default")
+        choice = values.get(choices) if choices else None
+        if isinstance(choice, cst.Call) and choice.args:  # click.Choice([...])
+            choice = choice.args[0].value
+        if isinstance(choice, (cst.List, cst.Tuple, cst.Set)):
+            for element in choice.elements:
+                self._rewrite(element.value, why="`--device` option choice")
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         left = node.left
@@ -149,16 +185,16 @@ class DeviceStrings(Rule):
             right = target.comparator
             if _is_device_type_expr(left):
                 self._rewrite_compared(right)
-            if _is_device_type_expr(right):
-                self._rewrite_compared(left)
+            if _is_device_type_expr(right):  # `"cuda" in device`, `"cuda:" in device`: a part of it
+                self._rewrite_compared(left, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
             left = right
 
-    def _rewrite_compared(self, expr: cst.BaseExpression) -> None:
+    def _rewrite_compared(self, expr: cst.BaseExpression, prefix_ok: bool = False) -> None:
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
             for element in expr.elements:
                 self._rewrite(element.value, why="device comparison")
         else:
-            self._rewrite(expr, why="device comparison")
+            self._rewrite(expr, why="device comparison", prefix_ok=prefix_ok)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
@@ -179,7 +215,7 @@ class DeviceStrings(Rule):
 
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if looks_like_device(target):
-            self._rewrite(value, why="device variable")
+            self._rewrite(field_default(value), why="device variable")
         elif value is None or not (device_literals(value) or _is_device_string(value)):
             return  # neither branch below could report: spare the pre-pass (most assignments)
         elif isinstance(target, cst.Name) and target.value in self._device_variables:

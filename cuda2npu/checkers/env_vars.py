@@ -1,8 +1,8 @@
 """CUDA and NCCL environment variable names (NPU202, NPU203).
 
 A string literal that is exactly a known variable name is unambiguous, so it is rewritten wherever
-it appears (``os.environ[...]``, ``os.getenv``, ``env={...}`` dicts). Mapping data:
-``rules/tables/env_vars.toml``.
+it appears (``os.environ[...]``, ``os.getenv``, ``env={...}`` dicts), except on the CUDA side of
+code that already handles the NPU (``npu_aware``). Mapping data: ``rules/tables/env_vars.toml``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import libcst as cst
 
 from cuda2npu.catalogue import table
 from cuda2npu.checkers.literals import rename_fix, string_value
+from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.diagnostics import Tier
 from cuda2npu.rulebase import Rule, register
 
@@ -22,7 +23,7 @@ class EnvironmentVariables(Rule):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         name = string_value(node)
-        if name is None or not ("CUDA" in name or "NCCL" in name):
+        if name is None or not ("CUDA" in name or "NCCL" in name) or is_cuda_alternative(self.ctx.module, node):
             return
         env = table("env_vars")
         if name in env["cuda"]:

@@ -64,6 +64,21 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
     return []
 
 
+FIELD_CALLS = {"field", "Field"}  # dataclasses.field(default=...), pydantic.Field(default)
+
+
+def field_default(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The default of a class field ``field(default="cuda")`` / ``Field("cuda")``, else the value itself."""
+    func = value.func if isinstance(value, cst.Call) else None
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    if name in FIELD_CALLS:
+        for index, arg in enumerate(value.args):
+            if (arg.keyword is not None and arg.keyword.value == "default") or (index == 0 and arg.keyword is None):
+                return arg.value
+        return None
+    return value
+
+
 class _NotLiteral:
     def __repr__(self) -> str:
         return "NOT_LITERAL"
