@@ -55,7 +55,7 @@ INITIALIZE_PARAMS = (
     "models", "optimizers", "enabled", "opt_level", "cast_model_type", "patch_torch_functions",
     "keep_batchnorm_fp32", "master_weights", "loss_scale", "cast_model_outputs", "num_losses", "verbosity",
     "min_loss_scale", "max_loss_scale",
-    # Ascend's apex (../shared/reference/torch_npu_api.md §5.3)
+    # Ascend's apex (docs/reference/torch_npu.md §5.3)
     "dynamic_init_scale", "scale_growth_factor", "scale_backoff_factor", "scale_window", "combine_grad",
     "combine_ddp", "ddp_replica_count", "user_cast_preferred", "check_combined_tensors",
 )
@@ -117,6 +117,10 @@ class _AmpCollector(cst.BatchableCSTVisitor):
         self._statements: list[cst.CSTNode] = []
         self._with_items: set[cst.Call] = set()  # amp.scale_loss calls heading a `with`
         self.wrappings: list[tuple[str, str]] = []  # (target, wrapped): `ddp = DDP(model, ...)`
+        self.other_references: list[tuple[cst.CSTNode, cst.CSTNode]] = []  # (use, statement): `amp._amp_state`, `amp is None`
+        self._called: set[cst.BaseExpression] = set()
+        self._inner: set[cst.CSTNode] = set()  # not uses: attribute chains' values and attrs, targets, keywords
+        self._in_import = False
 
     def _amp(self, node: cst.BaseExpression) -> str | None:
         name = apex_name(self.resolver, node)
@@ -146,7 +150,46 @@ class _AmpCollector(cst.BatchableCSTVisitor):
                 self._with_items.add(item.item)
                 self.statement_of[node] = node
 
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import = True
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import = False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import = True
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._inner.update((node.value, node.attr))  # `args.amp` is not apex.amp
+        self._reference(node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._inner.add(node.target)  # `amp = None` in a fallback rebinds the name, it does not use apex.amp
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._inner.add(node.keyword)  # `build(amp=True)`
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._inner.add(node.name)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._reference(node)
+
+    def _reference(self, node: cst.BaseExpression) -> None:
+        """A use of apex.amp other than calling (or decorating with) one of its functions."""
+        if self._in_import or node in self._inner:
+            return
+        name = self.resolver.qualified_name(node) or ""
+        parts = name.split(".")
+        if parts[:2] == ["apex", "amp"] and (len(parts) == 2 or node not in self._called) and self._statements:
+            self.other_references.append((node, self._statements[-1]))
+
     def visit_Call(self, node: cst.Call) -> None:
+        self._called.add(node.func)
         callee = dotted_name(node.func)
         if callee is not None:
             for stmt in self._statements:
@@ -171,6 +214,7 @@ class _AmpCollector(cst.BatchableCSTVisitor):
                 self.wrappings.append((target, wrapped))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
+        self._called.add(node.decorator)
         name = self._amp(node.decorator)
         if name is not None:
             self.amp_references.append((node, name))
@@ -289,6 +333,11 @@ class AmpPlan:
             self._plan_other_calls(None)  # helpers of a training loop that lives in another file
             return
         init = self._initialize()
+        for node, stmt in self.collector.other_references:
+            what = ("is read as a value (an availability test, or the module passed on)" if isinstance(node, cst.Name)
+                    else "uses apex.amp beyond the calls that become native AMP (such as its loss scalers' state)")
+            self.problems.append(NotMigrated(stmt, f"apex.amp not migrated: `{code_of(node)}` here {what}; decide by "
+                                             "hand what it becomes once apex.amp is gone"))
         sites = [self._site(w, c) for w, c in self.collector.scale_withs]
         sites = [s for s in sites if s is not None]
         for stmt in [init.statement, *(site.with_node for site in sites)]:
@@ -298,6 +347,10 @@ class AmpPlan:
         if self.problems:
             return
         autocast = not init.disabled and init.opt_level != "O0"
+        if autocast and not sites and "optimizers" in init.bound:
+            raise NotMigrated(init.call, "apex.amp not migrated: amp.initialize is given optimizers but no amp.scale_loss "
+                              "is in this file: the loss is scaled elsewhere (a loss-scaler helper such as an `ApexScaler` "
+                              "class), which would still call apex.amp; migrate that helper and this call together by hand")
         scaler_mode = autocast and self.options.precision in ("fp16", "keep") and bool(sites)
         dtype = "torch.bfloat16" if self.options.precision == "bf16" else "torch.float16"
         if autocast and sites:

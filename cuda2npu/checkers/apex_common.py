@@ -484,6 +484,35 @@ def _collapsed_statements(updated: cst.Try) -> list:
 
 # --- file facts ----------------------------------------------------------------------------
 
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def catches_import_error(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    return any(dotted_name(k.value) in IMPORT_ERRORS for k in kinds)
+
+
+def behind_apex_import(index: "StatementIndex", stmt: cst.CSTNode) -> bool:
+    """``stmt`` is in the body of a ``try`` that imports apex and catches ImportError: where apex
+    is missing (NPU hosts) that body stops at the import and ``stmt`` never runs."""
+    block = index.placement[stmt].block if stmt in index.placement else None
+    while block is not None and block in index.owner:
+        owner, role = index.owner[block]
+        if isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers):
+            if any(_imports_apex(s) for s in owner.body.body):
+                return True
+        block = index.placement[owner].block if owner in index.placement else None
+    return False
+
+
+def _imports_apex(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS for small in stmt.body
+    )
+
+
 
 def imported_module(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
     """The qualified name an import alias refers to (``apex.amp`` for ``from apex import amp``)."""

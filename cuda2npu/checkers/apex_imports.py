@@ -9,6 +9,9 @@ their fixes remove (:class:`~cuda2npu.checkers.apex_common.FileEdits`). Then:
 2. ``try: <apex imports only> except ImportError: <fallback imports or definitions>`` becomes the
    fallback (native only): that is what an NPU host, where apex is not installed, runs anyway;
 3. an apex import that stays is reported (``manual``) unless an ``except ImportError`` guards it;
+   an import whose ``try`` also sets a flag (``has_apex = True``, or ``has_apex = False`` in its
+   handler) stays, reported: the flag records whether apex imports, and would always say so
+   without it (see :func:`_detection_flags`);
 4. blocks the migration emptied are collapsed: ``if <pure test>: <all removed>`` is removed and
    ``try: <all removed> except ...`` keeps only its ``else``/``finally`` statements;
 5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``)
@@ -20,6 +23,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.catalogue import all_rules
+from cuda2npu.checkers.apex_common import catches_import_error as _catches_import_error  # (custom_kernels imports this name)
 from cuda2npu.checkers.apex_common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
@@ -33,10 +37,9 @@ from cuda2npu.checkers.apex_common import (
 )
 from cuda2npu.checkers.apex_modules import cuda_only_note
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import dotted_name
+from cuda2npu.names import dotted_name, target_names
 from cuda2npu.rulebase import Rule, register
 
-IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
 def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias | None, str]]:
@@ -53,13 +56,6 @@ def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlia
         else:
             bound.append((alias, dotted_name(alias.name) or ""))
     return bound
-
-
-def _catches_import_error(handler: cst.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
-    return any(dotted_name(k.value) in IMPORT_ERRORS for k in kinds)
 
 
 @register
@@ -120,6 +116,11 @@ class ApexImports(Rule):
             verdicts = [(alias, self._removable(edits, uses.get(name, []))) for alias, name in _bound_names(node)]
         removable = [(alias, tier) for alias, tier in verdicts if tier is not None]
         kept = [alias for alias, tier in verdicts if tier is None]
+        flags = _detection_flags(edits, statement)
+        if flags and (removable or not any(uses.get(name) for _, name in _bound_names(node))):
+            if self.options.apex == "native":  # Ascend's apex imports where it is installed: nothing to say
+                self._report_flagged(statement, node, flags)
+            return
         if removable and not kept:
             tier = max(t for _, t in removable)
             message = f"`{text}` removed: nothing uses it after the migration"
@@ -143,6 +144,22 @@ class ApexImports(Rule):
             )
         if kept and self.options.apex == "native" and not self._guarded(edits, statement):
             self._report_kept(statement, node, kept)
+
+    def _report_flagged(self, statement, node, flags: list[str]) -> None:
+        """An import kept because its ``try`` sets flags that say whether apex imports."""
+        text = self.ctx.module.code_for_node(node)
+        names = ", ".join(f"`{flag}`" for flag in flags)
+        report_in_statement(
+            self,
+            statement,
+            "NPU330",
+            node,
+            f"`{text}` kept: {names}, set in the same `try`, tell whether apex imports; without the import they would "
+            "always take their apex values while the code they select (here or in other modules) may still need apex. "
+            "Where apex is missing (NPU hosts) the `except ImportError` branch runs; to use the migrated code there, "
+            "set the flags by hand and drop the import",
+            tier=Tier.MANUAL,
+        )
 
     def _star_verdict(self, edits: FileEdits, node: cst.ImportFrom, uses) -> Tier | None:
         """A star import goes when every name it may provide that the file reads is migrated."""
@@ -268,6 +285,48 @@ def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
         return []
     bound = {name for s in statements for _, name in _bound_names(by_statement[s])}
     return statements if bound and bound <= _defined_names(handler.body.body) else []
+
+
+def _detection_flags(edits: FileEdits, statement) -> list[str]:
+    """Names whose value depends on whether the apex import ``statement`` succeeds, in a ``try``
+    catching ImportError: assigned in its body or ``else`` from values that do not come from the
+    import (``has_apex = True``, ``LNImpl = OtherFusedNorm``), or in its handlers (``has_apex =
+    False`` under a default set earlier). ``norm = FusedLayerNorm(...)``, an alias of a class defined
+    there, and the handler's values for those names (``amp = None``) follow the import's names,
+    whose uses the migration rewrites or keeps."""
+    place = edits.index.placement.get(statement)
+    owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
+    if not (isinstance(owner, cst.Try) and role == "body" and any(_catches_import_error(h) for h in owner.handlers)):
+        return []
+    body = owner.body.body
+    derived = {name for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body
+               if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
+               for _, name in _bound_names(small)}
+    derived |= {s.name.value for s in body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    flags: list[str] = []
+    for small, names in _assignments([*body, *_clause_statements(owner.orelse)]):
+        reads = NameUses(derived)
+        small.value.visit(reads)
+        if any(reads.uses.values()):
+            derived.update(names)  # follows the import
+        else:
+            flags += names
+    for _, names in _assignments(s for h in owner.handlers for s in _clause_statements(h)):
+        flags += [name for name in names if name not in derived and name not in flags]
+    return flags
+
+
+def _assignments(statements):
+    """(assignment, names it binds) for the simple assignments of ``statements``."""
+    for stmt in statements:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            yield small, [name for target in targets for name in target_names(target) or [dotted_name(target)] if name]
 
 
 def _defined_names(statements) -> set[str]:

@@ -3,7 +3,9 @@
 * NPU320/NPU321 ``apex.normalization.FusedLayerNorm`` / ``FusedRMSNorm`` and their functional forms
   → ``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm`` / ``torch.nn.functional.layer_norm`` / ``rms_norm``
   (same parameter names, so checkpoints load; apex's defaults made explicit where torch's differ);
-* NPU322 ``apex.parallel.DistributedDataParallel`` → ``torch.nn.parallel.DistributedDataParallel``;
+* NPU322 ``apex.parallel.DistributedDataParallel`` → ``torch.nn.parallel.DistributedDataParallel``
+  (the wrapped model's ``disable/enable_allreduce()`` → ``require_backward_grad_sync``; any other
+  apex-only member keeps apex's DDP, manual);
 * NPU323 ``apex.parallel.convert_syncbn_model`` / ``SyncBatchNorm`` → ``torch.nn.SyncBatchNorm``;
 * NPU324 CUDA-only apex parts (``amp_C``, ``multi_tensor_applier``, ``apex.contrib``, ...): manual,
   with the nearest alternative (``rules/tables/apex_cuda_only.toml``);
@@ -25,7 +27,9 @@ from cuda2npu.checkers.apex_common import (
     ApexRule,
     NameUses,
     Unbindable,
+    apex_name,
     atom,
+    behind_apex_import,
     bind,
     canonical,
     expr,
@@ -38,7 +42,7 @@ from cuda2npu.checkers.apex_common import (
 )
 from cuda2npu.checkers.literals import string_value
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import dotted_name
+from cuda2npu.names import NameResolver, dotted_name
 from cuda2npu.rulebase import Rule, register
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
@@ -56,6 +60,11 @@ DDP_TUNING = {
     "allreduce_communicators": "NCCL communicators",
     "prof": "NVTX ranges",
 }
+APEX_DDP_MEMBERS = (  # apex DDP's own methods and attributes (apex/parallel/distributed.py)
+    "disable_allreduce", "enable_allreduce", "needs_refresh", "sync_bucket_structure", "delay_allreduce",
+    "allreduce_params", "allreduce_fallback", "allreduce_bucket", "allreduce_buffers", "_disable_allreduce",
+)
+TOGGLES = {"disable_allreduce": False, "enable_allreduce": True}  # -> require_backward_grad_sync
 SYNCBN_PARAMS = ("num_features", "eps", "momentum", "affine", "track_running_stats", "process_group", "channel_last", "fuse_relu")
 APEX_STRING = re.compile(r"apex(\.[A-Za-z_]\w*)+")
 
@@ -204,39 +213,101 @@ class FusedNorms(ClassRenames):
 
 @register
 class ApexDistributedDataParallel(ClassRenames):
-    """NPU322: ``apex.parallel.DistributedDataParallel`` → torch's, with apex's behaviour kept."""
+    """NPU322: ``apex.parallel.DistributedDataParallel`` → torch's, with apex's behaviour kept.
+
+    The wrapped model's apex-only members (``model.disable_allreduce()``, ``model.needs_refresh``)
+    are found through the names the DDP results are assigned to: ``disable_allreduce()`` /
+    ``enable_allreduce()`` statements become the flag torch's ``no_sync()`` sets; any other member
+    keeps apex's DDP (manual), and so does a member used on a model this file cannot trace.
+    """
 
     codes = ("NPU322",)
     triggers = (r"DistributedDataParallel", r"apex\.parallel")
     RENAMES = {"apex.parallel.DistributedDataParallel": ("NPU322", "torch.nn.parallel.DistributedDataParallel")}
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.members = _ApexDdpMembers(ctx.module) if self.active else None
+        self.problems: dict[cst.Call, str | None] = {}  # apex DDP call -> why it stays
+        self.kept_subclasses: dict[cst.ClassDef, str] = {}  # apex DDP subclass -> an apex-only member it uses
+        if self.active:
+            self.problems = {call: self._problem(call, target) for call, target in self.members.calls.items()}
+            self.kept_subclasses = {c: m for c in self.members.subclasses if (m := self.members.subclass_member(c))}
+        # `isinstance(m, DDP)` and base classes keep apex's class while an apex DDP stays in the file
+        self.renames_class = not self.kept_subclasses and all(p is None for p in self.problems.values())
+
+    def _problem(self, call: cst.Call, target: str | None) -> str | None:
+        """Why this apex DDP call stays (manual), or None."""
+        try:
+            bound = bind(call, DDP_PARAMS, max_positional=1)
+        except Unbindable as exc:
+            return str(exc)
+        if "module" not in bound:
+            return "the wrapped module is not passed"
+        return self._unsupported(bound) or self.members.blocker(target)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if node in self.kept_subclasses:
+            self.report("NPU322", node, f"apex DistributedDataParallel subclass kept: it uses `self.{self.kept_subclasses[node]}`, "
+                        "which torch's DistributedDataParallel lacks (`with self.no_sync():` skips gradient all-reduces)",
+                        tier=Tier.MANUAL)
+        elif self.renames_class:
+            super().visit_ClassDef(node)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        toggle = self.members.toggles.get(node) if self.active else None
+        if toggle is None:
+            return
+        receiver, enable = toggle
+        calls = [call for call, target in self.members.calls.items() if target == receiver]
+        if not calls or any(self.problems[call] is not None for call in calls):
+            return  # not an apex DDP model of this file, or one that stays apex's (the blocker reports it)
+        value = "True" if enable else "False"
+        method = "enable_allreduce" if enable else "disable_allreduce"
+        self.report(
+            "NPU322",
+            node,
+            f"`{receiver}.{method}()` → `{receiver}.require_backward_grad_sync = {value}`, the flag torch DDP's "
+            "`no_sync()` sets: torch reads it in the forward pass, so it must be set before the forward of the step "
+            "(as apex required); `with model.no_sync():` around the forward and backward is the idiomatic form",
+            lambda updated: updated.with_changes(body=[cst.Assign(
+                targets=[cst.AssignTarget(expr(f"{receiver}.require_backward_grad_sync"))], value=cst.Name(value))]),
+            tier=Tier.REVIEW,
+            needs_torch_npu=False,
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.active:
             return
-        self.class_arguments(node)
-        if self.apex(node.func) != "apex.parallel.DistributedDataParallel":
+        if self.renames_class:
+            self.class_arguments(node)
+        if node not in self.problems:
             return
-        try:
-            bound = bind(node, DDP_PARAMS, max_positional=1)
-            problem = self._unsupported(bound)
-        except Unbindable as exc:
-            bound, problem = {}, str(exc)
-        if problem is not None or "module" not in bound:
-            problem = problem or "the wrapped module is not passed"
-            self.report("NPU322", node, f"apex DistributedDataParallel not migrated: {problem}", tier=Tier.MANUAL)
+        if self.problems[node] is not None:
+            self.report("NPU322", node, f"apex DistributedDataParallel not migrated: {self.problems[node]}", tier=Tier.MANUAL)
             return
-        dropped = [f"`{name}` ({DDP_TUNING[name]})" for name in DDP_PARAMS if name in bound and name in DDP_TUNING]
+        bound = bind(node, DDP_PARAMS, max_positional=1)
+        delay = bound.get("delay_allreduce") if value_of(bound, "delay_allreduce", False) is not False else None
+        dropped = [f"`{name}` ({DDP_TUNING[name]})" for name in DDP_PARAMS
+                   if name in bound and name in DDP_TUNING and not (name == "delay_allreduce" and delay is not None)]
 
         def fix(updated: cst.Call) -> cst.Call:
-            module = bind(updated, DDP_PARAMS, max_positional=1)["module"]
-            args = [positional(module), kwarg("device_ids", "[torch.npu.current_device()]"), kwarg("broadcast_buffers", "False")]
-            return with_args(updated.with_changes(func=expr("torch.nn.parallel.DistributedDataParallel")), args)
+            args = bind(updated, DDP_PARAMS, max_positional=1)
+            extra = [kwarg("find_unused_parameters", args["delay_allreduce"].value)] if delay is not None else []
+            args = [positional(args["module"]), kwarg("device_ids", "[torch.npu.current_device()]"), kwarg("broadcast_buffers", "False")]
+            return with_args(updated.with_changes(func=expr("torch.nn.parallel.DistributedDataParallel")), [*args, *extra])
 
         message = (
             "apex DistributedDataParallel → torch.nn.parallel.DistributedDataParallel with "
             "device_ids=[torch.npu.current_device()] (apex required torch.npu.set_device(local_rank) first) and "
             "broadcast_buffers=False (apex never re-broadcast buffers such as BatchNorm statistics)"
         )
+        if delay is not None:
+            message += (
+                "; `delay_allreduce` → `find_unused_parameters` (apex's delayed all-reduce skipped parameters without a "
+                "gradient, torch's DDP fails on them unless told to look for them; drop it if every parameter gets a "
+                "gradient each step: it costs a graph traversal per step)"
+            )
         if dropped:
             message += "; dropped: " + ", ".join(dropped)
         self.replaced("NPU322", node, node.func, message, fix)
@@ -254,6 +325,75 @@ class ApexDistributedDataParallel(ClassRenames):
         if value_of(bound, "retain_allreduce_buffers", False) is not False:
             return "retain_allreduce_buffers (apex-internal flat gradient buffers)"
         return None
+
+
+class _ApexDdpMembers(cst.BatchableCSTVisitor):
+    """A file's apex DDP calls, the names their results are assigned to, and the apex-only members
+    (``APEX_DDP_MEMBERS``) it uses."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.resolver = NameResolver(module)
+        self.calls: dict[cst.Call, str | None] = {}  # DDP call -> the name its result is assigned to
+        self.toggles: dict[cst.SimpleStatementLine, tuple[str, bool]] = {}  # `model.disable_allreduce()` lines
+        self.uses: list[tuple[str | None, str, bool, bool, cst.ClassDef | None]] = []  # see `visit_Attribute`
+        self.subclasses: list[cst.ClassDef] = []
+        self._toggle_attrs: set[cst.Attribute] = set()
+        self._called: set[cst.BaseExpression] = set()
+        self._classes: list[cst.ClassDef] = []
+        cst.visit_batched(module, [self.resolver, self])
+
+    def ddp(self, node: cst.BaseExpression) -> bool:
+        return apex_name(self.resolver, node) == "apex.parallel.DistributedDataParallel"
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+        if any(self.ddp(base.value) for base in node.bases):
+            self.subclasses.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._called.add(node.func)
+        if self.ddp(node.func):
+            self.calls.setdefault(node, None)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.value, cst.Call) and self.ddp(node.value.func):
+            self.calls[node.value] = dotted_name(node.targets[0].target)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        small = node.body[0] if len(node.body) == 1 else None
+        call = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute):
+            receiver = dotted_name(call.func.value)
+            if receiver not in (None, "self") and call.func.attr.value in TOGGLES:
+                self.toggles[node] = (receiver, TOGGLES[call.func.attr.value])
+                self._toggle_attrs.add(call.func)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        """(receiver, member, called, a toggle statement, the class around it)."""
+        if node.attr.value in APEX_DDP_MEMBERS:
+            cls = self._classes[-1] if self._classes else None
+            self.uses.append((dotted_name(node.value), node.attr.value, node in self._called, node in self._toggle_attrs, cls))
+
+    def blocker(self, target: str | None) -> str | None:
+        """Why the apex DDP assigned to ``target`` must stay: an apex-only member used on it (other
+        than a ``disable/enable_allreduce()`` statement), or an apex-only method called on a model
+        this file does not trace (a helper's result; ``self`` aside)."""
+        traced = {t for t in self.calls.values() if t is not None}
+        for receiver, member, called, toggle, _ in self.uses:
+            ours = target is not None and receiver == target and not toggle
+            untraced = called and receiver not in traced and receiver != "self"
+            if ours or untraced:
+                hint = "; `with model.no_sync():` skips the gradient all-reduce of the steps it wraps" if member in TOGGLES else ""
+                return f"`{receiver or ''}.{member}` is apex DDP's own: torch's DistributedDataParallel lacks it{hint}"
+        return None
+
+    def subclass_member(self, cls: cst.ClassDef) -> str | None:
+        """An apex-only member a class uses on ``self``."""
+        return next((member for receiver, member, _, _, c in self.uses if c is cls and receiver == "self"), None)
 
 
 @register
@@ -358,12 +498,14 @@ class CudaOnlyApex(ApexRule):
             self._flag(alias, f"{module}.{dotted_name(alias.name)}", [bound])
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        """``apex.contrib.X`` reached through ``import apex``: flag the shortest matching chain."""
+        """``apex.contrib.X`` reached through ``import apex``: flag the shortest matching chain,
+        unless it sits behind the apex import of its ``try`` (it never runs without apex)."""
         if not self.active or self._in_import or not isinstance(node.value, (cst.Name, cst.Attribute)):
             return
         name = self.resolver.qualified_name(node)
         if name and name.startswith("apex.") and cuda_only_note(name) and not cuda_only_note(self.resolver.qualified_name(node.value) or ""):
-            self._flag(node, name)
+            if self.ctx.statement is None or not behind_apex_import(self.edits.index, self.ctx.statement):
+                self._flag(node, name)
 
     def _flag(self, node: cst.CSTNode, qualified: str, bound: list[str] | None = None) -> None:
         """Report ``qualified`` if CUDA-only and, for an import, if the names it binds are read

@@ -7,7 +7,7 @@ rewrite picks the class from ``adam_w_mode`` and always states ``weight_decay``.
 
 Which class: ``torch_npu.optim.NpuFused*`` (``apex.optimizers.NpuFused*`` with ``--apex=ascend``)
 copy every parameter and gradient into one buffer at the first step and accept only float32 and
-float16 parameters (../shared/reference/torch_npu_api.md §3). When the file does something they
+float16 parameters (docs/reference/torch_npu.md §3). When the file does something they
 break on — casts to bfloat16 (``.bfloat16()``, ``.to(torch.bfloat16)``, ``torch_dtype=torch.bfloat16``),
 calls ``zero_grad(set_to_none=True)`` or assigns ``.data`` / ``.grad`` — the same algorithm from
 ``torch.optim`` is used instead, and the finding says why. What one file cannot show (a model cast

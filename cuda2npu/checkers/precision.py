@@ -27,6 +27,7 @@ from cuda2npu.checkers.apex_common import (
     is_torch_dtype,
     kwarg,
     remap_args,
+    value_of,
     with_args,
 )
 from cuda2npu.checkers.literals import string_value
@@ -84,6 +85,8 @@ class CudaAutocastBf16(Rule):
             return
         if not cuda and _device(bound, "device_type", None) != "cuda":
             return
+        if value_of(bound, "enabled", True) is False:
+            return  # a float32 region: its dtype is never used (NPU106 changes the device)
         dtype = bound.get("dtype")
         if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "bfloat16"):
             return  # already BF16: NPU106 changes the device
@@ -164,13 +167,18 @@ class GradScalerFp16InitScale(Rule):
 
 @register
 class ModelHalfUnderBf16(Rule):
-    """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported)."""
+    """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported) in a
+    file that trains (calls ``.backward(...)``): float16 inference runs on NPU as it is."""
 
     codes = ("NPU342",)
     triggers = (r"\.half\(", r"float16", r"\.half\b")
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.trains = _Backward.found(ctx.module) if self.options.precision == "bf16" else False
+
     def visit_Call(self, node: cst.Call) -> None:
-        if self.options.precision != "bf16" or not isinstance(node.func, cst.Attribute):
+        if not self.trains or not isinstance(node.func, cst.Attribute):
             return
         method = node.func.attr.value
         receiver = node.func.value
@@ -189,6 +197,25 @@ class ModelHalfUnderBf16(Rule):
             '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
+
+
+class _Backward(cst.CSTVisitor):
+    """Whether a module calls ``<something>.backward(...)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    @classmethod
+    def found(cls, module: cst.Module) -> bool:
+        visitor = cls()
+        module.visit(visitor)
+        return visitor.seen
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.seen = True
+        return not self.seen
 
 
 MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")
