@@ -12,7 +12,9 @@
 * :func:`plan_import_removals` / :func:`remove_import_names` remove imports of CUDA-only
   packages once nothing uses them;
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
-  fix (hoisting an argument) can rewrite the call inside it atomically.
+  fix (hoisting an argument) can rewrite the call inside it atomically;
+* :class:`ValueUses` finds names used other than by calling them (guards, aliases, class tests),
+  for a rule that replaces the calls of a library object and must see what else uses it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 
 from cuda2npu.checkers.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
@@ -168,6 +171,73 @@ def _statement_value(line: cst.SimpleStatementLine) -> cst.BaseExpression | None
     return None
 
 
+class ValueUses:
+    """Mixin of a rule: ``value_use(expr, class_test)`` for every name used as a value (call arguments,
+    assigned/returned values, conditions, comparison operands, and items of containers there), with
+    ``class_test`` for the classes of ``isinstance``/``issubclass`` and ``is``/``==`` comparators.
+    A rule defining ``visit_Call`` calls :meth:`call_value_uses` from it."""
+
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        raise NotImplementedError
+
+    def _use(self, expr: cst.BaseExpression | None, class_test: bool = False) -> None:
+        seen = self.__dict__.setdefault("_value_uses_seen", set())  # an isinstance class is also an argument
+        if isinstance(expr, (cst.Name, cst.Attribute)) and id(expr) not in seen:
+            seen.add(id(expr))
+            self.value_use(expr, class_test)
+        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):  # items of a container in use
+            for element in expr.elements:
+                self._use(getattr(element, "value", None))
+        elif isinstance(expr, cst.Subscript):  # `{"flash": flash_attn_func}[name]`
+            self._use(expr.value)
+
+    def report_in(self, statement: cst.CSTNode | None, *args, **kwargs) -> None:
+        """``report`` for a node seen earlier in the traversal (decided in leave_Module), with its marker
+        above ``statement``, the statement that was current when the node was seen."""
+        self.ctx._statements.append(statement)
+        try:
+            self.report(*args, **kwargs)
+        finally:
+            self.ctx._statements.pop()
+
+    def call_value_uses(self, node: cst.Call) -> None:
+        if (isinstance(node.func, cst.Name) and node.func.value in ("isinstance", "issubclass") and len(node.args) > 1
+                and not self.resolver.lookup(node.func.value)):
+            classes = node.args[1].value
+            for expr in [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]:
+                self._use(expr, class_test=True)
+        for arg in node.args:
+            self._use(arg.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._use(node.value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._use(node.value)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._use(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        for expr in (node.test, node.body, node.orelse):
+            self._use(expr)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._use(node.left)
+        for target in node.comparisons:
+            self._use(target.comparator, isinstance(target.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)))
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._use(node.left)
+        self._use(node.right)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        self._use(node.expression)
+
+
 class ModuleFacts(cst.CSTVisitor):
     """What the attention/TE rules need to know about the whole file before rewriting it."""
 
@@ -178,6 +248,7 @@ class ModuleFacts(cst.CSTVisitor):
         self.heads: dict[cst.Call, cst.SimpleStatementLine] = {}
         self.blocks: dict[cst.SimpleStatementLine, cst.CSTNode] = {}  # line → module or function body
         self.block_sizes: dict[cst.CSTNode, int] = {}
+        self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
 
     @classmethod
@@ -231,10 +302,23 @@ class ModuleFacts(cst.CSTVisitor):
         return True
 
     def visit_Import(self, node: cst.Import) -> bool:
+        self._guarded(node)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self._guarded(node)
         return False
+
+    def _guarded(self, node: cst.CSTNode) -> None:
+        """Record an import whose line is directly in the body of a ``try`` catching ImportError."""
+        guard = self._block_stack[-1] if self._block_stack else None
+        if (isinstance(guard, cst.Try) and isinstance(guard.body, cst.IndentedBlock)
+                and any(isinstance(line, cst.SimpleStatementLine) and node in line.body for line in guard.body.body)
+                and any(h.type is None or (dotted_name(h.type) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS
+                        or (isinstance(h.type, cst.Tuple) and any(
+                            (dotted_name(e.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for e in h.type.elements))
+                        for h in guard.handlers)):
+            self.guards[node] = guard
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
@@ -498,6 +582,62 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
         for _, small, unused, _ in entries:
             removals[small] = unused
     return removals
+
+
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+
+
+def plan_guard_removals(module: cst.Module, facts: ModuleFacts, packages: tuple[str, ...],
+                        migrated: bool) -> dict[cst.CSTNode, tuple[str, ...]]:
+    """Imports of ``packages`` in a ``try: ... except ImportError`` guard whose names nothing uses any
+    more, once the file's calls of them were rewritten (``migrated``): ``{Import node: names}``.
+
+    Such an import only decides whether the code after it runs (``HAS_FLASH_ATTN = True``), and on an
+    NPU host it always fails, so the rewritten code would never run. It is removed only when no other
+    import of ``packages`` stays in the file (else the guard still protects what remains) and the try
+    body keeps a statement.
+    """
+    if not migrated:
+        return {}
+    found: list[tuple[cst.Try, cst.CSTNode, tuple[str, ...], bool]] = []
+    others = False
+    for node in m.findall(module, m.Import() | m.ImportFrom()):
+        names = _package_names(node, packages)
+        if names is None:
+            others = others or _imports_package(node, packages)
+            continue
+        unused = tuple(b for b in names if not facts.is_used(b))
+        others = others or len(unused) < len(names)  # a name of it is still used: the import stays
+        guard = facts.guards.get(node)
+        if guard is not None and unused:
+            found.append((guard, node, unused, len(unused) == len(names)))
+    if others:
+        return {}
+    removals = {}
+    for guard, node, unused, whole in found:
+        emptied = sum(1 for g, _, _, w in found if g is guard and w)
+        if emptied < len(guard.body.body):
+            removals[node] = unused
+    return removals
+
+
+def _package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | None:
+    """The names an import of only ``packages`` binds (None: it imports something else too)."""
+    if isinstance(node, cst.ImportFrom):
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return None
+        if (dotted_name(node.module) or "").split(".")[0] not in packages:
+            return None
+        return [b for b in (_bound_name(a, True) for a in node.names) if b]
+    if not all((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names):
+        return None
+    return [b for b in (_bound_name(a, False) for a in node.names) if b]
+
+
+def _imports_package(node: cst.CSTNode, packages: tuple[str, ...]) -> bool:
+    if isinstance(node, cst.ImportFrom):
+        return not node.relative and (dotted_name(node.module) or "").split(".")[0] in packages
+    return any((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names)
 
 
 def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):

@@ -3,7 +3,7 @@ exact NPU counterpart (NPU403), flash-attn's RMSNorm → ``torch_npu.npu_rms_nor
 removal of flash-attn imports nothing uses any more (NPU405) and flash-attn's rotary embedding →
 ``torch_npu.npu_rotary_mul`` through a module-level helper (NPU407).
 
-Semantics: ../shared/reference/torch_npu_api.md §1 (§1.8 is the template); the flash-attn side
+Semantics: docs/reference/torch_npu.md §1 (§1.8 is the template); the flash-attn side
 follows ``Dao-AILab/flash-attention`` ``flash_attn/flash_attn_interface.py`` 2.x.
 
 Decisions worth knowing when reading the code:
@@ -42,6 +42,7 @@ from cuda2npu.checkers.attention_common import (
     NOT_LITERAL,
     ModuleFacts,
     Unbindable,
+    ValueUses,
     atom,
     arg_value,
     bind,
@@ -58,6 +59,7 @@ from cuda2npu.checkers.attention_common import (
     missing_imports,
     node_path,
     one_minus,
+    plan_guard_removals,
     plan_import_removals,
     remove_import_names,
     support_fix,
@@ -149,6 +151,8 @@ SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
         "`.transpose(1, 2).contiguous()`",
     ),
 }
+# what this rule's rewrites leave in a file (a guarded flash-attn import made unused by them may go)
+MIGRATED_MARKS = ("npu_fusion_attention", "_npu_apply_rotary_emb", "npu_rms_norm")
 HOIST_NAMES = {"q": "query", "qkv": "qkv_packed", "kv": "kv_packed", "cu_seqlens": "cu_seqlens_npu"}
 FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
 
@@ -164,6 +168,8 @@ UNSUPPORTED = {
 }
 UNSUPPORTED_PREFIXES = (
     ("flash_attn.modules.", "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core"),
+    ("flash_attn.layers.rotary.apply_rotary_emb_torch", "flash-attn's pure-PyTorch rotary reference (x*cos + rotate_half(x)*sin), but flash-attn cannot be installed on an NPU host; copy it into the project"),
+    ("flash_attn.layers.rotary.rotate_half", "pure-PyTorch helper, but flash-attn cannot be installed on an NPU host; copy it into the project"),
     ("flash_attn.layers.rotary.", "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)"),
     ("flash_attn.bert_padding.", "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project"),
     ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
@@ -352,7 +358,7 @@ def _maybe_paren(text: str) -> str:
 
 
 @register
-class FlashAttention(Rule):
+class FlashAttention(ValueUses, Rule):
     """NPU401–NPU405: flash-attn calls and imports."""
 
     codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407")
@@ -361,14 +367,21 @@ class FlashAttention(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
-        self.removals = plan_import_removals(self.facts, ("flash_attn", "flash_attn_interface"))
+        packages = ("flash_attn", "flash_attn_interface")
+        self.removals = plan_import_removals(self.facts, packages)
+        migrated = any(text in ctx.module.code for text in MIGRATED_MARKS)
+        self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
+        self.removals.update(self.guard_removals)
         self.target = parse_target(self.options.target_torch_npu)
         self.helpers: list[str] = []
         self.imports: list[str] = []
         self.rewrites: list[tuple[str, Tier]] = []
+        self.value_refs: list[tuple[cst.BaseExpression, str, cst.CSTNode | None]] = []
+        self.kept: set[str] = set()  # functions with a call left as it is (manual)
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
         if qualified is None:
             return
@@ -395,6 +408,7 @@ class FlashAttention(Rule):
             plan, bound = self._plan(node, function, spec)
         except (Manual, Unbindable) as exc:
             self.report(spec.code, node, f"`{function}` not rewritten: {exc}", tier=Tier.MANUAL)
+            self.kept.add(function)
             return
         message = self._message(plan)
         if plan.hoist:
@@ -622,6 +636,24 @@ class FlashAttention(Rule):
         self.helpers.append(ROTARY_HELPER)
         self.imports.extend(HELPER_IMPORTS[ROTARY_HELPER])
 
+    # ---------------------------------------------------------------- uses other than calls
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        qualified = self.resolver.qualified_name(expr)
+        name = flash_function(qualified) if flash_function(qualified) in SPECS else qualified
+        if name in SPECS or name in RMS_NORM or name in ROTARY:
+            self.value_refs.append((expr, name, self.ctx.statement))
+
+    def _value_uses(self) -> None:
+        """A flash-attn function whose calls this rule rewrites (none of them is left as it is), used as a
+        value (a guard, an alias): the use keeps needing flash-attn, so it is reported where it is."""
+        for expr, name, statement in self.value_refs:
+            if name in self.kept:
+                continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
+            self.report_in(statement, "NPU403", expr, f"`{code(expr)}` used other than by calling it: its calls are "
+                           "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
+                           "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
+                           "call through an alias is not migrated): replace it by hand")
+
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
         self._import(node)
@@ -633,10 +665,13 @@ class FlashAttention(Rule):
         unused = self.removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
+            guard = ("; it sat in a `try` guard, so the code after it (an availability flag) now runs the rewritten "
+                     "calls instead of never running on an NPU host" if node in self.guard_removals else "")
             self.report("NPU405", node, f"flash-attn import of {names} is unused (flash-attn cannot be installed on "
-                        "an NPU host); removed", remove_import_names(node, unused), needs_torch_npu=False)
+                        f"an NPU host); removed{guard}", remove_import_names(node, unused), needs_torch_npu=False)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        self._value_uses()
         if not self.rewrites or not self.options.fix:
             return
         imports = missing_imports(self.resolver, original_node, self.imports)

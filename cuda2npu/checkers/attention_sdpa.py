@@ -1,6 +1,6 @@
 """``F.scaled_dot_product_attention`` → ``torch_npu.npu_fusion_attention`` (NPU406, opt-in).
 
-torch_npu already sends many SDPA calls on NPU tensors to the fused kernel (torch_npu_api.md
+torch_npu already sends many SDPA calls on NPU tensors to the fused kernel (docs/reference/torch_npu.md
 §1.8), so this rewrite is opt-in: ``--fuse-sdpa`` (``options.fuse_sdpa``) or selecting NPU406 by
 its full code. It follows torch_npu's own mapping: layout BNSD, ``head_num = q.shape[1]``, scale
 1/sqrt(E) unless given, ``keep_prob = 1 - dropout_p``, a boolean ``attn_mask`` inverted (NPU:

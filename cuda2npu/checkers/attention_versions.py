@@ -2,12 +2,12 @@
 
 ``--target-torch-npu`` accepts a pip package version (``2.1.0.post10``, ``2.6.0``) or a TorchNPU
 release (``7.2.0``, ``26.0.0``). Package versions map to releases through the compatibility
-table of torch_npu_api.md §7 (the branch ``v{torch}-{release}`` of each package); an unknown
+table of docs/reference/torch_npu.md §7 (the branch ``v{torch}-{release}`` of each package); an unknown
 ``.postN`` of a known torch version takes the newest listed release not after it, and an
 unknown version the oldest documented release (6.0.0), so nothing newer than the target is
 ever emitted. None means the newest documented release.
 
-Keyword history (torch_npu_api.md §1.1, §2.3): ``npu_fusion_attention`` has its core keywords up
+Keyword history (docs/reference/torch_npu.md §1.1, §2.3): ``npu_fusion_attention`` has its core keywords up
 to ``sync`` from 6.0.0, ``softmax_layout`` from 7.2.0, ``sink`` from 7.3.0, ``dropout_mask`` /
 ``seed`` / ``offset`` from 26.0.0; ``npu_rotary_mul`` has ``rotary_mode`` from 7.0.0 and
 ``rotate`` from 26.0.0.
@@ -23,7 +23,7 @@ Version = tuple[int, ...]
 OLDEST_RELEASE: Version = (6, 0, 0)
 NEWEST_RELEASE: Version = (26, 1, 0)
 
-# torch_npu package version → TorchNPU release (torch_npu_api.md §7, active table)
+# torch_npu package version → TorchNPU release (docs/reference/torch_npu.md §7, active table)
 PACKAGE_RELEASES: dict[str, Version] = {
     "2.12.0": (26, 1, 0),
     "2.11.0": (26, 1, 0),

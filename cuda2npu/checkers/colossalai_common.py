@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.checkers.attention_common import ValueUses
 from cuda2npu.checkers.colossalai_support import (
     NOT_LITERAL,
     REMOVABLE_KEEP,
@@ -21,6 +22,7 @@ from cuda2npu.checkers.colossalai_support import (
     as_keyword,
     as_positional,
     bind_args,
+    code_of,
     keyword_arg,
     literal,
     symbol_of,
@@ -39,6 +41,7 @@ ADAM_PARAMS = {
     "FusedAdam": ("params", "lr", "bias_correction", "betas", "eps", "adamw_mode", "weight_decay", "amsgrad",
                   "set_grad_none"),
 }
+GEMINI = ("GeminiPlugin", "GeminiOptimizer", "GeminiDDP", "zero_optim_wrapper")
 SGD_PARAMS = ("params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum")
 
 
@@ -139,23 +142,29 @@ class CurrentDevice(ColossalRule):
 
 
 @register
-class FusedOptimizers(ColossalRule):
-    """NPU503: HybridAdam/CPUAdam/FusedAdam → torch.optim.AdamW/Adam, FusedSGD → torch.optim.SGD."""
+class FusedOptimizers(ValueUses, ColossalRule):
+    """NPU503: HybridAdam/CPUAdam/FusedAdam → torch.optim.AdamW/Adam, FusedSGD → torch.optim.SGD; other uses
+    of a class whose calls are rewritten (a class test, an alias) are reported where they are."""
 
     codes = ("NPU503",)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._gemini = None
+        self.value_refs: list[tuple[cst.BaseExpression, str, bool, cst.CSTNode | None]] = []
+        self.kept: set[str] = set()  # optimizers with a call left as it is (manual)
 
     def gemini(self) -> bool:
-        """Whether the file imports GeminiPlugin (GeminiOptimizer only accepts FusedAdam/CPUAdam/HybridAdam)."""
+        """Whether the file imports GeminiPlugin, GeminiOptimizer/GeminiDDP or ``zero_optim_wrapper`` (which
+        builds a GeminiOptimizer for ZeRO-3), or defines GeminiOptimizer: it only accepts FusedAdam/CPUAdam/HybridAdam."""
         if self._gemini is None:
             scope = self.resolver.module_scope
-            self._gemini = any(symbol_of(q) == "GeminiPlugin" for targets in scope.imports.values() for q in targets)
+            self._gemini = (any(symbol_of(q) in GEMINI for targets in scope.imports.values() for q in targets)
+                            or self.resolver.is_bound("GeminiOptimizer"))  # ColossalAI's own gemini code
         return self._gemini
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
         name = self.symbol(node.func)
         if name == "FusedLAMB":
             self.report(
@@ -170,6 +179,25 @@ class FusedOptimizers(ColossalRule):
         elif name == "FusedSGD":
             self._sgd(node)
 
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        name = self.symbol(expr)
+        if name in ADAM_PARAMS or name == "FusedSGD":
+            self.value_refs.append((expr, name, class_test, self.ctx.statement))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        """Other uses (a class test, an alias) of an optimizer whose calls are all rewritten, reported there."""
+        for expr, name, class_test, statement in self.value_refs:
+            if name in self.kept or (self.gemini() and name in ADAM_PARAMS):
+                continue  # its calls stay, or stay ColossalAI optimizers Gemini accepts: consistent
+            target = "torch.optim.SGD" if name == "FusedSGD" else "torch.optim.AdamW/Adam"
+            what = ("a class test that no longer matches the new optimizers" if class_test else
+                    f"an alias that still builds `{name}`" + (" (CUDA kernels)" if name in ("FusedAdam", "FusedSGD")
+                                                              else ""))
+            self.report_in(statement, "NPU503", expr, f"`{code_of(expr)}` used other than by calling it: `{name}(...)` "
+                           f"calls become `{target}` (NPU503), this use stays: {what}; adapt it by hand",
+                           tier=Tier.MANUAL)
+        super().leave_Module(original_node)
+
     # ------------------------------------------------------------------ Adam family
     def _adam(self, node: cst.Call, name: str) -> None:
         if name != "FusedAdam" and self.gemini():
@@ -179,6 +207,7 @@ class FusedOptimizers(ColossalRule):
         if args is None or any(k not in ADAM_PARAMS[name] for k in args):
             self.report("NPU503", node, f"`{name}` with `*args`/`**kwargs` or unknown arguments: replace it by hand "
                         "with torch.optim.AdamW (adamw_mode=True, the default) or torch.optim.Adam", tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         if self.gemini():
             self._keep_for_gemini(node, name, args)
@@ -186,12 +215,14 @@ class FusedOptimizers(ColossalRule):
         problem = self._adam_problem(name, args)
         if problem:
             self.report("NPU503", node, problem, tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         adamw = literal(args["adamw_mode"].value) if "adamw_mode" in args else True
         target = "AdamW" if adamw else "Adam"
         torch = self.imports().module_name("torch", code="NPU503", tier=Tier.REVIEW)
         if torch is None:
             self.report("NPU503", node, f"`{name}` → torch.optim.{target}: the name `torch` is taken here", tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         params = args.get("model_params") or args.get("params")
         new_args = [as_positional(params)] if params is not None else []
@@ -239,15 +270,17 @@ class FusedOptimizers(ColossalRule):
             self.report(
                 "NPU503",
                 node,
-                f"`{name}` kept: GeminiPlugin accepts only FusedAdam/CPUAdam/HybridAdam (GeminiOptimizer asserts the "
-                "type); HybridAdam updates npu parameters with its pure-PyTorch path, CPU-offloaded ones with the CPU "
-                "Adam extension, which must build on the host (x86 or Arm)",
+                f"`{name}` kept: Gemini (GeminiPlugin, zero_optim_wrapper for ZeRO-3) accepts only "
+                "FusedAdam/CPUAdam/HybridAdam (GeminiOptimizer asserts the type); HybridAdam updates npu parameters "
+                "with its pure-PyTorch path, CPU-offloaded ones with the CPU Adam extension, which must build on the "
+                "host (x86 or Arm)",
                 tier=Tier.REVIEW,
             )
             return
         hybrid = self.imports().from_name("colossalai.nn.optimizer", "HybridAdam", code="NPU503", tier=Tier.REVIEW)
         if hybrid is None:
             self.report("NPU503", node, "`FusedAdam` needs CUDA kernels; use HybridAdam with GeminiPlugin", tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         order = ("params", "lr", "bias_correction", "betas", "eps", "weight_decay", "adamw_mode")
         new_args = []
@@ -265,18 +298,22 @@ class FusedOptimizers(ColossalRule):
 
     # ------------------------------------------------------------------ SGD
     def _sgd(self, node: cst.Call) -> None:
+        name = "FusedSGD"
         args = bind_args(node, SGD_PARAMS)
         if args is None or any(k not in SGD_PARAMS for k in args):
             self.report("NPU503", node, "`FusedSGD` with `*args`/`**kwargs`: replace it by hand with torch.optim.SGD",
                         tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         if "wd_after_momentum" in args and literal(args["wd_after_momentum"].value) is not False:
             self.report("NPU503", node, "`FusedSGD(wd_after_momentum=True)` applies weight decay after momentum; "
                         "torch.optim.SGD has no such mode: replace by hand", tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         torch = self.imports().module_name("torch", code="NPU503", tier=Tier.REVIEW)
         if torch is None:
             self.report("NPU503", node, "`FusedSGD` → torch.optim.SGD: the name `torch` is taken here", tier=Tier.MANUAL)
+            self.kept.add(name)
             return
         new_args = [as_positional(args["params"])] if "params" in args else []
         new_args += [as_keyword(args[k], k) for k in SGD_PARAMS[1:6] if k in args]
@@ -291,14 +328,15 @@ class FusedOptimizers(ColossalRule):
         )
 
 
-KERNEL_NOTES = {
-    "colossalai.kernel.kernel_loader": (
-        Tier.REVIEW,
-        "ColossalAI kernel loaders: only FlashAttentionLoader has an NPU extension (torch_npu.npu_fusion_attention); "
-        "CPUAdamLoader builds a CPU extension; the fused-optimizer, layernorm, softmax, MoE and inference loaders "
-        "have CUDA extensions only",
-    ),
-}
+KERNEL_LOADERS = "colossalai.kernel.kernel_loader"
+# Loaders whose registry has an extension that works on an NPU host (colossalai/kernel/kernel_loader.py):
+# the flash-attention loaders list FlashAttentionNpuExtension; CPUAdamLoader builds a CPU extension.
+NPU_CAPABLE_LOADERS = {"KernelLoader", "FlashAttentionLoader", "FlashAttentionWithCustomMaskLoader", "CPUAdamLoader"}
+LOADERS_NOTE = (
+    "FlashAttentionLoader and FlashAttentionWithCustomMaskLoader have an NPU extension "
+    "(torch_npu.npu_fusion_attention) and CPUAdamLoader builds a CPU extension; the fused-optimizer, layernorm, "
+    "softmax, MoE, inference and other flash-attention loaders have CUDA extensions only"
+)
 
 
 @register
@@ -308,9 +346,15 @@ class CudaKernelImports(ColossalRule):
     codes = ("NPU509",)
 
     def _module(self, node: cst.CSTNode, module: str, names: list[str]) -> None:
-        if module in KERNEL_NOTES:
-            tier, note = KERNEL_NOTES[module]
-            self.report("NPU509", node, f"`{module}`: {note}", tier=tier)
+        if module == KERNEL_LOADERS:
+            cuda_only = sorted(set(names) - NPU_CAPABLE_LOADERS)
+            if names and not cuda_only:
+                return  # every loader imported here works on NPU
+            if cuda_only:
+                self.report("NPU509", node, f"`{', '.join(cuda_only)}` (`{module}`): CUDA extensions only, fails "
+                            "on an NPU host; use plain PyTorch ops or torch_npu fused ops", tier=Tier.MANUAL)
+            else:
+                self.report("NPU509", node, f"`{module}`: {LOADERS_NOTE}", tier=Tier.REVIEW)
         elif module == "colossalai.kernel" or module.startswith("colossalai.kernel."):
             self.report(
                 "NPU509",

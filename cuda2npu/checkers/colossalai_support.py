@@ -50,6 +50,9 @@ _SYMBOL_MODULES: dict[str, Callable[[str], bool]] = {
     **{name: (lambda m: m.startswith("colossalai.booster")) for name in PLUGINS},
     **{name: (lambda m: m.startswith("colossalai.nn")) for name in OPTIMIZERS},
     "DistCoordinator": lambda m: m.startswith("colossalai.cluster"),
+    # ZeRO/Gemini entry points whose optimizer must stay a ColossalAI one (GeminiOptimizer asserts the type)
+    **{name: (lambda m: m.startswith("colossalai.zero")) for name in ("GeminiOptimizer", "GeminiDDP",
+                                                                        "zero_optim_wrapper")},
 }
 
 # Imports the keep strategy may drop once its rewrites left them unused; native drops more.

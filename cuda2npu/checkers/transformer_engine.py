@@ -11,7 +11,8 @@
   ``return_bias``, ``parameters_split``, ``fuse_wgrad_accumulation`` or ``zero_centered_gamma``
   is not rewritten (manual): plain modules cannot do it.
 * NPU414 ``te.checkpoint`` → ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` explicit,
-  TE's default True).
+  TE's default True); TE < 1.5's positional options are recognised and dropped, never passed to the
+  function as inputs (:func:`checkpoint_plan`).
 * NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed; NPU416
   removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (grouped GEMM,
   ONNX export, FP8 parameters, userbuffers).
@@ -20,9 +21,15 @@
   ``parameters_split``) → the same-named classes of a generated ``te_npu_modules.py`` placed next
   to the file (``migrate`` writes it; see :mod:`cuda2npu.checkers.te_generated`), imported with
   ``from . import te_npu_modules`` inside a package, ``import te_npu_modules`` otherwise.
+  Other uses of a replaced class follow it (``isinstance(m, te.Linear)`` → ``te_npu_modules.Linear``,
+  ``TransformerEngineBaseModule`` → ``te_npu_modules.TEModule``); such a class always goes to the
+  generated file, and a use that cannot follow (kept calls, TE internals) is reported where it is.
 """
 
 from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
 
 import libcst as cst
 import libcst.matchers as m
@@ -31,9 +38,11 @@ from cuda2npu.checkers.attention_common import (
     NOT_LITERAL,
     ModuleFacts,
     Unbindable,
+    ValueUses,
     arg_value,
     atom,
     bind,
+    code,
     describe_support,
     expression,
     is_pure,
@@ -171,7 +180,7 @@ def _te_only_arguments(bound: dict[str, cst.Arg], kept, renamed=None) -> list[tu
 
 
 @register
-class TransformerEngine(Rule):
+class TransformerEngine(ValueUses, Rule):
     codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417", "NPU418")
     triggers = (r"transformer_engine",)
 
@@ -186,6 +195,9 @@ class TransformerEngine(Rule):
         self.imports: list[str] = []
         self.rewrites: list[tuple[str, Tier]] = []
         self.uses_generated = False
+        self.outcomes: dict[str, set[str]] = {}  # TE class → what this file's uses became (KEPT: not rewritten)
+        self.references: list[Reference] = []
+        self.used_as_value, self.generated_used = self._other_uses_prepass(ctx.module)
 
     # ---------------------------------------------------------------- recipe objects
     def _recipe_value(self, expr: cst.BaseExpression) -> bool:
@@ -232,6 +244,7 @@ class TransformerEngine(Rule):
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
         if qualified is None:
             return
@@ -266,26 +279,40 @@ class TransformerEngine(Rule):
                             "review whether the subclass uses TE internals (`fp8_meta`, ...), which do not exist there",
                             lambda updated, t=target: updated.with_changes(value=expression(t)), companion=COMPANION)
                 self.uses_generated = True
-            elif problem == "no counterpart":
+                self._outcome(name, target)
+            elif problem == "no counterpart" and qualified.startswith(RECIPE + "."):
+                self.report("NPU417", base, f"subclass of `{qualified}`: an FP8 recipe; FP8 training is not available "
+                            "on NPU (the autocast becomes BF16): remove the class and its uses")
+            elif problem == "no counterpart" and name and name[0].isupper() and ".distributed." not in qualified:
                 self.report("NPU417", base, f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
                             "forward arguments; derive from the matching torch.nn module by hand")
+            elif problem == "no counterpart":
+                self.report("NPU417", base, f"subclass of `{qualified}`: TransformerEngine cannot be installed on an "
+                            "NPU host and this class has no rewrite; reimplement what the subclass needs by hand")
             else:
-                self.report("NPU418", base, f"subclass of `te.{name}` not rewritten: its `super().__init__` call "
-                            f"{problem}", tier=Tier.MANUAL)
+                self.report("NPU418", base, f"subclass of `te.{name}` not rewritten: {problem}", tier=Tier.MANUAL)
+                self._outcome(name, KEPT)
 
     @staticmethod
     def _super_init_problem(node: cst.ClassDef, name: str) -> str | None:
-        """Why the class's ``super().__init__(...)`` calls cannot go to the generated class (None: they can)."""
+        """Why the class cannot derive from the generated class (None: it can): its ``super().__init__(...)``
+        passes what that class does not take, or its methods use TE internals it lacks (``self.fp8_meta``)."""
+        internals = sorted({a.attr.value for a in m.findall(node.body, m.Attribute(value=m.Name("self")))}
+                           & _te_internals(node.body))
+        if internals:
+            return ("uses TE internals the generated class does not have: "
+                    + ", ".join(f"`self.{a}`" for a in internals))
         spec = FUSED[name]
         for call in m.findall(node.body, SUPER_INIT):
             try:
                 bound = bind(call, spec.params, max_positional=spec.positional)
             except Unbindable as exc:
-                return f"cannot be checked against the generated `{MODULE}.{name}`: {exc}"
+                return f"its `super().__init__` call cannot be checked against the generated `{MODULE}.{name}`: {exc}"
             extra = [param for param in bound if param not in spec.accepted]
             if extra:
                 names = ", ".join(f"`{param}=`" for param in extra)
-                return f"passes {names}, which the generated `{MODULE}.{name}` does not take (TE-only arguments)"
+                return (f"its `super().__init__` call passes {names}, which the generated `{MODULE}.{name}` does not "
+                        "take (TE-only arguments)")
         return None
 
     def _recipe_call(self, node: cst.Call) -> None:
@@ -363,7 +390,9 @@ class TransformerEngine(Rule):
             entries = _te_only_arguments(bound, KEEP, RENAME)
         except (Manual, Unbindable) as exc:
             self.report("NPU412", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
+            self._outcome(name, KEPT)
             return
+        self._outcome(name, replacement)
         add_device = "device" not in bound
         add_eps = name == "RMSNorm" and "eps" not in bound
         notes = [f"`te.{name}` → `{replacement}` (parameters `weight`/`bias` keep their names; TE checkpoints also "
@@ -406,7 +435,11 @@ class TransformerEngine(Rule):
     def _needs_generated(self, node: cst.Call, name: str) -> bool:
         """What torch.nn cannot do and the generated module can: a Linear returning its bias, with split
         parameters or with its own ``init_method`` (nn.Linear would drop it and initialise Kaiming-uniform),
-        a zero-centred norm, an RMSNorm for a torch older than 2.4 (no torch.nn.RMSNorm)."""
+        a zero-centred norm, an RMSNorm for a torch older than 2.4 (no torch.nn.RMSNorm); and a class the
+        file also names otherwise (``isinstance(m, te.Linear)``, ``partial(te.LayerNorm, ...)``), which can
+        follow the generated class but not a torch.nn one."""
+        if name in self.used_as_value or (name in BASE_FAMILY and BASE_MODULE in self.used_as_value):
+            return True
         try:
             bound = bind(node, FUSED[name].params, max_positional=FUSED[name].positional)
         except Unbindable:
@@ -429,8 +462,10 @@ class TransformerEngine(Rule):
             entries = _te_only_arguments(bound, spec.accepted)
         except (Manual, Unbindable) as exc:
             self.report("NPU418", node, f"`te.{name}` not rewritten: {exc}", tier=Tier.MANUAL)
+            self._outcome(name, KEPT)
             return
         target = f"{MODULE}.{name}"
+        self._outcome(name, target)
         what = ("TE's parameter names, so TE checkpoints load; `_extra_state` entries are accepted and ignored; "
                 "attention runs on torch_npu.npu_fusion_attention, RoPE on torch_npu.npu_rotary_mul"
                 if name[0].isupper() else "TE's arguments, on torch_npu.npu_rotary_mul")
@@ -449,44 +484,122 @@ class TransformerEngine(Rule):
 
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, node: cst.Call) -> None:
-        positional = [a for a in node.args if a.keyword is None and not a.star]
-        keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
-        old_style = len(positional) >= 2 and literal(positional[1].value) in (True, False)
         try:
-            if any(a.star == "**" for a in node.args):
-                raise Manual("`**kwargs` hide which TE options are passed")
-            if not positional:
-                raise Manual("`function` is missing")
-            if old_style and len(positional) < 4:
-                raise Manual("old-style call (function, distribute_saved_activations, get_rng_state_tracker, tp_group, *args) is incomplete")
-            dsa = positional[1].value if old_style else arg_value(keywords, "distribute_saved_activations")
-            if dsa is not None and literal(dsa) is not False:
-                raise Manual("`distribute_saved_activations` splits saved activations across the tensor-parallel group; no torch counterpart")
-            unknown = set(keywords) - {"distribute_saved_activations", "get_rng_state_tracker", "tp_group", "use_reentrant"}
-            reentrant = arg_value(keywords, "use_reentrant")
-            if unknown and (reentrant is None or literal(reentrant) is not False):
-                raise Manual(f"keyword arguments {sorted(unknown)} for the function need use_reentrant=False in torch.utils.checkpoint")
+            plan = checkpoint_plan(node)
         except Manual as exc:
             self.report("NPU414", node, f"`te.checkpoint` not rewritten: {exc}", tier=Tier.MANUAL)
             return
-        skip = 4 if old_style else 1
 
         def fix(updated: cst.Call) -> cst.Call:
-            pos = [a for a in updated.args if a.keyword is None]
-            kws = {a.keyword.value: a for a in updated.args if a.keyword is not None}
-            args = [pos[0], *pos[skip:]] + [a for k, a in kws.items()
-                                           if k not in ("distribute_saved_activations", "get_rng_state_tracker", "tp_group")]
-            if "use_reentrant" not in kws:
-                args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("use_reentrant"), equal=_equal()))
-            args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
-            return updated.with_changes(func=expression("torch.utils.checkpoint.checkpoint"), args=args)
+            dropped = {id(a) for i, a in enumerate(updated.args)
+                       if 0 < i < plan.skip or (a.keyword is not None and a.keyword.value in TE_CHECKPOINT_OPTIONS)}
+            args = _kept_arguments(updated.args, lambda a: None if id(a) in dropped else a)
+            if plan.add_reentrant:  # after the last argument, which hands over what ends the call
+                last = args[-1]
+                args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=cst.SimpleWhitespace(""))
+                args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("use_reentrant"), equal=_equal(),
+                                    whitespace_after_arg=last.whitespace_after_arg))
+            return _with_arguments(updated, "torch.utils.checkpoint.checkpoint", args)
 
         message = ("`te.checkpoint` → `torch.utils.checkpoint.checkpoint` with `use_reentrant` explicit (TE's default "
                    "is True); torch restores the default RNG state on recomputation")
-        if "get_rng_state_tracker" in keywords or old_style:
+        if plan.skip > 1:
+            message += ("; the options of TE < 1.5's positional form (distribute_saved_activations, "
+                        "get_rng_state_tracker, tp_group) are dropped, not passed to the function")
+        elif plan.drops_tracker:
             message += "; TE's `get_rng_state_tracker` (tensor-parallel RNG states) is dropped"
         self.report("NPU414", node, message, fix, needs_torch_npu=False)
         self._need("NPU414", ["torch", "torch.utils.checkpoint"])
+
+    # ---------------------------------------------------------------- other uses of the replaced classes
+    def _other_uses_prepass(self, module: cst.Module) -> tuple[set[str], set[str]]:
+        """(TE classes this file names other than by calling or deriving from them, the generated
+        classes it uses already): the calls of the former must become generated classes, which the
+        other uses can follow (decided before the traversal, through the file's TE imports)."""
+        used: set[str] = set()
+        generated: set[str] = set()
+        bindings = _te_bindings(module)  # in any scope: a function-local import counts too
+
+        def note(expr: cst.BaseExpression, called: bool = False) -> None:
+            dotted = dotted_name(expr) or ""
+            if dotted.startswith(MODULE + "."):
+                generated.add(dotted[len(MODULE) + 1:])
+            head, _, rest = dotted.partition(".")
+            if called or head not in bindings:
+                return
+            for qualified in bindings[head]:
+                name = te_name(f"{qualified}.{rest}" if rest else qualified)
+                if name in FUSED or name in MODULES or name == BASE_MODULE:
+                    used.add(name)
+
+        class _Collect(ValueUses, cst.CSTVisitor):
+            resolver = self.resolver  # only asked whether `isinstance` is shadowed
+
+            def value_use(inner, expr: cst.BaseExpression, class_test: bool = False) -> None:
+                note(expr)
+
+            def visit_Call(inner, node: cst.Call) -> None:
+                inner.call_value_uses(node)
+                note(node.func, called=True)
+
+            def visit_ClassDef(inner, node: cst.ClassDef) -> None:
+                for base in node.bases:
+                    note(base.value, called=True)
+
+            def visit_Annotation(inner, node: cst.Annotation) -> None:
+                note(node.annotation)
+
+        module.visit(_Collect())
+        return used, generated
+
+    def visit_Annotation(self, node: cst.Annotation) -> None:
+        self._use(node.annotation)
+
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        """Remember a TE class used as a value (not called, not a base class): checked in leave_Module,
+        once it is known what this file's uses of the class became."""
+        name = te_name(self.resolver.qualified_name(expr))
+        if name is None or not (name in FUSED or name in MODULES or name == BASE_MODULE):
+            return
+        self.references.append(Reference(expr, name, self.ctx.statement, class_test))
+
+    def _outcome(self, name: str, target: str) -> None:
+        self.outcomes.setdefault(name, set()).add(target)
+
+    def _other_use(self, ref: Reference) -> None:
+        """A replaced TE class still named: it moves to the generated class (whose calls this file now
+        makes), unless some calls of it were kept or a class test guards TE internals (manual)."""
+        base = ref.name == BASE_MODULE
+        family = BASE_FAMILY if base else (ref.name,)
+        outcomes = set().union(*(self.outcomes.get(n, set()) for n in family))
+        if not outcomes - {KEPT} and not self.generated_used & set(family):
+            return  # nothing of it was replaced here: the TE code around it stays as it was
+        target = f"{MODULE}.{BASE_GENERATED if base else ref.name}"
+        what = "TE module" if base else f"`te.{ref.name}`"
+        source = code(ref.node)
+        internals = sorted(_te_internals(ref.statement)) if ref.class_test and ref.statement is not None else []
+        code_ = "NPU418"
+        plain = sorted(t for t in outcomes if t != KEPT and not t.startswith(MODULE + "."))
+        if KEPT in outcomes:
+            why = (f"some of this file's {what} calls were not rewritten (see their findings), others became "
+                   f"`{target}`: decide which this {'class test' if ref.class_test else 'use'} means")
+        elif plain:  # a use the pre-pass could not see (a local import): its calls went to torch.nn
+            why = (f"this file's {what} calls became `{plain[0]}`, which this use cannot follow (it also matches "
+                   "modules that never were TE ones): adapt it by hand")
+        elif internals:
+            why = (f"this file's {what} calls became `{MODULE}` classes, but the code this class test guards uses TE "
+                   "internals (" + ", ".join(f"`{a}`" for a in internals) + ") they do not have: remove it (FP8 "
+                   "state does not exist on NPU) or adapt it")
+        else:
+            role = ("in a class test" if ref.class_test else
+                    "as a value (arguments passed through it must be ones the generated class takes)")
+            self.report_in(ref.statement, code_, ref.node,
+                            f"`{source}` {role} → `{target}`, as this file's {what} calls; review the code around it "
+                            "(the generated modules have TE's parameters and `reset_parameters`, no FP8 state)",
+                            lambda _: expression(target), companion=COMPANION)
+            self.uses_generated = True
+            return
+        self.report_in(ref.statement, code_, ref.node, f"`{source}` kept: {why}", tier=Tier.MANUAL)
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
@@ -507,6 +620,8 @@ class TransformerEngine(Rule):
         self.imports.extend(imports)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        for ref in self.references:
+            self._other_use(ref)
         if self.uses_generated and self.options.fix:
             relative = self.options.in_package
             statement = f"from . import {MODULE}" if relative else f"import {MODULE}"
@@ -522,6 +637,112 @@ class TransformerEngine(Rule):
             code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
             self.report(code_, original_node, describe_support(imports, ()), support_fix(imports), tier=tier,
                         needs_torch_npu=False)
+
+
+# te.checkpoint's own keyword options (TE >= 1.5); the TE < 1.5 signature took the first three
+# positionally: checkpoint(function, distribute_saved_activations, get_rng_state_tracker, tp_group, *args)
+TE_CHECKPOINT_OPTIONS = ("distribute_saved_activations", "get_rng_state_tracker", "tp_group")
+# torch.utils.checkpoint options TE >= 1.5 passes on; torch takes `context_fn`/`debug` only without reentrancy
+TORCH_CHECKPOINT_OPTIONS = {"use_reentrant", "context_fn", "determinism_check", "debug"}
+
+
+class CheckpointPlan(NamedTuple):
+    skip: int  # leading arguments that are not the function's inputs (1: just `function`)
+    add_reentrant: bool
+    drops_tracker: bool
+
+
+def checkpoint_plan(call: cst.Call) -> CheckpointPlan:
+    """How a ``te.checkpoint`` call becomes ``torch.utils.checkpoint.checkpoint``; Manual when it cannot.
+
+    TE < 1.5 took its options positionally, TE >= 1.5 as keywords (it still accepts the old form when
+    the 2nd-4th arguments are a bool, a callable and a group). The old form is recognised by a literal
+    bool second argument or by the names of its 2nd-4th arguments."""
+    if any(a.star == "**" for a in call.args):
+        raise Manual("`**kwargs` hide which TE options are passed")
+    leading = list(itertools.takewhile(lambda a: a.keyword is None and not a.star, call.args))
+    keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    if not leading:
+        raise Manual("`function` is missing")
+    old = _old_checkpoint_form(leading)
+    if old and len(leading) < 4:
+        raise Manual("TE < 1.5's form (function, distribute_saved_activations, get_rng_state_tracker, tp_group, "
+                     "*args) is incomplete or its options are hidden in `*` arguments")
+    dsa = leading[1].value if old else arg_value(keywords, "distribute_saved_activations")
+    if dsa is not None and literal(dsa) is not False:
+        form = "TE < 1.5's positional form, " if old else ""
+        value = "=True`" if literal(dsa) is True else f"` is `{code(dsa)}`, which may be True"
+        raise Manual(f"{form}`distribute_saved_activations{value}: it splits saved activations across the "
+                     "tensor-parallel group (no torch.utils.checkpoint counterpart; with False it is dropped)")
+    reentrant = arg_value(keywords, "use_reentrant")
+    non_reentrant = reentrant is not None and literal(reentrant) is False
+    for_function = set(keywords) - set(TE_CHECKPOINT_OPTIONS) - TORCH_CHECKPOINT_OPTIONS
+    if for_function and not non_reentrant:
+        raise Manual(f"keyword arguments {sorted(for_function)} for the function need use_reentrant=False in "
+                     "torch.utils.checkpoint")
+    torch_only = sorted({"context_fn", "debug"} & set(keywords))
+    if torch_only and not non_reentrant:
+        raise Manual(f"{', '.join(f'`{k}`' for k in torch_only)}: only with use_reentrant=False in torch.utils.checkpoint")
+    return CheckpointPlan(skip=4 if old else 1, add_reentrant=reentrant is None,
+                          drops_tracker=old or "get_rng_state_tracker" in keywords)
+
+
+def _old_checkpoint_form(leading: list[cst.Arg]) -> bool:
+    """Whether the positional arguments after ``function`` start with TE < 1.5's options (else they are
+    the function's inputs): a literal bool second, or names saying distribute / rng tracker / group."""
+    hints = (("distribute",), ("rng", "tracker"), ("group",))
+    if len(leading) > 1 and literal(leading[1].value) in (True, False):
+        return True
+    for arg, words in zip(leading[1:4], hints):
+        name = (dotted_name(arg.value.func if isinstance(arg.value, cst.Call) else arg.value) or "").rsplit(".", 1)[-1]
+        if any(word in name.lower() for word in words):
+            return True
+    return False
+
+
+KEPT = ""  # an outcome: the TE call or base class was not rewritten
+BASE_MODULE = "TransformerEngineBaseModule"
+BASE_GENERATED = "TEModule"  # its place in the generated file
+BASE_FAMILY = ("Linear", "LayerNormLinear", "LayerNormMLP", "DotProductAttention")  # TE classes derived from it
+# attributes of TE modules that the generated ones lack (besides anything naming fp8)
+TE_INTERNALS = frozenset({
+    "fast_setattr", "param_init_meta", "quantizers", "primary_weights_in_fp8", "set_tensor_parallel_group",
+    "fsdp_wrapped", "fsdp_group", "backward_dw", "activation_dtype", "set_activation_dtype", "prepare_forward",
+    "set_meta_tensor", "preserve_high_precision_init_val", "wgrad_store", "tp_group", "tp_size",
+})
+
+
+class Reference(NamedTuple):
+    node: cst.BaseExpression
+    name: str  # te_name of the class
+    statement: cst.CSTNode | None
+    class_test: bool  # in isinstance/issubclass or an is/== comparison
+
+
+def _te_bindings(module: cst.Module) -> dict[str, set[str]]:
+    """Name → the TransformerEngine objects an import binds it to, in any scope of the file."""
+    bindings: dict[str, set[str]] = {}
+    for node in m.findall(module, m.Import() | m.ImportFrom()):
+        if isinstance(node, cst.ImportFrom) and (node.relative or isinstance(node.names, cst.ImportStar)):
+            continue
+        base = dotted_name(node.module) + "." if isinstance(node, cst.ImportFrom) else ""
+        for alias in node.names:
+            qualified = base + dotted_name(alias.name)
+            if not qualified.startswith("transformer_engine"):
+                continue
+            if alias.asname is not None:
+                bound = alias.asname.name.value
+            elif base:
+                bound = alias.name.value
+            else:  # `import transformer_engine.pytorch` binds `transformer_engine`
+                bound = qualified = qualified.split(".")[0]
+            bindings.setdefault(bound, set()).add(qualified)
+    return bindings
+
+
+def _te_internals(statement: cst.CSTNode) -> set[str]:
+    names = {a.attr.value for a in m.findall(statement, m.Attribute())}
+    return {n for n in names if "fp8" in n.lower() or n in TE_INTERNALS}
 
 
 SUPER_INIT = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__")))

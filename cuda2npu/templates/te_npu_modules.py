@@ -5,6 +5,9 @@ TransformerEngine does not run on Ascend NPUs. The classes below replace
 TE's parameter names (``layer_norm_weight``, ``fc1_weight``, ``query_weight``, ...), so TE
 checkpoints load into them. TE's ``<module>._extra_state`` entries (FP8 scaling metadata) are
 accepted and ignored: training on NPU runs in BF16, not FP8. A checkpoint without them loads too.
+The modules TE derives from ``TransformerEngineBaseModule`` derive from ``TEModule`` here, with TE's
+``reset_parameters(defer_init=False)`` (re-initialise; parameters on the meta device are first
+allocated on the NPU), so deferred-initialisation loops over ``TEModule`` instances keep working.
 
 Math (TE semantics): LayerNorm/RMSNorm over the last dimension (``zero_centered_gamma`` scales
 by ``1 + weight``); ``gelu`` is the tanh approximation; gated activations (``swiglu``, ``geglu``,
@@ -49,11 +52,33 @@ def _ignore_extra_state_keys(module, incompatible_keys):
 
 
 class TEModule(torch.nn.Module):
-    """Base class: TE's ``_extra_state`` (an empty uint8 tensor outside FP8) in and out of checkpoints."""
+    """Base class (in place of TE's ``TransformerEngineBaseModule``): TE's ``_extra_state`` (an empty
+    uint8 tensor outside FP8) in and out of checkpoints, and TE's ``reset_parameters``."""
 
     def __init__(self):
         super().__init__()
+        self.param_inits = {}  # parameter name -> its initialisation, as TE's param_init_meta
         self.register_load_state_dict_post_hook(_ignore_extra_state_keys)
+
+    def register_parameter(self, name, param):
+        super().register_parameter(name, param)
+        if param is not None and name not in self.param_inits:  # once: `to_empty` replaces parameters
+            self.param_inits[name] = param.__dict__.pop("te_init", None)
+
+    def reset_parameters(self, defer_init=False):
+        """TE's ``reset_parameters``: unless ``defer_init``, give this module's parameters their initial
+        values again; one on the meta device (deferred initialisation) is first allocated on the NPU."""
+        if defer_init:
+            return
+        for name, param in self.named_parameters(recurse=False):
+            init = self.param_inits.get(name)
+            if init is None:
+                continue
+            if param.is_meta:
+                param = torch.nn.Parameter(torch.empty_like(param, device="npu"), requires_grad=param.requires_grad)
+                setattr(self, name, param)
+            with torch.no_grad():
+                init(param)
 
     def get_extra_state(self):
         return torch.empty(0, dtype=torch.uint8)
@@ -66,7 +91,9 @@ def _new_parameter(shape, dtype, device, init):
     tensor = torch.empty(*shape, dtype=dtype or torch.get_default_dtype(), device=device)
     with torch.no_grad():
         init(tensor)
-    return torch.nn.Parameter(tensor)
+    param = torch.nn.Parameter(tensor)
+    param.te_init = init  # read by TEModule.register_parameter
+    return param
 
 
 def _normalize(x, weight, bias, eps, normalization, zero_centered_gamma):
