@@ -6,7 +6,9 @@
     python benchmarks/review.py --summary            # counts only, from the last run's hunks
 
 Per project, ``cuda2npu migrate DIR --diff --report R`` (no cache); every hunk of the diff is
-attributed to the rule families whose edits or markers fall on its original lines. Per family, up to
+attributed to the rule families whose edits or marked findings fall on its original lines
+(findings ``rules/tables/markers.toml`` leaves unmarked, such as the NPU8xx advisories, change
+nothing in the code and attribute nothing). Per family, up to
 ``--per-family`` hunks (chosen by a hash of their text, so the sample is stable) are written to
 ``benchmarks/review/<family>.md`` (git-ignored: the hunks are third-party code).
 
@@ -110,9 +112,12 @@ def project_hunks(name: str, tree: Path, jobs: int) -> list[Hunk]:
         if result.returncode not in (0, 1):
             raise SystemExit(f"{name}: migrate exited {result.returncode}\n{result.stderr[-2000:]}")
         report = json.loads(report_path.read_text(encoding="utf-8"))
+    from cuda2npu.catalogue import table
+
+    unmarked = set(table("markers")["unmarked"])
     by_path: dict[str, list[dict]] = defaultdict(list)
     for entry in report["files"]:
-        for item in entry["edits"] + entry["manual"]:
+        for item in entry["edits"] + [m for m in entry["manual"] if m["code"] not in unmarked]:
             by_path[entry["path"]].append(item)
     hunks = []
     for path, start, length, text in split_diff(result.stdout):

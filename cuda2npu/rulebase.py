@@ -1,6 +1,6 @@
 """What a rule is: a libcst visitor that reports findings, each with an optional fix.
 
-Rules observe, the engine edits (../shared/design/architecture.md §1): a rule never changes the
+Rules observe, the engine edits (docs/design.md §1): a rule never changes the
 tree. A fix is a function from the *updated* node (children already rewritten) to its
 replacement, so fixes on nested nodes compose in a single pass.
 """

@@ -30,5 +30,10 @@ def migrate_text(text: str, options: Options | None = None, path: str = "case.py
     return new, result
 
 
+def without_markers(text: str) -> str:
+    """``text`` without its ``# TODO(cuda2npu)`` marker lines (for tests about what is rewritten)."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("# TODO(cuda2npu):"))
+
+
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")

@@ -9,7 +9,7 @@ from cuda2npu.checkers.attention_common import literal, one_minus
 from cuda2npu.checkers.attention_versions import parse_target
 from cuda2npu.diagnostics import Tier
 from cuda2npu.options import Options
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, without_markers
 
 FLASH_CAUSAL = dedent(
     """
@@ -43,13 +43,15 @@ def test_literal_values():
 
 def test_check_mode_reports_without_helper_finding():
     _, result = migrate_text(FLASH_CAUSAL, Options(fix=False))
-    assert codes(result) == ["NPU401"]  # the call; the helper/import entry only exists when fixing
+    # the call, and the flash-attn import the file cannot do on an NPU host as it is (NPU606);
+    # the helper/import entry only exists when fixing
+    assert codes(result) == ["NPU606", "NPU401"]
 
 
 def test_max_tier_exact_changes_nothing_numeric():
     after, result = migrate_text(FLASH_CAUSAL, Options(max_tier=Tier.EXACT))
-    assert after == FLASH_CAUSAL
-    assert "_npu_causal_mask" not in after
+    assert without_markers(after) == FLASH_CAUSAL  # the numeric call is left, marked for review
+    assert "# TODO(cuda2npu): NPU401 review:" in after and "_npu_causal_mask" not in after
 
 
 def test_helper_added_once_for_many_calls_and_kept_on_rerun():
@@ -128,7 +130,8 @@ def test_shadowed_name_is_not_flash_attn():
         """
     )
     after, result = migrate_text(source)
-    assert after == source and not result.findings
+    # only the module-level import is reported (NPU606: it fails on an NPU host), not the call
+    assert without_markers(after) == source and codes(result) == ["NPU606"]
 
 
 def test_call_in_condition_is_rewritten_without_hoisting_names():

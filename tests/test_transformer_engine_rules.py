@@ -115,7 +115,8 @@ def test_check_mode_reports_every_construct():
     )
     after, result = migrate_text(source, Options(fix=False))
     assert after == source
-    assert sorted(f.code for f in result.findings) == ["NPU411", "NPU412"]
+    # NPU606: the module-level TE import, which fails on an NPU host as the file is
+    assert sorted(f.code for f in result.findings) == ["NPU411", "NPU412", "NPU606"]
 
 
 def test_function_level_import_is_removed_but_never_empties_a_body():
@@ -147,7 +148,7 @@ def test_te_ops_api_is_not_mistaken_for_modules():
         """
     )
     _, result = migrate_text(source)
-    assert [f.code for f in result.findings] == ["NPU417"]
+    assert sorted(f.code for f in result.findings) == ["NPU417", "NPU606"]  # te.ops stays, and so its import
 
 
 def test_removed_statements_keep_the_blank_lines_before_them():
