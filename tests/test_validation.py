@@ -190,7 +190,7 @@ def test_entries_default_to_the_configuration(tmp_path):
 def test_no_entry_anywhere_is_a_usage_error(mlp):
     original, migrated = mlp
     result = cuda2npu("validate", original, migrated)
-    assert result.returncode == 2 and "no --entry given" in result.stderr
+    assert result.returncode == 2 and "no --entry or --run given" in result.stderr
 
 
 DEEP_MODEL = """import torch
