@@ -40,19 +40,38 @@ def is_docstring(statement: cst.CSTNode) -> bool:
     )
 
 
+def _blocks(body: Sequence[cst.CSTNode]):
+    """``body`` and, in source order, the statements of the blocks nested in it (``if``/``else``,
+    ``try`` bodies, ``with``, functions, classes), never an ``except`` handler: what runs when
+    the imports there succeed."""
+    yield body
+    for statement in body:
+        for block in _nested_bodies(statement):
+            yield from _blocks(block)
+
+
+def _nested_bodies(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    bodies = []
+    if isinstance(statement, (cst.If, cst.Try, cst.With, cst.FunctionDef, cst.ClassDef)) and isinstance(
+        statement.body, cst.IndentedBlock
+    ):
+        bodies.append(statement.body.body)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(statement, cst.If) and orelse is not None:
+        bodies.append([orelse] if isinstance(orelse, cst.If) else orelse.body.body)
+    return bodies
+
+
 def has_plain_torch_npu_import(module: cst.Module) -> bool:
-    """``import torch_npu`` (unaliased) at module level or in a module-level ``try:``."""
-    statements = list(module.body)
-    for statement in module.body:
-        if isinstance(statement, cst.Try) and isinstance(statement.body, cst.IndentedBlock):
-            statements += statement.body.body
-    for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Import) and any(
-                    dotted_name(a.name) == "torch_npu" and a.asname is None for a in small.names
-                ):
-                    return True
+    """``import torch_npu`` (unaliased) anywhere but an ``except`` handler."""
+    for block in _blocks(module.body):
+        for statement in block:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Import) and any(
+                        dotted_name(a.name) == "torch_npu" and a.asname is None for a in small.names
+                    ):
+                        return True
     return False
 
 
@@ -69,8 +88,10 @@ def _after_torch_import(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode] | None
 
 
 def ensure_torch_npu_import(module: cst.Module) -> cst.Module:
-    """Insert ``import torch_npu`` after the first module-level torch import, else after a torch import
-    in a module-level ``try:`` (keeping an optional import optional), else with the imports.
+    """Insert ``import torch_npu`` after the first module-level torch import, else after the first
+    torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
+    function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
+    an ``except`` handler, never at module level of a file that imports torch only lazily.
 
     Files that never import torch need nothing: a device string they hold is used elsewhere.
     """
@@ -79,15 +100,35 @@ def ensure_torch_npu_import(module: cst.Module) -> cst.Module:
     body = _after_torch_import(module.body)
     if body is not None:
         return module.with_changes(body=body)
-    for index, statement in enumerate(module.body):
-        if isinstance(statement, cst.Try) and isinstance(statement.body, cst.IndentedBlock):
-            guarded = _after_torch_import(statement.body.body)
-            if guarded is not None:
-                new_try = statement.with_changes(body=statement.body.with_changes(body=guarded))
-                return module.with_changes(body=[*module.body[:index], new_try, *module.body[index + 1 :]])
-    from libcst.codemod import CodemodContext  # ~1 s to import: only for this rare fallback
-    from libcst.codemod.visitors import AddImportsVisitor
+    finder = _FirstTorchBlock()
+    module.visit(finder)
+    return module.visit(_NestedInsertion(finder.block)) if finder.block is not None else module
 
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, "torch_npu")
-    return AddImportsVisitor(context).transform_module(module)
+
+class _FirstTorchBlock(cst.CSTVisitor):
+    """The first block, in source order, with a torch import among its own statements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block: cst.IndentedBlock | None = None
+
+    def visit_ExceptHandler(self, node) -> bool:
+        return False
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        if self.block is None and any(_imports_module(statement, "torch") for statement in node.body):
+            self.block = node
+        return self.block is None
+
+
+class _NestedInsertion(cst.CSTTransformer):
+    """Adds ``import torch_npu`` after the first torch import of ``block``."""
+
+    def __init__(self, block: cst.IndentedBlock) -> None:
+        super().__init__()
+        self.block = block
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+        if original_node is not self.block:
+            return updated_node
+        return updated_node.with_changes(body=_after_torch_import(updated_node.body))

@@ -50,7 +50,7 @@ def _api(sub: str, name: str) -> Api:
         if name in renamed:
             new = renamed[name] if isinstance(renamed, dict) else name
             return Api("renamed", npu=f"{module['target']}.{new}", code=code)
-        return Api("unsupported", module["other"].format(name=name), code=code)
+        return Api("unsupported", module.get("notes", {}).get(name) or module["other"].format(name=name), code=code)
     if name in api["unchanged"]:
         return Api("unchanged")
     if name in api["renamed"]:
@@ -282,7 +282,7 @@ class TorchCudaApi(Rule):
         if api.status == "unchanged":
             return
         if api.status == "unsupported":
-            self.report("NPU601", node, f"`{spelled}` has no NPU counterpart: {api.note}")
+            self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
             return
         fix = self._fix(node, sub, api)
         if fix is None:  # `nvtx.mark` / `tc.X` whose import from torch.cuda is kept: the import is reported
@@ -314,7 +314,7 @@ class TorchCudaApi(Rule):
         if any(name in names for _, names in self._guards):
             return  # `if hasattr(torch._C, "_cuda_x"): ... torch._C._cuda_x`: skipped on NPU
         bindings = table("torch_cuda_api")["private_bindings"]
-        npu = "_npu_" + name.removeprefix("_cuda_")
+        npu = bindings.get("renamed", {}).get(name) or "_npu_" + name.removeprefix("_cuda_")
         counterpart = (
             f"its torch_npu counterpart is `torch_npu._C.{npu}` ({bindings['source']}), with NPU device indices"
             if npu in bindings["npu"]
@@ -401,7 +401,7 @@ class TorchCudaApi(Rule):
                 self.report("NPU601", alias, f"`{module}.{name}` kept: a call of `{bound}` passes arguments `torch.npu.{api.npu}` does not take")
             elif api.status == "unsupported":
                 kept = True
-                self.report("NPU601", alias, f"`{module}.{name}` has no NPU counterpart: {api.note}")
+                self.report("NPU601", alias, f"`{module}.{name}` has no drop-in NPU counterpart: {api.note}")
             elif entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
                 kept = True
                 self.report("NPU601", alias, f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}")

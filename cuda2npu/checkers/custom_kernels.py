@@ -70,11 +70,12 @@ class CustomKernels(Rule):
         """One finding per kernel, at its first Triton decorator (``@triton.autotune`` above ``@triton.jit``)."""
         for decorator in node.decorators:
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            if (self.resolver.qualified_name(target) or "").startswith("triton."):
+            if (self.resolver.qualified_name(target) or "") in TRITON_KERNEL_DECORATORS:
                 self.report("NPU603", decorator, "Triton kernel: Triton targets CUDA here; use torch ops or an Ascend kernel")
                 return
 
 
+TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
 EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?")
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
 
