@@ -50,23 +50,16 @@ class ValidationResult:
         }
 
 
-def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int,
-              autocast: str | None = None) -> tuple[str, str] | None:
-    """Run one side (``autocast``: the original's forward at that precision, recorded apart);
-    None on success, else (error kind, description)."""
-    record = f"{role}_at_{autocast}" if autocast else role
-    spec = {"role": role, "record": record, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange),
-            "seed": seed, "dropout_runs": dropout_runs, "autocast": autocast}
-    spec_file = exchange / f"{record}.spec.json"
+def run_child(module: str, role: str, tree: Path, spec: dict, spec_file: Path, error_file: Path,
+              timeout: int) -> tuple[str, str] | None:
+    """Run ``python -m module spec_file`` in ``tree`` for one side; None on success, else
+    (error kind, description) from the child's error file, a timeout or its exit status."""
     spec_file.write_text(json.dumps(spec))
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "cuda2npu.validation.side", str(spec_file)],
-            cwd=tree, capture_output=True, text=True, timeout=SIDE_TIMEOUT_S,
-        )
+        proc = subprocess.run([sys.executable, "-m", module, str(spec_file)], cwd=tree, capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "timeout", f"{role} side: timed out after {SIDE_TIMEOUT_S} s"
-    error_file = exchange / f"{record}.error.json"
+        return "timeout", f"{role} side: timed out after {timeout} s"
     if error_file.exists():
         error = json.loads(error_file.read_text())
         return error["error"], f"{role} side: {error['error']}: {error['message']}"
@@ -74,6 +67,17 @@ def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, drop
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         return "exit", f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
     return None
+
+
+def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int,
+              autocast: str | None = None) -> tuple[str, str] | None:
+    """Run one side (``autocast``: the original's forward at that precision, recorded apart);
+    None on success, else (error kind, description)."""
+    record = f"{role}_at_{autocast}" if autocast else role
+    spec = {"role": role, "record": record, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange),
+            "seed": seed, "dropout_runs": dropout_runs, "autocast": autocast}
+    return run_child("cuda2npu.validation.side", role, tree, spec, exchange / f"{record}.spec.json",
+                     exchange / f"{record}.error.json", SIDE_TIMEOUT_S)
 
 
 def validate(original: Path, migrated: Path, entry: str, precision: str | None = None, seed: int = 0, dropout_runs: int = 0) -> ValidationResult:

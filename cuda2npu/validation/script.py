@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda2npu.validation.compare import TOLERANCES
+from cuda2npu.validation.harness import run_child
 from cuda2npu.validation.side import MISSING_DEPENDENCY
 
 SCRIPT_TIMEOUT_S = 1800
@@ -79,20 +78,12 @@ def _run(role: str, tree: Path, argv: list[str], steps: int, seed: int, exchange
     """A side's trace, or (error kind, description)."""
     out = exchange / f"{role}.trace.json"
     spec = {"role": role, "tree": str(tree.resolve()), "command": argv, "steps": steps, "seed": seed, "out": str(out)}
-    spec_file = exchange / f"{role}.trace-spec.json"
-    spec_file.write_text(json.dumps(spec))
-    try:
-        proc = subprocess.run([sys.executable, "-m", "cuda2npu.validation.trace", str(spec_file)], cwd=tree,
-                              capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return "timeout", f"{role} side: timed out after {SCRIPT_TIMEOUT_S} s"
-    error_file = out.with_suffix(".error.json")
-    if error_file.exists():
-        error = json.loads(error_file.read_text())
-        return error["error"], f"{role} side: {error['error']}: {error['message']}"
-    if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return "exit", f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
+    error = run_child("cuda2npu.validation.trace", role, tree, spec, exchange / f"{role}.trace-spec.json",
+                      out.with_suffix(".error.json"), SCRIPT_TIMEOUT_S)
+    if error is not None:
+        return error
+    if not out.exists():
+        return "exit", f"{role} side wrote no trace"
     return json.loads(out.read_text())
 
 
