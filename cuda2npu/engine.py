@@ -33,6 +33,7 @@ from cuda2npu.imports import ensure_torch_npu_import, is_import_line
 from cuda2npu.options import Options
 from cuda2npu.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext, enabled_rules
 from cuda2npu.transform import FixApplier
+from cuda2npu.traversal import walk_batched
 
 MAX_ROUNDS = 6
 
@@ -145,7 +146,7 @@ def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], tex
         if not rules:
             return []
     ctx = RuleContext(module, options)
-    cst.visit_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
+    walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
     return ctx.reports
 
 

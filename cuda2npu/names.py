@@ -10,10 +10,11 @@ class bodies are invisible to nested functions, ``global`` declarations jump to 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import libcst as cst
+
+from cuda2npu.traversal import walk
 
 SCOPE_NODES = (
     cst.Module,
@@ -168,60 +169,13 @@ class _BindingCollector(cst.CSTVisitor):
         self.stack[-1].globals.update(item.name.value for item in node.names)
 
 
-# Fields that only hold whitespace, comments, brackets or separators: no binding can be there.
-_SYNTAX_FIELDS = ("whitespace", "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer",
-                  "semicolon", "comma", "colon", "dot", "equal", "operator", "lbrace", "rbrace",
-                  "lbracket", "rbracket", "first_line", "trailing_whitespace", "newline", "default_comma")
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_HANDLERS: dict[tuple[type, type], tuple] = {}
-
-
-def _child_fields(node_type: type) -> tuple[str, ...]:
-    fields = _CHILD_FIELDS.get(node_type)
-    if fields is None:
-        fields = _CHILD_FIELDS[node_type] = tuple(
-            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_SYNTAX_FIELDS)
-        )
-    return fields
-
-
-def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """``node.visit(visitor)`` for a visitor that only reads, without rebuilding every node.
-
-    libcst's ``visit`` reconstructs (and validates) each node even for a read-only visitor, which
-    made this pre-pass cost as much as all the rules' traversal together. Same calls, same order of
-    ``visit_X``/``leave_X`` nesting; ``visit_X`` returning False skips the children, as in libcst.
-    """
-    key = (type(node), type(visitor))
-    handlers = _HANDLERS.get(key)
-    if handlers is None:
-        name = type(node).__name__
-        handlers = _HANDLERS[key] = (  # functions, not bound methods: the cache outlives the visitor
-            getattr(type(visitor), f"visit_{name}", None),
-            getattr(type(visitor), f"leave_{name}", None),
-            _child_fields(type(node)),
-        )
-    enter, leave, fields = handlers
-    if enter is None or enter(visitor, node) is not False:
-        for name in fields:
-            value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                _walk(value, visitor)
-            elif isinstance(value, (tuple, list)):
-                for item in value:
-                    if isinstance(item, cst.CSTNode):
-                        _walk(item, visitor)
-    if leave is not None:
-        leave(visitor, node)
-
-
 class NameResolver(cst.BatchableCSTVisitor):
     """Tracks the current scope during the rules' traversal and resolves names through imports."""
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__()
         collector = _BindingCollector()
-        _walk(module, collector)
+        walk(module, collector)
         self._scopes = collector.scopes
         self._stack: list[Scope] = []
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.names import _walk, dotted_name
+from cuda2npu.names import dotted_name
+from cuda2npu.traversal import walk
 from cuda2npu.rulebase import Rule, register
 
 FLOAT64 = {"torch.float64", "torch.double"}
@@ -91,7 +92,7 @@ class Advisories(Rule):
     def _training_loop(self, body: cst.BaseSuite) -> None:
         """Host syncs directly in a loop that also calls ``.backward()`` or ``.step()`` (a training loop)."""
         calls = _LoopCalls()
-        _walk(body, calls)
+        walk(body, calls)
         if not any(_is_call_to(call, TRAINING_CALLS) for call in calls.calls):
             return
         for call in calls.calls:

@@ -50,6 +50,7 @@ from cuda2npu.checkers.apex_common import (
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import NameResolver, dotted_name
 from cuda2npu.rulebase import COMPOUND_STATEMENTS, register
+from cuda2npu.traversal import walk, walk_batched
 
 INITIALIZE_PARAMS = (
     "models", "optimizers", "enabled", "opt_level", "cast_model_type", "patch_torch_functions",
@@ -270,7 +271,7 @@ class AmpPlan:
         self.index = self.edits.index
         self.options = rule.options
         self.collector = _AmpCollector(NameResolver(self.ctx.module))
-        cst.visit_batched(self.ctx.module, [self.collector.resolver, self.collector])
+        walk_batched(self.ctx.module, [self.collector.resolver, self.collector])
         self.problems: list[NotMigrated] = []
         self.actions: list = []  # callables registering edits and planned reports
         self.planned: dict[cst.CSTNode, list] = {}  # node -> report callables (run when visited)
@@ -873,7 +874,7 @@ class _NameReads(cst.CSTVisitor):
 
 def _names_read(node: cst.BaseExpression) -> set[str]:
     reads = _NameReads()
-    node.visit(reads)
+    walk(node, reads)
     return reads.names
 
 
@@ -923,7 +924,7 @@ class _Assigned(cst.CSTVisitor):
 
 def _assigns(stmt: cst.CSTNode, names: set[str]) -> bool:
     assigned = _Assigned()
-    stmt.visit(assigned)
+    walk(stmt, assigned)
     return bool(assigned.names & names)
 
 

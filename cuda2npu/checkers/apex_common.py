@@ -29,6 +29,7 @@ from cuda2npu.checkers.arguments import Unbindable, bind  # noqa: F401  (re-expo
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule
+from cuda2npu.traversal import walk
 
 APEX_ROOTS = ("apex", "amp_C")
 APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
@@ -202,7 +203,7 @@ class StatementIndex(cst.CSTVisitor):
         self.depth: dict[cst.CSTNode, int] = {}
         self._containers: list[cst.CSTNode] = []
         self._functions: list[cst.FunctionDef] = []
-        module.visit(self)
+        walk(module, self)
 
     def _enter_block(self, block: cst.CSTNode) -> None:
         self.depth[block] = len(self._containers)
@@ -315,7 +316,7 @@ class FileEdits:
     def _scanned(self) -> "_ApexImportScan":
         if self._scan is None:
             self._scan = _ApexImportScan()
-            self.ctx.module.visit(self._scan)
+            walk(self.ctx.module, self._scan)
         return self._scan
 
     @property

@@ -39,6 +39,7 @@ from cuda2npu.checkers.apex_modules import cuda_only_note
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import dotted_name, target_names
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 
 
@@ -96,7 +97,7 @@ class ApexImports(Rule):
     def _uses(self) -> dict[str, list[cst.Name]]:
         names = {name for _, node in self._imports for _, name in _bound_names(node)}
         collector = NameUses(names)
-        self.ctx.module.visit(collector)
+        walk(self.ctx.module, collector)
         return collector.uses
 
     def _removable(self, edits: FileEdits, uses: list[cst.Name]) -> Tier | None:
@@ -306,7 +307,7 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
     flags: list[str] = []
     for small, names in _assignments([*body, *_clause_statements(owner.orelse)]):
         reads = NameUses(derived)
-        small.value.visit(reads)
+        walk(small.value, reads)
         if any(reads.uses.values()):
             derived.update(names)  # follows the import
         else:

@@ -44,6 +44,7 @@ from cuda2npu.checkers.literals import string_value
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import NameResolver, dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk, walk_batched
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
 TORCH_WITH_RMSNORM = (2, 4)
@@ -341,7 +342,7 @@ class _ApexDdpMembers(cst.BatchableCSTVisitor):
         self._toggle_attrs: set[cst.Attribute] = set()
         self._called: set[cst.BaseExpression] = set()
         self._classes: list[cst.ClassDef] = []
-        cst.visit_batched(module, [self.resolver, self])
+        walk_batched(module, [self.resolver, self])
 
     def ddp(self, node: cst.BaseExpression) -> bool:
         return apex_name(self.resolver, node) == "apex.parallel.DistributedDataParallel"
@@ -515,7 +516,7 @@ class CudaOnlyApex(ApexRule):
             return
         if bound is not None:
             uses = NameUses(set(bound))
-            self.ctx.module.visit(uses)
+            walk(self.ctx.module, uses)
             if not any(uses.uses.values()):
                 return
         self.report("NPU324", node, f"`{qualified}` is CUDA-only: {note}")

@@ -33,6 +33,7 @@ from cuda2npu.checkers.apex_common import (
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 ADAM_PARAMS = (
     "params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
@@ -117,7 +118,7 @@ class ApexFusedOptimizers(ApexRule):
     def hazards(self) -> list[str]:
         if self._hazards is None:
             scan = _FusedHazards()
-            self.ctx.module.visit(scan)
+            walk(self.ctx.module, scan)
             self._hazards = scan.found
         return self._hazards
 

@@ -23,12 +23,12 @@ from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from cuda2npu.checkers.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.imports import is_docstring, is_import_line
 from cuda2npu.names import dotted_name
+from cuda2npu.traversal import iter_nodes, walk
 
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
 
@@ -254,7 +254,7 @@ class ModuleFacts(cst.CSTVisitor):
     @classmethod
     def of(cls, module: cst.Module, skip: frozenset = frozenset()) -> "ModuleFacts":
         facts = cls(skip)
-        module.visit(facts)
+        walk(module, facts)
         return facts
 
     # blocks whose direct import lines may be removed: the module and function bodies
@@ -601,7 +601,7 @@ def plan_guard_removals(module: cst.Module, facts: ModuleFacts, packages: tuple[
         return {}
     found: list[tuple[cst.Try, cst.CSTNode, tuple[str, ...], bool]] = []
     others = False
-    for node in m.findall(module, m.Import() | m.ImportFrom()):
+    for node in iter_nodes(module, (cst.Import, cst.ImportFrom)):
         names = _package_names(node, packages)
         if names is None:
             others = others or _imports_package(node, packages)

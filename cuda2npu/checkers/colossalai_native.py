@@ -43,6 +43,7 @@ from cuda2npu.checkers.colossalai_support import (
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import dotted_name, target_names
 from cuda2npu.rulebase import register
+from cuda2npu.traversal import walk
 
 DDP_OPTIONS = ("broadcast_buffers", "bucket_cap_mb", "find_unused_parameters", "check_reduction",
                "gradient_as_bucket_view", "static_graph")
@@ -124,7 +125,7 @@ class _ScopeNames(cst.CSTVisitor):
                     names.add(child.value)
                 return True
 
-        node.visit(Names())
+        walk(node, Names())
 
     def _store(self, target: cst.BaseExpression, owner: cst.CSTNode) -> None:
         for name in target_names(target):
@@ -275,7 +276,7 @@ class _Planner:
     def names_of(self, root: cst.CSTNode) -> _ScopeNames:
         if root not in self.names:
             collector = _ScopeNames(root)
-            root.visit(collector)
+            walk(root, collector)
             self.names[root] = collector
         return self.names[root]
 

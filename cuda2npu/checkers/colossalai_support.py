@@ -22,6 +22,7 @@ from cuda2npu.diagnostics import Tier
 from cuda2npu.checkers.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.imports import is_docstring, is_import_line
 from cuda2npu.names import dotted_name
+from cuda2npu.traversal import walk
 
 TRIGGERS = (r"colossalai",)
 
@@ -215,7 +216,7 @@ class FileIndex(cst.CSTVisitor):
         index = getattr(ctx, "_colossalai_file_index", None)
         if index is None:
             index = cls()
-            ctx.module.visit(index)
+            walk(ctx.module, index)
             ctx._colossalai_file_index = index
         return index
 

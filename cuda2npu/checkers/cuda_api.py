@@ -29,6 +29,7 @@ from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 
 @dataclass(frozen=True)
@@ -463,7 +464,7 @@ def _attributes(expr: cst.CSTNode) -> set[cst.CSTNode]:
         def visit_Attribute(self, node: cst.Attribute) -> None:
             found.add(node)
 
-    expr.visit(Attributes())
+    walk(expr, Attributes())
     return found
 
 
@@ -479,7 +480,7 @@ def _returned_names(function: cst.FunctionDef) -> set[str]:
             if node.value is not None:
                 names.update(p.value for p in boolean_parts(node.value) if isinstance(p, cst.Name))
 
-    function.visit(Returns())
+    walk(function, Returns())
     return names
 
 
@@ -503,5 +504,5 @@ def _calls_by_name(module: cst.Module) -> dict[str, list[tuple[str, cst.Call]]]:
             if dotted:
                 calls.setdefault(dotted.split(".")[0], []).append((dotted, node))
 
-    module.visit(Calls())
+    walk(module, Calls())
     return calls

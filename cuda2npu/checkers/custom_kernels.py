@@ -14,6 +14,7 @@ from cuda2npu.checkers.apex_imports import _catches_import_error
 from cuda2npu.checkers.literals import string_value
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 CUDA_LIBRARIES = {
     "pycuda": "PyCUDA drives the CUDA driver API",
@@ -44,7 +45,7 @@ def _strings_in(node: cst.CSTNode) -> list[str]:
             if value is not None:
                 found.append(value)
 
-    node.visit(Collector())
+    walk(node, Collector())
     return found
 
 
@@ -129,7 +130,7 @@ def _guards_import(test: cst.BaseExpression) -> bool:
         def visit_Name(self, node: cst.Name) -> None:
             names.append(node.value)
 
-    test.visit(Names())
+    walk(test, Names())
     return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
 
 

@@ -7,7 +7,8 @@ import libcst as cst
 
 from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import _walk, dotted_name
+from cuda2npu.names import dotted_name
+from cuda2npu.traversal import walk
 from cuda2npu.rulebase import Rule, register
 
 TF32_FLAGS = {
@@ -83,7 +84,7 @@ class CudaMethodCall(Rule):
             return
         if self._user_is_cuda is None:
             users = _UserIsCuda()
-            _walk(self.ctx.module, users)
+            walk(self.ctx.module, users)
             self._user_is_cuda = users.names
         if dotted_name(node) in self._user_is_cuda:
             return

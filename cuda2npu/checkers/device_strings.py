@@ -23,6 +23,7 @@ from cuda2npu.checkers.literals import DEVICE_STRING, device_literals, field_def
 from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
@@ -98,7 +99,7 @@ class DeviceStrings(Rule):
         """Names used in device positions anywhere in the file; the pre-pass runs on first need only."""
         if self._device_variable_names is None:
             uses = _DeviceVariableUses()
-            self.ctx.module.visit(uses)
+            walk(self.ctx.module, uses)
             self._device_variable_names = uses.names
         return self._device_variable_names
 

@@ -25,7 +25,8 @@ from cuda2npu.checkers.colossalai_support import module_qualified
 from cuda2npu.checkers.literals import field_default, string_value
 from cuda2npu.checkers.npu_aware import is_cuda_alternative
 from cuda2npu.diagnostics import Tier
-from cuda2npu.names import _walk, dotted_name
+from cuda2npu.names import dotted_name
+from cuda2npu.traversal import walk
 from cuda2npu.rulebase import Rule, register
 
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
@@ -281,7 +282,7 @@ def _star_star_names(call: cst.Call) -> set[str]:
 
 def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
     finder = _Literals()
-    _walk(node, finder)
+    walk(node, finder)
     return finder.found
 
 
@@ -298,7 +299,7 @@ class NcclBackend(Rule):
     def flow(self) -> _BackendFlow:
         if self._flow is None:
             self._flow = _BackendFlow(self.resolver.module_scope)
-            _walk(self.ctx.module, self._flow)
+            walk(self.ctx.module, self._flow)
             self._flow.resolve()
         return self._flow
 

@@ -30,7 +30,8 @@ import re
 
 import libcst as cst
 
-from cuda2npu.names import _walk, dotted_name
+from cuda2npu.names import dotted_name
+from cuda2npu.traversal import iter_nodes, walk
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
@@ -71,7 +72,7 @@ def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
     """(mentions CUDA, mentions the NPU) for any node."""
     found = _Mentions()
     if node is not None:
-        _walk(node, found)
+        walk(node, found)
     return found.cuda, found.npu
 
 
@@ -216,15 +217,6 @@ def _assigned(small: cst.BaseSmallStatement) -> list[str]:
     return []
 
 
-class _Collect(cst.CSTVisitor):
-    def __init__(self, into: set[cst.CSTNode]) -> None:
-        self.into = into
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.into.add(node)
-        return True
-
-
 _last: tuple[cst.Module | None, frozenset] = (None, frozenset())
 
 
@@ -235,12 +227,12 @@ def cuda_alternatives(module: cst.Module) -> frozenset[cst.CSTNode]:
     if _last[0] is not module:
         nodes: set[cst.CSTNode] = set()
         found = _Mentions()
-        _walk(module, found)
+        walk(module, found)
         if found.npu or found.other_backend:  # most CUDA files name neither: nothing to keep
             constructs = _Constructs()
-            _walk(module, constructs)
+            walk(module, constructs)
             for root in constructs.roots:
-                root.visit(_Collect(nodes))
+                nodes.update(iter_nodes(root))
         _last = (module, frozenset(nodes))
     return _last[1]
 

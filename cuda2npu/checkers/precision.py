@@ -34,6 +34,7 @@ from cuda2npu.checkers.literals import string_value
 from cuda2npu.diagnostics import Tier
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import walk
 
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
@@ -209,7 +210,7 @@ class _Backward(cst.CSTVisitor):
     @classmethod
     def found(cls, module: cst.Module) -> bool:
         visitor = cls()
-        module.visit(visitor)
+        walk(module, visitor)
         return visitor.seen
 
     def visit_Call(self, node: cst.Call) -> bool:

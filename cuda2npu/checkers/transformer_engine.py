@@ -59,6 +59,7 @@ from cuda2npu.diagnostics import Tier
 from cuda2npu.imports import TORCH_IMPORT
 from cuda2npu.names import dotted_name
 from cuda2npu.rulebase import Rule, register
+from cuda2npu.traversal import iter_nodes, walk
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
@@ -227,7 +228,7 @@ class TransformerEngine(ValueUses, Rule):
                             and self._recipe_value(assign.value)):
                         candidates.append((node, assign.targets[0].target.value))
 
-        module.visit(_Collect())
+        walk(module, _Collect())
         if not candidates:
             return []
         removed: list[cst.SimpleStatementLine] = []
@@ -297,13 +298,13 @@ class TransformerEngine(ValueUses, Rule):
     def _super_init_problem(node: cst.ClassDef, name: str) -> str | None:
         """Why the class cannot derive from the generated class (None: it can): its ``super().__init__(...)``
         passes what that class does not take, or its methods use TE internals it lacks (``self.fp8_meta``)."""
-        internals = sorted({a.attr.value for a in m.findall(node.body, m.Attribute(value=m.Name("self")))}
+        internals = sorted({a.attr.value for a in (a for a in iter_nodes(node.body, cst.Attribute) if m.matches(a.value, m.Name("self")))}
                            & _te_internals(node.body))
         if internals:
             return ("uses TE internals the generated class does not have: "
                     + ", ".join(f"`self.{a}`" for a in internals))
         spec = FUSED[name]
-        for call in m.findall(node.body, SUPER_INIT):
+        for call in (c for c in iter_nodes(node.body, cst.Call) if m.matches(c, SUPER_INIT)):
             try:
                 bound = bind(call, spec.params, max_positional=spec.positional)
             except Unbindable as exc:
@@ -549,7 +550,7 @@ class TransformerEngine(ValueUses, Rule):
             def visit_Annotation(inner, node: cst.Annotation) -> None:
                 note(node.annotation)
 
-        module.visit(_Collect())
+        walk(module, _Collect())
         return used, generated
 
     def visit_Annotation(self, node: cst.Annotation) -> None:
@@ -722,7 +723,7 @@ class Reference(NamedTuple):
 def _te_bindings(module: cst.Module) -> dict[str, set[str]]:
     """Name → the TransformerEngine objects an import binds it to, in any scope of the file."""
     bindings: dict[str, set[str]] = {}
-    for node in m.findall(module, m.Import() | m.ImportFrom()):
+    for node in iter_nodes(module, (cst.Import, cst.ImportFrom)):
         if isinstance(node, cst.ImportFrom) and (node.relative or isinstance(node.names, cst.ImportStar)):
             continue
         base = dotted_name(node.module) + "." if isinstance(node, cst.ImportFrom) else ""
@@ -741,7 +742,7 @@ def _te_bindings(module: cst.Module) -> dict[str, set[str]]:
 
 
 def _te_internals(statement: cst.CSTNode) -> set[str]:
-    names = {a.attr.value for a in m.findall(statement, m.Attribute())}
+    names = {a.attr.value for a in iter_nodes(statement, cst.Attribute)}
     return {n for n in names if "fp8" in n.lower() or n in TE_INTERNALS}
 
 

@@ -1,0 +1,129 @@
+"""The read-only walks visit what libcst's own traversal visits, in the same order."""
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cuda2npu.traversal import iter_nodes, walk, walk_batched
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted(ROOT.glob("cuda2npu/**/*.py")) + sorted(ROOT.glob("fixtures/rules/**/*.py"))
+# Nodes libcst visits that the walks leave out: whitespace, comments, brackets, separators, operators.
+SYNTAX = (cst.BaseParenthesizableWhitespace, cst.Comment, cst.EmptyLine, cst.Newline, cst.TrailingWhitespace,
+          cst.Comma, cst.Colon, cst.Dot, cst.AssignEqual, cst.Semicolon, cst.LeftParen, cst.RightParen,
+          cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+          cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.ImportStar,
+          cst.ParenthesizedWhitespace, cst.SimpleWhitespace)
+EXTRA = """
+@decorator
+async def f[T](a, /, b: int = 1, *args, c, **kw) -> T:
+    async for x in y:
+        pass
+    async with a as b, c:
+        pass
+    match x:
+        case [1, *rest] if rest:
+            pass
+    return [i async for i in z if i] or (b if c else d) or s[1:2:3]
+try:
+    pass
+except* E as e:
+    pass
+from ..a import (b as c)
+print(f"{x!r:>{width}}", *a, **k)
+type Alias[T] = list[T]
+"""
+
+
+class Recorder(cst.CSTVisitor):
+    def __init__(self):
+        self.events = []
+
+    def on_visit(self, node):
+        self.events.append(("visit", node))
+        return True
+
+    def on_leave(self, node):
+        self.events.append(("leave", node))
+
+
+class Typed(cst.BatchableCSTVisitor):
+    """Records every node type the engine's rules visit."""
+
+    def __init__(self, tag, events):
+        super().__init__()
+        self.tag, self.events = tag, events
+
+    def visit_Call(self, node):
+        self.events.append((self.tag, "visit", node))
+
+    def leave_Call(self, node):
+        self.events.append((self.tag, "leave", node))
+
+    def visit_Name(self, node):
+        self.events.append((self.tag, "visit", node))
+
+    def visit_FunctionDef(self, node):
+        self.events.append((self.tag, "visit", node))
+
+    def leave_FunctionDef(self, node):
+        self.events.append((self.tag, "leave", node))
+
+
+class Walked(cst.CSTVisitor):
+    """What ``walk`` calls, through generic hooks installed for every node type."""
+
+    def __init__(self):
+        self.events = []
+
+
+for _name in dir(cst):
+    _type = getattr(cst, _name)
+    if isinstance(_type, type) and issubclass(_type, cst.CSTNode):
+        setattr(Walked, f"visit_{_name}", lambda self, node: self.events.append(("visit", node)))
+        setattr(Walked, f"leave_{_name}", lambda self, node: self.events.append(("leave", node)))
+
+
+def _modules():
+    yield "synthetic", cst.parse_module(EXTRA)
+    for path in SAMPLES[::5]:
+        yield str(path.relative_to(ROOT)), cst.parse_module(path.read_bytes())
+
+
+@pytest.mark.parametrize("name,module", list(_modules()), ids=lambda v: v if isinstance(v, str) else "")
+def test_walk_matches_libcst_order(name, module):
+    reference = Recorder()
+    module.visit(reference)
+    expected = [(kind, node) for kind, node in reference.events if not isinstance(node, SYNTAX)]
+    walked = Walked()
+    walk(module, walked)
+    assert [(k, id(n)) for k, n in walked.events] == [(k, id(n)) for k, n in expected]
+    hooks = Recorder()
+    walk(module, hooks)
+    assert [(k, id(n)) for k, n in hooks.events] == [(k, id(n)) for k, n in expected]
+    assert [id(n) for n in iter_nodes(module)] == [id(n) for k, n in expected if k == "visit"]
+
+
+def test_walk_batched_matches_visit_batched():
+    module = cst.parse_module(EXTRA + (ROOT / "cuda2npu/engine.py").read_text())
+    ours, theirs = [], []
+    walk_batched(module, [Typed("a", ours), Typed("b", ours)])
+    cst.visit_batched(module, [Typed("a", theirs), Typed("b", theirs)])
+    assert ours and [(t, k, id(n)) for t, k, n in ours] == [(t, k, id(n)) for t, k, n in theirs]
+
+
+def test_walk_skips_children_when_visit_returns_false():
+    class Outer(cst.CSTVisitor):
+        def __init__(self):
+            self.names = []
+
+        def visit_Call(self, node):
+            return False
+
+        def visit_Name(self, node):
+            self.names.append(node.value)
+
+    visitor = Outer()
+    walk(cst.parse_module("a = f(b)\nc\n"), visitor)
+    assert visitor.names == ["a", "c"]
