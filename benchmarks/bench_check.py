@@ -35,11 +35,11 @@ from corpus import fetch, selected  # noqa: E402
 FLOOR = r"""
 import sys
 from pathlib import Path
-from cuda2npu.discovery import discover
-from cuda2npu.engine import SourceError, parse
-from cuda2npu.options import Options
-from cuda2npu.prefilter import skip_reason
-from cuda2npu.runner import _pattern
+from cuda2npu.project.discovery import discover
+from cuda2npu.core.source import SourceError, parse
+from cuda2npu.core.options import Options
+from cuda2npu.core.prefilter import skip_reason
+from cuda2npu.project.runner import _pattern
 pattern = _pattern(Options(fix=False))
 parsed = 0
 for path in discover([Path(p) for p in sys.argv[1:]]).files:
@@ -83,7 +83,7 @@ def check(paths: list[str], jobs: int, cache: bool) -> list[str]:
 
 
 def python_files(paths: list[str]) -> list[Path]:
-    from cuda2npu.discovery import discover
+    from cuda2npu.project.discovery import discover
 
     return discover([Path(p) for p in paths]).files
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         torchfix_s, _ = timed([str(args.peers / "torchfix"), "--jobs", "1", *sample])
         rows.append(Row(f"TorchFix, {len(sample)}-file sample, --jobs 1", len(sample), sample_mb, torchfix_s))
         ours_s, _ = timed(check(sample, 1, cache=False))
-        rows.append(Row(f"cuda2npu check, same sample, cold, --jobs 1", len(sample), sample_mb, ours_s))
+        rows.append(Row("cuda2npu check, same sample, cold, --jobs 1", len(sample), sample_mb, ours_s))
         ratios.append(("TorchFix / cuda2npu per file (same sample)", "≥ 10", torchfix_s / ours_s, ""))
 
     print(f"corpus: {', '.join(Path(p).name for p in paths)}: {n} files, {megabytes:.1f} MB; {os.cpu_count()} CPUs\n")

@@ -30,10 +30,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -94,7 +95,7 @@ def _flush(hunks: list, path: str, start: int, length: int, current: list[str] |
 
 
 def family_of(code: str) -> str:
-    from cuda2npu.catalogue import all_rules
+    from cuda2npu.core.catalogue import all_rules
 
     doc = all_rules().get(code)
     return doc.family if doc else "engine"
@@ -112,7 +113,7 @@ def project_hunks(name: str, tree: Path, jobs: int) -> list[Hunk]:
         if result.returncode not in (0, 1):
             raise SystemExit(f"{name}: migrate exited {result.returncode}\n{result.stderr[-2000:]}")
         report = json.loads(report_path.read_text(encoding="utf-8"))
-    from cuda2npu.catalogue import table
+    from cuda2npu.core.catalogue import table
 
     unmarked = set(table("markers")["unmarked"])
     by_path: dict[str, list[dict]] = defaultdict(list)

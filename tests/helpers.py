@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import textwrap
 
-from cuda2npu.engine import migrate_source
-from cuda2npu.options import Options
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.python import migrate_source
 
 OPTIONS_LINE = re.compile(r"^# cuda2npu-test:(?P<opts>.*)$", re.MULTILINE)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda2npu.diagnostics import Tier
-from cuda2npu.engine import migrate_source
-from cuda2npu.options import Options
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.python import migrate_source
 
 REPO = Path(__file__).resolve().parent.parent
 

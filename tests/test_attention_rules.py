@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
-
-from cuda2npu.checkers.attention_common import literal, one_minus
-from cuda2npu.checkers.attention_versions import parse_target
-from cuda2npu.diagnostics import Tier
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text, without_markers
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
+from cuda2npu.families.attention.common import literal, one_minus
+from cuda2npu.families.attention.versions import parse_target
 
 FLASH_CAUSAL = dedent(
     """

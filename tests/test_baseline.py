@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cuda2npu.cli import main
+from cuda2npu.commands.cli import main
 
 LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "legacy_project"
 

@@ -1,4 +1,4 @@
-"""The result cache (cuda2npu/cache.py): faithful, keyed on everything that matters, safe to share."""
+"""The result cache (cuda2npu/project/cache.py): faithful, keyed on everything that matters, safe to share."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from cuda2npu.cache import CACHE_DIR_NAME, Cache, code_fingerprint, from_json, to_json
-from cuda2npu.diagnostics import FileResult, Finding, Tier
-from cuda2npu.options import Options
-from cuda2npu.runner import process_file
+from cuda2npu.core.diagnostics import FileResult, Finding, Tier
+from cuda2npu.core.options import Options
+from cuda2npu.project.cache import (
+    CACHE_DIR_NAME,
+    Cache,
+    code_fingerprint,
+    from_json,
+    to_json,
+)
+from cuda2npu.project.runner import process_file
 
 SOURCE = b"import torch\nx = torch.ones(1).cuda()\n"
 

@@ -6,7 +6,6 @@ import json
 import subprocess
 
 import pytest
-
 from cli_helpers import cuda2npu, tree_digest
 
 SOURCE = "import torch\n\nx = torch.ones(1).cuda()\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
@@ -163,8 +162,8 @@ def test_rules_command():
 def test_internal_error_exits_3_with_a_log(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from cuda2npu import cli
-    from cuda2npu.checkers import device
+    from cuda2npu.commands import cli
+    from cuda2npu.families import device
 
     def visit_Call(self, node):  # the name matters: libcst collects visit_* methods by name
         raise RuntimeError("rule bug")

@@ -10,10 +10,10 @@ import inspect
 
 import libcst as cst
 import pytest
-
-from cuda2npu.diagnostics import Tier
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text, without_markers
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
 
 KEEP = Options()
 NATIVE = Options(colossalai="native")
@@ -475,8 +475,9 @@ def test_keep_rules_do_nothing_under_native_and_the_other_way_round():
 
 
 def test_cached_visitor_methods_match_libcst():
-    from cuda2npu.checkers.colossalai_common import ColossalRule
-    from cuda2npu.rulebase import REGISTRY, RuleContext, enabled_rules
+    from cuda2npu.core.rulebase import REGISTRY, RuleContext
+    from cuda2npu.families import enabled_rules
+    from cuda2npu.families.colossalai.common import ColossalRule
 
     enabled_rules(KEEP)
     ctx = RuleContext(cst.parse_module("x = 1\n"), KEEP)
@@ -494,7 +495,7 @@ def test_cached_visitor_methods_match_libcst():
 def test_cli_strategy_option(tmp_path):
     from click.testing import CliRunner
 
-    from cuda2npu.cli import main
+    from cuda2npu.commands.cli import main
 
     script = tmp_path / "train.py"
     script.write_text("import colossalai\n\ncolossalai.launch_from_torch(seed=3)\n", encoding="utf-8")

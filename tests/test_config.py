@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cuda2npu.cli import main
-from cuda2npu.config import ConfigError, find_config_file, load_config
+from cuda2npu.commands.cli import main
+from cuda2npu.core.config import ConfigError, find_config_file, load_config
 
 CUDA = "import torch\nx = torch.zeros(1).cuda()\ntorch.cuda.synchronize()\n"
 

@@ -7,16 +7,16 @@ import configparser
 import json
 import shutil
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 
-from cuda2npu.cli import main
-from cuda2npu.depfiles import is_dependency_file
+from cuda2npu.commands.cli import main
+from cuda2npu.filekinds.depfiles import is_dependency_file
 
 MIGRATED_CODE = "import torch\nimport torch_npu\n\nx = torch.ones(1).npu()\n"
 

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from cuda2npu.catalogue import all_rules
-from cuda2npu.cli import main
+from cuda2npu.commands.cli import main
+from cuda2npu.core.catalogue import all_rules
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "notebooks"

@@ -9,14 +9,14 @@ no-op, and a case with nothing to change stays byte-identical.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import libcst as cst
 import pytest
-
-from cuda2npu.options import Options
+import tomllib
 from helpers import migrate_text, options_from
+
+from cuda2npu.core.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 

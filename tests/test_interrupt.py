@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda2npu.engine import migrate_source
-from cuda2npu.options import Options
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.python import migrate_source
 
 FILES = 300
 BODY = b"import torch\n\n" + b"".join(

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from cuda2npu.diagnostics import Tier
-from cuda2npu.engine import marker_reason, migrate_source
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.python import marker_reason, migrate_source
 
 HALF = dedent(
     """
@@ -114,7 +114,7 @@ def test_cuda_only_imports_at_module_level_only():
 
 
 def test_declared_extensions(tmp_path):
-    from cuda2npu.checkers.custom_kernels import declared_extensions
+    from cuda2npu.families.custom_kernels import declared_extensions
 
     setup = tmp_path / "setup.py"
     setup.write_text(
@@ -163,7 +163,7 @@ def test_imports_guarded_by_an_availability_probe_are_left_alone():
 
 
 def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
-    from cuda2npu.checkers.custom_kernels import shadowing_modules
+    from cuda2npu.families.custom_kernels import shadowing_modules
 
     files = [tmp_path / "flash_attn" / "__init__.py", tmp_path / "flash_attn" / "ops" / "__init__.py",
              tmp_path / "flash_attn" / "ops" / "layer_norm.py", tmp_path / "scripts" / "bench_cuda.py",

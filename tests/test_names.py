@@ -1,11 +1,11 @@
-"""Scope-aware name resolution through imports (cuda2npu.names)."""
+"""Scope-aware name resolution through imports (cuda2npu.core.names)."""
 
 from __future__ import annotations
 
 import libcst as cst
 import pytest
 
-from cuda2npu.names import NameResolver
+from cuda2npu.core.names import NameResolver
 
 
 def resolve_calls(source: str) -> list[tuple[str, frozenset]]:

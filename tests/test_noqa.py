@@ -6,11 +6,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
-from cuda2npu.cli import main
-from cuda2npu.noqa import NoqaMap, add_noqa, parse_comment
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text
+
+from cuda2npu.commands.cli import main
+from cuda2npu.core.noqa import NoqaMap, add_noqa, parse_comment
+from cuda2npu.core.options import Options
 
 
 def cli(*args):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cuda2npu.cli import main
-from cuda2npu.notebooks import process_notebook
-from cuda2npu.options import Options
+from cuda2npu.commands.cli import main
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.notebooks import process_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "notebooks"
 

@@ -28,7 +28,7 @@ def test_wheel_contains_the_catalogue_and_runs(tmp_path):
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(site)}
     listing = subprocess.run(
-        [sys.executable, "-c", "import cuda2npu.catalogue as c, sys; print(c.catalogue_dir()); from cuda2npu.cli import main; sys.argv=['cuda2npu', 'rules']; main()"],
+        [sys.executable, "-c", "import cuda2npu.core.catalogue as c, sys; print(c.catalogue_dir()); from cuda2npu.commands.cli import main; sys.argv=['cuda2npu', 'rules']; main()"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
     )
     assert listing.returncode == 0, listing.stderr

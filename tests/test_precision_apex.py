@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
-
-from cuda2npu.diagnostics import Tier
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
 
 
 def migrate(source: str, **options):

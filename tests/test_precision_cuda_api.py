@@ -10,10 +10,10 @@ import libcst as cst
 import pytest
 from helpers import migrate_text
 
-from cuda2npu.catalogue import table
-from cuda2npu.checkers.cuda_api_checks import signature
-from cuda2npu.names import dotted_name
-from cuda2npu.options import Options
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.options import Options
+from cuda2npu.families.device.cuda_api_checks import signature
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "rules" / "cuda_api"

@@ -1,4 +1,4 @@
-"""The "already handles the NPU" detection (cuda2npu.checkers.npu_aware) that device, distributed
+"""The "already handles the NPU" detection (cuda2npu.families.npu_aware) that device, distributed
 and torch.cuda rules share: which CUDA-side nodes it keeps, and which it does not."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from cuda2npu.checkers.npu_aware import cuda_alternatives
+from cuda2npu.families.npu_aware import cuda_alternatives
 
 
 def kept_strings(source: str) -> list[str]:

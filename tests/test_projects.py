@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import REPO, cuda2npu, tree_digest
-from cuda2npu.catalogue import table
+
+from cuda2npu.core.catalogue import table
 
 PROJECTS = REPO / "fixtures" / "projects"
 NAMES = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir() and not p.name.endswith(".expected"))

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cuda2npu.engine import migrate_source
-from cuda2npu.options import Options
-from cuda2npu.runner import _pattern
+from cuda2npu.core.options import Options
+from cuda2npu.filekinds.python import migrate_source
+from cuda2npu.project.runner import _pattern
 
 FRAGMENTS = [
     "import torch\n",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from cuda2npu.catalogue import all_rules
 from helpers import dedent, migrate_text, options_from
+
+from cuda2npu.core.catalogue import all_rules
 
 EXAMPLES = [
     pytest.param(doc.code, example, id=f"{doc.code}-{index}")
@@ -50,8 +50,9 @@ def test_every_fixable_rule_has_an_example_with_a_fix():
 
 
 def test_every_rule_code_is_implemented_or_engine():
-    from cuda2npu.rulebase import REGISTRY, enabled_rules
-    from cuda2npu.options import Options
+    from cuda2npu.core.options import Options
+    from cuda2npu.core.rulebase import REGISTRY
+    from cuda2npu.families import enabled_rules
 
     enabled_rules(Options())
     implemented = {code for cls in REGISTRY for code in cls.codes}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cuda2npu.catalogue import all_rules
-from cuda2npu.cli import main
+from cuda2npu.commands.cli import main
+from cuda2npu.core.catalogue import all_rules
 
 INDEX = Path(__file__).resolve().parent.parent / "rules" / "INDEX.md"
 

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import REPO, cuda2npu, tree_digest
 from click.testing import CliRunner
 
-from cli_helpers import REPO, cuda2npu, tree_digest
-from cuda2npu import cli, migrate_command
-from cuda2npu.checkers.te_generated import FUSED
+from cuda2npu.commands import cli
+from cuda2npu.commands import migrate as migrate_command
+from cuda2npu.families.transformer_engine.generated import FUSED
 
 TEMPLATE = REPO / "cuda2npu" / "templates" / "te_npu_modules.py"
 MODEL = '''import torch

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from cli_helpers import REPO, cuda2npu
 
 MODEL = textwrap.dedent(

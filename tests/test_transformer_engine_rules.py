@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
-
-from cuda2npu.diagnostics import Tier
-from cuda2npu.options import Options
 from helpers import dedent, migrate_text
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import Options
 
 
 def findings(result, code):
@@ -177,8 +177,8 @@ def test_removed_statements_keep_the_blank_lines_before_them():
 
 def test_linear_with_return_bias_takes_the_generated_class_with_any_te_argument():
     """Every argument te.Linear accepts is known to the generated-Linear path too (checked by name)."""
-    from cuda2npu.checkers.te_generated import FUSED
-    from cuda2npu.checkers.transformer_engine import LINEAR_PARAMS
+    from cuda2npu.families.transformer_engine.generated import FUSED
+    from cuda2npu.families.transformer_engine.rules import LINEAR_PARAMS
 
     assert set(LINEAR_PARAMS) <= set(FUSED["Linear"].params)
     source = dedent(

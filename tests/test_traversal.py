@@ -5,7 +5,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cuda2npu.traversal import iter_nodes, walk, walk_batched
+from cuda2npu.core.traversal import iter_nodes, walk, walk_batched
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(ROOT.glob("cuda2npu/**/*.py")) + sorted(ROOT.glob("fixtures/rules/**/*.py"))
@@ -106,7 +106,7 @@ def test_walk_matches_libcst_order(name, module):
 
 
 def test_walk_batched_matches_visit_batched():
-    module = cst.parse_module(EXTRA + (ROOT / "cuda2npu/engine.py").read_text())
+    module = cst.parse_module(EXTRA + (ROOT / "cuda2npu/filekinds/python.py").read_text())
     ours, theirs = [], []
     walk_batched(module, [Typed("a", ours), Typed("b", ours)])
     cst.visit_batched(module, [Typed("a", theirs), Typed("b", theirs)])

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from cli_helpers import REPO, cuda2npu
-from cuda2npu.validation.compare import compare_dropout, compare_tensors, detect_precision
+
+from cuda2npu.validation.compare import (
+    compare_dropout,
+    compare_tensors,
+    detect_precision,
+)
 from cuda2npu.validation.harness import validate
 from cuda2npu.validation.keys import map_state_dict
 

@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import REPO, cuda2npu
 
 FIXTURES = REPO / "fixtures" / "validation"

@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from cli_helpers import REPO, cuda2npu
+
 from cuda2npu.validation.script import compare_traces, validate_script
 
 SCRIPT = REPO / "fixtures" / "validation" / "script"

@@ -115,7 +115,14 @@ def _install_backend() -> None:
     """The permanent part: backend, kernels, torch.npu, deserializer (once per process)."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    from cuda2npu.emulation import npu_amp, npu_autocast, npu_device, npu_patches, npu_rnn, npu_tensor
+    from cuda2npu.emulation import (
+        npu_amp,
+        npu_autocast,
+        npu_device,
+        npu_patches,
+        npu_rnn,
+        npu_tensor,
+    )
 
     _setup_privateuseone_for_python_backend(rename="npu", backend_module=npu_device)
     sys.modules["torch.npu.amp"] = npu_amp

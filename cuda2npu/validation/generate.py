@@ -74,7 +74,7 @@ def test_module_class(entry):
 
 def configured_entries(root: Path) -> list[str]:
     """``validate.entries`` of the project's configuration (pyproject.toml / cuda2npu.toml)."""
-    from cuda2npu.config import load_config
+    from cuda2npu.core.config import load_config
 
     return list(load_config([root]).validate_entries)
 

@@ -133,15 +133,15 @@ def test_standins_resolve_only_while_active_and_only_when_missing(tmp_path, monk
     if any(importlib.util.find_spec(name) for name in ("flash_attn", "apex", "transformer_engine")):
         pytest.skip("a real flash_attn/apex/transformer_engine is installed")
     with emulate_cuda():
-        from flash_attn import flash_attn_func  # noqa: F401
-        from flash_attn.flash_attn_interface import flash_attn_varlen_func  # noqa: F401
+        import transformer_engine.pytorch as te
         from apex import amp  # noqa: F401
         from apex.optimizers import FusedAdam  # noqa: F401
-        import transformer_engine.pytorch as te
+        from flash_attn import flash_attn_func  # noqa: F401
+        from flash_attn.flash_attn_interface import flash_attn_varlen_func  # noqa: F401
         from transformer_engine.common import recipe  # noqa: F401
         assert te.Linear.__module__ == "transformer_engine.pytorch.module.linear"
-        from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
         import amp_C  # noqa: F401
+        from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
         with pytest.raises(ImportError):
             import fused_layer_norm_cuda  # noqa: F401
     assert "flash_attn" not in sys.modules and "amp_C" not in sys.modules and "transformer_engine.pytorch" not in sys.modules

@@ -21,7 +21,11 @@ from cuda2npu.emulation.standins.apex.normalization import (
     fused_rms_norm_affine,
 )
 from cuda2npu.emulation.standins.apex.optimizers import FusedAdam, FusedLAMB, FusedSGD
-from cuda2npu.emulation.standins.apex.parallel import DistributedDataParallel, SyncBatchNorm, convert_syncbn_model
+from cuda2npu.emulation.standins.apex.parallel import (
+    DistributedDataParallel,
+    SyncBatchNorm,
+    convert_syncbn_model,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -26,8 +26,8 @@ from collections import OrderedDict
 import torch
 
 from ..module.base import check_options
-from ..module.layernorm_linear import LayerNormLinear
 from ..module.layernorm import LayerNorm, RMSNorm
+from ..module.layernorm_linear import LayerNormLinear
 from ..module.linear import Linear
 from .dot_product_attention import DotProductAttention
 from .rope import apply_rotary_pos_emb

@@ -20,7 +20,14 @@ import pickle
 import torch
 import torch.nn.functional as F
 
-from .base import StandinModule, autocast_dtype, check_options, high_precision, init_parameter, standin_device
+from .base import (
+    StandinModule,
+    autocast_dtype,
+    check_options,
+    high_precision,
+    init_parameter,
+    standin_device,
+)
 
 
 def _shape(normalized_shape) -> tuple:

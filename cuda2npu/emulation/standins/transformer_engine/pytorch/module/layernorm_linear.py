@@ -14,7 +14,14 @@ from __future__ import annotations
 import torch
 
 from ._common import check_normalization, gemm, normalize
-from .base import StandinModule, check_options, default_init_method, high_precision, init_parameter, standin_device
+from .base import (
+    StandinModule,
+    check_options,
+    default_init_method,
+    high_precision,
+    init_parameter,
+    standin_device,
+)
 from .linear import add_linear_parameters, joined
 
 

@@ -18,8 +18,22 @@ from __future__ import annotations
 
 import torch
 
-from ._common import GATED_ACTIVATIONS, apply_activation, check_activation, check_normalization, gemm, normalize
-from .base import StandinModule, check_options, default_init_method, high_precision, init_parameter, standin_device
+from ._common import (
+    GATED_ACTIVATIONS,
+    apply_activation,
+    check_activation,
+    check_normalization,
+    gemm,
+    normalize,
+)
+from .base import (
+    StandinModule,
+    check_options,
+    default_init_method,
+    high_precision,
+    init_parameter,
+    standin_device,
+)
 
 
 class LayerNormMLP(StandinModule):

@@ -14,7 +14,14 @@ from __future__ import annotations
 import torch
 
 from ._common import gemm
-from .base import StandinModule, check_options, default_init_method, high_precision, init_parameter, standin_device
+from .base import (
+    StandinModule,
+    check_options,
+    default_init_method,
+    high_precision,
+    init_parameter,
+    standin_device,
+)
 
 
 def add_linear_parameters(module, in_features, out_features, use_bias, parameters_split, init_method, device, dtype):

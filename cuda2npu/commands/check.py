@@ -1,0 +1,120 @@
+"""``cuda2npu check``: run the rules without fixing and print the findings.
+
+Also ``--add-noqa`` (write ``# noqa`` directives for the current findings) and ``--baseline``
+(report only findings not recorded in a baseline file; ``--write-baseline`` records them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from cuda2npu.core.diagnostics import FileResult, Summary
+from cuda2npu.core.options import Options
+from cuda2npu.output import baseline as baselines
+from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES
+from cuda2npu.project.discovery import FileSelection
+from cuda2npu.project.facts import with_project_facts
+from cuda2npu.project.project_files import finish_run
+from cuda2npu.project.runner import default_jobs, run
+from cuda2npu.project.workset import collect_results, display_name
+
+EXIT_USAGE = 2
+
+
+@dataclass
+class CheckRequest:
+    paths: list[Path]
+    options: Options
+    output_format: str = "text"
+    exit_zero: bool = False
+    output_file: Path | None = None
+    jobs: int | None = None
+    files: FileSelection = field(default_factory=FileSelection)
+    add_noqa: bool = False
+    baseline: Path | None = None
+    write_baseline: bool = False
+
+
+def source_lines(paths: set[str], files: dict[str, Path]) -> dict[str, object]:
+    """Lines of each file with findings: a list, or for notebooks a dict cell -> lines."""
+    from cuda2npu.filekinds.notebooks import cell_lines, is_notebook
+
+    lines: dict[str, object] = {}
+    for path in paths:
+        try:
+            real = files[path]
+            if is_notebook(real):
+                lines[path] = cell_lines(real.read_bytes())
+            else:
+                from cuda2npu.core.source import decode
+
+                lines[path] = decode(real.read_bytes()).splitlines()
+        except Exception:  # noqa: BLE001 - unreadable or undecodable: no source context
+            lines[path] = []
+    return lines
+
+
+def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[str, Path]]:
+    """Run the rules over the selected files: (results, summary, display name -> path)."""
+    from cuda2npu.filekinds import depfiles
+
+    found = request.files.discover(request.paths)
+    options = with_project_facts(request.options, found.files)
+    names = {path: display_name(path) for path in found.files}
+    sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]
+    summary = Summary()
+    results: list[FileResult] = collect_results(
+        run(sources, options, request.jobs or default_jobs()), summary, len(sources)
+    )
+    results = finish_run(results, names, options, summary)
+    return results, summary, {name: path for path, name in names.items()}
+
+
+def run_check(request: CheckRequest) -> int:
+    results, summary, by_name = check_files(request)
+    findings = sorted((f for r in results for f in r.findings), key=lambda f: f.sort_key())
+    internal = [r for r in results if r.internal_error]
+
+    if request.add_noqa:
+        from cuda2npu.core.noqa import write_noqa
+
+        added, files = write_noqa(findings, by_name)
+        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+        return _internal(internal) if internal else 0
+
+    needs_sources = request.output_format in NEEDS_SOURCES or request.baseline is not None
+    sources = source_lines({f.path for f in findings}, by_name) if needs_sources else {}
+    baselined = 0
+    if request.baseline is not None:
+        if request.write_baseline:
+            count = baselines.write(request.baseline, findings, sources)
+            click.echo(f"cuda2npu: wrote {count} finding{'s' if count != 1 else ''} to the baseline {request.baseline}", err=True)
+            return _internal(internal) if internal else 0
+        try:
+            recorded = baselines.read(request.baseline)
+        except baselines.BaselineError as exc:
+            click.echo(f"cuda2npu: error: {exc}", err=True)
+            return EXIT_USAGE
+        findings, baselined = baselines.new_findings(findings, sources, recorded, request.baseline)
+
+    output = FORMATTERS[request.output_format](findings, summary, sources)
+    if request.output_file is not None:
+        request.output_file.write_text(output + "\n", encoding="utf-8")
+    elif output:
+        click.echo(output)
+    if baselined and request.output_format in ("text", "concise"):
+        click.echo(f"cuda2npu: {baselined} finding{'s' if baselined != 1 else ''} in the baseline not shown", err=True)
+    if internal:
+        return _internal(internal)
+    return 0 if request.exit_zero or not findings else 1
+
+
+def _internal(internal: list[FileResult]) -> int:
+    from cuda2npu.commands.crash import internal_error
+
+    return internal_error(
+        RuntimeError(f"{len(internal)} file(s) crashed a rule, first: {internal[0].path}\n{internal[0].internal_error}")
+    )

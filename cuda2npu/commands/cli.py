@@ -1,0 +1,307 @@
+"""The command line: ``cuda2npu migrate``, ``check`` and ``rules``.
+
+Exit codes (ruff's contract): 0 nothing found / nothing to change, 1 findings or changes,
+2 usage or configuration error, 3 internal error (a log with version information is written),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from cuda2npu import __version__
+from cuda2npu.commands.crash import internal_error
+from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.config import ConfigError
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.options import STRATEGY_CHOICES, Options
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated, repeatable code prefixes, each validated against the catalogue."""
+    codes = tuple(c.strip().upper() for value in values for c in value.split(",") if c.strip())
+    known = all_rules()
+    for code in codes:
+        if code != "ALL" and not any(k.startswith(code) for k in known):
+            raise click.BadParameter(f"{code!r} matches no rule code (see `cuda2npu rules`)")
+    return tuple("NPU" if c == "ALL" else c for c in codes)
+
+
+def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None,
+             review_markers=True) -> Options:
+    """Options from the command line over the configuration file (``settings``, see with_selection)."""
+    config = settings.config if settings is not None else None
+    chosen = _codes(select) or (config.select if config is not None and config.select else ("NPU",))
+    extend = (config.extend_select if config is not None else ()) + (_codes(settings.extend_select) if settings else ())
+    return Options(
+        select=tuple(dict.fromkeys(chosen + extend)),
+        ignore=(config.ignore if config is not None else ()) + _codes(ignore),
+        max_tier=Tier.parse(max_tier),
+        markers=markers,
+        review_markers=review_markers,
+        fix=fix,
+        per_file_ignores=config.anchored_per_file_ignores() if config is not None else (),
+        **strategies,
+    )
+
+
+def _given(name: str) -> bool:
+    """Whether a parameter of the current command was set on the command line (not a default)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def _setting(name: str, value, configured):
+    """The command-line value when given, else the configuration's, else the option default."""
+    return value if configured is None or _given(name) else configured
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
+            raise
+        except ConfigError as exc:
+            click.echo(f"cuda2npu: error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+        except KeyboardInterrupt:
+            click.echo("cuda2npu: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except Exception as exc:  # noqa: BLE001
+            sys.exit(internal_error(exc))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cuda2npu")
+def main() -> None:
+    """Migrate PyTorch CUDA projects to Huawei Ascend NPUs."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame) -> None:
+    """SIGTERM is handled like Ctrl-C: atomic writes already done stay, the rest is not started."""
+    raise KeyboardInterrupt
+
+
+selection = [
+    click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. NPU1,NPU201)."),
+    click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
+    click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."),
+    click.option("--precision", type=click.Choice(STRATEGY_CHOICES["precision"]), default="bf16", show_default=True, help="Mixed-precision policy for AMP rewrites."),
+    click.option("--apex", "apex_strategy", type=click.Choice(STRATEGY_CHOICES["apex"]), default="native", show_default=True, help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork."),
+    click.option("--colossalai", "colossalai_strategy", type=click.Choice(STRATEGY_CHOICES["colossalai"]), default="keep", show_default=True, help="keep: ColossalAI on NPU; native: plain PyTorch distributed."),
+    click.option("--fuse-sdpa/--no-fuse-sdpa", default=False, help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in)."),
+    click.option("--target-torch-npu", metavar="VERSION", default=None, help="Never emit torch_npu keywords newer than this release."),
+    click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code)."),
+    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Use this configuration file instead of the nearest pyproject.toml / cuda2npu.toml."),
+    click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
+    click.option("--force-exclude", is_flag=True, help="Apply the configured excludes to files named on the command line too (pre-commit)."),
+    click.option("--no-cache", is_flag=True, expose_value=False, callback=lambda ctx, param, value: _disable_cache(value), help="Neither read nor write the result cache (.cuda2npu_cache/; also CUDA2NPU_NO_CACHE=1)."),
+]
+
+
+def _disable_cache(value: bool) -> None:
+    """--no-cache: through the environment, so that pool workers see it too (cuda2npu/project/cache.py)."""
+    if value:
+        from cuda2npu.project.cache import ENV_DISABLE
+
+        os.environ[ENV_DISABLE] = "1"
+
+
+class Settings:
+    """What with_selection hands to a command besides the strategies: the configuration and
+    the options that are combined with it."""
+
+    def __init__(self, config, extend_select: tuple[str, ...], force_exclude: bool) -> None:
+        from cuda2npu.project.discovery import FileSelection
+
+        self.config = config
+        self.extend_select = extend_select
+        self.files = FileSelection.from_config(config, force_exclude)
+
+
+def with_selection(func):
+    """Add the options shared by migrate and check; they arrive as ``strategies`` plus select/ignore/jobs."""
+
+    @functools.wraps(func)
+    def wrapper(*args, precision, apex_strategy, colossalai_strategy, fuse_sdpa, target_torch_npu,
+                extend_select, config_file, isolated, force_exclude, **kwargs):
+        from cuda2npu.core.config import load_config
+
+        config = load_config(list(kwargs.get("paths", ())), config_file, isolated)
+        strategies = {
+            "precision": _setting("precision", precision, config.precision),
+            "apex": _setting("apex_strategy", apex_strategy, config.apex),
+            "colossalai": _setting("colossalai_strategy", colossalai_strategy, config.colossalai),
+            "fuse_sdpa": _setting("fuse_sdpa", fuse_sdpa, config.fuse_sdpa),
+            "target_torch_npu": _setting("target_torch_npu", target_torch_npu, config.target_torch_npu),
+        }
+        return func(*args, strategies=strategies, settings=Settings(config, extend_select, force_exclude), **kwargs)
+
+    for option in reversed(selection):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write a migrated copy of the tree here.")
+@click.option("--diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if anything would change.")
+@click.option("--report", "report_file", type=click.Path(path_type=Path), help="Write the JSON migration report here.")
+@click.option("--max-tier", type=click.Choice(["exact", "numeric", "review"]), default="review", show_default=True)
+@click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at all.")
+@click.option("--no-review-markers", is_flag=True, help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.")
+@click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).")
+@with_selection
+def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, no_review_markers, allow_dirty, quiet,
+            exit_non_zero_on_fix, select, ignore, jobs, strategies, settings):
+    """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
+    from cuda2npu.commands.migrate import MigrateRequest, run_migrate
+
+    config = settings.config
+    max_tier = _setting("max_tier", max_tier, config.max_tier)
+    markers = _setting("no_markers", not no_markers, config.markers)
+    review_markers = _setting("no_review_markers", not no_review_markers, config.review_markers)
+    request = MigrateRequest(
+        paths=list(paths),
+        options=_options(select, ignore, strategies, max_tier, markers=markers, settings=settings,
+                         review_markers=review_markers),
+        files=settings.files,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
+        out_dir=out_dir,
+        diff=diff,
+        check_only=check_only,
+        report_file=report_file,
+        allow_dirty=allow_dirty,
+        quiet=quiet,
+        jobs=jobs,
+    )
+    sys.exit(run_migrate(request))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "concise", "json", "github", "sarif", "gitlab", "junit"]), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments on the lines of the current findings; report nothing.")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path), help="Report only findings not recorded in this baseline file.")
+@click.option("--write-baseline", is_flag=True, help="Record the current findings in the --baseline file and exit 0.")
+@with_selection
+def check(paths, output_format, exit_zero, output_file, add_noqa, baseline_file, write_baseline, select, ignore, jobs, strategies, settings):
+    """Report CUDA-only code under PATHS without changing anything."""
+    from cuda2npu.commands.check import CheckRequest, run_check
+
+    if write_baseline and baseline_file is None:
+        raise click.UsageError("--write-baseline needs --baseline FILE")
+    if add_noqa and (baseline_file is not None or output_file is not None):
+        raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
+    request = CheckRequest(
+        paths=list(paths),
+        options=_options(select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings),
+        output_format=output_format,
+        exit_zero=exit_zero,
+        output_file=output_file,
+        jobs=jobs,
+        files=settings.files,
+        add_noqa=add_noqa,
+        baseline=baseline_file,
+        write_baseline=write_baseline,
+    )
+    sys.exit(run_check(request))
+
+
+@main.command()
+@click.argument("code", required=False)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+def rules(code, output_format):
+    """List every rule, or print the documentation of one (e.g. `cuda2npu rules NPU101`)."""
+    from cuda2npu.output import ruledocs
+
+    catalogue = all_rules()
+    if code is not None and code.upper() not in catalogue:
+        raise click.BadParameter(f"unknown rule {code!r} (see `cuda2npu rules`)", param_hint="CODE")
+    selected = [catalogue[code.upper()]] if code else list(catalogue.values())
+    if output_format == "json":
+        click.echo(json.dumps([ruledocs.as_dict(doc) for doc in selected], indent=2))
+    elif output_format == "markdown":
+        click.echo(ruledocs.markdown(selected))
+    elif code:
+        click.echo(ruledocs.text(selected[0]))
+    else:
+        click.echo(ruledocs.table(selected))
+
+
+@main.command()
+@click.argument("original", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("migrated", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--entry", "entries", multiple=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable (default: validate.entries of the original's configuration).")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="Tolerance class (default: from the migrated outputs' dtype).")
+@click.option("--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob).")
+@click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--run", "command", metavar="COMMAND", help='Run this script command in both trees and compare them step by step, e.g. "train.py --steps 2" (default: validate.run of the configuration when no --entry is given).')
+@click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run.")
+def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
+    """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
+    gradients and optimizer steps."""
+    from rich.console import Console
+
+    if command is None and not entries:
+        from cuda2npu.core.config import load_config
+
+        command = load_config([original]).validate_run
+    if command is not None:
+        from cuda2npu.validation.render import render_script
+        from cuda2npu.validation.script import validate_script
+
+        result = validate_script(original, migrated, command, steps, precision, seed)
+        render_script(result, Console())
+        if json_file is not None:
+            json_file.write_text(json.dumps({"version": 1, "results": [result.to_json()]}, indent=2) + "\n")
+        sys.exit(result.exit_code)
+
+    from cuda2npu.validation.harness import validate as run_validation
+    from cuda2npu.validation.render import render
+
+    if not entries:
+        from cuda2npu.validation.generate import configured_entries
+
+        entries = configured_entries(original)
+    if not entries:
+        raise click.UsageError("no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration")
+    console = Console()
+    results = [run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries]
+    for result in results:
+        render(result, console)
+    if json_file is not None:
+        json_file.write_text(json.dumps({"version": 1, "results": [r.to_json() for r in results]}, indent=2) + "\n")
+    sys.exit(max(r.exit_code for r in results))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+def clean(paths):
+    """Remove the result cache (.cuda2npu_cache/) of the project holding PATHS (default: the current directory)."""
+    from cuda2npu.project.cache import clean as clean_cache
+
+    removed = clean_cache(list(paths) or [Path.cwd()])
+    for directory in removed:
+        click.echo(f"Removed {directory}", err=True)
+    if not removed:
+        click.echo("No cache to remove.", err=True)

@@ -1,0 +1,104 @@
+"""The rule catalogue: codes, names, tiers, docs and examples, read from ``rules/*.toml``.
+
+The catalogue is data so that ``cuda2npu rules`` and generated docs never import rule code.
+In a wheel it ships as ``cuda2npu/catalogue``; in a source checkout it is the top-level ``rules/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda2npu.core.diagnostics import Tier
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Example:
+    """``before`` must produce the rule's finding; ``after`` is the migrated text (None: no fix)."""
+
+    before: str
+    after: str | None
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    code: str
+    name: str
+    tier: Tier
+    fixable: bool
+    summary: str
+    why: str
+    fix: str
+    family: str
+    references: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
+    valid: tuple[str, ...] = ()
+    opt_in: bool = False
+
+
+def catalogue_dir() -> Path:
+    """Directory holding the catalogue TOML files (bundled copy first, then the source tree)."""
+    package = Path(__file__).resolve().parent.parent
+    bundled = package / "catalogue"
+    return bundled if bundled.is_dir() else package.parent / "rules"
+
+
+def _load_toml(path: Path) -> dict:
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def _parse_rule(raw: dict, family: str, source: Path) -> RuleDoc:
+    try:
+        return RuleDoc(
+            code=raw["code"],
+            name=raw["name"],
+            tier=Tier.parse(raw["tier"]),
+            fixable=bool(raw["fixable"]),
+            summary=raw["summary"].strip(),
+            why=raw["why"].strip(),
+            fix=raw["fix"].strip(),
+            family=family,
+            references=tuple(raw.get("references", ())),
+            examples=tuple(
+                Example(ex["before"], ex.get("after"), ex.get("options", {}))
+                for ex in raw.get("example", ())
+            ),
+            valid=tuple(raw.get("valid", ())),
+            opt_in=bool(raw.get("opt_in", False)),
+        )
+    except KeyError as exc:
+        raise ValueError(f"{source}: rule {raw.get('code', '?')} lacks key {exc}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def all_rules() -> dict[str, RuleDoc]:
+    """Every documented rule, keyed by code, in code order."""
+    rules: dict[str, RuleDoc] = {}
+    for path in sorted(catalogue_dir().glob("*.toml")):
+        data = _load_toml(path)
+        family = data.get("family", path.stem)
+        for raw in data.get("rule", ()):
+            doc = _parse_rule(raw, family, path)
+            if doc.code in rules:
+                raise ValueError(f"{path}: duplicate rule code {doc.code}")
+            rules[doc.code] = doc
+    return dict(sorted(rules.items()))
+
+
+@functools.lru_cache(maxsize=None)
+def table(name: str) -> dict:
+    """A mapping table from ``rules/tables/<name>.toml``."""
+    return _load_toml(catalogue_dir() / "tables" / f"{name}.toml")
+
+
+def rule(code: str) -> RuleDoc:
+    return all_rules()[code]

@@ -1,0 +1,134 @@
+"""Adding ``import torch_npu`` right after the file's first torch import, exactly once."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import libcst as cst
+
+from cuda2npu.core.names import dotted_name
+
+
+def _imports_module(statement: cst.CSTNode, prefix: str) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            if any((dotted_name(a.name) or "").split(".")[0] == prefix for a in small.names):
+                return True
+        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if (dotted_name(small.module) or "").split(".")[0] == prefix:
+                return True
+    return False
+
+
+def is_import_line(statement: cst.CSTNode) -> bool:
+    """A line holding only ``import``/``from ... import`` statements."""
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """A line holding only a string literal (a module, class or function docstring when first)."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _blocks(body: Sequence[cst.CSTNode]):
+    """``body`` and, in source order, the statements of the blocks nested in it (``if``/``else``,
+    ``try`` bodies, ``with``, functions, classes), never an ``except`` handler: what runs when
+    the imports there succeed."""
+    yield body
+    for statement in body:
+        for block in _nested_bodies(statement):
+            yield from _blocks(block)
+
+
+def _nested_bodies(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    bodies = []
+    if isinstance(statement, (cst.If, cst.Try, cst.With, cst.FunctionDef, cst.ClassDef)) and isinstance(
+        statement.body, cst.IndentedBlock
+    ):
+        bodies.append(statement.body.body)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(statement, cst.If) and orelse is not None:
+        bodies.append([orelse] if isinstance(orelse, cst.If) else orelse.body.body)
+    return bodies
+
+
+def has_plain_torch_npu_import(module: cst.Module) -> bool:
+    """``import torch_npu`` (unaliased) anywhere but an ``except`` handler."""
+    for block in _blocks(module.body):
+        for statement in block:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Import) and any(
+                        dotted_name(a.name) == "torch_npu" and a.asname is None for a in small.names
+                    ):
+                        return True
+    return False
+
+
+TORCH_IMPORT = re.compile(r"^[ \t]*(import|from)[ \t]+torch\b", re.MULTILINE)
+
+
+def _after_torch_import(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode] | None:
+    """``body`` with ``import torch_npu`` after its first torch import line; None without one."""
+    for index, statement in enumerate(body):
+        if _imports_module(statement, "torch"):
+            new_line = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(cst.Name("torch_npu"))])])
+            return [*body[: index + 1], new_line, *body[index + 1 :]]
+    return None
+
+
+def ensure_torch_npu_import(module: cst.Module) -> cst.Module:
+    """Insert ``import torch_npu`` after the first module-level torch import, else after the first
+    torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
+    function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
+    an ``except`` handler, never at module level of a file that imports torch only lazily.
+
+    Files that never import torch need nothing: a device string they hold is used elsewhere.
+    """
+    if has_plain_torch_npu_import(module) or not TORCH_IMPORT.search(module.code):
+        return module
+    body = _after_torch_import(module.body)
+    if body is not None:
+        return module.with_changes(body=body)
+    finder = _FirstTorchBlock()
+    module.visit(finder)
+    return module.visit(_NestedInsertion(finder.block)) if finder.block is not None else module
+
+
+class _FirstTorchBlock(cst.CSTVisitor):
+    """The first block, in source order, with a torch import among its own statements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block: cst.IndentedBlock | None = None
+
+    def visit_ExceptHandler(self, node) -> bool:
+        return False
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        if self.block is None and any(_imports_module(statement, "torch") for statement in node.body):
+            self.block = node
+        return self.block is None
+
+
+class _NestedInsertion(cst.CSTTransformer):
+    """Adds ``import torch_npu`` after the first torch import of ``block``."""
+
+    def __init__(self, block: cst.IndentedBlock) -> None:
+        super().__init__()
+        self.block = block
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+        if original_node is not self.block:
+            return updated_node
+        return updated_node.with_changes(body=_after_torch_import(updated_node.body))

@@ -1,0 +1,259 @@
+"""``# noqa`` suppression comments, ruff-compatible.
+
+- ``# noqa`` (any case) suppresses every finding on its line; ``# noqa: NPU101, NPU2`` only the
+  listed codes or code prefixes (codes are separated by commas and/or spaces). The directive may
+  follow other comment text (``# reason  # noqa: NPU101``); ``# noqa:`` without codes is ignored.
+- A finding is suppressed by a directive on its own line. When that line cannot carry a comment
+  (it ends inside a multi-line string or with a ``\\`` continuation), the directive goes on the
+  line where that string or continuation ends, as in ruff.
+- Suppressed findings are neither reported nor fixed (the engine filters them before fixing).
+- With the opt-in rule NPU005 (``unused-noqa``) enabled, a directive naming one of our codes
+  (``NPU…``) that suppressed nothing is reported. Blanket ``# noqa`` and other tools' codes are
+  left alone.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import Finding
+
+UNUSED_CODE = "NPU005"
+DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
+CODE = re.compile(r"[A-Z]+[0-9]*")
+QUICK = re.compile(rb"noqa", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One ``# noqa`` comment: ``codes`` None is blanket. Columns are 0-based within the line."""
+
+    line: int
+    column: int  # where the "#" of the directive starts
+    end: int  # where the directive (with its codes) ends
+    codes: tuple[str, ...] | None
+
+    def matches(self, code: str) -> bool:
+        return self.codes is None or any(code.startswith(c) for c in self.codes)
+
+
+def parse_comment(comment: str, line: int = 0, offset: int = 0) -> Directive | None:
+    """The noqa directive in a comment's text (``comment`` starts with ``#``), if any."""
+    for match in DIRECTIVE.finditer(comment):
+        rest_start = match.end()
+        rest = comment[rest_start:]
+        if not rest or rest[0].isspace() or rest[0] == "#":
+            if rest.lstrip().startswith(":"):  # "# noqa : X" is not a directive in ruff either
+                continue
+            return Directive(line, offset + match.start(), offset + rest_start, None)
+        if rest[0] != ":":
+            continue  # "# noqa123", "# noqanything"
+        pos = 1
+        codes: list[str] = []
+        end = rest_start + 1
+        while True:
+            while pos < len(rest) and (rest[pos].isspace() or rest[pos] == ","):
+                pos += 1
+            found = CODE.match(rest, pos)
+            if not found:
+                break
+            after = found.end()
+            if after < len(rest) and not (rest[after].isspace() or rest[after] == ","):
+                break
+            codes.append(found.group())
+            pos = after
+            end = rest_start + after
+        if codes:
+            return Directive(line, offset + match.start(), offset + end, tuple(codes))
+    return None
+
+
+@dataclass
+class NoqaMap:
+    """The directives of one source text and where each line's directive lives."""
+
+    directives: dict[int, Directive]
+    comment_lines: list[int]  # sorted lines that can carry a trailing comment
+
+    @classmethod
+    def from_text(cls, text: str) -> "NoqaMap":
+        directives: dict[int, Directive] = {}
+        safe: set[int] = set()
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(text).readline):
+                if token.type == tokenize.COMMENT:
+                    directive = parse_comment(token.string, token.start[0], token.start[1])
+                    if directive is not None:
+                        directives[token.start[0]] = directive
+                elif token.type in (tokenize.NEWLINE, tokenize.NL):
+                    safe.add(token.start[0])
+        except (tokenize.TokenError, SyntaxError, IndentationError):
+            directives = {}
+            for number, line in enumerate(split_lines(text), start=1):
+                index = line.find("#")
+                directive = parse_comment(line[index:].rstrip("\r\n"), number, index) if index >= 0 else None
+                if directive is not None:
+                    directives[number] = directive
+            safe = set(range(1, len(split_lines(text)) + 2))
+        return cls(directives, sorted(safe))
+
+    def comment_line(self, line: int) -> int:
+        """The line whose trailing comment applies to a finding on ``line``."""
+        import bisect
+
+        index = bisect.bisect_left(self.comment_lines, line)
+        return self.comment_lines[index] if index < len(self.comment_lines) else line
+
+    def directive_for(self, line: int) -> Directive | None:
+        own = self.directives.get(line)
+        if own is not None:
+            return own
+        return self.directives.get(self.comment_line(line))
+
+    def suppresses(self, line: int, code: str) -> Directive | None:
+        directive = self.directive_for(line)
+        return directive if directive is not None and directive.matches(code) else None
+
+
+def split_lines(text: str) -> list[str]:
+    """Physical lines with their endings (``\\n``, ``\\r\\n`` or ``\\r``), as Python's tokenizer sees them."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+
+
+def may_contain(source: bytes | str) -> bool:
+    """Cheap test: can this text hold a noqa directive at all?"""
+    if isinstance(source, str):
+        return "noqa" in source.lower()
+    return QUICK.search(source) is not None
+
+
+# --- the engine's part ---------------------------------------------------------------------
+
+
+def unused_enabled(options) -> bool:
+    return options.code_enabled(UNUSED_CODE, rule_doc(UNUSED_CODE).opt_in)
+
+
+def suppress(module: cst.Module, reports: list, options, path: str, first_round: bool) -> tuple[list, list[Finding]]:
+    """(reports not suppressed by a directive, NPU005 findings for unused directives)."""
+    noqa_map = NoqaMap.from_text(module.code)
+    if not noqa_map.directives:
+        return reports, []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if reports else {}
+    kept = []
+    used: dict[int, set[str]] = {}
+    for report in reports:
+        line = positions[report.node].start.line
+        directive = noqa_map.suppresses(line, report.code)
+        if directive is None:
+            kept.append(report)
+        else:
+            used.setdefault(directive.line, set()).add(report.code)
+    unused = unused_findings(noqa_map, used, options, path) if first_round and unused_enabled(options) else []
+    return kept, unused
+
+
+def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path: str) -> list[Finding]:
+    """NPU005 for each of our codes in a directive that matched no finding."""
+    doc = rule_doc(UNUSED_CODE)
+    findings = []
+    for line, directive in sorted(noqa_map.directives.items()):
+        if directive.codes is None or any(c and UNUSED_CODE.startswith(c) for c in directive.codes):
+            continue  # blanket, or the directive silences NPU005 itself
+        matched = used.get(line, set())
+        unused = [c for c in directive.codes if c.startswith("NPU") and not any(m.startswith(c) for m in matched)]
+        if not unused:
+            continue
+        disabled = [c for c in unused if not _any_enabled(c, options)]
+        parts = []
+        if len(unused) > len(disabled):
+            parts.append("unused: " + ", ".join(c for c in unused if c not in disabled))
+        if disabled:
+            parts.append("non-enabled: " + ", ".join(disabled))
+        message = f"Unused `noqa` directive ({'; '.join(parts)})"
+        findings.append(Finding(path, line, directive.column + 1, UNUSED_CODE, doc.name, message, doc.tier, False))
+    return findings
+
+
+def _any_enabled(prefix: str, options) -> bool:
+    from cuda2npu.core.catalogue import all_rules
+
+    return any(
+        code.startswith(prefix) and options.code_enabled(code, doc.opt_in) for code, doc in all_rules().items()
+    )
+
+
+# --- --add-noqa ------------------------------------------------------------------------------
+
+
+def add_noqa(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
+    """``text`` with ``# noqa: CODES`` on each given line (merged into an existing directive).
+
+    Returns the new text and the number of directives added or extended. A finding on a line
+    that cannot carry a comment gets its directive where that line's statement part ends.
+    """
+    noqa_map = NoqaMap.from_text(text)
+    lines = split_lines(text)
+    wanted: dict[int, set[str]] = {}
+    for line, codes in codes_by_line.items():
+        target = line if line in noqa_map.comment_lines or line in noqa_map.directives else noqa_map.comment_line(line)
+        missing = {c for c in codes if noqa_map.directive_for(line) is None or not noqa_map.directive_for(line).matches(c)}
+        if missing:
+            wanted.setdefault(target, set()).update(missing)
+    count = 0
+    for line, codes in sorted(wanted.items()):
+        if not 1 <= line <= len(lines):
+            continue
+        raw = lines[line - 1]
+        body = raw.rstrip("\r\n")
+        ending = raw[len(body):]
+        directive = noqa_map.directives.get(line)
+        ordered = ", ".join(sorted(codes))
+        if directive is not None and directive.codes is not None:
+            body = body[: directive.end] + ", " + ordered + body[directive.end :]
+        elif directive is None:
+            body = f"{body.rstrip()}  # noqa: {ordered}" if body.strip() else body
+        else:
+            continue
+        lines[line - 1] = body + ending
+        count += 1
+    return "".join(lines), count
+
+
+def write_noqa(findings: list[Finding], files: dict[str, object]) -> tuple[int, int]:
+    """``check --add-noqa``: add directives in the Python files of ``findings`` (display -> path).
+
+    Files are decoded and re-encoded in their own encoding (BOM and coding cookie kept), newline
+    style kept, and written atomically. Engine diagnostics (NPU001-NPU004), notebooks and
+    project files (requirements, shell scripts) are skipped. Returns (directives, files changed).
+    """
+    from cuda2npu.core.fileio import atomic_write
+    from cuda2npu.core.source import SourceError, decode
+
+    per_file: dict[str, dict[int, set[str]]] = {}
+    for finding in findings:
+        if finding.code in ("NPU001", "NPU002", "NPU003", "NPU004") or not finding.path.endswith((".py", ".pyi")):
+            continue
+        per_file.setdefault(finding.path, {}).setdefault(finding.line, set()).add(finding.code)
+    added = changed = 0
+    for display, codes_by_line in sorted(per_file.items()):
+        path = files[display]
+        data = path.read_bytes()
+        try:
+            text = decode(data)
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except (SourceError, SyntaxError):
+            continue
+        new_text, count = add_noqa(text, codes_by_line)
+        if count:
+            atomic_write(path, new_text.encode(encoding))
+            added += count
+            changed += 1
+    return added, changed

@@ -1,0 +1,168 @@
+"""What a rule is: a libcst visitor that reports findings, each with an optional fix.
+
+Rules observe, the engine edits (docs/design.md §1): a rule never changes the
+tree. A fix is a function from the *updated* node (children already rewritten) to its
+replacement, so fixes on nested nodes compose in a single pass.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Union
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import NameResolver
+from cuda2npu.core.options import Options
+
+Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
+Fix = Callable[[cst.CSTNode], Replacement]
+
+COMPOUND_STATEMENTS = (
+    cst.FunctionDef,
+    cst.ClassDef,
+    cst.If,
+    cst.For,
+    cst.While,
+    cst.Try,
+    cst.TryStar,
+    cst.With,
+    cst.Match,
+)
+
+
+@dataclass
+class Report:
+    """A finding as a rule raised it, before positions are known."""
+
+    code: str
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None
+    tier: Tier
+    needs_torch_npu: bool
+    statement: cst.CSTNode | None
+    companion: str | None = None  # a generated file (cuda2npu/templates) the fix makes the file import
+
+
+class RuleContext(cst.BatchableCSTVisitor):
+    """Shared state of one traversal: name resolution, the enclosing statement, the reports."""
+
+    def __init__(self, module: cst.Module, options: Options) -> None:
+        super().__init__()
+        self.module = module
+        self.options = options
+        self.resolver = NameResolver(module)
+        self.reports: list[Report] = []
+        self._statements: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS):
+            self._statements.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._statements and self._statements[-1] is original_node:
+            self._statements.pop()
+
+    def get_visitors(self) -> dict:
+        visitors = {
+            f"visit_{cls.__name__}": self.on_visit
+            for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS
+        }
+        visitors.update(
+            {
+                f"leave_{cls.__name__}": self.on_leave
+                for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS
+            }
+        )
+        return visitors
+
+    @property
+    def statement(self) -> cst.CSTNode | None:
+        return self._statements[-1] if self._statements else None
+
+    def report(
+        self,
+        code: str,
+        node: cst.CSTNode,
+        message: str,
+        fix: Fix | None = None,
+        *,
+        tier: Tier | None = None,
+        needs_torch_npu: bool = True,
+        companion: str | None = None,
+    ) -> None:
+        if not self.options.code_enabled(code, rule_doc(code).opt_in):
+            return
+        self.reports.append(
+            Report(
+                code=code,
+                node=node,
+                message=message,
+                fix=fix,
+                tier=tier or rule_doc(code).tier,
+                needs_torch_npu=needs_torch_npu,
+                statement=self.statement,
+                companion=companion,
+            )
+        )
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of every rule: subclasses define ``codes``, ``triggers`` and visit methods.
+
+    ``triggers`` are regular-expression fragments; a file is parsed only when one of the enabled
+    rules' triggers occurs in its raw text (the prefilter).
+    """
+
+    codes: ClassVar[tuple[str, ...]] = ()
+    triggers: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def get_visitors(self) -> dict:
+        """libcst's lookup (``inspect.getmembers`` on every instance, ~20 ms) cached per class."""
+        return {name: getattr(self, name) for name in _visitor_names(type(self))}
+
+    @property
+    def resolver(self) -> NameResolver:
+        return self.ctx.resolver
+
+    @property
+    def options(self) -> Options:
+        return self.ctx.options
+
+    def report(self, code: str, node: cst.CSTNode, message: str, fix: Fix | None = None, **kw) -> None:
+        self.ctx.report(code, node, message, fix, **kw)
+
+
+@functools.lru_cache(maxsize=None)
+def _visitor_names(cls: type) -> tuple[str, ...]:
+    """Names of the ``visit_*``/``leave_*`` methods a rule class defines (libcst's no-op stubs excluded)."""
+    return tuple(
+        name
+        for name in dir(cls)
+        if name.startswith(("visit_", "leave_"))
+        and callable(getattr(cls, name))
+        and not getattr(getattr(cls, name), "_is_no_op", False)
+    )
+
+
+REGISTRY: list[type[Rule]] = []
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator adding a rule to the registry."""
+    REGISTRY.append(cls)
+    return cls
+
+
+def enabled_in(rules: list[type[Rule]], options: Options) -> list[type[Rule]]:
+    """The classes of ``rules`` with at least one enabled code."""
+    return [cls for cls in rules if any(options.code_enabled(code, rule_doc(code).opt_in) for code in cls.codes)]

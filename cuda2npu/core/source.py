@@ -1,0 +1,93 @@
+"""Reading a Python file's bytes: decoding (BOM, PEP 263 cookie) and parsing with libcst, with
+errors that carry CPython-style 1-based positions."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+
+import libcst as cst
+
+
+class SourceError(Exception):
+    """The file cannot be decoded or parsed; carries a 1-based position."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+def decode(source: bytes) -> str:
+    """Text of a Python file, honouring a BOM and a PEP 263 coding cookie."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        return source.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line, column = position(source, exc.start)
+        raise SourceError(f"cannot decode: {exc.reason} ({exc.encoding}, byte 0x{source[exc.start]:02x}); "
+                          "add a coding cookie (PEP 263) or re-encode as UTF-8", line, column) from None
+    except (SyntaxError, LookupError) as exc:
+        raise SourceError(f"cannot decode: {exc}") from None
+
+
+def position(source: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a byte offset; lines end at LF, CRLF or a lone CR, as in CPython."""
+    lines = source[:offset].splitlines(keepends=True)
+    if not lines or lines[-1].endswith((b"\n", b"\r")):
+        return len(lines) + 1, 1
+    return len(lines), len(lines[-1]) + 1
+
+
+BRACKETS = re.compile(rb"[(\[{]|[)\]}]")
+MAX_BRACKET_DEPTH = 200  # CPython's limit ("too many nested parentheses")
+
+
+def _check_nesting(source: bytes) -> None:
+    """Refuse what CPython refuses for its nesting before libcst sees it.
+
+    libcst's native parser recurses per bracket level and kills the process (SIGSEGV) at a few
+    thousand levels. The byte scan also counts brackets inside strings and comments, so CPython's
+    own parser (guarded against deep input) has the last word.
+    """
+    depth = 0
+    for match in BRACKETS.finditer(source):
+        if match.group() in b"([{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                break
+        elif depth:
+            depth -= 1
+    else:
+        return
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        raise SourceError(f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1) from None
+    except (RecursionError, MemoryError) as exc:
+        raise SourceError(f"cannot parse: too deeply nested ({type(exc).__name__})") from None
+
+
+PARSER_POSITION = re.compile(r"^(?:parser error: )?error at (\d+):(\d+): ")
+
+
+def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
+    """(message, line, column) from libcst's error, whose precise position is in its message."""
+    match = PARSER_POSITION.match(exc.message)
+    if match:
+        detail = exc.message[match.end():]
+        return f"cannot parse: {detail}", int(match.group(1)), int(match.group(2)) + 1
+    return f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1
+
+
+def parse(source: bytes) -> cst.Module:
+    decode(source)
+    _check_nesting(source)
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise SourceError(*_syntax_error(exc)) from None
+    except (RecursionError, MemoryError, ValueError, UnicodeError) as exc:
+        raise SourceError(f"cannot parse: {type(exc).__name__}: {exc}") from None

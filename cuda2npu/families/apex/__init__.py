@@ -1,0 +1,1 @@
+"""apex rules: amp, fused optimizers, fused modules, imports."""

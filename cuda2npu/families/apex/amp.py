@@ -1,0 +1,1027 @@
+"""apex.amp → native AMP (NPU310–NPU316), or apex.amp kept for Ascend's apex (NPU317).
+
+With ``--apex=native`` the whole file is planned before anything is reported, and the plan is
+all or nothing: a half-migrated apex.amp (``amp.initialize`` removed while an ``amp.scale_loss``
+stays) would crash, so any uncertain part makes every part a ``manual`` finding instead.
+
+* ``amp.initialize(...)`` (NPU310) is removed; the precision policy picks the dtype
+  (``--precision bf16``: ``torch.bfloat16``, no loss scaling; ``fp16``/``keep``: ``torch.float16``
+  with a ``torch.npu.amp.GradScaler`` created where ``amp.initialize`` was). O0 (or
+  ``enabled=False``) means float32: no autocast. O3 is pure float16 training: manual.
+  ``if`` tests around ``amp.initialize`` (``if args.fp16:``) become ``enabled=`` arguments.
+* ``with amp.scale_loss(loss, opt) as scaled: scaled.backward()`` (NPU311) becomes
+  ``loss.backward()`` or ``scaler.scale(loss).backward()``.
+* The forward region (NPU312) — the statements of the block of ``amp.scale_loss`` (or of the
+  ``if`` blocks around it) from the first call of a model returned by ``amp.initialize`` through
+  the last assignment of a name the loss is computed from — is wrapped in
+  ``with torch.autocast("npu", dtype=...):``. No such region: manual.
+* With a scaler (NPU313), ``opt.step()`` becomes ``scaler.step(opt)`` followed by
+  ``scaler.update()`` after the block's last step, and gradient clipping gets
+  ``scaler.unscale_(opt)`` first (apex unscaled when ``scale_loss`` exited).
+* ``amp.master_params(opt)`` (NPU314) iterates ``opt.param_groups``; ``amp.state_dict()`` /
+  ``amp.load_state_dict(...)`` (NPU315) become the scaler's, or ``{}`` / nothing without one.
+* ``amp.register_*_function`` and other apex-only AMP APIs (NPU316) are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from cuda2npu.core import noqa
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import NameResolver, dotted_name
+from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, register
+from cuda2npu.core.traversal import walk, walk_batched
+from cuda2npu.families.apex.common import (
+    NOT_LITERAL,
+    ApexRule,
+    FileEdits,
+    Unbindable,
+    apex_name,
+    atom,
+    bind,
+    code_of,
+    expr,
+    is_pure,
+    kwarg,
+    root_name,
+    statement,
+    value_of,
+    with_args,
+)
+
+INITIALIZE_PARAMS = (
+    "models", "optimizers", "enabled", "opt_level", "cast_model_type", "patch_torch_functions",
+    "keep_batchnorm_fp32", "master_weights", "loss_scale", "cast_model_outputs", "num_losses", "verbosity",
+    "min_loss_scale", "max_loss_scale",
+    # Ascend's apex (docs/reference/torch_npu.md §5.3)
+    "dynamic_init_scale", "scale_growth_factor", "scale_backoff_factor", "scale_window", "combine_grad",
+    "combine_ddp", "ddp_replica_count", "user_cast_preferred", "check_combined_tensors",
+)
+DROPPED_INITIALIZE = {
+    "keep_batchnorm_fp32": "autocast runs batch norm in float32",
+    "master_weights": "parameters stay float32",
+    "cast_model_type": "parameters stay float32",
+    "patch_torch_functions": "autocast casts per op",
+    "cast_model_outputs": "outputs take the dtype of the op that made them",
+    "num_losses": "one GradScaler serves every loss",
+    "verbosity": "",
+    "min_loss_scale": "GradScaler has no lower bound",
+    "max_loss_scale": "GradScaler has no upper bound",
+}
+CORE_CODES = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315")  # migrated together or not at all
+EVALUATION_NOTE = "apex.amp applied to every forward pass: those outside the wrapped regions (evaluation) now run in float32"
+SCALE_LOSS_PARAMS = ("loss", "optimizers", "loss_id", "model", "delay_unscale", "delay_overflow_check")
+CLIP_FUNCTIONS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"}
+UNSUPPORTED = {
+    "register_float_function": "torch.npu.amp has no registration API; call the function under "
+    '`with torch.autocast("npu", enabled=False):` with float32 inputs, or decorate it with '
+    '`torch.amp.custom_fwd(device_type="npu", cast_inputs=torch.float32)`',
+    "register_half_function": "torch.npu.amp has no registration API; cast the inputs to the autocast dtype "
+    "explicitly where the function is called",
+    "register_promote_function": "torch.npu.amp has no registration API; cast the inputs to the widest dtype "
+    "explicitly where the function is called",
+    "float_function": 'decorate with `torch.amp.custom_fwd(device_type="npu", cast_inputs=torch.float32)` instead',
+    "half_function": "cast the inputs to the autocast dtype explicitly instead",
+    "promote_function": "cast the inputs to the widest dtype explicitly instead",
+    "disable_casts": 'use `with torch.autocast("npu", enabled=False):`',
+}
+
+
+class NotMigrated(Exception):
+    """A part of apex.amp that cannot be migrated with confidence; carries the node to flag."""
+
+    def __init__(self, node: cst.CSTNode, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+# --- pre-pass ------------------------------------------------------------------------------
+
+
+class _AmpCollector(cst.BatchableCSTVisitor):
+    """apex.amp uses, optimizer steps, clipping calls and the callees of every statement."""
+
+    def __init__(self, resolver: NameResolver) -> None:
+        super().__init__()
+        self.resolver = resolver
+        self.initializes: list[cst.Call] = []
+        self.scale_withs: list[tuple[cst.With, cst.Call]] = []
+        self.amp_calls: list[tuple[cst.Call, str]] = []
+        self.amp_references: list[tuple[cst.CSTNode, str]] = []
+        self.steps: list[cst.Call] = []
+        self.clips: list[cst.Call] = []
+        self.callees: dict[cst.CSTNode, set[str]] = {}  # statement -> dotted names it calls
+        self.statement_of: dict[cst.CSTNode, cst.CSTNode] = {}  # call/with -> innermost statement
+        self._statements: list[cst.CSTNode] = []
+        self._with_items: set[cst.Call] = set()  # amp.scale_loss calls heading a `with`
+        self.wrappings: list[tuple[str, str]] = []  # (target, wrapped): `ddp = DDP(model, ...)`
+        self.other_references: list[tuple[cst.CSTNode, cst.CSTNode]] = []  # (use, statement): `amp._amp_state`, `amp is None`
+        self._called: set[cst.BaseExpression] = set()
+        self._inner: set[cst.CSTNode] = set()  # not uses: attribute chains' values and attrs, targets, keywords
+        self._in_import = False
+
+    def _amp(self, node: cst.BaseExpression) -> str | None:
+        name = apex_name(self.resolver, node)
+        return name if name and name.startswith("apex.amp.") else None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self._statements.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._statements and self._statements[-1] is original_node:
+            self._statements.pop()
+
+    def get_visitors(self) -> dict:
+        visitors = super().get_visitors()  # visit_With, visit_Call, visit_Decorator
+        for cls in (cst.SimpleStatementLine, *COMPOUND_STATEMENTS):
+            visitors.setdefault(f"visit_{cls.__name__}", self.on_visit)
+            visitors.setdefault(f"leave_{cls.__name__}", self.on_leave)
+        return visitors
+
+    def visit_With(self, node: cst.With) -> None:
+        self.on_visit(node)  # a statement too
+        for item in node.items:
+            if isinstance(item.item, cst.Call) and self._amp(item.item.func) == "apex.amp.scale_loss":
+                self.scale_withs.append((node, item.item))
+                self._with_items.add(item.item)
+                self.statement_of[node] = node
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import = True
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import = False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import = True
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._inner.update((node.value, node.attr))  # `args.amp` is not apex.amp
+        self._reference(node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._inner.add(node.target)  # `amp = None` in a fallback rebinds the name, it does not use apex.amp
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._inner.add(node.keyword)  # `build(amp=True)`
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._inner.add(node.name)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._reference(node)
+
+    def _reference(self, node: cst.BaseExpression) -> None:
+        """A use of apex.amp other than calling (or decorating with) one of its functions."""
+        if self._in_import or node in self._inner:
+            return
+        name = self.resolver.qualified_name(node) or ""
+        parts = name.split(".")
+        if parts[:2] == ["apex", "amp"] and (len(parts) == 2 or node not in self._called) and self._statements:
+            self.other_references.append((node, self._statements[-1]))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._called.add(node.func)
+        callee = dotted_name(node.func)
+        if callee is not None:
+            for stmt in self._statements:
+                self.callees.setdefault(stmt, set()).add(callee)
+        if self._statements:
+            self.statement_of[node] = self._statements[-1]
+        name = self._amp(node.func)
+        if name == "apex.amp.initialize":
+            self.initializes.append(node)
+        elif name is not None and node not in self._with_items:
+            self.amp_calls.append((node, name))
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
+            self.steps.append(node)
+        elif (self.resolver.qualified_name(node.func) or callee or "") in CLIP_FUNCTIONS:
+            self.clips.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if len(node.targets) == 1 and isinstance(value, cst.Call) and value.args and value.args[0].keyword is None:
+            target, wrapped = dotted_name(node.targets[0].target), dotted_name(value.args[0].value)
+            if target and wrapped:
+                self.wrappings.append((target, wrapped))
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        self._called.add(node.decorator)
+        name = self._amp(node.decorator)
+        if name is not None:
+            self.amp_references.append((node, name))
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Site:
+    """One ``with amp.scale_loss(loss, optimizers, ...) as scaled:``."""
+
+    with_node: cst.With
+    call: cst.Call
+    bound: dict
+    scaled: str
+    optimizers: list[str]
+    function: cst.CSTNode | None
+
+
+@dataclass
+class _Initialize:
+    statement: cst.SimpleStatementLine
+    call: cst.Call
+    bound: dict
+    opt_level: str | None  # None: not a literal
+    enabled: str | None  # a condition to pass as enabled=, or None
+    disabled: bool
+    models: list[str]
+    optimizers: list[str]
+    targets: list[str]  # the names amp.initialize's results are assigned to
+    reassign: str | None  # `targets = arguments` when the names differ
+    guard: cst.CSTNode | None  # outermost `if` around the call in its function
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Scaler:
+    ref: str  # `scaler` or `self.scaler`
+    create: str  # the statement creating it
+    anchor: cst.CSTNode  # statement it replaces (the initialize) or is inserted before
+    replaces: bool
+    where: str
+
+
+class AmpPlan:
+    """What the native migration of one file's apex.amp does, or why it cannot (see module doc)."""
+
+    def __init__(self, rule: "ApexAmp") -> None:
+        self.rule = rule
+        self.ctx = rule.ctx
+        self.edits: FileEdits = rule.edits
+        self.index = self.edits.index
+        self.options = rule.options
+        self.collector = _AmpCollector(NameResolver(self.ctx.module))
+        walk_batched(self.ctx.module, [self.collector.resolver, self.collector])
+        self.problems: list[NotMigrated] = []
+        self.actions: list = []  # callables registering edits and planned reports
+        self.planned: dict[cst.CSTNode, list] = {}  # node -> report callables (run when visited)
+
+    # public -------------------------------------------------------------------------------
+
+    def build(self) -> None:
+        collector = self.collector
+        self._unsupported_uses()
+        if not (collector.initializes or collector.scale_withs or self._core_calls()):
+            return
+        if self.options.apex == "ascend":
+            self._ascend()
+            return
+        try:
+            self._native()
+        except NotMigrated as problem:
+            self.problems.append(problem)
+        if self.problems:
+            self._report_problems()
+        else:
+            for action in self.actions:
+                action()
+
+    def report_at(self, node: cst.CSTNode) -> None:
+        for report in self.planned.pop(node, ()):
+            report()
+
+    # planning helpers -----------------------------------------------------------------------
+
+    def _plan(self, node: cst.CSTNode, report) -> None:
+        self.planned.setdefault(node, []).append(report)
+
+    def _core_calls(self) -> list[tuple[cst.Call, str]]:
+        core = {"apex.amp.master_params", "apex.amp.state_dict", "apex.amp.load_state_dict", "apex.amp.scale_loss"}
+        return [(c, n) for c, n in self.collector.amp_calls if n in core]
+
+    def _unsupported_uses(self) -> None:
+        """NPU316 (``--apex=native``): apex.amp APIs with no native AMP counterpart."""
+        if self.options.apex == "ascend":
+            return
+        uses = [(c, n) for c, n in self.collector.amp_calls if n.rsplit(".", 1)[1] in UNSUPPORTED or n == "apex.amp.init"]
+        uses += self.collector.amp_references
+        for node, name in uses:
+            short = name.rsplit(".", 1)[1]
+            note = UNSUPPORTED.get(short, "the pre-1.0 apex.amp API; use torch.autocast")
+            self._plan(node, lambda node=node, short=short, note=note: self.rule.report(
+                "NPU316", node, f"`amp.{short}` has no native AMP counterpart: {note}"))
+
+    def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        return self.collector.statement_of[node]
+
+    def _function(self, stmt: cst.CSTNode):
+        return self.index.function.get(stmt)
+
+    # native -------------------------------------------------------------------------------
+
+    def _native(self) -> None:
+        if not self.collector.initializes and not self.collector.scale_withs:
+            self._plan_other_calls(None)  # helpers of a training loop that lives in another file
+            return
+        init = self._initialize()
+        for node, stmt in self.collector.other_references:
+            what = ("is read as a value (an availability test, or the module passed on)" if isinstance(node, cst.Name)
+                    else "uses apex.amp beyond the calls that become native AMP (such as its loss scalers' state)")
+            self.problems.append(NotMigrated(stmt, f"apex.amp not migrated: `{code_of(node)}` here {what}; decide by "
+                                             "hand what it becomes once apex.amp is gone"))
+        sites = [self._site(w, c) for w, c in self.collector.scale_withs]
+        sites = [s for s in sites if s is not None]
+        for stmt in [init.statement, *(site.with_node for site in sites)]:
+            if _suppressed(stmt):
+                raise NotMigrated(stmt, "apex.amp not migrated: a `# noqa` keeps this part, and half a migration "
+                                  "would not run (the migration of a file's apex.amp is all or nothing)")
+        if self.problems:
+            return
+        autocast = not init.disabled and init.opt_level != "O0"
+        if autocast and not sites and "optimizers" in init.bound:
+            raise NotMigrated(init.call, "apex.amp not migrated: amp.initialize is given optimizers but no amp.scale_loss "
+                              "is in this file: the loss is scaled elsewhere (a loss-scaler helper such as an `ApexScaler` "
+                              "class), which would still call apex.amp; migrate that helper and this call together by hand")
+        scaler_mode = autocast and self.options.precision in ("fp16", "keep") and bool(sites)
+        dtype = "torch.bfloat16" if self.options.precision == "bf16" else "torch.float16"
+        if autocast and sites:
+            self._regions(init, sites, dtype)
+        scaler = self._scaler(init, sites) if scaler_mode else None
+        if scaler is not None:
+            self._steps(sites, scaler)
+        self._plan_initialize(init, scaler, autocast, dtype)
+        for site in sites:
+            self._plan_site(site, scaler)
+        self._plan_other_calls(scaler)
+
+    def _initialize(self) -> _Initialize:
+        calls = self.collector.initializes
+        if not calls:
+            node = self.collector.scale_withs[0][0] if self.collector.scale_withs else self._core_calls()[0][0]
+            raise NotMigrated(node, "apex.amp not migrated: amp.initialize is not in this file, so the opt_level and the models it returns are unknown")
+        if len(calls) > 1:
+            raise NotMigrated(calls[1], "apex.amp not migrated: amp.initialize is called more than once in this file")
+        call = calls[0]
+        stmt = self._statement(call)
+        try:
+            bound = bind(call, INITIALIZE_PARAMS, max_positional=2)
+        except Unbindable as exc:
+            raise NotMigrated(call, f"apex.amp not migrated: amp.initialize arguments: {exc}") from None
+        target = self._initialize_target(stmt, call, "optimizers" in bound)
+        opt_level = value_of(bound, "opt_level", "O1")
+        if opt_level == "O3":
+            raise NotMigrated(call, "apex.amp not migrated: opt_level O3 is pure float16 training (no master weights); "
+                              "cast the model with .half() / .bfloat16() by hand, or use O1 semantics with torch.autocast")
+        if opt_level is not NOT_LITERAL and opt_level not in ("O0", "O1", "O2"):
+            raise NotMigrated(call, f"apex.amp not migrated: unknown opt_level {opt_level!r}")
+        enabled = value_of(bound, "enabled", True)
+        conditions, guard = self._guards(stmt)
+        if enabled is NOT_LITERAL:
+            conditions.append(bound["enabled"].value)
+        init = _Initialize(
+            statement=stmt,
+            call=call,
+            bound=bound,
+            opt_level=None if opt_level is NOT_LITERAL else opt_level,
+            enabled=_conjunction(conditions),
+            disabled=enabled is False,
+            models=_dotted_names(bound.get("models")) + _dotted_names(target[0]),
+            optimizers=_dotted_names(bound.get("optimizers")) + _dotted_names(target[1]),
+            targets=_dotted_names(target[0]) + _dotted_names(target[1]),
+            reassign=self._reassignment(bound, target),
+            guard=guard,
+        )
+        if opt_level is NOT_LITERAL:
+            init.notes.append(f"opt_level={code_of(bound['opt_level'].value)} is no longer read: O1/O2 mixed precision is assumed")
+        return init
+
+    def _initialize_target(self, stmt, call, with_optimizers: bool) -> tuple:
+        """(models target, optimizers target) of ``models, optimizers = amp.initialize(...)``."""
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if stmt not in self.index.placement or small is None:
+            raise NotMigrated(call, "apex.amp not migrated: amp.initialize must be a statement of its own")
+        if isinstance(small, cst.Expr) and small.value is call:
+            return None, None
+        if not (isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1):
+            raise NotMigrated(call, "apex.amp not migrated: amp.initialize's result must be assigned to names")
+        target = small.targets[0].target
+        if with_optimizers:
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                raise NotMigrated(call, "apex.amp not migrated: expected `model, optimizer = amp.initialize(model, optimizer, ...)`")
+            return target.elements[0].value, target.elements[1].value
+        return target, None
+
+    def _reassignment(self, bound, target) -> str | None:
+        """``net, opt = model, optimizer`` when amp.initialize returned to other names."""
+        pairs = [(target[0], bound.get("models")), (target[1], bound.get("optimizers"))]
+        pairs = [(t, a.value) for t, a in pairs if t is not None and a is not None]
+        if all(code_of(t) == code_of(a) for t, a in pairs):
+            return None
+        targets = ", ".join(code_of(t) for t, _ in pairs)
+        values = ", ".join(code_of(a) for _, a in pairs)
+        return f"{targets} = {values}"
+
+    def _guards(self, stmt) -> tuple[list, cst.CSTNode | None]:
+        """``if`` tests around ``stmt`` inside its function (outermost last) and the outermost if."""
+        conditions, guard = [], None
+        block = self.index.placement[stmt].block
+        while block in self.index.owner:
+            owner, role = self.index.owner[block]
+            if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if not (isinstance(owner, cst.If) and role == "body" and is_pure(owner.test) and owner in self.index.placement):
+                kind = type(owner).__name__.lower()
+                raise NotMigrated(stmt, f"apex.amp not migrated: amp.initialize inside a `{kind}` block "
+                                  "(only `if <condition>:` guards can become `enabled=` arguments)")
+            conditions.insert(0, owner.test)
+            guard = owner
+            block = self.index.placement[owner].block
+        return conditions, guard
+
+    def _site(self, with_node: cst.With, call: cst.Call) -> _Site | None:
+        try:
+            if len(with_node.items) != 1 or with_node.items[0].asname is None:
+                raise NotMigrated(with_node, "`with amp.scale_loss(...) as scaled_loss:` expected (one item, with `as`)")
+            scaled = with_node.items[0].asname.name
+            if not isinstance(scaled, cst.Name):
+                raise NotMigrated(with_node, "amp.scale_loss's result must be bound to a name")
+            try:
+                bound = bind(call, SCALE_LOSS_PARAMS)
+            except Unbindable as exc:
+                raise NotMigrated(with_node, f"amp.scale_loss arguments: {exc}") from None
+            if "loss" not in bound or "optimizers" not in bound:
+                raise NotMigrated(with_node, "amp.scale_loss needs the loss and the optimizer(s)")
+            if with_node not in self.index.placement or not isinstance(with_node.body, cst.IndentedBlock):
+                raise NotMigrated(with_node, "amp.scale_loss in a one-line block")
+            if not _only_backward(with_node.body, scaled.value):
+                raise NotMigrated(with_node, f"`{scaled.value}` is used for more than `{scaled.value}.backward(...)` in the "
+                                  "amp.scale_loss block; the native equivalent needs a hand-written rewrite")
+        except NotMigrated as problem:
+            self.problems.append(NotMigrated(problem.node, f"apex.amp not migrated: {problem}"))
+            return None
+        return _Site(with_node, call, bound, scaled.value, _dotted_names(bound["optimizers"]), self._function(with_node))
+
+    # forward regions (NPU312) -------------------------------------------------------------
+
+    def _regions(self, init: _Initialize, sites: list[_Site], dtype: str) -> None:
+        lower: dict[cst.CSTNode, int] = {}
+        placement = self.index.placement[init.statement]
+        lower[placement.block] = placement.index + 1
+        calls = {name for model in self._model_names(init) for name in (model, f"{model}.forward")}
+        if not calls:
+            self.problems.append(NotMigrated(init.call, "apex.amp not migrated: the models passed to amp.initialize are not "
+                                             "plain names, so their forward passes cannot be found"))
+            return
+        found: dict[cst.CSTNode, list[tuple[int, int]]] = {}
+        for site in sites:
+            try:
+                block, start, end, after = self._region(site, calls, lower)
+            except NotMigrated as problem:
+                self.problems.append(problem)
+                continue
+            lower[block] = after
+            found.setdefault(block, []).append((start, end))
+        enabled = f", enabled={init.enabled}" if init.enabled else ""
+        autocast = f'torch.autocast("npu", dtype={dtype}{enabled})'
+        for block, spans in found.items():
+            self.actions.append(lambda block=block, spans=spans: self._wrap(block, spans, autocast))
+
+    def _model_names(self, init: _Initialize) -> set[str]:
+        """The models amp.initialize returned and what wraps them (``ddp_model = DDP(model)``)."""
+        names = set(init.models)
+        grown = True
+        while grown:
+            wrappers = {target for target, wrapped in self.collector.wrappings if wrapped in names}
+            grown = not wrappers <= names
+            names |= wrappers
+        return names
+
+    def _region(self, site: _Site, calls: set[str], lower: dict) -> tuple:
+        """(block, first, last, next lower bound) of the forward region of one scale_loss."""
+        loss_names = _names_read(site.bound["loss"].value)
+        stmt = site.with_node
+        while True:
+            place = self.index.placement[stmt]
+            start_at = lower.get(place.block, 0)
+            body = place.block.body
+            end = next((i for i in range(place.index - 1, start_at - 1, -1) if _assigns(body[i], loss_names)), None)
+            if end is not None:
+                break
+            owner = self.index.owner.get(place.block)
+            if owner is None or not isinstance(owner[0], cst.If) or owner[0] not in self.index.placement:
+                loss = code_of(site.bound["loss"].value)
+                raise NotMigrated(site.with_node, f"forward region not found: the loss `{loss}` passed to amp.scale_loss is "
+                                  "not computed before it in this block (it comes from another function or block); wrap "
+                                  'the forward pass and the loss computation in `with torch.autocast("npu", ...)` by hand')
+            stmt = owner[0]
+        start = next((i for i in range(start_at, end + 1) if self.collector.callees.get(body[i], set()) & calls), None)
+        if start is None:
+            models = ", ".join(f"`{c}`" for c in sorted(calls) if not c.endswith(".forward"))
+            raise NotMigrated(site.with_node, f"forward region not found: no call of {models} (returned by amp.initialize) "
+                              "before the loss in this block; the model seems to run in a helper, so wrap its forward pass in "
+                              '`with torch.autocast("npu", ...)` by hand')
+        return place.block, start, end, place.index + 1
+
+    def _wrap(self, block, spans, autocast: str) -> None:
+        for start, end in spans:
+            self.edits.wrap(block, start, end, lambda members: _with_statement(autocast, members))
+        texts = []
+        for start, end in spans:
+            first, last = _brief(block.body[start]), _brief(block.body[end])
+            texts.append(f"`{first}`" if start == end else f"`{first}` … `{last}`")
+        message = (
+            f"forward pass wrapped in `with {autocast}:` ({'; '.join(texts)}): apex O1/O2 cast it; the region runs from the "
+            "first model call to the loss passed to amp.scale_loss"
+        )
+        self.edits.need_import("NPU312", Tier.REVIEW, "torch")
+        self._plan(block, lambda: self.rule.report("NPU312", block, message, self.edits.wrap_fix(block), tier=Tier.REVIEW))
+
+    # the scaler (fp16 / keep) ---------------------------------------------------------------
+
+    def _scaler(self, init: _Initialize, sites: list[_Site]) -> _Scaler | None:
+        users = {site.function for site in sites}
+        users |= {self._function(self._statement(c)) for c, n in self._core_calls() if n.endswith("state_dict")}
+        init_function = self._function(init.statement)
+        name = next(n for n in ("scaler", "amp_scaler", "grad_scaler") if not self.rule.resolver.is_bound(n))
+        args = self._scaler_args(init)
+        anchor = init.guard or init.statement
+        if init_function is None or all(self._nested_in(u, init_function) for u in users):
+            return _Scaler(name, f"{name} = torch.npu.amp.GradScaler({args})", anchor, anchor is init.statement, "where amp.initialize was")
+        if self._same_class(init_function, users) and init.targets and all(t.startswith("self.") for t in init.targets):
+            ref = "self.scaler"
+            return _Scaler(ref, f"{ref} = torch.npu.amp.GradScaler({args})", anchor, anchor is init.statement, "where amp.initialize was")
+        if init.enabled:
+            raise NotMigrated(init.call, f"apex.amp not migrated: the GradScaler is needed outside the function calling "
+                              f"amp.initialize, but its `enabled` condition ({init.enabled}) is local to it; create the "
+                              "scaler by hand where both can reach it")
+        top = init.statement
+        while self.index.placement[top].block is not self.ctx.module:
+            top = self.index.ancestors(top)[-1]
+        return _Scaler(name, f"{name} = torch.npu.amp.GradScaler({args})", top, False,
+                       "at module level (the functions calling amp.initialize and amp.scale_loss differ, like apex's global state)")
+
+    def _scaler_args(self, init: _Initialize) -> str:
+        args = []
+        loss_scale = value_of(init.bound, "loss_scale", None)
+        static = _number(loss_scale)
+        if static is not None:
+            args += [f"init_scale={static!r}", "dynamic=False"]
+        elif self.options.precision == "fp16":
+            args.append("init_scale=2.0**14")
+        if loss_scale is NOT_LITERAL:
+            init.notes.append(f"loss_scale={code_of(init.bound['loss_scale'].value)} not carried over: the scaler is dynamic")
+        if init.enabled:
+            args.append(f"enabled={init.enabled}")
+        return ", ".join(args)
+
+    def _nested_in(self, function, outer) -> bool:
+        while function is not None:
+            if function is outer:
+                return True
+            function = self.index.function.get(function)
+        return False
+
+    def _same_class(self, function, users) -> bool:
+        def cls(fn):
+            place = self.index.placement.get(fn)
+            owner = self.index.owner.get(place.block) if place else None
+            return owner[0] if owner and isinstance(owner[0], cst.ClassDef) else None
+
+        return cls(function) is not None and all(cls(u) is cls(function) for u in users)
+
+    # optimizer steps and clipping (NPU313) -------------------------------------------------
+
+    def _steps(self, sites: list[_Site], scaler: _Scaler) -> None:
+        functions = {site.function for site in sites}
+        optimizers = {name for site in sites for name in site.optimizers}
+        if not optimizers or any(not site.optimizers for site in sites):
+            raise NotMigrated(sites[0].with_node, "apex.amp not migrated: the optimizers passed to amp.scale_loss are not plain names")
+        steps = [c for c in self.collector.steps if dotted_name(c.func.value) in optimizers
+                 and self._function(self._statement(c)) in functions]
+        missing = optimizers - {dotted_name(c.func.value) for c in steps}
+        if missing:
+            names = ", ".join(f"`{m}.step()`" for m in sorted(missing))
+            raise NotMigrated(sites[0].with_node, f"apex.amp not migrated: {names} not found in the function calling "
+                              "amp.scale_loss; call `scaler.step(optimizer)` and `scaler.update()` there by hand")
+        last_in_block = {}
+        for call in steps:
+            stmt = self._step_statement(call)
+            last_in_block[self.index.placement[stmt].block] = stmt
+        for call in steps:
+            stmt = self._statement(call)
+            self.actions.append(lambda call=call, stmt=stmt, last=stmt in last_in_block.values(): self._plan_step(call, stmt, scaler, last))
+        self._clips(functions, optimizers, scaler)
+
+    def _step_statement(self, call: cst.Call) -> cst.CSTNode:
+        stmt = self._statement(call)
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if call.args or not (isinstance(small, cst.Expr) and small.value is call) or stmt not in self.index.placement:
+            raise NotMigrated(call, "apex.amp not migrated: `optimizer.step()` must be a statement of its own, without a closure, "
+                              "to become `scaler.step(optimizer)`")
+        return stmt
+
+    def _plan_step(self, call: cst.Call, stmt, scaler: _Scaler, last: bool) -> None:
+        optimizer = dotted_name(call.func.value)
+        self.edits.replace(stmt, lambda updated: [_replace_call(updated, f"{scaler.ref}.step({optimizer})")], "NPU313", Tier.REVIEW)
+        message = f"`{optimizer}.step()` → `{scaler.ref}.step({optimizer})`"
+        if last:
+            self.edits.insert_after(stmt, [statement(f"{scaler.ref}.update()")], "NPU313", Tier.REVIEW)
+            message += f" followed by `{scaler.ref}.update()` (once, after the last step of the block)"
+        message += ": the GradScaler skips steps whose gradients overflowed, as apex did"
+        self._plan(stmt, lambda: self.edits.report(self.rule, "NPU313", stmt, message, call, tier=Tier.REVIEW))
+
+    def _clips(self, functions, optimizers: set[str], scaler: _Scaler) -> None:
+        clips = [c for c in self.collector.clips if self._function(self._statement(c)) in functions]
+        if not clips:
+            return
+        if len(optimizers) != 1:
+            raise NotMigrated(clips[0], "apex.amp not migrated: gradients are clipped with several optimizers; call "
+                              "`scaler.unscale_(optimizer)` for each before clipping, by hand")
+        optimizer = next(iter(optimizers))
+        first_in_block = {}
+        for call in clips:
+            stmt = self._statement(call)
+            if stmt not in self.index.placement:
+                raise NotMigrated(call, "apex.amp not migrated: gradient clipping inside a one-line block")
+            first_in_block.setdefault(self.index.placement[stmt].block, stmt)
+        for stmt in first_in_block.values():
+            self.actions.append(lambda stmt=stmt: self._plan_unscale(stmt, optimizer, scaler))
+
+    def _plan_unscale(self, stmt, optimizer: str, scaler: _Scaler) -> None:
+        self.edits.insert_before(stmt, [statement(f"{scaler.ref}.unscale_({optimizer})")], "NPU313", Tier.REVIEW)
+        message = (f"`{scaler.ref}.unscale_({optimizer})` before gradient clipping: the GradScaler's gradients stay scaled "
+                   "until the step (apex unscaled them when amp.scale_loss exited)")
+        self._plan(stmt, lambda: self.edits.report(self.rule, "NPU313", stmt, message, tier=Tier.REVIEW))
+
+    # amp.initialize and amp.scale_loss (NPU310, NPU311) -------------------------------------
+
+    def _plan_initialize(self, init: _Initialize, scaler: _Scaler | None, autocast: bool, dtype: str) -> None:
+        notes = list(init.notes)
+        dropped = [n for n in INITIALIZE_PARAMS if n in init.bound and n not in ("models", "optimizers", "enabled", "opt_level", "loss_scale")]
+        if scaler is None and "loss_scale" in init.bound:
+            dropped.append("loss_scale")
+        if dropped:
+            notes.append("dropped: " + ", ".join(f"`{n}`" + (f" ({DROPPED_INITIALIZE[n]})" if DROPPED_INITIALIZE.get(n) else "") for n in dropped))
+        if not autocast:
+            head = "`amp.initialize` removed: apex.amp is disabled here (O0 or enabled=False), which is float32 training"
+        elif scaler is None:
+            head = (f"`amp.initialize` removed: native autocast replaces apex.amp (dtype={dtype}; "
+                    + ("BF16 needs no loss scaling" if dtype == "torch.bfloat16" else "no loss was scaled") + ")")
+            notes.append(EVALUATION_NOTE)
+        else:
+            head = f"`amp.initialize` removed; `{scaler.create}` created {scaler.where} (--precision {self.options.precision})"
+            notes.append(EVALUATION_NOTE)
+        message = "; ".join([head, *notes])
+        stmt = init.statement
+        reassign = [statement(init.reassign)] if init.reassign else []
+
+        def register() -> None:
+            if scaler is not None and scaler.replaces:
+                self.edits.replace(stmt, lambda _: [statement(scaler.create), *reassign], "NPU310", Tier.REVIEW)
+            elif reassign:
+                self.edits.replace(stmt, lambda _: reassign, "NPU310", Tier.REVIEW)
+            else:
+                self.edits.remove(stmt, "NPU310", Tier.REVIEW)
+            if scaler is not None and not scaler.replaces:
+                self.edits.insert_before(scaler.anchor, [statement(scaler.create)], "NPU310", Tier.REVIEW)
+                text = f"`{scaler.create}` inserted here ({scaler.where})"
+                self._plan(scaler.anchor, lambda: self.edits.report(self.rule, "NPU310", scaler.anchor, text, tier=Tier.REVIEW))
+            self.edits.drop_ref(root_name(init.call.func), Tier.REVIEW)
+            if scaler is not None:
+                self.edits.need_import("NPU310", Tier.REVIEW, "torch")
+            self._plan(stmt, lambda: self.edits.report(self.rule, "NPU310", stmt, message, init.call, tier=Tier.REVIEW))
+
+        self.actions.append(register)
+
+    def _plan_site(self, site: _Site, scaler: _Scaler | None) -> None:
+        notes = []
+        for name, why in (("loss_id", "one scaler serves every loss"), ("delay_unscale", "the GradScaler unscales at the step"),
+                          ("delay_overflow_check", ""), ("model", "")):
+            if name in site.bound:
+                notes.append(f"`{name}`" + (f" ({why})" if why else ""))
+        loss = code_of(site.bound["loss"].value)
+        target = f"{scaler.ref}.scale({loss}).backward()" if scaler else f"{code_of(atom(site.bound['loss'].value))}.backward()"
+        message = f"`with amp.scale_loss(...) as {site.scaled}: {site.scaled}.backward()` → `{target}`"
+        if notes:
+            message += "; dropped: " + ", ".join(notes)
+        stmt = site.with_node
+
+        def register() -> None:
+            self.edits.replace(stmt, lambda updated: _backward_statements(updated, site.scaled, scaler), "NPU311", Tier.REVIEW)
+            self.edits.drop_ref(root_name(site.call.func), Tier.REVIEW)
+            self._plan(stmt, lambda: self.edits.report(self.rule, "NPU311", stmt, message, site.call, tier=Tier.REVIEW))
+            if scaler is None:
+                self._merge_identical_branches(site)
+
+        self.actions.append(register)
+
+    def _merge_identical_branches(self, site: _Site) -> None:
+        """``if args.fp16: <scale_loss> else: loss.backward()`` has two equal branches once migrated."""
+        place = self.index.placement[site.with_node]
+        owner, role = self.index.owner.get(place.block, (None, None))
+        if not (isinstance(owner, cst.If) and role == "body" and len(place.block.body) == 1 and owner in self.index.placement):
+            return
+        if not isinstance(owner.orelse, cst.Else) or not isinstance(owner.orelse.body, cst.IndentedBlock) or not is_pure(owner.test):
+            return
+        migrated = [_source(s) for s in _backward_statements(site.with_node, site.scaled, None)]
+        if migrated != [_source(s) for s in owner.orelse.body.body]:
+            return
+        self.edits.replace(owner, lambda updated: list(updated.orelse.body.body), "NPU311", Tier.REVIEW)
+        message = f"`if {code_of(owner.test)}:` and its `else` are the same once amp.scale_loss is gone: one branch kept"
+        self._plan(owner, lambda: self.edits.report(self.rule, "NPU311", owner, message, owner.test, tier=Tier.REVIEW))
+
+    # master_params, state_dict (NPU314, NPU315) ----------------------------------------------
+
+    def _plan_other_calls(self, scaler: _Scaler | None) -> None:
+        for call, name in self._core_calls():
+            short = name.rsplit(".", 1)[1]
+            if short == "master_params":
+                self.actions.append(lambda call=call: self._plan_master_params(call))
+            elif short in ("state_dict", "load_state_dict"):
+                self._check_state_dict(call, short, scaler)
+                self.actions.append(lambda call=call, short=short: self._plan_state_dict(call, short, scaler))
+            elif short == "scale_loss":
+                raise NotMigrated(call, "apex.amp not migrated: amp.scale_loss used outside a `with` statement")
+
+    def _plan_master_params(self, call: cst.Call) -> None:
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            self._plan(call, lambda: self.rule.report("NPU314", call, "amp.master_params with unusual arguments", tier=Tier.MANUAL))
+            return
+        self.edits.drop_ref(root_name(call.func), Tier.EXACT)
+
+        def fix(updated: cst.Call) -> cst.BaseExpression:
+            optimizer = code_of(atom(updated.args[0].value))
+            return expr(f'(p for group in {optimizer}.param_groups for p in group["params"])')
+
+        message = "`amp.master_params(optimizer)` → the parameters of `optimizer.param_groups` (native AMP keeps no separate master copy)"
+        self._plan(call, lambda: self.rule.report("NPU314", call, message, fix, tier=Tier.EXACT, needs_torch_npu=False))
+
+    def _check_state_dict(self, call: cst.Call, short: str, scaler: _Scaler | None) -> None:
+        if scaler is None and self.options.precision != "bf16" and not self.collector.initializes:
+            raise NotMigrated(call, f"apex.amp not migrated: amp.{short} without amp.initialize in this file: whether a "
+                              "GradScaler holds the state is decided elsewhere")
+        if short == "load_state_dict" and scaler is None:
+            stmt = self._statement(call)
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if not (isinstance(small, cst.Expr) and small.value is call and stmt in self.index.placement):
+                raise NotMigrated(call, "apex.amp not migrated: amp.load_state_dict inside an expression")
+
+    def _plan_state_dict(self, call: cst.Call, short: str, scaler: _Scaler | None) -> None:
+        self.edits.drop_ref(root_name(call.func), Tier.REVIEW)
+        if scaler is not None:
+            message = (f"`amp.{short}` → `{scaler.ref}.{short}`: checkpoints keep their key; apex checkpoints saved before "
+                       "the migration hold loss-scaler state GradScaler cannot read (load them without it)")
+            fix = lambda updated: updated.with_changes(func=expr(f"{scaler.ref}.{short}"))  # noqa: E731
+            self._plan(call, lambda: self.rule.report("NPU315", call, message, fix, tier=Tier.REVIEW))
+        elif short == "state_dict":
+            message = "`amp.state_dict()` → `{}`: BF16 / float32 training has no loss-scaler state; the checkpoint key stays loadable"
+            self._plan(call, lambda: self.rule.report("NPU315", call, message, lambda _: cst.Dict([]), tier=Tier.REVIEW, needs_torch_npu=False))
+        else:
+            stmt = self._statement(call)
+            self.edits.remove(stmt, "NPU315", Tier.REVIEW)
+            message = "`amp.load_state_dict(...)` removed: BF16 / float32 training has no loss-scaler state to restore"
+            self._plan(stmt, lambda: self.edits.report(self.rule, "NPU315", stmt, message, call, tier=Tier.REVIEW, needs_torch_npu=False))
+
+    # failure and ascend ---------------------------------------------------------------------
+
+    def _report_problems(self) -> None:
+        flagged = set()
+        for problem in self.problems:
+            if problem.node in flagged:
+                continue
+            flagged.add(problem.node)
+            code = "NPU312" if "forward region" in str(problem) else "NPU310"
+            self._plan(problem.node, lambda p=problem, code=code: self.rule.report(code, p.node, str(p), tier=Tier.MANUAL))
+        init = self.collector.initializes[0] if self.collector.initializes else None
+        if init is not None and init not in flagged:
+            summary = f"apex.amp not migrated (all or nothing): {self.problems[0]}".replace("apex.amp not migrated: ", "")
+            self._plan(init, lambda: self.rule.report("NPU310", init, summary, tier=Tier.MANUAL))
+
+    def _ascend(self) -> None:
+        """NPU317: keep apex.amp for Ascend's apex, with its NPU-specific ``combine_grad``."""
+        for call in self.collector.initializes:
+            try:
+                bound = bind(call, INITIALIZE_PARAMS, max_positional=2)
+            except Unbindable:
+                continue
+            if "combine_grad" in bound:
+                continue
+            opt_level = value_of(bound, "opt_level", "O1")
+            if opt_level in ("O1", "O2"):
+                message = ("Ascend's apex: `combine_grad=True` fuses the gradients into one buffer for unscaling "
+                           "(O1/O2 only); apex.amp itself stays")
+                fix = lambda updated: with_args(updated, [*updated.args, kwarg("combine_grad", "True")])  # noqa: E731
+                self._plan(call, lambda call=call, fix=fix, message=message: self.rule.report("NPU317", call, message, fix))
+            elif opt_level is NOT_LITERAL:
+                message = "Ascend's apex: pass `combine_grad=True` when opt_level is O1 or O2 (it is not a literal here)"
+                self._plan(call, lambda call=call, message=message: self.rule.report("NPU317", call, message))
+
+
+# --- small helpers -------------------------------------------------------------------------
+
+
+def _dotted_names(node) -> list[str]:
+    """``["model"]`` for ``model``, ``["netD", "netG"]`` for ``[netD, netG]``; [] for other expressions."""
+    if node is None:
+        return []
+    value = node.value if isinstance(node, cst.Arg) else node
+    elements = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+    return [name for name in (dotted_name(e) for e in elements) if name is not None]
+
+
+def _conjunction(conditions: list) -> str | None:
+    parts = [code_of(c) for c in conditions]
+    parts = [f"({p})" if isinstance(c, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr)) and len(parts) > 1 else p
+             for p, c in zip(parts, conditions)]
+    return " and ".join(parts) or None
+
+
+def _number(value) -> float | int | None:
+    """A static loss scale: a number or a numeric string (apex accepts "128.0"), not "dynamic"."""
+    if isinstance(value, bool) or value is None or value is NOT_LITERAL:
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+class _NameReads(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+        self._attrs: set[cst.Name] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._attrs.add(node.attr)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node not in self._attrs:
+            self.names.add(node.value)
+
+
+def _names_read(node: cst.BaseExpression) -> set[str]:
+    reads = _NameReads()
+    walk(node, reads)
+    return reads.names
+
+
+class _Assigned(cst.CSTVisitor):
+    """Names a statement binds (targets, loop variables, ``as`` names), outside nested scopes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def _targets(self, node) -> None:
+        if isinstance(node, cst.Name):
+            self.names.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self._targets(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self._targets(node.value)
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+
+def _assigns(stmt: cst.CSTNode, names: set[str]) -> bool:
+    assigned = _Assigned()
+    walk(stmt, assigned)
+    return bool(assigned.names & names)
+
+
+class _BackwardOnly(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.allowed: set[cst.Name] = set()
+        self.seen: list[cst.Name] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and isinstance(func.value, cst.Name):
+            self.allowed.add(func.value)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.seen.append(node)
+
+
+def _only_backward(body: cst.IndentedBlock, name: str) -> bool:
+    """The scaled loss is only used as ``name.backward(...)``."""
+    visitor = _BackwardOnly(name)
+    body.visit(visitor)
+    return bool(visitor.seen) and all(n in visitor.allowed for n in visitor.seen)
+
+
+class _ReplaceScaled(cst.CSTTransformer):
+    def __init__(self, name: str, replacement: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name = name
+        self.replacement = replacement
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        if updated_node.attr.value == "backward" and isinstance(updated_node.value, cst.Name) and updated_node.value.value == self.name:
+            return updated_node.with_changes(value=self.replacement)
+        return updated_node
+
+
+def _backward_statements(updated: cst.With, scaled: str, scaler: _Scaler | None) -> list:
+    """The body of ``with amp.scale_loss(loss, ...) as scaled:`` with ``scaled`` replaced."""
+    loss = bind(updated.items[0].item, SCALE_LOSS_PARAMS)["loss"].value
+    replacement = expr(f"{scaler.ref}.scale({code_of(loss)})") if scaler else atom(loss)
+    transformer = _ReplaceScaled(scaled, replacement)
+    return [s.visit(transformer) for s in updated.body.body]
+
+
+def _replace_call(stmt: cst.SimpleStatementLine, source: str) -> cst.SimpleStatementLine:
+    small = stmt.body[0]
+    return stmt.with_changes(body=[small.with_changes(value=expr(source))])
+
+
+def _with_statement(header: str, members: list) -> cst.With:
+    return cst.With(items=[cst.WithItem(expr(header))], body=cst.IndentedBlock(body=members))
+
+
+def _suppressed(stmt: cst.CSTNode) -> bool:
+    """The statement's own line carries a ``# noqa`` for one of the apex.amp codes."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        comment = stmt.trailing_whitespace.comment
+    else:
+        comment = getattr(getattr(stmt.body, "header", None), "comment", None)
+    directive = noqa.parse_comment(comment.value) if comment is not None else None
+    return directive is not None and any(directive.matches(code) for code in CORE_CODES)
+
+
+def _source(stmt: cst.CSTNode) -> str:
+    """A statement's code without the comments and blank lines above it."""
+    return code_of(stmt.with_changes(leading_lines=[]) if hasattr(stmt, "leading_lines") else stmt).strip()
+
+
+def _brief(stmt: cst.CSTNode) -> str:
+    text = _source(stmt)
+    first = text.splitlines()[0] if text else ""
+    return first if len(first) <= 60 else first[:57] + "..."
+
+
+@register
+class ApexAmp(ApexRule):
+    """NPU310–NPU317: reports the :class:`AmpPlan` of the file where each part is visited."""
+
+    codes = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315", "NPU316", "NPU317")
+    triggers = (r"\bamp\b",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.plan: AmpPlan | None = None
+        if self.active:
+            self.plan = AmpPlan(self)
+            self.plan.build()
+
+    def _visit(self, node: cst.CSTNode) -> None:
+        if self.plan is not None and node in self.plan.planned:
+            self.plan.report_at(node)
+
+    def get_visitors(self) -> dict:
+        """Planned findings are reported when their node is visited (markers need the statement)."""
+        types = (cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.With, cst.If, cst.For, cst.While,
+                 cst.Try, cst.FunctionDef, cst.ClassDef, cst.Call, cst.Decorator)
+        return {f"visit_{t.__name__}": self._visit for t in types}

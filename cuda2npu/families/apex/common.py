@@ -1,0 +1,650 @@
+"""Shared machinery of the apex and mixed-precision rules (NPU3xx).
+
+* :func:`canonical` / :func:`apex_name` resolve a reference to apex's public name
+  (``apex.optimizers.fused_adam.FusedAdam`` → ``apex.optimizers.FusedAdam``);
+* :func:`bind`, :func:`literal`, :func:`kwarg`, :func:`with_args` read and rebuild call arguments
+  against a library signature, refusing what cannot be mapped without guessing;
+* :class:`StatementIndex` knows the block, position and owner of every statement;
+* :class:`ApexRule` is the base of the rules that only act in files importing apex;
+* :class:`FileEdits` is the per-file registry through which several rules remove, insert and
+  replace statements, and wrap runs of statements of a block (a fix on the block). Each edited
+  statement gets one composed fix, evaluated lazily when the engine applies fixes, so the edits of
+  different rules on one block stay consistent. It also
+  records the references to apex names that fixes remove and the imports fixes need; the
+  finalizer (``apex_imports``) turns those into import edits and collapses blocks a migration
+  emptied (``if args.fp16: <removed>``, ``try: <removed apex import> except ImportError: ...``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import libcst as cst
+
+from cuda2npu.core.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule
+from cuda2npu.core.traversal import walk
+
+APEX_ROOTS = ("apex", "amp_C")
+APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
+CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
+
+BuildStatements = Callable[[cst.CSTNode], list]
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def canonical(qualified: str | None) -> str | None:
+    """apex's public name for an object reached through one of its submodules."""
+    if not qualified:
+        return None
+    parts = qualified.split(".")
+    if parts[0] == "apex" and len(parts) > 3 and parts[1] in CANONICAL_PACKAGES:
+        return f"apex.{parts[1]}.{parts[-1]}"
+    return qualified
+
+
+def apex_name(resolver, node: cst.BaseExpression) -> str | None:
+    """The canonical apex name ``node`` refers to, or None (not apex, local, or ambiguous)."""
+    name = canonical(resolver.qualified_name(node))
+    return name if name and name.split(".")[0] in APEX_ROOTS else None
+
+
+def root_name(node: cst.BaseExpression) -> cst.Name | None:
+    """``a`` in ``a.b.c``."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def expr(source: str) -> cst.BaseExpression:
+    return cst.parse_expression(source)
+
+
+def statement(source: str) -> cst.BaseStatement:
+    return cst.parse_statement(source)
+
+
+def atom(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` parenthesised unless it already binds tighter than an attribute access."""
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+# --- arguments -----------------------------------------------------------------------------
+
+
+def value_of(bound: dict[str, cst.Arg], name: str, default=None):
+    """The literal value bound to ``name`` (``default`` when absent, NOT_LITERAL when not literal)."""
+    arg = bound.get(name)
+    return default if arg is None else literal(arg.value)
+
+
+def is_torch_dtype(resolver, node: cst.BaseExpression | None, *names: str) -> bool:
+    """``torch.float16`` / ``torch.half`` (by qualified name) for ``names=("float16", "half")``."""
+    return node is not None and resolver.qualified_name(node) in {f"torch.{n}" for n in names}
+
+
+def kwarg(name: str, value: cst.BaseExpression | str) -> cst.Arg:
+    """``name=value`` formatted like hand-written code."""
+    node = expr(value) if isinstance(value, str) else value
+    no_space = cst.SimpleWhitespace("")
+    return cst.Arg(value=node, keyword=cst.Name(name), equal=cst.AssignEqual(no_space, no_space))
+
+
+def as_keyword(arg: cst.Arg, name: str) -> cst.Arg:
+    """``arg`` passed as ``name=...`` (positional turned keyword, or a keyword renamed)."""
+    if arg.keyword is not None:
+        return arg.with_changes(keyword=cst.Name(name))
+    no_space = cst.SimpleWhitespace("")
+    return arg.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual(no_space, no_space))
+
+
+def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
+    """``call`` with ``args``, keeping the layout of kept arguments and fixing the commas."""
+    trailing = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
+    fixed: list[cst.Arg] = []
+    for position, arg in enumerate(args):
+        if position == len(args) - 1:
+            arg = arg.with_changes(comma=trailing if trailing is not cst.MaybeSentinel.DEFAULT else cst.MaybeSentinel.DEFAULT)
+        elif arg.comma is cst.MaybeSentinel.DEFAULT:
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        fixed.append(arg)
+    return call.with_changes(args=fixed)
+
+
+def remap_args(
+    call: cst.Call,
+    params: Sequence[str],
+    *,
+    drop: Iterable[str] = (),
+    rename: dict[str, str] | None = None,
+    positional: int = 0,
+) -> list[cst.Arg]:
+    """``call``'s arguments for a new callee, in their original order and layout.
+
+    The first ``positional`` parameters have the same position in the new signature and may stay
+    positional; later positional arguments become keywords (named per ``rename``), and so does
+    every positional argument after a dropped one. Arguments of ``drop`` disappear.
+    """
+    rename = rename or {}
+    drop = set(drop)
+    kept: list[cst.Arg] = []
+    position = 0
+    shifted = False
+    for arg in call.args:
+        if arg.keyword is None:
+            name = params[position]
+            position += 1
+            if name in drop:
+                shifted = True
+            elif position <= positional and not shifted:
+                kept.append(arg)
+            else:
+                shifted = True
+                kept.append(as_keyword(arg, rename.get(name, name)))
+        elif arg.keyword.value not in drop:
+            name = arg.keyword.value
+            kept.append(as_keyword(arg, rename[name]) if name in rename else arg)
+    return kept
+
+
+def positional(arg: cst.Arg) -> cst.Arg:
+    """``arg`` passed by position."""
+    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+
+
+# --- statements ----------------------------------------------------------------------------
+
+SIDE_EFFECT_FREE = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString)
+
+
+def is_pure(node: cst.BaseExpression) -> bool:
+    """Names, attributes, literals and their comparisons / boolean combinations (no calls)."""
+    if isinstance(node, SIDE_EFFECT_FREE):
+        return not isinstance(node, cst.Attribute) or is_pure(node.value)
+    if isinstance(node, cst.UnaryOperation):
+        return is_pure(node.expression)
+    if isinstance(node, cst.BooleanOperation):
+        return is_pure(node.left) and is_pure(node.right)
+    if isinstance(node, cst.Comparison):
+        return is_pure(node.left) and all(is_pure(c.comparator) for c in node.comparisons)
+    return False
+
+
+@dataclass
+class Placement:
+    block: cst.CSTNode  # cst.Module or cst.IndentedBlock
+    index: int
+
+
+class StatementIndex(cst.CSTVisitor):
+    """Where every statement sits: its block and position, the block's owner, its function."""
+
+    CLAUSES = (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.placement: dict[cst.CSTNode, Placement] = {}
+        self.owner: dict[cst.CSTNode, tuple[cst.CSTNode, str]] = {}  # block -> (statement, role)
+        self.function: dict[cst.CSTNode, cst.FunctionDef | None] = {}
+        self.depth: dict[cst.CSTNode, int] = {}
+        self._containers: list[cst.CSTNode] = []
+        self._functions: list[cst.FunctionDef] = []
+        walk(module, self)
+
+    def _enter_block(self, block: cst.CSTNode) -> None:
+        self.depth[block] = len(self._containers)
+        for index, child in enumerate(block.body):
+            self.placement[child] = Placement(block, index)
+            self.function[child] = self._functions[-1] if self._functions else None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._enter_block(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        container = self._containers[-1]
+        if isinstance(container, self.CLAUSES):
+            role = "handler" if isinstance(container, (cst.ExceptHandler, cst.ExceptStarHandler)) else (
+                "orelse" if isinstance(container, cst.Else) else "finally"
+            )
+            self.owner[node] = (self._containers[-2], role)
+        else:
+            self.owner[node] = (container, "body")
+        self._enter_block(node)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseCompoundStatement) or isinstance(node, self.CLAUSES):
+            self._containers.append(node)
+        if isinstance(node, cst.FunctionDef):
+            self._functions.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, cst.BaseCompoundStatement) or isinstance(original_node, self.CLAUSES):
+            self._containers.pop()
+        if isinstance(original_node, cst.FunctionDef):
+            self._functions.pop()
+        super().on_leave(original_node)
+
+    def ancestors(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        """Compound statements containing ``stmt``, innermost first."""
+        found = []
+        block = self.placement[stmt].block if stmt in self.placement else None
+        while block is not None and block in self.owner:
+            owner = self.owner[block][0]
+            found.append(owner)
+            block = self.placement[owner].block if owner in self.placement else None
+        return found
+
+
+# --- the per-file edit registry ------------------------------------------------------------
+
+
+@dataclass
+class ImportNeed:
+    code: str
+    tier: Tier
+
+
+@dataclass
+class Region:
+    """Statements ``start..end`` (original positions) of one block moved into ``build(statements)``."""
+
+    start: int
+    end: int
+    build: Callable[[list], cst.BaseStatement]
+
+
+@dataclass
+class StatementEdit:
+    code: str
+    tier: Tier
+    remove: bool = False
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    replace: BuildStatements | None = None
+
+
+class FileEdits:
+    """Statement edits, removed apex references and needed imports of one file (see module doc)."""
+
+    _by_context: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def __init__(self, ctx) -> None:
+        self._ctx = weakref.ref(ctx)  # the registry lives as long as the traversal's context
+        self.edits: dict[cst.CSTNode, StatementEdit] = {}
+        self.removed_refs: dict[cst.Name, Tier] = {}
+        self.imports: dict[tuple[str, str | None], ImportNeed] = {}
+        self.collapsed: dict[cst.CSTNode, list] = {}  # try statements replaced by else/finally bodies
+        self.regions: dict[cst.CSTNode, list[Region]] = {}  # block -> regions to wrap
+        self._produced: dict[cst.CSTNode, int] = {}  # statement -> how many statements its fix produced
+        self._block_fixes: set[cst.CSTNode] = set()  # blocks whose fix removes their first statement
+        self._claimed: set[cst.CSTNode] = set()
+        self._index: StatementIndex | None = None
+        self._scan: _ApexImportScan | None = None
+
+    @property
+    def ctx(self):
+        return self._ctx()
+
+    @classmethod
+    def of(cls, ctx) -> "FileEdits":
+        edits = cls._by_context.get(ctx)
+        if edits is None:
+            edits = cls._by_context[ctx] = cls(ctx)
+        return edits
+
+    @property
+    def index(self) -> StatementIndex:
+        if self._index is None:
+            self._index = StatementIndex(self.ctx.module)
+        return self._index
+
+    def _scanned(self) -> "_ApexImportScan":
+        if self._scan is None:
+            self._scan = _ApexImportScan()
+            walk(self.ctx.module, self._scan)
+        return self._scan
+
+    @property
+    def apex_imported(self) -> bool:
+        """Whether the file imports apex (or amp_C) anywhere: the apex rules do nothing otherwise."""
+        return self._scanned().found
+
+    @property
+    def star_modules(self) -> set[str]:
+        """apex modules the file star-imports."""
+        return self._scanned().star_modules
+
+    def applies(self, tier: Tier) -> bool:
+        """Whether a fix of this tier is applied by ``migrate`` with these options."""
+        return tier <= self.ctx.options.max_tier
+
+    # registering ---------------------------------------------------------------------------
+
+    def _edit(self, stmt: cst.CSTNode, code: str, tier: Tier) -> StatementEdit:
+        edit = self.edits.get(stmt)
+        if edit is None:
+            edit = self.edits[stmt] = StatementEdit(code, tier)
+        else:
+            edit.tier = max(edit.tier, tier)
+        return edit
+
+    def remove(self, stmt: cst.CSTNode, code: str, tier: Tier) -> None:
+        self._edit(stmt, code, tier).remove = True
+
+    def insert_before(self, stmt: cst.CSTNode, nodes: list, code: str, tier: Tier) -> None:
+        self._edit(stmt, code, tier).before.extend(nodes)
+
+    def insert_after(self, stmt: cst.CSTNode, nodes: list, code: str, tier: Tier) -> None:
+        self._edit(stmt, code, tier).after.extend(nodes)
+
+    def replace(self, stmt: cst.CSTNode, build: BuildStatements, code: str, tier: Tier) -> None:
+        """``build(updated statement)`` returns the statements that take its place."""
+        self._edit(stmt, code, tier).replace = build
+
+    def wrap(self, block: cst.CSTNode, start: int, end: int, build: Callable[[list], cst.BaseStatement]) -> None:
+        """Move statements ``start..end`` of ``block`` into ``build(updated statements)``.
+
+        The wrap is a fix on the block (report it with :meth:`wrap_fix`): it runs after the
+        statements' own fixes and finds them again by the number of statements each produced.
+        """
+        self.regions.setdefault(block, []).append(Region(start, end, build))
+
+    def drop_ref(self, name: cst.Name | None, tier: Tier) -> None:
+        """A fix removes this reference to an imported apex name."""
+        if name is not None:
+            self.removed_refs[name] = max(tier, self.removed_refs.get(name, Tier.EXACT))
+
+    def need_import(self, code: str, tier: Tier, module: str, obj: str | None = None) -> None:
+        """A fix of ``code`` emits code using ``module`` (``import module``) or ``from module import obj``."""
+        need = self.imports.get((module, obj))
+        if need is None or tier < need.tier:
+            self.imports[(module, obj)] = ImportNeed(code, tier)
+
+    def claim(self, stmt: cst.CSTNode) -> bool:
+        """True for the first report on an edited statement: that report carries :meth:`fix`."""
+        if stmt in self._claimed:
+            return False
+        self._claimed.add(stmt)
+        return True
+
+    def report(self, rule, code: str, stmt: cst.CSTNode, message: str, inner: cst.CSTNode | None = None, **kw) -> None:
+        """Report a finding whose fix is ``stmt``'s composed edit (``inner`` if already claimed)."""
+        if not self.claim(stmt):
+            rule.report(code, inner if inner is not None else stmt, message, lambda node: node, **kw)
+        elif self._opens_block(stmt):
+            block = self.index.placement[stmt].block
+            self._block_fixes.add(block)
+            rule.report(code, block, message, lambda updated: _without_first(updated, stmt not in self._produced), **kw)
+        else:
+            rule.report(code, stmt, message, self.fix(stmt), **kw)
+
+    def _opens_block(self, stmt: cst.CSTNode) -> bool:
+        """A removed first statement of an indented block: its block's fix removes it, so that the
+        blank lines that separated it from the next statement do not open the block. (The block's
+        position is the statement's, so the finding stays where it was.)"""
+        edit = self.edits.get(stmt)
+        place = self.index.placement.get(stmt)
+        return (
+            edit is not None and edit.remove and not edit.before and not edit.after and stmt not in self.collapsed
+            and place is not None and place.index == 0 and isinstance(place.block, cst.IndentedBlock)
+            and place.block not in self.regions and place.block not in self._block_fixes
+        )
+
+    # applying -----------------------------------------------------------------------------
+
+    def gone(self, stmt: cst.CSTNode) -> bool:
+        """The statement disappears and nothing takes its place (when its fix applies)."""
+        edit = self.edits.get(stmt)
+        if edit is None or edit.before or edit.after or not self.applies(edit.tier):
+            return False
+        if stmt in self.collapsed:
+            return not self.collapsed[stmt]
+        return edit.remove
+
+    def fix(self, stmt: cst.CSTNode):
+        return lambda updated: self._apply(stmt, updated)
+
+    def _apply(self, stmt: cst.CSTNode, updated: cst.CSTNode):
+        edit = self.edits[stmt]
+        nodes: list = [] if edit.remove else [updated]
+        if stmt in self.collapsed:
+            nodes = _collapsed_statements(updated)
+        elif edit.replace is not None and nodes:
+            nodes = list(edit.replace(updated))
+        nodes = [*edit.before, *nodes, *edit.after]
+        if nodes and nodes[0] is not updated and hasattr(updated, "leading_lines") and hasattr(nodes[0], "leading_lines"):
+            nodes[0] = nodes[0].with_changes(leading_lines=updated.leading_lines)
+        self._produced[stmt] = len(nodes)
+        if not nodes:
+            return cst.RemoveFromParent()
+        return nodes[0] if len(nodes) == 1 else cst.FlattenSentinel(nodes)
+
+    def wrap_fix(self, block: cst.CSTNode):
+        return lambda updated: self._wrap(block, updated)
+
+    def _wrap(self, block: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        spans = []
+        position = 0
+        for stmt in block.body:
+            count = self._produced.get(stmt, 1)
+            spans.append((position, position + count))
+            position += count
+        if position != len(updated.body):
+            raise ValueError("another fix changed the statements of this block")  # the engine drops this fix
+        body = list(updated.body)
+        for region in sorted(self.regions[block], key=lambda r: r.start, reverse=True):
+            first, last = spans[region.start][0], spans[region.end][1]
+            if first < last:
+                body[first:last] = [_wrapped(region.build, body[first:last])]
+        return updated.with_changes(body=body)
+
+
+def _wrapped(build: Callable[[list], cst.BaseStatement], members: list) -> cst.BaseStatement:
+    """``build`` applied to the members, the first member's comments moved above the result."""
+    first = members[0]
+    leading = getattr(first, "leading_lines", ())
+    members = [first.with_changes(leading_lines=()) if leading else first, *members[1:]]
+    return build(members).with_changes(leading_lines=leading)
+
+
+def _without_first(block: cst.IndentedBlock, still_there: bool) -> cst.IndentedBlock:
+    """``block`` without its first statement (unless another fix removed it already) and without
+    the blank lines that now open it."""
+    body = list(block.body[1:] if still_there else block.body)
+    if body and hasattr(body[0], "leading_lines"):
+        lines = list(body[0].leading_lines)
+        while lines and lines[0].comment is None:
+            lines.pop(0)
+        body[0] = body[0].with_changes(leading_lines=lines)
+    return block.with_changes(body=body)
+
+
+def _collapsed_statements(updated: cst.Try) -> list:
+    """What remains of a ``try`` whose body the migration emptied: its else and finally bodies."""
+    nodes = []
+    for clause in (updated.orelse, updated.finalbody):
+        if clause is not None and isinstance(clause.body, cst.IndentedBlock):
+            nodes.extend(clause.body.body)
+    return nodes
+
+
+# --- file facts ----------------------------------------------------------------------------
+
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def catches_import_error(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    return any(dotted_name(k.value) in IMPORT_ERRORS for k in kinds)
+
+
+def behind_apex_import(index: "StatementIndex", stmt: cst.CSTNode) -> bool:
+    """``stmt`` is in the body of a ``try`` that imports apex and catches ImportError: where apex
+    is missing (NPU hosts) that body stops at the import and ``stmt`` never runs."""
+    block = index.placement[stmt].block if stmt in index.placement else None
+    while block is not None and block in index.owner:
+        owner, role = index.owner[block]
+        if isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers):
+            if any(_imports_apex(s) for s in owner.body.body):
+                return True
+        block = index.placement[owner].block if owner in index.placement else None
+    return False
+
+
+def _imports_apex(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS for small in stmt.body
+    )
+
+
+
+def imported_module(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
+    """The qualified name an import alias refers to (``apex.amp`` for ``from apex import amp``)."""
+    name = dotted_name(alias.name) or ""
+    if isinstance(statement, cst.Import):
+        return name
+    module = dotted_name(statement.module) if statement.module is not None else ""
+    return f"{module}.{name}" if module else name
+
+
+def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
+    """``apex`` for ``from apex.optimizers import X``; None for relative imports."""
+    if isinstance(statement, cst.ImportFrom):
+        if statement.relative or statement.module is None:
+            return None
+        return (dotted_name(statement.module) or "").split(".")[0]
+    roots = {(dotted_name(a.name) or "").split(".")[0] for a in statement.names}
+    return roots.pop() if len(roots) == 1 else None
+
+
+class _ApexImportScan(cst.CSTVisitor):
+    """Statement-level scan: which apex modules the file imports (functions and try blocks too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+        self.star_modules: set[str] = set()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        for small in node.body:
+            if isinstance(small, cst.Import):
+                roots = {(dotted_name(a.name) or "").split(".")[0] for a in small.names}
+                self.found |= bool(roots & {*APEX_ROOTS, *APEX_EXTENSIONS})
+            elif isinstance(small, cst.ImportFrom) and import_root(small) in (*APEX_ROOTS, *APEX_EXTENSIONS):
+                self.found = True
+                if isinstance(small.names, cst.ImportStar):
+                    self.star_modules.add(dotted_name(small.module) or "")
+        return False
+
+
+FP16_UTILS_EXPORTS = (
+    "to_python_float", "FP16_Optimizer", "FP16Model", "network_to_half", "BN_convert_float",
+    "convert_network", "convert_module", "tofp16", "prep_param_lists", "model_grads_to_master_grads",
+    "master_params_to_model_params", "clip_grad_norm", "LossScaler", "DynamicLossScaler",
+)
+
+
+class NameUses(cst.CSTVisitor):
+    """Name nodes that read one of ``names`` (imports, attributes' attrs, keywords, definitions
+    and plain assignment targets are not reads)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.uses: dict[str, list[cst.Name]] = {name: [] for name in names}
+        self._skip: set[cst.Name] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(node.attr)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(node.keyword)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._skip.add(node.name)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._skip.add(node.name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(node.name)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self._skip.add(node.target)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names and node not in self._skip:
+            self.uses[node.value].append(node)
+
+
+def star_imported(resolver, edits: "FileEdits", node: cst.BaseExpression) -> str | None:
+    """``apex.fp16_utils.<name>`` for a name only a ``from apex.fp16_utils import *`` provides."""
+    if (
+        isinstance(node, cst.Name)
+        and node.value in FP16_UTILS_EXPORTS
+        and "apex.fp16_utils" in edits.star_modules
+        and not resolver.is_bound(node.value)
+    ):
+        return f"apex.fp16_utils.{node.value}"
+    return None
+
+
+def report_in_statement(rule, statement: cst.CSTNode, code: str, node: cst.CSTNode, message: str, **kw) -> None:
+    """``rule.report`` from outside the traversal (``leave_Module``), attached to ``statement``.
+
+    The engine takes a finding's statement (where a ``manual`` marker goes) from the traversal's
+    current statement, which is None once the traversal has ended; set it explicitly.
+    """
+    before = len(rule.ctx.reports)
+    rule.report(code, node, message, **kw)
+    if len(rule.ctx.reports) > before:
+        rule.ctx.reports[-1].statement = statement
+
+
+def enabled(ctx, code: str) -> bool:
+    """Whether findings of ``code`` are reported with these options."""
+    return ctx.options.code_enabled(code, rule_doc(code).opt_in)
+
+
+class ApexRule(Rule):
+    """A rule that only looks at files importing apex, with apex name resolution and the file's edits."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.edits = FileEdits.of(ctx)
+        self.active = self.edits.apex_imported
+
+    def apex(self, node: cst.BaseExpression) -> str | None:
+        return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
+
+    def replaced(self, code: str, node: cst.CSTNode, reference: cst.BaseExpression, message: str, fix) -> None:
+        """Report a fix (of the code's tier) that removes ``reference`` and emits ``torch.`` code."""
+        tier = rule_doc(code).tier
+        self.edits.drop_ref(root_name(reference), tier)
+        self.edits.need_import(code, tier, "torch")
+        self.report(code, node, message, fix, tier=tier)

@@ -1,0 +1,376 @@
+"""What the migration leaves behind: apex imports (NPU330), emptied blocks and needed imports.
+
+This rule finishes the NPU3xx rules' work at the end of the traversal (``leave_Module``). The
+other rules register, while they visit the file, the statements they edit and the apex references
+their fixes remove (:class:`~cuda2npu.families.apex.common.FileEdits`). Then:
+
+1. an apex import is removed when every use of the name it binds is removed by a fix that
+   ``migrate`` applies with these options (with ``--apex=native`` also when it has no use at all);
+2. ``try: <apex imports only> except ImportError: <fallback imports or definitions>`` becomes the
+   fallback (native only): that is what an NPU host, where apex is not installed, runs anyway;
+3. an apex import that stays is reported (``manual``) unless an ``except ImportError`` guards it;
+   an import whose ``try`` also sets a flag (``has_apex = True``, or ``has_apex = False`` in its
+   handler) stays, reported: the flag records whether apex imports, and would always say so
+   without it (see :func:`_detection_flags`);
+4. blocks the migration emptied are collapsed: ``if <pure test>: <all removed>`` is removed and
+   ``try: <all removed> except ...`` keeps only its ``else``/``finally`` statements;
+5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``)
+   are added once, by a fix on the module.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.apex.common import (
+    APEX_ROOTS,
+    FP16_UTILS_EXPORTS,
+    FileEdits,
+    NameUses,
+    enabled,
+    import_root,
+    imported_module,
+    is_pure,
+    report_in_statement,
+)
+from cuda2npu.families.apex.common import (
+    catches_import_error as _catches_import_error,  # (custom_kernels imports this name)
+)
+from cuda2npu.families.apex.modules import cuda_only_note
+
+
+def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias | None, str]]:
+    """(alias, name it binds) for each alias; a star import binds apex.fp16_utils' exports."""
+    if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+        module = dotted_name(node.module) if node.module is not None else ""
+        return [(None, name) for name in FP16_UTILS_EXPORTS] if module == "apex.fp16_utils" else []
+    bound = []
+    for alias in node.names:
+        if alias.asname is not None:
+            bound.append((alias, dotted_name(alias.asname.name) or ""))
+        elif isinstance(node, cst.Import):
+            bound.append((alias, (dotted_name(alias.name) or "").split(".")[0]))
+        else:
+            bound.append((alias, dotted_name(alias.name) or ""))
+    return bound
+
+
+@register
+class ApexImports(Rule):
+    """NPU330 and the finishing edits of every NPU3xx rule (see the module docstring)."""
+
+    codes = tuple(code for code in all_rules() if code.startswith("NPU3"))
+    # it must run wherever an NPU3xx fix may edit statements or need an import: apex files and
+    # NPU340's autocast rewrites (which may need `import torch`)
+    triggers = (r"\bapex\b", r"\bamp_C\b", r"autocast", r"custom_fwd")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._imports: list[tuple[cst.SimpleStatementLine, cst.Import | cst.ImportFrom]] = []
+        self._tries: list[cst.Try] = []
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        for small in node.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS:
+                self._imports.append((node, small))
+
+    def visit_Try(self, node: cst.Try) -> None:
+        self._tries.append(node)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        edits = FileEdits.of(self.ctx)
+        if self._imports and enabled(self.ctx, "NPU330"):
+            uses = self._uses()
+            fallbacks = self._fallbacks() if self.options.apex == "native" else set()
+            for statement, node in self._imports:
+                if statement not in fallbacks:
+                    self._import(edits, statement, node, uses)
+        self._collapse_emptied_blocks(edits)
+        self._add_needed_imports(edits, original_node)
+
+    # 1-3: apex imports -------------------------------------------------------------------------
+
+    def _uses(self) -> dict[str, list[cst.Name]]:
+        names = {name for _, node in self._imports for _, name in _bound_names(node)}
+        collector = NameUses(names)
+        walk(self.ctx.module, collector)
+        return collector.uses
+
+    def _removable(self, edits: FileEdits, uses: list[cst.Name]) -> Tier | None:
+        """The tier at which an import binding these uses can go, or None if it must stay."""
+        if not uses:
+            return Tier.EXACT if self.options.apex == "native" else None
+        tiers = [edits.removed_refs.get(use) for use in uses]
+        if any(t is None or not edits.applies(t) for t in tiers):
+            return None
+        return max(tiers)
+
+    def _import(self, edits: FileEdits, statement, node, uses) -> None:
+        text = self.ctx.module.code_for_node(node)
+        if isinstance(node.names, cst.ImportStar):
+            verdicts = [(None, self._star_verdict(edits, node, uses))]
+        else:
+            verdicts = [(alias, self._removable(edits, uses.get(name, []))) for alias, name in _bound_names(node)]
+        removable = [(alias, tier) for alias, tier in verdicts if tier is not None]
+        kept = [alias for alias, tier in verdicts if tier is None]
+        flags = _detection_flags(edits, statement)
+        if flags and (removable or not any(uses.get(name) for _, name in _bound_names(node))):
+            if self.options.apex == "native":  # Ascend's apex imports where it is installed: nothing to say
+                self._report_flagged(statement, node, flags)
+            return
+        if removable and not kept:
+            tier = max(t for _, t in removable)
+            message = f"`{text}` removed: nothing uses it after the migration"
+            if self.options.apex == "native":
+                message += " (apex is not installed on NPU hosts)"
+            if len(statement.body) == 1:
+                edits.remove(statement, "NPU330", tier)
+                edits.report(self, "NPU330", statement, message, tier=tier, needs_torch_npu=False)
+            else:
+                self.report("NPU330", node, message, lambda _: cst.RemoveFromParent(), tier=tier, needs_torch_npu=False)
+        elif removable:
+            gone = {dotted_name(alias.name) for alias, _ in removable}
+            names = ", ".join(f"`{name}`" for name in sorted(gone))
+            self.report(
+                "NPU330",
+                node,
+                f"{names} removed from `{text}`: unused after the migration",
+                lambda updated: _drop_aliases(updated, gone),
+                tier=max(t for _, t in removable),
+                needs_torch_npu=False,
+            )
+        if kept and self.options.apex == "native" and not self._guarded(edits, statement):
+            self._report_kept(statement, node, kept)
+
+    def _report_flagged(self, statement, node, flags: list[str]) -> None:
+        """An import kept because its ``try`` sets flags that say whether apex imports."""
+        text = self.ctx.module.code_for_node(node)
+        names = ", ".join(f"`{flag}`" for flag in flags)
+        report_in_statement(
+            self,
+            statement,
+            "NPU330",
+            node,
+            f"`{text}` kept: {names}, set in the same `try`, tell whether apex imports; without the import they would "
+            "always take their apex values while the code they select (here or in other modules) may still need apex. "
+            "Where apex is missing (NPU hosts) the `except ImportError` branch runs; to use the migrated code there, "
+            "set the flags by hand and drop the import",
+            tier=Tier.MANUAL,
+        )
+
+    def _star_verdict(self, edits: FileEdits, node: cst.ImportFrom, uses) -> Tier | None:
+        """A star import goes when every name it may provide that the file reads is migrated."""
+        read = [name for _, name in _bound_names(node) if uses.get(name) and not self.resolver.is_bound(name)]
+        if not read:
+            return Tier.EXACT if self.options.apex == "native" else None
+        tiers = [self._removable(edits, uses[name]) for name in read]
+        return None if any(t is None for t in tiers) else max(tiers)
+
+    def _report_kept(self, statement, node: cst.Import | cst.ImportFrom, kept: list) -> None:
+        """A kept apex import no other rule explains (CUDA-only modules are NPU324's)."""
+        if isinstance(node.names, cst.ImportStar):
+            qualified = [dotted_name(node.module) or ""]
+        else:
+            qualified = [imported_module(alias, node) for alias in kept]
+        unexplained = [name for name in qualified if cuda_only_note(name) is None]
+        if unexplained:
+            report_in_statement(
+                self,
+                statement,
+                "NPU330",
+                node,
+                f"apex import stays: {', '.join(f'`{n}`' for n in unexplained)} still used by code that was "
+                "not migrated (see the other NPU3xx findings); apex is not installed on NPU hosts",
+                tier=Tier.MANUAL,
+            )
+
+    def _guarded(self, edits: FileEdits, statement) -> bool:
+        """Inside ``try: ... except ImportError:`` (the fallback is what runs on an NPU host)."""
+        return any(
+            isinstance(owner, cst.Try) and any(_catches_import_error(h) for h in owner.handlers)
+            for owner in edits.index.ancestors(statement)
+        )
+
+    def _fallbacks(self) -> set[cst.SimpleStatementLine]:
+        """Collapse ``try: <apex imports> except ImportError: <fallback>`` into the fallback; the
+        import statements so handled."""
+        edits = FileEdits.of(self.ctx)
+        by_statement = {statement: node for statement, node in self._imports}
+        collapsed: set[cst.SimpleStatementLine] = set()
+        for node in self._tries:
+            statements = _fallback_guarded_imports(node, by_statement)
+            if not statements:
+                continue
+            edits.replace(node, lambda updated: list(updated.handlers[0].body.body), "NPU330", Tier.REVIEW)
+            edits.report(
+                self,
+                "NPU330",
+                node,
+                "apex import with a fallback: the `except ImportError` branch is what runs on an NPU host "
+                "(apex is not installed there), so it replaces the `try`",
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+            collapsed.update(statements)
+        return collapsed
+
+    # 4: emptied blocks -------------------------------------------------------------------------
+
+    def _collapse_emptied_blocks(self, edits: FileEdits) -> None:
+        if not edits.edits:
+            return
+        index = edits.index
+        pending = {index.placement[s].block for s in list(edits.edits) if s in index.placement and edits.gone(s)}
+        while pending:
+            block = max(pending, key=lambda b: index.depth.get(b, 0))
+            pending.discard(block)
+            if block not in index.owner or not all(edits.gone(s) for s in block.body):
+                continue
+            owner, role = index.owner[block]
+            if role != "body" or owner in edits.collapsed:
+                continue
+            first = edits.edits[block.body[0]]
+            tier = max(edits.edits[s].tier for s in block.body)
+            if isinstance(owner, cst.If) and owner.orelse is None and is_pure(owner.test):
+                message = f"`if {self.ctx.module.code_for_node(owner.test)}:` removed: the migration emptied its body"
+                edits.remove(owner, first.code, tier)
+            elif isinstance(owner, cst.Try):
+                edits.collapsed[owner] = [*_clause_statements(owner.orelse), *_clause_statements(owner.finalbody)]
+                edits._edit(owner, first.code, tier)
+                message = "`try` removed: the migration emptied its body (its `else`/`finally` statements stay)"
+            else:
+                continue
+            if enabled(self.ctx, first.code):
+                inner = owner.test if isinstance(owner, cst.If) else owner.body
+                edits.report(self, first.code, owner, message, inner, tier=tier, needs_torch_npu=False)
+            if owner in index.placement and edits.gone(owner):
+                pending.add(index.placement[owner].block)
+
+    # 5: imports the fixes need -----------------------------------------------------------------
+
+    def _add_needed_imports(self, edits: FileEdits, module: cst.Module) -> None:
+        missing = {key: need for key, need in edits.imports.items() if not _has_import(module, *key)}
+        if not missing:
+            return
+        tier = min(need.tier for need in missing.values())
+        code = next(need.code for need in missing.values())
+        lines = ", ".join(f"`import {m}`" if obj is None else f"`from {m} import {obj}`" for m, obj in missing)
+        self.report(
+            code, module, f"{lines} added for the migrated code", lambda m: _add_imports(m, list(missing)), tier=tier, needs_torch_npu=False
+        )
+
+
+def _drop_aliases(node: cst.Import | cst.ImportFrom, names: set[str]):
+    kept = [a for a in node.names if dotted_name(a.name) not in names]
+    if not kept:
+        return cst.RemoveFromParent()
+    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=kept)
+
+
+def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
+    """The apex import statements of ``try: <apex imports only> except ImportError: <fallback>``
+    when the fallback defines every name they bind (by import, def or class: a real
+    implementation, not ``amp = None`` guarding code that stays); else []."""
+    statements = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+    if not statements or not all(s in by_statement and len(s.body) == 1 for s in statements):
+        return []
+    if node.orelse is not None or node.finalbody is not None or len(node.handlers) != 1:
+        return []
+    handler = node.handlers[0]
+    if handler.name is not None or not _catches_import_error(handler) or not isinstance(handler.body, cst.IndentedBlock):
+        return []
+    bound = {name for s in statements for _, name in _bound_names(by_statement[s])}
+    return statements if bound and bound <= _defined_names(handler.body.body) else []
+
+
+def _detection_flags(edits: FileEdits, statement) -> list[str]:
+    """Names whose value depends on whether the apex import ``statement`` succeeds, in a ``try``
+    catching ImportError: assigned in its body or ``else`` from values that do not come from the
+    import (``has_apex = True``, ``LNImpl = OtherFusedNorm``), or in its handlers (``has_apex =
+    False`` under a default set earlier). ``norm = FusedLayerNorm(...)``, an alias of a class defined
+    there, and the handler's values for those names (``amp = None``) follow the import's names,
+    whose uses the migration rewrites or keeps."""
+    place = edits.index.placement.get(statement)
+    owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
+    if not (isinstance(owner, cst.Try) and role == "body" and any(_catches_import_error(h) for h in owner.handlers)):
+        return []
+    body = owner.body.body
+    derived = {name for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body
+               if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
+               for _, name in _bound_names(small)}
+    derived |= {s.name.value for s in body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    flags: list[str] = []
+    for small, names in _assignments([*body, *_clause_statements(owner.orelse)]):
+        reads = NameUses(derived)
+        walk(small.value, reads)
+        if any(reads.uses.values()):
+            derived.update(names)  # follows the import
+        else:
+            flags += names
+    for _, names in _assignments(s for h in owner.handlers for s in _clause_statements(h)):
+        flags += [name for name in names if name not in derived and name not in flags]
+    return flags
+
+
+def _assignments(statements):
+    """(assignment, names it binds) for the simple assignments of ``statements``."""
+    for stmt in statements:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            yield small, [name for target in targets for name in target_names(target) or [dotted_name(target)] if name]
+
+
+def _defined_names(statements) -> set[str]:
+    """Names bound by the import, def and class statements of a block (real fallbacks)."""
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    names.update(name for _, name in _bound_names(small))
+    return names
+
+
+def _clause_statements(clause) -> list:
+    return list(clause.body.body) if clause is not None and isinstance(clause.body, cst.IndentedBlock) else []
+
+
+def _has_import(module: cst.Module, name: str, obj: str | None) -> bool:
+    """A module-level ``import name`` (unaliased) or ``from name import obj``."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if obj is None and isinstance(small, cst.Import):
+                if any(dotted_name(a.name) == name and a.asname is None for a in small.names):
+                    return True
+            elif obj is not None and isinstance(small, cst.ImportFrom) and not small.relative:
+                if dotted_name(small.module) == name and not isinstance(small.names, cst.ImportStar):
+                    if any(dotted_name(a.name) == obj and a.asname is None for a in small.names):
+                        return True
+    return False
+
+
+def _add_imports(module: cst.Module, imports: list[tuple[str, str | None]]) -> cst.Module:
+    from libcst.codemod import (
+        CodemodContext,  # ~1 s to import: only when imports are added
+    )
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    for name, obj in imports:
+        AddImportsVisitor.add_needed_import(context, name, obj)
+    return AddImportsVisitor(context).transform_module(module)

@@ -1,0 +1,267 @@
+"""apex fused optimizers → torch_npu.optim / torch.optim (NPU301–NPU304), and torch.optim's CUDA
+kernel flags (NPU305).
+
+apex's ``FusedAdam`` defaults to ``adam_w_mode=True`` (decoupled weight decay, i.e. AdamW) and to
+``weight_decay=0``, while ``NpuFusedAdamW`` and ``torch.optim.AdamW`` default to ``1e-2``: the
+rewrite picks the class from ``adam_w_mode`` and always states ``weight_decay``.
+
+Which class: ``torch_npu.optim.NpuFused*`` (``apex.optimizers.NpuFused*`` with ``--apex=ascend``)
+copy every parameter and gradient into one buffer at the first step and accept only float32 and
+float16 parameters (docs/reference/torch_npu.md §3). When the file does something they
+break on — casts to bfloat16 (``.bfloat16()``, ``.to(torch.bfloat16)``, ``torch_dtype=torch.bfloat16``),
+calls ``zero_grad(set_to_none=True)`` or assigns ``.data`` / ``.grad`` — the same algorithm from
+``torch.optim`` is used instead, and the finding says why. What one file cannot show (a model cast
+elsewhere, moved after the first step) is stated in the finding for review.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.apex.common import (
+    NOT_LITERAL,
+    ApexRule,
+    Unbindable,
+    bind,
+    expr,
+    kwarg,
+    remap_args,
+    root_name,
+    value_of,
+    with_args,
+)
+
+ADAM_PARAMS = (
+    "params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
+    "set_grad_none", "capturable", "master_weights",
+)
+SGD_PARAMS = (
+    "params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum",
+    "materialize_master_grads", "set_grad_none",
+)
+ADAGRAD_PARAMS = ("params", "lr", "eps", "weight_decay", "set_grad_none", "adagrad_w_mode")
+NO_EFFECT = {
+    "set_grad_none": "zero_grad() semantics",
+    "capturable": "CUDA graph capture",
+    "master_weights": "native AMP keeps float32 parameters",
+    "materialize_master_grads": "apex.amp O2 master gradients",
+}
+FUSED_CONSTRAINTS = (
+    "NpuFused optimizers copy all parameters and gradients into one buffer at the first step: afterwards "
+    "do not replace p.data/p.grad, call zero_grad(set_to_none=True) or move the model, and keep parameters "
+    "float32/float16 (bfloat16 is rejected); their zero_grad() zeroes gradients instead of setting them to None"
+)
+LAMB_DIFFERENCES = (
+    "apex FusedLAMB has no exact NPU counterpart (torch.optim has no LAMB): torch_npu.optim.NpuFusedLamb has no "
+    "bias correction, clamps the weight norm to [0, 10], defaults to weight_decay=0 (apex 0.01) and replaces "
+    "max_grad_norm clipping by use_global_grad_norm=True; port LAMB with torch ops or adopt NpuFusedLamb after "
+    "checking convergence"
+)
+OTHER_OPTIMIZERS = {
+    "apex.optimizers.FusedNovoGrad": "NovoGrad exists in neither torch.optim nor torch_npu.optim; keep a LAMB/AdamW or port NovoGrad with torch ops",
+    "apex.optimizers.FusedMixedPrecisionLamb": LAMB_DIFFERENCES.replace("apex FusedLAMB", "apex FusedMixedPrecisionLamb"),
+    "apex.optimizers.FusedLARS": "LARS exists in neither torch.optim nor torch_npu.optim; wrap torch.optim.SGD with a LARS trust ratio written with torch ops",
+    "apex.optimizers.FusedLANS": "LANS exists in neither torch.optim nor torch_npu.optim; port it with torch ops",
+}
+
+
+class _FusedHazards(cst.CSTVisitor):
+    """What in a file breaks an NpuFused optimizer (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def _add(self, what: str) -> None:
+        if what not in self.found:
+            self.found.append(what)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method == "bfloat16" and not node.args:
+            self._add("casts parameters to bfloat16 (`.bfloat16()`)")
+        if method == "to" and any(_is_bf16(a.value) for a in node.args):
+            self._add("casts to bfloat16 (`.to(torch.bfloat16)`)")
+        if any(a.keyword is not None and a.keyword.value == "torch_dtype" and _is_bf16(a.value) for a in node.args):
+            self._add("loads a model in bfloat16 (`torch_dtype=torch.bfloat16`)")
+        if method == "zero_grad" and any(
+            a.keyword is not None and a.keyword.value == "set_to_none" and dotted_name(a.value) != "False" for a in node.args
+        ):
+            self._add("calls `zero_grad(set_to_none=True)`")
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        target = node.target
+        if isinstance(target, cst.Attribute) and target.attr.value in ("data", "grad"):
+            self._add(f"assigns `.{target.attr.value}`")
+
+
+def _is_bf16(node: cst.BaseExpression) -> bool:
+    return (dotted_name(node) or "").endswith(".bfloat16")
+
+
+@register
+class ApexFusedOptimizers(ApexRule):
+    """NPU301 FusedAdam, NPU302 FusedLAMB, NPU303 FusedSGD, NPU304 the other apex optimizers."""
+
+    codes = ("NPU301", "NPU302", "NPU303", "NPU304")
+    triggers = (r"Fused(Adam|LAMB|SGD|Adagrad|NovoGrad|MixedPrecisionLamb|LARS|LANS)\b",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._hazards: list[str] | None = None
+
+    @property
+    def hazards(self) -> list[str]:
+        if self._hazards is None:
+            scan = _FusedHazards()
+            walk(self.ctx.module, scan)
+            self._hazards = scan.found
+        return self._hazards
+
+    def _target(self, fused: str, torch_class: str) -> tuple[str, str]:
+        """(qualified target, why) for an NpuFused class name and its torch.optim counterpart."""
+        if self.hazards:
+            why = (
+                f"not {fused}: this file {' and '.join(self.hazards)}, which NpuFused optimizers do not support; "
+                f"{torch_class} runs the same algorithm"
+            )
+            return f"torch.optim.{torch_class}", why
+        module = "apex.optimizers" if self.options.apex == "ascend" else "torch_npu.optim"
+        return f"{module}.{fused}", FUSED_CONSTRAINTS
+
+    def _rewrite(self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra=(), message: str) -> None:
+        """Report the call rewritten to ``target`` with the remapped arguments."""
+        tier = Tier.REVIEW
+        func = self._callee(node.func, target, code, tier)
+
+        def fix(updated: cst.Call) -> cst.Call:
+            args = remap_args(updated, params, drop=drop, positional=positional)
+            return with_args(updated.with_changes(func=func(updated.func)), [*args, *extra])
+
+        self.report(code, node, message, fix, tier=tier, needs_torch_npu=target.startswith("torch_npu"))
+
+    def _callee(self, func: cst.BaseExpression, target: str, code: str, tier: Tier):
+        """How to spell ``target``: Ascend's apex classes keep the file's apex import style."""
+        module, name = target.rsplit(".", 1)
+        if module == "apex.optimizers" and isinstance(func, cst.Attribute):
+            return lambda updated: updated.with_changes(attr=cst.Name(name))
+        self.edits.drop_ref(root_name(func), tier)
+        if module == "apex.optimizers":
+            self.edits.need_import(code, tier, module, name)
+            return lambda _: cst.Name(name)
+        if module.startswith("torch."):
+            self.edits.need_import(code, tier, "torch")
+        return lambda _: expr(target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.active:
+            return
+        name = self.apex(node.func)
+        if name == "apex.optimizers.FusedAdam":
+            self._adam(node)
+        elif name == "apex.optimizers.FusedSGD":
+            self._sgd(node)
+        elif name == "apex.optimizers.FusedLAMB":
+            self.report("NPU302", node, LAMB_DIFFERENCES)
+        elif name == "apex.optimizers.FusedAdagrad":
+            self._adagrad(node)
+        elif name in OTHER_OPTIMIZERS:
+            self.report("NPU304", node, f"`{name.rsplit('.', 1)[1]}`: {OTHER_OPTIMIZERS[name]}")
+
+    def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
+        """The call's arguments; positions beyond ``positional`` differ between apex releases."""
+        try:
+            return bind(node, params, max_positional=positional)
+        except Unbindable as exc:
+            self.report(code, node, f"apex {what} not migrated: {exc}", tier=Tier.MANUAL)
+            return None
+
+    def _adam(self, node: cst.Call) -> None:
+        bound = self._bind("NPU301", node, ADAM_PARAMS, 5, "FusedAdam")
+        if bound is None:
+            return
+        adam_w = value_of(bound, "adam_w_mode", True)
+        if adam_w is NOT_LITERAL:
+            self.report("NPU301", node, "apex FusedAdam not migrated: `adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time; pick NpuFusedAdamW (True) or NpuFusedAdam (False)", tier=Tier.MANUAL)
+            return
+        if value_of(bound, "bias_correction", True) is not True:
+            self.report("NPU301", node, "apex FusedAdam with bias_correction=False: NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias; port the update by hand", tier=Tier.MANUAL)
+            return
+        fused, torch_class = ("NpuFusedAdamW", "AdamW") if adam_w else ("NpuFusedAdam", "Adam")
+        target, why = self._target(fused, torch_class)
+        mode = "adam_w_mode=True: decoupled weight decay" if adam_w else "adam_w_mode=False: L2 weight decay"
+        notes = [f"apex FusedAdam ({mode}) → {target}"]
+        extra = []
+        if adam_w and "weight_decay" not in bound:
+            extra.append(kwarg("weight_decay", "0.0"))
+            notes.append(f"weight_decay=0.0 made explicit (apex's default; {target.rsplit('.', 1)[1]} defaults to 1e-2)")
+        notes += self._dropped(bound)
+        self._rewrite(
+            "NPU301", node, target, ADAM_PARAMS, drop={"bias_correction", "adam_w_mode", *NO_EFFECT},
+            positional=2, extra=extra, message="; ".join([*notes, why]),
+        )
+
+    def _sgd(self, node: cst.Call) -> None:
+        bound = self._bind("NPU303", node, SGD_PARAMS, 6, "FusedSGD")
+        if bound is None:
+            return
+        if value_of(bound, "wd_after_momentum", False) is not False:
+            self.report("NPU303", node, "apex FusedSGD with wd_after_momentum: NpuFusedSGD and torch.optim.SGD add weight decay before momentum; port the update by hand", tier=Tier.MANUAL)
+            return
+        target, why = self._target("NpuFusedSGD", "SGD")
+        notes = [f"apex FusedSGD → {target} (same update and arguments)", *self._dropped(bound)]
+        self._rewrite(
+            "NPU303", node, target, SGD_PARAMS, drop={"wd_after_momentum", *NO_EFFECT},
+            positional=6, message="; ".join([*notes, why]),
+        )
+
+    def _adagrad(self, node: cst.Call) -> None:
+        bound = self._bind("NPU304", node, ADAGRAD_PARAMS, 4, "FusedAdagrad")
+        if bound is None:
+            return
+        if value_of(bound, "adagrad_w_mode", False) is not False:
+            self.report("NPU304", node, "apex FusedAdagrad with adagrad_w_mode (decoupled decay): torch.optim.Adagrad applies L2 decay; port the update by hand", tier=Tier.MANUAL)
+            return
+        message = "; ".join(["apex FusedAdagrad → torch.optim.Adagrad (same update, lr=1e-2 and eps=1e-10 defaults)", *self._dropped(bound)])
+        self._rewrite(
+            "NPU304", node, "torch.optim.Adagrad", ADAGRAD_PARAMS, drop={"adagrad_w_mode", *NO_EFFECT},
+            positional=2, message=message,
+        )
+
+    @staticmethod
+    def _dropped(bound) -> list[str]:
+        dropped = [f"`{name}` ({why})" for name, why in NO_EFFECT.items() if name in bound]
+        return [f"dropped: {', '.join(dropped)}"] if dropped else []
+
+
+@register
+class TorchOptimizerCudaFlags(Rule):
+    """NPU305: ``torch.optim.X(..., fused=True)`` / ``foreach=True`` select CUDA-tuned kernels."""
+
+    codes = ("NPU305",)
+    triggers = (r"\bfused\s*=", r"\bforeach\s*=")
+    NPU_FUSED = {"SGD", "Adam", "AdamW", "RMSprop", "Adadelta"}
+    NOTES = {
+        "fused": "torch.optim's fused kernels are written for CUDA; on NPU op-plugin implements "
+        "`_fused_adamw_` but torch_npu does not document fused=True as supported: check it on the target "
+        "or drop it (foreach kernels run on Atlas A2 and newer){alternative}",
+        "foreach": "torch_npu enables torch.optim's foreach kernels only on Atlas A2 (910B) and newer; "
+        "on older chips drop foreach=True",
+    }
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not any(a.keyword is not None and a.keyword.value in self.NOTES for a in node.args):
+            return
+        qualified = self.resolver.qualified_name(node.func) or ""
+        if not qualified.startswith("torch.optim."):
+            return
+        name = qualified.rsplit(".", 1)[1]
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in self.NOTES and dotted_name(arg.value) not in ("False", "None"):
+                flag = arg.keyword.value
+                alternative = f", or use torch_npu.optim.NpuFused{name}" if name in self.NPU_FUSED else ""
+                self.report("NPU305", arg, f"`{name}({flag}=...)`: " + self.NOTES[flag].format(alternative=alternative))

@@ -1,0 +1,1 @@
+"""flash-attn and SDPA rules (npu_fusion_attention)."""

@@ -1,0 +1,686 @@
+"""Shared machinery of the attention and TransformerEngine rules (NPU4xx).
+
+* :func:`bind` maps a call's arguments to a library signature, refusing what cannot be mapped
+  safely (``*args``/``**kwargs``, unknown keywords, positions that differ between releases);
+* :func:`literal` / :func:`is_pure` / :func:`may_be_none` classify argument expressions, so a
+  rewrite knows when it may fold a value, evaluate an expression twice or must report instead;
+* :func:`code` / :func:`atom` render (updated) nodes back to source for the string-built
+  replacements, which :func:`call_source` lays out one keyword per line;
+* :class:`ModuleFacts` is a pre-pass over the file: which names are used, which statements a
+  call heads (for hoisting an argument out of it), which module-level imports and helpers exist;
+* :func:`support_fix` adds the imports and module-level helpers a rewrite needs, idempotently;
+* :func:`plan_import_removals` / :func:`remove_import_names` remove imports of CUDA-only
+  packages once nothing uses them;
+* :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
+  fix (hoisting an argument) can rewrite the call inside it atomically;
+* :class:`ValueUses` finds names used other than by calling them (guards, aliases, class tests),
+  for a rule that replaces the calls of a library object and must see what else uses it.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Iterable, Sequence
+
+import libcst as cst
+
+from cuda2npu.core.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.imports import is_docstring, is_import_line
+from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.traversal import iter_nodes, walk
+
+NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
+
+
+def arg_value(bound: dict[str, cst.Arg], name: str) -> cst.BaseExpression | None:
+    arg = bound.get(name)
+    return None if arg is None else arg.value
+
+
+def literal_arg(bound: dict[str, cst.Arg], name: str, default):
+    """The literal value of a bound argument, ``default`` when absent, NOT_LITERAL otherwise."""
+    value = arg_value(bound, name)
+    return default if value is None else literal(value)
+
+
+def is_pure(expr: cst.BaseExpression) -> bool:
+    """True for expressions that are cheap and side-effect free to evaluate twice.
+
+    Names, attribute chains, literals, subscripts with such indices and operators over them;
+    never a call, lambda, comprehension or walrus.
+    """
+    if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)):
+        return True
+    if isinstance(expr, cst.Attribute):
+        return is_pure(expr.value)
+    if isinstance(expr, cst.Subscript):
+        return is_pure(expr.value) and all(_pure_slice(e.slice) for e in expr.slice)
+    if isinstance(expr, cst.UnaryOperation):
+        return is_pure(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return is_pure(expr.left) and is_pure(expr.right)
+    if isinstance(expr, cst.BooleanOperation):
+        return is_pure(expr.left) and is_pure(expr.right)
+    if isinstance(expr, cst.Comparison):
+        return is_pure(expr.left) and all(is_pure(c.comparator) for c in expr.comparisons)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(not isinstance(e, cst.StarredElement) and is_pure(e.value) for e in expr.elements)
+    return False
+
+
+def _pure_slice(item: cst.BaseSlice) -> bool:
+    if isinstance(item, cst.Index):
+        return is_pure(item.value)
+    if isinstance(item, cst.Slice):
+        return all(part is None or is_pure(part) for part in (item.lower, item.upper, item.step))
+    return False
+
+
+def may_be_none(expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` can evaluate to None (numbers and arithmetic cannot)."""
+    if literal(expr) is None:
+        return True
+    if isinstance(expr, (cst.Integer, cst.Float, cst.BinaryOperation)):
+        return False
+    if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        return False
+    return True
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of a node (an updated node too: rendering needs no positions)."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString)
+
+
+def atom(node: cst.BaseExpression) -> str:
+    """Source text usable before ``.attr`` / ``[i]`` and as an operand: parenthesized unless an atom."""
+    text = code(node)
+    if isinstance(node, ATOMS) or node.lpar:
+        return text
+    return f"({text})"
+
+
+def one_minus(node: cst.BaseExpression) -> str:
+    """``1 - p``: folded for a literal (``0.1`` → ``0.9``), ``1.0 - (expr)`` otherwise."""
+    value = literal(node)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            folded = Decimal(1) - Decimal(code(node).replace("_", "")).normalize()
+        except InvalidOperation:
+            folded = Decimal(repr(1.0 - float(value)))
+        text = format(folded.normalize(), "f")
+        return text if "." in text else f"{text}.0"
+    return f"1.0 - {atom(node)}"
+
+
+def call_source(func: str, positional: Iterable[str], keywords: Iterable[tuple[str, str]], suffix: str = "") -> str:
+    """A call laid out like hand-written code: positional arguments on one line, then one keyword per line."""
+    lines = [", ".join(positional) + ","] if positional else []
+    lines += [f"{name}={value}," for name, value in keywords]
+    body = "".join(f"\n    {line}" for line in lines)
+    return f"{func}({body}\n){suffix}"
+
+
+def expression(source: str) -> cst.BaseExpression:
+    return cst.parse_expression(source)
+
+
+# --------------------------------------------------------------------------------------------
+# Pre-pass over the module
+
+
+def _head_chain(expr: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+    """The expressions evaluated first when ``expr`` is evaluated, outermost first.
+
+    Evaluating ``f(a)(b)``, ``x.f(a)``, ``x[i]``, ``x + y`` starts with the callee's receiver,
+    the subscripted value, the left operand; evaluating ``g(a, b)`` with a side-effect free
+    ``g`` starts with ``a``. Hoisting an argument of a call found here into a statement of its
+    own, just before, keeps the order of evaluation.
+    """
+    yield expr
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and not is_pure(expr.func.value):
+            yield from _head_chain(expr.func.value)
+        elif is_pure(expr.func) and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+            yield from _head_chain(expr.args[0].value)
+    elif isinstance(expr, (cst.Attribute, cst.Subscript)):
+        yield from _head_chain(expr.value)
+    elif isinstance(expr, cst.BinaryOperation):
+        yield from _head_chain(expr.left)
+    elif isinstance(expr, cst.Comparison):
+        yield from _head_chain(expr.left)
+
+
+def _statement_value(line: cst.SimpleStatementLine) -> cst.BaseExpression | None:
+    if len(line.body) != 1:
+        return None
+    small = line.body[0]
+    if isinstance(small, (cst.Assign, cst.Return, cst.Expr)) and small.value is not None:
+        return small.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return small.value
+    if isinstance(small, cst.AugAssign) and is_pure(small.target):
+        return small.value
+    return None
+
+
+class ValueUses:
+    """Mixin of a rule: ``value_use(expr, class_test)`` for every name used as a value (call arguments,
+    assigned/returned values, conditions, comparison operands, and items of containers there), with
+    ``class_test`` for the classes of ``isinstance``/``issubclass`` and ``is``/``==`` comparators.
+    A rule defining ``visit_Call`` calls :meth:`call_value_uses` from it."""
+
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        raise NotImplementedError
+
+    def _use(self, expr: cst.BaseExpression | None, class_test: bool = False) -> None:
+        seen = self.__dict__.setdefault("_value_uses_seen", set())  # an isinstance class is also an argument
+        if isinstance(expr, (cst.Name, cst.Attribute)) and id(expr) not in seen:
+            seen.add(id(expr))
+            self.value_use(expr, class_test)
+        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):  # items of a container in use
+            for element in expr.elements:
+                self._use(getattr(element, "value", None))
+        elif isinstance(expr, cst.Subscript):  # `{"flash": flash_attn_func}[name]`
+            self._use(expr.value)
+
+    def report_in(self, statement: cst.CSTNode | None, *args, **kwargs) -> None:
+        """``report`` for a node seen earlier in the traversal (decided in leave_Module), with its marker
+        above ``statement``, the statement that was current when the node was seen."""
+        self.ctx._statements.append(statement)
+        try:
+            self.report(*args, **kwargs)
+        finally:
+            self.ctx._statements.pop()
+
+    def call_value_uses(self, node: cst.Call) -> None:
+        if (isinstance(node.func, cst.Name) and node.func.value in ("isinstance", "issubclass") and len(node.args) > 1
+                and not self.resolver.lookup(node.func.value)):
+            classes = node.args[1].value
+            for expr in [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]:
+                self._use(expr, class_test=True)
+        for arg in node.args:
+            self._use(arg.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._use(node.value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._use(node.value)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._use(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        for expr in (node.test, node.body, node.orelse):
+            self._use(expr)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._use(node.left)
+        for target in node.comparisons:
+            self._use(target.comparator, isinstance(target.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)))
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._use(node.left)
+        self._use(node.right)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        self._use(node.expression)
+
+
+class ModuleFacts(cst.CSTVisitor):
+    """What the attention/TE rules need to know about the whole file before rewriting it."""
+
+    def __init__(self, skip: frozenset = frozenset()) -> None:
+        self.skip = skip  # statements about to be removed: their names are not uses
+        self.used_names: set[str] = set()
+        self.string_values: set[str] = set()
+        self.heads: dict[cst.Call, cst.SimpleStatementLine] = {}
+        self.blocks: dict[cst.SimpleStatementLine, cst.CSTNode] = {}  # line → module or function body
+        self.block_sizes: dict[cst.CSTNode, int] = {}
+        self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
+        self._block_stack: list[cst.CSTNode] = []
+
+    @classmethod
+    def of(cls, module: cst.Module, skip: frozenset = frozenset()) -> "ModuleFacts":
+        facts = cls(skip)
+        walk(module, facts)
+        return facts
+
+    # blocks whose direct import lines may be removed: the module and function bodies
+    def visit_Module(self, node: cst.Module) -> None:
+        self._block_stack.append(node)
+        self.block_sizes[node] = len(node.body)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._block_stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        body = node.body
+        self._block_stack.append(body)
+        self.block_sizes[body] = len(body.body) if isinstance(body, cst.IndentedBlock) else 0
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._block_stack.pop()
+
+    def _other_block(self, node: cst.CSTNode) -> None:
+        self._block_stack.append(node)
+
+    def _leave_other(self, node: cst.CSTNode) -> None:
+        self._block_stack.pop()
+
+    visit_ClassDef = visit_If = visit_For = visit_While = visit_Try = visit_With = _other_block
+    leave_ClassDef = leave_If = leave_For = leave_While = leave_Try = leave_With = _leave_other
+    visit_TryStar = visit_Match = _other_block
+    leave_TryStar = leave_Match = _leave_other
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        if node in self.skip:
+            return False
+        if self._block_stack and isinstance(self._block_stack[-1], (cst.Module, cst.IndentedBlock)):
+            self.blocks[node] = self._block_stack[-1]
+        value = _statement_value(node)
+        if value is not None:
+            for expr in _head_chain(value):
+                if isinstance(expr, cst.Call):
+                    self.heads[expr] = node
+        return True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        if isinstance(node.target, cst.Name):
+            return False  # `x = ...` binds x; it is not a use (targets like `a[i]` use `a`)
+        return True
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self._guarded(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self._guarded(node)
+        return False
+
+    def _guarded(self, node: cst.CSTNode) -> None:
+        """Record an import whose line is directly in the body of a ``try`` catching ImportError."""
+        guard = self._block_stack[-1] if self._block_stack else None
+        if (isinstance(guard, cst.Try) and isinstance(guard.body, cst.IndentedBlock)
+                and any(isinstance(line, cst.SimpleStatementLine) and node in line.body for line in guard.body.body)
+                and any(h.type is None or (dotted_name(h.type) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS
+                        or (isinstance(h.type, cst.Tuple) and any(
+                            (dotted_name(e.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for e in h.type.elements))
+                        for h in guard.handlers)):
+            self.guards[node] = guard
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False  # the attribute name is not a use of a variable
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False  # nor is a keyword name
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.used_names.add(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        if isinstance(value, str) and value.isidentifier():
+            self.string_values.add(value)  # `__all__ = ["flash_attn_func"]` re-exports a name
+
+    def is_used(self, name: str) -> bool:
+        return name in self.used_names or name in self.string_values
+
+
+def fresh_name(resolver, base: str, taken: set[str] = frozenset()) -> str:
+    """``base``, else ``base_npu``, ``base_npu2``...: a name bound nowhere in the file."""
+    candidates = [base, f"{base}_npu"] + [f"{base}_npu{i}" for i in range(2, 100)]
+    for candidate in candidates:
+        if not resolver.is_bound(candidate) and candidate not in taken:
+            return candidate
+    raise ValueError(f"no free name for {base}")
+
+
+# --------------------------------------------------------------------------------------------
+# Module-level support: imports and helper functions
+
+CAUSAL_MASK_HELPER = "_npu_causal_mask"
+CAUSAL_MASK_SOURCE = '''
+@functools.lru_cache(maxsize=None)
+def _npu_causal_mask(device):
+    """The compressed causal mask of torch_npu.npu_fusion_attention (True = masked), one per device."""
+    return torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=device), diagonal=1)
+'''
+ROTARY_HELPER = "_npu_apply_rotary_emb"
+ROTARY_SOURCE = '''
+def _npu_apply_rotary_emb(x, cos, sin, interleaved=False):
+    """flash-attn's apply_rotary_emb on torch_npu.npu_rotary_mul: x [b, s, h, d], cos/sin [>= s, rotary_dim / 2].
+
+    npu_rotary_mul takes cos/sin at the rotated width, laid out for its mode; channels after
+    rotary_dim pass through unchanged.
+    """
+    rotary_dim = cos.shape[-1] * 2
+    cos, sin = cos[: x.shape[1]], sin[: x.shape[1]]
+    if interleaved:
+        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    else:
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    rotated = torch_npu.npu_rotary_mul(
+        x[..., :rotary_dim], cos[None, :, None].to(x.dtype), sin[None, :, None].to(x.dtype),
+        rotary_mode="interleave" if interleaved else "half",
+    )
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+'''
+HELPER_IMPORTS = {CAUSAL_MASK_HELPER: ("functools", "torch"), ROTARY_HELPER: ("torch",)}
+HELPER_SOURCES = {CAUSAL_MASK_HELPER: CAUSAL_MASK_SOURCE, ROTARY_HELPER: ROTARY_SOURCE}
+HELPER_DESCRIPTIONS = {
+    CAUSAL_MASK_HELPER: "(device) (the compressed causal mask, built once per device)",
+    ROTARY_HELPER: "(x, cos, sin, interleaved) (flash-attn's rotary embedding on npu_rotary_mul)",
+}
+
+
+def missing_imports(resolver, module: cst.Module, names: Iterable[str]) -> list[str]:
+    """Which of ``names`` (``torch``, ``torch.utils.checkpoint``) the module does not import yet."""
+    missing = []
+    for name in dict.fromkeys(names):
+        present = has_import(module.body, name) if "." in name else binds_module(resolver, name)
+        if not present:
+            missing.append(name)
+    return missing
+
+
+def binds_module(resolver, name: str) -> bool:
+    """``name`` is bound at module level by ``import name`` (or ``import name.sub``)."""
+    found = resolver.module_scope.lookup(name)
+    return found is not None and name in found
+
+
+def _contains_import(statement: cst.CSTNode) -> bool:
+    found = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_Import(self, node):
+            found.append(node)
+
+        def visit_ImportFrom(self, node):
+            found.append(node)
+
+        def visit_FunctionDef(self, node):
+            return False
+
+        def visit_ClassDef(self, node):
+            return False
+
+    statement.visit(_Finder())
+    return bool(found)
+
+
+def has_import(body: Sequence[cst.CSTNode], name: str) -> bool:
+    """``import name`` at module level (for a dotted name: that import, or ``from name import ...``)."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Import) and any(
+                    a.asname is None and ((dotted_name(a.name) or "") == name or (
+                        "." not in name and (dotted_name(a.name) or "").split(".")[0] == name))
+                    for a in small.names
+                ):
+                    return True
+                if "." in name and isinstance(small, cst.ImportFrom) and not small.relative:
+                    if dotted_name(small.module) == name:
+                        return True
+    return False
+
+
+def _has_function(body: Sequence[cst.CSTNode], name: str) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in body)
+
+
+def _with_blank_lines(statement: cst.CSTNode, count: int) -> cst.CSTNode:
+    lines = list(statement.leading_lines)
+    blank = 0
+    while blank < len(lines) and lines[blank].comment is None:
+        blank += 1
+    if blank >= count:
+        return statement
+    return statement.with_changes(leading_lines=[cst.EmptyLine()] * (count - blank) + lines)
+
+
+def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[str]) -> cst.Module:
+    """``module`` with ``import X`` for each missing name and each missing helper function.
+
+    Imports go at the top of the first import block (after the docstring and ``__future__``
+    imports); helpers after the last import-like statement that precedes the first definition.
+    """
+    body = list(module.body)
+    absent = [name for name in dict.fromkeys(imports) if not has_import(body, name)]
+    missing_helpers = [name for name in dict.fromkeys(helpers) if not _has_function(body, name)]
+    if not absent and not missing_helpers:
+        return module
+    first_import = None
+    insert_at = 0
+    for index, statement in enumerate(body):
+        if is_docstring(statement) and index == 0:
+            insert_at = 1
+            continue
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(s, cst.ImportFrom) and dotted_name(s.module) == "__future__" for s in statement.body
+        ):
+            insert_at = index + 1
+            continue
+        if is_import_line(statement):
+            first_import = index
+        break
+    top = [name for name in absent if name.split(".")[0] != "torch"]
+    torch_names = [name for name in absent if name.split(".")[0] == "torch"]
+    existing_torch = next((i for i, st in enumerate(body) if is_import_line(st) and any(
+        isinstance(small, cst.Import) and any((dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names)
+        for small in st.body)), None)
+    if existing_torch is None:  # `import torch` goes with the new stdlib imports, at the top of the block
+        top, torch_names = top + torch_names, []
+    new_imports = [cst.parse_statement(f"import {name}\n") for name in top]
+    if first_import is not None and new_imports:
+        # the new lines take over the comments and blank lines above the import block
+        new_imports[0] = new_imports[0].with_changes(leading_lines=body[first_import].leading_lines)
+        body[first_import] = body[first_import].with_changes(leading_lines=[])
+        insert_at = first_import
+    elif new_imports and insert_at < len(body):
+        new_imports[0] = new_imports[0].with_changes(leading_lines=body[insert_at].leading_lines)
+        body[insert_at] = _with_blank_lines(body[insert_at].with_changes(leading_lines=[]), 1)
+    if torch_names:  # `import torch.utils.checkpoint` right after the file's torch import
+        assert existing_torch is not None
+        position = existing_torch + 1
+        body[position:position] = [cst.parse_statement(f"import {name}\n") for name in torch_names]
+        new_imports_after = len(torch_names)
+    else:
+        new_imports_after = 0
+    body[insert_at:insert_at] = new_imports
+    last_import = max(insert_at + len(new_imports) - 1,
+                      (existing_torch + len(new_imports) + new_imports_after) if torch_names else -1)
+
+    if missing_helpers:
+        after = last_import  # the last inserted import (or just before the block)
+        for index, statement in enumerate(body):
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if is_import_line(statement) or (
+                isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement)
+            ):
+                after = index
+        helpers_nodes = []
+        for name in missing_helpers:
+            helper = cst.parse_statement(HELPER_SOURCES[name].lstrip("\n"))
+            helpers_nodes.append(helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        position = after + 1
+        if position < len(body):
+            body[position] = _with_blank_lines(body[position], 2)
+        body[position:position] = helpers_nodes
+    return module.with_changes(body=body)
+
+
+def support_fix(imports: Iterable[str], helpers: Iterable[str] = ()):
+    imports, helpers = tuple(imports), tuple(helpers)
+    return lambda module: add_support(module, imports, helpers)
+
+
+def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
+    parts = [f"`import {name}`" for name in imports]
+    parts += [f"the module-level helper `{name}`{HELPER_DESCRIPTIONS[name]}" for name in helpers]
+    return "adds " + " and ".join(parts) + " for the rewritten calls"
+
+
+# --------------------------------------------------------------------------------------------
+# Removing imports of CUDA-only packages once nothing uses them
+
+
+def _bound_name(alias: cst.ImportAlias, is_from: bool) -> str | None:
+    if alias.asname is not None:
+        return dotted_name(alias.asname.name)
+    name = dotted_name(alias.name) or ""
+    return name if is_from else name.split(".")[0]
+
+
+def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[cst.CSTNode, tuple[str, ...]]:
+    """Imports of ``packages`` whose bound names are used nowhere: ``{Import node: unused names}``.
+
+    Only lines directly in the module or a function body are considered (an import inside
+    ``try: ... except ImportError`` is a deliberate guard), only lines importing nothing but
+    ``packages``, and never every statement of a block (it would leave the block empty).
+    """
+    per_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, cst.CSTNode, tuple[str, ...], bool]]] = {}
+    for statement, block in facts.blocks.items():
+        if len(statement.body) != 1:
+            continue
+        small = statement.body[0]
+        if isinstance(small, cst.Import):
+            names = [(a, dotted_name(a.name) or "") for a in small.names]
+            is_from = False
+        elif isinstance(small, cst.ImportFrom) and not small.relative and not isinstance(small.names, cst.ImportStar):
+            module = dotted_name(small.module) or ""
+            names = [(a, module) for a in small.names]
+            is_from = True
+        else:
+            continue
+        if not all(full.split(".")[0] in packages for _, full in names):
+            continue
+        unused = tuple(b for b in (_bound_name(a, is_from) for a, _ in names) if b and not facts.is_used(b))
+        if unused:
+            per_block.setdefault(block, []).append((statement, small, unused, len(unused) == len(names)))
+    removals: dict[cst.CSTNode, tuple[str, ...]] = {}
+    for block, entries in per_block.items():
+        emptied = sum(1 for *_, whole in entries if whole)
+        if emptied >= facts.block_sizes.get(block, 0):
+            continue
+        for _, small, unused, _ in entries:
+            removals[small] = unused
+    return removals
+
+
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+
+
+def plan_guard_removals(module: cst.Module, facts: ModuleFacts, packages: tuple[str, ...],
+                        migrated: bool) -> dict[cst.CSTNode, tuple[str, ...]]:
+    """Imports of ``packages`` in a ``try: ... except ImportError`` guard whose names nothing uses any
+    more, once the file's calls of them were rewritten (``migrated``): ``{Import node: names}``.
+
+    Such an import only decides whether the code after it runs (``HAS_FLASH_ATTN = True``), and on an
+    NPU host it always fails, so the rewritten code would never run. It is removed only when no other
+    import of ``packages`` stays in the file (else the guard still protects what remains) and the try
+    body keeps a statement.
+    """
+    if not migrated:
+        return {}
+    found: list[tuple[cst.Try, cst.CSTNode, tuple[str, ...], bool]] = []
+    others = False
+    for node in iter_nodes(module, (cst.Import, cst.ImportFrom)):
+        names = _package_names(node, packages)
+        if names is None:
+            others = others or _imports_package(node, packages)
+            continue
+        unused = tuple(b for b in names if not facts.is_used(b))
+        others = others or len(unused) < len(names)  # a name of it is still used: the import stays
+        guard = facts.guards.get(node)
+        if guard is not None and unused:
+            found.append((guard, node, unused, len(unused) == len(names)))
+    if others:
+        return {}
+    removals = {}
+    for guard, node, unused, whole in found:
+        emptied = sum(1 for g, _, _, w in found if g is guard and w)
+        if emptied < len(guard.body.body):
+            removals[node] = unused
+    return removals
+
+
+def _package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | None:
+    """The names an import of only ``packages`` binds (None: it imports something else too)."""
+    if isinstance(node, cst.ImportFrom):
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return None
+        if (dotted_name(node.module) or "").split(".")[0] not in packages:
+            return None
+        return [b for b in (_bound_name(a, True) for a in node.names) if b]
+    if not all((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names):
+        return None
+    return [b for b in (_bound_name(a, False) for a in node.names) if b]
+
+
+def _imports_package(node: cst.CSTNode, packages: tuple[str, ...]) -> bool:
+    if isinstance(node, cst.ImportFrom):
+        return not node.relative and (dotted_name(node.module) or "").split(".")[0] in packages
+    return any((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names)
+
+
+def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):
+    """Fix: drop the unused aliases of an Import/ImportFrom, or the whole statement."""
+
+    def fix(updated):
+        is_from = isinstance(updated, cst.ImportFrom)
+        kept = [a for a in updated.names if _bound_name(a, is_from) not in unused]
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=kept)
+
+    return fix
+
+
+# --------------------------------------------------------------------------------------------
+# Locating a node again in the updated tree
+
+
+def node_path(root: cst.CSTNode, target: cst.CSTNode) -> list[tuple[str, int | None]] | None:
+    """The (field, index) steps from ``root`` down to ``target`` (by identity), or None."""
+    if root is target:
+        return []
+    for name in root.__dataclass_fields__:
+        value = getattr(root, name)
+        if isinstance(value, cst.CSTNode):
+            sub = node_path(value, target)
+            if sub is not None:
+                return [(name, None), *sub]
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                if isinstance(item, cst.CSTNode):
+                    sub = node_path(item, target)
+                    if sub is not None:
+                        return [(name, index), *sub]
+    return None
+
+
+def follow(root: cst.CSTNode, path: list[tuple[str, int | None]]) -> cst.CSTNode:
+    node = root
+    for name, index in path:
+        node = getattr(node, name)
+        if index is not None:
+            node = node[index]
+    return node

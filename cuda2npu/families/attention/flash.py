@@ -1,0 +1,686 @@
+"""flash-attn → ``torch_npu.npu_fusion_attention`` (NPU401, NPU402), flash-attn APIs without an
+exact NPU counterpart (NPU403), flash-attn's RMSNorm → ``torch_npu.npu_rms_norm`` (NPU404), the
+removal of flash-attn imports nothing uses any more (NPU405) and flash-attn's rotary embedding →
+``torch_npu.npu_rotary_mul`` through a module-level helper (NPU407).
+
+Semantics: docs/reference/torch_npu.md §1 (§1.8 is the template); the flash-attn side
+follows ``Dao-AILab/flash-attention`` ``flash_attn/flash_attn_interface.py`` 2.x.
+
+Decisions worth knowing when reading the code:
+
+* ``q`` (or the packed ``qkv`` / ``kv``) is needed more than once (``head_num``, the default
+  ``scale``, the mask's device). A name, attribute or subscript is repeated; any other expression
+  is hoisted into ``query = <expr>`` just before the statement when the call is the first thing
+  that statement evaluates (so the order of evaluation is unchanged), and reported as manual
+  otherwise. Hoisting and the rewrite are one fix on the statement, so they never apply apart.
+* ``causal=True`` uses a module-level ``functools.lru_cache`` helper ``_npu_causal_mask(device)``
+  (added once per file), so the 2048×2048 mask is built once per device, not once per call.
+* Positional arguments after ``causal`` changed meaning between flash-attn releases (2.0–2.2:
+  ``return_attn_probs``; 2.3+: ``window_size``; 2.6 inserted ``softcap`` before
+  ``alibi_slopes``): a tuple literal in ``window_size``'s position is accepted, anything else
+  must be passed by keyword.
+* ``flash_attn_func`` only takes BSND tensors, so SBND/BNSD code transposes q, k and v at the
+  call. When all three are the same transpose (``transpose``, ``permute``, ``einops.rearrange``),
+  the untransposed tensors are passed as ``"SBH"`` (heads merged by ``flatten(2)``) or
+  ``"BNSD"`` and the output is transposed back to BSND and made contiguous, as flash-attn's
+  output is (code after the call may ``.view()`` it): one copy of the output instead of the
+  kernel copying three transposed inputs. The untransposed ``q`` is
+  what is repeated or hoisted; ``k``/``v`` are used once. Mixed transposes keep BSND.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.attention.common import (
+    CAUSAL_MASK_HELPER,
+    HELPER_IMPORTS,
+    NO_LIMIT,
+    NOT_LITERAL,
+    ROTARY_HELPER,
+    ModuleFacts,
+    Unbindable,
+    ValueUses,
+    arg_value,
+    atom,
+    bind,
+    call_source,
+    code,
+    describe_support,
+    expression,
+    follow,
+    fresh_name,
+    is_pure,
+    literal,
+    literal_arg,
+    may_be_none,
+    missing_imports,
+    node_path,
+    one_minus,
+    plan_guard_removals,
+    plan_import_removals,
+    remove_import_names,
+    support_fix,
+)
+from cuda2npu.families.attention.versions import parse_target
+
+OP = "npu_fusion_attention"
+QKV = ("q", "k", "v")
+TAIL = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "deterministic", "return_attn_probs")
+
+
+@dataclass(frozen=True)
+class FlashSpec:
+    """One flash-attn entry point: its signature and how its tensors map to the NPU call."""
+
+    code: str
+    params: tuple[str, ...]
+    q: str
+    k: str
+    v: str
+    head_num: str  # templates over the parameter names
+    layout: str
+    multi_use: tuple[str, ...]  # parameters the rewrite evaluates more than once; the first holds q
+    cu_seqlens: tuple[str, str] | None = None
+
+    @property
+    def window_index(self) -> int:
+        return self.params.index("window_size")
+
+    @property
+    def base(self) -> str:
+        """The parameter whose tensor gives the head dim and the device (``q`` or ``qkv``)."""
+        return self.multi_use[0]
+
+
+SPECS: dict[str, FlashSpec] = {
+    "flash_attn_func": FlashSpec(
+        "NPU401", ("q", "k", "v", *TAIL), "{q}", "{k}", "{v}", "{q}.shape[2]", "BSND", ("q",)
+    ),
+    "flash_attn_qkvpacked_func": FlashSpec(
+        "NPU401", ("qkv", *TAIL), "{qkv}[:, :, 0]", "{qkv}[:, :, 1]", "{qkv}[:, :, 2]", "{qkv}.shape[3]", "BSND", ("qkv",)
+    ),
+    "flash_attn_kvpacked_func": FlashSpec(
+        "NPU401", ("q", "kv", *TAIL), "{q}", "{kv}[:, :, 0]", "{kv}[:, :, 1]", "{q}.shape[2]", "BSND", ("q", "kv")
+    ),
+    "flash_attn_varlen_func": FlashSpec(
+        "NPU402",
+        ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL, "block_table"),
+        "{q}", "{k}", "{v}", "{q}.shape[1]", "TND", ("q",), ("cu_seqlens_q", "cu_seqlens_k"),
+    ),
+    "flash_attn_varlen_qkvpacked_func": FlashSpec(
+        "NPU402",
+        ("qkv", "cu_seqlens", "max_seqlen", *TAIL),
+        "{qkv}[:, 0]", "{qkv}[:, 1]", "{qkv}[:, 2]", "{qkv}.shape[2]", "TND", ("qkv", "cu_seqlens"), ("cu_seqlens", "cu_seqlens"),
+    ),
+    "flash_attn_varlen_kvpacked_func": FlashSpec(
+        "NPU402",
+        ("q", "kv", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL),
+        "{q}", "{kv}[:, 0]", "{kv}[:, 1]", "{q}.shape[1]", "TND", ("q", "kv"), ("cu_seqlens_q", "cu_seqlens_k"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """A layout q/k/v are held in before a transpose to BSND, and how the NPU call takes them as they are."""
+
+    name: str
+    input_layout: str
+    operand: str  # template over {x}, the untransposed tensor
+    head_num: str  # template over the parameter names
+    output: str  # after ``[0]``: turns the NPU output back into flash-attn's BSND
+    how: str  # for the report
+
+
+SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
+    (1, 0, 2, 3): SourceLayout(
+        "SBND", "SBH", "{x}.flatten(2)", "{q}.shape[2]",
+        ".unflatten(-1, ({q}.shape[2], -1)).transpose(0, 1).contiguous()",
+        'passed as "SBH" without the transpose (heads merged by `flatten(2)`, a view) and the [S, B, N*D] '
+        "output turned back into contiguous BSND by `.unflatten(-1, (N, -1)).transpose(0, 1).contiguous()`",
+    ),
+    (0, 2, 1, 3): SourceLayout(
+        "BNSD", "BNSD", "{x}", "{q}.shape[1]", ".transpose(1, 2).contiguous()",
+        'passed as "BNSD" without the transpose and the output turned back into contiguous BSND by '
+        "`.transpose(1, 2).contiguous()`",
+    ),
+}
+# what this rule's rewrites leave in a file (a guarded flash-attn import made unused by them may go)
+MIGRATED_MARKS = ("npu_fusion_attention", "_npu_apply_rotary_emb", "npu_rms_norm")
+HOIST_NAMES = {"q": "query", "qkv": "qkv_packed", "kv": "kv_packed", "cu_seqlens": "cu_seqlens_npu"}
+FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
+
+UNSUPPORTED = {
+    "flash_attn_with_kvcache": (
+        "writes k/v into the cache in place, applies rotary and reads a paged cache in one kernel; "
+        "on NPU update the cache by hand and call torch_npu.npu_incre_flash_attention / "
+        "npu_fused_infer_attention_score (inference) or npu_fusion_attention"
+    ),
+    "flash_attn_unpadded_func": "flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout=\"TND\"",
+    "flash_attn_unpadded_qkvpacked_func": "flash-attn 1.x API; port to npu_fusion_attention with input_layout=\"TND\" by hand",
+    "flash_attn_unpadded_kvpacked_func": "flash-attn 1.x API; port to npu_fusion_attention with input_layout=\"TND\" by hand",
+}
+UNSUPPORTED_PREFIXES = (
+    ("flash_attn.modules.", "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core"),
+    ("flash_attn.layers.rotary.apply_rotary_emb_torch", "flash-attn's pure-PyTorch rotary reference (x*cos + rotate_half(x)*sin), but flash-attn cannot be installed on an NPU host; copy it into the project"),
+    ("flash_attn.layers.rotary.rotate_half", "pure-PyTorch helper, but flash-attn cannot be installed on an NPU host; copy it into the project"),
+    ("flash_attn.layers.rotary.", "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)"),
+    ("flash_attn.bert_padding.", "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project"),
+    ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
+    ("flash_attn.ops.", "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op"),
+    ("flash_attn_interface.", "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand"),
+    ("flash_attn.", "flash-attn API without an NPU rewrite"),
+)
+# rotary entry points: parameters, and how many may be positional (`seqlen_offsets` came after `inplace` in 2.3)
+ROTARY = {
+    **{f"flash_attn.layers.rotary.{name}": (("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets",
+                                             "cu_seqlens", "max_seqlen"), 5)
+       for name in ("apply_rotary_emb", "apply_rotary_emb_func")},
+    "flash_attn.ops.triton.rotary.apply_rotary": (("x", "cos", "sin", "seqlen_offsets", "cu_seqlens", "max_seqlen",
+                                                   "interleaved", "inplace", "conjugate"), 3),
+}
+RMS_NORM = {
+    "flash_attn.ops.rms_norm.rms_norm": (("x", "weight", "epsilon"), 3, {}),
+    "flash_attn.ops.triton.layer_norm.rms_norm_fn": (
+        ("x", "weight", "bias", "residual", "x1", "weight1", "bias1", "eps", "dropout_p", "rowscale",
+         "prenorm", "residual_in_fp32", "return_dropout_mask"),
+        3,
+        {"bias": None, "residual": None, "x1": None, "weight1": None, "bias1": None, "dropout_p": 0.0,
+         "rowscale": None, "prenorm": False, "residual_in_fp32": None, "return_dropout_mask": False},
+    ),
+}
+
+
+def flash_function(qualified: str | None) -> str | None:
+    """``flash_attn_func`` for ``flash_attn.flash_attn_func`` / ``flash_attn.flash_attn_interface.flash_attn_func``."""
+    if not qualified:
+        return None
+    module, _, name = qualified.rpartition(".")
+    return name if module in FLASH_MODULES else None
+
+
+def _is_dim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -4 <= value < 4
+
+
+def _swap(first: object, second: object) -> tuple[int, ...] | None:
+    """The dimension order of ``X.transpose(first, second)`` for a 4-D ``X``."""
+    if not (_is_dim(first) and _is_dim(second)) or first % 4 == second % 4:
+        return None
+    order = [0, 1, 2, 3]
+    order[first % 4], order[second % 4] = order[second % 4], order[first % 4]
+    return tuple(order)
+
+
+def _order(dims: tuple) -> tuple[int, ...] | None:
+    """The dimension order of ``X.permute(*dims)`` for a 4-D ``X``."""
+    if len(dims) != 4 or not all(_is_dim(d) for d in dims):
+        return None
+    order = tuple(d % 4 for d in dims)
+    return order if sorted(order) == [0, 1, 2, 3] else None
+
+
+def _rearrange_order(pattern: str) -> tuple[int, ...] | None:
+    """The dimension order of a pure einops permutation of a 4-D tensor (``"s b h d -> b s h d"``,
+    ``"s b ... -> b s ..."``); None for patterns that group, split or add axes."""
+    left, arrow, right = pattern.partition("->")
+    if not arrow:
+        return None
+    sides = []
+    for side in (left.split(), right.split()):
+        named = [axis for axis in side if axis != "..."]
+        if len(side) - len(named) > 1 or len(set(named)) != len(named) or not all(a.isidentifier() for a in named):
+            return None
+        if "..." in side:  # the axes it stands for, under names no axis can have
+            index = side.index("...")
+            side[index : index + 1] = [f"...{i}" for i in range(4 - len(named))]
+        if len(side) != 4:
+            return None
+        sides.append(side)
+    left_axes, right_axes = sides
+    if set(left_axes) != set(right_axes):
+        return None
+    return tuple(left_axes.index(axis) for axis in right_axes)
+
+
+def _untransposed(call: cst.Call) -> cst.BaseExpression:
+    """X of a transpose that ``FlashAttention._order_of`` recognised: ``X.transpose(..)``,
+    ``X.permute(..)`` or ``rearrange(X, pattern)``."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("transpose", "permute"):
+        return call.func.value
+    return call.args[0].value
+
+
+class Manual(Exception):
+    """The call cannot be rewritten faithfully; the message says why and what to do."""
+
+
+@dataclass
+class Plan:
+    spec: FlashSpec
+    function: str
+    causal: object  # False | True | "expr"
+    window: bool
+    hoist: dict[str, str] = field(default_factory=dict)  # parameter → variable name
+    notes: list[str] = field(default_factory=list)
+    source: SourceLayout | None = None  # q/k/v are transposed to BSND from this layout
+
+    def operand(self, param: str, arg: cst.Arg) -> cst.BaseExpression:
+        """The expression the rewrite uses for ``param``: without its transpose when q/k/v lose theirs."""
+        if self.source is not None and param in QKV:
+            return _untransposed(arg.value)  # type: ignore[arg-type]
+        return arg.value
+
+
+def _window_parts(node: cst.BaseExpression) -> tuple[object, object]:
+    """(left, right) of a window: ints for literals, source text for expressions."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return tuple(_side(e.value) for e in node.elements)  # type: ignore[return-value]
+    base = atom(node)
+    return (f"{base}[0]", f"{base}[1]")
+
+
+def _side(node: cst.BaseExpression) -> object:
+    value = literal(node)
+    return value if isinstance(value, int) and not isinstance(value, bool) else atom(node)
+
+
+def _tockens(side: object) -> str:
+    """flash-attn's window side (-1 = unbounded) as pre_tockens/next_tockens."""
+    if isinstance(side, int):
+        return str(NO_LIMIT if side < 0 else side)
+    return f"{side} if {side} >= 0 else {NO_LIMIT}"
+
+
+def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
+    """The replacement source for a flash-attn call whose (updated) arguments are ``bound``."""
+    spec = plan.spec
+    codes = {p: (plan.hoist[p] if p in plan.hoist else atom(plan.operand(p, a))) for p, a in bound.items()}
+    fmt = lambda template: template.format(**codes)  # noqa: E731
+    base = codes[spec.base]
+    dim = f"{base}.shape[-1]"
+    mask = f"{CAUSAL_MASK_HELPER}({base}.device)"
+    causal = codes.get("causal")
+    keywords: list[tuple[str, str]] = []
+    if plan.window or plan.causal is True:
+        keywords.append(("atten_mask", mask))
+    elif plan.causal == "expr":
+        keywords.append(("atten_mask", f"{mask} if {causal} else None"))
+
+    scale = bound.get("softmax_scale")
+    if scale is None or literal(scale.value) is None:
+        keywords.append(("scale", f"{dim} ** -0.5"))
+    elif may_be_none(scale.value):
+        keywords.append(("scale", f"{codes['softmax_scale']} if {codes['softmax_scale']} is not None else {dim} ** -0.5"))
+    else:
+        keywords.append(("scale", code(scale.value)))
+    dropout = bound.get("dropout_p")
+    keywords.append(("keep_prob", "1.0" if dropout is None else one_minus(dropout.value)))
+
+    if plan.window:
+        left, right = _window_parts(bound["window_size"].value)
+        keywords.append(("pre_tockens", _tockens(left)))
+        if plan.causal is True:
+            keywords.append(("next_tockens", "0"))
+        elif plan.causal == "expr":
+            keywords.append(("next_tockens", f"0 if {causal} else {_maybe_paren(_tockens(right))}"))
+        else:
+            keywords.append(("next_tockens", _tockens(right)))
+    if spec.cu_seqlens:
+        cu_q, cu_k = (codes[name] for name in spec.cu_seqlens)
+        keywords.append(("actual_seq_qlen", f"{cu_q}[1:].tolist()"))
+        keywords.append(("actual_seq_kvlen", f"{cu_k}[1:].tolist()"))
+    if plan.window:
+        keywords.append(("sparse_mode", "4"))
+    elif plan.causal is True:
+        keywords.append(("sparse_mode", "3"))
+    elif plan.causal == "expr":
+        keywords.append(("sparse_mode", f"3 if {causal} else 0"))
+    source = plan.source
+    if source is None:
+        tensors = [fmt(spec.q), fmt(spec.k), fmt(spec.v)]
+        head_num, layout, output = fmt(spec.head_num), spec.layout, ""
+    else:
+        tensors = [source.operand.format(x=codes[p]) for p in QKV]
+        head_num, layout, output = fmt(source.head_num), source.input_layout, fmt(source.output)
+    positional = [*tensors, head_num, f'"{layout}"']
+    return call_source(f"torch_npu.{OP}", positional, keywords, "[0]" + output)
+
+
+def _maybe_paren(text: str) -> str:
+    return f"({text})" if " if " in text else text
+
+
+@register
+class FlashAttention(ValueUses, Rule):
+    """NPU401–NPU405: flash-attn calls and imports."""
+
+    codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407")
+    triggers = (r"flash_attn",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.facts = ModuleFacts.of(ctx.module)
+        packages = ("flash_attn", "flash_attn_interface")
+        self.removals = plan_import_removals(self.facts, packages)
+        migrated = any(text in ctx.module.code for text in MIGRATED_MARKS)
+        self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
+        self.removals.update(self.guard_removals)
+        self.target = parse_target(self.options.target_torch_npu)
+        self.helpers: list[str] = []
+        self.imports: list[str] = []
+        self.rewrites: list[tuple[str, Tier]] = []
+        self.value_refs: list[tuple[cst.BaseExpression, str, cst.CSTNode | None]] = []
+        self.kept: set[str] = set()  # functions with a call left as it is (manual)
+
+    # ---------------------------------------------------------------- calls
+    def visit_Call(self, node: cst.Call) -> None:
+        self.call_value_uses(node)
+        qualified = self.resolver.qualified_name(node.func)
+        if qualified is None:
+            return
+        function = flash_function(qualified)
+        if function in SPECS:
+            self._attention(node, function)
+        elif qualified in RMS_NORM:
+            self._rms_norm(node, qualified)
+        elif qualified in ROTARY:
+            self._rotary(node, qualified)
+        elif qualified.split(".")[0] in ("flash_attn", "flash_attn_interface"):
+            self._unsupported(node, qualified, function)
+
+    def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
+        if function in UNSUPPORTED:
+            reason = UNSUPPORTED[function]
+        else:
+            reason = next(text for prefix, text in UNSUPPORTED_PREFIXES if qualified.startswith(prefix) or prefix == "flash_attn.")
+        self.report("NPU403", node, f"`{qualified}`: {reason}")
+
+    def _attention(self, node: cst.Call, function: str) -> None:
+        spec = SPECS[function]
+        try:
+            plan, bound = self._plan(node, function, spec)
+        except (Manual, Unbindable) as exc:
+            self.report(spec.code, node, f"`{function}` not rewritten: {exc}", tier=Tier.MANUAL)
+            self.kept.add(function)
+            return
+        message = self._message(plan)
+        if plan.hoist:
+            statement = self.facts.heads[node]
+            path = node_path(statement, node)
+            assert path is not None
+            self.report(spec.code, statement, message, self._hoisting_fix(plan, path))
+        else:
+            self.report(spec.code, node, message, lambda updated: self._rewrite(plan, updated))
+        self._needs(plan)
+
+    def _plan(self, node: cst.Call, function: str, spec: FlashSpec) -> tuple[Plan, dict[str, cst.Arg]]:
+        def positional_ok(index: int, arg: cst.Arg) -> str | None:
+            if index == spec.window_index and isinstance(arg.value, (cst.Tuple, cst.List)):
+                return None
+            return "ambiguous"
+
+        bound = bind(node, spec.params, max_positional=spec.window_index, positional_check=positional_ok)
+        missing = [p for p in spec.params[: spec.params.index("dropout_p")] if p not in bound]
+        if missing:
+            raise Manual(f"required argument `{missing[0]}` is missing")
+        for name, reason in (
+            ("alibi_slopes", "ALiBi: npu_fusion_attention's `pse` is a bias tensor added before scaling "
+             "([B,N,Sq,Skv] or the compressed [B,N,1024,Skv]), not slopes; build it by hand"),
+            ("softcap", "logit soft-capping has no npu_fusion_attention counterpart"),
+            ("return_attn_probs", "npu_fusion_attention returns (out, softmax_max, softmax_sum, ...), "
+             "not flash-attn's (out, softmax_lse, S_dmask); rewrite the consumer by hand"),
+            ("block_table", "paged KV cache (block_table) has no npu_fusion_attention counterpart; "
+             "use npu_fused_infer_attention_score for paged inference"),
+        ):
+            value = literal_arg(bound, name, None)
+            if value not in (None, False, 0, 0.0):
+                raise Manual(f"`{name}=`: {reason}")
+
+        plan = Plan(spec, function, causal=False, window=False)
+        causal = arg_value(bound, "causal")
+        if causal is not None:
+            value = literal(causal)
+            if value is NOT_LITERAL:
+                if not is_pure(causal):
+                    raise Manual("`causal` is an expression with side effects or cost, needed twice "
+                                 "(mask and sparse_mode); assign it to a variable first")
+                plan.causal = "expr"
+            else:
+                plan.causal = bool(value)
+        window = arg_value(bound, "window_size")
+        if window is not None:
+            value = literal(window)
+            if value is NOT_LITERAL:
+                sides = window.elements if isinstance(window, (cst.Tuple, cst.List)) else None
+                if sides is not None and (len(sides) != 2 or not all(is_pure(s.value) for s in sides)):
+                    raise Manual("`window_size` must be a pair of names or numbers")
+                if sides is None and not is_pure(window):
+                    raise Manual("`window_size` is an expression needed twice; assign it to a variable first")
+                plan.window = True
+            elif not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(s, int) for s in value)):
+                raise Manual("`window_size` must be a pair of integers")
+            else:
+                plan.window = value != (-1, -1)
+        scale = arg_value(bound, "softmax_scale")
+        if scale is not None and literal(scale) is not None and may_be_none(scale) and not is_pure(scale):
+            raise Manual("`softmax_scale` may be None at run time (then flash-attn uses 1/sqrt(headdim)) and is "
+                         "an expression with side effects or cost; assign it to a variable first")
+        if "deterministic" in bound:
+            plan.notes.append("`deterministic` dropped (it selects flash-attn's CUDA backward kernel)")
+        if any(p in bound for p in ("max_seqlen_q", "max_seqlen_k", "max_seqlen")):
+            plan.notes.append("max_seqlen dropped (npu_fusion_attention reads the lengths from actual_seq_*len)")
+        self._plan_source_layout(plan, bound)
+        self._plan_hoisting(node, plan, bound)
+        problems = self.target.unsupported(OP, ["atten_mask", "scale", "keep_prob", "sparse_mode"])
+        if problems:
+            raise Manual("; ".join(problems))
+        return plan, bound
+
+    def _plan_source_layout(self, plan: Plan, bound: dict[str, cst.Arg]) -> None:
+        """Drop the transposes when q, k and v of ``flash_attn_func`` are all the same SBND/BNSD → BSND one.
+
+        The packed forms keep BSND: their packing dimension makes the source layout ambiguous.
+        """
+        if plan.function != "flash_attn_func":
+            return
+        orders = [self._order_of(bound[p].value) for p in QKV]
+        if orders[0] in SOURCE_LAYOUTS and orders.count(orders[0]) == len(QKV):
+            plan.source = SOURCE_LAYOUTS[orders[0]]
+        elif any(order in SOURCE_LAYOUTS for order in orders):
+            plan.notes.append("q/k/v are not all transposed from the same layout: passed as BSND, transposes kept")
+
+    def _order_of(self, node: cst.BaseExpression) -> tuple[int, ...] | None:
+        """The dimension order a transpose of a 4-D tensor gives (``(1, 0, 2, 3)`` for ``X.transpose(0, 1)``),
+        for ``X.transpose(a, b)``, ``X.permute(...)`` and ``einops.rearrange(X, pattern)``; None otherwise."""
+        if not isinstance(node, cst.Call) or any(a.keyword or a.star for a in node.args):
+            return None
+        values = [literal(a.value) for a in node.args]
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method == "transpose" and len(values) == 2:
+            return _swap(*values)
+        if method == "permute":
+            return _order(values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values))
+        rearrange = self.resolver.qualified_name(node.func) == "einops.rearrange"
+        if rearrange and len(values) == 2 and isinstance(values[1], str):
+            return _rearrange_order(values[1])
+        return None
+
+    def _plan_hoisting(self, node: cst.Call, plan: Plan, bound: dict[str, cst.Arg]) -> None:
+        spec = plan.spec
+        needs = [p for p in spec.multi_use if p in bound and not is_pure(plan.operand(p, bound[p]))]
+        if not needs:
+            return
+        reason = (f"`{needs[0]}` is an expression needed more than once (head_num, scale, mask device); "
+                  f"assign it to a variable first")
+        if node not in self.facts.heads:
+            raise Manual(reason)
+        taken: set[str] = set()
+        for arg in node.args:  # every argument evaluated before a hoisted one must be harmless to reorder
+            name = next(p for p, a in bound.items() if a is arg)
+            if name in needs:
+                plan.hoist[name] = fresh_name(self.resolver, HOIST_NAMES[name], taken)
+                taken.add(plan.hoist[name])
+                if len(plan.hoist) == len(needs):
+                    break
+            elif not is_pure(arg.value):
+                raise Manual(reason)
+
+    def _message(self, plan: Plan) -> str:
+        spec = plan.spec
+        layout = spec.layout if plan.source is None else plan.source.input_layout
+        parts = [f"`{plan.function}` → `torch_npu.{OP}(..., \"{layout}\")[0]` with scale passed explicitly "
+                 f"(the NPU default is 1.0) and keep_prob = 1 - dropout_p"]
+        if plan.source is not None:
+            parts.append(f"q/k/v are {plan.source.name} transposed to BSND: {plan.source.how}")
+        if plan.window:
+            parts.append("window_size → sparse_mode=4 band with pre_tockens/next_tockens (bottom-right origin; "
+                         "the Sq != Skv offset is INFERRED in the reference)")
+        elif plan.causal:
+            parts.append("causal → compressed mask with sparse_mode=3 (bottom-right, as flash-attn ≥ 2.1)")
+        if spec.cu_seqlens:
+            parts.append("cu_seqlens → cumulative actual_seq_qlen/actual_seq_kvlen lists (a host sync per call)")
+        if plan.hoist:
+            parts.append("hoists " + ", ".join(f"`{p}` into `{n}`" for p, n in plan.hoist.items()) + " to evaluate it once")
+        return "; ".join(parts + plan.notes)
+
+    def _rewrite(self, plan: Plan, updated: cst.Call) -> cst.BaseExpression:
+        bound = bind(updated, plan.spec.params, max_positional=None)
+        return expression(render(plan, bound))
+
+    def _hoisting_fix(self, plan: Plan, path):
+        def fix(statement: cst.SimpleStatementLine):
+            call = follow(statement, path)
+            if not isinstance(call, cst.Call):
+                raise ValueError("the call moved")
+            bound = bind(call, plan.spec.params, max_positional=None)
+            lines = [cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()]
+            lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
+            rewritten = statement.deep_replace(call, expression(render(plan, bound)))
+            return cst.FlattenSentinel([*lines, rewritten.with_changes(leading_lines=[])])
+
+        return fix
+
+    def _needs(self, plan: Plan) -> None:
+        self.rewrites.append((plan.spec.code, Tier.NUMERIC))
+        if plan.causal or plan.window:
+            self.helpers.append(CAUSAL_MASK_HELPER)
+            self.imports.extend(HELPER_IMPORTS[CAUSAL_MASK_HELPER])
+
+    # ---------------------------------------------------------------- rms norm
+    def _rms_norm(self, node: cst.Call, qualified: str) -> None:
+        params, positional, required = RMS_NORM[qualified]
+        short = qualified.rsplit(".", 1)[1]
+        try:
+            bound = bind(node, params, max_positional=positional)
+            if "x" not in bound or "weight" not in bound:
+                raise Manual("`x` and `weight` are required")
+            for name, default in required.items():
+                if literal_arg(bound, name, default) not in (default, None, False, 0, 0.0):
+                    raise Manual(f"`{name}=` (fused residual/dropout/bias) has no npu_rms_norm counterpart")
+        except (Manual, Unbindable) as exc:
+            self.report("NPU404", node, f"`{short}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+        eps_name = "epsilon" if "epsilon" in params else "eps"
+
+        def fix(updated: cst.Call) -> cst.BaseExpression:
+            b = bind(updated, params, max_positional=None)
+            eps = code(b[eps_name].value) if eps_name in b else "1e-6"
+            return expression(f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]")
+
+        self.report("NPU404", node, f"`{short}` → `torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]` (same math, "
+                    f"computed in fp32 and cast to x's dtype)", fix)
+        self.rewrites.append(("NPU404", Tier.NUMERIC))
+
+    # ---------------------------------------------------------------- rotary embedding
+    def _rotary(self, node: cst.Call, qualified: str) -> None:
+        params, positional = ROTARY[qualified]
+        short = qualified.rsplit(".", 1)[1]
+        try:
+            bound = bind(node, params, max_positional=positional)
+            if not all(p in bound for p in ("x", "cos", "sin")):
+                raise Manual("`x`, `cos` and `sin` are required")
+            if literal_arg(bound, "inplace", False) is not False:
+                raise Manual("`inplace=True` rotates x in place; assign the result to x instead")
+            if literal_arg(bound, "seqlen_offsets", 0) != 0:
+                raise Manual("`seqlen_offsets` (KV-cache positions): slice cos/sin by the offsets and pass them")
+            if literal_arg(bound, "conjugate", False) is not False:
+                raise Manual("`conjugate=True` (the backward rotation): pass `-sin` to the rewritten call instead")
+            if literal_arg(bound, "cu_seqlens", None) is not None:
+                raise Manual("packed sequences (`cu_seqlens`): gather cos/sin per token and call "
+                             "torch_npu.npu_rotary_mul on the [T, N, D] tensor")
+            problems = self.target.unsupported("npu_rotary_mul", ["rotary_mode"])
+            if problems:
+                raise Manual("; ".join(problems))
+        except (Manual, Unbindable) as exc:
+            self.report("NPU407", node, f"`{short}` not rewritten: {exc}", tier=Tier.MANUAL)
+            return
+
+        def fix(updated: cst.Call) -> cst.BaseExpression:
+            b = bind(updated, params, max_positional=None)
+            args = [code(b[p].value) for p in ("x", "cos", "sin")]
+            if "interleaved" in b:
+                args.append(f"interleaved={code(b['interleaved'].value)}")
+            return expression(f"{ROTARY_HELPER}({', '.join(args)})")
+
+        self.report("NPU407", node, f"`{short}` → `{ROTARY_HELPER}(x, cos, sin, interleaved)`, a module-level helper "
+                    "calling torch_npu.npu_rotary_mul with cos/sin widened to the rotated channels (`half` mode for "
+                    "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through", fix)
+        self.rewrites.append(("NPU407", Tier.NUMERIC))
+        self.helpers.append(ROTARY_HELPER)
+        self.imports.extend(HELPER_IMPORTS[ROTARY_HELPER])
+
+    # ---------------------------------------------------------------- uses other than calls
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        qualified = self.resolver.qualified_name(expr)
+        name = flash_function(qualified) if flash_function(qualified) in SPECS else qualified
+        if name in SPECS or name in RMS_NORM or name in ROTARY:
+            self.value_refs.append((expr, name, self.ctx.statement))
+
+    def _value_uses(self) -> None:
+        """A flash-attn function whose calls this rule rewrites (none of them is left as it is), used as a
+        value (a guard, an alias): the use keeps needing flash-attn, so it is reported where it is."""
+        for expr, name, statement in self.value_refs:
+            if name in self.kept:
+                continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
+            self.report_in(statement, "NPU403", expr, f"`{code(expr)}` used other than by calling it: its calls are "
+                           "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
+                           "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
+                           "call through an alias is not migrated): replace it by hand")
+
+    # ---------------------------------------------------------------- imports and module support
+    def visit_Import(self, node: cst.Import) -> None:
+        self._import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._import(node)
+
+    def _import(self, node: cst.CSTNode) -> None:
+        unused = self.removals.get(node)
+        if unused:
+            names = ", ".join(f"`{n}`" for n in unused)
+            guard = ("; it sat in a `try` guard, so the code after it (an availability flag) now runs the rewritten "
+                     "calls instead of never running on an NPU host" if node in self.guard_removals else "")
+            self.report("NPU405", node, f"flash-attn import of {names} is unused (flash-attn cannot be installed on "
+                        f"an NPU host); removed{guard}", remove_import_names(node, unused), needs_torch_npu=False)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self._value_uses()
+        if not self.rewrites or not self.options.fix:
+            return
+        imports = missing_imports(self.resolver, original_node, self.imports)
+        if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
+            imports.append("torch")  # the engine adds `import torch_npu` next to a torch import
+        helpers = [h for h in dict.fromkeys(self.helpers) if not self.resolver.is_bound(h)]
+        if imports or helpers:
+            # under a code that is enabled (the calls of an ignored code are not rewritten)
+            code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
+            imports = list(dict.fromkeys(imports))
+            self.report(code_, original_node, describe_support(imports, helpers), support_fix(imports, helpers),
+                        tier=tier, needs_torch_npu=False)

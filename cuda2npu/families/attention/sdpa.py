@@ -1,0 +1,188 @@
+"""``F.scaled_dot_product_attention`` → ``torch_npu.npu_fusion_attention`` (NPU406, opt-in).
+
+torch_npu already sends many SDPA calls on NPU tensors to the fused kernel (docs/reference/torch_npu.md
+§1.8), so this rewrite is opt-in: ``--fuse-sdpa`` (``options.fuse_sdpa``) or selecting NPU406 by
+its full code. It follows torch_npu's own mapping: layout BNSD, ``head_num = q.shape[1]``, scale
+1/sqrt(E) unless given, ``keep_prob = 1 - dropout_p``, a boolean ``attn_mask`` inverted (NPU:
+True = masked out), ``is_causal`` → the compressed 2048×2048 mask with ``sparse_mode=2``
+(SDPA aligns causal masks top-left). A mask that is visibly float (an additive mask) is
+reported, not rewritten: npu_fusion_attention only takes boolean masks.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.attention.common import (
+    CAUSAL_MASK_HELPER,
+    HELPER_IMPORTS,
+    NOT_LITERAL,
+    ModuleFacts,
+    Unbindable,
+    arg_value,
+    atom,
+    bind,
+    call_source,
+    code,
+    describe_support,
+    expression,
+    follow,
+    fresh_name,
+    is_pure,
+    literal,
+    may_be_none,
+    missing_imports,
+    node_path,
+    one_minus,
+    support_fix,
+)
+
+CODE = "NPU406"
+SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
+PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+FLOAT_HINTS = ("float", "-inf", "finfo", "masked_fill", "zeros", "full", "half", "bfloat16", "float16", "float32")
+
+
+class Manual(Exception):
+    pass
+
+
+def _visibly_float(mask: cst.BaseExpression) -> bool:
+    """Masks that are additive float masks by construction (``.float()``, ``-inf``, ``masked_fill``...)."""
+    text = code(mask)
+    return any(hint in text for hint in FLOAT_HINTS)
+
+
+def _optional(mask: cst.BaseExpression) -> bool:
+    """A name or attribute may hold None (``attention_mask=None``); a call, subscript or operator result not."""
+    return isinstance(mask, (cst.Name, cst.Attribute))
+
+
+@register
+class ScaledDotProductAttention(Rule):
+    codes = (CODE,)
+    triggers = (r"scaled_dot_product_attention",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.facts = ModuleFacts.of(ctx.module)
+        self.uses_mask_helper = False
+        self.rewrote = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.resolver.qualified_name(node.func) not in SDPA:
+            return
+        try:
+            plan = self._plan(node)
+        except (Manual, Unbindable) as exc:
+            self.report(CODE, node, f"`scaled_dot_product_attention` not fused: {exc}", tier=Tier.MANUAL)
+            return
+        causal, hoist = plan
+        message = (
+            "`scaled_dot_product_attention` → `torch_npu.npu_fusion_attention(..., \"BNSD\")[0]`: needs 4-D "
+            "[B, N, S, E] tensors; a boolean attn_mask is inverted (NPU: True = masked out) and must be "
+            "[B,N,Sq,Skv], [B,1,Sq,Skv], [1,1,Sq,Skv] or [Sq,Skv]; scale and keep_prob passed explicitly"
+        )
+        if causal:
+            message += "; is_causal → compressed mask with sparse_mode=2 (top-left, as SDPA)"
+            self.uses_mask_helper = True
+        if any(a.keyword is not None and a.keyword.value == "enable_gqa" for a in node.args):
+            message += "; `enable_gqa` dropped (the NPU op groups query heads onto key/value heads itself)"
+        self.rewrote = True
+        if hoist:
+            statement = self.facts.heads[node]
+            path = node_path(statement, node)
+            self.report(CODE, statement, message + f"; hoists the query expression into `{hoist}` to evaluate it once",
+                        self._hoisting_fix(path, causal, hoist))
+        else:
+            self.report(CODE, node, message, lambda updated: expression(self._render(updated, causal, None)))
+
+    def _plan(self, node: cst.Call):
+        bound = bind(node, PARAMS, max_positional=6)
+        for name in ("query", "key", "value"):
+            if name not in bound:
+                raise Manual(f"`{name}` is missing")
+        mask = arg_value(bound, "attn_mask")
+        causal = arg_value(bound, "is_causal")
+        causal_value = False if causal is None else literal(causal)
+        if causal_value is NOT_LITERAL:
+            if not is_pure(causal):
+                raise Manual("`is_causal` is an expression needed twice; assign it to a variable first")
+            causal_value = "expr"
+        if mask is not None and literal(mask) is not None:
+            if causal_value:
+                raise Manual("both `attn_mask` and `is_causal` are given (SDPA rejects that)")
+            if _visibly_float(mask):
+                raise Manual("float (additive) `attn_mask`: npu_fusion_attention takes boolean masks only "
+                             "(True = masked out); convert it, e.g. `mask == float('-inf')`, then rewrite")
+        scale = arg_value(bound, "scale")
+        if scale is not None and literal(scale) is not None and may_be_none(scale) and not is_pure(scale):
+            raise Manual("`scale` may be None at run time and is needed twice; assign it to a variable first")
+        hoist = None
+        if not is_pure(bound["query"].value):
+            first = node.args[0]
+            if node not in self.facts.heads or first is not bound["query"]:
+                raise Manual("`query` is an expression needed more than once (head_num, scale); assign it first")
+            hoist = fresh_name(self.resolver, "query")
+        return causal_value, hoist
+
+    def _render(self, call: cst.Call, causal, hoist: str | None) -> str:
+        bound = bind(call, PARAMS)
+        codes = {p: atom(a.value) for p, a in bound.items()}
+        if hoist:
+            codes["query"] = hoist
+        q = codes["query"]
+        dim = f"{q}.shape[-1]"
+        keywords: list[tuple[str, str]] = []
+        mask = arg_value(bound, "attn_mask")
+        helper = f"{CAUSAL_MASK_HELPER}({q}.device)"
+        if causal is True:
+            keywords.append(("atten_mask", helper))
+        elif causal == "expr":
+            keywords.append(("atten_mask", f"{helper} if {codes['is_causal']} else None"))
+        elif mask is not None and literal(mask) is not None:
+            inverted = f"~{codes['attn_mask']}"
+            if _optional(mask):
+                inverted = f"{inverted} if {codes['attn_mask']} is not None else None"
+            keywords.append(("atten_mask", inverted))
+        scale = arg_value(bound, "scale")
+        if scale is None or literal(scale) is None:
+            keywords.append(("scale", f"{dim} ** -0.5"))
+        elif may_be_none(scale):
+            keywords.append(("scale", f"{codes['scale']} if {codes['scale']} is not None else {dim} ** -0.5"))
+        else:
+            keywords.append(("scale", code(scale)))
+        dropout = arg_value(bound, "dropout_p")
+        keywords.append(("keep_prob", "1.0" if dropout is None else one_minus(dropout)))
+        if causal is True:
+            keywords.append(("sparse_mode", "2"))
+        elif causal == "expr":
+            keywords.append(("sparse_mode", f"2 if {codes['is_causal']} else 0"))
+        positional = [q, codes["key"], codes["value"], f"{q}.shape[1]", '"BNSD"']
+        return call_source("torch_npu.npu_fusion_attention", positional, keywords, "[0]")
+
+    def _hoisting_fix(self, path, causal, hoist: str):
+        def fix(statement: cst.SimpleStatementLine):
+            call = follow(statement, path)
+            if not isinstance(call, cst.Call):
+                raise ValueError("the call moved")
+            query = bind(call, PARAMS)["query"].value
+            line = cst.parse_statement(f"{hoist} = {code(query)}\n").with_changes(leading_lines=statement.leading_lines)
+            rewritten = statement.deep_replace(call, expression(self._render(call, causal, hoist)))
+            return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
+
+        return fix
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self.rewrote or not self.options.fix:
+            return
+        imports = missing_imports(self.resolver, original_node, HELPER_IMPORTS[CAUSAL_MASK_HELPER] if self.uses_mask_helper else ())
+        if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
+            imports.append("torch")
+        helpers = [CAUSAL_MASK_HELPER] if self.uses_mask_helper and not self.resolver.is_bound(CAUSAL_MASK_HELPER) else []
+        if imports or helpers:
+            self.report(CODE, original_node, describe_support(imports, helpers), support_fix(imports, helpers),
+                        needs_torch_npu=False)

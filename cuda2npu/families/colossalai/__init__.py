@@ -1,0 +1,1 @@
+"""ColossalAI rules (keep mode and native mode)."""

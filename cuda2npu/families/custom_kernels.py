@@ -1,0 +1,209 @@
+"""Custom CUDA code that no rewrite can port (NPU602–NPU606, tier manual)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.apex.common import APEX_EXTENSIONS, APEX_ROOTS
+from cuda2npu.families.apex.imports import _catches_import_error
+
+CUDA_LIBRARIES = {
+    "pycuda": "PyCUDA drives the CUDA driver API",
+    "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",
+    "numba.cuda": "numba.cuda compiles CUDA kernels",
+}
+SHELL_CALLS = {"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "subprocess.Popen", "os.system", "os.popen"}
+EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+
+
+def _mentions_cu_sources(node: cst.Call) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda"}:
+            return True
+        for element in getattr(arg.value, "elements", ()):
+            value = string_value(getattr(element, "value", None))
+            if value is not None and value.endswith(".cu"):
+                return True
+    return False
+
+
+def _strings_in(node: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_SimpleString(self, s: cst.SimpleString) -> None:
+            value = string_value(s)
+            if value is not None:
+                found.append(value)
+
+    walk(node, Collector())
+    return found
+
+
+@register
+class CustomKernels(Rule):
+    codes = ("NPU602", "NPU603", "NPU605")
+    triggers = (r"CUDAExtension", r"cpp_extension", r"triton", r"nvidia-smi")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        if qualified == "torch.utils.cpp_extension.CUDAExtension" or (
+            qualified in EXTENSION_LOADERS and _mentions_cu_sources(node)
+        ):
+            self.report(
+                "NPU602",
+                node,
+                "CUDA C++ extension: port the kernel to Ascend C (or torch ops) and build with torch_npu's NpuExtension",
+            )
+        elif qualified in SHELL_CALLS and any("nvidia-smi" in s for s in _strings_in(node)):
+            self.report("NPU605", node, "`nvidia-smi` does not exist on NPU hosts; use `npu-smi info`")
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """One finding per kernel, at its first Triton decorator (``@triton.autotune`` above ``@triton.jit``)."""
+        for decorator in node.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if (self.resolver.qualified_name(target) or "") in TRITON_KERNEL_DECORATORS:
+                self.report("NPU603", decorator, "Triton kernel: Triton targets CUDA here; use torch ops or an Ascend kernel")
+                return
+
+
+TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
+EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?")
+DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+
+
+def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build."""
+    names: set[str] = set()
+    for path in paths:
+        if path.name == "setup.py":
+            try:
+                names.update(match.group(2) for match in DECLARED_EXTENSION.finditer(path.read_text(errors="replace")))
+            except OSError:
+                continue
+    return tuple(sorted(names))
+
+
+def shadowing_modules(paths: list[Path], declared: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The project's own top-level packages and modules that NPU606 would take for CUDA-only ones
+    (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency)."""
+    packages = {path.parent for path in paths if path.name == "__init__.py"}
+    tops = {directory.name for directory in packages if directory.parent not in packages}
+    tops |= {path.stem for path in paths if path.suffix == ".py" and path.parent not in packages}
+    return tuple(sorted(name for name in tops if cuda_only_module(name, declared) is not None))
+
+
+def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> str | None:
+    """Why importing ``module`` fails on an NPU host (rules/tables/cuda_only_modules.toml), else None.
+
+    ``declared``: the project's CUDAExtension modules; ``local``: its own modules of such names.
+    """
+    if module.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS + local:
+        return None  # apex is the apex rules' (NPU324/NPU330)
+    data = table("cuda_only_modules")
+    matches = [p for p in data["modules"] if module == p or module.startswith(p + ".")]
+    if matches:
+        return data["modules"][max(matches, key=len)]
+    if module in declared or ("." not in module and EXTENSION_NAME.fullmatch(module)):
+        return data["extension"]["note"]
+    return None
+
+
+AVAILABILITY = re.compile(r"(?i)\w+_available|has_\w+|have_\w+|\w+_installed|find_spec")
+
+
+def _guards_import(test: cst.BaseExpression) -> bool:
+    """``if TYPE_CHECKING:`` or an availability probe (``if is_xformers_available():``, ``if HAVE_TE:``);
+    ``torch.cuda.is_available()`` is a device check, true on NPU once migrated."""
+    names: list[str] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.append(node.value)
+
+    walk(test, Names())
+    return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
+
+
+@register
+class CudaOnlyImports(Rule):
+    """NPU604 (a CUDA-only library imported anywhere) and NPU606 (a CUDA-only module imported at
+    module level), both only where nothing guards the import: the file fails on an NPU host."""
+
+    codes = ("NPU604", "NPU606")
+    triggers = (r"pycuda", r"cupy", r"numba", r"\btriton\b", r"transformer_engine", r"flash_attn", r"xformers",
+                r"\bcuda\b", r"_(?:cuda|CUDA)")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._guarded: set[cst.CSTNode] = set()  # try bodies catching ImportError, availability-probed if bodies
+        self._functions: set[cst.CSTNode] = set()  # function bodies: not run at import time
+        self._depth = {"guarded": 0, "function": 0}  # how many of those blocks enclose the current node
+
+    def visit_Try(self, node: cst.Try) -> None:
+        if any(_catches_import_error(h) for h in node.handlers):
+            self._guarded.add(node.body)
+
+    def visit_If(self, node: cst.If) -> None:
+        if _guards_import(node.test):
+            self._guarded.add(node.body)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.add(node.body)
+
+    def _enter(self, block: cst.CSTNode, step: int) -> None:
+        self._depth["guarded"] += step * (block in self._guarded)
+        self._depth["function"] += step * (block in self._functions)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._enter(node, 1)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._enter(original_node, -1)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._enter(node, 1)
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
+        self._enter(original_node, -1)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        if self._depth["guarded"]:
+            return
+        for alias in node.names:
+            self._library(alias, dotted_name(alias.name) or "")
+        self._module_level(node, [dotted_name(alias.name) or "" for alias in node.names])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if self._depth["guarded"] or node.module is None or node.relative:
+            return
+        module = dotted_name(node.module) or ""
+        names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
+        candidates = [module, *(f"{module}.{n}" for n in names)]
+        self._library(node, *candidates)
+        self._module_level(node, candidates)
+
+    def _library(self, node: cst.CSTNode, *candidates: str) -> None:
+        for candidate in candidates:
+            for library, reason in CUDA_LIBRARIES.items():
+                if candidate == library or candidate.startswith(library + "."):
+                    self.report("NPU604", node, f"`{library}`: {reason}; no NPU equivalent")
+                    return
+
+    def _module_level(self, node: cst.CSTNode, modules: list[str]) -> None:
+        if self._depth["function"]:
+            return
+        for module in modules:
+            note = cuda_only_module(module, self.options.cuda_extensions, self.options.local_modules)
+            if note is not None:
+                self.report("NPU606", node, f"`{module}` cannot be imported on an NPU host: {note}")
+                return

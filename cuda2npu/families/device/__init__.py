@@ -1,0 +1,1 @@
+"""torch.cuda APIs, device strings and arguments, CUDA environment variables."""

@@ -1,0 +1,508 @@
+"""``torch.cuda.*`` → ``torch.npu.*`` (NPU103), ``torch.cuda.amp`` → NPU AMP (NPU106) and
+torch.cuda APIs with no NPU counterpart (NPU601). Mapping data: ``rules/tables/torch_cuda_api.toml``;
+the keywords of every rewritten call are checked against ``rules/tables/torch_npu_signatures.toml``.
+
+Left alone: a ``torch.cuda.is_available()`` whose value switches on a CUDA-only feature (reported,
+tier review: on NPU the feature must stay off), and code that already handles NPU next to CUDA
+(``if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...``, ``{"cuda": ..., "npu": ...}``).
+``torch._C._cuda_*`` bindings are reported with their ``torch_npu._C._npu_*`` counterpart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.device.cuda_api_checks import (
+    CallCheck,
+    adapt_keywords,
+    boolean_parts,
+    check_call,
+    cuda_library,
+    feature_word,
+    signature,
+)
+from cuda2npu.families.npu_aware import is_cuda_alternative
+
+
+@dataclass(frozen=True)
+class Api:
+    """What ``torch.cuda[.<sub>].<name>`` is on NPU."""
+
+    status: str  # renamed | review | unchanged | unsupported
+    note: str = ""
+    npu: str = ""  # the name under torch.npu (``mstx.annotate``)
+    code: str = "NPU103"
+
+
+def _api(sub: str, name: str) -> Api:
+    api = table("torch_cuda_api")
+    if sub:
+        module = api["submodules"][sub]
+        renamed = module["renamed"]
+        code = module.get("code", "NPU103")
+        if name in renamed:
+            new = renamed[name] if isinstance(renamed, dict) else name
+            return Api("renamed", npu=f"{module['target']}.{new}", code=code)
+        return Api("unsupported", module.get("notes", {}).get(name) or module["other"].format(name=name), code=code)
+    if name in api["unchanged"]:
+        return Api("unchanged")
+    if name in api["renamed"]:
+        return Api("renamed", npu=name)
+    if name in api["submodules"] and name not in api["unsupported"]:
+        module = api["submodules"][name]
+        return Api("renamed", npu=module["target"], code=module.get("code", "NPU103"))
+    for status in ("review", "unsupported"):
+        if name in api[status]:
+            return Api(status, api[status][name], npu=name)
+    return Api("unsupported", f"`torch.cuda.{name}` is not in torch.npu's API")
+
+
+def _chain(dotted: str) -> cst.BaseExpression:
+    parts = dotted.split(".")
+    node: cst.BaseExpression = cst.Name(parts[0])
+    for part in parts[1:]:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
+
+
+def _npu_module(module: str) -> str | None:
+    """``torch.cuda`` → ``torch_npu.npu``; ``torch.cuda.memory`` → ``torch_npu.npu.memory``."""
+    if module == "torch.cuda":
+        return "torch_npu.npu"
+    sub = module.removeprefix("torch.cuda.")
+    spec = table("torch_cuda_api")["submodules"].get(sub) if module.startswith("torch.cuda.") else None
+    return f"torch_npu.npu.{spec['target']}" if spec and spec["importable"] else None
+
+
+def _cuda_to_npu(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``<x>.cuda`` → ``<x>.npu``; a bare name (bound by a rewritten import) stays."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "cuda":
+        return node.with_changes(attr=cst.Name("npu"))
+    return node
+
+
+@register
+class TorchCudaApi(Rule):
+    codes = ("NPU103", "NPU106", "NPU601")
+    triggers = (r"\bcuda\b", r"\b_cuda")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._skip: set[cst.CSTNode] = set()  # attributes a finding on an enclosing one covers
+        self._blocked: dict[cst.CSTNode, str] = {}  # call.func → why the call stays torch.cuda (manual)
+        self._properties: dict[cst.CSTNode, str | None] = {}  # get_device_properties func → empty field read
+        self._switches: dict[cst.CSTNode, str] = {}  # is_available attribute → the feature it gates
+        self._switch_parts: set[cst.CSTNode] = set()  # attributes of a switch's expression: stay as written
+        self._guards: list[tuple[cst.If, set[str]]] = []  # `if hasattr(_C, "_cuda_x"):` → names
+        self._scopes: list[cst.ClassDef | cst.FunctionDef] = []  # enclosing classes and functions
+        self._target = parse_target(self.options.target_torch_npu)
+        self._calls: dict[str, list[tuple[str, cst.Call]]] | None = None  # first name → calls (on demand)
+        self._kept_aliases: set[str] = set()  # `from torch import cuda as tc` kept for a call `tc` serves
+
+    # --- context: hasattr guards, feature switches ---------------------------------------------
+
+    def visit_If(self, node: cst.If) -> None:
+        names = _hasattr_names(node.test)
+        if names:
+            self._guards.append((node, names))
+        self._mark_switch(node.test, lambda: _operand_feature(node.test))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._mark_switch(node.test, lambda: _operand_feature(node.test))
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if self._guards and self._guards[-1][0] is original_node:
+            self._guards.pop()
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = node.key.evaluated_value if isinstance(node.key, cst.SimpleString) else None
+        if isinstance(key, str):
+            self._mark_switch(node.value, lambda: (feature_word(key), f"`{key}`"))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._scopes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._scopes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+
+    def _scope_feature(self) -> tuple[str | None, str]:
+        """A feature word of the enclosing function or class (a returned value is its answer)."""
+        for scope in reversed(self._scopes):
+            word = feature_word(scope.name.value)
+            if word:
+                return word, f"`{scope.name.value}`"
+        return None, ""
+
+    def _returns(self, name: str | None) -> bool:
+        """Whether the innermost function returns the local ``name`` (``return cuda_available``)."""
+        function = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), None)
+        return function is not None and name in _returned_names(function)
+
+    def _mark_switch(self, value: cst.BaseExpression | None, word_and_place) -> None:
+        """Record the ``torch.cuda.is_available()`` calls ``value`` is made of as a feature switch,
+        when ``word_and_place()`` (called only then) names a CUDA-only feature."""
+        if value is None:
+            return
+        calls = [
+            p.func for p in boolean_parts(value)
+            if isinstance(p, cst.Call) and isinstance(p.func, cst.Attribute) and p.func.attr.value == "is_available"
+            and self.resolver.qualified_name(p.func) == "torch.cuda.is_available"
+        ]
+        if not calls:
+            return
+        word, where = word_and_place()
+        if word:
+            self._switches.update((func, f"{where}: {word}") for func in calls)
+            self._switch_parts.update(_attributes(value))  # `... and torch.cuda.get_device_capability()[0] >= 7`
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = _target_name(target.target)
+            self._mark_switch(node.value, lambda n=name: (feature_word(n), f"`{n}`"))
+            self._mark_switch(node.value, lambda n=name: self._scope_feature() if self._returns(n) else (None, ""))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        name = _target_name(node.target)
+        self._mark_switch(node.value, lambda: (feature_word(name), f"`{name}`"))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._mark_switch(node.default, lambda: (feature_word(node.name.value), f"`{node.name.value}=`"))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._mark_switch(node.value, self._scope_feature)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        library = cuda_library(qualified)
+        for arg in node.args:
+            if library:
+                self._mark_switch(arg.value, lambda: (library, f"an argument of `{qualified}`"))
+            elif arg.keyword is not None and not qualified.startswith("torch."):  # torch's own `fused=` dispatch by device
+                keyword = arg.keyword.value
+                self._mark_switch(arg.value, lambda k=keyword: (feature_word(k), f"`{k}=`"))
+        if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx.module, node):
+            self._check_arguments(node, qualified)
+
+    # --- torch.cuda calls whose arguments torch_npu does not take ---------------------------------
+
+    def _argument_check(self, node: cst.Call, qualified: str) -> tuple[Api, CallCheck] | None:
+        """How the arguments of ``qualified(...)`` fit the torch_npu callable it would become."""
+        split = _split(qualified)
+        api = _api(*split) if split else None
+        if api is None or api.status not in ("renamed", "review"):
+            return None
+        entry = signature(api.npu)
+        if entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
+            return api, CallCheck(blockers=[f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}"])
+        return api, check_call(node, api.npu)
+
+    def _check_arguments(self, node: cst.Call, qualified: str) -> None:
+        found = self._argument_check(node, qualified)
+        if found is None or node.func in self._switches:
+            return
+        api, check = found
+        if check.blockers and isinstance(node.func, cst.Attribute):
+            self._blocked[node.func] = "; ".join(check.blockers)
+        elif check.blockers:  # `Event(...)` imported from torch.cuda: its import is kept too
+            self.report("NPU601", node, f"`{qualified}(...)` kept: {'; '.join(check.blockers)}")
+        elif check.renames or check.drops:
+            changes = [f"`{k}=` → `{v}=`" for k, v in check.renames.items()]
+            changes += [f"`{k}=` dropped (torch.npu.{api.npu} has no such parameter; the value was torch.cuda's default)" for k in check.drops]
+            tier = Tier.REVIEW if check.drops else None
+            self.report(api.code, node, f"`{qualified}` keywords: {', '.join(changes)}", lambda c, k=check: adapt_keywords(c, k), tier=tier)
+
+    def _blocked_use(self, bound: str, qualified: str) -> bool:
+        """Whether a call through the imported name ``bound`` (``qualified``) does not fit torch_npu."""
+        if self._calls is None:
+            self._calls = _calls_by_name(self.ctx.module)
+        for dotted, call in self._calls.get(bound, ()):
+            found = self._argument_check(call, qualified + dotted[len(bound):])
+            if found is not None and found[1].blockers:
+                return True
+        return False
+
+    # --- attributes -----------------------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node in self._skip:
+            self._skip.add(node.value)
+            return
+        self._unfilled_property(node)
+        qualified = self.resolver.qualified_names(node.value)
+        if node.attr.value.startswith("_cuda") and "torch._C" in qualified:
+            self._private_binding(node, node.attr.value)
+            return
+        if "torch.cuda" in qualified:
+            sub = ""
+        else:
+            sub = next((s for s in table("torch_cuda_api")["submodules"] if f"torch.cuda.{s}" in qualified), None)
+        if sub is None or is_cuda_alternative(self.ctx.module, node):
+            return  # not torch.cuda, or `if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...`
+        self._member(node, sub, node.attr.value)
+
+    def _unfilled_property(self, node: cst.Attribute) -> None:
+        """``torch.cuda.get_device_properties(0).major``: a field torch_npu leaves empty."""
+        call = node.value
+        if not isinstance(call, cst.Call) or self.resolver.qualified_name(call.func) != "torch.cuda.get_device_properties":
+            return
+        field = node.attr.value
+        self._properties[call.func] = None if field in table("torch_cuda_api")["device_properties"]["filled"] else field
+
+    def _member(self, node: cst.Attribute, sub: str, name: str) -> None:
+        api = _api(sub, name)
+        spelled = f"torch.cuda.{sub + '.' if sub else ''}{name}"
+        if sub:  # the enclosing attribute speaks for `torch.cuda.<sub>`
+            self._skip.add(node.value)
+        if node in self._switches:
+            self.report(
+                api.code, node,
+                f"`{spelled}()` switches a CUDA-only feature on ({self._switches[node]}); not rewritten: on NPU "
+                "the feature must stay off, and torch.cuda.is_available() is False there",
+                tier=Tier.REVIEW,
+            )
+            return
+        if node in self._switch_parts:
+            return  # the switch's finding covers its expression
+        if node in self._blocked:
+            self.report("NPU601", node, f"`{spelled}(...)` kept: {self._blocked[node]}")
+            return
+        if api.status == "unchanged":
+            return
+        if api.status == "unsupported":
+            self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
+            return
+        fix = self._fix(node, sub, api)
+        if fix is None:  # `nvtx.mark` / `tc.X` whose import from torch.cuda is kept: the import is reported
+            return
+        message = f"`{spelled}` → `torch.npu.{api.npu}`"
+        if node in self._properties:  # `get_device_properties(...).<field>`: the field decides
+            field = self._properties[node]
+            api = Api(api.status, f"torch_npu leaves `.{field}` empty (it fills name, total_memory, L2_cache_size, cube_core_num, vector_core_num): decide what the check means on NPU") if field else Api("renamed")
+        if api.status == "review":
+            self.report(api.code, node, f"{message}; {api.note}", fix, tier=Tier.REVIEW)
+        else:
+            self.report(api.code, node, message, fix)
+
+    def _fix(self, node: cst.Attribute, sub: str, api: Api):
+        if not sub:
+            if isinstance(node.value, cst.Attribute):
+                return lambda n: n.with_changes(value=_cuda_to_npu(n.value))
+            if isinstance(node.value, cst.Name) and node.value.value in self._kept_aliases:
+                return None  # its `from torch import cuda` is kept (and reported)
+            return lambda n: n  # `cuda.X` / `tc.X`: the name's import becomes torch_npu.npu
+        if not isinstance(node.value, cst.Attribute):
+            return None
+        target, new = api.npu.split(".")
+        return lambda n: n.with_changes(
+            value=n.value.with_changes(value=_cuda_to_npu(n.value.value), attr=cst.Name(target)), attr=cst.Name(new)
+        )
+
+    def _private_binding(self, node: cst.CSTNode, name: str) -> None:
+        if any(name in names for _, names in self._guards):
+            return  # `if hasattr(torch._C, "_cuda_x"): ... torch._C._cuda_x`: skipped on NPU
+        bindings = table("torch_cuda_api")["private_bindings"]
+        npu = bindings.get("renamed", {}).get(name) or "_npu_" + name.removeprefix("_cuda_")
+        counterpart = (
+            f"its torch_npu counterpart is `torch_npu._C.{npu}` ({bindings['source']}), with NPU device indices"
+            if npu in bindings["npu"]
+            else "torch_npu has no counterpart; use the public torch.npu API"
+        )
+        self.report("NPU601", node, f"`torch._C.{name}` is a binding of torch's CUDA build, absent from the CPU torch that torch_npu runs on; {counterpart}")
+
+    # --- imports --------------------------------------------------------------------------------
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self._skip.add(alias.name)  # the dotted name of an import is not a use
+            module = dotted_name(alias.name) or ""
+            target = _npu_module(module)
+            if target is not None and alias.asname is not None:
+                self.report(
+                    "NPU106" if module == "torch.cuda.amp" else "NPU103",
+                    alias,
+                    f"`import {module}` → `import {target}`",
+                    lambda a, t=target: a.with_changes(name=_chain(t)),
+                )
+            elif module.startswith("torch.cuda.") and target is None and alias.asname is not None:
+                sub = module.split(".")[2]
+                self.report("NPU601", alias, f"`import {module}` has no NPU counterpart: {_api('', sub).note}")
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        self._skip.add(node.module)  # the dotted module of an import is not a use
+        module = dotted_name(node.module) or ""
+        if module == "torch":
+            self._from_torch(node)
+        elif module == "torch._C":
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                if name.startswith("_cuda"):
+                    self._private_binding(alias, name)
+        elif module == "torch.cuda" or module.startswith("torch.cuda."):
+            self._from_cuda_module(node, module)
+
+    def _from_torch(self, node: cst.ImportFrom) -> None:
+        """``from torch import cuda [as x]`` → ``from torch_npu import npu as <x or cuda>``.
+
+        Keeping the bound name keeps every use of it valid without renaming; other names imported
+        from torch on the same line stay in their own statement.
+        """
+        if not any(dotted_name(a.name) == "cuda" for a in node.names):
+            return
+        alias = next(a for a in node.names if dotted_name(a.name) == "cuda")
+        bound = alias.asname.name.value if alias.asname is not None else "cuda"
+        if self._blocked_use(bound, "torch.cuda"):
+            self._kept_aliases.add(bound)
+            self.report("NPU601", node, f"`from torch import cuda` kept: a call through `{bound}` passes arguments torch.npu's counterpart does not take")
+            return
+        npu_import = cst.ImportFrom(
+            module=cst.Name("torch_npu"),
+            names=[cst.ImportAlias(cst.Name("npu"), asname=cst.AsName(cst.Name(bound)))],
+        )
+
+        def fix(stmt: cst.ImportFrom):
+            others = [a for a in stmt.names if dotted_name(a.name) != "cuda"]
+            if not others:
+                return npu_import
+            others[-1] = others[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return cst.FlattenSentinel([stmt.with_changes(names=others), npu_import])
+
+        self.report("NPU103", node, f"`from torch import cuda` → `from torch_npu import npu as {bound}`", fix)
+
+    def _from_cuda_module(self, node: cst.ImportFrom, module: str) -> None:
+        target = _npu_module(module)
+        sub = module.removeprefix("torch.cuda").lstrip(".")
+        kept = target is None
+        if kept:
+            note = _api("", sub.split(".")[0]).note or f"torch.npu has no `{sub}` module"
+            self.report("NPU601", node, f"`from {module} import ...` has no NPU counterpart: {note}")
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name) or ""
+            api = _api(sub, name)
+            entry = signature(api.npu) if api.status in ("renamed", "review") else None
+            bound = alias.asname.name.value if alias.asname is not None else name
+            if self._blocked_use(bound, f"{module}.{name}"):
+                kept = True
+                self.report("NPU601", alias, f"`{module}.{name}` kept: a call of `{bound}` passes arguments `torch.npu.{api.npu}` does not take")
+            elif api.status == "unsupported":
+                kept = True
+                self.report("NPU601", alias, f"`{module}.{name}` has no drop-in NPU counterpart: {api.note}")
+            elif entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
+                kept = True
+                self.report("NPU601", alias, f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}")
+            elif api.status == "review":
+                self.report(api.code, alias, f"`{module}.{name}`: {api.note}", tier=Tier.REVIEW)
+        if not kept:
+            self.report(
+                _api("", sub).code if sub else "NPU103",
+                node.module,
+                f"`from {module} import ...` → `from {target} import ...`",
+                lambda _, t=target: _chain(t),
+            )
+
+
+def _target_name(target: cst.BaseExpression) -> str | None:
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, cst.Attribute):
+        return target.attr.value
+    return None
+
+
+def _operand_feature(test: cst.BaseExpression) -> tuple[str | None, str]:
+    """``torch.cuda.is_available() and has_fused_layernorm``: an operand named like a CUDA-only feature."""
+    for part in _operands(test):
+        func = part.func if isinstance(part, cst.Call) else part
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        word = feature_word(name) if name != "is_available" else None
+        if word:
+            return word, f"`{name}` in the same test"
+    return None, ""
+
+
+def _operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of ``and``/``or``/``not`` (not inside comparisons: ``kernel_size > 1`` is no switch)."""
+    if isinstance(expr, cst.BooleanOperation):
+        return _operands(expr.left) + _operands(expr.right)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return _operands(expr.expression)
+    return [expr]
+
+
+def _hasattr_names(test: cst.BaseExpression) -> set[str]:
+    """Attribute names tested by ``hasattr(x, "name")`` calls in an ``if`` test."""
+    names: set[str] = set()
+    for part in boolean_parts(test):
+        if isinstance(part, cst.Call) and dotted_name(part.func) == "hasattr" and len(part.args) == 2:
+            value = part.args[1].value
+            if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                names.add(value.evaluated_value)
+    return names
+
+
+def _attributes(expr: cst.CSTNode) -> set[cst.CSTNode]:
+    """Every attribute node inside ``expr``."""
+    found: set[cst.CSTNode] = set()
+
+    class Attributes(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            found.add(node)
+
+    walk(expr, Attributes())
+    return found
+
+
+def _returned_names(function: cst.FunctionDef) -> set[str]:
+    """Names a function returns (``return cuda_available``), not looking into nested functions."""
+    names: set[str] = set()
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                names.update(p.value for p in boolean_parts(node.value) if isinstance(p, cst.Name))
+
+    walk(function, Returns())
+    return names
+
+
+def _split(qualified: str) -> tuple[str, str] | None:
+    """``torch.cuda.Event`` → ("", "Event"); ``torch.cuda.memory._snapshot`` → ("memory", "_snapshot")."""
+    parts = qualified.split(".")[2:]
+    if len(parts) == 1:
+        return "", parts[0]
+    if len(parts) == 2 and parts[0] in table("torch_cuda_api")["submodules"]:
+        return parts[0], parts[1]
+    return None
+
+
+def _calls_by_name(module: cst.Module) -> dict[str, list[tuple[str, cst.Call]]]:
+    """Calls of dotted names (``Event(...)``, ``tc.Event(...)``) by their first name."""
+    calls: dict[str, list[tuple[str, cst.Call]]] = {}
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            dotted = dotted_name(node.func)
+            if dotted:
+                calls.setdefault(dotted.split(".")[0], []).append((dotted, node))
+
+    walk(module, Calls())
+    return calls

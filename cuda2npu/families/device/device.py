@@ -1,0 +1,147 @@
+"""Device and runtime rules on tensors and modules: ``.cuda()``, ``.is_cuda``, TF32 flags,
+``transfer_to_npu`` imports (NPU101, NPU102, NPU105, NPU108)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.npu_aware import is_cuda_alternative
+
+TF32_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32": ("matmul", "torch.npu.matmul.allow_hf32"),
+    "torch.backends.cudnn.allow_tf32": ("conv", "torch.npu.conv.allow_hf32"),
+}
+
+
+def _rename(new: str):
+    return lambda name: name.with_changes(value=new)
+
+
+class _UserIsCuda(cst.CSTVisitor):
+    """Pre-pass: ``is_cuda`` attributes the file defines itself (``self.is_cuda = ...``, a method
+    or class attribute ``is_cuda``); torch's ``Tensor.is_cuda`` is a read-only property."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def _targets(self, *targets: cst.BaseExpression) -> None:
+        for target in targets:
+            if isinstance(target, cst.Attribute) and target.attr.value == "is_cuda":
+                self.names.add(dotted_name(target) or "")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._targets(*(t.target for t in node.targets))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for statement in node.body.body:
+            defines = isinstance(statement, cst.FunctionDef) and statement.name.value == "is_cuda"
+            if isinstance(statement, cst.SimpleStatementLine):
+                defines = any(
+                    isinstance(s, (cst.Assign, cst.AnnAssign)) and "is_cuda" in _assigned_names(s) for s in statement.body
+                )
+            if defines:
+                self.names.add("self.is_cuda")
+
+
+def _assigned_names(statement: cst.Assign | cst.AnnAssign) -> set[str]:
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+    return {t.value for t in targets if isinstance(t, cst.Name)}
+
+
+@register
+class CudaMethodCall(Rule):
+    """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``.
+
+    Left alone: the CUDA side of code that already handles the NPU (``npu_aware``), and
+    ``is_cuda`` attributes the file defines itself (assigned, or a method/class attribute, read
+    through ``self``): they are the project's own flags, not torch's.
+    """
+
+    codes = ("NPU101", "NPU102")
+    triggers = (r"\.cuda\b", r"\bis_cuda\b")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._user_is_cuda: set[str] | None = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+            if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
+                return
+            if not is_cuda_alternative(self.ctx.module, func):
+                self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx.module, node):
+            return
+        if self._user_is_cuda is None:
+            users = _UserIsCuda()
+            walk(self.ctx.module, users)
+            self._user_is_cuda = users.names
+        if dotted_name(node) in self._user_is_cuda:
+            return
+        self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
+
+
+@register
+class Tf32Flags(Rule):
+    """NPU105: TF32 switches → the NPU's HF32 switches (not bit-identical: tier numeric)."""
+
+    codes = ("NPU105",)
+    triggers = (r"allow_tf32",)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value != "allow_tf32":
+            return
+        qualified = self.resolver.qualified_name(node)
+        if qualified not in TF32_FLAGS:
+            return
+        section, replacement = TF32_FLAGS[qualified]
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        fix = None
+        if isinstance(root, cst.Name) and self.resolver.lookup(root.value) == {"torch"}:
+            fix = lambda _, torch=root: cst.Attribute(  # noqa: E731
+                cst.Attribute(cst.Attribute(torch, cst.Name("npu")), cst.Name(section)), cst.Name("allow_hf32")
+            )
+        self.report("NPU105", node, f"TF32 does not exist on NPU; the analog is HF32: `{replacement}`", fix)
+
+
+@register
+class TransferToNpuImport(Rule):
+    """NPU108: ``torch_npu.contrib.transfer_to_npu`` patches torch at run time; remove it."""
+
+    codes = ("NPU108",)
+    triggers = (r"transfer_to_npu",)
+    MODULE = "torch_npu.contrib.transfer_to_npu"
+
+    def _flag(self, node: cst.CSTNode) -> None:
+        self.report(
+            "NPU108",
+            node,
+            "`transfer_to_npu` monkey-patches torch at import time (torch.cuda lies, torch.jit.script is "
+            "disabled); the static rewrite replaces it",
+            lambda _: cst.RemoveFromParent(),
+            tier=Tier.REVIEW,
+        )
+
+    def visit_Import(self, node: cst.Import) -> None:
+        if len(node.names) == 1 and dotted_name(node.names[0].name) == self.MODULE:
+            self._flag(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or isinstance(node.names, cst.ImportStar) or len(node.names) != 1:
+            return
+        module = dotted_name(node.module)
+        name = dotted_name(node.names[0].name)
+        if f"{module}.{name}" == self.MODULE:
+            self._flag(node)

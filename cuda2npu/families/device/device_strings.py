@@ -1,0 +1,261 @@
+"""CUDA device strings in device positions (NPU104), autocast/GradScaler device arguments
+(NPU106) and CUDA-looking strings whose role is unclear (NPU109).
+
+Only strings in positions that are devices are rewritten: ``torch.device(...)``, ``.to(...)``,
+``.cuda(...)``, ``DeviceMesh(...)``, ``device=`` / ``map_location=`` / ``device_type=`` keywords,
+comparisons with ``x.device.type`` (also ``device.startswith("cuda:")``, ``"cuda" in device``,
+``device.split(":")[0] == "cuda"``), variables and attributes named like a device or used as one
+(also lists of them and loops over them), ``def f(device="cuda")``, dataclass fields
+``device: str = field(default="cuda")``, ``{"device": "cuda"}``, ``--device`` option defaults
+and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", [...])``, device
+arguments of ``torch.cuda.*`` functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if
+torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone, and so is
+the CUDA side of code that already handles the NPU (``npu_aware``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.literals import (
+    DEVICE_STRING,
+    device_literals,
+    field_default,
+    rename_fix,
+    string_value,
+)
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.npu_aware import is_cuda_alternative
+
+DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
+DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
+AMP_CALLS = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.custom_fwd", "torch.amp.custom_bwd"}
+DEVICE_CALLS = {
+    "torch.device", "torch.Generator", "torch.set_default_device", "torch.get_device_module",
+    "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+    "torch.distributed.device_mesh.DeviceMesh", "torch.distributed.DeviceMesh", "torch.distributed.tensor.DeviceMesh",
+    "torch.distributed._tensor.DeviceMesh", "torch.distributed._tensor.device_mesh.DeviceMesh",
+}
+DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
+AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
+SPLITS = {"split", "rsplit", "partition", "rpartition"}
+# Option definitions: the call's last name → (keywords holding the default, holding the choices).
+OPTION_CALLS = {
+    "add_argument": ("default", "choices"),  # argparse
+    "option": ("default", "type"),  # click: type=click.Choice([...])
+    "DEFINE_string": ("default", None),  # absl: DEFINE_string(name, default, help)
+    "DEFINE_enum": ("default", "enum_values"),  # absl: DEFINE_enum(name, default, enum_values, help)
+}
+
+
+def looks_like_device(target: cst.BaseExpression) -> bool:
+    """Names and attributes such as ``device``, ``DEVICE``, ``self.dev``, ``train_device``."""
+    name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else ""
+    return bool(name) and bool(DEVICE_NAME.search(name))
+
+
+def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
+    """``x.device.type``, ``device.type``, ``torch.device(d).type``, ``args.device``, ``device``,
+    ``str(x.device)``, ``device.split(":")[0]``."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+        inner = expr.value
+        if isinstance(inner, cst.Call) and (dotted_name(inner.func) or "").endswith("device"):
+            return True
+        return looks_like_device(inner)
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "str" and len(expr.args) == 1:
+        return _is_device_type_expr(expr.args[0].value)
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
+        func = expr.value.func
+        return isinstance(func, cst.Attribute) and func.attr.value in SPLITS and _is_device_type_expr(func.value)
+    return looks_like_device(expr)
+
+
+class _DeviceVariableUses(cst.CSTVisitor):
+    """Pre-pass: names passed in device positions anywhere in the file (``.to(dev)``, ``device=dev``)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        candidates = [a.value for a in node.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS]
+        positional = [a.value for a in node.args if a.keyword is None]
+        func = node.func
+        is_to = isinstance(func, cst.Attribute) and func.attr.value == "to"
+        if positional and (is_to or (dotted_name(func) or "").endswith("device")):
+            candidates.append(positional[0])
+        self.names.update(c.value for c in candidates if isinstance(c, cst.Name))
+
+
+@register
+class DeviceStrings(Rule):
+    codes = ("NPU104", "NPU106", "NPU109")
+    triggers = (r"""["']cuda""",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._device_variable_names: set[str] | None = None
+        self._seen: set[cst.CSTNode] = set()
+
+    @property
+    def _device_variables(self) -> set[str]:
+        """Names used in device positions anywhere in the file; the pre-pass runs on first need only."""
+        if self._device_variable_names is None:
+            uses = _DeviceVariableUses()
+            walk(self.ctx.module, uses)
+            self._device_variable_names = uses.names
+        return self._device_variable_names
+
+    def _rewrite(
+        self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device", prefix_ok: bool = False
+    ) -> bool:
+        """Report every device literal in ``expr`` (``prefix_ok``: also ``"cuda:"`` prefixes); True
+        if there was one."""
+        if expr is None:
+            return False
+        found = False
+        for literal in device_literals(expr, prefix_ok):
+            found = True
+            if literal in self._seen or is_cuda_alternative(self.ctx.module, literal):
+                continue
+            self._seen.add(literal)
+            self.report(code, literal, f"CUDA device string in a {why} position; use \"npu\"", rename_fix("cuda", "npu"))
+        return found
+
+    def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:
+        value = string_value(expr) if expr is not None else None
+        if value is None or not DEVICE_STRING.fullmatch(value) or expr in self._seen:
+            return
+        if is_cuda_alternative(self.ctx.module, expr):
+            return
+        self._seen.add(expr)
+        self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        positional = [a.value for a in node.args if a.keyword is None]
+        func_name = dotted_name(node.func) or ""
+        if qualified in AMP_CALLS:
+            if positional:
+                self._rewrite(positional[0], "NPU106", "autocast/GradScaler device")
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "device_type":
+                    self._rewrite(arg.value, "NPU106", "autocast/GradScaler device")
+            return
+        if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
+            self._rewrite(positional[0], why=f"`{qualified}` device")
+        if func_name.endswith("parametrize") and len(positional) >= 2:
+            names = string_value(positional[0]) or ""
+            if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
+                self._rewrite(positional[1], why="parametrized `device`")
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
+            self._rewrite(positional[0], why=f"`.{method}()`")
+        if method == "startswith" and positional and _is_device_type_expr(node.func.value):
+            self._rewrite(positional[0], why="device prefix test", prefix_ok=True)
+        if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
+            self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
+        if func_name.rpartition(".")[2] in OPTION_CALLS:
+            self._option(node, positional, *OPTION_CALLS[func_name.rpartition(".")[2]])
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value in DEVICE_KEYWORDS:
+                self._rewrite(arg.value, why=f"`{arg.keyword.value}=`")
+            elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
+                self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
+
+    def _option(self, node: cst.Call, positional: list, default: str, choices: str | None) -> None:
+        """``--device`` options: argparse/click defaults and choices, absl ``DEFINE_*("device", "cuda")``."""
+        absl = (dotted_name(node.func) or "").rpartition(".")[2].startswith("DEFINE_")
+        names = [string_value(p) or "" for p in (positional[:1] if absl else positional)]
+        names += [string_value(a.value) or "" for a in node.args if a.keyword is not None and a.keyword.value == "name"]
+        if not any(DEVICE_NAME.search(f.lstrip("-").replace("-", "_")) for f in names):
+            return
+        values = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        if absl:  # DEFINE_enum(name, default, enum_values, help)
+            values.update(zip((default, choices), positional[1:3]))
+        self._rewrite(values.get(default), why="`--device` option default")
+        choice = values.get(choices) if choices else None
+        if isinstance(choice, cst.Call) and choice.args:  # click.Choice([...])
+            choice = choice.args[0].value
+        if isinstance(choice, (cst.List, cst.Tuple, cst.Set)):
+            for element in choice.elements:
+                self._rewrite(element.value, why="`--device` option choice")
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            if _is_device_type_expr(left):
+                self._rewrite_compared(right)
+            if _is_device_type_expr(right):  # `"cuda" in device`, `"cuda:" in device`: a part of it
+                self._rewrite_compared(left, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
+            left = right
+
+    def _rewrite_compared(self, expr: cst.BaseExpression, prefix_ok: bool = False) -> None:
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            for element in expr.elements:
+                self._rewrite(element.value, why="device comparison")
+        else:
+            self._rewrite(expr, why="device comparison", prefix_ok=prefix_ok)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        tests = [n for n in _calls_in(node.test)]
+        if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
+            self._rewrite(node, why="`torch.cuda.is_available()` conditional")
+
+    def visit_For(self, node: cst.For) -> None:
+        target = node.target
+        if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
+            self._rewrite(node.iter, why="loop over devices")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assignment(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._assignment(node.target, node.value)
+
+    def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if looks_like_device(target):
+            self._rewrite(field_default(value), why="device variable")
+        elif value is None or not (device_literals(value) or _is_device_string(value)):
+            return  # neither branch below could report: spare the pre-pass (most assignments)
+        elif isinstance(target, cst.Name) and target.value in self._device_variables:
+            self._rewrite(value, why="device variable")
+        else:
+            self._ambiguous(value, "assigned to a variable")
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if looks_like_device(node.name):
+            self._rewrite(node.default, why="device parameter default")
+        else:
+            self._ambiguous(node.default, "as a parameter default")
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = string_value(node.key)
+        if key is not None and DEVICE_NAME.search(key):
+            self._rewrite(node.value, why="`device` entry")
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._ambiguous(node.value, "returned")
+
+
+def _is_device_string(expr: cst.BaseExpression) -> bool:
+    value = string_value(expr)
+    return value is not None and DEVICE_STRING.fullmatch(value) is not None
+
+
+def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
+    """Calls at the top of a boolean test (``a()``, ``not a()``, ``a() and b``)."""
+    if isinstance(expr, cst.Call):
+        return [expr]
+    if isinstance(expr, cst.UnaryOperation):
+        return _calls_in(expr.expression)
+    if isinstance(expr, cst.BooleanOperation):
+        return _calls_in(expr.left) + _calls_in(expr.right)
+    return []

@@ -1,0 +1,348 @@
+"""NCCL → HCCL backend names (NPU201).
+
+``"nccl"`` is rewritten only where it reaches torch.distributed: the backend argument of
+``init_process_group`` / ``new_group`` / ``new_subgroups*`` / ``Backend(...)`` /
+``is_backend_available``, ``backend=`` of any other ``torch.distributed`` call, the
+``dist_backend=``-style keywords and wrappers of other libraries that hand it on
+(:data:`WRAPPERS`), comparisons with ``dist.get_backend(...)``, argparse ``--backend`` /
+``--dist-backend`` defaults and choices, and variables, attributes, parameters and arguments of
+functions of the same file whose value flows into one of those. ``"cpu:gloo,cuda:nccl"`` is
+torch's own syntax and ``dist.Backend.NCCL`` its own name: both are rewritten wherever they are.
+
+Left alone: Ray's collective groups (no HCCL there), ``Literal["nccl", ...]`` annotations, class
+attributes and classes naming a CUDA/NCCL implementation, and the CUDA side of code that already
+handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``). Any other ``"nccl"`` is a review item.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.arguments import Unbindable, bind
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import field_default, string_value
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.colossalai.support import module_qualified
+from cuda2npu.families.npu_aware import is_cuda_alternative
+
+MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
+# torch.distributed callables → position of their `backend` parameter (torch 2.x signatures).
+TORCH_BACKEND_PARAMS = {
+    "init_process_group": 0,
+    "new_group": 2,
+    "new_subgroups": 3,
+    "new_subgroups_by_enumeration": 2,
+    "is_backend_available": 0,
+    "Backend": 0,
+}
+# Other libraries' callables that pass a backend on to torch.distributed → (keyword, position).
+WRAPPERS = {
+    "deepspeed.init_distributed": ("dist_backend", 0),
+    "deepspeed.comm.init_distributed": ("dist_backend", 0),
+    "deepspeed.comm.comm.init_distributed": ("dist_backend", 0),
+    "accelerate.utils.InitProcessGroupKwargs": ("backend", 0),
+    "ray.train.torch.TorchConfig": ("backend", 0),
+    "mmengine.dist.init_dist": ("backend", 1),
+    **{
+        f"{module}.{name}": ("backend", None)  # positions differ between releases: literals and `backend` names
+        for module in ("colossalai", "colossalai.initialize", "colossalai.legacy", "colossalai.legacy.initialize")
+        for name in ("launch", "launch_from_torch", "launch_from_slurm", "launch_from_openmpi")
+    },
+}
+# Keywords that only ever name a torch.distributed backend (DeepSpeed, Lightning, transformers).
+BACKEND_KEYWORDS = {"dist_backend", "process_group_backend", "ddp_backend", "distributed_backend"}
+BACKEND_OPTION = re.compile(r"(?:dist(?:ributed)?_|ddp_|process_group_)?backend")
+IMPLEMENTATION_CLASS = re.compile(r"cuda|nccl", re.IGNORECASE)
+
+
+def backend_literals(expr: cst.BaseExpression | None) -> list[cst.SimpleString]:
+    """``"nccl"`` literals an expression in a backend position can evaluate to (also inside
+    ``a if c else b``, ``x or "nccl"`` and tuples/lists/sets of choices)."""
+    if expr is None:
+        return []
+    if isinstance(expr, cst.SimpleString):
+        return [expr] if string_value(expr) == "nccl" else []
+    if isinstance(expr, cst.IfExp):
+        return backend_literals(expr.body) + backend_literals(expr.orelse)
+    if isinstance(expr, cst.BooleanOperation):
+        return backend_literals(expr.left) + backend_literals(expr.right)
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return [lit for e in expr.elements for lit in backend_literals(e.value)]
+    return []
+
+
+class _BackendFlow(cst.CSTVisitor):
+    """Pre-pass: which ``"nccl"`` literals reach torch.distributed, and which name something else."""
+
+    def __init__(self, scope) -> None:
+        self.scope = scope
+        self.rewrite: set[cst.CSTNode] = set()
+        self.ignore: set[cst.CSTNode] = set()  # Ray, Literal[...]
+        self.attributes: set[cst.CSTNode] = set()  # implementation names, left unless their value flows
+        self.uncertain: set[cst.CSTNode] = set()  # defaults of `x: Literal["nccl", ...]`: review
+        self.sinks: set[str] = set()  # dotted names whose value is passed as a backend
+        self.backend_values: set[str] = set()  # dotted names holding dist.get_backend()
+        self.option_dests: set[str] = set()  # attributes of parsed argparse backend options
+        self._functions: dict[str, list[cst.Param]] = {}
+        self._calls: list[cst.Call] = []
+        self._assigned: list[tuple[str, cst.BaseExpression]] = []
+        self._compared: list[cst.Comparison] = []
+        self._options: list[tuple[str, cst.Call]] = []
+        self._class_attributes: list[tuple[str, cst.BaseExpression, bool]] = []  # (name, value, annotated)
+        self._kinds: list[str] = []  # "class" / "function" of the enclosing definitions
+        self._backend_kwargs: set[str] = set()  # `init_process_group(**name)`
+        self._ray_kwargs: set[str] = set()  # `collective.create_collective_group(..., **name)`
+
+    def _qualified(self, expr: cst.BaseExpression) -> str:
+        return module_qualified(self.scope, expr) or ""
+
+    def _positions(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """Expressions in the backend positions of a known call."""
+        qualified = self._qualified(call.func)
+        last = (dotted_name(call.func) or "").rpartition(".")[2]
+        found = [a.value for a in call.args if a.keyword is not None and a.keyword.value in BACKEND_KEYWORDS]
+        keyword, position = None, None
+        if qualified in WRAPPERS:
+            keyword, position = WRAPPERS[qualified]
+        elif qualified.startswith("ray."):
+            return []
+        elif last in TORCH_BACKEND_PARAMS and (qualified.startswith("torch.distributed") or last != "Backend"):
+            keyword, position = "backend", TORCH_BACKEND_PARAMS[last]
+        elif qualified.startswith("torch.distributed."):
+            keyword = "backend"
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        for arg in call.args:
+            if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
+                found.append(arg.value)
+        if keyword is not None and position is None and qualified in WRAPPERS:
+            found += [p for p in positional if backend_literals(p) or "backend" in (dotted_name(p) or "").rpartition(".")[2]]
+        elif position is not None and len(positional) > position:
+            found.append(positional[position])
+        if keyword is not None:  # `init_process_group(**kwargs)` with `kwargs = {"backend": ...}`
+            self._backend_kwargs.update(_star_star_names(call))
+        return found
+
+    def _sink(self, expr: cst.BaseExpression) -> None:
+        self.rewrite.update(backend_literals(expr))
+        name = dotted_name(expr)
+        if name:
+            self.sinks.add(name)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions[node.name.value] = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]
+        self._kinds.append("function")
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._kinds.append("class")
+        if IMPLEMENTATION_CLASS.search(node.name.value):  # `class CudaAccelerator`: names it, unless it flows
+            self.attributes.update(_literals_in(node.body))
+
+    def leave_FunctionDef(self, original_node: cst.CSTNode) -> None:
+        self._kinds.pop()
+
+    leave_ClassDef = leave_FunctionDef
+
+    def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression, annotated: bool = False) -> None:
+        name = dotted_name(target)
+        if not name:
+            return
+        if self._kinds and self._kinds[-1] == "class":
+            self._class_attributes.append((name, value, annotated))
+        else:
+            self._assigned.append((name, value))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if (dotted_name(node.value) or "").rpartition(".")[2] == "Literal":
+            self.ignore.update(_literals_in(node))
+
+    def _is_get_backend(self, expr: cst.BaseExpression) -> bool:
+        qualified = self._qualified(expr.func) if isinstance(expr, cst.Call) else ""
+        return qualified.startswith("torch.distributed.") and qualified.endswith(".get_backend")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self._qualified(node.func)
+        if qualified.startswith("ray.") and qualified not in WRAPPERS:
+            self.ignore.update(_literals_in(node))
+            self._ray_kwargs.update(_star_star_names(node))
+        for expr in self._positions(node):
+            self._sink(expr)
+        self._calls.append(node)
+        if (dotted_name(node.func) or "").endswith("add_argument"):
+            flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
+            dests = [f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")] or [f for f in flags if f]
+            if dests:
+                self._options.append((dests[0], node))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assignment(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is None:
+            return
+        if any(string_value(s) == "nccl" for s in _literals_in(node.annotation)):
+            self.uncertain.update(backend_literals(node.value))  # rewriting it breaks the annotation
+        self._assignment(node.target, node.value, annotated=True)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._compared.append(node)
+
+    def resolve(self) -> None:
+        """Follow the values: keyword dicts, local functions passing a parameter on, assignments,
+        comparisons."""
+        for name, value in self._assigned:
+            if isinstance(value, cst.Dict) and (name in self._backend_kwargs or name in self._ray_kwargs):
+                for element in value.elements:
+                    key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+                    if key == "backend" or key in BACKEND_KEYWORDS:
+                        if name in self._backend_kwargs:
+                            self._sink(element.value)
+                        else:
+                            self.ignore.update(backend_literals(element.value))
+        changed = True
+        while changed:
+            before = len(self.sinks)
+            for call in self._calls:
+                for expr in self._local_positions(call):
+                    self._sink(expr)
+            changed = len(self.sinks) != before
+        sink_attributes = {s.rpartition(".")[2] for s in self.sinks if "." in s}
+        for dest, call in self._options:
+            if BACKEND_OPTION.fullmatch(dest) or dest in sink_attributes:
+                self.option_dests.add(dest)
+                for arg in call.args:
+                    if arg.keyword is not None and arg.keyword.value in ("default", "choices"):
+                        self.rewrite.update(backend_literals(arg.value))
+        for name, value in self._assigned:
+            if self._is_get_backend(value):
+                self.backend_values.add(name)
+            elif name in self.sinks:
+                self.rewrite.update(backend_literals(value))
+        # Class attributes: `name = "nccl"` names an implementation (left alone); a config field
+        # `dist_backend: str = field(default="nccl")` is a backend option; other fields: review.
+        for name, value, annotated in self._class_attributes:
+            literals = backend_literals(field_default(value))
+            if name in sink_attributes or BACKEND_OPTION.fullmatch(name):
+                self.rewrite.update(literals)
+            elif not annotated:
+                self.attributes.update(literals)
+        for params in self._functions.values():
+            for param in params:
+                if param.name.value in self.sinks and param.default is not None:
+                    self.rewrite.update(backend_literals(param.default))
+        for comparison in self._compared:
+            sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+            if any(self._holds_backend(side) for side in sides):
+                for side in sides:
+                    self.rewrite.update(backend_literals(side))
+
+    def _holds_backend(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            return self._is_get_backend(expr)
+        name = dotted_name(expr)
+        if name is None:
+            return False
+        head, _, attribute = name.rpartition(".")
+        return name in self.sinks or name in self.backend_values or (bool(head) and attribute in self.option_dests)
+
+    def _local_positions(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """Arguments of a call to a function or method of this file that passes them on as a
+        backend (``setup(0, 1, "nccl")``, ``self.start(backend="nccl")``, ``groups.get(ranks, "nccl")``)."""
+        func = call.func
+        last = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if last not in self._functions:
+            return []
+        names = [p.name.value for p in self._functions[last]]
+        method = bool(names) and names[0] in ("self", "cls")
+        if isinstance(func, cst.Attribute) != method:
+            return []
+        names = names[1:] if method else names
+        try:
+            bound = bind(call, names)
+        except Unbindable:
+            return []
+        return [arg.value for param, arg in bound.items() if param in self.sinks]
+
+
+class _Literals(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[cst.SimpleString] = []
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found.append(node)
+
+
+def _star_star_names(call: cst.Call) -> set[str]:
+    return {n for a in call.args if a.star == "**" and (n := dotted_name(a.value))}
+
+
+def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
+    finder = _Literals()
+    walk(node, finder)
+    return finder.found
+
+
+@register
+class NcclBackend(Rule):
+    codes = ("NPU201",)
+    triggers = (r"nccl", r"NCCL\b")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._flow: _BackendFlow | None = None
+
+    @property
+    def flow(self) -> _BackendFlow:
+        if self._flow is None:
+            self._flow = _BackendFlow(self.resolver.module_scope)
+            walk(self.ctx.module, self._flow)
+            self._flow.resolve()
+        return self._flow
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node)
+        if value is None or not (value == "nccl" or MIXED_BACKEND.fullmatch(value)):
+            return
+        if is_cuda_alternative(self.ctx.module, node) or node in self.flow.ignore:
+            return
+        certain = node not in self.flow.uncertain
+        if value != "nccl":
+            fix = lambda n: n.with_changes(value=n.value.replace("cuda:nccl", "npu:hccl", 1))  # noqa: E731
+        elif certain and node in self.flow.rewrite:
+            fix = lambda n: n.with_changes(value=n.value.replace("nccl", "hccl", 1))  # noqa: E731
+        elif certain and node in self.flow.attributes:
+            return
+        else:
+            self.report(
+                "NPU201",
+                node,
+                '"nccl" not seen to reach torch.distributed; if it is the collective backend, use "hccl" '
+                "(Ray collectives and library options have no HCCL spelling: leave those)",
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+            return
+        self.report("NPU201", node, "NCCL does not exist on NPU; the collective backend is \"hccl\"", fix)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.resolver.qualified_name(node.func) == "torch.distributed.is_nccl_available":
+            self.report(
+                "NPU201",
+                node,
+                "`is_nccl_available()` is False on NPU, so code guarded by it never runs; test "
+                "`torch.distributed.is_backend_available(\"hccl\")` (torch >= 2.3) instead",
+                tier=Tier.MANUAL,
+            )
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "NCCL" and self.resolver.qualified_name(node) == "torch.distributed.Backend.NCCL":
+            self.report(
+                "NPU201",
+                node,
+                "`Backend.NCCL` → `Backend.HCCL` (registered by torch_npu)",
+                lambda n: n.with_changes(attr=cst.Name("HCCL")),
+            )

@@ -1,0 +1,242 @@
+"""Code that already handles the NPU next to CUDA: its CUDA alternative must stay as written.
+
+Multi-backend code tests for both devices (``if x.is_cuda: ... elif x.is_npu: ...``,
+``device.type == "cuda" or device.type == "npu"``, ``("cuda", "npu")``,
+``{"cuda": "nccl", "npu": "hccl"}``, ``self.is_cuda = ...`` next to ``self.is_npu = ...``).
+Rewriting its CUDA side to NPU duplicates the NPU side and loses the CUDA one. Rules skip any
+node for which :func:`is_cuda_alternative` is true.
+
+The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or names with a
+``cuda`` word, such as ``is_cuda`` and ``torch.cuda``; NPU likewise through ``npu``/``hccl``):
+
+- runs of adjacent ``if`` statements and their ``elif`` branches: a branch whose test mentions
+  CUDA (not NPU), test and body, when another branch's test mentions the NPU; and the ``else``
+  of ``if is_torch_npu_available(): ... else: <CUDA code>`` (an NPU check first, no CUDA test);
+- the body of a branch taken only on the NPU (its test mentions the NPU, not CUDA): a CUDA
+  name there is deliberate (``if device_type == "npu": device_type = "cuda"``, a table key);
+- ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too);
+- ``and``/``or`` operands that mention CUDA, when another operand mentions the NPU;
+- list, tuple and set elements that mention CUDA, when another element does the NPU;
+- dict entries whose key mentions CUDA, when another key mentions the NPU;
+- assignments to a name with a ``cuda`` word (``self.is_cuda``) when the same block also
+  assigns its ``npu`` counterpart (``self.is_npu``);
+- whole classes implementing another backend of an accelerator abstraction (``CPU_Accelerator``,
+  ``HpuAccelerator``, ``MPSPlatform``): nothing there runs on the NPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.traversal import iter_nodes, walk
+
+CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
+NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
+CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
+NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
+OTHER_BACKEND_CLASS = re.compile(
+    r"(?:^|_|(?<=[a-z]))(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)$", re.IGNORECASE
+)
+
+
+class _Mentions(cst.CSTVisitor):
+    """Whether an expression mentions CUDA and/or the NPU (strings and name words)."""
+
+    def __init__(self) -> None:
+        self.cuda = self.npu = self.other_backend = False
+
+    def _string(self, value: str | None) -> None:
+        if value is not None:
+            self.cuda |= CUDA_STRING.fullmatch(value) is not None
+            self.npu |= NPU_STRING.fullmatch(value) is not None
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        self._string(value if isinstance(value, str) else None)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText):
+            self._string(first.value)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.cuda |= CUDA_WORD.search(node.value) is not None
+        self.npu |= NPU_WORD.search(node.value) is not None
+        self.other_backend |= OTHER_BACKEND_CLASS.search(node.value) is not None
+
+
+def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
+    """(mentions CUDA, mentions the NPU) for any node."""
+    found = _Mentions()
+    if node is not None:
+        walk(node, found)
+    return found.cuda, found.npu
+
+
+def _cuda_only(sides: list[tuple[cst.CSTNode, list[cst.CSTNode]]]) -> list[cst.CSTNode]:
+    """The nodes to keep of the CUDA-only sides of ``(tested node, nodes to keep)`` pairs, when
+    another side mentions the NPU only.
+
+    A side that mentions both devices is neither alternative (its own parts are looked at).
+    """
+    kinds = [mentions(tested) for tested, _ in sides]
+    if not any(npu and not cuda for cuda, npu in kinds):
+        return []
+    return [node for (_, keep), (cuda, npu) in zip(sides, kinds) if cuda and not npu for node in keep]
+
+
+class _Constructs(cst.CSTVisitor):
+    """Pre-pass: the roots of the CUDA alternatives of NPU-aware constructs."""
+
+    def __init__(self) -> None:
+        self.roots: list[cst.CSTNode] = []
+        self._inner: set[cst.CSTNode] = set()  # nested parts of a chain already looked at
+
+    def _block(self, body) -> None:
+        run: list[cst.If] = []
+        for statement in [*body, None]:
+            if isinstance(statement, cst.If):
+                run.append(statement)
+                continue
+            if run:
+                branches = _branches(run)
+                self.roots += _cuda_only([(t, [t, b]) for t, b in branches])
+                self.roots += [b for t, b in branches if mentions(t) == (False, True) and mentions(b)[0]]
+                self.roots += [e for chain in run if (e := _cuda_else(chain)) is not None]
+                run = []
+        self._assignments(body)
+
+    def _assignments(self, body) -> None:
+        targets: dict[str, cst.CSTNode] = {}
+        for statement in body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    for target in _assigned(small):
+                        targets.setdefault(target, statement)
+        for name, statement in targets.items():
+            if CUDA_WORD.search(name.rpartition(".")[2]):
+                counterpart = CUDA_WORD.sub(_npu_word, name)
+                if counterpart != name and counterpart in targets:
+                    self.roots.append(statement)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._block(node.body)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if OTHER_BACKEND_CLASS.search(node.name.value):
+            self.roots.append(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._block(node.body)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if node in self._inner:
+            return
+        sides = []
+        while isinstance(node, cst.IfExp):
+            self._inner.add(node)
+            sides.append((node.test, [node.test, node.body]))
+            if mentions(node.test) == (False, True) and mentions(node.body)[0]:
+                self.roots.append(node.body)
+            node = node.orelse
+        self.roots += _cuda_only([*sides, (node, [node])])
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        if node in self._inner:
+            return
+        operands = _operands(node, self._inner)
+        self.roots += _cuda_only([(o, [o]) for o in operands])
+
+    def _elements(self, node: cst.List | cst.Tuple | cst.Set) -> None:
+        values = [e.value for e in node.elements]
+        self.roots += _cuda_only([(v, [v]) for v in values])
+
+    visit_List = visit_Tuple = visit_Set = _elements
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        entries = [e for e in node.elements if isinstance(e, cst.DictElement)]
+        self.roots += _cuda_only([(e.key, [e]) for e in entries])
+
+
+def _npu_word(match: re.Match) -> str:
+    word = match.group()
+    return word.replace("cuda", "npu").replace("CUDA", "NPU").replace("Cuda", "Npu")
+
+
+NPU_CHECK = re.compile(r"npu.*available|available.*npu", re.IGNORECASE)
+
+
+def _detects_npu(test: cst.BaseExpression) -> bool:
+    """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``."""
+    if isinstance(test, cst.Comparison):
+        return mentions(test) == (False, True)
+    name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
+    return bool(NPU_CHECK.search(name)) or name.rpartition(".")[2] == "is_npu"
+
+
+def _cuda_else(chain: cst.If) -> cst.CSTNode | None:
+    """The ``else`` body of ``if <NPU detected>: ... else: <CUDA code>`` (no branch tests CUDA)."""
+    last = chain
+    while isinstance(last.orelse, cst.If):
+        last = last.orelse
+    if not isinstance(last.orelse, cst.Else) or not _detects_npu(chain.test):
+        return None
+    if any(mentions(test)[0] for test, _ in _branches([chain])):
+        return None
+    return last.orelse.body if mentions(last.orelse.body) == (True, False) else None
+
+
+def _branches(run: list[cst.If]) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
+    """(test, body) of every ``if``/``elif`` of a run of if statements."""
+    found = []
+    for statement in run:
+        node: cst.CSTNode | None = statement
+        while isinstance(node, cst.If):
+            found.append((node.test, node.body))
+            node = node.orelse
+    return found
+
+
+def _operands(node: cst.BaseExpression, inner: set[cst.CSTNode]) -> list[cst.BaseExpression]:
+    """Operands of nested ``and``/``or`` (parenthesised or not), marking the nested operations."""
+    if isinstance(node, cst.BooleanOperation):
+        inner.add(node)
+        return _operands(node.left, inner) + _operands(node.right, inner)
+    return [node]
+
+
+def _assigned(small: cst.BaseSmallStatement) -> list[str]:
+    if isinstance(small, cst.Assign):
+        return [n for t in small.targets if (n := dotted_name(t.target))]
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        name = dotted_name(small.target)
+        return [name] if name else []
+    return []
+
+
+_last: tuple[cst.Module | None, frozenset] = (None, frozenset())
+
+
+def cuda_alternatives(module: cst.Module) -> frozenset[cst.CSTNode]:
+    """Every node inside a CUDA alternative of an NPU-aware construct of ``module`` (cached for
+    the last module, which all rules of one traversal share)."""
+    global _last
+    if _last[0] is not module:
+        nodes: set[cst.CSTNode] = set()
+        found = _Mentions()
+        walk(module, found)
+        if found.npu or found.other_backend:  # most CUDA files name neither: nothing to keep
+            constructs = _Constructs()
+            walk(module, constructs)
+            for root in constructs.roots:
+                nodes.update(iter_nodes(root))
+        _last = (module, frozenset(nodes))
+    return _last[1]
+
+
+def is_cuda_alternative(module: cst.Module, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is part of the CUDA side of code that already handles the NPU."""
+    return node in cuda_alternatives(module)

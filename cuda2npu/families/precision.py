@@ -1,0 +1,233 @@
+"""The mixed-precision policy (``--precision``, NPU340–NPU342) for native torch AMP code.
+
+* ``bf16`` (default): every CUDA autocast runs in bfloat16 — BF16 is the native mixed-precision
+  type of Atlas A2 (910B-class) chips and needs no loss scaling (NPU340); models cast to float16
+  are reported with the BF16 alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one;
+  it is harmless with BF16).
+* ``fp16``: float16 stays; a CUDA ``GradScaler()`` without ``init_scale`` starts at 2**14 instead
+  of 2**16, because NPU overflow detection differs from the GPU's (NPU341).
+* ``keep``: nothing here; NPU106 only changes the device.
+
+Device renames (``torch.cuda.amp`` → ``torch.npu.amp``, ``"cuda"`` → ``"npu"``) are NPU106's; these
+fixes rebuild the autocast call on top of them, and nothing they emit is a CUDA autocast again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.apex.common import (
+    FileEdits,
+    Unbindable,
+    bind,
+    code_of,
+    expr,
+    is_torch_dtype,
+    kwarg,
+    remap_args,
+    value_of,
+    with_args,
+)
+
+CUDA_AUTOCAST = "torch.cuda.amp.autocast"
+CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
+AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
+CUSTOM_FWD = {"torch.cuda.amp.custom_fwd", "torch.amp.custom_fwd"}
+CUDA_SCALER = "torch.cuda.amp.GradScaler"
+CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
+SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
+FP16_INIT_SCALE = "2.0**14"
+MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
+
+
+def _callee_name(node: cst.Call) -> str | None:
+    """``autocast`` for ``torch.cuda.amp.autocast(...)`` and ``autocast(...)`` (a cheap pre-check)."""
+    func = node.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def _device(bound: dict[str, cst.Arg], name: str, default: str | None) -> str | None:
+    arg = bound.get(name)
+    return default if arg is None else string_value(arg.value)
+
+
+@register
+class CudaAutocastBf16(Rule):
+    """NPU340: CUDA autocast (call, context manager, decorator, ``custom_fwd``) → BF16 on NPU."""
+
+    codes = ("NPU340",)
+    triggers = (r"autocast", r"custom_fwd")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.options.precision != "bf16" or _callee_name(node) not in ("autocast", "custom_fwd"):
+            return
+        qualified = self.resolver.qualified_name(node.func)
+        if qualified == CUDA_AUTOCAST:
+            self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)
+        elif qualified in AUTOCAST:
+            self._autocast(node, AUTOCAST_PARAMS, cuda=False)
+        elif qualified in CUSTOM_FWD:
+            self._custom_fwd(node)
+
+    def _autocast(self, node: cst.Call, params: tuple[str, ...], cuda: bool) -> None:
+        try:
+            bound = bind(node, params)
+        except Unbindable as exc:
+            self.report("NPU340", node, f"CUDA autocast not migrated to BF16: {exc}", tier=Tier.MANUAL)
+            return
+        if not cuda and _device(bound, "device_type", None) != "cuda":
+            return
+        if value_of(bound, "enabled", True) is False:
+            return  # a float32 region: its dtype is never used (NPU106 changes the device)
+        dtype = bound.get("dtype")
+        if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "bfloat16"):
+            return  # already BF16: NPU106 changes the device
+        if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
+            self.report(
+                "NPU340",
+                node,
+                f"CUDA autocast with dtype={code_of(dtype.value)}: the BF16 policy wants dtype=torch.bfloat16 here",
+                tier=Tier.REVIEW,
+            )
+            return
+        rebuild = isinstance(node.func, cst.Attribute)
+        tier = Tier.NUMERIC
+        FileEdits.of(self.ctx).need_import("NPU340", tier, "torch")
+
+        def fix(updated: cst.Call) -> cst.Call:
+            others = remap_args(updated, params, drop={"device_type", "dtype"})
+            head = [kwarg("dtype", "torch.bfloat16")]
+            if rebuild or not cuda:
+                head.insert(0, cst.Arg(expr('"npu"')))
+            func = expr("torch.autocast") if rebuild else updated.func
+            return with_args(updated.with_changes(func=func), [*head, *others])
+
+        target = 'torch.autocast("npu", dtype=torch.bfloat16)' if rebuild else "dtype=torch.bfloat16"
+        self.report(
+            "NPU340",
+            node,
+            f"CUDA autocast → {target}: BF16 is the native mixed-precision type of Atlas A2 NPUs and needs no loss "
+            "scaling (--precision bf16)",
+            fix,
+            tier=tier,
+        )
+
+    def _custom_fwd(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "cast_inputs":
+                if is_torch_dtype(self.resolver, arg.value, "float16", "half"):
+                    FileEdits.of(self.ctx).need_import("NPU340", Tier.NUMERIC, "torch")
+                    self.report(
+                        "NPU340",
+                        arg.value,
+                        "`custom_fwd(cast_inputs=torch.float16)` → `cast_inputs=torch.bfloat16` (--precision bf16)",
+                        lambda _: expr("torch.bfloat16"),
+                    )
+
+
+@register
+class GradScalerFp16InitScale(Rule):
+    """NPU341: ``GradScaler()`` without ``init_scale`` under ``--precision fp16`` starts at 2**14."""
+
+    codes = ("NPU341",)
+    triggers = (r"GradScaler",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.options.precision != "fp16" or _callee_name(node) != "GradScaler":
+            return
+        qualified = self.resolver.qualified_name(node.func)
+        if qualified == CUDA_SCALER:
+            params, cuda = CUDA_SCALER_PARAMS, True
+        elif qualified in SCALER:
+            params, cuda = SCALER_PARAMS, False
+        else:
+            return
+        try:
+            bound = bind(node, params)
+        except Unbindable:
+            return
+        if "init_scale" in bound or (not cuda and _device(bound, "device", "cuda") != "cuda"):
+            return
+        self.report(
+            "NPU341",
+            node,
+            "GradScaler() → GradScaler(init_scale=2.0**14): NPU float16 overflow detection differs from the GPU's; "
+            "start lower than the default 2**16 and let the scale grow (--precision fp16)",
+            lambda updated: with_args(updated, [*updated.args, kwarg("init_scale", FP16_INIT_SCALE)]),
+        )
+
+
+@register
+class ModelHalfUnderBf16(Rule):
+    """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported) in a
+    file that trains (calls ``.backward(...)``): float16 inference runs on NPU as it is."""
+
+    codes = ("NPU342",)
+    triggers = (r"\.half\(", r"float16", r"\.half\b")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.trains = _Backward.found(ctx.module) if self.options.precision == "bf16" else False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.trains or not isinstance(node.func, cst.Attribute):
+            return
+        method = node.func.attr.value
+        receiver = node.func.value
+        if not _looks_like_model(receiver):
+            return
+        if method == "half" and not node.args:
+            cast = ".half()"
+        elif method == "to" and any(is_torch_dtype(self.resolver, a.value, "float16", "half") for a in node.args):
+            cast = ".to(torch.float16)"
+        else:
+            return
+        self.report(
+            "NPU342",
+            node,
+            f"`{code_of(receiver)}{cast}` trains in pure float16; with the BF16 policy keep float32 weights under "
+            '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
+            "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
+        )
+
+
+class _Backward(cst.CSTVisitor):
+    """Whether a module calls ``<something>.backward(...)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    @classmethod
+    def found(cls, module: cst.Module) -> bool:
+        visitor = cls()
+        walk(module, visitor)
+        return visitor.seen
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.seen = True
+        return not self.seen
+
+
+MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")
+
+
+def _looks_like_model(node: cst.BaseExpression) -> bool:
+    """``model``, ``self.net``, ``netG``, a class instantiation ``Net(...)``, or one moved: ``Net().cuda()``."""
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
+            return _looks_like_model(node.func.value)
+        name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        return name[:1].isupper()
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
+    return bool(name) and bool(MODEL_NAME.search(name))

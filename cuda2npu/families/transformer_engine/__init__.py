@@ -1,0 +1,1 @@
+"""TransformerEngine rules and the generated modules they use."""

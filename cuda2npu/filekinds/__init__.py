@@ -1,0 +1,1 @@
+"""One module per kind of file: Python sources, notebooks, dependency files, shell scripts."""

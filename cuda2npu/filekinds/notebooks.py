@@ -1,0 +1,219 @@
+"""Jupyter notebooks (``.ipynb``): check and migrate the code cells, nothing else.
+
+The code cells of a Python notebook are joined into one module (so an import in cell 1 resolves a
+call in cell 5), with a separator comment line before each cell, and run through the engine
+like a ``.py`` file. IPython lines — line magics (``%time``), shell escapes (``!pip``),
+assignments from them (``files = !ls``), help (``obj?``) — are replaced by a placeholder
+statement of the same indentation before and restored afterwards, so they are never touched;
+a cell magic (``%%bash``) hides its whole cell, except the Python-bodied ``%%time``,
+``%%timeit``, ``%%capture`` and ``%%prun`` whose first line only is hidden.
+
+Findings are :class:`NotebookFinding`: ``cell`` is the 1-based index among all cells of the
+notebook (markdown cells count, as in the Jupyter UI), ``line``/``column`` are within the cell.
+
+A migrated notebook changes only the ``source`` of the code cells that changed (kept as a list
+of lines or a string, as it was); outputs, execution counts and metadata are untouched. The JSON
+is written back with the file's own indentation, key order, ``ensure_ascii`` style, newline
+style and trailing newline; a notebook whose formatting cannot be reproduced exactly is
+reported and left unchanged rather than reformatted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding
+
+SEPARATOR = "# cuda2npu-notebook-cell {index}"
+SEPARATOR_RE = re.compile(r"^# cuda2npu-notebook-cell (\d+)$")
+PLACEHOLDER = "pass  # cuda2npu-notebook-magic {index}"
+PLACEHOLDER_RE = re.compile(r"^[ \t]*pass  # cuda2npu-notebook-magic (\d+)$")
+MAGIC = re.compile(r"^[ \t]*(?:[%!]|\?|[\w.]+\?{1,2}[ \t]*$|[\w.,\[\] \t]+=[ \t]*[%!])")
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
+
+
+@dataclass(frozen=True)
+class NotebookFinding(Finding):
+    """A finding in a notebook: ``line`` and ``column`` are within cell ``cell`` (1-based)."""
+
+    cell: int = 0
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell, self.line, self.column, self.code)
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "cell": self.cell}
+
+
+def is_notebook(path: Path) -> bool:
+    return path.suffix == ".ipynb"
+
+
+def _source_text(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _is_python(notebook: dict) -> bool:
+    metadata = notebook.get("metadata") or {}
+    language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
+    return language is None or str(language).lower() in ("python", "python3", "ipython")
+
+
+def cell_lines(data: bytes) -> dict[int, list[str]]:
+    """cell index (1-based) -> its source lines, for showing findings in context."""
+    try:
+        notebook = json.loads(data.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return {
+        index: _source_text(cell).splitlines()
+        for index, cell in enumerate(notebook.get("cells", []), start=1)
+        if isinstance(cell, dict) and cell.get("cell_type") == "code"
+    }
+
+
+@dataclass
+class _Joined:
+    text: str
+    starts: dict[int, int]  # cell index -> first line of its code in the joined text
+    magics: dict[int, str]  # placeholder index -> original line (without newline)
+    opaque: set[int]  # cells hidden whole (cell magics)
+
+
+def _hide(line: str, magics: dict[int, str]) -> str:
+    body = line.rstrip("\r\n")
+    indent = body[: len(body) - len(body.lstrip(" \t"))]
+    key = len(magics)
+    magics[key] = body
+    return indent + PLACEHOLDER.format(index=key)
+
+
+def _join(cells: list[dict]) -> _Joined:
+    lines: list[str] = []
+    starts: dict[int, int] = {}
+    magics: dict[int, str] = {}
+    opaque: set[int] = set()
+    for index, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = _source_text(cell)
+        lines.append(SEPARATOR.format(index=index))
+        starts[index] = len(lines) + 1
+        cell_lines_ = source.splitlines()
+        first = next((l.strip() for l in cell_lines_ if l.strip()), "")
+        if first.startswith("%%"):
+            name = first[2:].split()[0] if len(first) > 2 else ""
+            if name not in PYTHON_CELL_MAGICS:
+                opaque.add(index)
+                lines += [_hide(l, magics) if l.strip() else "" for l in cell_lines_]
+                continue
+        continued = False
+        for line in cell_lines_:
+            if continued or (MAGIC.match(line) and not line.lstrip().startswith("#")):
+                continued = line.rstrip().endswith("\\")
+                lines.append(_hide(line, magics))
+            else:
+                lines.append(line)
+    return _Joined("\n".join(lines) + "\n", starts, magics, opaque)
+
+
+def _split(text: str, joined: _Joined) -> dict[int, str]:
+    """Cell index -> migrated code text (magics restored, no trailing newline added)."""
+    cells: dict[int, list[str]] = {}
+    current = None
+    for line in (text[:-1] if text.endswith("\n") else text).split("\n"):
+        match = SEPARATOR_RE.match(line)
+        if match:
+            current = int(match.group(1))
+            cells[current] = []
+            continue
+        if current is None:
+            continue
+        placeholder = PLACEHOLDER_RE.match(line)
+        cells[current].append(joined.magics[int(placeholder.group(1))] if placeholder else line)
+    return {index: "\n".join(lines) for index, lines in cells.items()}
+
+
+def _locate(line: int, starts: dict[int, int]) -> tuple[int, int]:
+    """(cell, line within cell) for a line of the joined text."""
+    cell, first = 0, 1
+    for index, start in starts.items():
+        if start <= line:
+            cell, first = index, start
+    return cell, max(line - first + 1, 1)
+
+
+def _dump_like(notebook: dict, original: str) -> str | None:
+    """``notebook`` serialized exactly as ``original`` was, or None if that style is unknown."""
+    parsed = json.loads(original)
+    newline = "\r\n" if "\r\n" in original else "\n"
+    body = original.replace("\r\n", "\n")
+    trailing = body[len(body.rstrip()):]
+    indent_match = re.match(r"\{\n([ \t]+)\"", body)
+    indents = [indent_match.group(1)] if indent_match else []
+    indents += [i for i in (1, 2, 4, " ", "  ", "    ", "\t", None) if i not in indents]
+    for indent in indents:
+        for ensure_ascii in (False, True):
+            candidate = json.dumps(parsed, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None)
+            if candidate + trailing == body:
+                text = json.dumps(notebook, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None)
+                return (text + trailing).replace("\n", newline)
+    return None
+
+
+def _engine_failure(display: str, message: str) -> FileResult:
+    doc = rule_doc("NPU001")
+    finding = NotebookFinding(display, 1, 1, "NPU001", doc.name, message, doc.tier, False, cell=0)
+    return FileResult(display, "failed", message, [finding])
+
+
+def process_notebook(data: bytes, display: str, options, pattern=None) -> FileResult:
+    """Check (``options.fix=False``) or migrate the code cells of one notebook's bytes."""
+    from cuda2npu.filekinds.python import migrate_source
+
+    try:
+        original = data.decode("utf-8")
+        notebook = json.loads(original)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return _engine_failure(display, f"cannot parse notebook JSON: {exc}")
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        return _engine_failure(display, "not a Jupyter notebook (no cells list; nbformat 3 is not supported)")
+    if not _is_python(notebook):
+        return FileResult(display, "skipped", "not a Python notebook")
+    joined = _join(cells)
+    source = joined.text.encode("utf-8")
+    if pattern is not None and not pattern.search(source):
+        return FileResult(display, "skipped", PREFILTER_REASON)
+    result = migrate_source(source, display, options)
+    findings = []
+    for finding in result.findings:
+        cell, line = _locate(finding.line, joined.starts)
+        fields = {k: getattr(finding, k) for k in Finding.__dataclass_fields__}
+        findings.append(NotebookFinding(**{**fields, "line": line}, cell=cell))
+    findings.sort(key=lambda f: f.sort_key())
+    result = replace(result, findings=findings)
+    if result.status != "changed" or result.new_source is None:
+        return replace(result, new_source=None) if result.status != "failed" else result
+    migrated = _split(result.new_source.decode("utf-8"), joined)
+    for index, cell in enumerate(cells, start=1):
+        if index not in migrated or index in joined.opaque:
+            continue
+        before = _source_text(cell)
+        after = migrated[index] + ("\n" if before.endswith("\n") else "")
+        if after == before:
+            continue
+        cell["source"] = after.splitlines(keepends=True) if isinstance(cell.get("source"), list) else after
+    text = _dump_like(notebook, original)
+    if text is None:
+        message = "notebook JSON formatting cannot be reproduced exactly; left unchanged (migrate it in Jupyter or normalize it with nbformat)"
+        return FileResult(display, "failed", message, findings)
+    new_source = text.encode("utf-8")
+    if new_source == data:
+        return FileResult(display, "unchanged", findings=findings)
+    return FileResult(display, "changed", findings=findings, new_source=new_source, companions=result.companions)

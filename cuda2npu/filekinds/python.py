@@ -1,0 +1,437 @@
+"""The pure core: ``migrate_source(bytes) -> FileResult`` (no I/O, no global state).
+
+Flow per file: decode check → parse → rules (one batched traversal) → fixes allowed by the tier
+→ apply (bottom-up, composing) → re-parse and repeat until no fix remains (≤ MAX_ROUNDS)
+→ inline markers for what is left to a human → ``import torch_npu`` where needed → verify the result parses.
+
+Markers (``rules/tables/markers.toml``): manual findings, findings left unfixed, and applied fixes
+that still need a check at their line get a ``# TODO(cuda2npu): CODE [review: ]reason`` comment
+above their statement. The findings reported are the ones still there at the end: a finding whose
+code a later rewrite removed (an import that became unused) is not listed.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import re
+import sys
+import threading
+from collections import Counter
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from cuda2npu.core import noqa, prefilter
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.diagnostics import FileResult, Finding, Tier
+from cuda2npu.core.imports import ensure_torch_npu_import, is_import_line
+from cuda2npu.core.options import Options
+from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
+from cuda2npu.core.source import SourceError, decode, parse, position
+from cuda2npu.core.transform import FixApplier
+from cuda2npu.core.traversal import walk_batched
+from cuda2npu.families import enabled_rules
+
+MAX_ROUNDS = 6
+
+
+_RULE_TRIGGERS: dict[type, re.Pattern[bytes]] = {}
+
+
+def triggered(rules: list[type[Rule]], text: bytes) -> list[type[Rule]]:
+    """The rules whose own triggers occur in ``text`` (the per-rule prefilter).
+
+    A rule can only report what its triggers announce, so a file that matched the prefilter for
+    ``cuda`` does not pay for the pre-passes of the apex, attention or ColossalAI rules.
+    """
+    active = []
+    for cls in rules:
+        pattern = _RULE_TRIGGERS.get(cls)
+        if pattern is None:
+            pattern = _RULE_TRIGGERS[cls] = re.compile("|".join(f"(?:{t})" for t in cls.triggers).encode() or rb"(?!)")
+        if pattern.search(text):
+            active.append(cls)
+    return active
+
+
+def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], text: bytes | None = None) -> list[Report]:
+    """Reports of ``rules`` in one batched traversal; with ``text`` (the module's bytes), only the triggered ones."""
+    if text is not None:
+        rules = triggered(rules, text)
+        if not rules:
+            return []
+    ctx = RuleContext(module, options)
+    walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
+    return ctx.reports
+
+
+def _applicable(report: Report, options: Options) -> bool:
+    return options.fix and report.fix is not None and report.tier <= options.max_tier
+
+
+def _finding(path: str, report: Report, position, options: Options, applied: bool) -> Finding:
+    doc = rule_doc(report.code)
+    start = position.start
+    return Finding(
+        path=path,
+        line=start.line,
+        column=start.column + 1,
+        code=report.code,
+        name=doc.name,
+        message=report.message,
+        tier=report.tier,
+        fixable=report.fix is not None and report.tier <= options.max_tier,
+        applied=applied,
+    )
+
+
+def _engine_finding(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
+    doc = rule_doc(code)
+    return Finding(path, line, column, code, doc.name, message, doc.tier, False)
+
+
+def _apply_round(module: cst.Module, reports: list[Report], options: Options):
+    """The module with the applicable fixes (and the markers of applied fixes that need a check)."""
+    fixes: dict[cst.CSTNode, list] = {}
+    for index, report in enumerate(reports):
+        if _applicable(report, options):
+            fixes.setdefault(report.node, []).append((index, report.fix))
+    checks = [r for r in reports if _applicable(r, options)]
+    applier = FixApplier(fixes, *_markers_of(module, checks, options, applied=True))
+    new_module = module.visit(applier)
+    applied = {i for _, entries in fixes.items() for i, _ in entries} - applier.failed
+    return new_module, applied
+
+
+def marker_reason(code: str, tier: Tier, message: str, options: Options, applied: bool) -> str | None:
+    """The reason a finding's ``# TODO(cuda2npu)`` marker gives (None: no marker), see rules/tables/markers.toml."""
+    if not options.markers:
+        return None
+    reason = message.splitlines()[0]
+    if tier is Tier.MANUAL and not applied:
+        return reason
+    if not options.review_markers:
+        return None
+    policy = table("markers")
+    if applied:
+        check = tier >= Tier.REVIEW and (tier > rule_doc(code).tier or code in policy["applied"])
+        return f"review: {reason}" if check else None
+    return None if code in policy["unmarked"] else f"review: {reason}"
+
+
+def _markers_of(module: cst.Module, reports: list[Report], options: Options, applied: bool, extra=()):
+    """(statement -> [(code, reason)], statement -> comment lines above it) for FixApplier;
+    ``extra``: more (statement, code, reason)."""
+    per_statement: dict[cst.CSTNode, list[tuple[str, str]]] = {}
+    for report in reports:
+        reason = marker_reason(report.code, report.tier, report.message, options, applied)
+        if reason is not None and report.statement is not None:
+            per_statement.setdefault(report.statement, []).append((report.code, reason))
+    for statement, code, reason in extra:
+        per_statement.setdefault(statement, []).append((code, reason))
+    # libcst keeps the comments above the first statement in the module's header
+    above = {module.body[0]: module.header} if module.body and per_statement else {}
+    return per_statement, above
+
+
+def _add_markers(module: cst.Module, reports: list[Report], options: Options, extra=()) -> cst.Module:
+    """Markers for the findings left in the code: the final round's (none of which is applicable), and ``extra``."""
+    open_reports = [r for r in reports if not _applicable(r, options)]
+    markers, above = _markers_of(module, open_reports, options, applied=False, extra=extra)
+    return module.visit(FixApplier({}, markers, above)) if markers else module
+
+
+def _line_map(old: str, new: str) -> dict[int, int]:
+    """1-based line of ``old`` -> the line of ``new`` it became (lines a rewrite deleted are absent)."""
+    a, b = old.splitlines(), new.splitlines()
+    mapping = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("equal", "replace"):
+            for i in range(i1, i2):
+                mapping[i + 1] = j1 + min(i - i1, j2 - j1 - 1) + 1
+    return mapping
+
+
+def _innermost_statements(module: cst.Module, lines: set[int]) -> dict[int, cst.CSTNode]:
+    """line -> the innermost statement of ``module`` that spans it."""
+    best: dict[int, tuple[int, cst.CSTNode]] = {}
+    for node, where in positions_of(module).items():
+        if isinstance(node, (cst.SimpleStatementLine, *COMPOUND_STATEMENTS)):
+            for line in lines:
+                size = where.end.line - where.start.line
+                if where.start.line <= line <= where.end.line and (line not in best or size < best[line][0]):
+                    best[line] = (size, node)
+    return {line: node for line, (_, node) in best.items()}
+
+
+def _orphans(source: bytes, module: cst.Module, orphans: list[Finding], options: Options):
+    """Markers for unfixed findings of the first round that the last round no longer reports (a
+    rewrite hid the construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"),
+    found through a line diff: ([(statement, code, reason)], the findings whose line was deleted)."""
+    mapping = _line_map(decode(source), module.code)
+    statements = _innermost_statements(module, {mapping[f.line] for f in orphans if f.line in mapping})
+    extra, gone = [], []
+    for finding in orphans:
+        statement = statements.get(mapping.get(finding.line, 0))
+        reason = marker_reason(finding.code, finding.tier, finding.message, options, applied=False)
+        if statement is None:
+            gone.append(finding)
+        elif reason is not None:
+            extra.append((statement, finding.code, reason))
+    return extra, gone
+
+
+def _take(pool: list[Finding], match) -> Finding | None:
+    """Remove and return the first finding of ``pool`` that ``match`` accepts."""
+    found = next((f for f in pool if match(f)), None)
+    if found is not None:
+        pool.remove(found)
+    return found
+
+
+def _still_open(path: str, module: cst.Module, findings: list[Finding], reports: list[Report], options: Options,
+                at_imports: set[int], first_round: set[int]) -> tuple[list[Finding], list[Finding]]:
+    """(findings, orphans): the unfixed findings matched to what the last round (``reports`` on
+    ``module``) reports; ``at_imports``, ``first_round``: ids of findings at an import statement,
+    of findings positioned in the original file.
+
+    An earlier unfixed finding is matched by code and message, else by code (its message quoted
+    code a rewrite changed: the line stays the original one, the message becomes the new one).
+    One that nothing matches is dropped if it was at an import, which a rewrite then removed as
+    unused. Elsewhere it stays, an orphan: a rewrite may hide the construct from its rule without
+    settling it; if a later round reported the same code anew (a rewrite changed the construct's
+    message), the two are one finding, at the original line. A finding only the last round
+    reports is added at its position there.
+    """
+    kept = [f for f in findings if f.applied]
+    earlier = [f for f in findings if not f.applied]
+    open_reports = [r for r in reports if not _applicable(r, options)]
+    matched, unmatched = [], []
+    for report in open_reports:
+        same = _take(earlier, lambda f: (f.code, f.message) == (report.code, report.message))
+        (matched.append(same) if same is not None else unmatched.append(report))
+    new = []
+    for report in unmatched:
+        same = _take(earlier, lambda f: f.code == report.code and id(f) in first_round) or _take(
+            earlier, lambda f: f.code == report.code)
+        (matched.append(dataclasses.replace(same, message=report.message)) if same is not None else new.append(report))
+    orphans = []
+    for finding in (f for f in earlier if id(f) not in at_imports):
+        later = id(finding) in first_round and _take(matched, lambda f: f.code == finding.code and id(f) not in first_round)
+        if later:
+            matched.append(dataclasses.replace(finding, message=later.message))
+        else:
+            orphans.append(finding)
+    return kept + matched + orphans + _positioned(path, module, new, options, set()), orphans
+
+
+DEEP_STACK = 512 * 1024 * 1024  # address space; only the pages a deep file touches are used
+DEEP_RECURSION_LIMIT = 20_000
+
+
+def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
+    """Check (``options.fix=False``) or migrate one file's bytes.
+
+    Runs on a thread with a large stack and recursion limit: libcst's parser and visitors recurse
+    once per nesting level, and CPython accepts chains (``a and b and ...``, ``a + b + ...``) deep
+    enough to overflow the default 8 MB stack (a SIGSEGV that would end the whole run). What is
+    still too deep ends as a RecursionError, reported as NPU001.
+    """
+    outcome: list = []
+
+    def work() -> None:
+        try:
+            outcome.append(_migrate_source(source, path, options))
+        except RecursionError:
+            message = "cannot analyse: too deeply nested (recursion limit); file left unchanged"
+            outcome.append(FileResult(path, "failed", message, [_engine_finding(path, "NPU001", message)]))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome.append(exc)
+
+    limit = sys.getrecursionlimit()
+    previous_stack = threading.stack_size(DEEP_STACK)
+    try:
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+        worker = threading.Thread(target=work, name="cuda2npu-engine", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous_stack)
+    try:
+        worker.join()
+    finally:
+        sys.setrecursionlimit(limit)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
+    reason = prefilter.other_framework(source)
+    if reason is not None:  # PyTorch rules do not apply (a JAX file's side-effect imports are deliberate)
+        return FileResult(path, "skipped", reason)
+    try:
+        module = parse(source)
+    except SourceError as exc:
+        finding = _engine_finding(path, "NPU001", str(exc), exc.line, exc.column)
+        return FileResult(path, "failed", str(exc), [finding])
+
+    rules = enabled_rules(options)
+    has_noqa = noqa.may_contain(source)
+    findings: list[Finding] = []
+    unused_noqa: list[Finding] = []
+    needs_torch_npu = False
+    companions: set[str] = set()
+    current = module
+    reports: list[Report] = []
+    text = source
+    rounds_applied = 0  # rounds whose fixes changed the code
+    at_imports: set[int] = set()  # ids of unfixed findings at an import statement (see _still_open)
+    first_round: set[int] = set()  # ids of the findings positioned in the original file
+    for round_number in range(MAX_ROUNDS):
+        reports = run_rules(current, options, rules, text)
+        if has_noqa:  # suppressed findings are neither reported nor fixed (cuda2npu/core/noqa.py)
+            reports, unused = noqa.suppress(current, reports, options, path, round_number == 0)
+            unused_noqa += unused
+        if not any(_applicable(r, options) for r in reports):
+            if round_number == 0:
+                findings += _positioned(path, current, reports, options, set())
+            break
+        candidate, applied = _apply_round(current, reports, options)
+        if round_number == 0:
+            findings += _positioned(path, current, reports, options, applied, at_imports)
+            first_round = {id(f) for f in findings}
+        else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
+            findings += _later_round_findings(path, current, reports, applied, findings, options, at_imports)
+        needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
+        companions.update(reports[i].companion for i in applied if reports[i].companion)
+        if candidate.code == current.code:
+            break
+        rounds_applied = round_number + 1
+        try:
+            text = candidate.bytes  # bytes keep the BOM and coding cookie
+            current = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            codes = sorted({reports[i].code for i in applied})
+            message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
+            findings.append(_engine_finding(path, "NPU002", message))
+            return FileResult(path, "failed", message, sorted(findings + unused_noqa, key=Finding.sort_key))
+    else:
+        findings.append(_engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"))
+        rounds_applied = 0  # the last reports are not of the final code: keep every finding
+
+    orphans: list[Finding] = []
+    if rounds_applied:
+        findings, orphans = _still_open(path, current, findings, reports, options, at_imports, first_round)
+    extra: list = []
+    if orphans:
+        extra, gone = _orphans(source, current, [f for f in orphans if id(f) in first_round], options)
+        findings = [f for f in findings if all(f is not g for g in gone)]
+    findings += unused_noqa
+    if options.fix:
+        if options.markers:
+            current = _add_markers(current, reports, options, extra)
+        if needs_torch_npu:
+            current = ensure_torch_npu_import(current)
+    findings.sort(key=Finding.sort_key)
+    if not options.fix:  # check: nothing to write, so no code generation
+        return FileResult(path, "unchanged", findings=findings)
+    new_source = current.bytes
+    if new_source == source:
+        return FileResult(path, "unchanged", findings=findings)
+    lost = _round_trip_loss(module, source)
+    if lost is not None:
+        message = (
+            "libcst does not reproduce this file byte for byte (a form feed before a statement or a "
+            "final lone carriage return); file left unchanged, migrate the findings by hand"
+        )
+        kept = [dataclasses.replace(f, applied=False) for f in findings]
+        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU001", message, *lost)])
+    problem = _output_problem(source, new_source)
+    if problem is not None:
+        message = f"migrated file {problem}; file left unchanged"
+        kept = [dataclasses.replace(f, applied=False) for f in findings]
+        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU002", message)])
+    return FileResult(path, "changed", findings=findings, new_source=new_source, companions=sorted(companions))
+
+
+def _output_problem(source: bytes, new_source: bytes) -> str | None:
+    """Why the rewritten bytes must not be written (None: they are fine).
+
+    libcst's grammar accepts newer syntax than the running Python (3.12 f-strings on 3.11), so an
+    original that CPython accepts must still be accepted by CPython after the rewrite.
+    """
+    try:
+        cst.parse_module(new_source)
+    except cst.ParserSyntaxError as exc:
+        return f"does not parse ({exc.message})"
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # CPython never accepted the original: libcst's verdict is all there is
+    try:
+        ast.parse(new_source)
+    except (SyntaxError, ValueError) as exc:
+        return f"is rejected by this Python ({exc})"
+    return None
+
+
+def _later_round_findings(path, module, reports, applied, earlier, options, at_imports) -> list[Finding]:
+    """Findings of a round after the first: every applied fix, plus unfixed findings that were not
+    reported before (matched by code and message, since positions moved)."""
+    seen = Counter((f.code, f.message) for f in earlier if not f.applied)
+    chosen, flags = [], set()
+    for index, report in enumerate(reports):
+        if index in applied:
+            flags.add(len(chosen))
+            chosen.append(report)
+        elif seen[(report.code, report.message)]:
+            seen[(report.code, report.message)] -= 1
+        else:
+            chosen.append(report)
+    return _positioned(path, module, chosen, options, flags, at_imports)
+
+
+def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | None:
+    """Where the parsed file's own code differs from its bytes (None: a lossless round trip)."""
+    regenerated = module.bytes
+    if regenerated == source:
+        return None
+    offset = next((i for i, (a, b) in enumerate(zip(source, regenerated)) if a != b), min(len(source), len(regenerated)))
+    return position(source, offset)
+
+
+def positions_of(module: cst.Module):
+    """Node -> CodeRange, as ``MetadataWrapper(module).resolve(PositionProvider)``, at half the cost.
+
+    The wrapper follows the position codegen with a traversal of the whole tree for batchable
+    providers even when there are none; the provider's own codegen is all positions need.
+    """
+    try:
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
+        )
+        module._codegen(state)
+        return provider._computed
+    except (ImportError, AttributeError, TypeError):  # libcst internals moved: the public way
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int],
+                at_imports: set[int] | None = None) -> list[Finding]:
+    """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``."""
+    if not reports:
+        return []
+    positions = positions_of(module)
+    findings = [
+        _finding(path, report, positions[report.node], options, index in applied)
+        for index, report in enumerate(reports)
+    ]
+    if at_imports is not None:
+        at_imports.update(id(f) for f, r in zip(findings, reports) if not f.applied and is_import_line(r.statement))
+    return findings

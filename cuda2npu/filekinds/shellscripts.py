@@ -1,0 +1,67 @@
+"""Shell launch scripts (``*.sh`` found with the Python code): reported, never rewritten.
+
+- NPU711 ``shell-cuda-env``: ``CUDA_VISIBLE_DEVICES=…`` (and the other CUDA variables of
+  rules/tables/env_vars.toml) set or exported; the message names the Ascend variable.
+- NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend).
+- NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables set or exported; the
+  message names the documented HCCL counterpart, or says there is none.
+
+They are reported, not rewritten: a launch script is usually changed by hand together with the
+cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.diagnostics import Finding
+
+ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
+NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
+
+
+def is_shell_script(path: Path) -> bool:
+    return path.suffix in (".sh", ".bash")
+
+
+def _variables() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    env = table("env_vars")
+    return env.get("cuda", {}), env.get("nccl", {}), env.get("nccl_manual", {})
+
+
+def check_shell_script(text: str, display: str, options) -> list[Finding]:
+    from cuda2npu.core.noqa import parse_comment
+
+    cuda, nccl, nccl_manual = _variables()
+    findings: list[Finding] = []
+
+    def report(code: str, line: int, column: int, message: str) -> None:
+        doc = rule_doc(code)
+        if options.code_enabled(code, doc.opt_in):
+            findings.append(Finding(display, line, column, code, doc.name, message, doc.tier, False))
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("#"):
+            continue
+        comment = re.search(r"(?:^|\s)#", line)
+        code_part = line[: comment.start()] if comment else line
+        directive = parse_comment(line[comment.end() - 1 :]) if comment else None
+        before = len(findings)
+        for match in ASSIGNMENT.finditer(code_part):
+            name, column = match.group(1), match.start(1) + 1
+            if name in cuda:
+                report("NPU711", number, column, f"`{name}` selects CUDA devices/behaviour: on Ascend set `{cuda[name]}`")
+            elif name in nccl:
+                report("NPU713", number, column, f"`{name}` configures NCCL: on Ascend set `{nccl[name]}` (HCCL)")
+            elif name in nccl_manual:
+                report("NPU713", number, column, f"`{name}` configures NCCL: {nccl_manual[name]}")
+            elif name.startswith(("NCCL_", "TORCH_NCCL_")):
+                report("NPU713", number, column, f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)")
+        for match in NVIDIA_SMI.finditer(code_part):
+            report("NPU712", number, match.start() + 1, "`nvidia-smi` queries NVIDIA GPUs: use `npu-smi info` on Ascend")
+        if directive is not None:
+            findings[before:] = [f for f in findings[before:] if not directive.matches(f.code)]
+    return findings

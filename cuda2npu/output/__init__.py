@@ -1,0 +1,1 @@
+"""What a run prints and writes: reports, output formats, baselines, rule documentation."""

@@ -1,0 +1,131 @@
+"""The dependency files and shell scripts of a run, checked after its Python files (whose
+migrated imports decide which requirements stay)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cuda2npu.core.diagnostics import FileResult, Finding, Summary
+from cuda2npu.core.fileio import io_error
+from cuda2npu.filekinds.depfiles import (
+    TOP_LEVEL_TORCH_NPU,
+    ProjectImports,
+    check_text,
+    decoded_text,
+    encoded_like,
+    imported_modules,
+    is_project_file,
+)
+from cuda2npu.filekinds.shellscripts import check_shell_script, is_shell_script
+from cuda2npu.project.discovery import discover
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def project_imports(directory: Path, results: list[FileResult], by_name: dict[str, Path]) -> ProjectImports:
+    """Imports of every Python file and notebook under ``directory`` (the dependency file's
+    project), read after migration: files this run rewrote count with their new text. The whole
+    project is scanned, not only the files of the run, so that a hook given a few staged files
+    never removes a requirement that other files still import."""
+    migrated = {}
+    names = {path.resolve(): name for name, path in by_name.items()}
+    fixable = False
+    for result in results:
+        path = by_name.get(result.path)
+        if path is None:
+            continue
+        if path.suffix in (".py", ".pyi", ".ipynb") and result.new_source is None:
+            # check: migrate would add `import torch_npu` where it fixes code (a migrated text shows it)
+            fixable |= any(f.fixable and not f.code.startswith("NPU0") for f in result.findings)
+        if result.new_source is not None:
+            migrated[path.resolve()] = (result.path, result.new_source)
+    by_module: dict[str, list[str]] = {}
+    required = fixable
+    for path in discover([directory]).files:
+        if path.suffix not in (".py", ".pyi", ".ipynb"):
+            continue
+        display, data = migrated.get(path.resolve(), (None, None))
+        if data is None:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            display = names.get(path.resolve()) or path.relative_to(directory).as_posix()
+        source = data.decode("utf-8", "replace")
+        for module in imported_modules(source):
+            by_module.setdefault(module, []).append(display)
+        required = required or TOP_LEVEL_TORCH_NPU[path.suffix == ".ipynb"].search(source) is not None
+    return ProjectImports(by_module, required)
+
+
+def finish_run(results: list[FileResult], names: dict[Path, str], options, summary) -> list[FileResult]:
+    """Add the dependency files and shell scripts of a run to its results (after the Python files).
+
+    ``names`` maps every discovered path to its display name. setup.py results are extended in
+    place; other files produce a result only when they have findings. The summary is recomputed.
+    """
+    by_name = {name: path for path, name in names.items()}
+    extra = [path for path in names if is_project_file(path)]
+    setups = [r for r in results if by_name.get(r.path) is not None and by_name[r.path].name == "setup.py"]
+    if not extra and not setups:
+        return results
+    cache: dict[Path, ProjectImports] = {}
+
+    def imports_for(path: Path) -> ProjectImports:
+        directory = path.parent.parent if path.parent.name == "requirements" else path.parent
+        if directory.resolve() not in cache:
+            cache[directory.resolve()] = project_imports(directory, results, by_name)
+        directory = directory.resolve()
+        return cache[directory]
+
+    for path in extra:
+        display = names[path]
+        file_options = options.for_path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            results.append(io_error(display, exc))
+            continue
+        text = decoded_text(data)
+        if text is None:
+            continue
+        if is_shell_script(path):
+            findings = check_shell_script(text, display, file_options)
+            if findings:
+                results.append(FileResult(display, "unchanged", findings=findings))
+            continue
+        try:
+            findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))
+        except (ValueError, tomllib.TOMLDecodeError):
+            continue  # a malformed pyproject.toml is not ours to report
+        if new_text != text:
+            results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
+        elif findings:
+            results.append(FileResult(display, "unchanged", findings=findings))
+    for result in setups:
+        path = by_name[result.path]
+        if result.status == "failed":
+            continue
+        try:
+            data = result.new_source if result.new_source is not None else path.read_bytes()
+        except OSError:
+            continue
+        text = decoded_text(data)
+        if text is None:
+            continue
+        findings, new_text = check_text("setup.py", text, result.path, options.for_path(path), imports_for(path))
+        if findings:
+            result.findings = sorted([*result.findings, *findings], key=Finding.sort_key)
+            if result.status == "skipped":
+                result.status, result.reason = "unchanged", ""
+        if new_text != text:
+            result.status, result.new_source = "changed", encoded_like(new_text, data)
+    fresh = Summary()
+    for result in results:
+        fresh.add(result)
+    summary.__dict__.update(fresh.__dict__)
+    return results

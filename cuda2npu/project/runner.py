@@ -1,0 +1,103 @@
+"""Running the engine over many files: reading, prefilter, skip markers, a process pool.
+
+Every file yields a :class:`FileResult`; no exception leaves a worker. Rule classes are imported
+in each worker and instantiated per file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+from cuda2npu.core import prefilter
+from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
+from cuda2npu.core.fileio import io_error
+from cuda2npu.core.options import Options
+from cuda2npu.families import enabled_rules
+from cuda2npu.filekinds.python import migrate_source
+from cuda2npu.project.cache import Cache
+
+PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(options: Options):
+    return prefilter.build(enabled_rules(options))
+
+
+def process_file(path: Path, display: str, options: Options, cache: Cache | None = None) -> FileResult:
+    """Read one file and check or migrate it (or take its result from ``cache``); never raises."""
+    options = options.for_path(path)  # per-file-ignores from the configuration
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return io_error(display, exc)
+    try:
+        if cache is None:
+            return _process_bytes(path, data, display, options)
+        # the cache comes first: hashing (~1 GB/s) is cheaper than the prefilter regex
+        key = cache.key(data, display, options)
+        result = cache.get(key)
+        if result is None:
+            result = _process_bytes(path, data, display, options)
+            cache.put(key, result)
+        return result
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
+        return FileResult(
+            display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
+        )
+
+
+def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> FileResult:
+    reason = prefilter.skip_reason(data)
+    if reason is not None:
+        return FileResult(display, "skipped", reason)
+    if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
+        from cuda2npu.filekinds.notebooks import process_notebook
+
+        return process_notebook(data, display, options, _pattern(options))
+    if not _pattern(options).search(data):
+        return FileResult(display, "skipped", PREFILTER_REASON)
+    return migrate_source(data, display, options)
+
+
+def _process(args: tuple[Path, str, Options, "Cache | None"]) -> FileResult:
+    return process_file(*args)
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+def run(files: list[tuple[Path, str]], options: Options, jobs: int, cache: "Cache | None | str" = "auto") -> Iterator[FileResult]:
+    """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled."""
+    if cache == "auto":
+        cache = Cache.for_paths([path for path, _ in files]) if files else None
+    tasks = [(path, display, options, cache) for path, display in files]
+    if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
+        yield from map(_process, tasks)
+        return
+    chunk = max(1, min(32, len(tasks) // (jobs * 8)))
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals)
+    try:
+        yield from pool.map(_process, tasks, chunksize=chunk)
+    except BaseException:  # Ctrl-C / SIGTERM / the caller stopped: do not wait for queued files
+        workers = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:  # workers only compute; nothing they do needs finishing
+            worker.terminate()
+        for worker in workers:
+            worker.join(timeout=5)
+        raise
+    pool.shutdown()
+
+
+def _worker_signals() -> None:
+    """Workers leave Ctrl-C (sent to the whole process group) and SIGTERM to the parent's handling."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,0 +1,35 @@
+"""Shared plumbing of the commands: display names and collecting results with progress."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from rich.progress import Progress
+
+from cuda2npu.core.diagnostics import FileResult, Summary
+
+PROGRESS_MIN_FILES = 200  # roughly a few seconds of work: below it a bar is only noise
+
+
+def display_name(path: Path) -> str:
+    """The path as the user will recognise it: relative to the working directory when inside it."""
+    try:
+        return Path(os.path.relpath(path)).as_posix() if not os.path.relpath(path).startswith("..") else path.as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def collect_results(results: Iterable[FileResult], summary: Summary, total: int) -> list[FileResult]:
+    """Drain the runner, updating the summary, with a progress bar on a TTY for big runs."""
+    collected = []
+    show = sys.stderr.isatty() and total >= PROGRESS_MIN_FILES
+    with Progress(transient=True, disable=not show) as progress:
+        task = progress.add_task("cuda2npu", total=total)
+        for result in results:
+            summary.add(result)
+            collected.append(result)
+            progress.advance(task)
+    return collected
