@@ -105,12 +105,12 @@ def _join(cells: list[dict]) -> _Joined:
         lines.append(SEPARATOR.format(index=index))
         starts[index] = len(lines) + 1
         cell_lines_ = source.splitlines()
-        first = next((l.strip() for l in cell_lines_ if l.strip()), "")
+        first = next((line.strip() for line in cell_lines_ if line.strip()), "")
         if first.startswith("%%"):
             name = first[2:].split()[0] if len(first) > 2 else ""
             if name not in PYTHON_CELL_MAGICS:
                 opaque.add(index)
-                lines += [_hide(l, magics) if l.strip() else "" for l in cell_lines_]
+                lines += [_hide(line, magics) if line.strip() else "" for line in cell_lines_]
                 continue
         continued = False
         for line in cell_lines_:
