@@ -20,10 +20,10 @@ import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding
+from cuda2npu.core.positions import positions_for
 
 UNUSED_CODE = "NPU005"
 DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
@@ -146,7 +146,7 @@ def suppress(module: cst.Module, reports: list, options, path: str, first_round:
     noqa_map = NoqaMap.from_text(module.code)
     if not noqa_map.directives:
         return reports, []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if reports else {}
+    positions = positions_for(module, [report.node for report in reports])
     kept = []
     used: dict[int, set[str]] = {}
     for report in reports:

@@ -72,14 +72,47 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield item
 
 
+class Flat:
+    """A tree in visit order: ``nodes[i]``'s subtree is ``nodes[i:ends[i]]``."""
+
+    __slots__ = ("nodes", "ends")
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        nodes: list[cst.CSTNode] = []
+        ends: list[int] = []
+
+        def add(node: cst.CSTNode) -> None:
+            index = len(nodes)
+            nodes.append(node)
+            ends.append(0)
+            for child in children(node):
+                add(child)
+            ends[index] = len(nodes)
+
+        add(root)
+        self.nodes, self.ends = nodes, ends
+
+
+_last_flat: tuple[cst.CSTNode | None, Flat | None] = (None, None)
+
+
+def flat(root: cst.CSTNode) -> Flat:
+    """The flattened tree of ``root``; a module's is kept until another module is flattened, so
+    that every pre-pass of the rules over one file pays for the child lookups once."""
+    global _last_flat
+    if _last_flat[0] is root:
+        return _last_flat[1]
+    result = Flat(root)
+    if isinstance(root, cst.Module):
+        _last_flat = (root, result)
+    return result
+
+
 def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its descendants of ``types``, in visit order (libcst's ``m.findall`` without matchers)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, types):
-            yield current
-        stack.extend(reversed(list(children(current))))
+    if types is cst.CSTNode:
+        return iter(flat(node).nodes)
+    return (n for n in flat(node).nodes if isinstance(n, types))
 
 
 _HANDLERS: dict[tuple[type, type], tuple] = {}
@@ -90,34 +123,51 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     ``on_visit``) returning False skips the children, as in libcst."""
     cls = type(visitor)
     if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
-        _walk_methods(node, visitor)
+        _replay(flat(node), visitor, _methods_of(visitor))
     else:
-        _walk_hooks(node, visitor)
+        hooks = (lambda v, n: bool(cls.on_visit(v, n)), cls.on_leave)  # a falsy on_visit skips, as in libcst
+        _replay(flat(node), visitor, lambda node_type: hooks)
 
 
-def _walk_methods(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    key = (type(node), type(visitor))
-    handlers = _HANDLERS.get(key)
-    if handlers is None:
-        name = type(node).__name__
-        handlers = _HANDLERS[key] = (  # functions, not bound methods: the cache outlives the visitor
-            getattr(type(visitor), f"visit_{name}", None),
-            getattr(type(visitor), f"leave_{name}", None),
-        )
-    enter, leave = handlers
-    if enter is None or enter(visitor, node) is not False:
-        for child in children(node):
-            _walk_methods(child, visitor)
-    if leave is not None:
-        leave(visitor, node)
+def _methods_of(visitor: cst.CSTVisitor):
+    """node type -> (visit_X, leave_X) functions of the visitor's class (None where absent)."""
+    cls = type(visitor)
+
+    def handlers(node_type: type) -> tuple:
+        key = (node_type, cls)
+        found = _HANDLERS.get(key)
+        if found is None:  # functions, not bound methods: the cache outlives the visitor
+            name = node_type.__name__
+            found = _HANDLERS[key] = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None))
+        return found
+
+    return handlers
 
 
-def _walk_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """The walk for visitors that override libcst's generic ``on_visit``/``on_leave`` hooks."""
-    if visitor.on_visit(node):
-        for child in children(node):
-            _walk_hooks(child, visitor)
-    visitor.on_leave(node)
+def _replay(tree: Flat, visitor, handlers_of) -> None:
+    """Enter and leave every node of ``tree`` in order; an enter returning False skips the subtree."""
+    nodes, ends = tree.nodes, tree.ends
+    open_nodes: list[tuple[int, cst.CSTNode, object]] = []  # (end of subtree, node, its leave)
+    per_type: dict[type, tuple] = {}
+    index, count = 0, len(nodes)
+    while index < count or open_nodes:
+        while open_nodes and open_nodes[-1][0] <= index:
+            _, done, leave = open_nodes.pop()
+            if leave is not None:
+                leave(visitor, done)
+        if index >= count:
+            break
+        node = nodes[index]
+        node_type = type(node)
+        handlers = per_type.get(node_type)
+        if handlers is None:
+            handlers = per_type[node_type] = handlers_of(node_type)
+        enter, leave = handlers
+        open_nodes.append((ends[index], node, leave))
+        if enter is not None and enter(visitor, node) is False:
+            index = ends[index]
+        else:
+            index += 1
 
 
 def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None:
@@ -130,20 +180,20 @@ def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor])
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             methods.setdefault(name, []).append(method)
-    per_type: dict[type, tuple[list, list]] = {}
     none: list = []
 
-    def visit(current: cst.CSTNode) -> None:
-        node_type = type(current)
-        handlers = per_type.get(node_type)
-        if handlers is None:
-            name = node_type.__name__
-            handlers = per_type[node_type] = (methods.get(f"visit_{name}", none), methods.get(f"leave_{name}", none))
-        for method in handlers[0]:
-            method(current)
-        for child in children(current):
-            visit(child)
-        for method in handlers[1]:
-            method(current)
+    def handlers_of(node_type: type) -> tuple:
+        name = node_type.__name__
+        enters, leaves = methods.get(f"visit_{name}", none), methods.get(f"leave_{name}", none)
 
-    visit(node)
+        def enter(_, current):
+            for method in enters:
+                method(current)
+
+        def leave(_, current):
+            for method in leaves:
+                method(current)
+
+        return (enter if enters else None, leave if leaves else None)
+
+    _replay(flat(node), None, handlers_of)

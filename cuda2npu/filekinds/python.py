@@ -21,7 +21,6 @@ import threading
 from collections import Counter
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
@@ -29,6 +28,7 @@ from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.imports import ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
+from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
 from cuda2npu.core.source import SourceError, decode, parse, position
 from cuda2npu.core.transform import FixApplier
@@ -403,31 +403,12 @@ def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | Non
     return position(source, offset)
 
 
-def positions_of(module: cst.Module):
-    """Node -> CodeRange, as ``MetadataWrapper(module).resolve(PositionProvider)``, at half the cost.
-
-    The wrapper follows the position codegen with a traversal of the whole tree for batchable
-    providers even when there are none; the provider's own codegen is all positions need.
-    """
-    try:
-        from libcst.metadata.position_provider import PositionProvidingCodegenState
-
-        provider = PositionProvider()
-        state = PositionProvidingCodegenState(
-            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
-        )
-        module._codegen(state)
-        return provider._computed
-    except (ImportError, AttributeError, TypeError):  # libcst internals moved: the public way
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-
-
 def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int],
                 at_imports: set[int] | None = None) -> list[Finding]:
     """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``."""
     if not reports:
         return []
-    positions = positions_of(module)
+    positions = positions_for(module, [report.node for report in reports])
     findings = [
         _finding(path, report, positions[report.node], options, index in applied)
         for index, report in enumerate(reports)

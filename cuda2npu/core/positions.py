@@ -1,0 +1,139 @@
+"""Source positions of libcst nodes, as libcst's ``PositionProvider`` computes them.
+
+A file's findings need the positions of a few reported nodes; the provider records one for every
+node of the file (two context managers and a range object per node, more than the code generation
+itself). :func:`positions_for` runs the same code generation but records only the nodes asked for.
+Both rely on libcst's code-generation state; if its internals move, they fall back to the public
+``MetadataWrapper`` (same results, slower).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+try:  # libcst internals (code generation with positions); absent: the public way, slower
+    from libcst._nodes.internal import CodegenState
+    from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+except ImportError:  # pragma: no cover
+    CodegenState = PositionProvidingCodegenState = None
+
+
+def positions_of(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:
+    """Node -> CodeRange for every node, as ``MetadataWrapper(module).resolve(PositionProvider)``.
+
+    The wrapper follows the position codegen with a traversal of the whole tree for batchable
+    providers even when there are none; the provider's own codegen is all positions need.
+    """
+    if PositionProvidingCodegenState is None:  # pragma: no cover
+        return _public(module)
+    try:
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
+        )
+        module._codegen(state)
+        return provider._computed
+    except (AttributeError, TypeError):  # libcst internals moved: the public way
+        return _public(module)
+
+
+def positions_for(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """Node -> CodeRange for ``nodes`` (nodes of ``module``) only; same ranges as :func:`positions_of`."""
+    wanted = set(nodes)
+    if not wanted:
+        return {}
+    if CodegenState is None:  # pragma: no cover
+        return _public(module)
+    try:
+        state = _TargetedState(module, set(wanted))
+        module._codegen(state)
+        if wanted <= state.ranges.keys():
+            return {node: state.ranges[node] for node in wanted}
+    except (AttributeError, TypeError):
+        pass
+    return _public(module)
+
+
+def _public(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+class _Untracked:
+    """The context of ``record_syntactic_position`` for a node nobody asked about."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+_UNTRACKED = _Untracked()
+
+
+class _TargetedState(CodegenState or object):
+    """libcst's position-providing code generation, recording ranges for ``wanted`` nodes only.
+
+    As in ``PositionProvidingCodegenState``: a node's syntactic range (``record_syntactic_position``,
+    whose start or end may be hoisted from a child) wins over its whitespace-inclusive range
+    (``before_codegen``/``after_codegen``); a hoisted child is tracked as soon as its parent asks.
+    """
+
+    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.wanted = wanted
+        self.line, self.column = 1, 0
+        self.starts: dict[cst.CSTNode, CodePosition] = {}
+        self.ranges: dict[cst.CSTNode, CodeRange] = {}
+
+    def _advance(self, value: str) -> None:
+        if "\n" in value or "\r" in value:
+            segments = NEWLINE_RE.split(value)
+            self.line += len(segments) - 1
+            self.column = len(segments[-1])
+        else:
+            self.column += len(value)
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+        for token in self.indent_tokens:
+            self._advance(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self._advance(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self.starts[node] = CodePosition(self.line, self.column)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted and node not in self.ranges:
+            self.ranges[node] = CodeRange(self.starts[node], CodePosition(self.line, self.column))
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if node not in self.wanted:
+            return _UNTRACKED
+        for child in (start_node, end_node):
+            if child is not None:
+                self.wanted.add(child)
+        return _Syntactic(self, node, start_node, end_node)
+
+
+class _Syntactic:
+    """``record_syntactic_position`` for one wanted node."""
+
+    def __init__(self, state: _TargetedState, node, start_node, end_node) -> None:
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+
+    def __enter__(self) -> None:
+        self.start = CodePosition(self.state.line, self.state.column)
+
+    def __exit__(self, *exc) -> None:
+        state = self.state
+        start = state.ranges[self.start_node].start if self.start_node is not None else self.start
+        end = state.ranges[self.end_node].end if self.end_node is not None else CodePosition(state.line, state.column)
+        state.ranges[self.node] = CodeRange(start, end)
