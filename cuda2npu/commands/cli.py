@@ -247,8 +247,19 @@ def rules(code, output_format):
         click.echo(ruledocs.table(selected))
 
 
+class _OriginalTree(click.ParamType):
+    """A directory, or ``git:REV``: the migrated tree at a git revision (an in-place migration)."""
+
+    name = "original"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.startswith("git:"):
+            return value
+        return click.Path(exists=True, file_okay=False, path_type=Path).convert(value, param, ctx)
+
+
 @main.command()
-@click.argument("original", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("original", type=_OriginalTree())
 @click.argument("migrated", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--entry", "entries", multiple=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable (default: validate.entries of the original's configuration).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="Tolerance class (default: from the migrated outputs' dtype).")
@@ -259,7 +270,18 @@ def rules(code, output_format):
 @click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run.")
 def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
     """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
-    gradients and optimizer steps."""
+    gradients and optimizer steps. ORIGINAL is a directory, or git:REV for the MIGRATED tree at a
+    git revision (after an in-place migration: git:HEAD before committing it)."""
+    from cuda2npu.validation.revision import RevisionError, original_tree
+
+    try:
+        with original_tree(original, migrated) as tree:
+            _validate(tree, migrated, entries, precision, dropout_check, json_file, seed, command, steps)
+    except RevisionError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
     from rich.console import Console
 
     if command is None and not entries:
