@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Union
+from typing import Callable, ClassVar, TypeVar, Union
 
 import libcst as cst
 
@@ -20,6 +20,7 @@ from cuda2npu.core.options import Options
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
 Fix = Callable[[cst.CSTNode], Replacement]
+State = TypeVar("State")
 
 COMPOUND_STATEMENTS = (
     cst.FunctionDef,
@@ -58,6 +59,14 @@ class RuleContext(cst.BatchableCSTVisitor):
         self.resolver = NameResolver(module)
         self.reports: list[Report] = []
         self._statements: list[cst.CSTNode] = []
+        self._file_state: dict[Callable, object] = {}
+
+    def file_state(self, build: Callable[["RuleContext"], State]) -> State:
+        """The one ``build(self)`` of this file (its pre-pass results, an edit registry), shared by
+        every rule of the traversal that asks for the same ``build``."""
+        if build not in self._file_state:
+            self._file_state[build] = build(self)
+        return self._file_state[build]  # type: ignore[return-value]
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS):

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -281,10 +280,8 @@ class StatementEdit:
 class FileEdits:
     """Statement edits, removed apex references and needed imports of one file (see module doc)."""
 
-    _by_context: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
     def __init__(self, ctx) -> None:
-        self._ctx = weakref.ref(ctx)  # the registry lives as long as the traversal's context
+        self.ctx = ctx
         self.edits: dict[cst.CSTNode, StatementEdit] = {}
         self.removed_refs: dict[cst.Name, Tier] = {}
         self.imports: dict[tuple[str, str | None], ImportNeed] = {}
@@ -296,16 +293,10 @@ class FileEdits:
         self._index: StatementIndex | None = None
         self._scan: _ApexImportScan | None = None
 
-    @property
-    def ctx(self):
-        return self._ctx()
-
     @classmethod
     def of(cls, ctx) -> "FileEdits":
-        edits = cls._by_context.get(ctx)
-        if edits is None:
-            edits = cls._by_context[ctx] = cls(ctx)
-        return edits
+        """The file's registry, shared by every apex rule of the traversal."""
+        return ctx.file_state(cls)
 
     @property
     def index(self) -> StatementIndex:

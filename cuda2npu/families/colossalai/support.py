@@ -213,12 +213,7 @@ class FileIndex(cst.CSTVisitor):
 
     @classmethod
     def of(cls, ctx) -> "FileIndex":
-        index = getattr(ctx, "_colossalai_file_index", None)
-        if index is None:
-            index = cls()
-            walk(ctx.module, index)
-            ctx._colossalai_file_index = index
-        return index
+        return ctx.file_state(_file_index)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._stack:
@@ -235,6 +230,12 @@ class FileIndex(cst.CSTVisitor):
 
     def calls_to(self, name: str) -> list[cst.Call]:
         return [c for c in self.calls if isinstance(c.func, cst.Name) and c.func.value == name]
+
+
+def _file_index(ctx) -> FileIndex:
+    index = FileIndex()
+    walk(ctx.module, index)
+    return index
 
 
 @dataclass
@@ -265,11 +266,7 @@ class ImportEditor:
 
     @classmethod
     def of(cls, ctx) -> "ImportEditor":
-        editor = getattr(ctx, "_colossalai_import_editor", None)
-        if editor is None:
-            editor = cls(ctx)
-            ctx._colossalai_import_editor = editor
-        return editor
+        return ctx.file_state(cls)
 
     # ---------------------------------------------------------------- requests
     def _enabled(self, code: str) -> bool:
