@@ -68,7 +68,9 @@ class Row:
         )
 
 
-def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
+def timed(
+    command: list[str], env: dict | None = None, cwd: Path | None = None
+) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd)
     elapsed = time.perf_counter() - start
@@ -78,7 +80,18 @@ def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) 
 
 
 def check(paths: list[str], jobs: int, cache: bool) -> list[str]:
-    command = [sys.executable, "-m", "cuda2npu", "check", "--format", "concise", "--output-file", os.devnull, "--jobs", str(jobs)]
+    command = [
+        sys.executable,
+        "-m",
+        "cuda2npu",
+        "check",
+        "--format",
+        "concise",
+        "--output-file",
+        os.devnull,
+        "--jobs",
+        str(jobs),
+    ]
     return command + ([] if cache else ["--no-cache"]) + paths
 
 

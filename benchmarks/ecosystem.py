@@ -89,7 +89,9 @@ def run_project(project, jobs: int, scratch: Path) -> ProjectResult:
     out = scratch / f"{project.name}-out"
     report_file = scratch / f"{project.name}-report.json"
 
-    migrate, result.migrate_s = cuda2npu("migrate", "--out", str(out), "--report", str(report_file), "--jobs", str(jobs), str(source))
+    migrate, result.migrate_s = cuda2npu(
+        "migrate", "--out", str(out), "--report", str(report_file), "--jobs", str(jobs), str(source)
+    )
     result.exit_codes["migrate"] = migrate.returncode
     if migrate.returncode not in DOCUMENTED_EXITS or not report_file.exists():
         result.crashes.append(f"migrate exited {migrate.returncode}: {migrate.stderr.strip().splitlines()[-1:]}")
@@ -120,7 +122,11 @@ def run_project(project, jobs: int, scratch: Path) -> ProjectResult:
     else:
         again = json.loads(second_report.read_text())
         result.second_run_changes = [e["path"] for e in again["files"] if e["status"] == "changed"]
-        result.crashes += [f"(2nd run) {e['path']}: {e['reason']}" for e in again["files"] if e.get("reason", "").startswith("internal error")]
+        result.crashes += [
+            f"(2nd run) {e['path']}: {e['reason']}"
+            for e in again["files"]
+            if e.get("reason", "").startswith("internal error")
+        ]
 
     check, result.check_s = cuda2npu("check", "--format", "json", "--jobs", str(jobs), str(out))
     result.exit_codes["check"] = check.returncode
@@ -128,7 +134,9 @@ def run_project(project, jobs: int, scratch: Path) -> ProjectResult:
         result.crashes.append(f"check exited {check.returncode}: {check.stderr.strip().splitlines()[-1:]}")
     else:
         diagnostics = json.loads(check.stdout)["diagnostics"]
-        result.fixable_left = [f"{d['path']}:{d['line']}:{d['column']} {d['code']}" for d in diagnostics if d["fixable"]]
+        result.fixable_left = [
+            f"{d['path']}:{d['line']}:{d['column']} {d['code']}" for d in diagnostics if d["fixable"]
+        ]
     return result
 
 
@@ -154,7 +162,12 @@ def markdown(results: list[ProjectResult], jobs: int) -> str:
         total.update(r.manual)
     lines += ["", "Manual items (not rewritten; reported and marked `TODO(cuda2npu)`), all projects:", ""]
     lines += ["| rule | count |", "|---|---:|"] + [f"| {code} | {n} |" for code, n in sorted(total.items())]
-    problems = [(r.name, kind, item) for r in results for kind in ("crashes", "unparsable_outputs", "second_run_changes", "fixable_left") for item in getattr(r, kind)]
+    problems = [
+        (r.name, kind, item)
+        for r in results
+        for kind in ("crashes", "unparsable_outputs", "second_run_changes", "fixable_left")
+        for item in getattr(r, kind)
+    ]
     lines += ["", "## Problems", ""]
     lines += [f"- {name}: {kind}: {item}" for name, kind, item in problems[:200]] or ["None: every project runs clean."]
     return "\n".join(lines) + "\n"

@@ -31,8 +31,9 @@ VOLATILE = ("seconds", "duration", "elapsed", "started", "generated_at", "timest
 def _cli(*args: str) -> subprocess.CompletedProcess:
     """The CLI of this checkout, run in the corpus directory (so that paths in outputs are relative)."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA2NPU_NO_CACHE": "1"}
-    return subprocess.run([sys.executable, "-m", "cuda2npu", *args], capture_output=True, env=environment,
-                          cwd=CORPUS_DIR)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda2npu", *args], capture_output=True, env=environment, cwd=CORPUS_DIR
+    )
 
 
 def _stable(value):

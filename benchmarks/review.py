@@ -106,9 +106,24 @@ def project_hunks(name: str, tree: Path, jobs: int) -> list[Hunk]:
         report_path = Path(tmp) / "report.json"
         env = {**os.environ, "CUDA2NPU_NO_CACHE": "1"}
         result = subprocess.run(
-            [sys.executable, "-m", "cuda2npu", "migrate", tree.name, "--diff", "--allow-dirty", "-q",
-             "--report", str(report_path), "--jobs", str(jobs)],
-            cwd=tree.parent, capture_output=True, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "cuda2npu",
+                "migrate",
+                tree.name,
+                "--diff",
+                "--allow-dirty",
+                "-q",
+                "--report",
+                str(report_path),
+                "--jobs",
+                str(jobs),
+            ],
+            cwd=tree.parent,
+            capture_output=True,
+            text=True,
+            env=env,
         )
         if result.returncode not in (0, 1):
             raise SystemExit(f"{name}: migrate exited {result.returncode}\n{result.stderr[-2000:]}")
@@ -149,26 +164,34 @@ def sample(hunks: list[dict], per_family: int) -> dict[str, list[dict]]:
 
 def write_review_files(picked: dict[str, list[dict]], verdicts: dict[str, dict]) -> None:
     for family, hunks in picked.items():
-        lines = [f"# {family}: {len(hunks)} sampled hunks\n\n",
-                 f"Record a verdict per id in benchmarks/verdicts/{family}.toml: correct | wrong | noise | missed.\n\n"]
+        lines = [
+            f"# {family}: {len(hunks)} sampled hunks\n\n",
+            f"Record a verdict per id in benchmarks/verdicts/{family}.toml: correct | wrong | noise | missed.\n\n",
+        ]
         for hunk in hunks:
             verdict = verdicts.get(hunk["id"], {})
-            lines.append(f"## {hunk['id']} · {hunk['project']} · {hunk['path']}:{hunk['start']}"
-                         f" · verdict: {verdict.get('verdict', 'unreviewed')}\n\n")
+            lines.append(
+                f"## {hunk['id']} · {hunk['project']} · {hunk['path']}:{hunk['start']}"
+                f" · verdict: {verdict.get('verdict', 'unreviewed')}\n\n"
+            )
             lines += [f"- {m}\n" for m in hunk["messages"]]
             lines.append(f"\n```diff\n{hunk['text']}```\n\n")
         (REVIEW_DIR / f"{family}.md").write_text("".join(lines), encoding="utf-8")
 
 
 def counts_table(picked: dict[str, list[dict]], verdicts: dict[str, dict]) -> str:
-    rows = ["| family | sampled | correct | wrong | noise | missed | unreviewed |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| family | sampled | correct | wrong | noise | missed | unreviewed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     total: Counter = Counter()
     for family, hunks in picked.items():
         counts = Counter(verdicts.get(h["id"], {}).get("verdict", "unreviewed") for h in hunks)
         counts["sampled"] = len(hunks)
         total.update(counts)
-        rows.append(f"| {family} | " + " | ".join(str(counts[k]) for k in ("sampled", *VERDICT_KINDS, "unreviewed")) + " |")
+        rows.append(
+            f"| {family} | " + " | ".join(str(counts[k]) for k in ("sampled", *VERDICT_KINDS, "unreviewed")) + " |"
+        )
     rows.append("| **all** | " + " | ".join(str(total[k]) for k in ("sampled", *VERDICT_KINDS, "unreviewed")) + " |")
     sampled_ids = {h["id"] for hunks in picked.values() for h in hunks}
     stale = sorted(set(verdicts) - sampled_ids)

@@ -47,7 +47,8 @@ LOOP = """
 
 def test_region_runs_from_the_first_model_call_to_the_loss():
     text, findings = migrate(LOOP)
-    assert dedent("""
+    assert (
+        dedent("""
         for x, y in loader:
             optimizer.zero_grad()
             x = x.npu()
@@ -56,13 +57,16 @@ def test_region_runs_from_the_first_model_call_to_the_loss():
                 loss = criterion(output, y)
             loss.backward()
             optimizer.step()
-    """) in text
+    """)
+        in text
+    )
     assert "apex" not in text and "amp." not in text
     assert {"NPU310", "NPU311", "NPU312", "NPU330"} <= set(findings)
 
 
 def test_each_scale_loss_of_a_block_gets_its_own_region():
-    text, _ = migrate("""
+    text, _ = migrate(
+        """
         import torch
         from apex import amp
 
@@ -78,7 +82,9 @@ def test_each_scale_loss_of_a_block_gets_its_own_region():
                 scaled.backward()
             optD.step()
             optG.step()
-    """, precision="fp16")
+    """,
+        precision="fp16",
+    )
     assert text.count('with torch.autocast("npu", dtype=torch.float16):') == 2
     assert "scaler.scale(err_real).backward()" in text and "scaler.scale(err_fake).backward()" in text
     assert text.index("scaler.step(optD)") < text.index("scaler.step(optG)") < text.index("scaler.update()")
@@ -212,7 +218,8 @@ def test_o0_is_float32_training_without_autocast():
 
 
 def test_scaler_replaces_initialize_and_wraps_steps_and_clipping():
-    text, _ = migrate("""
+    text, _ = migrate(
+        """
         import torch
         from apex import amp
 
@@ -223,7 +230,9 @@ def test_scaler_replaces_initialize_and_wraps_steps_and_clipping():
                 scaled_loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-    """, precision="fp16")
+    """,
+        precision="fp16",
+    )
     assert "scaler = torch.npu.amp.GradScaler(init_scale=2.0**14)\nfor x, y in loader:" in text
     assert (
         "    scaler.scale(loss).backward()\n"
@@ -246,7 +255,8 @@ def test_static_loss_scale_becomes_a_static_scaler():
 
 
 def test_scaler_shared_by_two_functions_goes_to_module_level():
-    text, _ = migrate("""
+    text, _ = migrate(
+        """
         import torch
         from apex import amp
 
@@ -260,14 +270,17 @@ def test_scaler_shared_by_two_functions_goes_to_module_level():
                 with amp.scale_loss(loss, optimizer) as scaled_loss:
                     scaled_loss.backward()
                 optimizer.step()
-    """, precision="fp16")
+    """,
+        precision="fp16",
+    )
     assert "\nscaler = torch.npu.amp.GradScaler(init_scale=2.0**14)\n" in text
     assert text.index("scaler = ") < text.index("def main(")
     assert "        scaler.step(optimizer)\n        scaler.update()" in text
 
 
 def test_local_guard_with_a_shared_scaler_is_manual():
-    _, findings = migrate("""
+    _, findings = migrate(
+        """
         import torch
         from apex import amp
 
@@ -282,7 +295,9 @@ def test_local_guard_with_a_shared_scaler_is_manual():
                 with amp.scale_loss(loss, optimizer) as scaled_loss:
                     scaled_loss.backward()
                 optimizer.step()
-    """, precision="fp16")
+    """,
+        precision="fp16",
+    )
     assert any("`enabled` condition (args.fp16) is local" in f.message for f in findings["NPU310"])
 
 
@@ -367,7 +382,8 @@ def test_bf16_parameters_select_torch_optim():
 
 
 def test_ascend_strategy_keeps_apex_with_npu_names():
-    text, findings = migrate("""
+    text, findings = migrate(
+        """
         import torch
         from apex import amp
         from apex.normalization import FusedLayerNorm
@@ -376,7 +392,9 @@ def test_ascend_strategy_keeps_apex_with_npu_names():
         norm = FusedLayerNorm(8)
         optimizer = FusedAdam(model.parameters(), lr=1e-3)
         model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
-    """, apex="ascend")
+    """,
+        apex="ascend",
+    )
     assert "from apex.optimizers import NpuFusedAdamW" in text and "from apex.optimizers import FusedAdam" not in text
     assert "optimizer = NpuFusedAdamW(model.parameters(), lr=1e-3, weight_decay=0.0)" in text
     assert 'amp.initialize(model, optimizer, opt_level="O1", combine_grad=True)' in text
@@ -418,27 +436,33 @@ def test_precision_policies_on_cuda_autocast():
 
 
 def test_imports_stay_when_the_fixes_using_them_are_above_max_tier():
-    text, _ = migrate("""
+    text, _ = migrate(
+        """
         import torch
         from apex.normalization import FusedLayerNorm
         from apex.optimizers import FusedAdam
 
         norm = FusedLayerNorm(8)
         optimizer = FusedAdam(params)
-    """, max_tier=Tier.NUMERIC)
+    """,
+        max_tier=Tier.NUMERIC,
+    )
     assert "torch.nn.LayerNorm(8)" in text and "from apex.normalization" not in text
     assert "optimizer = FusedAdam(params)" in text and "from apex.optimizers import FusedAdam" in text
 
 
 def test_selecting_one_code_leaves_imports_alone():
-    text, findings = migrate("""
+    text, findings = migrate(
+        """
         import torch
         from apex import amp
         from apex.optimizers import FusedAdam
 
         optimizer = FusedAdam(params)
         model, optimizer = amp.initialize(model, optimizer)
-    """, select=("NPU301",))
+    """,
+        select=("NPU301",),
+    )
     assert set(findings) == {"NPU301"}
     assert "from apex.optimizers import FusedAdam" in text and "amp.initialize" in text
 

@@ -24,7 +24,7 @@ from cuda2npu.filekinds.python import migrate_source
 REPO = Path(__file__).resolve().parent.parent
 
 CASES = textwrap.dedent(
-    '''
+    """
     import torch
     import torch.nn.functional as F
     import transformer_engine.pytorch as te
@@ -168,7 +168,7 @@ CASES = textwrap.dedent(
     def te_autocast_disabled(x, weight):
         with te.fp8_autocast(enabled=False):
             return x @ weight.t()
-    '''
+    """
 )
 
 
@@ -224,7 +224,7 @@ def _inputs() -> dict[str, list]:
 
 
 DRIVER = textwrap.dedent(
-    '''
+    """
     import importlib.util
     import sys
 
@@ -248,7 +248,7 @@ DRIVER = textwrap.dedent(
         args = [a.to(side) if isinstance(a, torch.Tensor) else a for a in args]
         results[name] = getattr(cases, name)(*args).detach().to("cpu").float()
     torch.save(results, output_path)
-    '''
+    """
 )
 
 

@@ -29,8 +29,16 @@ def codes(result, tier=None):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("0.1", "0.9"), ("0", "1.0"), ("0.0", "1.0"), ("1e-1", "0.9"), ("0.25", "0.75"), ("p", "1.0 - p"),
-     ("self.p if self.training else 0.0", "1.0 - (self.p if self.training else 0.0)"), ("a + b", "1.0 - (a + b)")],
+    [
+        ("0.1", "0.9"),
+        ("0", "1.0"),
+        ("0.0", "1.0"),
+        ("1e-1", "0.9"),
+        ("0.25", "0.75"),
+        ("p", "1.0 - p"),
+        ("self.p if self.training else 0.0", "1.0 - (self.p if self.training else 0.0)"),
+        ("a + b", "1.0 - (a + b)"),
+    ],
 )
 def test_keep_prob_folds_literals_and_parenthesizes_expressions(text, expected):
     assert one_minus(cst.parse_expression(text)) == expected

@@ -34,7 +34,9 @@ def test_baseline_workflow(project, monkeypatch):
     baseline = json.loads((project / "cuda2npu-baseline.json").read_text())
     assert baseline["version"] == 1
     assert {(e["path"], e["code"]) for e in baseline["findings"]} == {
-        ("pkg/train.py", "NPU101"), ("pkg/train.py", "NPU103"), ("pkg/utils.py", "NPU103")
+        ("pkg/train.py", "NPU101"),
+        ("pkg/train.py", "NPU103"),
+        ("pkg/utils.py", "NPU103"),
     }
     assert cli("check", ".", "--baseline", "cuda2npu-baseline.json").exit_code == 0
 
@@ -61,7 +63,10 @@ def test_baseline_workflow(project, monkeypatch):
     utils = project / "pkg" / "utils.py"
     utils.write_text(utils.read_text() + "\n\ndef again():\n    return torch.cuda.device_count()\n")
     data = json.loads(cli("check", ".", "--baseline", "cuda2npu-baseline.json", "--format", "json").stdout)
-    assert sorted((d["path"], d["code"]) for d in data["diagnostics"]) == [("pkg/train.py", "NPU101"), ("pkg/utils.py", "NPU103")]
+    assert sorted((d["path"], d["code"]) for d in data["diagnostics"]) == [
+        ("pkg/train.py", "NPU101"),
+        ("pkg/utils.py", "NPU103"),
+    ]
 
     # paths are relative to the baseline file: the same result from another directory
     monkeypatch.chdir(project / "pkg")

@@ -24,7 +24,9 @@ SOURCE = b"import torch\nx = torch.ones(1).cuda()\n"
 
 
 def cuda2npu(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuda2npu", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda2npu", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def project(tmp_path: Path, files: int = 1) -> Path:
@@ -44,7 +46,9 @@ def test_entries_round_trip_file_results_faithfully():
     finding = Finding("a.py", 2, 19, "NPU101", "cuda-method-call", "msg ✓", Tier.EXACT, True, applied=True)
     result = FileResult("a.py", "changed", "why", [finding], new_source=b"\xff\x00latin \xe9\r\n", internal_error="")
     assert from_json(json.loads(json.dumps(to_json(result)))) == result
-    assert from_json(json.loads(json.dumps(to_json(FileResult("b.py", "unchanged"))))) == FileResult("b.py", "unchanged")
+    assert from_json(json.loads(json.dumps(to_json(FileResult("b.py", "unchanged"))))) == FileResult(
+        "b.py", "unchanged"
+    )
 
 
 def test_hit_miss_and_key(tmp_path):

@@ -198,7 +198,9 @@ def test_diff_applies_with_git(tmp_path, source):
     patch = cuda2npu("migrate", "m.py", "--diff", cwd=tmp_path).stdout
     (tmp_path / "m.patch").write_text(patch)
     subprocess.run(["git", "apply", "m.patch"], cwd=tmp_path, check=True, capture_output=True)
-    assert path.read_bytes() == source.replace(b"import torch\n", b"import torch\nimport torch_npu\n", 1).replace(b".cuda()", b".npu()")
+    assert path.read_bytes() == source.replace(b"import torch\n", b"import torch\nimport torch_npu\n", 1).replace(
+        b".cuda()", b".npu()"
+    )
 
 
 LEFTOVERS = "import torch\nimport triton\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
@@ -211,7 +213,9 @@ def test_review_markers_switches_and_the_marker_summary(tmp_path):
     result = cuda2npu("migrate", path, "--report", report)
     text = path.read_text()
     assert "# TODO(cuda2npu): NPU606 `triton`" in text and "# TODO(cuda2npu): NPU342 review: " in text
-    assert f"TODO(cuda2npu) markers (2): {path.as_posix()}:2, " in result.stderr.replace(str(tmp_path), tmp_path.as_posix())
+    assert f"TODO(cuda2npu) markers (2): {path.as_posix()}:2, " in result.stderr.replace(
+        str(tmp_path), tmp_path.as_posix()
+    )
     assert f"(with their findings in {report})" in result.stderr
     assert json.loads(report.read_text())["files"][0]["markers"] == [2, 5]
     again = cuda2npu("migrate", path)
@@ -237,8 +241,9 @@ def test_marker_summary_is_capped(tmp_path):
 
 
 def test_project_extensions_and_other_frameworks(tmp_path):
-    (tmp_path / "setup.py").write_text("from torch.utils.cpp_extension import CUDAExtension\n"
-                                       "ext = CUDAExtension('pkg.nat', ['nat.cu'])\n")
+    (tmp_path / "setup.py").write_text(
+        "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('pkg.nat', ['nat.cu'])\n"
+    )
     (tmp_path / "use.py").write_text("import torch\nfrom pkg import nat\nx = torch.ones(1).cuda()\n")
     (tmp_path / "flax_step.py").write_text("import jax\nimport flax\n\nDEVICE = jax.devices('cuda')[0]\n")
     data = json.loads(cuda2npu("check", tmp_path, "--format", "json", "--exit-zero").stdout)

@@ -40,7 +40,7 @@ def test_nearest_config_wins_and_plain_pyproject_is_skipped(tmp_path):
     assert codes(cli("check", tmp_path / "sub" / "a.py", "--format", "json")) == ["NPU101"]
     assert codes(cli("check", tmp_path / "sub" / "deeper", "--format", "json")) == ["NPU103"]
     # standalone file beats pyproject.toml in the same directory; --isolated ignores both
-    write(tmp_path / "sub" / "cuda2npu.toml", "select = [\"NPU103\"]\n")
+    write(tmp_path / "sub" / "cuda2npu.toml", 'select = ["NPU103"]\n')
     assert codes(cli("check", tmp_path / "sub" / "a.py", "--format", "json")) == ["NPU103"]
     assert codes(cli("check", tmp_path / "sub" / "a.py", "--format", "json", "--isolated")) == ["NPU101", "NPU103"]
 
@@ -49,12 +49,15 @@ def test_nearest_config_wins_and_plain_pyproject_is_skipped(tmp_path):
     ("table", "expected"),
     [
         ('selct = ["NPU1"]', ["key 'selct' is unknown", "allowed keys:", "select"]),
-        ('fuse_sdpa = true', ["key 'fuse_sdpa' is unknown (did you mean 'fuse-sdpa'?)"]),
+        ("fuse_sdpa = true", ["key 'fuse_sdpa' is unknown (did you mean 'fuse-sdpa'?)"]),
         ('precision = "fp8"', ["key 'precision' = 'fp8' is invalid", "allowed values: bf16, fp16, keep"]),
         ('max-tier = "manual"', ["key 'max-tier'", "allowed values: exact, numeric, review"]),
         ('markers = "yes"', ["key 'markers'", "allowed values: true, false"]),
         ('select = ["XYZ1"]', ["key 'select': 'XYZ1' matches no rule code", "NPU101"]),
-        ('per-file-ignores = { "tests/*" = ["NPU9999"] }', ["per-file-ignores.tests/*", "'NPU9999' matches no rule code"]),
+        (
+            'per-file-ignores = { "tests/*" = ["NPU9999"] }',
+            ["per-file-ignores.tests/*", "'NPU9999' matches no rule code"],
+        ),
         ('target = { torch_npu = "latest" }', ["key 'target.torch_npu' = 'latest' is invalid"]),
         ('target = { torch = "2.1" }', ["key 'target.torch' is unknown; allowed keys: torch_npu"]),
         ('validate = { entries = ["model"] }', ["key 'validate.entries': 'model' is invalid", "module:function"]),
@@ -107,13 +110,33 @@ def test_every_documented_key_is_accepted(tmp_path):
 
 
 def test_strategies_and_tiers_come_from_config_and_cli_overrides(tmp_path):
-    write(tmp_path / "pyproject.toml", '[tool.cuda2npu]\nprecision = "fp16"\nmax-tier = "exact"\nmarkers = false\napex = "ascend"\n')
+    write(
+        tmp_path / "pyproject.toml",
+        '[tool.cuda2npu]\nprecision = "fp16"\nmax-tier = "exact"\nmarkers = false\napex = "ascend"\n',
+    )
     write(tmp_path / "a.py", CUDA)
     report = tmp_path / "report.json"
     cli("migrate", tmp_path, "--diff", "--report", report)
     options = json.loads(report.read_text())["options"]
-    assert (options["precision"], options["max_tier"], options["markers"], options["apex"]) == ("fp16", "exact", False, "ascend")
-    cli("migrate", tmp_path, "--diff", "--report", report, "--precision", "bf16", "--max-tier", "review", "--apex", "native")
+    assert (options["precision"], options["max_tier"], options["markers"], options["apex"]) == (
+        "fp16",
+        "exact",
+        False,
+        "ascend",
+    )
+    cli(
+        "migrate",
+        tmp_path,
+        "--diff",
+        "--report",
+        report,
+        "--precision",
+        "bf16",
+        "--max-tier",
+        "review",
+        "--apex",
+        "native",
+    )
     options = json.loads(report.read_text())["options"]
     assert (options["precision"], options["max_tier"], options["apex"]) == ("bf16", "review", "native")
 
@@ -131,7 +154,10 @@ def test_select_ignore_and_extend_select(tmp_path):
 
 
 def test_exclude_extend_exclude_and_force_exclude(tmp_path):
-    write(tmp_path / "pyproject.toml", '[tool.cuda2npu]\nexclude = ["legacy"]\nextend-exclude = ["gen/*.py", "*_old.py"]\n')
+    write(
+        tmp_path / "pyproject.toml",
+        '[tool.cuda2npu]\nexclude = ["legacy"]\nextend-exclude = ["gen/*.py", "*_old.py"]\n',
+    )
     for name in ("keep.py", "legacy/a.py", "gen/b.py", "gen/sub/c.py", "pkg/x_old.py", "pkg/y.py"):
         write(tmp_path / name, CUDA)
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)

@@ -230,7 +230,11 @@ def test_shell_scripts_are_reported_only_when_opted_in(tmp_path):
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     got = [(d["line"], d["column"], d["code"], d["message"]) for d in data["diagnostics"]]
     assert [g[:3] for g in got] == [
-        (3, 8, "NPU711"), (4, 8, "NPU713"), (4, 32, "NPU713"), (5, 1, "NPU713"), (5, 20, "NPU712")
+        (3, 8, "NPU711"),
+        (4, 8, "NPU713"),
+        (4, 32, "NPU713"),
+        (5, 1, "NPU713"),
+        (5, 20, "NPU712"),
     ]
     assert "ASCEND_RT_VISIBLE_DEVICES" in got[0][3] and "HCCL_SOCKET_IFNAME" in got[1][3]
     assert "npu-smi info" in got[4][3]
@@ -306,7 +310,10 @@ def test_pip_compiled_file_is_reported_not_edited(tmp_path):
     found = {(d["line"], d["code"]): d for d in data["diagnostics"] if d["path"].endswith("requirements.txt")}
     # direct requirements (`# via -r requirements.in`) only: nvidia-* and triton come `# via torch`
     assert sorted(found) == [(7, "NPU702"), (17, "NPU701"), (23, "NPU702"), (23, "NPU703")]
-    assert all("lock file: change requirements.in and regenerate it" in d["message"] and not d["fixable"] for d in found.values())
+    assert all(
+        "lock file: change requirements.in and regenerate it" in d["message"] and not d["fixable"]
+        for d in found.values()
+    )
     cli("migrate", tree)
     assert (tree / "requirements.txt").read_text() == compiled
 
@@ -345,7 +352,12 @@ def test_no_release_for_torch_without_markers_still_reports_and_adds(tmp_path):
 
 @pytest.mark.parametrize(
     ("requirement", "removed"),
-    [("nvidia-cudnn-cu12==9.1.0.70", True), ("nvidia-cutlass-dsl", False), ("nvidia-mathdx", False), ("nvidia-sphinx-theme", False)],
+    [
+        ("nvidia-cudnn-cu12==9.1.0.70", True),
+        ("nvidia-cutlass-dsl", False),
+        ("nvidia-mathdx", False),
+        ("nvidia-sphinx-theme", False),
+    ],
 )
 def test_nvidia_distributions_are_decided_by_distribution_name(tmp_path, requirement, removed):
     write(tmp_path / "k.py", "import cutlass\n")
@@ -358,8 +370,14 @@ def test_hash_pinned_file_gets_no_line_without_a_hash(tmp_path):
     write(tmp_path / "a.py", MIGRATED_CODE)
     text = "torch==2.6.0 --hash=sha256:0123\nnumpy==2.1.0 --hash=sha256:4567\n"
     req = write(tmp_path / "requirements.txt", text)
-    [finding] = [d for d in json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"] if d["code"] == "NPU703"]
-    assert not finding["fixable"] and "`torch_npu==2.6.0.post5`" in finding["message"] and "regenerate" in finding["message"]
+    [finding] = [
+        d for d in json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"] if d["code"] == "NPU703"
+    ]
+    assert (
+        not finding["fixable"]
+        and "`torch_npu==2.6.0.post5`" in finding["message"]
+        and "regenerate" in finding["message"]
+    )
     cli("migrate", tmp_path)
     assert req.read_text() == text
 
@@ -379,4 +397,6 @@ def test_pyproject_keywords_and_other_project_keys_are_not_requirements(tmp_path
     )
     pyproject = write(tmp_path / "pyproject.toml", text)
     cli("migrate", tmp_path)
-    assert pyproject.read_text() == text.replace('    "triton",  # kernels ["x"]\n', "").replace('fast = ["apex"]', "fast = []")
+    assert pyproject.read_text() == text.replace('    "triton",  # kernels ["x"]\n', "").replace(
+        'fast = ["apex"]', "fast = []"
+    )

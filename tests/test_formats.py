@@ -53,7 +53,10 @@ def test_sarif_validates_against_the_2_1_0_schema(project):
     assert location["artifactLocation"]["uri"] == "pkg%20dir/a.py"
     assert location["region"] == {"startLine": 5, "startColumn": 11}
     notebook = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.ipynb"]
-    assert notebook[0]["properties"]["cell"] == 3 and notebook[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+    assert (
+        notebook[0]["properties"]["cell"] == 3
+        and notebook[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+    )
     assert len({r["partialFingerprints"]["cuda2npu/v1"] for r in results if "a.py" in str(r["locations"])}) == 3
 
 
@@ -98,7 +101,10 @@ def test_notebook_locations_in_text_json_and_github(project):
     assert "    1 | model = nn.Linear(4, 2).cuda()" in text
     data = json.loads(cli("check", "train.ipynb", "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["code"]) for d in data["diagnostics"]] == [
-        (3, 1, "NPU101"), (3, 2, "NPU104"), (3, 4, "NPU103"), (5, 2, "NPU101")
+        (3, 1, "NPU101"),
+        (3, 2, "NPU104"),
+        (3, 4, "NPU103"),
+        (5, 2, "NPU101"),
     ]
     github = cli("check", "train.ipynb", "--format", "github").stdout.splitlines()
     assert github[0].startswith("::error title=cuda2npu NPU101,file=train.ipynb,line=1,col=25::NPU101 ")

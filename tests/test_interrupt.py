@@ -38,14 +38,17 @@ def make_project(root: Path) -> tuple[dict[Path, bytes], dict[Path, bytes]]:
         path = root / f"m{i:03d}.py"
         path.write_bytes(header(i) + BODY)
         old[path] = header(i) + BODY
-        new[path] = header(i) + migrated[len(header(0)):]
+        new[path] = header(i) + migrated[len(header(0)) :]
     return old, new
 
 
 def start(root: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "cuda2npu", "migrate", "--jobs", "2", "."],
-        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
 
 

@@ -64,7 +64,8 @@ def layer(name: str) -> str:
 
 def test_every_module_is_in_a_layer():
     assert {layer(name) for name in MODULES} <= set(LAYERS), sorted(
-        name for name in MODULES if layer(name) not in LAYERS)
+        name for name in MODULES if layer(name) not in LAYERS
+    )
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -46,7 +46,9 @@ def test_which_findings_get_a_marker():
     options = Options()
     assert marker_reason("NPU606", Tier.MANUAL, "what\nmore", options, applied=False) == "what"
     assert marker_reason("NPU342", Tier.REVIEW, "what\nmore", options, applied=False) == "review: what"
-    assert marker_reason("NPU101", Tier.EXACT, "what\nmore", options, applied=False) == "review: what"  # above --max-tier
+    assert (
+        marker_reason("NPU101", Tier.EXACT, "what\nmore", options, applied=False) == "review: what"
+    )  # above --max-tier
     assert marker_reason("NPU005", Tier.REVIEW, "what\nmore", options, applied=False) is None
     # applied: only where the rule raised the tier of this finding, or the code is listed
     assert marker_reason("NPU103", Tier.REVIEW, "what\nmore", options, applied=True) == "review: what"
@@ -57,7 +59,9 @@ def test_which_findings_get_a_marker():
     assert marker_reason("NPU606", Tier.MANUAL, "what\nmore", Options(markers=False), applied=False) is None
 
 
-CASES = sorted(p for p in (Path(__file__).parent.parent / "fixtures/rules/markers").glob("*.py") if ".out." not in p.name)
+CASES = sorted(
+    p for p in (Path(__file__).parent.parent / "fixtures/rules/markers").glob("*.py") if ".out." not in p.name
+)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.stem for case in CASES])
@@ -120,7 +124,7 @@ def test_declared_extensions(tmp_path):
     setup.write_text(
         "from torch.utils import cpp_extension\n"
         "ext = [cpp_extension.CUDAExtension('fairseq.libnat_cuda', ['a.cu']),\n"
-        "       cpp_extension.CUDAExtension(name=\"flash_attn_2_cuda\", sources=[]),\n"
+        '       cpp_extension.CUDAExtension(name="flash_attn_2_cuda", sources=[]),\n'
         "       cpp_extension.CppExtension('fairseq.libbase', ['b.cpp'])]\n"
     )
     assert declared_extensions([setup, tmp_path / "train.py"]) == ("fairseq.libnat_cuda", "flash_attn_2_cuda")
@@ -165,9 +169,13 @@ def test_imports_guarded_by_an_availability_probe_are_left_alone():
 def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
     from cuda2npu.families.custom_kernels import shadowing_modules
 
-    files = [tmp_path / "flash_attn" / "__init__.py", tmp_path / "flash_attn" / "ops" / "__init__.py",
-             tmp_path / "flash_attn" / "ops" / "layer_norm.py", tmp_path / "scripts" / "bench_cuda.py",
-             tmp_path / "scripts" / "train.py"]
+    files = [
+        tmp_path / "flash_attn" / "__init__.py",
+        tmp_path / "flash_attn" / "ops" / "__init__.py",
+        tmp_path / "flash_attn" / "ops" / "layer_norm.py",
+        tmp_path / "scripts" / "bench_cuda.py",
+        tmp_path / "scripts" / "train.py",
+    ]
     assert shadowing_modules(files) == ("bench_cuda", "flash_attn")
     source = b"import torch\nfrom flash_attn.ops import layer_norm\nimport bench_cuda\nimport triton\n"
     found = migrate_source(source, "a.py", Options(fix=False, local_modules=("bench_cuda", "flash_attn"))).findings

@@ -31,7 +31,10 @@ def resolve_calls(source: str) -> list[tuple[str, frozenset]]:
         ("import torch.cuda\ntorch.cuda.synchronize()\n", "torch.cuda.synchronize"),
         ("import torch.cuda as tc\ntc.synchronize()\n", "torch.cuda.synchronize"),
         ("def f():\n    import torch\n    torch.cuda.synchronize()\n", "torch.cuda.synchronize"),
-        ("try:\n    from apex import amp\nexcept ImportError:\n    amp = None\namp.initialize()\n", "apex.amp.initialize"),
+        (
+            "try:\n    from apex import amp\nexcept ImportError:\n    amp = None\namp.initialize()\n",
+            "apex.amp.initialize",
+        ),
         ("import torch\ndef f():\n    global torch\n    torch.cuda.init()\n", "torch.cuda.init"),
     ],
 )
@@ -62,11 +65,5 @@ def test_import_wins_over_other_bindings_in_the_same_scope():
 
 
 def test_class_scope_is_invisible_to_methods():
-    source = (
-        "import torch\n"
-        "class A:\n"
-        "    torch = None\n"
-        "    def m(self):\n"
-        "        torch.cuda.synchronize()\n"
-    )
+    source = "import torch\nclass A:\n    torch = None\n    def m(self):\n        torch.cuda.synchronize()\n"
     assert resolve_calls(source)[-1][1] == frozenset({"torch.cuda.synchronize"})

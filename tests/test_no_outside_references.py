@@ -24,7 +24,9 @@ def _project_files() -> list[str]:
         pytest.skip("needs a git checkout")
     out = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *CHECKED],
-        cwd=ROOT, capture_output=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
     ).stdout.decode()
     this = Path(__file__).resolve().relative_to(ROOT).as_posix()
     return sorted({name for name in out.split("\0") if name and name != this})

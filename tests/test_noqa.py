@@ -125,7 +125,9 @@ def test_add_noqa_command_then_check_is_clean_and_migrate_changes_nothing(tmp_pa
     assert result.exit_code == 0
     assert "Added 2 noqa directives in 2 files." in result.stderr
     assert (tmp_path / "a.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch\n")
-    assert "x = torch.zeros(1).cuda(); torch.cuda.synchronize()  # noqa: NPU101, NPU103\n" in (tmp_path / "a.py").read_text("utf-8-sig")
+    assert "x = torch.zeros(1).cuda(); torch.cuda.synchronize()  # noqa: NPU101, NPU103\n" in (
+        tmp_path / "a.py"
+    ).read_text("utf-8-sig")
     assert (tmp_path / "b.py").read_bytes().endswith(b"# caf\xe9  # noqa: NPU101\n")
     assert cli("check", tmp_path).exit_code == 0
     assert cli("migrate", tmp_path, "--check").exit_code == 0

@@ -39,7 +39,13 @@ def test_migrate_changes_only_code_cell_sources(notebooks):
     assert after_text == json.dumps(after, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # nbformat style kept
     sources = [c["source"] for c in after["cells"]]
     assert sources[0] == before["cells"][0]["source"]  # markdown mentioning x.cuda() is not code
-    assert sources[1] == ["%matplotlib inline\n", "!nvidia-smi\n", "import torch\n", "import torch_npu\n", "import torch.nn as nn"]
+    assert sources[1] == [
+        "%matplotlib inline\n",
+        "!nvidia-smi\n",
+        "import torch\n",
+        "import torch_npu\n",
+        "import torch.nn as nn",
+    ]
     assert sources[2] == [
         "model = nn.Linear(4, 2).npu()\n",
         'x = torch.randn(8, 4, device="npu")\n',
@@ -84,19 +90,32 @@ def test_crlf_notebook_keeps_its_newlines(tmp_path):
 def test_findings_point_at_cell_and_line(notebooks):
     data = json.loads(cli("check", notebooks / "train.ipynb", "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
-        (3, 1, 25, "NPU101"), (3, 2, 30, "NPU104"), (3, 4, 1, "NPU103"), (5, 2, 14, "NPU101")
+        (3, 1, 25, "NPU101"),
+        (3, 2, 30, "NPU104"),
+        (3, 4, 1, "NPU103"),
+        (5, 2, 14, "NPU101"),
     ]
 
 
 def test_bad_and_foreign_notebooks(tmp_path):
     bad = process_notebook(b"{not json", "bad.ipynb", Options())
     assert bad.status == "failed" and bad.findings[0].code == "NPU001" and "notebook JSON" in bad.reason
-    r_notebook = {"cells": [{"cell_type": "code", "source": "x <- 1", "metadata": {}, "outputs": []}],
-                  "metadata": {"kernelspec": {"language": "R"}}, "nbformat": 4, "nbformat_minor": 5}
+    r_notebook = {
+        "cells": [{"cell_type": "code", "source": "x <- 1", "metadata": {}, "outputs": []}],
+        "metadata": {"kernelspec": {"language": "R"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     assert process_notebook(json.dumps(r_notebook).encode(), "r.ipynb", Options()).status == "skipped"
-    broken = {"cells": [{"cell_type": "code", "source": ["import torch\n", "x = (\n"], "metadata": {}, "outputs": []},
-                        {"cell_type": "code", "source": ["y.cuda()"], "metadata": {}, "outputs": []}],
-              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    broken = {
+        "cells": [
+            {"cell_type": "code", "source": ["import torch\n", "x = (\n"], "metadata": {}, "outputs": []},
+            {"cell_type": "code", "source": ["y.cuda()"], "metadata": {}, "outputs": []},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     result = process_notebook(json.dumps(broken, indent=1).encode(), "broken.ipynb", Options())
     assert result.status == "failed" and result.findings[0].code == "NPU001"
 
@@ -107,10 +126,20 @@ def test_notebook_gets_the_generated_te_module_with_an_absolute_import(tmp_path)
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
-    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
-            "source": ["import torch\n", "import transformer_engine.pytorch as te\n", "mlp = te.LayerNormMLP(64, 256)"]}
-    notebook = {"cells": [cell], "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
-                "nbformat": 4, "nbformat_minor": 5}
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "c1",
+        "metadata": {},
+        "outputs": [],
+        "source": ["import torch\n", "import transformer_engine.pytorch as te\n", "mlp = te.LayerNormMLP(64, 256)"],
+    }
+    notebook = {
+        "cells": [cell],
+        "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (package / "explore.ipynb").write_text(json.dumps(notebook, indent=1) + "\n", encoding="utf-8")
     result = cli("migrate", package, "--allow-dirty", "--no-cache")
     assert result.exit_code == 0, result.output

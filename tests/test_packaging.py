@@ -13,7 +13,9 @@ from cli_helpers import REPO
 def test_wheel_contains_the_catalogue_and_runs(tmp_path):
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert built.returncode == 0, built.stderr
     wheel = next((tmp_path / "dist").glob("cuda2npu-*.whl"))
@@ -23,13 +25,23 @@ def test_wheel_contains_the_catalogue_and_runs(tmp_path):
     site = tmp_path / "site"
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(site)}
     listing = subprocess.run(
-        [sys.executable, "-c", "import cuda2npu.core.catalogue as c, sys; print(c.catalogue_dir()); from cuda2npu.commands.cli import main; sys.argv=['cuda2npu', 'rules']; main()"],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import cuda2npu.core.catalogue as c, sys; print(c.catalogue_dir()); from cuda2npu.commands.cli import main; sys.argv=['cuda2npu', 'rules']; main()",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
     )
     assert listing.returncode == 0, listing.stderr
     first_line, table = listing.stdout.split("\n", 1)

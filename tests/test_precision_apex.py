@@ -269,7 +269,9 @@ def test_a_wrapper_method_of_the_same_name_is_not_apex_ddp():
     assert "self.core.require_backward_grad_sync = False" in text and "apex" not in text
 
 
-@pytest.mark.parametrize(("value", "expected"), [("True", "True"), ("args.delay_allreduce", "args.delay_allreduce"), ("False", None)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("True", "True"), ("args.delay_allreduce", "args.delay_allreduce"), ("False", None)]
+)
 def test_delay_allreduce_keeps_unused_parameters_working(value, expected):
     text, _ = migrate(f"""
         import torch
@@ -287,13 +289,17 @@ def test_delay_allreduce_keeps_unused_parameters_working(value, expected):
     ("use", "reason"),
     [
         ("if amp is None:\n    raise ImportError('install apex')", "`amp` here is read as a value"),
-        ("print(amp._amp_state.loss_scalers[0].loss_scale())", "`amp._amp_state.loss_scalers` here uses apex.amp beyond"),
+        (
+            "print(amp._amp_state.loss_scalers[0].loss_scale())",
+            "`amp._amp_state.loss_scalers` here uses apex.amp beyond",
+        ),
         ("scale = amp.scale_loss", "`amp.scale_loss` here uses apex.amp beyond"),
     ],
     ids=["availability-test", "internal-state", "function-as-value"],
 )
 def test_other_uses_of_apex_amp_keep_all_of_it(use, reason):
-    text, findings = migrate(dedent("""
+    text, findings = migrate(
+        dedent("""
         import torch
         try:
             from apex import amp
@@ -306,7 +312,10 @@ def test_other_uses_of_apex_amp_keep_all_of_it(use, reason):
             with amp.scale_loss(loss, optimizer) as scaled_loss:
                 scaled_loss.backward()
             optimizer.step()
-    """) + use + "\n")
+    """)
+        + use
+        + "\n"
+    )
     assert "amp.initialize(model, optimizer)" in text and "with amp.scale_loss(" in text
     assert any(reason in m for m in manual(findings, "NPU310"))
 

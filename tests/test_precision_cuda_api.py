@@ -76,7 +76,9 @@ def _npu_calls(source: str):
     return found
 
 
-@pytest.mark.parametrize("case", sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".out.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "case", sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".out.py")), ids=lambda p: p.stem
+)
 def test_rewrites_emit_only_keywords_torch_npu_takes(case):
     migrated, _ = migrate_text(case.read_text(encoding="utf-8"), Options())
     for name, keywords in _npu_calls(migrated):
@@ -90,10 +92,18 @@ def test_rewrites_emit_only_keywords_torch_npu_takes(case):
     ("source", "code", "kept"),
     [
         ("import torch\ne = torch.cuda.Event(external=True)\n", "NPU601", "torch.cuda.Event"),
-        ("import torch\ns = torch.cuda.amp.GradScaler(1.0, 2.0, 0.5, 100, False)\n", "NPU601", "torch.cuda.amp.GradScaler"),
+        (
+            "import torch\ns = torch.cuda.amp.GradScaler(1.0, 2.0, 0.5, 100, False)\n",
+            "NPU601",
+            "torch.cuda.amp.GradScaler",
+        ),
         ("import torch\nwith torch.cuda.nvtx.range('step {}', 1):\n    pass\n", "NPU601", "torch.cuda.nvtx.range"),
         ("import torch\nfused = torch.cuda.is_available()\n", "NPU103", "torch.cuda.is_available"),
-        ("import torch\nfrom torch.cuda import Event\ne = Event(external=True)\n", "NPU601", "from torch.cuda import Event"),
+        (
+            "import torch\nfrom torch.cuda import Event\ne = Event(external=True)\n",
+            "NPU601",
+            "from torch.cuda import Event",
+        ),
     ],
 )
 def test_calls_torch_npu_cannot_take_stay_and_are_marked(source, code, kept):
@@ -110,7 +120,10 @@ def test_calls_torch_npu_cannot_take_stay_and_are_marked(source, code, kept):
         ("import torch\nif torch.cuda.is_available():\n    model.cuda()\n", "if torch.npu.is_available():"),
         ("import torch\nuse_cuda = torch.cuda.is_available() and not args.cpu\n", "torch.npu.is_available()"),
         ("import torch\nfrom torch.cuda import _lazy_call\n_lazy_call(cb)\n", "from torch_npu.npu import _lazy_call"),
-        ("import torch\ntorch.cuda.memory._record_memory_history(max_entries=10)\n", "torch.npu.memory._record_memory_history(max_entries=10)"),
+        (
+            "import torch\ntorch.cuda.memory._record_memory_history(max_entries=10)\n",
+            "torch.npu.memory._record_memory_history(max_entries=10)",
+        ),
         ("import torch\ntorch.cuda.nvtx.range_push('x')\n", "torch.npu.mstx.range_push('x')"),
         # rewritten, but with a visible review marker: None unless TORCH_NPU_DEVICE_CAPABILITY is set
         ("import torch\nmajor, minor = torch.cuda.get_device_capability()\n", "TODO(cuda2npu): NPU103 review"),

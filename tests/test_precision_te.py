@@ -16,7 +16,7 @@ import textwrap
 from cli_helpers import REPO, cuda2npu
 
 MODEL = textwrap.dedent(
-    '''
+    """
     import torch
     import transformer_engine.pytorch as te
     from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
@@ -35,11 +35,11 @@ MODEL = textwrap.dedent(
             if isinstance(module, TransformerEngineBaseModule):
                 module.reset_parameters(defer_init=False)
         return model
-    '''
+    """
 )
 
 RUN = textwrap.dedent(
-    '''
+    """
     import sys
     import torch
     from cuda2npu.emulation import emulate_npu
@@ -57,7 +57,7 @@ RUN = textwrap.dedent(
     assert 0.01 < float(block.mlp.fc1_weight.detach().cpu().std()) < 0.04  # TE's normal(0, 0.023)
     out, bias = block.proj(block.mlp(torch.randn(3, 8, device="npu")))
     print("ok", tuple(out.shape))
-    '''
+    """
 )
 
 
@@ -72,14 +72,15 @@ def test_deferred_initialisation_loop_materialises_the_generated_modules(tmp_pat
     assert "transformer_engine" not in migrated
     runner = tmp_path / "run.py"
     runner.write_text(RUN, encoding="utf-8")
-    run = subprocess.run([sys.executable, str(runner), str(root)], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(runner), str(root)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "ok (3, 8)"
 
 
 LEGACY = textwrap.dedent(
-    '''
+    """
     import torch
     import transformer_engine.pytorch as te
 
@@ -90,7 +91,7 @@ LEGACY = textwrap.dedent(
 
     def recompute(block, hidden, mask):
         return te.checkpoint(block, False, get_rng_tracker, None, hidden, mask)
-    '''
+    """
 )
 
 

@@ -47,7 +47,9 @@ ENV = {
 
 
 def pre_commit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=ENV
+    )
 
 
 def _snapshot(target: Path) -> str:
@@ -111,7 +113,9 @@ def test_hooks_block_then_accept_a_commit(tmp_path):
     fixed = git(project, "commit", "-m", "add training")
     assert fixed.returncode != 0
     assert "files were modified by this hook" in fixed.stdout + fixed.stderr
-    assert (project / "train.py").read_text() == "import torch\nimport torch_npu\n\nmodel = torch.nn.Linear(2, 2).npu()\n"
+    assert (
+        project / "train.py"
+    ).read_text() == "import torch\nimport torch_npu\n\nmodel = torch.nn.Linear(2, 2).npu()\n"
 
     git(project, "add", "-A")
     accepted = git(project, "commit", "-m", "add training")

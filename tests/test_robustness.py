@@ -29,7 +29,9 @@ import pytest
 GOOD = b"import torch\nx = torch.ones(1).cuda()\n"
 BLOB_LINE = b"0123456789abcdef" * 4 + b"\n"
 BIG = (
-    b'import torch\nDATA = """\n' + BLOB_LINE * 16500 + b'"""\n'
+    b'import torch\nDATA = """\n'
+    + BLOB_LINE * 16500
+    + b'"""\n'
     + b"".join(b"def f%d(x):\n    return x.cuda()\n" % i for i in range(20))
 )
 
@@ -54,7 +56,16 @@ FILES: dict[str, bytes] = {
     "empty.py": b"",
     "readonly.py": GOOD,
 }
-REWRITTEN = ["good.py", "crlf.py", "mixed_newlines.py", "stray_cr.py", "bom.py", "latin1_cookie.py", "big.py", "flat_chain.py"]
+REWRITTEN = [
+    "good.py",
+    "crlf.py",
+    "mixed_newlines.py",
+    "stray_cr.py",
+    "bom.py",
+    "latin1_cookie.py",
+    "big.py",
+    "flat_chain.py",
+]
 SOURCE_ERRORS = {  # name -> (line, reason fragment)
     "py2.py": (2, "cannot parse"),
     "template.py": (1, "cannot parse"),
@@ -195,7 +206,9 @@ def test_symlinks_and_empty_files_are_skipped_with_a_reason(runs):
 def test_read_only_file_is_reported_npu004_and_left_alone(runs):
     root = runs["inplace_root"]
     assert (root / "readonly.py").read_bytes() == GOOD
-    assert re.search(r"^(\./)?readonly\.py:\d+:\d+: cannot write: file is read-only", runs["inplace"].stderr, re.MULTILINE)
+    assert re.search(
+        r"^(\./)?readonly\.py:\d+:\d+: cannot write: file is read-only", runs["inplace"].stderr, re.MULTILINE
+    )
     entry = next(f for f in runs["report"]["files"] if f["path"].endswith("readonly.py"))
     assert entry["status"] == "failed" and any(m["code"] == "NPU004" for m in entry["manual"])
     # the copy made by --out is ours to write

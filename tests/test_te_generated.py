@@ -19,7 +19,7 @@ from cuda2npu.commands import migrate as migrate_command
 from cuda2npu.families.transformer_engine.generated import FUSED
 
 TEMPLATE = REPO / "cuda2npu" / "templates" / "te_npu_modules.py"
-MODEL = '''import torch
+MODEL = """import torch
 import transformer_engine.pytorch as te
 
 
@@ -27,7 +27,7 @@ class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.layer = te.TransformerLayer(64, 256, 4, hidden_dropout=0.0, seq_length=128)
-'''
+"""
 
 
 def project(tmp_path: Path, package: bool = False) -> Path:
@@ -122,13 +122,17 @@ def test_a_file_whose_generated_module_cannot_be_written_is_not_written(tmp_path
     monkeypatch.chdir(root)
     result = CliRunner().invoke(cli.main, ["migrate", ".", "--jobs", "1", "--no-cache"])
     assert result.exit_code == 1
-    assert "models/block.py:1:1: cannot create models/te_npu_modules.py, which the migrated file imports" in result.output
+    assert (
+        "models/block.py:1:1: cannot create models/te_npu_modules.py, which the migrated file imports" in result.output
+    )
     assert (root / "models" / "block.py").read_text(encoding="utf-8") == MODEL
 
 
 def test_generated_file_is_plain_pytorch_and_clean_for_the_linter(tmp_path):
     tree = ast.parse(TEMPLATE.read_text(encoding="utf-8"))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported == {"math", "collections", "torch", "torch_npu"}
     done = cuda2npu("check", TEMPLATE, "--format", "json")
@@ -145,8 +149,15 @@ def _generated_signature(name: str) -> ast.arguments:
     init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:  # inherits its __init__ (RMSNorm from LayerNorm)
         return _generated_signature(node.bases[0].id)
-    return ast.arguments(posonlyargs=[], args=init.args.args[1:], vararg=None, kwonlyargs=init.args.kwonlyargs,
-                         kw_defaults=[], kwarg=None, defaults=[])
+    return ast.arguments(
+        posonlyargs=[],
+        args=init.args.args[1:],
+        vararg=None,
+        kwonlyargs=init.args.kwonlyargs,
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
 
 
 @pytest.mark.parametrize("name", sorted(FUSED))
@@ -159,7 +170,7 @@ def test_every_rewrite_target_exists_in_the_generated_file(name):
     assert set(spec.accepted) <= set(positional) | {a.arg for a in signature.kwonlyargs}
 
 
-SPY = '''
+SPY = """
 import sys
 import torch
 from cuda2npu.emulation import emulate_npu
@@ -187,14 +198,15 @@ attention(q, q, q)
 attention.eval()
 attention(q, q, q)
 print([(c["keep_prob"], round(c["scale"], 6)) for c in calls])
-'''
+"""
 
 
 def test_attention_dropout_becomes_keep_prob_in_training_only(tmp_path):
     """TE's attention_dropout is a drop probability; the NPU op takes keep_prob, and no dropout in eval."""
     spy = tmp_path / "spy.py"
     spy.write_text(SPY, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(spy), str(TEMPLATE.parent)], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(spy), str(TEMPLATE.parent)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[(0.75, 0.25), (1.0, 0.25)]"  # scale 1/sqrt(kv_channels=16)

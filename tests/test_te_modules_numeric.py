@@ -125,19 +125,33 @@ MODEL = textwrap.dedent(
     '''
 )
 
-MASK_TYPES = ("no_mask", "causal", "causal_bottom_right", "padding", "padding_causal",
-              "padding_causal_bottom_right", "arbitrary")
+MASK_TYPES = (
+    "no_mask",
+    "causal",
+    "causal_bottom_right",
+    "padding",
+    "padding_causal",
+    "padding_causal_bottom_right",
+    "arbitrary",
+)
 # (mask type, qkv_format, window, query length, bias type); keys are 9 long, so a query of 11 leaves
 # bottom-right aligned rows without keys
 ATTENTION_CASES = [(m, f, w, 7, "no_bias") for m in MASK_TYPES for f in ("sbhd", "bshd") for w in (None, (2, 1))]
-ATTENTION_CASES += [(m, "thd", None, 0, "no_bias") for m in ("padding", "padding_causal", "padding_causal_bottom_right")]
-ATTENTION_CASES += [("causal_bottom_right", "sbhd", None, 11, "no_bias"), ("causal_bottom_right", "bshd", (2, 1), 11, "no_bias"),
-                    ("no_mask", "bshd", (1, 1), 11, "no_bias"), ("padding_causal_bottom_right", "sbhd", None, 11, "no_bias"),
-                    ("causal", "bshd", (3, 0), 11, "no_bias"), ("causal", "bshd", None, 7, "post_scale_bias"),
-                    ("no_mask", "sbhd", None, 7, "pre_scale_bias")]
+ATTENTION_CASES += [
+    (m, "thd", None, 0, "no_bias") for m in ("padding", "padding_causal", "padding_causal_bottom_right")
+]
+ATTENTION_CASES += [
+    ("causal_bottom_right", "sbhd", None, 11, "no_bias"),
+    ("causal_bottom_right", "bshd", (2, 1), 11, "no_bias"),
+    ("no_mask", "bshd", (1, 1), 11, "no_bias"),
+    ("padding_causal_bottom_right", "sbhd", None, 11, "no_bias"),
+    ("causal", "bshd", (3, 0), 11, "no_bias"),
+    ("causal", "bshd", None, 7, "post_scale_bias"),
+    ("no_mask", "sbhd", None, 7, "pre_scale_bias"),
+]
 
 DRIVER = textwrap.dedent(
-    '''
+    """
     import sys
 
     import torch
@@ -239,13 +253,18 @@ DRIVER = textwrap.dedent(
             errors[case] = [
                 (got - want).abs().max().item() for got, want in zip(outputs(out), expected[case], strict=True)]
         torch.save(errors, data + ".errors")
-    '''
+    """
 ) % (ATTENTION_CASES,)
 
 
 def _run(side: str, project: Path, data: Path, driver: Path) -> None:
-    proc = subprocess.run([sys.executable, str(driver), side, str(project), str(data)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(driver), side, str(project), str(data)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"{side} side failed:\n{proc.stderr[-4000:]}"
 
 

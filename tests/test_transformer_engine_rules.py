@@ -23,7 +23,7 @@ def test_every_te_only_argument_gets_its_own_entry():
         """
     )
     after, result = migrate_text(source)
-    assert "torch.nn.Linear(8, 8, dtype=torch.float16, device=\"npu\")" in after
+    assert 'torch.nn.Linear(8, 8, dtype=torch.float16, device="npu")' in after
     messages = sorted(f.message.split("`")[1] for f in findings(result, "NPU413"))
     assert messages == ["init_method=", "params_dtype=", "sequence_parallel=", "ub_name="]
     assert all(f.applied for f in findings(result, "NPU413"))
@@ -135,7 +135,7 @@ def test_function_level_import_is_removed_but_never_empties_a_body():
         """
     )
     after, _ = migrate_text(source)
-    assert "def build():\n    return torch.nn.LayerNorm(8, device=\"npu\")" in after
+    assert 'def build():\n    return torch.nn.LayerNorm(8, device="npu")' in after
     assert "def only_import():\n    import transformer_engine.pytorch as te" in after
 
 
@@ -191,4 +191,6 @@ def test_linear_with_return_bias_takes_the_generated_class_with_any_te_argument(
     after, result = migrate_text(source)
     assert "proj = te_npu_modules.Linear(8, 8, return_bias=True)" in after
     assert sorted(f.message.split("`")[1] for f in findings(result, "NPU413")) == [
-        "save_original_input=", "skip_weight_param_allocation="]
+        "save_original_input=",
+        "skip_weight_param_allocation=",
+    ]

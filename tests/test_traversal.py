@@ -10,11 +10,32 @@ from cuda2npu.core.traversal import iter_nodes, walk, walk_batched
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(ROOT.glob("cuda2npu/**/*.py")) + sorted(ROOT.glob("fixtures/rules/**/*.py"))
 # Nodes libcst visits that the walks leave out: whitespace, comments, brackets, separators, operators.
-SYNTAX = (cst.BaseParenthesizableWhitespace, cst.Comment, cst.EmptyLine, cst.Newline, cst.TrailingWhitespace,
-          cst.Comma, cst.Colon, cst.Dot, cst.AssignEqual, cst.Semicolon, cst.LeftParen, cst.RightParen,
-          cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
-          cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.ImportStar,
-          cst.ParenthesizedWhitespace, cst.SimpleWhitespace)
+SYNTAX = (
+    cst.BaseParenthesizableWhitespace,
+    cst.Comment,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.TrailingWhitespace,
+    cst.Comma,
+    cst.Colon,
+    cst.Dot,
+    cst.AssignEqual,
+    cst.Semicolon,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.ImportStar,
+    cst.ParenthesizedWhitespace,
+    cst.SimpleWhitespace,
+)
 EXTRA = """
 @decorator
 async def f[T](a, /, b: int = 1, *args, c, **kw) -> T:

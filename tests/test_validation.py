@@ -100,17 +100,31 @@ def test_generated_validation_package_is_portable(tmp_path):
     assert "MIGRATED / '../mlp'" in text
     moved = tmp_path / "elsewhere"
     shutil.move(work, moved)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
-                         cwd=moved / "mlp_npu", capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
+        cwd=moved / "mlp_npu",
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
     shutil.move(moved / "mlp", tmp_path / "original")
     env = {**os.environ, "CUDA2NPU_ORIGINAL": str(tmp_path / "original")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
-                         cwd=moved / "mlp_npu", capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "npu_validation"],
+        cwd=moved / "mlp_npu",
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
     del env["CUDA2NPU_ORIGINAL"]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "npu_validation"],
-                         cwd=moved / "mlp_npu", capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "npu_validation"],
+        cwd=moved / "mlp_npu",
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0 and "original tree not found" in run.stdout, run.stdout
 
 
@@ -226,7 +240,9 @@ def deep_bf16(tmp_path_factory):
     trees = {
         "original": DEEP_MODEL.format(context="contextlib.nullcontext()", change="", device="cuda"),
         "migrated": DEEP_MODEL.format(context='torch.autocast("npu", dtype=torch.bfloat16)', change="", device="npu"),
-        "broken": DEEP_MODEL.format(context='torch.autocast("npu", dtype=torch.bfloat16)', change=" * 1.05", device="npu"),
+        "broken": DEEP_MODEL.format(
+            context='torch.autocast("npu", dtype=torch.bfloat16)', change=" * 1.05", device="npu"
+        ),
     }
     for name, source in trees.items():
         (root / name).mkdir()
@@ -236,8 +252,17 @@ def deep_bf16(tmp_path_factory):
 
 def test_bf16_bounds_are_calibrated_against_the_original_at_bf16(deep_bf16, tmp_path, monkeypatch):
     report = tmp_path / "report.json"
-    result = cuda2npu("validate", deep_bf16 / "original", deep_bf16 / "migrated", "--entry", "model:build",
-                      "--precision", "bf16", "--json", report)
+    result = cuda2npu(
+        "validate",
+        deep_bf16 / "original",
+        deep_bf16 / "migrated",
+        "--entry",
+        "model:build",
+        "--precision",
+        "bf16",
+        "--json",
+        report,
+    )
     assert result.returncode == 0, result.stdout
     assert "bounds calibrated" in result.stdout
     data = json.loads(report.read_text())["results"][0]
@@ -250,6 +275,7 @@ def test_bf16_bounds_are_calibrated_against_the_original_at_bf16(deep_bf16, tmp_
 
 
 def test_calibrated_bounds_still_catch_a_changed_computation(deep_bf16):
-    result = cuda2npu("validate", deep_bf16 / "original", deep_bf16 / "broken", "--entry", "model:build",
-                      "--precision", "bf16")
+    result = cuda2npu(
+        "validate", deep_bf16 / "original", deep_bf16 / "broken", "--entry", "model:build", "--precision", "bf16"
+    )
     assert result.returncode == 1 and "MISMATCH" in result.stdout

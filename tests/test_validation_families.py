@@ -74,7 +74,7 @@ def test_apex_migration_rewrites(apex):
     assert "torch_npu.optim.NpuFusedAdamW(model.parameters(), lr=1e-2, weight_decay=0.1)" in source
     assert 'with torch.autocast("npu", dtype=torch.bfloat16):\n            logits = self.body(x)' in source
     # the amp O1 loop of train(): no amp.initialize, the forward region autocast, plain backward
-    train = source[source.index("def train("):]
+    train = source[source.index("def train(") :]
     assert not re.search(r"\bamp\.", train) and "scaled_loss" not in train
     assert 'with torch.autocast("npu", dtype=torch.bfloat16):\n                outputs = model(inputs.npu())' in train
     assert "loss.backward()" in train
@@ -96,7 +96,9 @@ def test_apex_migration_is_equivalent_in_float32(apex, tmp_path):
         pytest.param("NpuFusedAdamW(", "NpuFusedAdam(", {"after step"}, id="adamw-mapped-to-adam"),
         # NpuFusedAdamW's own default weight_decay is 1e-2, apex's 0.1 here
         pytest.param(", weight_decay=0.1)", ")", {"after step"}, id="weight-decay-dropped"),
-        pytest.param("LayerNorm(hidden, eps=1e-3)", "LayerNorm(hidden, eps=1e-5)", {"output", "grad"}, id="layernorm-eps-changed"),
+        pytest.param(
+            "LayerNorm(hidden, eps=1e-3)", "LayerNorm(hidden, eps=1e-5)", {"output", "grad"}, id="layernorm-eps-changed"
+        ),
     ],
 )
 def test_broken_apex_migrations_are_mismatches(apex, tmp_path, old, new, failing):
@@ -112,7 +114,9 @@ def test_broken_apex_migrations_are_mismatches(apex, tmp_path, old, new, failing
 
 def test_autocast_migration_is_equivalent_under_bf16_bounds(apex, tmp_path):
     original, migrated = apex
-    code, output, results = _validate(original, migrated, tmp_path, "--entry", "model:build_autocast", "--precision", "bf16")
+    code, output, results = _validate(
+        original, migrated, tmp_path, "--entry", "model:build_autocast", "--precision", "bf16"
+    )
     assert code == 0, output
     data = results[0]
     assert data["status"] == "equivalent" and data["precision"] == "bf16"
@@ -124,8 +128,15 @@ def test_autocast_migration_is_equivalent_under_bf16_bounds(apex, tmp_path):
 def test_bf16_model_with_npu_fused_optimizer_is_an_error(apex, tmp_path):
     """Casting the migrated model to bfloat16 (NPU342's advice for .half()) breaks NpuFusedAdamW."""
     original, migrated = apex
-    broken = _break(migrated, tmp_path, "model = AutocastClassifier().npu()", "model = AutocastClassifier().npu().to(torch.bfloat16)")
-    code, output, results = _validate(original, broken, tmp_path, "--entry", "model:build_autocast", "--precision", "bf16")
+    broken = _break(
+        migrated,
+        tmp_path,
+        "model = AutocastClassifier().npu()",
+        "model = AutocastClassifier().npu().to(torch.bfloat16)",
+    )
+    code, output, results = _validate(
+        original, broken, tmp_path, "--entry", "model:build_autocast", "--precision", "bf16"
+    )
     assert code == 2, output
     assert results[0]["status"] == "error"
     assert "parameters must be either float32 or float16" in results[0]["problems"][0]
@@ -144,7 +155,9 @@ def test_te_migration_rewrites(te):
 
 def test_te_migration_is_equivalent_and_drops_extra_state(te, tmp_path):
     original, migrated = te
-    code, output, results = _validate(original, migrated, tmp_path, "--entry", "model:build", "--entry", "model:build_fp8")
+    code, output, results = _validate(
+        original, migrated, tmp_path, "--entry", "model:build", "--entry", "model:build_fp8"
+    )
     assert code == 0, output
     by_entry = {data["entry"]: data for data in results}
     assert by_entry["model:build"]["precision"] == "fp32"
@@ -155,18 +168,36 @@ def test_te_migration_is_equivalent_and_drops_extra_state(te, tmp_path):
         assert set(data["dropped_keys"]) == {f"{m}._extra_state" for m in modules}
         assert all(EXTRA_STATE_NOTE in reason for reason in data["dropped_keys"].values())
         assert {row["name"] for row in data["tensors"] if row["group"] == "grad"} == {
-            "norm.weight", "norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "out_norm.weight"}
+            "norm.weight",
+            "norm.bias",
+            "fc1.weight",
+            "fc1.bias",
+            "fc2.weight",
+            "out_norm.weight",
+        }
     assert "dropped key fc1._extra_state" in output
 
 
 @pytest.mark.parametrize(
     ("old", "new", "failing"),
     [
-        pytest.param("LayerNorm(dim, eps=1e-3,", "LayerNorm(dim, eps=1e-5,", {"output", "grad"}, id="layernorm-eps-changed"),
+        pytest.param(
+            "LayerNorm(dim, eps=1e-3,", "LayerNorm(dim, eps=1e-5,", {"output", "grad"}, id="layernorm-eps-changed"
+        ),
         # bias=False keeps the checkpoint loadable, so only the numbers can tell
-        pytest.param("torch.nn.RMSNorm(dim, eps=1e-3,", "torch.nn.LayerNorm(dim, eps=1e-3, bias=False,", {"output", "grad"}, id="rmsnorm-mapped-to-layernorm"),
+        pytest.param(
+            "torch.nn.RMSNorm(dim, eps=1e-3,",
+            "torch.nn.LayerNorm(dim, eps=1e-3, bias=False,",
+            {"output", "grad"},
+            id="rmsnorm-mapped-to-layernorm",
+        ),
         # params_dtype mapped to the wrong dtype: a bfloat16 gain in a float32 block
-        pytest.param("RMSNorm(dim, eps=1e-3, dtype=dtype,", "RMSNorm(dim, eps=1e-3, dtype=torch.bfloat16,", {"grad", "after step"}, id="params-dtype-changed"),
+        pytest.param(
+            "RMSNorm(dim, eps=1e-3, dtype=dtype,",
+            "RMSNorm(dim, eps=1e-3, dtype=torch.bfloat16,",
+            {"grad", "after step"},
+            id="params-dtype-changed",
+        ),
     ],
 )
 def test_broken_te_migrations_are_mismatches(te, tmp_path, old, new, failing):

@@ -14,8 +14,9 @@ MLP = REPO / "fixtures" / "validation" / "mlp"
 
 
 def _git(cwd, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True, capture_output=True
+    )
 
 
 @pytest.fixture

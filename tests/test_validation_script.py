@@ -35,7 +35,9 @@ def test_first_divergence_names_the_module_path(gpt, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(migrated, broken)
     source = (broken / "train.py").read_text()
-    (broken / "train.py").write_text(source.replace("self.ln2 = nn.LayerNorm(dim)", "self.ln2 = nn.LayerNorm(dim, eps=1e-2)"))
+    (broken / "train.py").write_text(
+        source.replace("self.ln2 = nn.LayerNorm(dim)", "self.ln2 = nn.LayerNorm(dim, eps=1e-2)")
+    )
     result = validate_script(original, broken, "train.py --steps 1")
     assert result.status == "mismatch" and result.exit_code == 1
     first = result.divergences[0]
@@ -44,14 +46,23 @@ def test_first_divergence_names_the_module_path(gpt, tmp_path):
 
 
 def _summary(values, dtype="float32"):
-    return {"shape": [len(values)], "dtype": dtype, "sample": list(values),
-            "stats": [sum(values), sum(map(abs, values)) / len(values), max(map(abs, values)), 1.0]}
+    return {
+        "shape": [len(values)],
+        "dtype": dtype,
+        "sample": list(values),
+        "stats": [sum(values), sum(map(abs, values)) / len(values), max(map(abs, values)), 1.0],
+    }
 
 
 def _trace(events, steps=1):
-    return {"steps": steps, "dropped": 0, "events": [
-        {"step": step, "kind": kind, "module": module, "call": 0, "tensors": [_summary(values)]}
-        for step, kind, module, values in events]}
+    return {
+        "steps": steps,
+        "dropped": 0,
+        "events": [
+            {"step": step, "kind": kind, "module": module, "call": 0, "tensors": [_summary(values)]}
+            for step, kind, module, values in events
+        ],
+    }
 
 
 def test_modules_on_one_side_only_are_listed_not_counted():
@@ -66,7 +77,10 @@ def test_nan_on_one_side_diverges_and_noise_level_gradients_are_not_compared():
     nan = float("nan")
     result = compare_traces(_trace([(0, "loss", "", [nan])]), _trace([(0, "loss", "", [1.0])]), "fp32")
     assert result.status == "mismatch"
-    assert compare_traces(_trace([(0, "loss", "", [nan])]), _trace([(0, "loss", "", [nan])]), "fp32").status == "equivalent"
+    assert (
+        compare_traces(_trace([(0, "loss", "", [nan])]), _trace([(0, "loss", "", [nan])]), "fp32").status
+        == "equivalent"
+    )
     # the second element's gradient is zero up to rounding: its Adam step has an arbitrary sign
     grads = [(0, "grad", "w", [0.5, 1e-9])]
     original = _trace(grads + [(0, "param", "w", [1.0, 0.003])])

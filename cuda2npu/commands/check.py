@@ -82,7 +82,10 @@ def run_check(request: CheckRequest) -> int:
         from cuda2npu.core.noqa import write_noqa
 
         added, files = write_noqa(findings, by_name)
-        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+        click.echo(
+            f"Added {added} noqa directive{'s' if added != 1 else ''} in {files} file{'s' if files != 1 else ''}.",
+            err=True,
+        )
         return _internal(internal) if internal else 0
 
     needs_sources = request.output_format in NEEDS_SOURCES or request.baseline is not None
@@ -91,7 +94,10 @@ def run_check(request: CheckRequest) -> int:
     if request.baseline is not None:
         if request.write_baseline:
             count = baselines.write(request.baseline, findings, sources)
-            click.echo(f"cuda2npu: wrote {count} finding{'s' if count != 1 else ''} to the baseline {request.baseline}", err=True)
+            click.echo(
+                f"cuda2npu: wrote {count} finding{'s' if count != 1 else ''} to the baseline {request.baseline}",
+                err=True,
+            )
             return _internal(internal) if internal else 0
         try:
             recorded = baselines.read(request.baseline)

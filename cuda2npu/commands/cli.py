@@ -38,8 +38,9 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
-def _options(select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None,
-             review_markers=True) -> Options:
+def _options(
+    select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None, review_markers=True
+) -> Options:
     """Options from the command line over the configuration file (``settings``, see with_selection)."""
     config = settings.config if settings is not None else None
     chosen = _codes(select) or (config.select if config is not None and config.select else ("NPU",))
@@ -98,17 +99,67 @@ def _interrupt(signum, frame) -> None:
 selection = [
     click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. NPU1,NPU201)."),
     click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
-    click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."),
-    click.option("--precision", type=click.Choice(STRATEGY_CHOICES["precision"]), default="bf16", show_default=True, help="Mixed-precision policy for AMP rewrites."),
-    click.option("--apex", "apex_strategy", type=click.Choice(STRATEGY_CHOICES["apex"]), default="native", show_default=True, help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork."),
-    click.option("--colossalai", "colossalai_strategy", type=click.Choice(STRATEGY_CHOICES["colossalai"]), default="keep", show_default=True, help="keep: ColossalAI on NPU; native: plain PyTorch distributed."),
-    click.option("--fuse-sdpa/--no-fuse-sdpa", default=False, help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in)."),
-    click.option("--target-torch-npu", metavar="VERSION", default=None, help="Never emit torch_npu keywords newer than this release."),
-    click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code)."),
-    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Use this configuration file instead of the nearest pyproject.toml / cuda2npu.toml."),
+    click.option(
+        "--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."
+    ),
+    click.option(
+        "--precision",
+        type=click.Choice(STRATEGY_CHOICES["precision"]),
+        default="bf16",
+        show_default=True,
+        help="Mixed-precision policy for AMP rewrites.",
+    ),
+    click.option(
+        "--apex",
+        "apex_strategy",
+        type=click.Choice(STRATEGY_CHOICES["apex"]),
+        default="native",
+        show_default=True,
+        help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork.",
+    ),
+    click.option(
+        "--colossalai",
+        "colossalai_strategy",
+        type=click.Choice(STRATEGY_CHOICES["colossalai"]),
+        default="keep",
+        show_default=True,
+        help="keep: ColossalAI on NPU; native: plain PyTorch distributed.",
+    ),
+    click.option(
+        "--fuse-sdpa/--no-fuse-sdpa",
+        default=False,
+        help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in).",
+    ),
+    click.option(
+        "--target-torch-npu",
+        metavar="VERSION",
+        default=None,
+        help="Never emit torch_npu keywords newer than this release.",
+    ),
+    click.option(
+        "--extend-select",
+        multiple=True,
+        help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code).",
+    ),
+    click.option(
+        "--config",
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Use this configuration file instead of the nearest pyproject.toml / cuda2npu.toml.",
+    ),
     click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
-    click.option("--force-exclude", is_flag=True, help="Apply the configured excludes to files named on the command line too (pre-commit)."),
-    click.option("--no-cache", is_flag=True, expose_value=False, callback=lambda ctx, param, value: _disable_cache(value), help="Neither read nor write the result cache (.cuda2npu_cache/; also CUDA2NPU_NO_CACHE=1)."),
+    click.option(
+        "--force-exclude",
+        is_flag=True,
+        help="Apply the configured excludes to files named on the command line too (pre-commit).",
+    ),
+    click.option(
+        "--no-cache",
+        is_flag=True,
+        expose_value=False,
+        callback=lambda ctx, param, value: _disable_cache(value),
+        help="Neither read nor write the result cache (.cuda2npu_cache/; also CUDA2NPU_NO_CACHE=1).",
+    ),
 ]
 
 
@@ -136,8 +187,19 @@ def with_selection(func):
     """Add the options shared by migrate and check; they arrive as ``strategies`` plus select/ignore/jobs."""
 
     @functools.wraps(func)
-    def wrapper(*args, precision, apex_strategy, colossalai_strategy, fuse_sdpa, target_torch_npu,
-                extend_select, config_file, isolated, force_exclude, **kwargs):
+    def wrapper(
+        *args,
+        precision,
+        apex_strategy,
+        colossalai_strategy,
+        fuse_sdpa,
+        target_torch_npu,
+        extend_select,
+        config_file,
+        isolated,
+        force_exclude,
+        **kwargs,
+    ):
         from cuda2npu.core.config import load_config
 
         config = load_config(list(kwargs.get("paths", ())), config_file, isolated)
@@ -163,13 +225,37 @@ def with_selection(func):
 @click.option("--report", "report_file", type=click.Path(path_type=Path), help="Write the JSON migration report here.")
 @click.option("--max-tier", type=click.Choice(["exact", "numeric", "review"]), default="review", show_default=True)
 @click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at all.")
-@click.option("--no-review-markers", is_flag=True, help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.")
+@click.option(
+    "--no-review-markers",
+    is_flag=True,
+    help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.",
+)
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).")
+@click.option(
+    "--exit-non-zero-on-fix",
+    is_flag=True,
+    help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).",
+)
 @with_selection
-def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers, no_review_markers, allow_dirty, quiet,
-            exit_non_zero_on_fix, select, ignore, jobs, strategies, settings):
+def migrate(
+    paths,
+    out_dir,
+    diff,
+    check_only,
+    report_file,
+    max_tier,
+    no_markers,
+    no_review_markers,
+    allow_dirty,
+    quiet,
+    exit_non_zero_on_fix,
+    select,
+    ignore,
+    jobs,
+    strategies,
+    settings,
+):
     """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
     from cuda2npu.commands.migrate import MigrateRequest, run_migrate
 
@@ -179,8 +265,9 @@ def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers,
     review_markers = _setting("no_review_markers", not no_review_markers, config.review_markers)
     request = MigrateRequest(
         paths=list(paths),
-        options=_options(select, ignore, strategies, max_tier, markers=markers, settings=settings,
-                         review_markers=review_markers),
+        options=_options(
+            select, ignore, strategies, max_tier, markers=markers, settings=settings, review_markers=review_markers
+        ),
         files=settings.files,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
         out_dir=out_dir,
@@ -196,14 +283,40 @@ def migrate(paths, out_dir, diff, check_only, report_file, max_tier, no_markers,
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "concise", "json", "github", "sarif", "gitlab", "junit"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "concise", "json", "github", "sarif", "gitlab", "junit"]),
+    default="text",
+    show_default=True,
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments on the lines of the current findings; report nothing.")
-@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path), help="Report only findings not recorded in this baseline file.")
+@click.option(
+    "--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments on the lines of the current findings; report nothing."
+)
+@click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Report only findings not recorded in this baseline file.",
+)
 @click.option("--write-baseline", is_flag=True, help="Record the current findings in the --baseline file and exit 0.")
 @with_selection
-def check(paths, output_format, exit_zero, output_file, add_noqa, baseline_file, write_baseline, select, ignore, jobs, strategies, settings):
+def check(
+    paths,
+    output_format,
+    exit_zero,
+    output_file,
+    add_noqa,
+    baseline_file,
+    write_baseline,
+    select,
+    ignore,
+    jobs,
+    strategies,
+    settings,
+):
     """Report CUDA-only code under PATHS without changing anything."""
     from cuda2npu.commands.check import CheckRequest, run_check
 
@@ -213,7 +326,9 @@ def check(paths, output_format, exit_zero, output_file, add_noqa, baseline_file,
         raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
     request = CheckRequest(
         paths=list(paths),
-        options=_options(select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings),
+        options=_options(
+            select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings
+        ),
         output_format=output_format,
         exit_zero=exit_zero,
         output_file=output_file,
@@ -228,7 +343,9 @@ def check(paths, output_format, exit_zero, output_file, add_noqa, baseline_file,
 
 @main.command()
 @click.argument("code", required=False)
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option(
+    "--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True
+)
 def rules(code, output_format):
     """List every rule, or print the documentation of one (e.g. `cuda2npu rules NPU101`)."""
     from cuda2npu.output import ruledocs
@@ -261,13 +378,33 @@ class _OriginalTree(click.ParamType):
 @main.command()
 @click.argument("original", type=_OriginalTree())
 @click.argument("migrated", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--entry", "entries", multiple=True, metavar="MODULE:FUNCTION", help="Function returning (model, inputs[, optimizer_factory]); repeatable (default: validate.entries of the original's configuration).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="Tolerance class (default: from the migrated outputs' dtype).")
-@click.option("--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob).")
+@click.option(
+    "--entry",
+    "entries",
+    multiple=True,
+    metavar="MODULE:FUNCTION",
+    help="Function returning (model, inputs[, optimizer_factory]); repeatable (default: validate.entries of the original's configuration).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "bf16", "fp16"]),
+    default=None,
+    help="Tolerance class (default: from the migrated outputs' dtype).",
+)
+@click.option(
+    "--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob)."
+)
 @click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--run", "command", metavar="COMMAND", help='Run this script command in both trees and compare them step by step, e.g. "train.py --steps 2" (default: validate.run of the configuration when no --entry is given).')
-@click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run.")
+@click.option(
+    "--run",
+    "command",
+    metavar="COMMAND",
+    help='Run this script command in both trees and compare them step by step, e.g. "train.py --steps 2" (default: validate.run of the configuration when no --entry is given).',
+)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run."
+)
 def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
     """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
     gradients and optimizer steps. ORIGINAL is a directory, or git:REV for the MIGRATED tree at a
@@ -306,9 +443,13 @@ def _validate(original, migrated, entries, precision, dropout_check, json_file, 
 
         entries = configured_entries(original)
     if not entries:
-        raise click.UsageError("no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration")
+        raise click.UsageError(
+            "no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration"
+        )
     console = Console()
-    results = [run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries]
+    results = [
+        run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries
+    ]
     for result in results:
         render(result, console)
     if json_file is not None:

@@ -102,7 +102,11 @@ def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dic
         try:
             data = result.new_source if result.new_source is not None else by_name[result.path].read_bytes()
             if is_notebook(by_name[result.path]):
-                found = [f"cell {cell}:{n}" for cell, lines in cell_lines(data).items() for n in marker_lines("\n".join(lines))]
+                found = [
+                    f"cell {cell}:{n}"
+                    for cell, lines in cell_lines(data).items()
+                    for n in marker_lines("\n".join(lines))
+                ]
             elif result.path.endswith(".py"):
                 found = marker_lines(decode(data))
             else:
@@ -120,7 +124,9 @@ def _print_markers(locations: dict[str, list], report: Path | None) -> None:
         return
     shown = ", ".join(listed[:MAX_LISTED_MARKERS])
     more = f" ... and {len(listed) - MAX_LISTED_MARKERS} more" if len(listed) > MAX_LISTED_MARKERS else ""
-    details = f"with their findings in {report}" if report is not None else "--report FILE lists them with their findings"
+    details = (
+        f"with their findings in {report}" if report is not None else "--report FILE lists them with their findings"
+    )
     click.echo(f"  TODO(cuda2npu) markers ({len(listed)}): {shown}{more} ({details})", err=True)
 
 
@@ -166,8 +172,11 @@ def _print_companions(companions: list[Companion], wrote: bool) -> None:
     for companion in companions:
         users = f"imported by {len(companion.needed_by)} migrated file{'s' * (len(companion.needed_by) > 1)}"
         if companion.status == DIFFERS:
-            click.echo(f"{companion.path}: exists and differs from the generated version; kept as it is (delete it "
-                       f"to regenerate); {users}", err=True)
+            click.echo(
+                f"{companion.path}: exists and differs from the generated version; kept as it is (delete it "
+                f"to regenerate); {users}",
+                err=True,
+            )
         elif companion.status == CREATE:
             click.echo(f"cuda2npu: {'created' if wrote else 'would create'} {companion.path} ({users})", err=True)
         elif companion.status != SAME:
@@ -185,7 +194,10 @@ def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_plac
             except OSError as exc:
                 _not_written(result, io_error(result.path, exc, "write"), summary)
     except KeyboardInterrupt:
-        click.echo(f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new", err=True)
+        click.echo(
+            f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new",
+            err=True,
+        )
         raise SystemExit(EXIT_INTERRUPTED)
 
 
@@ -260,7 +272,13 @@ def run_migrate(request: MigrateRequest) -> int:
         return 1 if changed else 0
 
     if request.out_dir is not None:
-        shutil.copytree(root, request.out_dir, symlinks=True, ignore=shutil.ignore_patterns(".git", CACHE_DIR_NAME), dirs_exist_ok=True)
+        shutil.copytree(
+            root,
+            request.out_dir,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(".git", CACHE_DIR_NAME),
+            dirs_exist_ok=True,
+        )
         real_root = root.resolve()  # a file reached through a symlink is written where it really is
         targets = [(r, request.out_dir / _real_relative(by_name[r.path], real_root, r.path)) for r in changed]
         request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
@@ -297,15 +315,27 @@ def _write_validation(request: MigrateRequest, results: list[FileResult]) -> Non
     write_validation_package(request.paths[0], request.out_dir, changed, precision)
 
 
-def _finish(request: MigrateRequest, results: list[FileResult], summary: Summary, wrote: bool,
-            companions: list[Companion], by_name: dict[str, Path]) -> None:
+def _finish(
+    request: MigrateRequest,
+    results: list[FileResult],
+    summary: Summary,
+    wrote: bool,
+    companions: list[Companion],
+    by_name: dict[str, Path],
+) -> None:
     results.sort(key=lambda r: r.path)
     markers = marker_locations(results, by_name)
     if request.report_file is not None:
         options = {
             **{k: v for k, v in asdict(request.options).items() if k != "in_package"},  # a per-file fact
             "max_tier": str(request.options.max_tier),
-            "mode": "diff" if request.diff else "check" if request.check_only else "out" if request.out_dir else "in-place",
+            "mode": "diff"
+            if request.diff
+            else "check"
+            if request.check_only
+            else "out"
+            if request.out_dir
+            else "in-place",
         }
         report = migration_report(results, options, summary, [c.to_json() for c in companions], markers)
         request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -69,8 +69,7 @@ def _parse_rule(raw: dict, family: str, source: Path) -> RuleDoc:
             family=family,
             references=tuple(raw.get("references", ())),
             examples=tuple(
-                Example(ex["before"], ex.get("after"), ex.get("options", {}))
-                for ex in raw.get("example", ())
+                Example(ex["before"], ex.get("after"), ex.get("options", {})) for ex in raw.get("example", ())
             ),
             valid=tuple(raw.get("valid", ())),
             opt_in=bool(raw.get("opt_in", False)),

@@ -41,7 +41,7 @@ TARGET_KEYS = {"torch_npu": "a torch_npu release such as '2.7.1' or '2.1.0.post1
 ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 KEYS = {
-    "select": "a list of rule codes or prefixes (e.g. [\"NPU1\", \"NPU201\"], \"ALL\")",
+    "select": 'a list of rule codes or prefixes (e.g. ["NPU1", "NPU201"], "ALL")',
     "ignore": "a list of rule codes or prefixes",
     "extend-select": "a list of rule codes or prefixes (opt-in rules need their full code)",
     "exclude": "a list of glob patterns",
@@ -278,7 +278,9 @@ def parse_config(section: dict, path: Path) -> Config:
             values["validate_entries"] = entries
         if "run" in validate:
             if not isinstance(validate["run"], str) or not validate["run"].strip():
-                raise ConfigError(f"{_where(path, 'validate.run')} = {validate['run']!r} is invalid; expected {VALIDATE_KEYS['run']}")
+                raise ConfigError(
+                    f"{_where(path, 'validate.run')} = {validate['run']!r} is invalid; expected {VALIDATE_KEYS['run']}"
+                )
             values["validate_run"] = validate["run"]
     return Config(**values)
 

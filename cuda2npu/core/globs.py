@@ -37,4 +37,6 @@ def path_matches(base: str, pattern: str, path: Path) -> bool:
 def matching_ignores(per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...], path) -> tuple[str, ...]:
     """Codes ignored for ``path`` by per-file-ignores entries ``(base directory, glob, codes)``."""
     path = Path(path)
-    return tuple(code for base, pattern, codes in per_file_ignores if path_matches(base, pattern, path) for code in codes)
+    return tuple(
+        code for base, pattern, codes in per_file_ignores if path_matches(base, pattern, path) for code in codes
+    )

@@ -185,9 +185,7 @@ def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path:
 def _any_enabled(prefix: str, options) -> bool:
     from cuda2npu.core.catalogue import all_rules
 
-    return any(
-        code.startswith(prefix) and options.code_enabled(code, doc.opt_in) for code, doc in all_rules().items()
-    )
+    return any(code.startswith(prefix) and options.code_enabled(code, doc.opt_in) for code, doc in all_rules().items())
 
 
 # --- --add-noqa ------------------------------------------------------------------------------
@@ -204,7 +202,9 @@ def add_noqa(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
     wanted: dict[int, set[str]] = {}
     for line, codes in codes_by_line.items():
         target = line if line in noqa_map.comment_lines or line in noqa_map.directives else noqa_map.comment_line(line)
-        missing = {c for c in codes if noqa_map.directive_for(line) is None or not noqa_map.directive_for(line).matches(c)}
+        missing = {
+            c for c in codes if noqa_map.directive_for(line) is None or not noqa_map.directive_for(line).matches(c)
+        }
         if missing:
             wanted.setdefault(target, set()).update(missing)
     count = 0
@@ -213,7 +213,7 @@ def add_noqa(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
             continue
         raw = lines[line - 1]
         body = raw.rstrip("\r\n")
-        ending = raw[len(body):]
+        ending = raw[len(body) :]
         directive = noqa_map.directives.get(line)
         ordered = ", ".join(sorted(codes))
         if directive is not None and directive.codes is not None:

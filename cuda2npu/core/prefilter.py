@@ -36,9 +36,19 @@ OTHER_FRAMEWORKS = _imports(
     r"jax|jaxlib|flax|optax|haiku|tensorflow|paddle|paddlenlp|mindspore|oneflow|mxnet"
     r"|transformer_engine\.(?:jax|paddle)|transformer_engine[ \t]+import[ \t]+(?:jax|paddle)"
 )
-FRAMEWORK_NAMES = {"jax": "JAX", "jaxlib": "JAX", "flax": "Flax", "optax": "JAX (optax)", "haiku": "JAX (haiku)",
-                   "tensorflow": "TensorFlow", "paddle": "PaddlePaddle", "paddlenlp": "PaddlePaddle",
-                   "mindspore": "MindSpore", "oneflow": "OneFlow", "mxnet": "MXNet"}
+FRAMEWORK_NAMES = {
+    "jax": "JAX",
+    "jaxlib": "JAX",
+    "flax": "Flax",
+    "optax": "JAX (optax)",
+    "haiku": "JAX (haiku)",
+    "tensorflow": "TensorFlow",
+    "paddle": "PaddlePaddle",
+    "paddlenlp": "PaddlePaddle",
+    "mindspore": "MindSpore",
+    "oneflow": "OneFlow",
+    "mxnet": "MXNet",
+}
 # torch and the libraries that only exist for it; transformers, diffusers and a bare
 # `transformer_engine` serve several frameworks and prove nothing
 TORCH_ECOSYSTEM = _imports(

@@ -78,15 +78,9 @@ class RuleContext(cst.BatchableCSTVisitor):
             self._statements.pop()
 
     def get_visitors(self) -> dict:
-        visitors = {
-            f"visit_{cls.__name__}": self.on_visit
-            for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS
-        }
+        visitors = {f"visit_{cls.__name__}": self.on_visit for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS}
         visitors.update(
-            {
-                f"leave_{cls.__name__}": self.on_leave
-                for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS
-            }
+            {f"leave_{cls.__name__}": self.on_leave for cls in (cst.SimpleStatementLine,) + COMPOUND_STATEMENTS}
         )
         return visitors
 

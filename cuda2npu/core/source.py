@@ -27,8 +27,12 @@ def decode(source: bytes) -> str:
         return source.decode(encoding)
     except UnicodeDecodeError as exc:
         line, column = position(source, exc.start)
-        raise SourceError(f"cannot decode: {exc.reason} ({exc.encoding}, byte 0x{source[exc.start]:02x}); "
-                          "add a coding cookie (PEP 263) or re-encode as UTF-8", line, column) from None
+        raise SourceError(
+            f"cannot decode: {exc.reason} ({exc.encoding}, byte 0x{source[exc.start]:02x}); "
+            "add a coding cookie (PEP 263) or re-encode as UTF-8",
+            line,
+            column,
+        ) from None
     except (SyntaxError, LookupError) as exc:
         raise SourceError(f"cannot decode: {exc}") from None
 
@@ -77,7 +81,7 @@ def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
     """(message, line, column) from libcst's error, whose precise position is in its message."""
     match = PARSER_POSITION.match(exc.message)
     if match:
-        detail = exc.message[match.end():]
+        detail = exc.message[match.end() :]
         return f"cannot parse: {detail}", int(match.group(1)), int(match.group(2)) + 1
     return f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1
 

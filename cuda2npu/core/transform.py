@@ -22,8 +22,9 @@ class FixApplier(cst.CSTTransformer):
     a statement that becomes the first of its block loses the blank lines above it.
     """
 
-    def __init__(self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]], markers: dict | None = None,
-                 above: dict | None = None) -> None:
+    def __init__(
+        self, fixes: dict[cst.CSTNode, list[tuple[int, Fix]]], markers: dict | None = None, above: dict | None = None
+    ) -> None:
         super().__init__()
         self._fixes = fixes
         self._markers = markers or {}  # statement -> [(code, reason)]: marker lines, after its fixes
@@ -49,7 +50,9 @@ class FixApplier(cst.CSTTransformer):
         if isinstance(original_node, cst.BaseStatement):
             self._statements[original_node] = result
             # a line whose every small statement was removed is dropped by libcst itself
-            if isinstance(result, cst.RemovalSentinel) or (isinstance(result, cst.SimpleStatementLine) and not result.body):
+            if isinstance(result, cst.RemovalSentinel) or (
+                isinstance(result, cst.SimpleStatementLine) and not result.body
+            ):
                 self._removed.add(original_node)
         return result
 
@@ -63,13 +66,14 @@ class FixApplier(cst.CSTTransformer):
                 removed_above = True
                 continue
             count = len(result.nodes) if isinstance(result, cst.FlattenSentinel) else 1
-            for node in updated.body[position:position + count]:
+            for node in updated.body[position : position + count]:
                 blank = _blank_lines(node.leading_lines)
                 if not body and removed_above:  # now first in its block: no blank lines above it
                     node = node.with_changes(leading_lines=list(node.leading_lines)[blank:])
                 elif pending > blank:
-                    node = node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * (pending - blank)
-                                             + list(node.leading_lines))
+                    node = node.with_changes(
+                        leading_lines=[cst.EmptyLine(indent=False)] * (pending - blank) + list(node.leading_lines)
+                    )
                 body.append(node)
                 pending = 0
             position += count
@@ -106,10 +110,7 @@ def marker_text(code: str, reason: str) -> str:
 
 
 def _has_marker(lines, code: str) -> bool:
-    return any(
-        line.comment is not None and line.comment.value.startswith(f"{MARKER_PREFIX}{code}")
-        for line in lines
-    )
+    return any(line.comment is not None and line.comment.value.startswith(f"{MARKER_PREFIX}{code}") for line in lines)
 
 
 def with_markers(statement: cst.CSTNode, markers: list[tuple[str, str]], above=()) -> cst.CSTNode:

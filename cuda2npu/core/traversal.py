@@ -15,9 +15,32 @@ from typing import Iterable, Iterator
 import libcst as cst
 
 # Field-name prefixes of syntax-only fields (whitespace, comments, brackets, separators).
-_SYNTAX_FIELDS = ("whitespace", "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer",
-                  "semicolon", "comma", "colon", "first_colon", "second_colon", "dot", "equal", "operator", "lbrace", "rbrace",
-                  "lbracket", "rbracket", "relative", "first_line", "trailing_whitespace", "newline", "default_comma")
+_SYNTAX_FIELDS = (
+    "whitespace",
+    "lpar",
+    "rpar",
+    "leading_lines",
+    "lines_after_decorators",
+    "header",
+    "footer",
+    "semicolon",
+    "comma",
+    "colon",
+    "first_colon",
+    "second_colon",
+    "dot",
+    "equal",
+    "operator",
+    "lbrace",
+    "rbrace",
+    "lbracket",
+    "rbracket",
+    "relative",
+    "first_line",
+    "trailing_whitespace",
+    "newline",
+    "default_comma",
+)
 
 # Node types whose children libcst visits in another order than their fields are declared (source
 # order); tests/test_traversal.py checks this table against libcst's own visit order.

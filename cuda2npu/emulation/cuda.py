@@ -217,17 +217,33 @@ class _Patches:
             (cuda, "set_rng_state", lambda new_state, device="cuda": generator.set_state(new_state)),
             (cuda, "get_rng_state_all", lambda: [generator.get_state()]),
             (cuda, "set_rng_state_all", lambda new_states: generator.set_state(new_states[0])),
-            (torch, "load", lambda f, map_location=None, *args, **kwargs: orig_load(
-                f, _cpu_map_location(map_location), *args, **kwargs)),
+            (
+                torch,
+                "load",
+                lambda f, map_location=None, *args, **kwargs: orig_load(
+                    f, _cpu_map_location(map_location), *args, **kwargs
+                ),
+            ),
             (torch, "set_default_device", lambda device: orig_set_default_device(to_cpu_device(device))),
-            (torch, "is_autocast_enabled", lambda device_type=None: orig_is_autocast_enabled(
-                _autocast_device(device_type))),
+            (
+                torch,
+                "is_autocast_enabled",
+                lambda device_type=None: orig_is_autocast_enabled(_autocast_device(device_type)),
+            ),
             (torch, "get_autocast_dtype", lambda device_type: orig_get_autocast_dtype(_autocast_device(device_type))),
             (torch, "get_autocast_gpu_dtype", lambda: orig_get_autocast_dtype("cpu")),
-            (torch.amp, "custom_fwd", lambda fwd=None, *, device_type, cast_inputs=None: orig_custom_fwd(
-                fwd, device_type=_autocast_device(device_type), cast_inputs=cast_inputs)),
-            (torch.amp, "custom_bwd", lambda bwd=None, *, device_type: orig_custom_bwd(
-                bwd, device_type=_autocast_device(device_type))),
+            (
+                torch.amp,
+                "custom_fwd",
+                lambda fwd=None, *, device_type, cast_inputs=None: orig_custom_fwd(
+                    fwd, device_type=_autocast_device(device_type), cast_inputs=cast_inputs
+                ),
+            ),
+            (
+                torch.amp,
+                "custom_bwd",
+                lambda bwd=None, *, device_type: orig_custom_bwd(bwd, device_type=_autocast_device(device_type)),
+            ),
             (torch.amp.autocast_mode.autocast, "__init__", autocast_init),
             (torch.amp.grad_scaler.GradScaler, "__init__", scaler_init),
         ]

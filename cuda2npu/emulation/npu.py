@@ -173,5 +173,6 @@ def emulate_npu() -> NpuEmulation:
     installed_patches = not npu_patches.patches_applied()
     if installed_patches:
         npu_patches.apply_patches()
-    return NpuEmulation(emulated=True, installed_modules=_install_torch_npu_modules(),
-                        installed_patches=installed_patches)
+    return NpuEmulation(
+        emulated=True, installed_modules=_install_torch_npu_modules(), installed_patches=installed_patches
+    )

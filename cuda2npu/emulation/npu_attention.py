@@ -239,17 +239,22 @@ def npu_fusion_attention(
     _check(layout in _LAYOUTS, f"The input_layout should be BSH/SBH/BNSD/BSND/TND, but got {input_layout}")
     _check(head_num > 0, f"head_num must be > 0, got {head_num}")
     for name, tensor in (("query", query), ("key", key), ("value", value)):
-        _check(tensor.dim() == (3 if layout in ("BSH", "SBH", "TND") else 4),
-               f"{name} must be {3 if layout in ('BSH', 'SBH', 'TND') else 4}-D for layout {layout}, "
-               f"got {tensor.dim()}-D")
-    _check(query.dtype in (torch.float16, torch.bfloat16, torch.float32),
-           f"query dtype must be float16, bfloat16 or float32, got {query.dtype}")
+        _check(
+            tensor.dim() == (3 if layout in ("BSH", "SBH", "TND") else 4),
+            f"{name} must be {3 if layout in ('BSH', 'SBH', 'TND') else 4}-D for layout {layout}, got {tensor.dim()}-D",
+        )
+    _check(
+        query.dtype in (torch.float16, torch.bfloat16, torch.float32),
+        f"query dtype must be float16, bfloat16 or float32, got {query.dtype}",
+    )
     _check(key.dtype == query.dtype and value.dtype == query.dtype, "query, key and value must share one dtype")
     _check(0 < keep_prob <= 1, f"The keep_prob value must be in range of (0, 1], but got {keep_prob}")
     _check(padding_mask is None, "padding_mask is not supported and must be None")
     if layout == "TND":
-        _check(0 <= sparse_mode < 5 or 5 < sparse_mode <= 8,
-               f"The sparse_mode value must be in range of [0,5) or (5,8], but got {sparse_mode}")
+        _check(
+            0 <= sparse_mode < 5 or 5 < sparse_mode <= 8,
+            f"The sparse_mode value must be in range of [0,5) or (5,8], but got {sparse_mode}",
+        )
     else:
         _check(0 <= sparse_mode <= 6, f"The sparse_mode value must be in range of [0,6], but got {sparse_mode}")
     if sparse_mode >= 5:
@@ -262,8 +267,10 @@ def npu_fusion_attention(
     if pse is not None:
         _check(pse.dtype == query.dtype, "pse must have the dtype of query")
     if sink is not None:
-        _check(tuple(sink.shape) == (head_num,) and sink.dtype == torch.float32,
-               f"sink must be a float32 tensor of shape [{head_num}]")
+        _check(
+            tuple(sink.shape) == (head_num,) and sink.dtype == torch.float32,
+            f"sink must be a float32 tensor of shape [{head_num}]",
+        )
     if atten_mask is None:
         if sparse_mode in _COMPRESSED_MODES:
             warnings.warn(
@@ -274,18 +281,37 @@ def npu_fusion_attention(
                 stacklevel=2,
             )
     else:
-        _check(atten_mask.dtype in (torch.bool, torch.uint8),
-               f"atten_mask must be bool or uint8, got {atten_mask.dtype}")
+        _check(
+            atten_mask.dtype in (torch.bool, torch.uint8), f"atten_mask must be bool or uint8, got {atten_mask.dtype}"
+        )
         if sparse_mode in _COMPRESSED_MODES:
             _check_compressed(atten_mask, sparse_mode)
 
     if layout == "TND":
         return _tnd_attention(
-            query, key, value, head_num, pse, atten_mask, scale, keep_prob, pre_tockens, next_tockens,
-            actual_seq_qlen, actual_seq_kvlen, sparse_mode, softmax_layout, sink, dropout_mask, seed, offset,
+            query,
+            key,
+            value,
+            head_num,
+            pse,
+            atten_mask,
+            scale,
+            keep_prob,
+            pre_tockens,
+            next_tockens,
+            actual_seq_qlen,
+            actual_seq_kvlen,
+            sparse_mode,
+            softmax_layout,
+            sink,
+            dropout_mask,
+            seed,
+            offset,
         )
-    _check(actual_seq_qlen is None and actual_seq_kvlen is None,
-           "actual_seq_qlen/actual_seq_kvlen are only used with input_layout='TND'")
+    _check(
+        actual_seq_qlen is None and actual_seq_kvlen is None,
+        "actual_seq_qlen/actual_seq_kvlen are only used with input_layout='TND'",
+    )
 
     q = _to_bnsd(query, layout, head_num, None)
     _check(q.shape[1] == head_num, f"query has {q.shape[1]} heads but head_num is {head_num}")
@@ -329,8 +355,10 @@ def npu_fusion_attention(
 
 def _expand_kv(k, v, q_heads):
     kv_heads = k.shape[-3]
-    _check(kv_heads > 0 and q_heads % kv_heads == 0,
-           f"head_num {q_heads} must be a positive multiple of the key/value head count {kv_heads}")
+    _check(
+        kv_heads > 0 and q_heads % kv_heads == 0,
+        f"head_num {q_heads} must be a positive multiple of the key/value head count {kv_heads}",
+    )
     group = q_heads // kv_heads
     if group == 1:
         return k, v
@@ -357,14 +385,35 @@ def _cumulative_bounds(lengths, name: str) -> list[tuple[int, int]]:
     return bounds
 
 
-def _tnd_attention(query, key, value, head_num, pse, atten_mask, scale, keep_prob, pre, nxt,
-                   actual_seq_qlen, actual_seq_kvlen, sparse_mode, softmax_layout, sink, dropout_mask,
-                   seed, offset):
+def _tnd_attention(
+    query,
+    key,
+    value,
+    head_num,
+    pse,
+    atten_mask,
+    scale,
+    keep_prob,
+    pre,
+    nxt,
+    actual_seq_qlen,
+    actual_seq_kvlen,
+    sparse_mode,
+    softmax_layout,
+    sink,
+    dropout_mask,
+    seed,
+    offset,
+):
     """Varlen attention: every sequence is its own Sq_b x Skv_b problem with local indices."""
-    _check(actual_seq_qlen is not None and actual_seq_kvlen is not None,
-           "input_layout='TND' requires actual_seq_qlen and actual_seq_kvlen")
-    _check(len(actual_seq_qlen) == len(actual_seq_kvlen) and len(actual_seq_qlen) > 0,
-           "actual_seq_qlen and actual_seq_kvlen must have the same, non-zero length")
+    _check(
+        actual_seq_qlen is not None and actual_seq_kvlen is not None,
+        "input_layout='TND' requires actual_seq_qlen and actual_seq_kvlen",
+    )
+    _check(
+        len(actual_seq_qlen) == len(actual_seq_kvlen) and len(actual_seq_qlen) > 0,
+        "actual_seq_qlen and actual_seq_kvlen must have the same, non-zero length",
+    )
     if pse is not None:
         raise NotImplementedError("npu_fusion_attention emulator: pse with input_layout='TND' is not emulated")
     q_bounds = _cumulative_bounds(actual_seq_qlen, "actual_seq_qlen")
@@ -373,13 +422,17 @@ def _tnd_attention(query, key, value, head_num, pse, atten_mask, scale, keep_pro
     total_q, heads, head_dim = query.shape
     _check(heads == head_num, f"query has {heads} heads but head_num is {head_num}")
     _check(q_bounds[-1][1] <= total_q and kv_bounds[-1][1] <= key.shape[0], "actual_seq lengths exceed T")
-    _check(key.shape[-1] == head_dim and value.shape[:2] == key.shape[:2] and value.shape[-1] <= head_dim,
-           "key/value shapes do not match query")
+    _check(
+        key.shape[-1] == head_dim and value.shape[:2] == key.shape[:2] and value.shape[-1] <= head_dim,
+        "key/value shapes do not match query",
+    )
     if atten_mask is not None and sparse_mode not in _COMPRESSED_MODES:
         max_sq = max(e - s for s, e in q_bounds)
         max_skv = max(e - s for s, e in kv_bounds)
-        _check(tuple(atten_mask.shape) == (max_sq, max_skv),
-               f"TND atten_mask must be [maxSq, maxSkv] = [{max_sq}, {max_skv}], got {tuple(atten_mask.shape)}")
+        _check(
+            tuple(atten_mask.shape) == (max_sq, max_skv),
+            f"TND atten_mask must be [maxSq, maxSkv] = [{max_sq}, {max_skv}], got {tuple(atten_mask.shape)}",
+        )
 
     numels = sum(heads * (qe - qs) * (ke - ks) for (qs, qe), (ks, ke) in zip(q_bounds, kv_bounds))
     packed = None if dropout_mask is None else _unpack_dropout_mask(dropout_mask, numels)

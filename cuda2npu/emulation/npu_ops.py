@@ -45,8 +45,11 @@ def _check(condition: bool, op: str, message: str) -> None:
 def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float, op: str):
     """(y in float32, rstd in float32) over the trailing ``gamma.dim()`` dims."""
     _check(2 <= x.dim() <= 8, op, f"input must be 2-D to 8-D, got {x.dim()}-D")
-    _check(tuple(x.shape[x.dim() - gamma.dim():]) == tuple(gamma.shape), op,
-           f"gamma shape {tuple(gamma.shape)} does not match the trailing dims of input {tuple(x.shape)}")
+    _check(
+        tuple(x.shape[x.dim() - gamma.dim() :]) == tuple(gamma.shape),
+        op,
+        f"gamma shape {tuple(gamma.shape)} does not match the trailing dims of input {tuple(x.shape)}",
+    )
     dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
     rstd = torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + epsilon)
     return x * rstd * gamma.float(), rstd
@@ -57,8 +60,11 @@ def npu_rms_norm(self, gamma, epsilon=1e-06):
 
     Internal precision: fp32 throughout (INFERRED in the reference).
     """
-    _check((self.dtype, gamma.dtype) in _RMS_NORM_DTYPES, "npu_rms_norm",
-           f"unsupported (x, gamma) dtypes ({self.dtype}, {gamma.dtype})")
+    _check(
+        (self.dtype, gamma.dtype) in _RMS_NORM_DTYPES,
+        "npu_rms_norm",
+        f"unsupported (x, gamma) dtypes ({self.dtype}, {gamma.dtype})",
+    )
     y, rstd = _rms(self.float(), gamma, epsilon, "npu_rms_norm")
     return y.to(self.dtype), rstd
 
@@ -71,8 +77,11 @@ def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-06):
     because hardware behaviour in that case is UNVERIFIED (§2.2).
     """
     _check(gamma.dtype == x1.dtype, "npu_add_rms_norm", "gamma dtype must equal x1's dtype")
-    _check(x1.dtype == x2.dtype and x1.dtype in (torch.float16, torch.bfloat16, torch.float32),
-           "npu_add_rms_norm", f"x1/x2 must share a float16/bfloat16/float32 dtype, got {x1.dtype}, {x2.dtype}")
+    _check(
+        x1.dtype == x2.dtype and x1.dtype in (torch.float16, torch.bfloat16, torch.float32),
+        "npu_add_rms_norm",
+        f"x1/x2 must share a float16/bfloat16/float32 dtype, got {x1.dtype}, {x2.dtype}",
+    )
     if torch.is_grad_enabled() and any(t.requires_grad for t in (x1, x2, gamma)):
         warnings.warn(
             "npu_add_rms_norm has no registered backward in op-plugin (docs/reference/torch_npu.md §2.2); "
@@ -93,8 +102,11 @@ def npu_rotary_mul(self, r1, r2, rotary_mode="half", rotate=None):
     """
     _check(self.dim() in (3, 4), "npu_rotary_mul", f"input must be 3-D or 4-D, got {self.dim()}-D")
     _check(self.shape[-1] % 2 == 0, "npu_rotary_mul", f"last dim must be even, got {self.shape[-1]}")
-    _check(rotary_mode in ("half", "interleave"), "npu_rotary_mul",
-           f"rotary_mode must be 'half' or 'interleave', got {rotary_mode!r}")
+    _check(
+        rotary_mode in ("half", "interleave"),
+        "npu_rotary_mul",
+        f"rotary_mode must be 'half' or 'interleave', got {rotary_mode!r}",
+    )
     x = self.float()
     if rotate is not None:
         rotated = x @ rotate.detach().float()
@@ -145,8 +157,11 @@ fast_gelu = npu_fast_gelu
 
 def npu_linear(input, weight, bias=None):
     """§2.7: ``input @ weight.T + bias`` with weight ``[out, in]``; 2-D input only."""
-    _check(input.dim() == 2, "npu_linear",
-           f"input must be 2-D (the op's output shape is [input.size(0), weight.size(0)]), got {input.dim()}-D")
+    _check(
+        input.dim() == 2,
+        "npu_linear",
+        f"input must be 2-D (the op's output shape is [input.size(0), weight.size(0)]), got {input.dim()}-D",
+    )
     out = input.float() @ weight.float().t()
     if bias is not None:
         out = out + bias.float()
@@ -161,8 +176,11 @@ def npu_scaled_masked_softmax(x, mask, scale=1, fixed_triu_mask=False):
     _check(not fixed_triu_mask, "npu_scaled_masked_softmax", "fixed_triu_mask is reserved and must be False")
     _check(x.dim() == 4, "npu_scaled_masked_softmax", f"x must be 4-D (NCHW), got {x.dim()}-D")
     for size in x.shape[-2:]:
-        _check(32 <= size <= 4096 and size % 32 == 0, "npu_scaled_masked_softmax",
-               f"H and W must be in [32, 4096] and divisible by 32, got {tuple(x.shape)}")
+        _check(
+            32 <= size <= 4096 and size % 32 == 0,
+            "npu_scaled_masked_softmax",
+            f"H and W must be in [32, 4096] and divisible by 32, got {tuple(x.shape)}",
+        )
     _check(mask.dtype == torch.bool, "npu_scaled_masked_softmax", f"mask must be bool, got {mask.dtype}")
     scores = (x.float() * scale).masked_fill(mask, -10000.0)
     return torch.softmax(scores, dim=-1).to(x.dtype)

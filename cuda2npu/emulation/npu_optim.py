@@ -157,8 +157,9 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
         _check_range(weight_decay, "weight_decay value")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        )
 
     def _init_state(self, p, group, state) -> None:
         state["momentum_buffer"] = None
@@ -234,8 +235,9 @@ class NpuFusedAdamW(_AdamBase):
 class NpuFusedLamb(NpuFusedOptimizerBase):
     """LAMB as in torch_npu (§3): no bias correction, per-parameter trust ratio."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, adam=False,
-                 use_global_grad_norm=False) -> None:
+    def __init__(
+        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, adam=False, use_global_grad_norm=False
+    ) -> None:
         _check_range(lr, "learning rate")
         _check_range(eps, "epsilon value")
         _check_range(betas[0], "beta parameter at index 0", 0.0, 1.0)
@@ -310,8 +312,9 @@ class NpuFusedRMSprop(NpuFusedOptimizerBase):
         _check_range(momentum, "momentum value")
         _check_range(weight_decay, "weight_decay value")
         _check_range(alpha, "alpha value")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered))
+        super().__init__(
+            params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered)
+        )
 
     def _init_state(self, p, group, state) -> None:
         state["square_avg"] = torch.zeros_like(p)
@@ -347,16 +350,36 @@ class NpuFusedRMSpropTF(NpuFusedOptimizerBase):
     ``lr_in_momentum`` folds the learning rate into the momentum buffer.
     """
 
-    def __init__(self, params, lr=1e-2, alpha=0.9, eps=1e-10, weight_decay=0, momentum=0.0, centered=False,
-                 decoupled_decay=False, lr_in_momentum=True) -> None:
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        alpha=0.9,
+        eps=1e-10,
+        weight_decay=0,
+        momentum=0.0,
+        centered=False,
+        decoupled_decay=False,
+        lr_in_momentum=True,
+    ) -> None:
         _check_range(lr, "learning rate")
         _check_range(eps, "epsilon value")
         _check_range(momentum, "momentum value")
         _check_range(weight_decay, "weight_decay value")
         _check_range(alpha, "alpha value")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, decoupled_decay=decoupled_decay,
-                                      lr_in_momentum=lr_in_momentum))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                alpha=alpha,
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum=momentum,
+                centered=centered,
+                decoupled_decay=decoupled_decay,
+                lr_in_momentum=lr_in_momentum,
+            ),
+        )
 
     def _init_state(self, p, group, state) -> None:
         state["square_avg"] = torch.ones_like(p)
@@ -396,14 +419,26 @@ class NpuFusedRMSpropTF(NpuFusedOptimizerBase):
 class NpuFusedAdamP(NpuFusedOptimizerBase):
     """Not emulated: AdamP's projection step is not specified in the reference (§3)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, delta=0.1, wd_ratio=0.1,
-                 nesterov=False) -> None:
+    def __init__(
+        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, delta=0.1, wd_ratio=0.1, nesterov=False
+    ) -> None:
         raise NotImplementedError("torch_npu.optim.NpuFusedAdamP is not emulated by cuda2npu")
 
 
 class NpuFusedBertAdam(NpuFusedOptimizerBase):
     """Not emulated: BertAdam's schedules and clipping are not specified in the reference (§3)."""
 
-    def __init__(self, params, lr=required, warmup=-1, t_total=-1, schedule="warmup_linear", b1=0.9, b2=0.999,
-                 e=1e-6, weight_decay=0.01, max_grad_norm=1.0) -> None:
+    def __init__(
+        self,
+        params,
+        lr=required,
+        warmup=-1,
+        t_total=-1,
+        schedule="warmup_linear",
+        b1=0.9,
+        b2=0.999,
+        e=1e-6,
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+    ) -> None:
         raise NotImplementedError("torch_npu.optim.NpuFusedBertAdam is not emulated by cuda2npu")

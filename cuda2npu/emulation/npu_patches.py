@@ -101,10 +101,12 @@ _ACCELERATOR_FUNCTIONS = {
     "reset_peak_memory_stats": npu_device.reset_peak_memory_stats,
     "reset_accumulated_memory_stats": npu_device.reset_peak_memory_stats,
 }
-_ACCELERATOR_MODULES = tuple(m for m in (getattr(torch, "accelerator", None),
-                                         getattr(getattr(torch, "accelerator", None), "memory", None)) if m)
-_ORIGINAL_ACCELERATOR = {(m, n): getattr(m, n) for m in _ACCELERATOR_MODULES for n in _ACCELERATOR_FUNCTIONS
-                         if hasattr(m, n)}
+_ACCELERATOR_MODULES = tuple(
+    m for m in (getattr(torch, "accelerator", None), getattr(getattr(torch, "accelerator", None), "memory", None)) if m
+)
+_ORIGINAL_ACCELERATOR = {
+    (m, n): getattr(m, n) for m in _ACCELERATOR_MODULES for n in _ACCELERATOR_FUNCTIONS if hasattr(m, n)
+}
 
 
 def apply_patches() -> None:

@@ -117,16 +117,12 @@ def _op_info(func) -> _OpInfo:
 
 
 def _device_mismatch() -> RuntimeError:
-    return RuntimeError(
-        "Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!"
-    )
+    return RuntimeError("Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!")
 
 
 def _check_npu_index(device: torch.device) -> None:
     if device.index not in (None, 0):
-        raise RuntimeError(
-            f"Invalid device {device}: the npu emulator provides exactly one device, npu:0"
-        )
+        raise RuntimeError(f"Invalid device {device}: the npu emulator provides exactly one device, npu:0")
 
 
 class _Unwrapper:
@@ -289,7 +285,7 @@ class NpuTensor(torch.Tensor):
         head = f"{type(self).__name__}("
         shift = len(head) - len("tensor(")
         lines = text.split("\n")
-        lines[0] = "tensor(" + lines[0][len(head):]
+        lines[0] = "tensor(" + lines[0][len(head) :]
         lines[1:] = [line[shift:] if line.startswith(" " * len(head)) else line for line in lines[1:]]
         return "\n".join(lines)
 

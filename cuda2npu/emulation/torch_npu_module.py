@@ -109,7 +109,5 @@ class NotEmulatedFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname.startswith("torch_npu."):
-            raise ModuleNotFoundError(
-                f"{fullname} is not provided by the cuda2npu npu emulator", name=fullname
-            )
+            raise ModuleNotFoundError(f"{fullname} is not provided by the cuda2npu npu emulator", name=fullname)
         return None

@@ -17,8 +17,10 @@ from cuda2npu.core.traversal import walk
 FLOAT64 = {"torch.float64", "torch.double"}
 HOST_SYNCS = {"item", "cpu", "tolist", "numpy"}
 TRAINING_CALLS = {"backward", "step"}
-COMPILE_NOTE = ("on NPU goes through torch_npu's own inductor backend; compile times, graph breaks and speed differ "
-                "from CUDA: measure it against eager mode")
+COMPILE_NOTE = (
+    "on NPU goes through torch_npu's own inductor backend; compile times, graph breaks and speed differ "
+    "from CUDA: measure it against eager mode"
+)
 FLOAT64_NOTE = "has no fast path on NPU: the cube units compute in float16/bfloat16/float32; keep float64 for the CPU"
 
 
@@ -54,16 +56,26 @@ class _LoopCalls(cst.CSTVisitor):
 @register
 class Advisories(Rule):
     codes = ("NPU801", "NPU802", "NPU803", "NPU804", "NPU805", "NPU806")
-    triggers = (r"\bcompile\b", r"float64|\bdouble\b", r"DataParallel", r"\.(item|cpu|tolist|numpy)\(",
-                r"cudnn\.benchmark", r"channels_last")
+    triggers = (
+        r"\bcompile\b",
+        r"float64|\bdouble\b",
+        r"DataParallel",
+        r"\.(item|cpu|tolist|numpy)\(",
+        r"cudnn\.benchmark",
+        r"channels_last",
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
         if qualified == "torch.compile":
             self.report("NPU801", node, f"`torch.compile` {COMPILE_NOTE}")
         elif qualified in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
-            self.report("NPU803", node, "`nn.DataParallel` drives every device from one process; use "
-                        "DistributedDataParallel with the hccl backend on NPU (older torch_npu releases had no DataParallel)")
+            self.report(
+                "NPU803",
+                node,
+                "`nn.DataParallel` drives every device from one process; use "
+                "DistributedDataParallel with the hccl backend on NPU (older torch_npu releases had no DataParallel)",
+            )
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "double" and not node.args:
             self.report("NPU802", node, f"float64 (`.double()`) {FLOAT64_NOTE}")
 
@@ -77,11 +89,19 @@ class Advisories(Rule):
         if qualified in FLOAT64:
             self.report("NPU802", node, f"`{dotted_name(node) or qualified}` (float64) {FLOAT64_NOTE}")
         elif qualified == "torch.backends.cudnn.benchmark":
-            self.report("NPU805", node, "`torch.backends.cudnn.benchmark` has no effect on NPU (there is no cuDNN to "
-                        "autotune); the speed it bought on CUDA does not carry over")
+            self.report(
+                "NPU805",
+                node,
+                "`torch.backends.cudnn.benchmark` has no effect on NPU (there is no cuDNN to "
+                "autotune); the speed it bought on CUDA does not carry over",
+            )
         elif qualified in ("torch.channels_last", "torch.channels_last_3d"):
-            self.report("NPU806", node, "`channels_last` is not a format the NPU kernels prefer (Ascend's migration "
-                        "guide lists it as needing manual change); the default contiguous format is usually faster")
+            self.report(
+                "NPU806",
+                node,
+                "`channels_last` is not a format the NPU kernels prefer (Ascend's migration "
+                "guide lists it as needing manual change); the default contiguous format is usually faster",
+            )
 
     def visit_For(self, node: cst.For) -> None:
         self._training_loop(node.body)
@@ -98,5 +118,9 @@ class Advisories(Rule):
         for call in calls.calls:
             if _is_call_to(call, HOST_SYNCS) and not call.args:
                 name = call.func.attr.value
-                self.report("NPU804", call, f"`.{name}()` inside the training loop waits for the NPU every step "
-                            "(a host synchronisation); log every N steps or keep the value on the device")
+                self.report(
+                    "NPU804",
+                    call,
+                    f"`.{name}()` inside the training loop waits for the NPU every step "
+                    "(a host synchronisation); log every N steps or keep the value on the device",
+                )

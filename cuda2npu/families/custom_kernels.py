@@ -21,7 +21,15 @@ CUDA_LIBRARIES = {
     "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",
     "numba.cuda": "numba.cuda compiles CUDA kernels",
 }
-SHELL_CALLS = {"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "subprocess.Popen", "os.system", "os.popen"}
+SHELL_CALLS = {
+    "subprocess.run",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.Popen",
+    "os.system",
+    "os.popen",
+}
 EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 
 
@@ -72,7 +80,9 @@ class CustomKernels(Rule):
         for decorator in node.decorators:
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if (self.resolver.qualified_name(target) or "") in TRITON_KERNEL_DECORATORS:
-                self.report("NPU603", decorator, "Triton kernel: Triton targets CUDA here; use torch ops or an Ascend kernel")
+                self.report(
+                    "NPU603", decorator, "Triton kernel: Triton targets CUDA here; use torch ops or an Ascend kernel"
+                )
                 return
 
 
@@ -140,8 +150,17 @@ class CudaOnlyImports(Rule):
     module level), both only where nothing guards the import: the file fails on an NPU host."""
 
     codes = ("NPU604", "NPU606")
-    triggers = (r"pycuda", r"cupy", r"numba", r"\btriton\b", r"transformer_engine", r"flash_attn", r"xformers",
-                r"\bcuda\b", r"_(?:cuda|CUDA)")
+    triggers = (
+        r"pycuda",
+        r"cupy",
+        r"numba",
+        r"\btriton\b",
+        r"transformer_engine",
+        r"flash_attn",
+        r"xformers",
+        r"\bcuda\b",
+        r"_(?:cuda|CUDA)",
+    )
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -119,7 +119,9 @@ class _BackendFlow(cst.CSTVisitor):
             if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
                 found.append(arg.value)
         if keyword is not None and position is None and qualified in WRAPPERS:
-            found += [p for p in positional if backend_literals(p) or "backend" in (dotted_name(p) or "").rpartition(".")[2]]
+            found += [
+                p for p in positional if backend_literals(p) or "backend" in (dotted_name(p) or "").rpartition(".")[2]
+            ]
         elif position is not None and len(positional) > position:
             found.append(positional[position])
         if keyword is not None:  # `init_process_group(**kwargs)` with `kwargs = {"backend": ...}`
@@ -133,7 +135,11 @@ class _BackendFlow(cst.CSTVisitor):
             self.sinks.add(name)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._functions[node.name.value] = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]
+        self._functions[node.name.value] = [
+            *node.params.posonly_params,
+            *node.params.params,
+            *node.params.kwonly_params,
+        ]
         self._kinds.append("function")
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -326,7 +332,7 @@ class NcclBackend(Rule):
                 needs_torch_npu=False,
             )
             return
-        self.report("NPU201", node, "NCCL does not exist on NPU; the collective backend is \"hccl\"", fix)
+        self.report("NPU201", node, 'NCCL does not exist on NPU; the collective backend is "hccl"', fix)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.resolver.qualified_name(node.func) == "torch.distributed.is_nccl_available":
@@ -334,7 +340,7 @@ class NcclBackend(Rule):
                 "NPU201",
                 node,
                 "`is_nccl_available()` is False on NPU, so code guarded by it never runs; test "
-                "`torch.distributed.is_backend_available(\"hccl\")` (torch >= 2.3) instead",
+                '`torch.distributed.is_backend_available("hccl")` (torch >= 2.3) instead',
                 tier=Tier.MANUAL,
             )
 

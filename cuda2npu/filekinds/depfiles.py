@@ -176,7 +176,9 @@ def setup_cfg(text: str) -> list[Dep]:
         key = re.match(r"^([A-Za-z_][\w.-]*)\s*[=:]\s*(.*)$", line)
         if key and not line[:1].isspace():
             name = key.group(1)
-            in_value = (section == "options" and name in ("install_requires", "setup_requires")) or section == "options.extras_require"
+            in_value = (
+                section == "options" and name in ("install_requires", "setup_requires")
+            ) or section == "options.extras_require"
             if in_value and key.group(2).strip():
                 value_start = offset + key.start(2)
                 selected.append((value_start, key.group(2)))
@@ -234,7 +236,9 @@ def pyproject_toml(text: str) -> list[Dep]:
         values += list(group or [])
     for group in (data.get("dependency-groups") or {}).values():
         values += [v for v in group or [] if isinstance(v, str)]
-    headers = [(m.start(), m.group(1).strip()) for m in re.finditer(r"(?m)^\s*\[+([^\[\]]+)\]+", text)] + [(len(text), "")]
+    headers = [(m.start(), m.group(1).strip()) for m in re.finditer(r"(?m)^\s*\[+([^\[\]]+)\]+", text)] + [
+        (len(text), "")
+    ]
     spans = []
     for i, (start, name) in enumerate(headers[:-1]):
         end = headers[i + 1][0]
@@ -315,7 +319,7 @@ def environment_yml(text: str) -> list[Dep]:
             pip_indent = None  # the pip list ended
         item = re.match(r"[ \t]*-[ \t]+", line)
         if pip_indent is not None and item:
-            selected.append((offset + item.end(), line[item.end():]))
+            selected.append((offset + item.end(), line[item.end() :]))
         elif re.fullmatch(r"[ \t]*-[ \t]+pip[ \t]*:[ \t]*(#.*)?", line):
             pip_indent = indent
     return _line_deps(text, selected)
@@ -364,24 +368,24 @@ def _block_end(text: str, line_end: int) -> int:
 
 def _remove(text: str, dep: Dep) -> tuple[int, int, str]:
     line_start, line_end = _line_bounds(text, dep.start)
-    before, after = text[line_start:dep.start], text[dep.end:line_end]
+    before, after = text[line_start : dep.start], text[dep.end : line_end]
     alone = not before.strip() and re.fullmatch(r"\s*,?\s*(#.*)?\s*", after) is not None
     if not dep.literal:
         return line_start, _block_end(text, line_end), ""
     if alone:
         return line_start, line_end, ""
-    following = re.match(r"\s*,\s*", text[dep.end:])
+    following = re.match(r"\s*,\s*", text[dep.end :])
     if following:
         return dep.start, dep.end + following.end(), ""
-    preceding = re.search(r",\s*$", text[:dep.start])
+    preceding = re.search(r",\s*$", text[: dep.start])
     return (preceding.start() if preceding else dep.start), dep.end, ""
 
 
 def _alone_on_line(text: str, dep: Dep) -> bool:
     """A literal list element with nothing but its comma and a comment beside it on its line."""
     line_start, line_end = _line_bounds(text, dep.start)
-    after = text[dep.end:line_end]
-    return not text[line_start:dep.start].strip() and re.fullmatch(r"\s*,?\s*(#.*)?\s*", after) is not None
+    after = text[dep.end : line_end]
+    return not text[line_start : dep.start].strip() and re.fullmatch(r"\s*,?\s*(#.*)?\s*", after) is not None
 
 
 def _new_line_at(text: str, dep: Dep) -> int | None:
@@ -406,7 +410,7 @@ def _insert_after(text: str, dep: Dep, requirement: str, comment: str = "") -> l
         return [(at, at, above + indent + requirement + newline)]
     literal = f"{dep.quote}{requirement}{dep.quote}"
     if at is not None:
-        has_comma = text[dep.end:line_end].lstrip().startswith(",")
+        has_comma = text[dep.end : line_end].lstrip().startswith(",")
         edits = [] if has_comma else [(dep.end, dep.end, ",")]
         return edits + [(at, at, f"{above}{indent}{literal}{',' if has_comma else ''}{newline}")]
     return [(dep.end, dep.end, f", {literal}")]
@@ -421,7 +425,7 @@ def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, 
         if not text[previous:at].rstrip("\r\n").endswith("\\"):
             break
         at = previous
-    line = text[at:_line_bounds(text, at)[1]] if at < len(text) else ""
+    line = text[at : _line_bounds(text, at)[1]] if at < len(text) else ""
     indent = re.match(r"[ \t]*", line).group(0)
     newline = "\r\n" if line.endswith("\r\n") else "\n"
     above = text[:at].splitlines()
@@ -481,7 +485,7 @@ def _noqa_lines(text: str) -> dict[int, object]:
     directives = {}
     for number, line in enumerate(text.splitlines(), start=1):
         for match in re.finditer("#", line):
-            directive = parse_comment(line[match.start():], number, match.start())
+            directive = parse_comment(line[match.start() :], number, match.start())
             if directive is not None:
                 directives[number] = directive
                 break
@@ -498,8 +502,11 @@ def compiled_source(text: str) -> str | None:
     words = command.group(1).split() if command else []
     takes_value = ("-o", "--output-file", "-c", "--constraint", "--constraints")
     sources = [
-        w for i, w in enumerate(words)
-        if re.search(r"\.(in|txt|toml|cfg|py)$", w) and not w.startswith("-") and (i == 0 or words[i - 1] not in takes_value)
+        w
+        for i, w in enumerate(words)
+        if re.search(r"\.(in|txt|toml|cfg|py)$", w)
+        and not w.startswith("-")
+        and (i == 0 or words[i - 1] not in takes_value)
     ]
     return " / ".join(sources) or "its source file"
 
@@ -508,9 +515,9 @@ def _transitive(text: str, dep: Dep) -> bool:
     """A compiled file's requirement that only other packages pull in: every entry of its
     ``# via`` annotation (on its line or in the comment block under it) is a package name."""
     line_end = _line_bounds(text, dep.start)[1]
-    inline = text[dep.end:line_end].partition("#")[2]
+    inline = text[dep.end : line_end].partition("#")[2]
     entries = []
-    for comment in [inline, *text[line_end:_block_end(text, line_end)].splitlines()]:
+    for comment in [inline, *text[line_end : _block_end(text, line_end)].splitlines()]:
         body = re.sub(r"^\s*#?\s*(?:via\b)?", "", comment.strip())
         entries += [e.strip() for e in body.split(",") if e.strip()]
     return bool(entries) and all(PACKAGE_NAME.fullmatch(e) for e in entries)
@@ -542,9 +549,15 @@ def _torch_npu_to_add(spec: str, fits: list[versions.Release] | None, environmen
             f"{release.cann}; an older CANN needs an older torch_npu build of the same torch{eol})"
         )
     if fits is None:
-        return requirement, f"{lead} it, unpinned (the torch requirement `{_torch_text(spec)}` names no version cuda2npu reads: pin torch_npu to the release of the torch you install)"
+        return (
+            requirement,
+            f"{lead} it, unpinned (the torch requirement `{_torch_text(spec)}` names no version cuda2npu reads: pin torch_npu to the release of the torch you install)",
+        )
     if not fits:
-        return requirement, f"{lead} it, unpinned: no torch_npu release exists for torch `{_torch_text(spec)}` (see NPU704)"
+        return (
+            requirement,
+            f"{lead} it, unpinned: no torch_npu release exists for torch `{_torch_text(spec)}` (see NPU704)",
+        )
     what = f"torch is a range (`{_torch_text(spec)}`)" if spec else "torch is not pinned"
     return requirement, (
         f"{lead} it, unpinned: {what} and each torch_npu requires its exact torch, so pip picks the "
@@ -588,13 +601,23 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
 
     def wanted(code: str, line: int) -> bool:
         directive = noqa.get(line)
-        return options.code_enabled(code, rule_doc(code).opt_in) and not (directive is not None and directive.matches(code))
+        return options.code_enabled(code, rule_doc(code).opt_in) and not (
+            directive is not None and directive.matches(code)
+        )
 
     def marks(tier: Tier) -> bool:
         return options.fix and options.markers and compiled is None and (tier is Tier.MANUAL or options.review_markers)
 
-    def report(code: str, line: int, column: int, message: str, fix=None, tier: Tier | None = None,
-               mark: int | None = None, reason: str = "") -> bool:
+    def report(
+        code: str,
+        line: int,
+        column: int,
+        message: str,
+        fix=None,
+        tier: Tier | None = None,
+        mark: int | None = None,
+        reason: str = "",
+    ) -> bool:
         """Record a finding; apply its fix, or mark the line starting at ``mark`` with ``reason``
         (default: the message). True: the fix was applied."""
         if not wanted(code, line):
@@ -625,34 +648,70 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                 reason = f"`{dep.name}` is CUDA-only ({advice}); kept while the code imports it"
                 report(CUDA_ONLY_CODE, dep.line, dep.column, message, mark=line_start, reason=reason)
             else:
-                report(CUDA_ONLY_CODE, dep.line, dep.column, f"`{dep.name}` is CUDA-only ({advice}) and not imported by any checked file: remove it", [_remove(text, dep)], mark=line_start)
+                report(
+                    CUDA_ONLY_CODE,
+                    dep.line,
+                    dep.column,
+                    f"`{dep.name}` is CUDA-only ({advice}) and not imported by any checked file: remove it",
+                    [_remove(text, dep)],
+                    mark=line_start,
+                )
         elif unknown_nvidia(dep.name):
-            report(CUDA_ONLY_CODE, dep.line, dep.column, f"`{dep.name}` is an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA (kept)", mark=line_start)
+            report(
+                CUDA_ONLY_CODE,
+                dep.line,
+                dep.column,
+                f"`{dep.name}` is an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA (kept)",
+                mark=line_start,
+            )
         elif dep.name in TORCH_FAMILY and CUDA_LOCAL.search(dep.requirement):
             new = CUDA_LOCAL.sub("", dep.requirement)
             literal = f"{dep.quote}{new}{dep.quote}" if dep.literal else new
-            report(WHEEL_CODE, dep.line, dep.column, f"`{dep.requirement}` is a CUDA build of {dep.name}: use the CPU build (`{new}`) with torch_npu", [(dep.start, dep.end, literal)], mark=line_start)
+            report(
+                WHEEL_CODE,
+                dep.line,
+                dep.column,
+                f"`{dep.requirement}` is a CUDA build of {dep.name}: use the CPU build (`{new}`) with torch_npu",
+                [(dep.start, dep.end, literal)],
+                mark=line_start,
+            )
         elif dep.name in TORCH_FAMILY and ("%2Bcu" in dep.requirement or "+cu" in dep.requirement):
-            report(WHEEL_CODE, dep.line, dep.column, f"`{dep.requirement}` points at a CUDA wheel of {dep.name}: install the CPU build with torch_npu", mark=line_start)
+            report(
+                WHEEL_CODE,
+                dep.line,
+                dep.column,
+                f"`{dep.requirement}` points at a CUDA wheel of {dep.name}: install the CPU build with torch_npu",
+                mark=line_start,
+            )
     if line_format:
         for offset, line in _physical_lines(text):
             match = CUDA_INDEX.search(line)
             if match and re.match(r"\s*(?:-\s+)?(-i|--index-url|--extra-index-url|-f|--find-links)\b", line):
                 start = offset + match.start()
                 new_line = CUDA_INDEX.sub(r"\1cpu", line)
-                report(WHEEL_CODE, *_line_col(text, start), "a CUDA package index of PyTorch: torch_npu needs the CPU build (`/whl/cpu`)", [(offset, offset + len(line), new_line)], mark=offset)
+                report(
+                    WHEEL_CODE,
+                    *_line_col(text, start),
+                    "a CUDA package index of PyTorch: torch_npu needs the CPU build (`/whl/cpu`)",
+                    [(offset, offset + len(line), new_line)],
+                    mark=offset,
+                )
     for offset, package in conda_cuda_packages(text) if is_environment_file(name) else ():
         message = f"conda's `{package}` installs CUDA for a CUDA build of pytorch: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     torch = next((d for d in deps if d.name == "torch"), None)
     if torch is not None:
-        _check_torch_npu(text, torch, next((d for d in deps if d.name == "torch-npu"), None), imports, wanted, marks, report)
+        _check_torch_npu(
+            text, torch, next((d for d in deps if d.name == "torch-npu"), None), imports, wanted, marks, report
+        )
     findings.sort(key=Finding.sort_key)
     edits += markers
     return findings, apply_edits(text, edits) if edits else text
 
 
-def _check_torch_npu(text: str, torch: Dep, declared: Dep | None, imports: ProjectImports, wanted, marks, report) -> None:
+def _check_torch_npu(
+    text: str, torch: Dep, declared: Dep | None, imports: ProjectImports, wanted, marks, report
+) -> None:
     """NPU703 (torch_npu missing: add it after torch) and NPU704 (no torch_npu fits torch)."""
     spec, environment = _torch_spec(torch)
     fits = versions.allowed(spec)
@@ -661,8 +720,15 @@ def _check_torch_npu(text: str, torch: Dep, declared: Dep | None, imports: Proje
     if declared is None and imports.will_import_torch_npu:
         requirement, message = _torch_npu_to_add(spec, fits, environment)
         own_line = _new_line_at(text, torch) is not None
-        comment = marker_text(MISMATCH_CODE, mismatch) if mismatch and own_line and wanted(MISMATCH_CODE, torch.line) and marks(Tier.MANUAL) else ""
-        if report(MISSING_CODE, torch.line, torch.column, message, _insert_after(text, torch, requirement, comment)) and comment:
+        comment = (
+            marker_text(MISMATCH_CODE, mismatch)
+            if mismatch and own_line and wanted(MISMATCH_CODE, torch.line) and marks(Tier.MANUAL)
+            else ""
+        )
+        if (
+            report(MISSING_CODE, torch.line, torch.column, message, _insert_after(text, torch, requirement, comment))
+            and comment
+        ):
             at = None  # NPU704's marker came with the inserted line
     if mismatch and (declared is not None or imports.will_import_torch_npu):
         where = declared or torch

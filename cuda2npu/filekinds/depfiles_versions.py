@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from cuda2npu.core.catalogue import table
 
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)((?:[.-]?(?:post|rc|alpha|beta|preview|pre|a|b|c|dev)[.-]?\d*)*)(?:\+[\w.]+)?", re.I)
+_VERSION = re.compile(
+    r"v?(\d+(?:\.\d+)*)((?:[.-]?(?:post|rc|alpha|beta|preview|pre|a|b|c|dev)[.-]?\d*)*)(?:\+[\w.]+)?", re.I
+)
 _SPECIFIER = re.compile(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*(\S+?)\s*")
 _WIDTH = 6
 
@@ -79,8 +81,12 @@ def _allows_one(op: str, value: str, version: str) -> bool | None:
         width = base_release(value).count(".")
         return width > 0 and key >= bound and key[0][:width] == bound[0][:width]
     return {
-        "==": key == bound, "!=": key != bound, "<": key < bound,
-        "<=": key <= bound, ">": key > bound, ">=": key >= bound,
+        "==": key == bound,
+        "!=": key != bound,
+        "<": key < bound,
+        "<=": key <= bound,
+        ">": key > bound,
+        ">=": key >= bound,
     }[op]
 
 

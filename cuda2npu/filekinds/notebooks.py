@@ -153,15 +153,22 @@ def _dump_like(notebook: dict, original: str) -> str | None:
     parsed = json.loads(original)
     newline = "\r\n" if "\r\n" in original else "\n"
     body = original.replace("\r\n", "\n")
-    trailing = body[len(body.rstrip()):]
+    trailing = body[len(body.rstrip()) :]
     indent_match = re.match(r"\{\n([ \t]+)\"", body)
     indents = [indent_match.group(1)] if indent_match else []
     indents += [i for i in (1, 2, 4, " ", "  ", "    ", "\t", None) if i not in indents]
     for indent in indents:
         for ensure_ascii in (False, True):
-            candidate = json.dumps(parsed, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None)
+            candidate = json.dumps(
+                parsed, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None
+            )
             if candidate + trailing == body:
-                text = json.dumps(notebook, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None)
+                text = json.dumps(
+                    notebook,
+                    indent=indent,
+                    ensure_ascii=ensure_ascii,
+                    separators=(",", ": ") if indent is not None else None,
+                )
                 return (text + trailing).replace("\n", newline)
     return None
 

@@ -192,8 +192,15 @@ def _take(pool: list[Finding], match) -> Finding | None:
     return found
 
 
-def _still_open(path: str, module: cst.Module, findings: list[Finding], reports: list[Report], options: Options,
-                at_imports: set[int], first_round: set[int]) -> tuple[list[Finding], list[Finding]]:
+def _still_open(
+    path: str,
+    module: cst.Module,
+    findings: list[Finding],
+    reports: list[Report],
+    options: Options,
+    at_imports: set[int],
+    first_round: set[int],
+) -> tuple[list[Finding], list[Finding]]:
     """(findings, orphans): the unfixed findings matched to what the last round (``reports`` on
     ``module``) reports; ``at_imports``, ``first_round``: ids of findings at an import statement,
     of findings positioned in the original file.
@@ -216,11 +223,14 @@ def _still_open(path: str, module: cst.Module, findings: list[Finding], reports:
     new = []
     for report in unmatched:
         same = _take(earlier, lambda f: f.code == report.code and id(f) in first_round) or _take(
-            earlier, lambda f: f.code == report.code)
+            earlier, lambda f: f.code == report.code
+        )
         (matched.append(dataclasses.replace(same, message=report.message)) if same is not None else new.append(report))
     orphans = []
     for finding in (f for f in earlier if id(f) not in at_imports):
-        later = id(finding) in first_round and _take(matched, lambda f: f.code == finding.code and id(f) not in first_round)
+        later = id(finding) in first_round and _take(
+            matched, lambda f: f.code == finding.code and id(f) not in first_round
+        )
         if later:
             matched.append(dataclasses.replace(finding, message=later.message))
         else:
@@ -399,12 +409,20 @@ def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | Non
     regenerated = module.bytes
     if regenerated == source:
         return None
-    offset = next((i for i, (a, b) in enumerate(zip(source, regenerated)) if a != b), min(len(source), len(regenerated)))
+    offset = next(
+        (i for i, (a, b) in enumerate(zip(source, regenerated)) if a != b), min(len(source), len(regenerated))
+    )
     return position(source, offset)
 
 
-def _positioned(path: str, module: cst.Module, reports: list[Report], options: Options, applied: set[int],
-                at_imports: set[int] | None = None) -> list[Finding]:
+def _positioned(
+    path: str,
+    module: cst.Module,
+    reports: list[Report],
+    options: Options,
+    applied: set[int],
+    at_imports: set[int] | None = None,
+) -> list[Finding]:
     """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``."""
     if not reports:
         return []

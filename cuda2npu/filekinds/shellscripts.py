@@ -53,15 +53,24 @@ def check_shell_script(text: str, display: str, options) -> list[Finding]:
         for match in ASSIGNMENT.finditer(code_part):
             name, column = match.group(1), match.start(1) + 1
             if name in cuda:
-                report("NPU711", number, column, f"`{name}` selects CUDA devices/behaviour: on Ascend set `{cuda[name]}`")
+                report(
+                    "NPU711", number, column, f"`{name}` selects CUDA devices/behaviour: on Ascend set `{cuda[name]}`"
+                )
             elif name in nccl:
                 report("NPU713", number, column, f"`{name}` configures NCCL: on Ascend set `{nccl[name]}` (HCCL)")
             elif name in nccl_manual:
                 report("NPU713", number, column, f"`{name}` configures NCCL: {nccl_manual[name]}")
             elif name.startswith(("NCCL_", "TORCH_NCCL_")):
-                report("NPU713", number, column, f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)")
+                report(
+                    "NPU713",
+                    number,
+                    column,
+                    f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)",
+                )
         for match in NVIDIA_SMI.finditer(code_part):
-            report("NPU712", number, match.start() + 1, "`nvidia-smi` queries NVIDIA GPUs: use `npu-smi info` on Ascend")
+            report(
+                "NPU712", number, match.start() + 1, "`nvidia-smi` queries NVIDIA GPUs: use `npu-smi info` on Ascend"
+            )
         if directive is not None:
             findings[before:] = [f for f in findings[before:] if not directive.matches(f.code)]
     return findings

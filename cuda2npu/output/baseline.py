@@ -97,7 +97,11 @@ def read(path: Path) -> Counter:
         raise BaselineError(f"baseline {path} does not exist; create it with --write-baseline") from None
     except (OSError, ValueError) as exc:
         raise BaselineError(f"baseline {path} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION or not isinstance(data.get("findings"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != BASELINE_VERSION
+        or not isinstance(data.get("findings"), list)
+    ):
         raise BaselineError(f"baseline {path} is not a version {BASELINE_VERSION} cuda2npu baseline")
     try:
         return Counter((e["path"], e["code"], e["fingerprint"]) for e in data["findings"])

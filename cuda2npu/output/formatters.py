@@ -106,7 +106,10 @@ def _sarif_rule(doc: RuleDoc) -> dict:
         "name": doc.name,
         "shortDescription": {"text": doc.summary},
         "fullDescription": {"text": full},
-        "help": {"text": f"{doc.fix}\n\n{help_uri(doc)}", "markdown": f"{doc.fix}\n\n[{doc.code} {doc.name}]({help_uri(doc)})"},
+        "help": {
+            "text": f"{doc.fix}\n\n{help_uri(doc)}",
+            "markdown": f"{doc.fix}\n\n[{doc.code} {doc.name}]({help_uri(doc)})",
+        },
         "helpUri": help_uri(doc),
         "defaultConfiguration": {"level": SARIF_LEVEL[doc.tier], "enabled": not doc.opt_in},
         "properties": {"tier": str(doc.tier), "fixable": doc.fixable, "family": doc.family, "tags": [doc.family]},
@@ -194,7 +197,9 @@ def gitlab(findings: list[Finding], summary: Summary, sources: dict) -> str:
 
 def junit(findings: list[Finding], summary: Summary, sources: dict) -> str:
     """JUnit XML: one test suite per file, one failed test case per finding (like ruff)."""
-    suites = ET.Element("testsuites", name="cuda2npu", tests=str(max(len(findings), 1)), failures=str(len(findings)), errors="0")
+    suites = ET.Element(
+        "testsuites", name="cuda2npu", tests=str(max(len(findings), 1)), failures=str(len(findings)), errors="0"
+    )
     if not findings:
         suite = ET.SubElement(suites, "testsuite", name="cuda2npu", tests="1", failures="0", errors="0")
         ET.SubElement(suite, "testcase", name="No errors found", classname="cuda2npu")
@@ -202,7 +207,9 @@ def junit(findings: list[Finding], summary: Summary, sources: dict) -> str:
     for f in findings:
         by_path.setdefault(f.path, []).append(f)
     for path, items in by_path.items():
-        suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(items)), failures=str(len(items)), errors="0")
+        suite = ET.SubElement(
+            suites, "testsuite", name=path, tests=str(len(items)), failures=str(len(items)), errors="0"
+        )
         for f in items:
             case = ET.SubElement(
                 suite, "testcase", name=f"cuda2npu.{f.code}", classname=path, file=path, line=str(f.line)

@@ -16,8 +16,13 @@ def _manual(finding: Finding) -> dict:
     return {"code": finding.code, "line": finding.line, "message": finding.message}
 
 
-def migration_report(results: list[FileResult], options: dict, summary: Summary, generated: list[dict],
-                     markers: dict[str, list] | None = None) -> dict:
+def migration_report(
+    results: list[FileResult],
+    options: dict,
+    summary: Summary,
+    generated: list[dict],
+    markers: dict[str, list] | None = None,
+) -> dict:
     """``migrate --report``: one entry per file with its edits, manual items and the lines of its
     ``# TODO(cuda2npu)`` markers in the migrated file, and the generated files."""
     markers = markers or {}

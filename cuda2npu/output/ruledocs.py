@@ -67,7 +67,13 @@ def markdown(docs: list[RuleDoc]) -> str:
     out = ["# cuda2npu rules", "", "| code | name | tier | fixable | summary |", "|---|---|---|---|---|"]
     out += [f"| {d.code} | {d.name} | {d.tier} | {'yes' if d.fixable else 'no'} | {d.summary} |" for d in docs]
     for doc in docs:
-        out += ["", f"## {doc.code} {doc.name}", "", f"Tier: `{doc.tier}`. Fixable: {'yes' if doc.fixable else 'no'}.", ""]
+        out += [
+            "",
+            f"## {doc.code} {doc.name}",
+            "",
+            f"Tier: `{doc.tier}`. Fixable: {'yes' if doc.fixable else 'no'}.",
+            "",
+        ]
         out += [doc.summary, "", "**Why.** " + doc.why, "", "**Fix.** " + doc.fix]
         for example in doc.examples:
             out += ["", "```python", textwrap.dedent(example.before).strip("\n"), "```"]

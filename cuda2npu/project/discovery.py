@@ -19,9 +19,25 @@ from cuda2npu.core.config import Config
 from cuda2npu.core.globs import path_matches
 
 SKIP_DIRS = {
-    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "__pycache__",
-    "node_modules", "build", "dist", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-    "site-packages", ".cuda2npu_cache",
+    ".git",
+    ".hg",
+    ".svn",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    "env",
+    ".env",
+    "__pycache__",
+    "node_modules",
+    "build",
+    "dist",
+    ".eggs",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "site-packages",
+    ".cuda2npu_cache",
 }
 PYTHON_SUFFIXES = (".py", ".pyi")
 
@@ -36,7 +52,10 @@ def _git_files(root: Path) -> list[Path] | None:
     try:
         result = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root, capture_output=True, check=True, timeout=60,
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -60,9 +79,7 @@ def _wanted(path: Path) -> bool:
 
 def _excluded(relative: str, patterns: tuple[str, ...]) -> bool:
     parts = relative.split("/")
-    return any(
-        fnmatch.fnmatch(relative, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns
-    )
+    return any(fnmatch.fnmatch(relative, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns)
 
 
 def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
@@ -90,9 +107,7 @@ def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
 
 def _inside_git(path: Path) -> bool:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--is-inside-work-tree"], cwd=path, capture_output=True, timeout=30
-        )
+        out = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=path, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and out.stdout.strip() == b"true"
@@ -106,7 +121,9 @@ def _git_ignored(path: Path) -> bool:
     return out.returncode == 0
 
 
-def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: bool, relative: str | None = None) -> None:
+def _add(
+    path: Path, root: Path, result: Discovery, seen: set[Path], explicit: bool, relative: str | None = None
+) -> None:
     try:
         if relative is not None and not path.is_symlink():
             # the walk and git ls-files never enter symlinked directories: no need for realpath()
@@ -114,7 +131,11 @@ def _add(path: Path, root: Path, result: Discovery, seen: set[Path], explicit: b
         else:
             real = path.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
-        reason = "symlink loop" if isinstance(exc, RuntimeError) or "loop" in str(exc).lower() else "dangling symlink or unreadable path"
+        reason = (
+            "symlink loop"
+            if isinstance(exc, RuntimeError) or "loop" in str(exc).lower()
+            else "dangling symlink or unreadable path"
+        )
         result.skipped.append((path, reason))
         return
     if not real.is_file():

@@ -74,7 +74,9 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def run(files: list[tuple[Path, str]], options: Options, jobs: int, cache: "Cache | None | str" = "auto") -> Iterator[FileResult]:
+def run(
+    files: list[tuple[Path, str]], options: Options, jobs: int, cache: "Cache | None | str" = "auto"
+) -> Iterator[FileResult]:
     """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled."""
     if cache == "auto":
         cache = Cache.for_paths([path for path, _ in files]) if files else None

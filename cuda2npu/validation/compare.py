@@ -74,8 +74,15 @@ def _noise_level(expected: torch.Tensor, actual: torch.Tensor, precision: str) -
     return tiny | ((g - actual.detach().double()).abs() * 2 >= g.abs())
 
 
-def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch.Tensor, precision: str,
-                    ignore: torch.Tensor | None = None, floor: float = 0.0) -> TensorComparison:
+def compare_tensors(
+    group: str,
+    name: str,
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    precision: str,
+    ignore: torch.Tensor | None = None,
+    floor: float = 0.0,
+) -> TensorComparison:
     """``floor``: an absolute error every element may have (the calibrated bound)."""
     if expected.shape != actual.shape:
         note = f"shape {tuple(actual.shape)} != original {tuple(expected.shape)}"
@@ -90,7 +97,9 @@ def compare_tensors(group: str, name: str, expected: torch.Tensor, actual: torch
     if ignore is not None and ignore.shape == diff.shape:
         diff = diff.masked_fill(ignore, 0.0)
         if int(ignore.sum()):
-            note = "; ".join(filter(None, [note, f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"]))
+            note = "; ".join(
+                filter(None, [note, f"{int(ignore.sum())} element(s) with a noise-level gradient not compared"])
+            )
     scale = max(1.0, float(b.abs().max()))
     bound = (atol * scale + rtol * b.abs()).clamp(min=floor)
     if floor > atol * scale:
@@ -110,8 +119,9 @@ def _self_difference(original: torch.Tensor, calibrated, ignore: torch.Tensor | 
     return CALIBRATION_MARGIN * float(diff.max()) if diff.numel() else 0.0
 
 
-def compare_records(original: dict, migrated: dict, precision: str | None,
-                    calibration: dict | None = None) -> tuple[str, list[TensorComparison], list[str]]:
+def compare_records(
+    original: dict, migrated: dict, precision: str | None, calibration: dict | None = None
+) -> tuple[str, list[TensorComparison], list[str]]:
     """(precision used, per-tensor comparisons, structural problems); ``calibration``: the
     original's record at the target precision."""
     calibration = calibration or {}
@@ -119,7 +129,9 @@ def compare_records(original: dict, migrated: dict, precision: str | None,
     rows: list[TensorComparison] = []
     problems: list[str] = []
     if len(original["outputs"]) != len(migrated["outputs"]):
-        problems.append(f"the original returns {len(original['outputs'])} tensors, the migrated model {len(migrated['outputs'])}")
+        problems.append(
+            f"the original returns {len(original['outputs'])} tensors, the migrated model {len(migrated['outputs'])}"
+        )
     calibrated_outputs = calibration.get("outputs", [])
     for index, (e, a) in enumerate(zip(original["outputs"], migrated["outputs"])):
         floor = _self_difference(e, calibrated_outputs[index] if index < len(calibrated_outputs) else None, None)

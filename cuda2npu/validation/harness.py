@@ -50,14 +50,16 @@ class ValidationResult:
         }
 
 
-def run_child(module: str, role: str, tree: Path, spec: dict, spec_file: Path, error_file: Path,
-              timeout: int) -> tuple[str, str] | None:
+def run_child(
+    module: str, role: str, tree: Path, spec: dict, spec_file: Path, error_file: Path, timeout: int
+) -> tuple[str, str] | None:
     """Run ``python -m module spec_file`` in ``tree`` for one side; None on success, else
     (error kind, description) from the child's error file, a timeout or its exit status."""
     spec_file.write_text(json.dumps(spec))
     try:
-        proc = subprocess.run([sys.executable, "-m", module, str(spec_file)], cwd=tree, capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", module, str(spec_file)], cwd=tree, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return "timeout", f"{role} side: timed out after {timeout} s"
     if error_file.exists():
@@ -69,18 +71,36 @@ def run_child(module: str, role: str, tree: Path, spec: dict, spec_file: Path, e
     return None
 
 
-def _run_side(role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int,
-              autocast: str | None = None) -> tuple[str, str] | None:
+def _run_side(
+    role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int, autocast: str | None = None
+) -> tuple[str, str] | None:
     """Run one side (``autocast``: the original's forward at that precision, recorded apart);
     None on success, else (error kind, description)."""
     record = f"{role}_at_{autocast}" if autocast else role
-    spec = {"role": role, "record": record, "tree": str(tree.resolve()), "entry": entry, "exchange": str(exchange),
-            "seed": seed, "dropout_runs": dropout_runs, "autocast": autocast}
-    return run_child("cuda2npu.validation.side", role, tree, spec, exchange / f"{record}.spec.json",
-                     exchange / f"{record}.error.json", SIDE_TIMEOUT_S)
+    spec = {
+        "role": role,
+        "record": record,
+        "tree": str(tree.resolve()),
+        "entry": entry,
+        "exchange": str(exchange),
+        "seed": seed,
+        "dropout_runs": dropout_runs,
+        "autocast": autocast,
+    }
+    return run_child(
+        "cuda2npu.validation.side",
+        role,
+        tree,
+        spec,
+        exchange / f"{record}.spec.json",
+        exchange / f"{record}.error.json",
+        SIDE_TIMEOUT_S,
+    )
 
 
-def validate(original: Path, migrated: Path, entry: str, precision: str | None = None, seed: int = 0, dropout_runs: int = 0) -> ValidationResult:
+def validate(
+    original: Path, migrated: Path, entry: str, precision: str | None = None, seed: int = 0, dropout_runs: int = 0
+) -> ValidationResult:
     """Run ``entry`` in both trees and compare; never raises for problems of the user's code."""
     import torch
 
@@ -106,7 +126,9 @@ def validate(original: Path, migrated: Path, entry: str, precision: str | None =
     return ValidationResult(status, entry, used, rows, problems, backends, right.get("key_mapping", {}), notes)
 
 
-def _calibration(original: Path, entry: str, exchange: Path, seed: int, precision: str) -> tuple[dict | None, list[str]]:
+def _calibration(
+    original: Path, entry: str, exchange: Path, seed: int, precision: str
+) -> tuple[dict | None, list[str]]:
     """The original run again at a lower target precision, and a note saying what it is for."""
     import torch
 
@@ -116,5 +138,7 @@ def _calibration(original: Path, entry: str, exchange: Path, seed: int, precisio
     if error is not None:
         return None, [f"bounds not calibrated (the original at {precision} did not run: {error[1]})"]
     record = torch.load(exchange / f"original_at_{precision}.pt", weights_only=False)
-    return record, [f"bounds calibrated: each tensor may differ from the original up to {CALIBRATION_MARGIN:g}x as much "
-                    f"as the original differs from itself when its forward runs under {precision} autocast"]
+    return record, [
+        f"bounds calibrated: each tensor may differ from the original up to {CALIBRATION_MARGIN:g}x as much "
+        f"as the original differs from itself when its forward runs under {precision} autocast"
+    ]

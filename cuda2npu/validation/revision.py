@@ -35,7 +35,7 @@ def original_tree(original: str | Path, migrated: Path) -> Iterator[Path]:
     if not is_revision(original):
         yield Path(original)
         return
-    revision = str(original)[len(PREFIX):] or "HEAD"
+    revision = str(original)[len(PREFIX) :] or "HEAD"
     top = _git(migrated, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         raise RevisionError(f"{migrated} is not in a git work tree, so {original} has no meaning")

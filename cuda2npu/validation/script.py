@@ -35,8 +35,12 @@ class Divergence:
     note: str = ""
 
     def describe(self) -> str:
-        where = {"forward": f"output of {self.module or '<root>'} (call {self.call})", "loss": f"loss {self.call}",
-                 "grad": f"gradient norm of {self.module}", "param": f"{self.module} after the optimizer step"}
+        where = {
+            "forward": f"output of {self.module or '<root>'} (call {self.call})",
+            "loss": f"loss {self.call}",
+            "grad": f"gradient norm of {self.module}",
+            "param": f"{self.module} after the optimizer step",
+        }
         text = f"step {self.step}, {where[self.kind]}, tensor {self.tensor}: max abs error {self.max_abs:.3g} > bound {self.bound:.3g}"
         return f"{text} ({self.note})" if self.note else text
 
@@ -78,8 +82,15 @@ def _run(role: str, tree: Path, argv: list[str], steps: int, seed: int, exchange
     """A side's trace, or (error kind, description)."""
     out = exchange / f"{role}.trace.json"
     spec = {"role": role, "tree": str(tree.resolve()), "command": argv, "steps": steps, "seed": seed, "out": str(out)}
-    error = run_child("cuda2npu.validation.trace", role, tree, spec, exchange / f"{role}.trace-spec.json",
-                      out.with_suffix(".error.json"), SCRIPT_TIMEOUT_S)
+    error = run_child(
+        "cuda2npu.validation.trace",
+        role,
+        tree,
+        spec,
+        exchange / f"{role}.trace-spec.json",
+        out.with_suffix(".error.json"),
+        SCRIPT_TIMEOUT_S,
+    )
     if error is not None:
         return error
     if not out.exists():
@@ -107,8 +118,9 @@ def _noise_level(grad: dict | None, other: dict | None, precision: str) -> list[
     return [abs(g) <= tiny or abs(g - h) * 2 >= abs(g) for g, h in zip(grad["sample"], other["sample"])]
 
 
-def compare_summaries(expected: dict, actual: dict, precision: str, noise: list[bool] | None = None
-                      ) -> tuple[bool, float, float, str]:
+def compare_summaries(
+    expected: dict, actual: dict, precision: str, noise: list[bool] | None = None
+) -> tuple[bool, float, float, str]:
     """(ok, max abs error, bound, note) of two tensor summaries: statistics and samples, or with a
     ``noise`` mask (parameters after a step) the sample elements outside it only."""
     if expected["shape"] != actual["shape"]:
@@ -156,8 +168,9 @@ def compare_traces(original: dict, migrated: dict, precision: str | None) -> Scr
             ok, error, bound, note = compare_summaries(want, got, precision, noise)
             result.compared += 1
             if not ok:
-                result.divergences.append(Divergence(event["step"], event["kind"], event["module"], event["call"],
-                                                     index, error, bound, note))
+                result.divergences.append(
+                    Divergence(event["step"], event["kind"], event["module"], event["call"], index, error, bound, note)
+                )
     result.only_migrated = sorted({e["module"] for k, e in events.items() if k not in seen and e["kind"] == "forward"})
     result.only_original = sorted(set(result.only_original))
     if result.divergences:
@@ -170,8 +183,9 @@ def compare_traces(original: dict, migrated: dict, precision: str | None) -> Scr
     return result
 
 
-def validate_script(original: Path, migrated: Path, command: str, steps: int = 2, precision: str | None = None,
-                    seed: int = 0) -> ScriptResult:
+def validate_script(
+    original: Path, migrated: Path, command: str, steps: int = 2, precision: str | None = None, seed: int = 0
+) -> ScriptResult:
     """Run ``command`` (a script path relative to each tree, then its arguments) in both trees."""
     argv = shlex.split(command)
     traces = {}

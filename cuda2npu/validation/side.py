@@ -151,7 +151,12 @@ def run_side(spec: dict) -> dict:
         state, mapping = map_state_dict(reference["state_dict"], model.state_dict())
         model.load_state_dict(state)
         inputs = _place_like(reference["inputs"], inputs)
-    record = {"backend": backend, "key_mapping": mapping, "state_dict": _cpu(model.state_dict()), "inputs": _cpu(inputs)}
+    record = {
+        "backend": backend,
+        "key_mapping": mapping,
+        "state_dict": _cpu(model.state_dict()),
+        "inputs": _cpu(inputs),
+    }
     model.eval()
     with _autocast(spec.get("autocast")):
         outputs = _tensors(_call(model, inputs))
@@ -194,7 +199,11 @@ def main(argv: list[str]) -> int:
     try:
         record = run_side(spec)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised
-        error = {"error": classify(exc, spec["role"]), "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        error = {
+            "error": classify(exc, spec["role"]),
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
         (exchange / f"{name}.error.json").write_text(json.dumps(error))
         return 2
     torch.save(record, exchange / f"{name}.pt")

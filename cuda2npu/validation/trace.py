@@ -48,8 +48,12 @@ def tensor_summary(tensor: torch.Tensor) -> dict:
     if values.numel() == 0:
         return {**summary, "stats": [0.0, 0.0, 0.0, 0.0], "sample": []}
     stride = max(1, values.numel() // SAMPLE)
-    summary["stats"] = [float(values.sum()), float(values.abs().mean()), float(values.abs().max()),
-                        float(values.norm())]
+    summary["stats"] = [
+        float(values.sum()),
+        float(values.abs().mean()),
+        float(values.abs().max()),
+        float(values.norm()),
+    ]
     summary["sample"] = values[::stride][:SAMPLE].tolist()
     return summary
 
@@ -109,8 +113,9 @@ class Recorder:
         self.calls[key] = index + 1
         tensors = _output_tensors(output)
         if tensors:
-            self.add({"kind": "forward", "module": path, "call": index,
-                      "tensors": [tensor_summary(t) for t in tensors]})
+            self.add(
+                {"kind": "forward", "module": path, "call": index, "tensors": [tensor_summary(t) for t in tensors]}
+            )
 
     def backward(self, tensor: torch.Tensor) -> None:
         if tensor.numel() == 1:
@@ -200,8 +205,13 @@ def run(spec: dict) -> dict:
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise
-    return {"backend": backend, "status": status, "steps": recorder.step, "events": recorder.events,
-            "dropped": recorder.dropped}
+    return {
+        "backend": backend,
+        "status": status,
+        "steps": recorder.step,
+        "events": recorder.events,
+        "dropped": recorder.dropped,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -212,8 +222,11 @@ def main(argv: list[str]) -> int:
     try:
         trace = run(spec)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        error = {"error": classify(exc, spec["role"]), "message": f"{type(exc).__name__}: {exc}",
-                 "traceback": traceback.format_exc()}
+        error = {
+            "error": classify(exc, spec["role"]),
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
         out.with_suffix(".error.json").write_text(json.dumps(error))
         return 2
     out.write_text(json.dumps(trace))

@@ -17,16 +17,29 @@ from cuda2npu.emulation.cuda import emulate_cuda, to_cpu_device
 def test_factories_and_moves_land_on_cpu():
     with emulate_cuda():
         tensors = [
-            torch.zeros(2, device="cuda"), torch.ones(2, device="cuda:0"), torch.empty(2, device=0),
-            torch.randn(2, device=torch.device("cuda")), torch.rand(2, device="cuda"),
-            torch.full((2,), 3.0, device="cuda"), torch.arange(4, device="cuda"),
-            torch.tensor([1.0, 2.0], device="cuda"), torch.linspace(0, 1, 3, device="cuda"),
-            torch.eye(2, device="cuda"), torch.randint(0, 5, (3,), device="cuda"),
-            torch.zeros_like(torch.ones(2), device="cuda"), torch.ones(1).new_zeros(3, device="cuda"),
+            torch.zeros(2, device="cuda"),
+            torch.ones(2, device="cuda:0"),
+            torch.empty(2, device=0),
+            torch.randn(2, device=torch.device("cuda")),
+            torch.rand(2, device="cuda"),
+            torch.full((2,), 3.0, device="cuda"),
+            torch.arange(4, device="cuda"),
+            torch.tensor([1.0, 2.0], device="cuda"),
+            torch.linspace(0, 1, 3, device="cuda"),
+            torch.eye(2, device="cuda"),
+            torch.randint(0, 5, (3,), device="cuda"),
+            torch.zeros_like(torch.ones(2), device="cuda"),
+            torch.ones(1).new_zeros(3, device="cuda"),
         ]
-        moved = [torch.ones(2).cuda(), torch.ones(2).cuda(0), torch.ones(2).to("cuda"),
-                 torch.ones(2).to(torch.device("cuda", 0), torch.float16), torch.ones(2).to(device="cuda"),
-                 torch.ones(2).type("torch.cuda.HalfTensor"), torch.ones(2).pin_memory()]
+        moved = [
+            torch.ones(2).cuda(),
+            torch.ones(2).cuda(0),
+            torch.ones(2).to("cuda"),
+            torch.ones(2).to(torch.device("cuda", 0), torch.float16),
+            torch.ones(2).to(device="cuda"),
+            torch.ones(2).type("torch.cuda.HalfTensor"),
+            torch.ones(2).pin_memory(),
+        ]
         model = torch.nn.Linear(3, 2).cuda()
         model.to("cuda:0")
         out = model(torch.randn(4, 3, device="cuda"))
@@ -122,8 +135,14 @@ def test_torch_load_maps_every_location_to_cpu():
     buffer = io.BytesIO()
     torch.save({"w": torch.arange(3.0)}, buffer)
     with emulate_cuda():
-        for location in (None, "cuda", "cuda:0", torch.device("cuda"), {"cuda:1": "cuda:0"},
-                         lambda storage, loc: storage.cuda()):
+        for location in (
+            None,
+            "cuda",
+            "cuda:0",
+            torch.device("cuda"),
+            {"cuda:1": "cuda:0"},
+            lambda storage, loc: storage.cuda(),
+        ):
             buffer.seek(0)
             loaded = torch.load(buffer, map_location=location) if location is not None else torch.load(buffer)
             assert loaded["w"].device.type == "cpu" and loaded["w"].tolist() == [0.0, 1.0, 2.0]
@@ -139,12 +158,18 @@ def test_standins_resolve_only_while_active_and_only_when_missing(tmp_path, monk
         from flash_attn import flash_attn_func  # noqa: F401
         from flash_attn.flash_attn_interface import flash_attn_varlen_func  # noqa: F401
         from transformer_engine.common import recipe  # noqa: F401
+
         assert te.Linear.__module__ == "transformer_engine.pytorch.module.linear"
         import amp_C  # noqa: F401
         from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
+
         with pytest.raises(ImportError):
             import fused_layer_norm_cuda  # noqa: F401
-    assert "flash_attn" not in sys.modules and "amp_C" not in sys.modules and "transformer_engine.pytorch" not in sys.modules
+    assert (
+        "flash_attn" not in sys.modules
+        and "amp_C" not in sys.modules
+        and "transformer_engine.pytorch" not in sys.modules
+    )
     with pytest.raises(ImportError):
         import flash_attn  # noqa: F401
 
@@ -153,6 +178,7 @@ def test_standins_resolve_only_while_active_and_only_when_missing(tmp_path, monk
     monkeypatch.syspath_prepend(str(tmp_path))
     with emulate_cuda():
         import flash_attn as real
+
         assert real.REAL
     sys.modules.pop("flash_attn", None)
 

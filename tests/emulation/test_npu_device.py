@@ -125,8 +125,12 @@ def test_device_functions_take_torch_npus_parameter_names():
     assert torch.npu.get_device_name(device_name=0) == torch.npu.get_device_properties(device_name=0).name
     torch.npu.get_device_capability(device=0)
     torch.npu.mem_get_info(device=0)
-    for query in (torch.npu.memory_allocated, torch.npu.max_memory_allocated, torch.npu.memory_reserved,
-                  torch.npu.max_memory_reserved):
+    for query in (
+        torch.npu.memory_allocated,
+        torch.npu.max_memory_allocated,
+        torch.npu.memory_reserved,
+        torch.npu.max_memory_reserved,
+    ):
         assert query(device=0) == 0
     torch.npu.memory_stats(device=0)
     torch.npu.memory_summary(device=0, abbreviated=True)
@@ -244,7 +248,9 @@ def test_views_inplace_and_out_variants_keep_metadata():
 @in_npu_process
 def test_module_npu_and_training_match_cpu():
     def build():
-        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
+        return torch.nn.Sequential(
+            torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1)
+        )
 
     torch.manual_seed(0)
     cpu_model, npu_model = build(), build()
@@ -448,10 +454,12 @@ def test_recurrent_layers_match_cpu_in_outputs_and_gradients():
     """LSTM/GRU/cells reach aten::_thnn_fused_*_cell on a non-CPU device; CPU's own RNN kernels
     (a separate implementation) are the reference."""
     torch.manual_seed(0)
-    for layer, x in ((torch.nn.LSTM(4, 6, num_layers=2, batch_first=True), torch.randn(2, 3, 4)),
-                     (torch.nn.GRU(4, 6, bidirectional=True), torch.randn(3, 2, 4)),
-                     (torch.nn.LSTMCell(4, 6), torch.randn(2, 4)),
-                     (torch.nn.GRUCell(4, 6), torch.randn(2, 4))):
+    for layer, x in (
+        (torch.nn.LSTM(4, 6, num_layers=2, batch_first=True), torch.randn(2, 3, 4)),
+        (torch.nn.GRU(4, 6, bidirectional=True), torch.randn(3, 2, 4)),
+        (torch.nn.LSTMCell(4, 6), torch.randn(2, 4)),
+        (torch.nn.GRUCell(4, 6), torch.randn(2, 4)),
+    ):
         on_npu = copy.deepcopy(layer).npu()
         expected = layer(x)
         got = on_npu(x.npu())

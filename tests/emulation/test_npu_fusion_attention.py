@@ -464,8 +464,9 @@ def test_fused_ops_run_as_one_kernel_under_autocast():
     q, k, v = qkv(2, 4, 4, 5, 5, 8, dtype=torch.bfloat16)
     qn, kn, vn = (t.npu() for t in (q, k, v))
     with torch.autocast("npu", dtype=torch.bfloat16):
-        out = torch_npu.npu_fusion_attention(qn, kn, vn, 4, "BNSD", atten_mask=COMPRESSED.npu(), sparse_mode=2,
-                                             scale=0.3)[0]
+        out = torch_npu.npu_fusion_attention(
+            qn, kn, vn, 4, "BNSD", atten_mask=COMPRESSED.npu(), sparse_mode=2, scale=0.3
+        )[0]
         normed = torch_npu.npu_rms_norm(qn.float(), torch.ones(8, device="npu"))[0]
     assert out.dtype == torch.bfloat16 and normed.dtype == torch.float32
     masked = loop_mask(5, 5, lambda i, j: j > i)

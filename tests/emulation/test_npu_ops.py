@@ -47,8 +47,15 @@ def rms_ref(x, gamma, eps):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.float16, torch.float32),
-                                    (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16)])
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.float32, torch.float32),
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float16),
+    ],
+)
 def test_rms_norm(shape, dtypes):
     x_dtype, g_dtype = dtypes
     x, gamma = rand(shape, x_dtype), rand(shape[-1:], g_dtype, seed=1)
@@ -208,8 +215,9 @@ def test_scaled_masked_softmax_checks():
     with pytest.raises(RuntimeError, match="divisible by 32"):
         npu_ops.npu_scaled_masked_softmax(rand((1, 1, 30, 32)), torch.zeros(1, 1, 30, 32, dtype=torch.bool))
     with pytest.raises(RuntimeError, match="fixed_triu_mask"):
-        npu_ops.npu_scaled_masked_softmax(rand((1, 1, 32, 32)), torch.zeros(1, 1, 32, 32, dtype=torch.bool),
-                                          fixed_triu_mask=True)
+        npu_ops.npu_scaled_masked_softmax(
+            rand((1, 1, 32, 32)), torch.zeros(1, 1, 32, 32, dtype=torch.bool), fixed_triu_mask=True
+        )
 
 
 def test_confusion_transpose_doc_examples():
@@ -230,8 +238,11 @@ def test_confusion_transpose_doc_examples():
         (lambda x: npu_ops.npu_swiglu(x), lambda x: torch.sigmoid(x[..., :4]) * x[..., :4] * x[..., 4:], [(3, 8)]),
         (lambda x: npu_ops.npu_geglu(x)[0], lambda x: x[..., :4] * gelu_tanh(x[..., 4:]), [(3, 8)]),
         (lambda x: npu_ops.npu_fast_gelu(x), lambda x: x * torch.sigmoid(1.702 * x), [(3, 8)]),
-        (lambda x, c, s: npu_ops.npu_rotary_mul(x, c, s),
-         lambda x, c, s: x * c + torch.cat([-x[..., 4:], x[..., :4]], -1) * s, [(2, 3, 8), (1, 3, 8), (1, 3, 8)]),
+        (
+            lambda x, c, s: npu_ops.npu_rotary_mul(x, c, s),
+            lambda x, c, s: x * c + torch.cat([-x[..., 4:], x[..., :4]], -1) * s,
+            [(2, 3, 8), (1, 3, 8), (1, 3, 8)],
+        ),
     ],
 )
 def test_gradients_match_float64(op, ref, shapes):
@@ -259,9 +270,20 @@ def test_torch_npu_ops_run_on_npu_and_reject_cpu_tensors():
     close(y.cpu(), rms_ref(x, gamma, 1e-6)[0], torch.float32)
     out = torch_npu.npu_swiglu(x.npu().requires_grad_())
     out.sum().backward()
-    for name in ("npu_rms_norm", "npu_add_rms_norm", "npu_rotary_mul", "npu_swiglu", "npu_geglu", "npu_gelu",
-                 "npu_fast_gelu", "fast_gelu", "npu_linear", "npu_scaled_masked_softmax",
-                 "npu_confusion_transpose", "npu_fusion_attention"):
+    for name in (
+        "npu_rms_norm",
+        "npu_add_rms_norm",
+        "npu_rotary_mul",
+        "npu_swiglu",
+        "npu_geglu",
+        "npu_gelu",
+        "npu_fast_gelu",
+        "fast_gelu",
+        "npu_linear",
+        "npu_scaled_masked_softmax",
+        "npu_confusion_transpose",
+        "npu_fusion_attention",
+    ):
         assert callable(getattr(torch_npu, name))
     with pytest.raises(RuntimeError, match="only npu tensor"):
         torch_npu.npu_swiglu(x)

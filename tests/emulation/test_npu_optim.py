@@ -47,22 +47,36 @@ def run(optimizer_factory, params):
     "fused,reference",
     [
         (lambda ps: npu_optim.NpuFusedAdam(ps, lr=0.01), lambda ps: torch.optim.Adam(ps, lr=0.01)),
-        (lambda ps: npu_optim.NpuFusedAdam(ps, lr=0.02, weight_decay=0.1, amsgrad=True),
-         lambda ps: torch.optim.Adam(ps, lr=0.02, weight_decay=0.1, amsgrad=True)),
+        (
+            lambda ps: npu_optim.NpuFusedAdam(ps, lr=0.02, weight_decay=0.1, amsgrad=True),
+            lambda ps: torch.optim.Adam(ps, lr=0.02, weight_decay=0.1, amsgrad=True),
+        ),
         (lambda ps: npu_optim.NpuFusedAdamW(ps, lr=0.01), lambda ps: torch.optim.AdamW(ps, lr=0.01)),
-        (lambda ps: npu_optim.NpuFusedAdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3),
-         lambda ps: torch.optim.AdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3)),
+        (
+            lambda ps: npu_optim.NpuFusedAdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3),
+            lambda ps: torch.optim.AdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3),
+        ),
         (lambda ps: npu_optim.NpuFusedSGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, lr=0.1)),
-        (lambda ps: npu_optim.NpuFusedSGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
-         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
-        (lambda ps: npu_optim.NpuFusedSGD(ps, lr=0.1, momentum=0.9, nesterov=True),
-         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True)),
-        (lambda ps: npu_optim.NpuFusedAdadelta(ps, weight_decay=0.1),
-         lambda ps: torch.optim.Adadelta(ps, weight_decay=0.1)),
-        (lambda ps: npu_optim.NpuFusedRMSprop(ps, lr=0.01, weight_decay=0.1),
-         lambda ps: torch.optim.RMSprop(ps, lr=0.01, weight_decay=0.1)),
-        (lambda ps: npu_optim.NpuFusedRMSprop(ps, lr=0.01, momentum=0.9, centered=True),
-         lambda ps: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True)),
+        (
+            lambda ps: npu_optim.NpuFusedSGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
+            lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
+        ),
+        (
+            lambda ps: npu_optim.NpuFusedSGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+            lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+        ),
+        (
+            lambda ps: npu_optim.NpuFusedAdadelta(ps, weight_decay=0.1),
+            lambda ps: torch.optim.Adadelta(ps, weight_decay=0.1),
+        ),
+        (
+            lambda ps: npu_optim.NpuFusedRMSprop(ps, lr=0.01, weight_decay=0.1),
+            lambda ps: torch.optim.RMSprop(ps, lr=0.01, weight_decay=0.1),
+        ),
+        (
+            lambda ps: npu_optim.NpuFusedRMSprop(ps, lr=0.01, momentum=0.9, centered=True),
+            lambda ps: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True),
+        ),
     ],
 )
 def test_matches_torch_optim(fused, reference):
@@ -112,8 +126,16 @@ def test_lamb_matches_reference(kwargs):
     params = make_params()
     for p in params:  # make a trust ratio above the clamp visible
         p.data.mul_(20 if not kwargs else 1)
-    expected = lamb_reference(params, recorded_grads(params), 0.01, (0.9, 0.999), 1e-6, kwargs.get("weight_decay", 0),
-                              kwargs.get("adam", False), kwargs.get("use_global_grad_norm", False))
+    expected = lamb_reference(
+        params,
+        recorded_grads(params),
+        0.01,
+        (0.9, 0.999),
+        1e-6,
+        kwargs.get("weight_decay", 0),
+        kwargs.get("adam", False),
+        kwargs.get("use_global_grad_norm", False),
+    )
     got = run(lambda ps: npu_optim.NpuFusedLamb(ps, lr=0.01, **kwargs), params)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=1e-5)
@@ -152,18 +174,31 @@ def rmsprop_tf_reference(params, grads_per_step, lr, alpha, eps, wd, momentum, c
     return params
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"momentum": 0.9},
-    {"momentum": 0.9, "lr_in_momentum": False},
-    {"centered": True, "weight_decay": 0.1},
-    {"weight_decay": 0.1, "decoupled_decay": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"momentum": 0.9},
+        {"momentum": 0.9, "lr_in_momentum": False},
+        {"centered": True, "weight_decay": 0.1},
+        {"weight_decay": 0.1, "decoupled_decay": True},
+    ],
+)
 def test_rmsprop_tf_matches_reference(kwargs):
     params = make_params()
     full = {**dict(momentum=0.0, centered=False, weight_decay=0, decoupled_decay=False, lr_in_momentum=True), **kwargs}
-    expected = rmsprop_tf_reference(params, recorded_grads(params), 0.01, 0.9, 1e-10, full["weight_decay"],
-                                    full["momentum"], full["centered"], full["decoupled_decay"], full["lr_in_momentum"])
+    expected = rmsprop_tf_reference(
+        params,
+        recorded_grads(params),
+        0.01,
+        0.9,
+        1e-10,
+        full["weight_decay"],
+        full["momentum"],
+        full["centered"],
+        full["decoupled_decay"],
+        full["lr_in_momentum"],
+    )
     got = run(lambda ps: npu_optim.NpuFusedRMSpropTF(ps, lr=0.01, **kwargs), params)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=1e-5)

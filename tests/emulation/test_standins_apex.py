@@ -57,8 +57,11 @@ def _run(optimizer_cls, params, grads, **kwargs):
 def _adam_reference(params, grads, lr, betas, eps, wd, decoupled, bias_correction=True):
     out = []
     for i, p0 in enumerate(params):
-        p, m, v = p0.double().clone(), torch.zeros_like(p0, dtype=torch.float64), torch.zeros_like(
-            p0, dtype=torch.float64)
+        p, m, v = (
+            p0.double().clone(),
+            torch.zeros_like(p0, dtype=torch.float64),
+            torch.zeros_like(p0, dtype=torch.float64),
+        )
         for t, step_grads in enumerate(grads, start=1):
             g = step_grads[i].double()
             if not decoupled:
@@ -89,8 +92,7 @@ def test_fused_adam_default_is_adamw(bias_correction):
 
 def test_fused_adam_l2_mode():
     params, grads = _params_and_grads(seed=1)
-    mine, _ = _run(FusedAdam, params, grads, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05,
-                   adam_w_mode=False)
+    mine, _ = _run(FusedAdam, params, grads, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05, adam_w_mode=False)
     for p, ref in zip(mine, _adam_reference(params, grads, 0.02, (0.8, 0.99), 1e-6, 0.05, False)):
         torch.testing.assert_close(p.double(), ref, atol=1e-6, rtol=1e-6)
 
@@ -105,8 +107,9 @@ def test_fused_adam_rejects_amsgrad_and_zero_grad_drops_grads():
     assert p.grad is None
 
 
-def _lamb_reference(params, grads, lr, betas, eps, wd, max_grad_norm, grad_averaging=True, use_nvlamb=False,
-                    decoupled=True):
+def _lamb_reference(
+    params, grads, lr, betas, eps, wd, max_grad_norm, grad_averaging=True, use_nvlamb=False, decoupled=True
+):
     ps = [p.double().clone() for p in params]
     ms = [torch.zeros_like(p) for p in ps]
     vs = [torch.zeros_like(p) for p in ps]
@@ -134,10 +137,12 @@ def _lamb_reference(params, grads, lr, betas, eps, wd, max_grad_norm, grad_avera
 @pytest.mark.parametrize("max_grad_norm", [1.0, 100.0])
 def test_fused_lamb_trust_ratio_and_clipping(weight_decay, use_nvlamb, max_grad_norm):
     params, grads = _params_and_grads(seed=2, steps=3)
-    mine, _ = _run(FusedLAMB, params, grads, lr=0.05, weight_decay=weight_decay, use_nvlamb=use_nvlamb,
-                   max_grad_norm=max_grad_norm)
-    expected = _lamb_reference(params, grads, 0.05, (0.9, 0.999), 1e-6, weight_decay, max_grad_norm,
-                               use_nvlamb=use_nvlamb)
+    mine, _ = _run(
+        FusedLAMB, params, grads, lr=0.05, weight_decay=weight_decay, use_nvlamb=use_nvlamb, max_grad_norm=max_grad_norm
+    )
+    expected = _lamb_reference(
+        params, grads, 0.05, (0.9, 0.999), 1e-6, weight_decay, max_grad_norm, use_nvlamb=use_nvlamb
+    )
     for p, ref in zip(mine, expected):
         torch.testing.assert_close(p.double(), ref, atol=1e-5, rtol=1e-5)
 
@@ -145,8 +150,9 @@ def test_fused_lamb_trust_ratio_and_clipping(weight_decay, use_nvlamb, max_grad_
 def test_fused_lamb_l2_mode_without_grad_averaging_and_update_in_grad():
     params, grads = _params_and_grads(seed=3, steps=2)
     mine, opt = _run(FusedLAMB, params, grads, lr=0.05, weight_decay=0.02, adam_w_mode=False, grad_averaging=False)
-    expected = _lamb_reference(params, grads, 0.05, (0.9, 0.999), 1e-6, 0.02, 1.0, grad_averaging=False,
-                               decoupled=False)
+    expected = _lamb_reference(
+        params, grads, 0.05, (0.9, 0.999), 1e-6, 0.02, 1.0, grad_averaging=False, decoupled=False
+    )
     for p, ref in zip(mine, expected):
         torch.testing.assert_close(p.double(), ref, atol=1e-5, rtol=1e-5)
     state = opt.state[mine[0]]
@@ -172,17 +178,36 @@ def _sgd_reference(params, grads, lr, momentum, dampening, wd, nesterov, wd_afte
     return out
 
 
-@pytest.mark.parametrize("momentum,dampening,nesterov,wd_after", [
-    (0.0, 0.0, False, False), (0.9, 0.0, False, False), (0.9, 0.0, True, False), (0.8, 0.3, False, True)])
+@pytest.mark.parametrize(
+    "momentum,dampening,nesterov,wd_after",
+    [(0.0, 0.0, False, False), (0.9, 0.0, False, False), (0.9, 0.0, True, False), (0.8, 0.3, False, True)],
+)
 def test_fused_sgd(momentum, dampening, nesterov, wd_after):
     params, grads = _params_and_grads(seed=4)
-    mine, _ = _run(FusedSGD, params, grads, lr=0.1, momentum=momentum, dampening=dampening, weight_decay=0.01,
-                   nesterov=nesterov, wd_after_momentum=wd_after)
+    mine, _ = _run(
+        FusedSGD,
+        params,
+        grads,
+        lr=0.1,
+        momentum=momentum,
+        dampening=dampening,
+        weight_decay=0.01,
+        nesterov=nesterov,
+        wd_after_momentum=wd_after,
+    )
     for p, ref in zip(mine, _sgd_reference(params, grads, 0.1, momentum, dampening, 0.01, nesterov, wd_after)):
         torch.testing.assert_close(p.double(), ref, atol=1e-6, rtol=1e-6)
     if not wd_after:
-        torch_params, _ = _run(torch.optim.SGD, params, grads, lr=0.1, momentum=momentum, dampening=dampening,
-                               weight_decay=0.01, nesterov=nesterov)
+        torch_params, _ = _run(
+            torch.optim.SGD,
+            params,
+            grads,
+            lr=0.1,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=0.01,
+            nesterov=nesterov,
+        )
         for p, q in zip(mine, torch_params):
             torch.testing.assert_close(p, q)
 
@@ -304,8 +329,7 @@ def test_o1_dynamic_scaling_unscales_and_skips_overflow():
 def test_gradient_accumulation_adds_unscaled_grads():
     x, y = torch.randn(8, 4), torch.randn(8, 2)
     model, reference_model = _model(), _model()
-    model, opt = amp.initialize(model, torch.optim.SGD(model.parameters(), lr=0.1), opt_level="O0",
-                                loss_scale=128.0)
+    model, opt = amp.initialize(model, torch.optim.SGD(model.parameters(), lr=0.1), opt_level="O0", loss_scale=128.0)
     for half in (slice(0, 4), slice(4, 8)):
         with amp.scale_loss(F.mse_loss(model(x[half]), y[half]), opt) as scaled_loss:
             scaled_loss.backward()
@@ -343,10 +367,10 @@ def test_loss_scaler_window_growth_and_bounds():
 
 
 def test_amp_state_dict_roundtrip_and_cast_decorators():
-    model, opt = amp.initialize(_model(), torch.optim.SGD(_model().parameters(), lr=0.1), opt_level="O1",
-                                num_losses=2)
-    amp.load_state_dict({"loss_scaler0": {"loss_scale": 8.0, "unskipped": 3},
-                         "loss_scaler1": {"loss_scale": 4.0, "unskipped": 1}})
+    model, opt = amp.initialize(_model(), torch.optim.SGD(_model().parameters(), lr=0.1), opt_level="O1", num_losses=2)
+    amp.load_state_dict(
+        {"loss_scaler0": {"loss_scale": 8.0, "unskipped": 3}, "loss_scaler1": {"loss_scale": 4.0, "unskipped": 1}}
+    )
     assert amp.state_dict()["loss_scaler1"] == {"loss_scale": 4.0, "unskipped": 1}
     half_identity = amp.half_function(lambda t: t)
     assert half_identity(torch.ones(2)).dtype == torch.float16

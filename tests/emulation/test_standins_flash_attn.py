@@ -29,7 +29,7 @@ def reference(q, k, v, *, causal=False, window=(-1, -1), scale=None, alibi=None,
     q, k, v = q.double(), k.double(), v.double()
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    scale = headdim ** -0.5 if scale is None else scale
+    scale = headdim**-0.5 if scale is None else scale
     shift = seqlen_k - seqlen_q
     out = torch.zeros(batch, seqlen_q, nheads, v.shape[-1], dtype=torch.float64)
     lse = torch.full((batch, nheads, seqlen_q), math.inf, dtype=torch.float64)
@@ -37,10 +37,13 @@ def reference(q, k, v, *, causal=False, window=(-1, -1), scale=None, alibi=None,
         for h in range(nheads):
             kv_head = h // (nheads // nheads_k)
             for i in range(seqlen_q):
-                keys = [j for j in range(seqlen_k)
-                        if not (causal and j > i + shift)
-                        and not (window[0] >= 0 and j < i + shift - window[0])
-                        and not (window[1] >= 0 and j > i + shift + window[1])]
+                keys = [
+                    j
+                    for j in range(seqlen_k)
+                    if not (causal and j > i + shift)
+                    and not (window[0] >= 0 and j < i + shift - window[0])
+                    and not (window[1] >= 0 and j > i + shift + window[1])
+                ]
                 if not keys:
                     continue
                 scores = []
@@ -98,8 +101,8 @@ def test_gqa_head_grouping():
     q, k, v = _inputs(1, 4, 4, 6, 2, 8)
     out = flash_attn_func(q, k, v)
     for h in range(6):
-        single = flash_attn_func(q[:, :, h:h + 1], k[:, :, h // 3:h // 3 + 1], v[:, :, h // 3:h // 3 + 1])
-        torch.testing.assert_close(out[:, :, h:h + 1], single)
+        single = flash_attn_func(q[:, :, h : h + 1], k[:, :, h // 3 : h // 3 + 1], v[:, :, h // 3 : h // 3 + 1])
+        torch.testing.assert_close(out[:, :, h : h + 1], single)
 
 
 def test_softmax_scale_alibi_softcap():
@@ -169,13 +172,24 @@ def test_varlen_uses_each_sequence_lengths(causal):
     q = torch.randn(9, 4, 8, generator=gen).half()
     k = torch.randn(12, 2, 8, generator=gen).half()
     v = torch.randn(12, 2, 8, generator=gen).half()
-    out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal,
-                                         window_size=(3, -1) if not causal else (-1, -1), return_attn_probs=True)
+    out, lse, _ = flash_attn_varlen_func(
+        q,
+        k,
+        v,
+        cu_q,
+        cu_k,
+        max(lens_q),
+        max(lens_k),
+        causal=causal,
+        window_size=(3, -1) if not causal else (-1, -1),
+        return_attn_probs=True,
+    )
     assert out.shape == (9, 4, 8) and lse.shape == (4, 9)
     for b in range(3):
         qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
-        expected, expected_lse = reference(q[qs][None], k[ks][None], v[ks][None], causal=causal,
-                                           window=(3, -1) if not causal else (-1, -1))
+        expected, expected_lse = reference(
+            q[qs][None], k[ks][None], v[ks][None], causal=causal, window=(3, -1) if not causal else (-1, -1)
+        )
         torch.testing.assert_close(out[qs].double(), expected[0], atol=2e-3, rtol=2e-3)
         torch.testing.assert_close(lse[:, qs].double(), expected_lse[0], atol=1e-5, rtol=1e-5)
 
@@ -188,7 +202,8 @@ def test_varlen_packed_variants():
     expected = flash_attn_varlen_func(q, k, v, cu, cu, 5, 5, causal=True)
     torch.testing.assert_close(flash_attn_varlen_qkvpacked_func(qkv, cu, 5, causal=True), expected)
     torch.testing.assert_close(
-        flash_attn_varlen_kvpacked_func(q, torch.stack([k, v], 1), cu, cu, 5, 5, causal=True), expected)
+        flash_attn_varlen_kvpacked_func(q, torch.stack([k, v], 1), cu, cu, 5, 5, causal=True), expected
+    )
 
 
 def test_unemulated_features_raise():

@@ -53,12 +53,30 @@ from cuda2npu.families.apex.common import (
 )
 
 INITIALIZE_PARAMS = (
-    "models", "optimizers", "enabled", "opt_level", "cast_model_type", "patch_torch_functions",
-    "keep_batchnorm_fp32", "master_weights", "loss_scale", "cast_model_outputs", "num_losses", "verbosity",
-    "min_loss_scale", "max_loss_scale",
+    "models",
+    "optimizers",
+    "enabled",
+    "opt_level",
+    "cast_model_type",
+    "patch_torch_functions",
+    "keep_batchnorm_fp32",
+    "master_weights",
+    "loss_scale",
+    "cast_model_outputs",
+    "num_losses",
+    "verbosity",
+    "min_loss_scale",
+    "max_loss_scale",
     # Ascend's apex (docs/reference/torch_npu.md §5.3)
-    "dynamic_init_scale", "scale_growth_factor", "scale_backoff_factor", "scale_window", "combine_grad",
-    "combine_ddp", "ddp_replica_count", "user_cast_preferred", "check_combined_tensors",
+    "dynamic_init_scale",
+    "scale_growth_factor",
+    "scale_backoff_factor",
+    "scale_window",
+    "combine_grad",
+    "combine_ddp",
+    "ddp_replica_count",
+    "user_cast_preferred",
+    "check_combined_tensors",
 )
 DROPPED_INITIALIZE = {
     "keep_batchnorm_fp32": "autocast runs batch norm in float32",
@@ -72,7 +90,9 @@ DROPPED_INITIALIZE = {
     "max_loss_scale": "GradScaler has no upper bound",
 }
 CORE_CODES = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315")  # migrated together or not at all
-EVALUATION_NOTE = "apex.amp applied to every forward pass: those outside the wrapped regions (evaluation) now run in float32"
+EVALUATION_NOTE = (
+    "apex.amp applied to every forward pass: those outside the wrapped regions (evaluation) now run in float32"
+)
 SCALE_LOSS_PARAMS = ("loss", "optimizers", "loss_id", "model", "delay_unscale", "delay_overflow_check")
 CLIP_FUNCTIONS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"}
 UNSUPPORTED = {
@@ -118,7 +138,9 @@ class _AmpCollector(cst.BatchableCSTVisitor):
         self._statements: list[cst.CSTNode] = []
         self._with_items: set[cst.Call] = set()  # amp.scale_loss calls heading a `with`
         self.wrappings: list[tuple[str, str]] = []  # (target, wrapped): `ddp = DDP(model, ...)`
-        self.other_references: list[tuple[cst.CSTNode, cst.CSTNode]] = []  # (use, statement): `amp._amp_state`, `amp is None`
+        self.other_references: list[
+            tuple[cst.CSTNode, cst.CSTNode]
+        ] = []  # (use, statement): `amp._amp_state`, `amp is None`
         self._called: set[cst.BaseExpression] = set()
         self._inner: set[cst.CSTNode] = set()  # not uses: attribute chains' values and attrs, targets, keywords
         self._in_import = False
@@ -313,13 +335,19 @@ class AmpPlan:
         """NPU316 (``--apex=native``): apex.amp APIs with no native AMP counterpart."""
         if self.options.apex == "ascend":
             return
-        uses = [(c, n) for c, n in self.collector.amp_calls if n.rsplit(".", 1)[1] in UNSUPPORTED or n == "apex.amp.init"]
+        uses = [
+            (c, n) for c, n in self.collector.amp_calls if n.rsplit(".", 1)[1] in UNSUPPORTED or n == "apex.amp.init"
+        ]
         uses += self.collector.amp_references
         for node, name in uses:
             short = name.rsplit(".", 1)[1]
             note = UNSUPPORTED.get(short, "the pre-1.0 apex.amp API; use torch.autocast")
-            self._plan(node, lambda node=node, short=short, note=note: self.rule.report(
-                "NPU316", node, f"`amp.{short}` has no native AMP counterpart: {note}"))
+            self._plan(
+                node,
+                lambda node=node, short=short, note=note: self.rule.report(
+                    "NPU316", node, f"`amp.{short}` has no native AMP counterpart: {note}"
+                ),
+            )
 
     def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
         return self.collector.statement_of[node]
@@ -335,23 +363,37 @@ class AmpPlan:
             return
         init = self._initialize()
         for node, stmt in self.collector.other_references:
-            what = ("is read as a value (an availability test, or the module passed on)" if isinstance(node, cst.Name)
-                    else "uses apex.amp beyond the calls that become native AMP (such as its loss scalers' state)")
-            self.problems.append(NotMigrated(stmt, f"apex.amp not migrated: `{code_of(node)}` here {what}; decide by "
-                                             "hand what it becomes once apex.amp is gone"))
+            what = (
+                "is read as a value (an availability test, or the module passed on)"
+                if isinstance(node, cst.Name)
+                else "uses apex.amp beyond the calls that become native AMP (such as its loss scalers' state)"
+            )
+            self.problems.append(
+                NotMigrated(
+                    stmt,
+                    f"apex.amp not migrated: `{code_of(node)}` here {what}; decide by "
+                    "hand what it becomes once apex.amp is gone",
+                )
+            )
         sites = [self._site(w, c) for w, c in self.collector.scale_withs]
         sites = [s for s in sites if s is not None]
         for stmt in [init.statement, *(site.with_node for site in sites)]:
             if _suppressed(stmt):
-                raise NotMigrated(stmt, "apex.amp not migrated: a `# noqa` keeps this part, and half a migration "
-                                  "would not run (the migration of a file's apex.amp is all or nothing)")
+                raise NotMigrated(
+                    stmt,
+                    "apex.amp not migrated: a `# noqa` keeps this part, and half a migration "
+                    "would not run (the migration of a file's apex.amp is all or nothing)",
+                )
         if self.problems:
             return
         autocast = not init.disabled and init.opt_level != "O0"
         if autocast and not sites and "optimizers" in init.bound:
-            raise NotMigrated(init.call, "apex.amp not migrated: amp.initialize is given optimizers but no amp.scale_loss "
-                              "is in this file: the loss is scaled elsewhere (a loss-scaler helper such as an `ApexScaler` "
-                              "class), which would still call apex.amp; migrate that helper and this call together by hand")
+            raise NotMigrated(
+                init.call,
+                "apex.amp not migrated: amp.initialize is given optimizers but no amp.scale_loss "
+                "is in this file: the loss is scaled elsewhere (a loss-scaler helper such as an `ApexScaler` "
+                "class), which would still call apex.amp; migrate that helper and this call together by hand",
+            )
         scaler_mode = autocast and self.options.precision in ("fp16", "keep") and bool(sites)
         dtype = "torch.bfloat16" if self.options.precision == "bf16" else "torch.float16"
         if autocast and sites:
@@ -368,7 +410,10 @@ class AmpPlan:
         calls = self.collector.initializes
         if not calls:
             node = self.collector.scale_withs[0][0] if self.collector.scale_withs else self._core_calls()[0][0]
-            raise NotMigrated(node, "apex.amp not migrated: amp.initialize is not in this file, so the opt_level and the models it returns are unknown")
+            raise NotMigrated(
+                node,
+                "apex.amp not migrated: amp.initialize is not in this file, so the opt_level and the models it returns are unknown",
+            )
         if len(calls) > 1:
             raise NotMigrated(calls[1], "apex.amp not migrated: amp.initialize is called more than once in this file")
         call = calls[0]
@@ -380,8 +425,11 @@ class AmpPlan:
         target = self._initialize_target(stmt, call, "optimizers" in bound)
         opt_level = value_of(bound, "opt_level", "O1")
         if opt_level == "O3":
-            raise NotMigrated(call, "apex.amp not migrated: opt_level O3 is pure float16 training (no master weights); "
-                              "cast the model with .half() / .bfloat16() by hand, or use O1 semantics with torch.autocast")
+            raise NotMigrated(
+                call,
+                "apex.amp not migrated: opt_level O3 is pure float16 training (no master weights); "
+                "cast the model with .half() / .bfloat16() by hand, or use O1 semantics with torch.autocast",
+            )
         if opt_level is not NOT_LITERAL and opt_level not in ("O0", "O1", "O2"):
             raise NotMigrated(call, f"apex.amp not migrated: unknown opt_level {opt_level!r}")
         enabled = value_of(bound, "enabled", True)
@@ -402,7 +450,9 @@ class AmpPlan:
             guard=guard,
         )
         if opt_level is NOT_LITERAL:
-            init.notes.append(f"opt_level={code_of(bound['opt_level'].value)} is no longer read: O1/O2 mixed precision is assumed")
+            init.notes.append(
+                f"opt_level={code_of(bound['opt_level'].value)} is no longer read: O1/O2 mixed precision is assumed"
+            )
         return init
 
     def _initialize_target(self, stmt, call, with_optimizers: bool) -> tuple:
@@ -417,7 +467,9 @@ class AmpPlan:
         target = small.targets[0].target
         if with_optimizers:
             if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
-                raise NotMigrated(call, "apex.amp not migrated: expected `model, optimizer = amp.initialize(model, optimizer, ...)`")
+                raise NotMigrated(
+                    call, "apex.amp not migrated: expected `model, optimizer = amp.initialize(model, optimizer, ...)`"
+                )
             return target.elements[0].value, target.elements[1].value
         return target, None
 
@@ -439,10 +491,15 @@ class AmpPlan:
             owner, role = self.index.owner[block]
             if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
                 break
-            if not (isinstance(owner, cst.If) and role == "body" and is_pure(owner.test) and owner in self.index.placement):
+            if not (
+                isinstance(owner, cst.If) and role == "body" and is_pure(owner.test) and owner in self.index.placement
+            ):
                 kind = type(owner).__name__.lower()
-                raise NotMigrated(stmt, f"apex.amp not migrated: amp.initialize inside a `{kind}` block "
-                                  "(only `if <condition>:` guards can become `enabled=` arguments)")
+                raise NotMigrated(
+                    stmt,
+                    f"apex.amp not migrated: amp.initialize inside a `{kind}` block "
+                    "(only `if <condition>:` guards can become `enabled=` arguments)",
+                )
             conditions.insert(0, owner.test)
             guard = owner
             block = self.index.placement[owner].block
@@ -451,7 +508,9 @@ class AmpPlan:
     def _site(self, with_node: cst.With, call: cst.Call) -> _Site | None:
         try:
             if len(with_node.items) != 1 or with_node.items[0].asname is None:
-                raise NotMigrated(with_node, "`with amp.scale_loss(...) as scaled_loss:` expected (one item, with `as`)")
+                raise NotMigrated(
+                    with_node, "`with amp.scale_loss(...) as scaled_loss:` expected (one item, with `as`)"
+                )
             scaled = with_node.items[0].asname.name
             if not isinstance(scaled, cst.Name):
                 raise NotMigrated(with_node, "amp.scale_loss's result must be bound to a name")
@@ -464,12 +523,17 @@ class AmpPlan:
             if with_node not in self.index.placement or not isinstance(with_node.body, cst.IndentedBlock):
                 raise NotMigrated(with_node, "amp.scale_loss in a one-line block")
             if not _only_backward(with_node.body, scaled.value):
-                raise NotMigrated(with_node, f"`{scaled.value}` is used for more than `{scaled.value}.backward(...)` in the "
-                                  "amp.scale_loss block; the native equivalent needs a hand-written rewrite")
+                raise NotMigrated(
+                    with_node,
+                    f"`{scaled.value}` is used for more than `{scaled.value}.backward(...)` in the "
+                    "amp.scale_loss block; the native equivalent needs a hand-written rewrite",
+                )
         except NotMigrated as problem:
             self.problems.append(NotMigrated(problem.node, f"apex.amp not migrated: {problem}"))
             return None
-        return _Site(with_node, call, bound, scaled.value, _dotted_names(bound["optimizers"]), self._function(with_node))
+        return _Site(
+            with_node, call, bound, scaled.value, _dotted_names(bound["optimizers"]), self._function(with_node)
+        )
 
     # forward regions (NPU312) -------------------------------------------------------------
 
@@ -479,8 +543,13 @@ class AmpPlan:
         lower[placement.block] = placement.index + 1
         calls = {name for model in self._model_names(init) for name in (model, f"{model}.forward")}
         if not calls:
-            self.problems.append(NotMigrated(init.call, "apex.amp not migrated: the models passed to amp.initialize are not "
-                                             "plain names, so their forward passes cannot be found"))
+            self.problems.append(
+                NotMigrated(
+                    init.call,
+                    "apex.amp not migrated: the models passed to amp.initialize are not "
+                    "plain names, so their forward passes cannot be found",
+                )
+            )
             return
         found: dict[cst.CSTNode, list[tuple[int, int]]] = {}
         for site in sites:
@@ -520,16 +589,22 @@ class AmpPlan:
             owner = self.index.owner.get(place.block)
             if owner is None or not isinstance(owner[0], cst.If) or owner[0] not in self.index.placement:
                 loss = code_of(site.bound["loss"].value)
-                raise NotMigrated(site.with_node, f"forward region not found: the loss `{loss}` passed to amp.scale_loss is "
-                                  "not computed before it in this block (it comes from another function or block); wrap "
-                                  'the forward pass and the loss computation in `with torch.autocast("npu", ...)` by hand')
+                raise NotMigrated(
+                    site.with_node,
+                    f"forward region not found: the loss `{loss}` passed to amp.scale_loss is "
+                    "not computed before it in this block (it comes from another function or block); wrap "
+                    'the forward pass and the loss computation in `with torch.autocast("npu", ...)` by hand',
+                )
             stmt = owner[0]
         start = next((i for i in range(start_at, end + 1) if self.collector.callees.get(body[i], set()) & calls), None)
         if start is None:
             models = ", ".join(f"`{c}`" for c in sorted(calls) if not c.endswith(".forward"))
-            raise NotMigrated(site.with_node, f"forward region not found: no call of {models} (returned by amp.initialize) "
-                              "before the loss in this block; the model seems to run in a helper, so wrap its forward pass in "
-                              '`with torch.autocast("npu", ...)` by hand')
+            raise NotMigrated(
+                site.with_node,
+                f"forward region not found: no call of {models} (returned by amp.initialize) "
+                "before the loss in this block; the model seems to run in a helper, so wrap its forward pass in "
+                '`with torch.autocast("npu", ...)` by hand',
+            )
         return place.block, start, end, place.index + 1
 
     def _wrap(self, block, spans, autocast: str) -> None:
@@ -544,7 +619,9 @@ class AmpPlan:
             "first model call to the loss passed to amp.scale_loss"
         )
         self.edits.need_import("NPU312", Tier.REVIEW, "torch")
-        self._plan(block, lambda: self.rule.report("NPU312", block, message, self.edits.wrap_fix(block), tier=Tier.REVIEW))
+        self._plan(
+            block, lambda: self.rule.report("NPU312", block, message, self.edits.wrap_fix(block), tier=Tier.REVIEW)
+        )
 
     # the scaler (fp16 / keep) ---------------------------------------------------------------
 
@@ -556,19 +633,39 @@ class AmpPlan:
         args = self._scaler_args(init)
         anchor = init.guard or init.statement
         if init_function is None or all(self._nested_in(u, init_function) for u in users):
-            return _Scaler(name, f"{name} = torch.npu.amp.GradScaler({args})", anchor, anchor is init.statement, "where amp.initialize was")
+            return _Scaler(
+                name,
+                f"{name} = torch.npu.amp.GradScaler({args})",
+                anchor,
+                anchor is init.statement,
+                "where amp.initialize was",
+            )
         if self._same_class(init_function, users) and init.targets and all(t.startswith("self.") for t in init.targets):
             ref = "self.scaler"
-            return _Scaler(ref, f"{ref} = torch.npu.amp.GradScaler({args})", anchor, anchor is init.statement, "where amp.initialize was")
+            return _Scaler(
+                ref,
+                f"{ref} = torch.npu.amp.GradScaler({args})",
+                anchor,
+                anchor is init.statement,
+                "where amp.initialize was",
+            )
         if init.enabled:
-            raise NotMigrated(init.call, f"apex.amp not migrated: the GradScaler is needed outside the function calling "
-                              f"amp.initialize, but its `enabled` condition ({init.enabled}) is local to it; create the "
-                              "scaler by hand where both can reach it")
+            raise NotMigrated(
+                init.call,
+                f"apex.amp not migrated: the GradScaler is needed outside the function calling "
+                f"amp.initialize, but its `enabled` condition ({init.enabled}) is local to it; create the "
+                "scaler by hand where both can reach it",
+            )
         top = init.statement
         while self.index.placement[top].block is not self.ctx.module:
             top = self.index.ancestors(top)[-1]
-        return _Scaler(name, f"{name} = torch.npu.amp.GradScaler({args})", top, False,
-                       "at module level (the functions calling amp.initialize and amp.scale_loss differ, like apex's global state)")
+        return _Scaler(
+            name,
+            f"{name} = torch.npu.amp.GradScaler({args})",
+            top,
+            False,
+            "at module level (the functions calling amp.initialize and amp.scale_loss differ, like apex's global state)",
+        )
 
     def _scaler_args(self, init: _Initialize) -> str:
         args = []
@@ -579,7 +676,9 @@ class AmpPlan:
         elif self.options.precision == "fp16":
             args.append("init_scale=2.0**14")
         if loss_scale is NOT_LITERAL:
-            init.notes.append(f"loss_scale={code_of(init.bound['loss_scale'].value)} not carried over: the scaler is dynamic")
+            init.notes.append(
+                f"loss_scale={code_of(init.bound['loss_scale'].value)} not carried over: the scaler is dynamic"
+            )
         if init.enabled:
             args.append(f"enabled={init.enabled}")
         return ", ".join(args)
@@ -605,34 +704,51 @@ class AmpPlan:
         functions = {site.function for site in sites}
         optimizers = {name for site in sites for name in site.optimizers}
         if not optimizers or any(not site.optimizers for site in sites):
-            raise NotMigrated(sites[0].with_node, "apex.amp not migrated: the optimizers passed to amp.scale_loss are not plain names")
-        steps = [c for c in self.collector.steps if dotted_name(c.func.value) in optimizers
-                 and self._function(self._statement(c)) in functions]
+            raise NotMigrated(
+                sites[0].with_node, "apex.amp not migrated: the optimizers passed to amp.scale_loss are not plain names"
+            )
+        steps = [
+            c
+            for c in self.collector.steps
+            if dotted_name(c.func.value) in optimizers and self._function(self._statement(c)) in functions
+        ]
         missing = optimizers - {dotted_name(c.func.value) for c in steps}
         if missing:
             names = ", ".join(f"`{m}.step()`" for m in sorted(missing))
-            raise NotMigrated(sites[0].with_node, f"apex.amp not migrated: {names} not found in the function calling "
-                              "amp.scale_loss; call `scaler.step(optimizer)` and `scaler.update()` there by hand")
+            raise NotMigrated(
+                sites[0].with_node,
+                f"apex.amp not migrated: {names} not found in the function calling "
+                "amp.scale_loss; call `scaler.step(optimizer)` and `scaler.update()` there by hand",
+            )
         last_in_block = {}
         for call in steps:
             stmt = self._step_statement(call)
             last_in_block[self.index.placement[stmt].block] = stmt
         for call in steps:
             stmt = self._statement(call)
-            self.actions.append(lambda call=call, stmt=stmt, last=stmt in last_in_block.values(): self._plan_step(call, stmt, scaler, last))
+            self.actions.append(
+                lambda call=call, stmt=stmt, last=stmt in last_in_block.values(): self._plan_step(
+                    call, stmt, scaler, last
+                )
+            )
         self._clips(functions, optimizers, scaler)
 
     def _step_statement(self, call: cst.Call) -> cst.CSTNode:
         stmt = self._statement(call)
         small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
         if call.args or not (isinstance(small, cst.Expr) and small.value is call) or stmt not in self.index.placement:
-            raise NotMigrated(call, "apex.amp not migrated: `optimizer.step()` must be a statement of its own, without a closure, "
-                              "to become `scaler.step(optimizer)`")
+            raise NotMigrated(
+                call,
+                "apex.amp not migrated: `optimizer.step()` must be a statement of its own, without a closure, "
+                "to become `scaler.step(optimizer)`",
+            )
         return stmt
 
     def _plan_step(self, call: cst.Call, stmt, scaler: _Scaler, last: bool) -> None:
         optimizer = dotted_name(call.func.value)
-        self.edits.replace(stmt, lambda updated: [_replace_call(updated, f"{scaler.ref}.step({optimizer})")], "NPU313", Tier.REVIEW)
+        self.edits.replace(
+            stmt, lambda updated: [_replace_call(updated, f"{scaler.ref}.step({optimizer})")], "NPU313", Tier.REVIEW
+        )
         message = f"`{optimizer}.step()` → `{scaler.ref}.step({optimizer})`"
         if last:
             self.edits.insert_after(stmt, [statement(f"{scaler.ref}.update()")], "NPU313", Tier.REVIEW)
@@ -645,8 +761,11 @@ class AmpPlan:
         if not clips:
             return
         if len(optimizers) != 1:
-            raise NotMigrated(clips[0], "apex.amp not migrated: gradients are clipped with several optimizers; call "
-                              "`scaler.unscale_(optimizer)` for each before clipping, by hand")
+            raise NotMigrated(
+                clips[0],
+                "apex.amp not migrated: gradients are clipped with several optimizers; call "
+                "`scaler.unscale_(optimizer)` for each before clipping, by hand",
+            )
         optimizer = next(iter(optimizers))
         first_in_block = {}
         for call in clips:
@@ -659,24 +778,40 @@ class AmpPlan:
 
     def _plan_unscale(self, stmt, optimizer: str, scaler: _Scaler) -> None:
         self.edits.insert_before(stmt, [statement(f"{scaler.ref}.unscale_({optimizer})")], "NPU313", Tier.REVIEW)
-        message = (f"`{scaler.ref}.unscale_({optimizer})` before gradient clipping: the GradScaler's gradients stay scaled "
-                   "until the step (apex unscaled them when amp.scale_loss exited)")
+        message = (
+            f"`{scaler.ref}.unscale_({optimizer})` before gradient clipping: the GradScaler's gradients stay scaled "
+            "until the step (apex unscaled them when amp.scale_loss exited)"
+        )
         self._plan(stmt, lambda: self.edits.report(self.rule, "NPU313", stmt, message, tier=Tier.REVIEW))
 
     # amp.initialize and amp.scale_loss (NPU310, NPU311) -------------------------------------
 
     def _plan_initialize(self, init: _Initialize, scaler: _Scaler | None, autocast: bool, dtype: str) -> None:
         notes = list(init.notes)
-        dropped = [n for n in INITIALIZE_PARAMS if n in init.bound and n not in ("models", "optimizers", "enabled", "opt_level", "loss_scale")]
+        dropped = [
+            n
+            for n in INITIALIZE_PARAMS
+            if n in init.bound and n not in ("models", "optimizers", "enabled", "opt_level", "loss_scale")
+        ]
         if scaler is None and "loss_scale" in init.bound:
             dropped.append("loss_scale")
         if dropped:
-            notes.append("dropped: " + ", ".join(f"`{n}`" + (f" ({DROPPED_INITIALIZE[n]})" if DROPPED_INITIALIZE.get(n) else "") for n in dropped))
+            notes.append(
+                "dropped: "
+                + ", ".join(
+                    f"`{n}`" + (f" ({DROPPED_INITIALIZE[n]})" if DROPPED_INITIALIZE.get(n) else "") for n in dropped
+                )
+            )
         if not autocast:
-            head = "`amp.initialize` removed: apex.amp is disabled here (O0 or enabled=False), which is float32 training"
+            head = (
+                "`amp.initialize` removed: apex.amp is disabled here (O0 or enabled=False), which is float32 training"
+            )
         elif scaler is None:
-            head = (f"`amp.initialize` removed: native autocast replaces apex.amp (dtype={dtype}; "
-                    + ("BF16 needs no loss scaling" if dtype == "torch.bfloat16" else "no loss was scaled") + ")")
+            head = (
+                f"`amp.initialize` removed: native autocast replaces apex.amp (dtype={dtype}; "
+                + ("BF16 needs no loss scaling" if dtype == "torch.bfloat16" else "no loss was scaled")
+                + ")"
+            )
             notes.append(EVALUATION_NOTE)
         else:
             head = f"`amp.initialize` removed; `{scaler.create}` created {scaler.where} (--precision {self.options.precision})"
@@ -695,7 +830,9 @@ class AmpPlan:
             if scaler is not None and not scaler.replaces:
                 self.edits.insert_before(scaler.anchor, [statement(scaler.create)], "NPU310", Tier.REVIEW)
                 text = f"`{scaler.create}` inserted here ({scaler.where})"
-                self._plan(scaler.anchor, lambda: self.edits.report(self.rule, "NPU310", scaler.anchor, text, tier=Tier.REVIEW))
+                self._plan(
+                    scaler.anchor, lambda: self.edits.report(self.rule, "NPU310", scaler.anchor, text, tier=Tier.REVIEW)
+                )
             self.edits.drop_ref(root_name(init.call.func), Tier.REVIEW)
             if scaler is not None:
                 self.edits.need_import("NPU310", Tier.REVIEW, "torch")
@@ -705,19 +842,29 @@ class AmpPlan:
 
     def _plan_site(self, site: _Site, scaler: _Scaler | None) -> None:
         notes = []
-        for name, why in (("loss_id", "one scaler serves every loss"), ("delay_unscale", "the GradScaler unscales at the step"),
-                          ("delay_overflow_check", ""), ("model", "")):
+        for name, why in (
+            ("loss_id", "one scaler serves every loss"),
+            ("delay_unscale", "the GradScaler unscales at the step"),
+            ("delay_overflow_check", ""),
+            ("model", ""),
+        ):
             if name in site.bound:
                 notes.append(f"`{name}`" + (f" ({why})" if why else ""))
         loss = code_of(site.bound["loss"].value)
-        target = f"{scaler.ref}.scale({loss}).backward()" if scaler else f"{code_of(atom(site.bound['loss'].value))}.backward()"
+        target = (
+            f"{scaler.ref}.scale({loss}).backward()"
+            if scaler
+            else f"{code_of(atom(site.bound['loss'].value))}.backward()"
+        )
         message = f"`with amp.scale_loss(...) as {site.scaled}: {site.scaled}.backward()` → `{target}`"
         if notes:
             message += "; dropped: " + ", ".join(notes)
         stmt = site.with_node
 
         def register() -> None:
-            self.edits.replace(stmt, lambda updated: _backward_statements(updated, site.scaled, scaler), "NPU311", Tier.REVIEW)
+            self.edits.replace(
+                stmt, lambda updated: _backward_statements(updated, site.scaled, scaler), "NPU311", Tier.REVIEW
+            )
             self.edits.drop_ref(root_name(site.call.func), Tier.REVIEW)
             self._plan(stmt, lambda: self.edits.report(self.rule, "NPU311", stmt, message, site.call, tier=Tier.REVIEW))
             if scaler is None:
@@ -729,15 +876,26 @@ class AmpPlan:
         """``if args.fp16: <scale_loss> else: loss.backward()`` has two equal branches once migrated."""
         place = self.index.placement[site.with_node]
         owner, role = self.index.owner.get(place.block, (None, None))
-        if not (isinstance(owner, cst.If) and role == "body" and len(place.block.body) == 1 and owner in self.index.placement):
+        if not (
+            isinstance(owner, cst.If)
+            and role == "body"
+            and len(place.block.body) == 1
+            and owner in self.index.placement
+        ):
             return
-        if not isinstance(owner.orelse, cst.Else) or not isinstance(owner.orelse.body, cst.IndentedBlock) or not is_pure(owner.test):
+        if (
+            not isinstance(owner.orelse, cst.Else)
+            or not isinstance(owner.orelse.body, cst.IndentedBlock)
+            or not is_pure(owner.test)
+        ):
             return
         migrated = [_source(s) for s in _backward_statements(site.with_node, site.scaled, None)]
         if migrated != [_source(s) for s in owner.orelse.body.body]:
             return
         self.edits.replace(owner, lambda updated: list(updated.orelse.body.body), "NPU311", Tier.REVIEW)
-        message = f"`if {code_of(owner.test)}:` and its `else` are the same once amp.scale_loss is gone: one branch kept"
+        message = (
+            f"`if {code_of(owner.test)}:` and its `else` are the same once amp.scale_loss is gone: one branch kept"
+        )
         self._plan(owner, lambda: self.edits.report(self.rule, "NPU311", owner, message, owner.test, tier=Tier.REVIEW))
 
     # master_params, state_dict (NPU314, NPU315) ----------------------------------------------
@@ -755,7 +913,10 @@ class AmpPlan:
 
     def _plan_master_params(self, call: cst.Call) -> None:
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
-            self._plan(call, lambda: self.rule.report("NPU314", call, "amp.master_params with unusual arguments", tier=Tier.MANUAL))
+            self._plan(
+                call,
+                lambda: self.rule.report("NPU314", call, "amp.master_params with unusual arguments", tier=Tier.MANUAL),
+            )
             return
         self.edits.drop_ref(root_name(call.func), Tier.EXACT)
 
@@ -768,8 +929,11 @@ class AmpPlan:
 
     def _check_state_dict(self, call: cst.Call, short: str, scaler: _Scaler | None) -> None:
         if scaler is None and self.options.precision != "bf16" and not self.collector.initializes:
-            raise NotMigrated(call, f"apex.amp not migrated: amp.{short} without amp.initialize in this file: whether a "
-                              "GradScaler holds the state is decided elsewhere")
+            raise NotMigrated(
+                call,
+                f"apex.amp not migrated: amp.{short} without amp.initialize in this file: whether a "
+                "GradScaler holds the state is decided elsewhere",
+            )
         if short == "load_state_dict" and scaler is None:
             stmt = self._statement(call)
             small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
@@ -779,18 +943,30 @@ class AmpPlan:
     def _plan_state_dict(self, call: cst.Call, short: str, scaler: _Scaler | None) -> None:
         self.edits.drop_ref(root_name(call.func), Tier.REVIEW)
         if scaler is not None:
-            message = (f"`amp.{short}` → `{scaler.ref}.{short}`: checkpoints keep their key; apex checkpoints saved before "
-                       "the migration hold loss-scaler state GradScaler cannot read (load them without it)")
+            message = (
+                f"`amp.{short}` → `{scaler.ref}.{short}`: checkpoints keep their key; apex checkpoints saved before "
+                "the migration hold loss-scaler state GradScaler cannot read (load them without it)"
+            )
             fix = lambda updated: updated.with_changes(func=expr(f"{scaler.ref}.{short}"))  # noqa: E731
             self._plan(call, lambda: self.rule.report("NPU315", call, message, fix, tier=Tier.REVIEW))
         elif short == "state_dict":
             message = "`amp.state_dict()` → `{}`: BF16 / float32 training has no loss-scaler state; the checkpoint key stays loadable"
-            self._plan(call, lambda: self.rule.report("NPU315", call, message, lambda _: cst.Dict([]), tier=Tier.REVIEW, needs_torch_npu=False))
+            self._plan(
+                call,
+                lambda: self.rule.report(
+                    "NPU315", call, message, lambda _: cst.Dict([]), tier=Tier.REVIEW, needs_torch_npu=False
+                ),
+            )
         else:
             stmt = self._statement(call)
             self.edits.remove(stmt, "NPU315", Tier.REVIEW)
             message = "`amp.load_state_dict(...)` removed: BF16 / float32 training has no loss-scaler state to restore"
-            self._plan(stmt, lambda: self.edits.report(self.rule, "NPU315", stmt, message, call, tier=Tier.REVIEW, needs_torch_npu=False))
+            self._plan(
+                stmt,
+                lambda: self.edits.report(
+                    self.rule, "NPU315", stmt, message, call, tier=Tier.REVIEW, needs_torch_npu=False
+                ),
+            )
 
     # failure and ascend ---------------------------------------------------------------------
 
@@ -801,10 +977,14 @@ class AmpPlan:
                 continue
             flagged.add(problem.node)
             code = "NPU312" if "forward region" in str(problem) else "NPU310"
-            self._plan(problem.node, lambda p=problem, code=code: self.rule.report(code, p.node, str(p), tier=Tier.MANUAL))
+            self._plan(
+                problem.node, lambda p=problem, code=code: self.rule.report(code, p.node, str(p), tier=Tier.MANUAL)
+            )
         init = self.collector.initializes[0] if self.collector.initializes else None
         if init is not None and init not in flagged:
-            summary = f"apex.amp not migrated (all or nothing): {self.problems[0]}".replace("apex.amp not migrated: ", "")
+            summary = f"apex.amp not migrated (all or nothing): {self.problems[0]}".replace(
+                "apex.amp not migrated: ", ""
+            )
             self._plan(init, lambda: self.rule.report("NPU310", init, summary, tier=Tier.MANUAL))
 
     def _ascend(self) -> None:
@@ -818,12 +998,18 @@ class AmpPlan:
                 continue
             opt_level = value_of(bound, "opt_level", "O1")
             if opt_level in ("O1", "O2"):
-                message = ("Ascend's apex: `combine_grad=True` fuses the gradients into one buffer for unscaling "
-                           "(O1/O2 only); apex.amp itself stays")
+                message = (
+                    "Ascend's apex: `combine_grad=True` fuses the gradients into one buffer for unscaling "
+                    "(O1/O2 only); apex.amp itself stays"
+                )
                 fix = lambda updated: with_args(updated, [*updated.args, kwarg("combine_grad", "True")])  # noqa: E731
-                self._plan(call, lambda call=call, fix=fix, message=message: self.rule.report("NPU317", call, message, fix))
+                self._plan(
+                    call, lambda call=call, fix=fix, message=message: self.rule.report("NPU317", call, message, fix)
+                )
             elif opt_level is NOT_LITERAL:
-                message = "Ascend's apex: pass `combine_grad=True` when opt_level is O1 or O2 (it is not a literal here)"
+                message = (
+                    "Ascend's apex: pass `combine_grad=True` when opt_level is O1 or O2 (it is not a literal here)"
+                )
                 self._plan(call, lambda call=call, message=message: self.rule.report("NPU317", call, message))
 
 
@@ -841,8 +1027,10 @@ def _dotted_names(node) -> list[str]:
 
 def _conjunction(conditions: list) -> str | None:
     parts = [code_of(c) for c in conditions]
-    parts = [f"({p})" if isinstance(c, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr)) and len(parts) > 1 else p
-             for p, c in zip(parts, conditions)]
+    parts = [
+        f"({p})" if isinstance(c, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr)) and len(parts) > 1 else p
+        for p, c in zip(parts, conditions)
+    ]
     return " and ".join(parts) or None
 
 
@@ -959,7 +1147,11 @@ class _ReplaceScaled(cst.CSTTransformer):
         self.replacement = replacement
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-        if updated_node.attr.value == "backward" and isinstance(updated_node.value, cst.Name) and updated_node.value.value == self.name:
+        if (
+            updated_node.attr.value == "backward"
+            and isinstance(updated_node.value, cst.Name)
+            and updated_node.value.value == self.name
+        ):
             return updated_node.with_changes(value=self.replacement)
         return updated_node
 
@@ -1022,6 +1214,18 @@ class ApexAmp(ApexRule):
 
     def get_visitors(self) -> dict:
         """Planned findings are reported when their node is visited (markers need the statement)."""
-        types = (cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.With, cst.If, cst.For, cst.While,
-                 cst.Try, cst.FunctionDef, cst.ClassDef, cst.Call, cst.Decorator)
+        types = (
+            cst.Module,
+            cst.IndentedBlock,
+            cst.SimpleStatementLine,
+            cst.With,
+            cst.If,
+            cst.For,
+            cst.While,
+            cst.Try,
+            cst.FunctionDef,
+            cst.ClassDef,
+            cst.Call,
+            cst.Decorator,
+        )
         return {f"visit_{t.__name__}": self._visit for t in types}

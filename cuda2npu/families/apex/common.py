@@ -117,7 +117,9 @@ def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
     fixed: list[cst.Arg] = []
     for position, arg in enumerate(args):
         if position == len(args) - 1:
-            arg = arg.with_changes(comma=trailing if trailing is not cst.MaybeSentinel.DEFAULT else cst.MaybeSentinel.DEFAULT)
+            arg = arg.with_changes(
+                comma=trailing if trailing is not cst.MaybeSentinel.DEFAULT else cst.MaybeSentinel.DEFAULT
+            )
         elif arg.comma is cst.MaybeSentinel.DEFAULT:
             arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         fixed.append(arg)
@@ -216,8 +218,10 @@ class StatementIndex(cst.CSTVisitor):
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         container = self._containers[-1]
         if isinstance(container, self.CLAUSES):
-            role = "handler" if isinstance(container, (cst.ExceptHandler, cst.ExceptStarHandler)) else (
-                "orelse" if isinstance(container, cst.Else) else "finally"
+            role = (
+                "handler"
+                if isinstance(container, (cst.ExceptHandler, cst.ExceptStarHandler))
+                else ("orelse" if isinstance(container, cst.Else) else "finally")
             )
             self.owner[node] = (self._containers[-2], role)
         else:
@@ -391,9 +395,16 @@ class FileEdits:
         edit = self.edits.get(stmt)
         place = self.index.placement.get(stmt)
         return (
-            edit is not None and edit.remove and not edit.before and not edit.after and stmt not in self.collapsed
-            and place is not None and place.index == 0 and isinstance(place.block, cst.IndentedBlock)
-            and place.block not in self.regions and place.block not in self._block_fixes
+            edit is not None
+            and edit.remove
+            and not edit.before
+            and not edit.after
+            and stmt not in self.collapsed
+            and place is not None
+            and place.index == 0
+            and isinstance(place.block, cst.IndentedBlock)
+            and place.block not in self.regions
+            and place.block not in self._block_fixes
         )
 
     # applying -----------------------------------------------------------------------------
@@ -418,7 +429,12 @@ class FileEdits:
         elif edit.replace is not None and nodes:
             nodes = list(edit.replace(updated))
         nodes = [*edit.before, *nodes, *edit.after]
-        if nodes and nodes[0] is not updated and hasattr(updated, "leading_lines") and hasattr(nodes[0], "leading_lines"):
+        if (
+            nodes
+            and nodes[0] is not updated
+            and hasattr(updated, "leading_lines")
+            and hasattr(nodes[0], "leading_lines")
+        ):
             nodes[0] = nodes[0].with_changes(leading_lines=updated.leading_lines)
         self._produced[stmt] = len(nodes)
         if not nodes:
@@ -505,7 +521,6 @@ def _imports_apex(stmt: cst.CSTNode) -> bool:
     )
 
 
-
 def imported_module(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
     """The qualified name an import alias refers to (``apex.amp`` for ``from apex import amp``)."""
     name = dotted_name(alias.name) or ""
@@ -546,9 +561,20 @@ class _ApexImportScan(cst.CSTVisitor):
 
 
 FP16_UTILS_EXPORTS = (
-    "to_python_float", "FP16_Optimizer", "FP16Model", "network_to_half", "BN_convert_float",
-    "convert_network", "convert_module", "tofp16", "prep_param_lists", "model_grads_to_master_grads",
-    "master_params_to_model_params", "clip_grad_norm", "LossScaler", "DynamicLossScaler",
+    "to_python_float",
+    "FP16_Optimizer",
+    "FP16Model",
+    "network_to_half",
+    "BN_convert_float",
+    "convert_network",
+    "convert_module",
+    "tofp16",
+    "prep_param_lists",
+    "model_grads_to_master_grads",
+    "master_params_to_model_params",
+    "clip_grad_norm",
+    "LossScaler",
+    "DynamicLossScaler",
 )
 
 

@@ -261,7 +261,12 @@ class ApexImports(Rule):
         code = next(need.code for need in missing.values())
         lines = ", ".join(f"`import {m}`" if obj is None else f"`from {m} import {obj}`" for m, obj in missing)
         self.report(
-            code, module, f"{lines} added for the migrated code", lambda m: _add_imports(m, list(missing)), tier=tier, needs_torch_npu=False
+            code,
+            module,
+            f"{lines} added for the migrated code",
+            lambda m: _add_imports(m, list(missing)),
+            tier=tier,
+            needs_torch_npu=False,
         )
 
 
@@ -283,7 +288,11 @@ def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
     if node.orelse is not None or node.finalbody is not None or len(node.handlers) != 1:
         return []
     handler = node.handlers[0]
-    if handler.name is not None or not _catches_import_error(handler) or not isinstance(handler.body, cst.IndentedBlock):
+    if (
+        handler.name is not None
+        or not _catches_import_error(handler)
+        or not isinstance(handler.body, cst.IndentedBlock)
+    ):
         return []
     bound = {name for s in statements for _, name in _bound_names(by_statement[s])}
     return statements if bound and bound <= _defined_names(handler.body.body) else []
@@ -301,9 +310,14 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
     if not (isinstance(owner, cst.Try) and role == "body" and any(_catches_import_error(h) for h in owner.handlers)):
         return []
     body = owner.body.body
-    derived = {name for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body
-               if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
-               for _, name in _bound_names(small)}
+    derived = {
+        name
+        for s in body
+        if isinstance(s, cst.SimpleStatementLine)
+        for small in s.body
+        if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
+        for _, name in _bound_names(small)
+    }
     derived |= {s.name.value for s in body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     flags: list[str] = []
     for small, names in _assignments([*body, *_clause_statements(owner.orelse)]):

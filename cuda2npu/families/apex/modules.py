@@ -49,9 +49,19 @@ from cuda2npu.families.apex.common import (
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
 TORCH_WITH_RMSNORM = (2, 4)
 DDP_PARAMS = (
-    "module", "message_size", "delay_allreduce", "shared_param", "allreduce_trigger_params",
-    "retain_allreduce_buffers", "allreduce_always_fp32", "num_allreduce_streams", "allreduce_communicators",
-    "gradient_average", "gradient_predivide_factor", "gradient_average_split_factor", "prof",
+    "module",
+    "message_size",
+    "delay_allreduce",
+    "shared_param",
+    "allreduce_trigger_params",
+    "retain_allreduce_buffers",
+    "allreduce_always_fp32",
+    "num_allreduce_streams",
+    "allreduce_communicators",
+    "gradient_average",
+    "gradient_predivide_factor",
+    "gradient_average_split_factor",
+    "prof",
 )
 DDP_TUNING = {
     "message_size": "bucket size: torch's knob is bucket_cap_mb (MiB, default 25)",
@@ -62,11 +72,28 @@ DDP_TUNING = {
     "prof": "NVTX ranges",
 }
 APEX_DDP_MEMBERS = (  # apex DDP's own methods and attributes (apex/parallel/distributed.py)
-    "disable_allreduce", "enable_allreduce", "needs_refresh", "sync_bucket_structure", "delay_allreduce",
-    "allreduce_params", "allreduce_fallback", "allreduce_bucket", "allreduce_buffers", "_disable_allreduce",
+    "disable_allreduce",
+    "enable_allreduce",
+    "needs_refresh",
+    "sync_bucket_structure",
+    "delay_allreduce",
+    "allreduce_params",
+    "allreduce_fallback",
+    "allreduce_bucket",
+    "allreduce_buffers",
+    "_disable_allreduce",
 )
 TOGGLES = {"disable_allreduce": False, "enable_allreduce": True}  # -> require_backward_grad_sync
-SYNCBN_PARAMS = ("num_features", "eps", "momentum", "affine", "track_running_stats", "process_group", "channel_last", "fuse_relu")
+SYNCBN_PARAMS = (
+    "num_features",
+    "eps",
+    "momentum",
+    "affine",
+    "track_running_stats",
+    "process_group",
+    "channel_last",
+    "fuse_relu",
+)
 APEX_STRING = re.compile(r"apex(\.[A-Za-z_]\w*)+")
 
 
@@ -249,9 +276,13 @@ class ApexDistributedDataParallel(ClassRenames):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if node in self.kept_subclasses:
-            self.report("NPU322", node, f"apex DistributedDataParallel subclass kept: it uses `self.{self.kept_subclasses[node]}`, "
-                        "which torch's DistributedDataParallel lacks (`with self.no_sync():` skips gradient all-reduces)",
-                        tier=Tier.MANUAL)
+            self.report(
+                "NPU322",
+                node,
+                f"apex DistributedDataParallel subclass kept: it uses `self.{self.kept_subclasses[node]}`, "
+                "which torch's DistributedDataParallel lacks (`with self.no_sync():` skips gradient all-reduces)",
+                tier=Tier.MANUAL,
+            )
         elif self.renames_class:
             super().visit_ClassDef(node)
 
@@ -271,8 +302,14 @@ class ApexDistributedDataParallel(ClassRenames):
             f"`{receiver}.{method}()` → `{receiver}.require_backward_grad_sync = {value}`, the flag torch DDP's "
             "`no_sync()` sets: torch reads it in the forward pass, so it must be set before the forward of the step "
             "(as apex required); `with model.no_sync():` around the forward and backward is the idiomatic form",
-            lambda updated: updated.with_changes(body=[cst.Assign(
-                targets=[cst.AssignTarget(expr(f"{receiver}.require_backward_grad_sync"))], value=cst.Name(value))]),
+            lambda updated: updated.with_changes(
+                body=[
+                    cst.Assign(
+                        targets=[cst.AssignTarget(expr(f"{receiver}.require_backward_grad_sync"))],
+                        value=cst.Name(value),
+                    )
+                ]
+            ),
             tier=Tier.REVIEW,
             needs_torch_npu=False,
         )
@@ -285,18 +322,29 @@ class ApexDistributedDataParallel(ClassRenames):
         if node not in self.problems:
             return
         if self.problems[node] is not None:
-            self.report("NPU322", node, f"apex DistributedDataParallel not migrated: {self.problems[node]}", tier=Tier.MANUAL)
+            self.report(
+                "NPU322", node, f"apex DistributedDataParallel not migrated: {self.problems[node]}", tier=Tier.MANUAL
+            )
             return
         bound = bind(node, DDP_PARAMS, max_positional=1)
         delay = bound.get("delay_allreduce") if value_of(bound, "delay_allreduce", False) is not False else None
-        dropped = [f"`{name}` ({DDP_TUNING[name]})" for name in DDP_PARAMS
-                   if name in bound and name in DDP_TUNING and not (name == "delay_allreduce" and delay is not None)]
+        dropped = [
+            f"`{name}` ({DDP_TUNING[name]})"
+            for name in DDP_PARAMS
+            if name in bound and name in DDP_TUNING and not (name == "delay_allreduce" and delay is not None)
+        ]
 
         def fix(updated: cst.Call) -> cst.Call:
             args = bind(updated, DDP_PARAMS, max_positional=1)
             extra = [kwarg("find_unused_parameters", args["delay_allreduce"].value)] if delay is not None else []
-            args = [positional(args["module"]), kwarg("device_ids", "[torch.npu.current_device()]"), kwarg("broadcast_buffers", "False")]
-            return with_args(updated.with_changes(func=expr("torch.nn.parallel.DistributedDataParallel")), [*args, *extra])
+            args = [
+                positional(args["module"]),
+                kwarg("device_ids", "[torch.npu.current_device()]"),
+                kwarg("broadcast_buffers", "False"),
+            ]
+            return with_args(
+                updated.with_changes(func=expr("torch.nn.parallel.DistributedDataParallel")), [*args, *extra]
+            )
 
         message = (
             "apex DistributedDataParallel → torch.nn.parallel.DistributedDataParallel with "
@@ -377,7 +425,9 @@ class _ApexDdpMembers(cst.BatchableCSTVisitor):
         """(receiver, member, called, a toggle statement, the class around it)."""
         if node.attr.value in APEX_DDP_MEMBERS:
             cls = self._classes[-1] if self._classes else None
-            self.uses.append((dotted_name(node.value), node.attr.value, node in self._called, node in self._toggle_attrs, cls))
+            self.uses.append(
+                (dotted_name(node.value), node.attr.value, node in self._called, node in self._toggle_attrs, cls)
+            )
 
     def blocker(self, target: str | None) -> str | None:
         """Why the apex DDP assigned to ``target`` must stay: an apex-only member used on it (other
@@ -388,7 +438,11 @@ class _ApexDdpMembers(cst.BatchableCSTVisitor):
             ours = target is not None and receiver == target and not toggle
             untraced = called and receiver not in traced and receiver != "self"
             if ours or untraced:
-                hint = "; `with model.no_sync():` skips the gradient all-reduce of the steps it wraps" if member in TOGGLES else ""
+                hint = (
+                    "; `with model.no_sync():` skips the gradient all-reduce of the steps it wraps"
+                    if member in TOGGLES
+                    else ""
+                )
                 return f"`{receiver or ''}.{member}` is apex DDP's own: torch's DistributedDataParallel lacks it{hint}"
         return None
 
@@ -418,7 +472,12 @@ class ApexSyncBatchNorm(ClassRenames):
     def _channel_last(self, node: cst.Call, bound, what: str) -> bool:
         for flag in ("channel_last", "fuse_relu"):
             if value_of(bound, flag, False) is not False:
-                self.report("NPU323", node, f"`{what}` not migrated: `{flag}` is a CUDA kernel option torch.nn.SyncBatchNorm lacks", tier=Tier.MANUAL)
+                self.report(
+                    "NPU323",
+                    node,
+                    f"`{what}` not migrated: `{flag}` is a CUDA kernel option torch.nn.SyncBatchNorm lacks",
+                    tier=Tier.MANUAL,
+                )
                 return True
         return False
 
@@ -458,7 +517,9 @@ class ApexSyncBatchNorm(ClassRenames):
             args = remap_args(updated, SYNCBN_PARAMS, drop={"channel_last", "fuse_relu"}, positional=6)
             return with_args(updated.with_changes(func=expr("torch.nn.SyncBatchNorm")), args)
 
-        self.replaced("NPU323", node, node.func, "`apex.parallel.SyncBatchNorm` → `torch.nn.SyncBatchNorm` (same parameters)", fix)
+        self.replaced(
+            "NPU323", node, node.func, "`apex.parallel.SyncBatchNorm` → `torch.nn.SyncBatchNorm` (same parameters)", fix
+        )
 
 
 @register
@@ -482,7 +543,9 @@ class CudaOnlyApex(ApexRule):
         self._in_import = True
         if self.active:
             for alias in node.names:
-                bound = dotted_name(alias.asname.name) if alias.asname else (dotted_name(alias.name) or "").split(".")[0]
+                bound = (
+                    dotted_name(alias.asname.name) if alias.asname else (dotted_name(alias.name) or "").split(".")[0]
+                )
                 self._flag(alias, dotted_name(alias.name) or "", [bound])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
@@ -491,7 +554,9 @@ class CudaOnlyApex(ApexRule):
             return
         module = dotted_name(node.module) or ""
         if isinstance(node.names, cst.ImportStar):
-            provided = [n for n in FP16_UTILS_EXPORTS if cuda_only_note(f"{module}.{n}") and not self.resolver.is_bound(n)]
+            provided = [
+                n for n in FP16_UTILS_EXPORTS if cuda_only_note(f"{module}.{n}") and not self.resolver.is_bound(n)
+            ]
             self._flag(node, module, provided if module == "apex.fp16_utils" else None)
             return
         for alias in node.names:
@@ -504,7 +569,12 @@ class CudaOnlyApex(ApexRule):
         if not self.active or self._in_import or not isinstance(node.value, (cst.Name, cst.Attribute)):
             return
         name = self.resolver.qualified_name(node)
-        if name and name.startswith("apex.") and cuda_only_note(name) and not cuda_only_note(self.resolver.qualified_name(node.value) or ""):
+        if (
+            name
+            and name.startswith("apex.")
+            and cuda_only_note(name)
+            and not cuda_only_note(self.resolver.qualified_name(node.value) or "")
+        ):
             if self.ctx.statement is None or not behind_apex_import(self.edits.index, self.ctx.statement):
                 self._flag(node, name)
 

@@ -36,12 +36,28 @@ from cuda2npu.families.apex.common import (
 )
 
 ADAM_PARAMS = (
-    "params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
-    "set_grad_none", "capturable", "master_weights",
+    "params",
+    "lr",
+    "bias_correction",
+    "betas",
+    "eps",
+    "adam_w_mode",
+    "weight_decay",
+    "amsgrad",
+    "set_grad_none",
+    "capturable",
+    "master_weights",
 )
 SGD_PARAMS = (
-    "params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum",
-    "materialize_master_grads", "set_grad_none",
+    "params",
+    "lr",
+    "momentum",
+    "dampening",
+    "weight_decay",
+    "nesterov",
+    "wd_after_momentum",
+    "materialize_master_grads",
+    "set_grad_none",
 )
 ADAGRAD_PARAMS = ("params", "lr", "eps", "weight_decay", "set_grad_none", "adagrad_w_mode")
 NO_EFFECT = {
@@ -63,7 +79,9 @@ LAMB_DIFFERENCES = (
 )
 OTHER_OPTIMIZERS = {
     "apex.optimizers.FusedNovoGrad": "NovoGrad exists in neither torch.optim nor torch_npu.optim; keep a LAMB/AdamW or port NovoGrad with torch ops",
-    "apex.optimizers.FusedMixedPrecisionLamb": LAMB_DIFFERENCES.replace("apex FusedLAMB", "apex FusedMixedPrecisionLamb"),
+    "apex.optimizers.FusedMixedPrecisionLamb": LAMB_DIFFERENCES.replace(
+        "apex FusedLAMB", "apex FusedMixedPrecisionLamb"
+    ),
     "apex.optimizers.FusedLARS": "LARS exists in neither torch.optim nor torch_npu.optim; wrap torch.optim.SGD with a LARS trust ratio written with torch ops",
     "apex.optimizers.FusedLANS": "LANS exists in neither torch.optim nor torch_npu.optim; port it with torch ops",
 }
@@ -89,7 +107,8 @@ class _FusedHazards(cst.CSTVisitor):
         if any(a.keyword is not None and a.keyword.value == "torch_dtype" and _is_bf16(a.value) for a in node.args):
             self._add("loads a model in bfloat16 (`torch_dtype=torch.bfloat16`)")
         if method == "zero_grad" and any(
-            a.keyword is not None and a.keyword.value == "set_to_none" and dotted_name(a.value) != "False" for a in node.args
+            a.keyword is not None and a.keyword.value == "set_to_none" and dotted_name(a.value) != "False"
+            for a in node.args
         ):
             self._add("calls `zero_grad(set_to_none=True)`")
 
@@ -133,7 +152,9 @@ class ApexFusedOptimizers(ApexRule):
         module = "apex.optimizers" if self.options.apex == "ascend" else "torch_npu.optim"
         return f"{module}.{fused}", FUSED_CONSTRAINTS
 
-    def _rewrite(self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra=(), message: str) -> None:
+    def _rewrite(
+        self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra=(), message: str
+    ) -> None:
         """Report the call rewritten to ``target`` with the remapped arguments."""
         tier = Tier.REVIEW
         func = self._callee(node.func, target, code, tier)
@@ -186,10 +207,20 @@ class ApexFusedOptimizers(ApexRule):
             return
         adam_w = value_of(bound, "adam_w_mode", True)
         if adam_w is NOT_LITERAL:
-            self.report("NPU301", node, "apex FusedAdam not migrated: `adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time; pick NpuFusedAdamW (True) or NpuFusedAdam (False)", tier=Tier.MANUAL)
+            self.report(
+                "NPU301",
+                node,
+                "apex FusedAdam not migrated: `adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time; pick NpuFusedAdamW (True) or NpuFusedAdam (False)",
+                tier=Tier.MANUAL,
+            )
             return
         if value_of(bound, "bias_correction", True) is not True:
-            self.report("NPU301", node, "apex FusedAdam with bias_correction=False: NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias; port the update by hand", tier=Tier.MANUAL)
+            self.report(
+                "NPU301",
+                node,
+                "apex FusedAdam with bias_correction=False: NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias; port the update by hand",
+                tier=Tier.MANUAL,
+            )
             return
         fused, torch_class = ("NpuFusedAdamW", "AdamW") if adam_w else ("NpuFusedAdam", "Adam")
         target, why = self._target(fused, torch_class)
@@ -198,11 +229,19 @@ class ApexFusedOptimizers(ApexRule):
         extra = []
         if adam_w and "weight_decay" not in bound:
             extra.append(kwarg("weight_decay", "0.0"))
-            notes.append(f"weight_decay=0.0 made explicit (apex's default; {target.rsplit('.', 1)[1]} defaults to 1e-2)")
+            notes.append(
+                f"weight_decay=0.0 made explicit (apex's default; {target.rsplit('.', 1)[1]} defaults to 1e-2)"
+            )
         notes += self._dropped(bound)
         self._rewrite(
-            "NPU301", node, target, ADAM_PARAMS, drop={"bias_correction", "adam_w_mode", *NO_EFFECT},
-            positional=2, extra=extra, message="; ".join([*notes, why]),
+            "NPU301",
+            node,
+            target,
+            ADAM_PARAMS,
+            drop={"bias_correction", "adam_w_mode", *NO_EFFECT},
+            positional=2,
+            extra=extra,
+            message="; ".join([*notes, why]),
         )
 
     def _sgd(self, node: cst.Call) -> None:
@@ -210,13 +249,23 @@ class ApexFusedOptimizers(ApexRule):
         if bound is None:
             return
         if value_of(bound, "wd_after_momentum", False) is not False:
-            self.report("NPU303", node, "apex FusedSGD with wd_after_momentum: NpuFusedSGD and torch.optim.SGD add weight decay before momentum; port the update by hand", tier=Tier.MANUAL)
+            self.report(
+                "NPU303",
+                node,
+                "apex FusedSGD with wd_after_momentum: NpuFusedSGD and torch.optim.SGD add weight decay before momentum; port the update by hand",
+                tier=Tier.MANUAL,
+            )
             return
         target, why = self._target("NpuFusedSGD", "SGD")
         notes = [f"apex FusedSGD → {target} (same update and arguments)", *self._dropped(bound)]
         self._rewrite(
-            "NPU303", node, target, SGD_PARAMS, drop={"wd_after_momentum", *NO_EFFECT},
-            positional=6, message="; ".join([*notes, why]),
+            "NPU303",
+            node,
+            target,
+            SGD_PARAMS,
+            drop={"wd_after_momentum", *NO_EFFECT},
+            positional=6,
+            message="; ".join([*notes, why]),
         )
 
     def _adagrad(self, node: cst.Call) -> None:
@@ -224,12 +273,27 @@ class ApexFusedOptimizers(ApexRule):
         if bound is None:
             return
         if value_of(bound, "adagrad_w_mode", False) is not False:
-            self.report("NPU304", node, "apex FusedAdagrad with adagrad_w_mode (decoupled decay): torch.optim.Adagrad applies L2 decay; port the update by hand", tier=Tier.MANUAL)
+            self.report(
+                "NPU304",
+                node,
+                "apex FusedAdagrad with adagrad_w_mode (decoupled decay): torch.optim.Adagrad applies L2 decay; port the update by hand",
+                tier=Tier.MANUAL,
+            )
             return
-        message = "; ".join(["apex FusedAdagrad → torch.optim.Adagrad (same update, lr=1e-2 and eps=1e-10 defaults)", *self._dropped(bound)])
+        message = "; ".join(
+            [
+                "apex FusedAdagrad → torch.optim.Adagrad (same update, lr=1e-2 and eps=1e-10 defaults)",
+                *self._dropped(bound),
+            ]
+        )
         self._rewrite(
-            "NPU304", node, "torch.optim.Adagrad", ADAGRAD_PARAMS, drop={"adagrad_w_mode", *NO_EFFECT},
-            positional=2, message=message,
+            "NPU304",
+            node,
+            "torch.optim.Adagrad",
+            ADAGRAD_PARAMS,
+            drop={"adagrad_w_mode", *NO_EFFECT},
+            positional=2,
+            message=message,
         )
 
     @staticmethod
@@ -261,7 +325,11 @@ class TorchOptimizerCudaFlags(Rule):
             return
         name = qualified.rsplit(".", 1)[1]
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in self.NOTES and dotted_name(arg.value) not in ("False", "None"):
+            if (
+                arg.keyword is not None
+                and arg.keyword.value in self.NOTES
+                and dotted_name(arg.value) not in ("False", "None")
+            ):
                 flag = arg.keyword.value
                 alternative = f", or use torch_npu.optim.NpuFused{name}" if name in self.NPU_FUSED else ""
                 self.report("NPU305", arg, f"`{name}({flag}=...)`: " + self.NOTES[flag].format(alternative=alternative))

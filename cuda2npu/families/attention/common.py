@@ -201,8 +201,12 @@ class ValueUses:
             self.ctx._statements.pop()
 
     def call_value_uses(self, node: cst.Call) -> None:
-        if (isinstance(node.func, cst.Name) and node.func.value in ("isinstance", "issubclass") and len(node.args) > 1
-                and not self.resolver.lookup(node.func.value)):
+        if (
+            isinstance(node.func, cst.Name)
+            and node.func.value in ("isinstance", "issubclass")
+            and len(node.args) > 1
+            and not self.resolver.lookup(node.func.value)
+        ):
             classes = node.args[1].value
             for expr in [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]:
                 self._use(expr, class_test=True)
@@ -312,12 +316,20 @@ class ModuleFacts(cst.CSTVisitor):
     def _guarded(self, node: cst.CSTNode) -> None:
         """Record an import whose line is directly in the body of a ``try`` catching ImportError."""
         guard = self._block_stack[-1] if self._block_stack else None
-        if (isinstance(guard, cst.Try) and isinstance(guard.body, cst.IndentedBlock)
-                and any(isinstance(line, cst.SimpleStatementLine) and node in line.body for line in guard.body.body)
-                and any(h.type is None or (dotted_name(h.type) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS
-                        or (isinstance(h.type, cst.Tuple) and any(
-                            (dotted_name(e.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for e in h.type.elements))
-                        for h in guard.handlers)):
+        if (
+            isinstance(guard, cst.Try)
+            and isinstance(guard.body, cst.IndentedBlock)
+            and any(isinstance(line, cst.SimpleStatementLine) and node in line.body for line in guard.body.body)
+            and any(
+                h.type is None
+                or (dotted_name(h.type) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS
+                or (
+                    isinstance(h.type, cst.Tuple)
+                    and any((dotted_name(e.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for e in h.type.elements)
+                )
+                for h in guard.handlers
+            )
+        ):
             self.guards[node] = guard
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -429,8 +441,11 @@ def has_import(body: Sequence[cst.CSTNode], name: str) -> bool:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Import) and any(
-                    a.asname is None and ((dotted_name(a.name) or "") == name or (
-                        "." not in name and (dotted_name(a.name) or "").split(".")[0] == name))
+                    a.asname is None
+                    and (
+                        (dotted_name(a.name) or "") == name
+                        or ("." not in name and (dotted_name(a.name) or "").split(".")[0] == name)
+                    )
                     for a in small.names
                 ):
                     return True
@@ -481,9 +496,19 @@ def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[st
         break
     top = [name for name in absent if name.split(".")[0] != "torch"]
     torch_names = [name for name in absent if name.split(".")[0] == "torch"]
-    existing_torch = next((i for i, st in enumerate(body) if is_import_line(st) and any(
-        isinstance(small, cst.Import) and any((dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names)
-        for small in st.body)), None)
+    existing_torch = next(
+        (
+            i
+            for i, st in enumerate(body)
+            if is_import_line(st)
+            and any(
+                isinstance(small, cst.Import)
+                and any((dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names)
+                for small in st.body
+            )
+        ),
+        None,
+    )
     if existing_torch is None:  # `import torch` goes with the new stdlib imports, at the top of the block
         top, torch_names = top + torch_names, []
     new_imports = [cst.parse_statement(f"import {name}\n") for name in top]
@@ -503,17 +528,16 @@ def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[st
     else:
         new_imports_after = 0
     body[insert_at:insert_at] = new_imports
-    last_import = max(insert_at + len(new_imports) - 1,
-                      (existing_torch + len(new_imports) + new_imports_after) if torch_names else -1)
+    last_import = max(
+        insert_at + len(new_imports) - 1, (existing_torch + len(new_imports) + new_imports_after) if torch_names else -1
+    )
 
     if missing_helpers:
         after = last_import  # the last inserted import (or just before the block)
         for index, statement in enumerate(body):
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 break
-            if is_import_line(statement) or (
-                isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement)
-            ):
+            if is_import_line(statement) or (isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement)):
                 after = index
         helpers_nodes = []
         for name in missing_helpers:
@@ -587,8 +611,9 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
 
 
-def plan_guard_removals(module: cst.Module, facts: ModuleFacts, packages: tuple[str, ...],
-                        migrated: bool) -> dict[cst.CSTNode, tuple[str, ...]]:
+def plan_guard_removals(
+    module: cst.Module, facts: ModuleFacts, packages: tuple[str, ...], migrated: bool
+) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` in a ``try: ... except ImportError`` guard whose names nothing uses any
     more, once the file's calls of them were rewritten (``migrated``): ``{Import node: names}``.
 

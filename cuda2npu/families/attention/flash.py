@@ -71,7 +71,16 @@ from cuda2npu.families.attention.versions import parse_target
 
 OP = "npu_fusion_attention"
 QKV = ("q", "k", "v")
-TAIL = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "deterministic", "return_attn_probs")
+TAIL = (
+    "dropout_p",
+    "softmax_scale",
+    "causal",
+    "window_size",
+    "softcap",
+    "alibi_slopes",
+    "deterministic",
+    "return_attn_probs",
+)
 
 
 @dataclass(frozen=True)
@@ -99,11 +108,16 @@ class FlashSpec:
 
 
 SPECS: dict[str, FlashSpec] = {
-    "flash_attn_func": FlashSpec(
-        "NPU401", ("q", "k", "v", *TAIL), "{q}", "{k}", "{v}", "{q}.shape[2]", "BSND", ("q",)
-    ),
+    "flash_attn_func": FlashSpec("NPU401", ("q", "k", "v", *TAIL), "{q}", "{k}", "{v}", "{q}.shape[2]", "BSND", ("q",)),
     "flash_attn_qkvpacked_func": FlashSpec(
-        "NPU401", ("qkv", *TAIL), "{qkv}[:, :, 0]", "{qkv}[:, :, 1]", "{qkv}[:, :, 2]", "{qkv}.shape[3]", "BSND", ("qkv",)
+        "NPU401",
+        ("qkv", *TAIL),
+        "{qkv}[:, :, 0]",
+        "{qkv}[:, :, 1]",
+        "{qkv}[:, :, 2]",
+        "{qkv}.shape[3]",
+        "BSND",
+        ("qkv",),
     ),
     "flash_attn_kvpacked_func": FlashSpec(
         "NPU401", ("q", "kv", *TAIL), "{q}", "{kv}[:, :, 0]", "{kv}[:, :, 1]", "{q}.shape[2]", "BSND", ("q", "kv")
@@ -111,17 +125,35 @@ SPECS: dict[str, FlashSpec] = {
     "flash_attn_varlen_func": FlashSpec(
         "NPU402",
         ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL, "block_table"),
-        "{q}", "{k}", "{v}", "{q}.shape[1]", "TND", ("q",), ("cu_seqlens_q", "cu_seqlens_k"),
+        "{q}",
+        "{k}",
+        "{v}",
+        "{q}.shape[1]",
+        "TND",
+        ("q",),
+        ("cu_seqlens_q", "cu_seqlens_k"),
     ),
     "flash_attn_varlen_qkvpacked_func": FlashSpec(
         "NPU402",
         ("qkv", "cu_seqlens", "max_seqlen", *TAIL),
-        "{qkv}[:, 0]", "{qkv}[:, 1]", "{qkv}[:, 2]", "{qkv}.shape[2]", "TND", ("qkv", "cu_seqlens"), ("cu_seqlens", "cu_seqlens"),
+        "{qkv}[:, 0]",
+        "{qkv}[:, 1]",
+        "{qkv}[:, 2]",
+        "{qkv}.shape[2]",
+        "TND",
+        ("qkv", "cu_seqlens"),
+        ("cu_seqlens", "cu_seqlens"),
     ),
     "flash_attn_varlen_kvpacked_func": FlashSpec(
         "NPU402",
         ("q", "kv", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL),
-        "{q}", "{kv}[:, 0]", "{kv}[:, 1]", "{q}.shape[1]", "TND", ("q", "kv"), ("cu_seqlens_q", "cu_seqlens_k"),
+        "{q}",
+        "{kv}[:, 0]",
+        "{kv}[:, 1]",
+        "{q}.shape[1]",
+        "TND",
+        ("q", "kv"),
+        ("cu_seqlens_q", "cu_seqlens_k"),
     ),
 }
 
@@ -140,13 +172,20 @@ class SourceLayout:
 
 SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
     (1, 0, 2, 3): SourceLayout(
-        "SBND", "SBH", "{x}.flatten(2)", "{q}.shape[2]",
+        "SBND",
+        "SBH",
+        "{x}.flatten(2)",
+        "{q}.shape[2]",
         ".unflatten(-1, ({q}.shape[2], -1)).transpose(0, 1).contiguous()",
         'passed as "SBH" without the transpose (heads merged by `flatten(2)`, a view) and the [S, B, N*D] '
         "output turned back into contiguous BSND by `.unflatten(-1, (N, -1)).transpose(0, 1).contiguous()`",
     ),
     (0, 2, 1, 3): SourceLayout(
-        "BNSD", "BNSD", "{x}", "{q}.shape[1]", ".transpose(1, 2).contiguous()",
+        "BNSD",
+        "BNSD",
+        "{x}",
+        "{q}.shape[1]",
+        ".transpose(1, 2).contiguous()",
         'passed as "BNSD" without the transpose and the output turned back into contiguous BSND by '
         "`.transpose(1, 2).contiguous()`",
     ),
@@ -162,37 +201,87 @@ UNSUPPORTED = {
         "on NPU update the cache by hand and call torch_npu.npu_incre_flash_attention / "
         "npu_fused_infer_attention_score (inference) or npu_fusion_attention"
     ),
-    "flash_attn_unpadded_func": "flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout=\"TND\"",
-    "flash_attn_unpadded_qkvpacked_func": "flash-attn 1.x API; port to npu_fusion_attention with input_layout=\"TND\" by hand",
-    "flash_attn_unpadded_kvpacked_func": "flash-attn 1.x API; port to npu_fusion_attention with input_layout=\"TND\" by hand",
+    "flash_attn_unpadded_func": 'flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout="TND"',
+    "flash_attn_unpadded_qkvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
+    "flash_attn_unpadded_kvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
 }
 UNSUPPORTED_PREFIXES = (
-    ("flash_attn.modules.", "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core"),
-    ("flash_attn.layers.rotary.apply_rotary_emb_torch", "flash-attn's pure-PyTorch rotary reference (x*cos + rotate_half(x)*sin), but flash-attn cannot be installed on an NPU host; copy it into the project"),
-    ("flash_attn.layers.rotary.rotate_half", "pure-PyTorch helper, but flash-attn cannot be installed on an NPU host; copy it into the project"),
-    ("flash_attn.layers.rotary.", "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)"),
-    ("flash_attn.bert_padding.", "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project"),
+    (
+        "flash_attn.modules.",
+        "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core",
+    ),
+    (
+        "flash_attn.layers.rotary.apply_rotary_emb_torch",
+        "flash-attn's pure-PyTorch rotary reference (x*cos + rotate_half(x)*sin), but flash-attn cannot be installed on an NPU host; copy it into the project",
+    ),
+    (
+        "flash_attn.layers.rotary.rotate_half",
+        "pure-PyTorch helper, but flash-attn cannot be installed on an NPU host; copy it into the project",
+    ),
+    (
+        "flash_attn.layers.rotary.",
+        "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)",
+    ),
+    (
+        "flash_attn.bert_padding.",
+        "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project",
+    ),
     ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
-    ("flash_attn.ops.", "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op"),
-    ("flash_attn_interface.", "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand"),
+    (
+        "flash_attn.ops.",
+        "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op",
+    ),
+    (
+        "flash_attn_interface.",
+        "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand",
+    ),
     ("flash_attn.", "flash-attn API without an NPU rewrite"),
 )
 # rotary entry points: parameters, and how many may be positional (`seqlen_offsets` came after `inplace` in 2.3)
 ROTARY = {
-    **{f"flash_attn.layers.rotary.{name}": (("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets",
-                                             "cu_seqlens", "max_seqlen"), 5)
-       for name in ("apply_rotary_emb", "apply_rotary_emb_func")},
-    "flash_attn.ops.triton.rotary.apply_rotary": (("x", "cos", "sin", "seqlen_offsets", "cu_seqlens", "max_seqlen",
-                                                   "interleaved", "inplace", "conjugate"), 3),
+    **{
+        f"flash_attn.layers.rotary.{name}": (
+            ("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets", "cu_seqlens", "max_seqlen"),
+            5,
+        )
+        for name in ("apply_rotary_emb", "apply_rotary_emb_func")
+    },
+    "flash_attn.ops.triton.rotary.apply_rotary": (
+        ("x", "cos", "sin", "seqlen_offsets", "cu_seqlens", "max_seqlen", "interleaved", "inplace", "conjugate"),
+        3,
+    ),
 }
 RMS_NORM = {
     "flash_attn.ops.rms_norm.rms_norm": (("x", "weight", "epsilon"), 3, {}),
     "flash_attn.ops.triton.layer_norm.rms_norm_fn": (
-        ("x", "weight", "bias", "residual", "x1", "weight1", "bias1", "eps", "dropout_p", "rowscale",
-         "prenorm", "residual_in_fp32", "return_dropout_mask"),
+        (
+            "x",
+            "weight",
+            "bias",
+            "residual",
+            "x1",
+            "weight1",
+            "bias1",
+            "eps",
+            "dropout_p",
+            "rowscale",
+            "prenorm",
+            "residual_in_fp32",
+            "return_dropout_mask",
+        ),
         3,
-        {"bias": None, "residual": None, "x1": None, "weight1": None, "bias1": None, "dropout_p": 0.0,
-         "rowscale": None, "prenorm": False, "residual_in_fp32": None, "return_dropout_mask": False},
+        {
+            "bias": None,
+            "residual": None,
+            "x1": None,
+            "weight1": None,
+            "bias1": None,
+            "dropout_p": 0.0,
+            "rowscale": None,
+            "prenorm": False,
+            "residual_in_fp32": None,
+            "return_dropout_mask": False,
+        },
     ),
 }
 
@@ -317,7 +406,9 @@ def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
     if scale is None or literal(scale.value) is None:
         keywords.append(("scale", f"{dim} ** -0.5"))
     elif may_be_none(scale.value):
-        keywords.append(("scale", f"{codes['softmax_scale']} if {codes['softmax_scale']} is not None else {dim} ** -0.5"))
+        keywords.append(
+            ("scale", f"{codes['softmax_scale']} if {codes['softmax_scale']} is not None else {dim} ** -0.5")
+        )
     else:
         keywords.append(("scale", code(scale.value)))
     dropout = bound.get("dropout_p")
@@ -399,7 +490,9 @@ class FlashAttention(ValueUses, Rule):
         if function in UNSUPPORTED:
             reason = UNSUPPORTED[function]
         else:
-            reason = next(text for prefix, text in UNSUPPORTED_PREFIXES if qualified.startswith(prefix) or prefix == "flash_attn.")
+            reason = next(
+                text for prefix, text in UNSUPPORTED_PREFIXES if qualified.startswith(prefix) or prefix == "flash_attn."
+            )
         self.report("NPU403", node, f"`{qualified}`: {reason}")
 
     def _attention(self, node: cst.Call, function: str) -> None:
@@ -431,13 +524,22 @@ class FlashAttention(ValueUses, Rule):
         if missing:
             raise Manual(f"required argument `{missing[0]}` is missing")
         for name, reason in (
-            ("alibi_slopes", "ALiBi: npu_fusion_attention's `pse` is a bias tensor added before scaling "
-             "([B,N,Sq,Skv] or the compressed [B,N,1024,Skv]), not slopes; build it by hand"),
+            (
+                "alibi_slopes",
+                "ALiBi: npu_fusion_attention's `pse` is a bias tensor added before scaling "
+                "([B,N,Sq,Skv] or the compressed [B,N,1024,Skv]), not slopes; build it by hand",
+            ),
             ("softcap", "logit soft-capping has no npu_fusion_attention counterpart"),
-            ("return_attn_probs", "npu_fusion_attention returns (out, softmax_max, softmax_sum, ...), "
-             "not flash-attn's (out, softmax_lse, S_dmask); rewrite the consumer by hand"),
-            ("block_table", "paged KV cache (block_table) has no npu_fusion_attention counterpart; "
-             "use npu_fused_infer_attention_score for paged inference"),
+            (
+                "return_attn_probs",
+                "npu_fusion_attention returns (out, softmax_max, softmax_sum, ...), "
+                "not flash-attn's (out, softmax_lse, S_dmask); rewrite the consumer by hand",
+            ),
+            (
+                "block_table",
+                "paged KV cache (block_table) has no npu_fusion_attention counterpart; "
+                "use npu_fused_infer_attention_score for paged inference",
+            ),
         ):
             value = literal_arg(bound, name, None)
             if value not in (None, False, 0, 0.0):
@@ -449,8 +551,10 @@ class FlashAttention(ValueUses, Rule):
             value = literal(causal)
             if value is NOT_LITERAL:
                 if not is_pure(causal):
-                    raise Manual("`causal` is an expression with side effects or cost, needed twice "
-                                 "(mask and sparse_mode); assign it to a variable first")
+                    raise Manual(
+                        "`causal` is an expression with side effects or cost, needed twice "
+                        "(mask and sparse_mode); assign it to a variable first"
+                    )
                 plan.causal = "expr"
             else:
                 plan.causal = bool(value)
@@ -470,8 +574,10 @@ class FlashAttention(ValueUses, Rule):
                 plan.window = value != (-1, -1)
         scale = arg_value(bound, "softmax_scale")
         if scale is not None and literal(scale) is not None and may_be_none(scale) and not is_pure(scale):
-            raise Manual("`softmax_scale` may be None at run time (then flash-attn uses 1/sqrt(headdim)) and is "
-                         "an expression with side effects or cost; assign it to a variable first")
+            raise Manual(
+                "`softmax_scale` may be None at run time (then flash-attn uses 1/sqrt(headdim)) and is "
+                "an expression with side effects or cost; assign it to a variable first"
+            )
         if "deterministic" in bound:
             plan.notes.append("`deterministic` dropped (it selects flash-attn's CUDA backward kernel)")
         if any(p in bound for p in ("max_seqlen_q", "max_seqlen_k", "max_seqlen")):
@@ -517,8 +623,10 @@ class FlashAttention(ValueUses, Rule):
         needs = [p for p in spec.multi_use if p in bound and not is_pure(plan.operand(p, bound[p]))]
         if not needs:
             return
-        reason = (f"`{needs[0]}` is an expression needed more than once (head_num, scale, mask device); "
-                  f"assign it to a variable first")
+        reason = (
+            f"`{needs[0]}` is an expression needed more than once (head_num, scale, mask device); "
+            f"assign it to a variable first"
+        )
         if node not in self.facts.heads:
             raise Manual(reason)
         taken: set[str] = set()
@@ -535,19 +643,25 @@ class FlashAttention(ValueUses, Rule):
     def _message(self, plan: Plan) -> str:
         spec = plan.spec
         layout = spec.layout if plan.source is None else plan.source.input_layout
-        parts = [f"`{plan.function}` → `torch_npu.{OP}(..., \"{layout}\")[0]` with scale passed explicitly "
-                 f"(the NPU default is 1.0) and keep_prob = 1 - dropout_p"]
+        parts = [
+            f'`{plan.function}` → `torch_npu.{OP}(..., "{layout}")[0]` with scale passed explicitly '
+            f"(the NPU default is 1.0) and keep_prob = 1 - dropout_p"
+        ]
         if plan.source is not None:
             parts.append(f"q/k/v are {plan.source.name} transposed to BSND: {plan.source.how}")
         if plan.window:
-            parts.append("window_size → sparse_mode=4 band with pre_tockens/next_tockens (bottom-right origin; "
-                         "the Sq != Skv offset is INFERRED in the reference)")
+            parts.append(
+                "window_size → sparse_mode=4 band with pre_tockens/next_tockens (bottom-right origin; "
+                "the Sq != Skv offset is INFERRED in the reference)"
+            )
         elif plan.causal:
             parts.append("causal → compressed mask with sparse_mode=3 (bottom-right, as flash-attn ≥ 2.1)")
         if spec.cu_seqlens:
             parts.append("cu_seqlens → cumulative actual_seq_qlen/actual_seq_kvlen lists (a host sync per call)")
         if plan.hoist:
-            parts.append("hoists " + ", ".join(f"`{p}` into `{n}`" for p, n in plan.hoist.items()) + " to evaluate it once")
+            parts.append(
+                "hoists " + ", ".join(f"`{p}` into `{n}`" for p, n in plan.hoist.items()) + " to evaluate it once"
+            )
         return "; ".join(parts + plan.notes)
 
     def _rewrite(self, plan: Plan, updated: cst.Call) -> cst.BaseExpression:
@@ -560,7 +674,9 @@ class FlashAttention(ValueUses, Rule):
             if not isinstance(call, cst.Call):
                 raise ValueError("the call moved")
             bound = bind(call, plan.spec.params, max_positional=None)
-            lines = [cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()]
+            lines = [
+                cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()
+            ]
             lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
             rewritten = statement.deep_replace(call, expression(render(plan, bound)))
             return cst.FlattenSentinel([*lines, rewritten.with_changes(leading_lines=[])])
@@ -592,10 +708,17 @@ class FlashAttention(ValueUses, Rule):
         def fix(updated: cst.Call) -> cst.BaseExpression:
             b = bind(updated, params, max_positional=None)
             eps = code(b[eps_name].value) if eps_name in b else "1e-6"
-            return expression(f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]")
+            return expression(
+                f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]"
+            )
 
-        self.report("NPU404", node, f"`{short}` → `torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]` (same math, "
-                    f"computed in fp32 and cast to x's dtype)", fix)
+        self.report(
+            "NPU404",
+            node,
+            f"`{short}` → `torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]` (same math, "
+            f"computed in fp32 and cast to x's dtype)",
+            fix,
+        )
         self.rewrites.append(("NPU404", Tier.NUMERIC))
 
     # ---------------------------------------------------------------- rotary embedding
@@ -613,8 +736,10 @@ class FlashAttention(ValueUses, Rule):
             if literal_arg(bound, "conjugate", False) is not False:
                 raise Manual("`conjugate=True` (the backward rotation): pass `-sin` to the rewritten call instead")
             if literal_arg(bound, "cu_seqlens", None) is not None:
-                raise Manual("packed sequences (`cu_seqlens`): gather cos/sin per token and call "
-                             "torch_npu.npu_rotary_mul on the [T, N, D] tensor")
+                raise Manual(
+                    "packed sequences (`cu_seqlens`): gather cos/sin per token and call "
+                    "torch_npu.npu_rotary_mul on the [T, N, D] tensor"
+                )
             problems = self.target.unsupported("npu_rotary_mul", ["rotary_mode"])
             if problems:
                 raise Manual("; ".join(problems))
@@ -629,9 +754,14 @@ class FlashAttention(ValueUses, Rule):
                 args.append(f"interleaved={code(b['interleaved'].value)}")
             return expression(f"{ROTARY_HELPER}({', '.join(args)})")
 
-        self.report("NPU407", node, f"`{short}` → `{ROTARY_HELPER}(x, cos, sin, interleaved)`, a module-level helper "
-                    "calling torch_npu.npu_rotary_mul with cos/sin widened to the rotated channels (`half` mode for "
-                    "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through", fix)
+        self.report(
+            "NPU407",
+            node,
+            f"`{short}` → `{ROTARY_HELPER}(x, cos, sin, interleaved)`, a module-level helper "
+            "calling torch_npu.npu_rotary_mul with cos/sin widened to the rotated channels (`half` mode for "
+            "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through",
+            fix,
+        )
         self.rewrites.append(("NPU407", Tier.NUMERIC))
         self.helpers.append(ROTARY_HELPER)
         self.imports.extend(HELPER_IMPORTS[ROTARY_HELPER])
@@ -649,10 +779,15 @@ class FlashAttention(ValueUses, Rule):
         for expr, name, statement in self.value_refs:
             if name in self.kept:
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
-            self.report_in(statement, "NPU403", expr, f"`{code(expr)}` used other than by calling it: its calls are "
-                           "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
-                           "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
-                           "call through an alias is not migrated): replace it by hand")
+            self.report_in(
+                statement,
+                "NPU403",
+                expr,
+                f"`{code(expr)}` used other than by calling it: its calls are "
+                "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
+                "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
+                "call through an alias is not migrated): replace it by hand",
+            )
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
@@ -665,10 +800,20 @@ class FlashAttention(ValueUses, Rule):
         unused = self.removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
-            guard = ("; it sat in a `try` guard, so the code after it (an availability flag) now runs the rewritten "
-                     "calls instead of never running on an NPU host" if node in self.guard_removals else "")
-            self.report("NPU405", node, f"flash-attn import of {names} is unused (flash-attn cannot be installed on "
-                        f"an NPU host); removed{guard}", remove_import_names(node, unused), needs_torch_npu=False)
+            guard = (
+                "; it sat in a `try` guard, so the code after it (an availability flag) now runs the rewritten "
+                "calls instead of never running on an NPU host"
+                if node in self.guard_removals
+                else ""
+            )
+            self.report(
+                "NPU405",
+                node,
+                f"flash-attn import of {names} is unused (flash-attn cannot be installed on "
+                f"an NPU host); removed{guard}",
+                remove_import_names(node, unused),
+                needs_torch_npu=False,
+            )
 
     def leave_Module(self, original_node: cst.Module) -> None:
         self._value_uses()
@@ -682,5 +827,11 @@ class FlashAttention(ValueUses, Rule):
             # under a code that is enabled (the calls of an ignored code are not rewritten)
             code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
             imports = list(dict.fromkeys(imports))
-            self.report(code_, original_node, describe_support(imports, helpers), support_fix(imports, helpers),
-                        tier=tier, needs_torch_npu=False)
+            self.report(
+                code_,
+                original_node,
+                describe_support(imports, helpers),
+                support_fix(imports, helpers),
+                tier=tier,
+                needs_torch_npu=False,
+            )

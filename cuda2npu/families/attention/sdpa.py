@@ -82,7 +82,7 @@ class ScaledDotProductAttention(Rule):
             return
         causal, hoist = plan
         message = (
-            "`scaled_dot_product_attention` → `torch_npu.npu_fusion_attention(..., \"BNSD\")[0]`: needs 4-D "
+            '`scaled_dot_product_attention` → `torch_npu.npu_fusion_attention(..., "BNSD")[0]`: needs 4-D '
             "[B, N, S, E] tensors; a boolean attn_mask is inverted (NPU: True = masked out) and must be "
             "[B,N,Sq,Skv], [B,1,Sq,Skv], [1,1,Sq,Skv] or [Sq,Skv]; scale and keep_prob passed explicitly"
         )
@@ -95,8 +95,12 @@ class ScaledDotProductAttention(Rule):
         if hoist:
             statement = self.facts.heads[node]
             path = node_path(statement, node)
-            self.report(CODE, statement, message + f"; hoists the query expression into `{hoist}` to evaluate it once",
-                        self._hoisting_fix(path, causal, hoist))
+            self.report(
+                CODE,
+                statement,
+                message + f"; hoists the query expression into `{hoist}` to evaluate it once",
+                self._hoisting_fix(path, causal, hoist),
+            )
         else:
             self.report(CODE, node, message, lambda updated: expression(self._render(updated, causal, None)))
 
@@ -116,8 +120,10 @@ class ScaledDotProductAttention(Rule):
             if causal_value:
                 raise Manual("both `attn_mask` and `is_causal` are given (SDPA rejects that)")
             if _visibly_float(mask):
-                raise Manual("float (additive) `attn_mask`: npu_fusion_attention takes boolean masks only "
-                             "(True = masked out); convert it, e.g. `mask == float('-inf')`, then rewrite")
+                raise Manual(
+                    "float (additive) `attn_mask`: npu_fusion_attention takes boolean masks only "
+                    "(True = masked out); convert it, e.g. `mask == float('-inf')`, then rewrite"
+                )
         scale = arg_value(bound, "scale")
         if scale is not None and literal(scale) is not None and may_be_none(scale) and not is_pure(scale):
             raise Manual("`scale` may be None at run time and is needed twice; assign it to a variable first")
@@ -179,10 +185,19 @@ class ScaledDotProductAttention(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self.rewrote or not self.options.fix:
             return
-        imports = missing_imports(self.resolver, original_node, HELPER_IMPORTS[CAUSAL_MASK_HELPER] if self.uses_mask_helper else ())
+        imports = missing_imports(
+            self.resolver, original_node, HELPER_IMPORTS[CAUSAL_MASK_HELPER] if self.uses_mask_helper else ()
+        )
         if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
             imports.append("torch")
-        helpers = [CAUSAL_MASK_HELPER] if self.uses_mask_helper and not self.resolver.is_bound(CAUSAL_MASK_HELPER) else []
+        helpers = (
+            [CAUSAL_MASK_HELPER] if self.uses_mask_helper and not self.resolver.is_bound(CAUSAL_MASK_HELPER) else []
+        )
         if imports or helpers:
-            self.report(CODE, original_node, describe_support(imports, helpers), support_fix(imports, helpers),
-                        needs_torch_npu=False)
+            self.report(
+                CODE,
+                original_node,
+                describe_support(imports, helpers),
+                support_fix(imports, helpers),
+                needs_torch_npu=False,
+            )

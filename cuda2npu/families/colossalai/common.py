@@ -34,12 +34,39 @@ from cuda2npu.families.colossalai.support import (
 
 # Signatures (ColossalAI ≥ 0.3.x; positional order matters: FusedAdam puts adamw_mode before weight_decay).
 ADAM_PARAMS = {
-    "HybridAdam": ("model_params", "lr", "bias_correction", "betas", "eps", "weight_decay", "adamw_mode",
-                   "nvme_offload_fraction", "nvme_offload_dir"),
-    "CPUAdam": ("model_params", "lr", "bias_correction", "betas", "eps", "weight_decay", "adamw_mode",
-                "nvme_offload_fraction", "nvme_offload_dir"),
-    "FusedAdam": ("params", "lr", "bias_correction", "betas", "eps", "adamw_mode", "weight_decay", "amsgrad",
-                  "set_grad_none"),
+    "HybridAdam": (
+        "model_params",
+        "lr",
+        "bias_correction",
+        "betas",
+        "eps",
+        "weight_decay",
+        "adamw_mode",
+        "nvme_offload_fraction",
+        "nvme_offload_dir",
+    ),
+    "CPUAdam": (
+        "model_params",
+        "lr",
+        "bias_correction",
+        "betas",
+        "eps",
+        "weight_decay",
+        "adamw_mode",
+        "nvme_offload_fraction",
+        "nvme_offload_dir",
+    ),
+    "FusedAdam": (
+        "params",
+        "lr",
+        "bias_correction",
+        "betas",
+        "eps",
+        "adamw_mode",
+        "weight_decay",
+        "amsgrad",
+        "set_grad_none",
+    ),
 }
 GEMINI = ("GeminiPlugin", "GeminiOptimizer", "GeminiDDP", "zero_optim_wrapper")
 SGD_PARAMS = ("params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum")
@@ -115,22 +142,33 @@ class CurrentDevice(ColossalRule):
         if self.options.colossalai == "native":
             torch = self.imports().module_name("torch", code="NPU502", tier=Tier.EXACT)
             if torch is None:
-                self.report("NPU502", node, "`get_current_device()`: the name `torch` is taken; use torch.npu.current_device() by hand")
+                self.report(
+                    "NPU502",
+                    node,
+                    "`get_current_device()`: the name `torch` is taken; use torch.npu.current_device() by hand",
+                )
                 return
             self.report(
                 "NPU502",
                 node,
-                "`get_current_device()` → `torch.device(\"npu\", torch.npu.current_device())` (no ColossalAI at run time)",
+                '`get_current_device()` → `torch.device("npu", torch.npu.current_device())` (no ColossalAI at run time)',
                 lambda _, d=self.npu_device(torch): d,
                 needs_torch_npu=True,
             )
             return
         accelerator = self.imports().from_name(
-            "colossalai.accelerator", "get_accelerator", code="NPU502", tier=Tier.EXACT,
+            "colossalai.accelerator",
+            "get_accelerator",
+            code="NPU502",
+            tier=Tier.EXACT,
             also=("colossalai.accelerator.api.get_accelerator",),
         )
         if accelerator is None:
-            self.report("NPU502", node, "`get_current_device()`: the name `get_accelerator` is taken; call the accelerator API by hand")
+            self.report(
+                "NPU502",
+                node,
+                "`get_current_device()`: the name `get_accelerator` is taken; call the accelerator API by hand",
+            )
             return
         self.report(
             "NPU502",
@@ -159,8 +197,9 @@ class FusedOptimizers(ValueUses, ColossalRule):
         builds a GeminiOptimizer for ZeRO-3), or defines GeminiOptimizer: it only accepts FusedAdam/CPUAdam/HybridAdam."""
         if self._gemini is None:
             scope = self.resolver.module_scope
-            self._gemini = (any(symbol_of(q) in GEMINI for targets in scope.imports.values() for q in targets)
-                            or self.resolver.is_bound("GeminiOptimizer"))  # ColossalAI's own gemini code
+            self._gemini = any(
+                symbol_of(q) in GEMINI for targets in scope.imports.values() for q in targets
+            ) or self.resolver.is_bound("GeminiOptimizer")  # ColossalAI's own gemini code
         return self._gemini
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -190,12 +229,20 @@ class FusedOptimizers(ValueUses, ColossalRule):
             if name in self.kept or (self.gemini() and name in ADAM_PARAMS):
                 continue  # its calls stay, or stay ColossalAI optimizers Gemini accepts: consistent
             target = "torch.optim.SGD" if name == "FusedSGD" else "torch.optim.AdamW/Adam"
-            what = ("a class test that no longer matches the new optimizers" if class_test else
-                    f"an alias that still builds `{name}`" + (" (CUDA kernels)" if name in ("FusedAdam", "FusedSGD")
-                                                              else ""))
-            self.report_in(statement, "NPU503", expr, f"`{code_of(expr)}` used other than by calling it: `{name}(...)` "
-                           f"calls become `{target}` (NPU503), this use stays: {what}; adapt it by hand",
-                           tier=Tier.MANUAL)
+            what = (
+                "a class test that no longer matches the new optimizers"
+                if class_test
+                else f"an alias that still builds `{name}`"
+                + (" (CUDA kernels)" if name in ("FusedAdam", "FusedSGD") else "")
+            )
+            self.report_in(
+                statement,
+                "NPU503",
+                expr,
+                f"`{code_of(expr)}` used other than by calling it: `{name}(...)` "
+                f"calls become `{target}` (NPU503), this use stays: {what}; adapt it by hand",
+                tier=Tier.MANUAL,
+            )
         super().leave_Module(original_node)
 
     # ------------------------------------------------------------------ Adam family
@@ -205,8 +252,13 @@ class FusedOptimizers(ValueUses, ColossalRule):
             return
         args = bind_args(node, ADAM_PARAMS[name])
         if args is None or any(k not in ADAM_PARAMS[name] for k in args):
-            self.report("NPU503", node, f"`{name}` with `*args`/`**kwargs` or unknown arguments: replace it by hand "
-                        "with torch.optim.AdamW (adamw_mode=True, the default) or torch.optim.Adam", tier=Tier.MANUAL)
+            self.report(
+                "NPU503",
+                node,
+                f"`{name}` with `*args`/`**kwargs` or unknown arguments: replace it by hand "
+                "with torch.optim.AdamW (adamw_mode=True, the default) or torch.optim.Adam",
+                tier=Tier.MANUAL,
+            )
             self.kept.add(name)
             return
         if self.gemini():
@@ -221,7 +273,9 @@ class FusedOptimizers(ValueUses, ColossalRule):
         target = "AdamW" if adamw else "Adam"
         torch = self.imports().module_name("torch", code="NPU503", tier=Tier.REVIEW)
         if torch is None:
-            self.report("NPU503", node, f"`{name}` → torch.optim.{target}: the name `torch` is taken here", tier=Tier.MANUAL)
+            self.report(
+                "NPU503", node, f"`{name}` → torch.optim.{target}: the name `torch` is taken here", tier=Tier.MANUAL
+            )
             self.kept.add(name)
             return
         params = args.get("model_params") or args.get("params")
@@ -233,9 +287,16 @@ class FusedOptimizers(ValueUses, ColossalRule):
             new_args.append(as_keyword(args["weight_decay"], "weight_decay"))
         else:
             new_args.append(keyword_arg("weight_decay", cst.Float("0.0")))
-        decay = "decoupled weight decay, as adamw_mode=True" if adamw else "L2 penalty added to the gradient, as adamw_mode=False"
-        kernel = {"FusedAdam": "CUDA multi-tensor kernels", "CPUAdam": "a CPU SIMD extension built for the host",
-                  "HybridAdam": "CUDA kernels (GPU params) and a CPU SIMD extension (CPU params)"}[name]
+        decay = (
+            "decoupled weight decay, as adamw_mode=True"
+            if adamw
+            else "L2 penalty added to the gradient, as adamw_mode=False"
+        )
+        kernel = {
+            "FusedAdam": "CUDA multi-tensor kernels",
+            "CPUAdam": "a CPU SIMD extension built for the host",
+            "HybridAdam": "CUDA kernels (GPU params) and a CPU SIMD extension (CPU params)",
+        }[name]
         message = (
             f"`{name}` needs {kernel}; `torch.optim.{target}` performs the same update ({decay}, bias correction on). "
             "`weight_decay` is passed explicitly because torch.optim.AdamW defaults to 1e-2 and ColossalAI to 0"
@@ -253,13 +314,17 @@ class FusedOptimizers(ValueUses, ColossalRule):
     def _adam_problem(name: str, args: dict) -> str:
         bias = literal(args["bias_correction"].value) if "bias_correction" in args else True
         if bias is not True:
-            return f"`{name}(bias_correction=...)`: torch.optim.Adam/AdamW always apply bias correction; replace by hand"
+            return (
+                f"`{name}(bias_correction=...)`: torch.optim.Adam/AdamW always apply bias correction; replace by hand"
+            )
         if "adamw_mode" in args and literal(args["adamw_mode"].value) not in (True, False):
             return f"`{name}(adamw_mode=...)` is not a literal: it decides between torch.optim.AdamW (True) and Adam (False)"
         fraction = literal(args["nvme_offload_fraction"].value) if "nvme_offload_fraction" in args else 0
         if fraction is NOT_LITERAL or fraction not in (0, 0.0):
-            return (f"`{name}(nvme_offload_fraction=...)` offloads optimizer states to NVMe; torch.optim has no "
-                    "equivalent: keep HybridAdam (its NPU path is pure PyTorch) or drop the offload by hand")
+            return (
+                f"`{name}(nvme_offload_fraction=...)` offloads optimizer states to NVMe; torch.optim has no "
+                "equivalent: keep HybridAdam (its NPU path is pure PyTorch) or drop the offload by hand"
+            )
         if "amsgrad" in args and literal(args["amsgrad"].value) is not False:
             return f"`{name}(amsgrad=...)`: FusedAdam rejects AMSGrad; check the intent by hand"
         return ""
@@ -279,7 +344,9 @@ class FusedOptimizers(ValueUses, ColossalRule):
             return
         hybrid = self.imports().from_name("colossalai.nn.optimizer", "HybridAdam", code="NPU503", tier=Tier.REVIEW)
         if hybrid is None:
-            self.report("NPU503", node, "`FusedAdam` needs CUDA kernels; use HybridAdam with GeminiPlugin", tier=Tier.MANUAL)
+            self.report(
+                "NPU503", node, "`FusedAdam` needs CUDA kernels; use HybridAdam with GeminiPlugin", tier=Tier.MANUAL
+            )
             self.kept.add(name)
             return
         order = ("params", "lr", "bias_correction", "betas", "eps", "weight_decay", "adamw_mode")
@@ -301,18 +368,29 @@ class FusedOptimizers(ValueUses, ColossalRule):
         name = "FusedSGD"
         args = bind_args(node, SGD_PARAMS)
         if args is None or any(k not in SGD_PARAMS for k in args):
-            self.report("NPU503", node, "`FusedSGD` with `*args`/`**kwargs`: replace it by hand with torch.optim.SGD",
-                        tier=Tier.MANUAL)
+            self.report(
+                "NPU503",
+                node,
+                "`FusedSGD` with `*args`/`**kwargs`: replace it by hand with torch.optim.SGD",
+                tier=Tier.MANUAL,
+            )
             self.kept.add(name)
             return
         if "wd_after_momentum" in args and literal(args["wd_after_momentum"].value) is not False:
-            self.report("NPU503", node, "`FusedSGD(wd_after_momentum=True)` applies weight decay after momentum; "
-                        "torch.optim.SGD has no such mode: replace by hand", tier=Tier.MANUAL)
+            self.report(
+                "NPU503",
+                node,
+                "`FusedSGD(wd_after_momentum=True)` applies weight decay after momentum; "
+                "torch.optim.SGD has no such mode: replace by hand",
+                tier=Tier.MANUAL,
+            )
             self.kept.add(name)
             return
         torch = self.imports().module_name("torch", code="NPU503", tier=Tier.REVIEW)
         if torch is None:
-            self.report("NPU503", node, "`FusedSGD` → torch.optim.SGD: the name `torch` is taken here", tier=Tier.MANUAL)
+            self.report(
+                "NPU503", node, "`FusedSGD` → torch.optim.SGD: the name `torch` is taken here", tier=Tier.MANUAL
+            )
             self.kept.add(name)
             return
         new_args = [as_positional(args["params"])] if "params" in args else []
@@ -351,8 +429,13 @@ class CudaKernelImports(ColossalRule):
             if names and not cuda_only:
                 return  # every loader imported here works on NPU
             if cuda_only:
-                self.report("NPU509", node, f"`{', '.join(cuda_only)}` (`{module}`): CUDA extensions only, fails "
-                            "on an NPU host; use plain PyTorch ops or torch_npu fused ops", tier=Tier.MANUAL)
+                self.report(
+                    "NPU509",
+                    node,
+                    f"`{', '.join(cuda_only)}` (`{module}`): CUDA extensions only, fails "
+                    "on an NPU host; use plain PyTorch ops or torch_npu fused ops",
+                    tier=Tier.MANUAL,
+                )
             else:
                 self.report("NPU509", node, f"`{module}`: {LOADERS_NOTE}", tier=Tier.REVIEW)
         elif module == "colossalai.kernel" or module.startswith("colossalai.kernel."):

@@ -38,7 +38,12 @@ LAUNCH_PARAMS = {
 }
 SHARDFORMER_PLUGINS = ("HybridParallelPlugin", "MoeHybridParallelPlugin", "GeminiPlugin")
 # How many leading positional arguments a plugin may have before ``precision`` could be among them.
-PRECISION_POSITION = {"LowLevelZeroPlugin": 1, "GeminiPlugin": 0, "HybridParallelPlugin": 2, "MoeHybridParallelPlugin": 3}
+PRECISION_POSITION = {
+    "LowLevelZeroPlugin": 1,
+    "GeminiPlugin": 0,
+    "HybridParallelPlugin": 2,
+    "MoeHybridParallelPlugin": 3,
+}
 
 
 def _keyword(node: cst.Call, name: str) -> cst.Arg | None:
@@ -51,7 +56,7 @@ def _looks_like_config(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call):
         return (code_of(expr.func).split(".")[-1]) in ("dict", "Config")
     text = code_of(expr).lower()
-    return "config" in text or "cfg" in text or text.endswith(".py\"") or text.endswith(".py'")
+    return "config" in text or "cfg" in text or text.endswith('.py"') or text.endswith(".py'")
 
 
 class KeepRule(ColossalRule):
@@ -112,10 +117,15 @@ class Launch(KeepRule):
         self._statements.add(statement)
         colossalai = self.imports().bound_to(["colossalai"])
         if colossalai is not None:
-            func = cst.Attribute(cst.Attribute(cst.Name(colossalai), cst.Name("accelerator")), cst.Name("set_accelerator"))
+            func = cst.Attribute(
+                cst.Attribute(cst.Name(colossalai), cst.Name("accelerator")), cst.Name("set_accelerator")
+            )
         else:
             func = self.imports().from_name(
-                "colossalai.accelerator", "set_accelerator", code="NPU501", tier=Tier.EXACT,
+                "colossalai.accelerator",
+                "set_accelerator",
+                code="NPU501",
+                tier=Tier.EXACT,
                 also=("colossalai.accelerator.api.set_accelerator",),
             )
             if func is None:
@@ -123,8 +133,9 @@ class Launch(KeepRule):
         select = cst.SimpleStatementLine(body=[cst.Expr(cst.Call(func, args=[cst.Arg(string("npu"))]))])
 
         def fix(stmt: cst.CSTNode, select=select):
-            return cst.FlattenSentinel([select.with_changes(leading_lines=stmt.leading_lines),
-                                        stmt.with_changes(leading_lines=[])])
+            return cst.FlattenSentinel(
+                [select.with_changes(leading_lines=stmt.leading_lines), stmt.with_changes(leading_lines=[])]
+            )
 
         self.report(
             "NPU501",
@@ -178,16 +189,16 @@ class PluginPrecision(KeepRule):
             self.report(
                 "NPU504",
                 arg.value,
-                f"`{name}(precision={code_of(arg.value)})`: the BF16 policy expects \"bf16\" on Ascend; make sure the "
+                f'`{name}(precision={code_of(arg.value)})`: the BF16 policy expects "bf16" on Ascend; make sure the '
                 "value passed there is bf16",
                 tier=Tier.REVIEW,
             )
 
     MIXED_PRECISION = (
         "`Booster(mixed_precision=...)` is ignored by plugins that control precision (LowLevelZero, Gemini, "
-        "HybridParallel, TorchFSDP). With TorchDDPPlugin or no plugin, \"fp16\" wraps the optimizer in "
-        "torch.cuda.amp.GradScaler, which disables itself without CUDA (fp16 without loss scaling), and \"bf16\" "
-        "is an unimplemented stub: set the precision on the plugin or use torch.autocast(\"npu\", dtype=torch.bfloat16)"
+        'HybridParallel, TorchFSDP). With TorchDDPPlugin or no plugin, "fp16" wraps the optimizer in '
+        'torch.cuda.amp.GradScaler, which disables itself without CUDA (fp16 without loss scaling), and "bf16" '
+        'is an unimplemented stub: set the precision on the plugin or use torch.autocast("npu", dtype=torch.bfloat16)'
     )
 
     def _booster(self, node: cst.Call) -> None:
@@ -205,7 +216,11 @@ class PluginPrecision(KeepRule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             subscript = target.target
-            if isinstance(subscript, cst.Subscript) and len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index):
+            if (
+                isinstance(subscript, cst.Subscript)
+                and len(subscript.slice) == 1
+                and isinstance(subscript.slice[0].slice, cst.Index)
+            ):
                 self._mixed_precision_key(subscript.slice[0].slice.value, node.value)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
@@ -237,14 +252,14 @@ class Gemini(KeepRule):
             self.report(
                 "NPU505",
                 policy.value,
-                f"GeminiPlugin(placement_policy={code_of(policy.value)}): NPU accepts only \"static\" (asserted)",
+                f'GeminiPlugin(placement_policy={code_of(policy.value)}): NPU accepts only "static" (asserted)',
                 tier=Tier.REVIEW,
             )
         else:
             self.report(
                 "NPU505",
                 node,
-                "GeminiPlugin kept: on NPU it supports only placement_policy=\"static\" and the optimizer must be "
+                'GeminiPlugin kept: on NPU it supports only placement_policy="static" and the optimizer must be '
                 "HybridAdam/CPUAdam (CPU offload runs the CPU Adam extension, which must build on the host); "
                 "validate memory and speed on a short run",
                 tier=Tier.REVIEW,
@@ -283,13 +298,17 @@ class ShardformerKernels(KeepRule):
                     needs_torch_npu=False,
                 )
             elif value is NOT_LITERAL:
-                self.report("NPU506", arg.value, f"`{name}({flag}={code_of(arg.value)})`: {reason}; it must be False on NPU")
+                self.report(
+                    "NPU506", arg.value, f"`{name}({flag}={code_of(arg.value)})`: {reason}; it must be False on NPU"
+                )
         everything = _keyword(node, "enable_all_optimization")
         if everything is not None and literal(everything.value) is True:
             keep_flash = _keyword(node, "enable_flash_attention") is None
 
             def fix(call: cst.Call, keep_flash=keep_flash):
-                args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "enable_all_optimization")]
+                args = [
+                    a for a in call.args if not (a.keyword is not None and a.keyword.value == "enable_all_optimization")
+                ]
                 if keep_flash:
                     args.append(keyword_arg("enable_flash_attention", cst.Name("True")))
                 return with_args(call, args)
@@ -304,8 +323,12 @@ class ShardformerKernels(KeepRule):
                 needs_torch_npu=False,
             )
         elif everything is not None and literal(everything.value) is NOT_LITERAL:
-            self.report("NPU506", everything.value, f"`{name}(enable_all_optimization=...)` turns on CUDA-only kernels; "
-                        "it must be False on NPU (enable_flash_attention=True is fine)")
+            self.report(
+                "NPU506",
+                everything.value,
+                f"`{name}(enable_all_optimization=...)` turns on CUDA-only kernels; "
+                "it must be False on NPU (enable_flash_attention=True is fine)",
+            )
 
 
 @register
@@ -322,7 +345,10 @@ class ModelParallelism(KeepRule):
             return
         self._ring_attention(node, name)
         sizes = {}
-        positions = {"HybridParallelPlugin": ("tp_size", "pp_size"), "MoeHybridParallelPlugin": ("tp_size", "pp_size", "ep_size")}
+        positions = {
+            "HybridParallelPlugin": ("tp_size", "pp_size"),
+            "MoeHybridParallelPlugin": ("tp_size", "pp_size", "ep_size"),
+        }
         positional = [a.value for a in node.args if a.keyword is None]
         for index, key in enumerate(positions.get(name, ())):
             if index < len(positional):
@@ -353,8 +379,8 @@ class ModelParallelism(KeepRule):
             self.report(
                 "NPU507",
                 mode.value,
-                f"`{name}(sequence_parallelism_mode=\"ring_attn\")`: ring attention calls the flash_attn CUDA kernels "
-                "directly; use \"all_to_all\" or \"split_gather\" on NPU",
+                f'`{name}(sequence_parallelism_mode="ring_attn")`: ring attention calls the flash_attn CUDA kernels '
+                'directly; use "all_to_all" or "split_gather" on NPU',
                 tier=Tier.MANUAL,
             )
 

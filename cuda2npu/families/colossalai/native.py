@@ -45,15 +45,45 @@ from cuda2npu.families.colossalai.support import (
     with_args,
 )
 
-DDP_OPTIONS = ("broadcast_buffers", "bucket_cap_mb", "find_unused_parameters", "check_reduction",
-               "gradient_as_bucket_view", "static_graph")
-LLZ_PARAMS = ("stage", "precision", "initial_scale", "min_scale", "growth_factor", "backoff_factor",
-              "growth_interval", "hysteresis", "max_scale", "max_norm", "norm_type", "reduce_bucket_size_in_m",
-              "communication_dtype", "overlap_communication", "overlap_allgather", "cpu_offload", "master_weights",
-              "verbose")
+DDP_OPTIONS = (
+    "broadcast_buffers",
+    "bucket_cap_mb",
+    "find_unused_parameters",
+    "check_reduction",
+    "gradient_as_bucket_view",
+    "static_graph",
+)
+LLZ_PARAMS = (
+    "stage",
+    "precision",
+    "initial_scale",
+    "min_scale",
+    "growth_factor",
+    "backoff_factor",
+    "growth_interval",
+    "hysteresis",
+    "max_scale",
+    "max_norm",
+    "norm_type",
+    "reduce_bucket_size_in_m",
+    "communication_dtype",
+    "overlap_communication",
+    "overlap_allgather",
+    "cpu_offload",
+    "master_weights",
+    "verbose",
+)
 BOOST_PARAMS = ("model", "optimizer", "criterion", "dataloader", "lr_scheduler")
-PREPARE_PARAMS = ("dataset", "batch_size", "shuffle", "seed", "drop_last", "pin_memory", "num_workers",
-                  "distributed_sampler_cls")
+PREPARE_PARAMS = (
+    "dataset",
+    "batch_size",
+    "shuffle",
+    "seed",
+    "drop_last",
+    "pin_memory",
+    "num_workers",
+    "distributed_sampler_cls",
+)
 OTHER_PLUGINS = {
     "GeminiPlugin": "GeminiPlugin (chunked ZeRO-3 with CPU/NVMe offload) corresponds to torch FSDP "
     "(FullyShardedDataParallel, supported on NPU) with another sharding granularity and checkpoint format: "
@@ -66,11 +96,34 @@ OTHER_PLUGINS = {
     "MoeHybridParallelPlugin": "expert/tensor/pipeline parallelism has no plain-PyTorch equivalent: use MindSpeed "
     "(Megatron on Ascend) or keep ColossalAI (--colossalai keep)",
 }
-ACCELERATOR_METHODS = ("synchronize", "empty_cache", "device_count", "current_device", "set_device", "is_available",
-                       "max_memory_allocated", "memory_allocated", "max_memory_reserved", "memory_reserved",
-                       "reset_peak_memory_stats", "manual_seed", "manual_seed_all")
-HANDLED_NATIVE = {"colossalai", *LAUNCHERS, "Booster", *PLUGINS, "get_current_device", "get_accelerator",
-                  "HybridAdam", "CPUAdam", "FusedAdam", "FusedLAMB", "FusedSGD"}
+ACCELERATOR_METHODS = (
+    "synchronize",
+    "empty_cache",
+    "device_count",
+    "current_device",
+    "set_device",
+    "is_available",
+    "max_memory_allocated",
+    "memory_allocated",
+    "max_memory_reserved",
+    "memory_reserved",
+    "reset_peak_memory_stats",
+    "manual_seed",
+    "manual_seed_all",
+)
+HANDLED_NATIVE = {
+    "colossalai",
+    *LAUNCHERS,
+    "Booster",
+    *PLUGINS,
+    "get_current_device",
+    "get_accelerator",
+    "HybridAdam",
+    "CPUAdam",
+    "FusedAdam",
+    "FusedLAMB",
+    "FusedSGD",
+}
 WRAPPER_METHODS = ("clip_grad_by_norm", "clip_grad_by_value", "unwrap")
 
 
@@ -106,6 +159,7 @@ def _strip_comma(arg: cst.Arg) -> cst.Arg:
 
 # --------------------------------------------------------------------------------------------
 # name collection per scope
+
 
 class _ScopeNames(cst.CSTVisitor):
     """Loads and stores of plain names in one scope (nested functions and classes excluded)."""
@@ -217,6 +271,7 @@ class _ScopeNames(cst.CSTVisitor):
 # --------------------------------------------------------------------------------------------
 # the plan
 
+
 @dataclass
 class _Edit:
     message: str
@@ -262,9 +317,7 @@ class _Planner:
         self.index = FileIndex.of(rule.ctx)
         self.edits: dict[cst.CSTNode, list[_Edit]] = defaultdict(list)
         self.problems: dict[cst.CSTNode, str] = {}
-        self.functions = {
-            stmt.name.value: stmt for stmt in self.module.body if isinstance(stmt, cst.FunctionDef)
-        }
+        self.functions = {stmt.name.value: stmt for stmt in self.module.body if isinstance(stmt, cst.FunctionDef)}
         self.names: dict[cst.CSTNode, _ScopeNames] = {}
         self.migrated_any = False
         self._plan()
@@ -378,11 +431,13 @@ class _Planner:
         if "mixed_precision" in args and literal(args["mixed_precision"].value) is not None:
             raise _Unsupported(
                 "`Booster(mixed_precision=...)` wraps forward in autocast and the optimizer in a GradScaler; add "
-                "torch.autocast(\"npu\", dtype=torch.bfloat16) by hand"
+                'torch.autocast("npu", dtype=torch.bfloat16) by hand'
             )
         if opaque:
-            raise _Unsupported(f"`{code_of(call)}` passes options through *args/**kwargs the rewrite cannot see "
-                               "(mixed_precision among them)")
+            raise _Unsupported(
+                f"`{code_of(call)}` passes options through *args/**kwargs the rewrite cannot see "
+                "(mixed_precision among them)"
+            )
 
         # uses of the booster and of the plugin variable, in this scope and in helper functions
         for ref in names.loads[booster]:
@@ -398,26 +453,36 @@ class _Planner:
                 self._plugin_use(root, ref, migration, helper_of=None)
         # the two constructions go away
         if plugin_stmt is not None:
-            migration.add(plugin_stmt, _Edit(
-                f"`{code_of(plugin_call)}` removed: {plugin.where_options}", self.removal(plugin_stmt)))
+            migration.add(
+                plugin_stmt,
+                _Edit(f"`{code_of(plugin_call)}` removed: {plugin.where_options}", self.removal(plugin_stmt)),
+            )
         migration.add(stmt, _Edit("`Booster(...)` removed: plain PyTorch DDP replaces the booster", self.removal(stmt)))
         self._plan_saves(migration)
 
     def _plugin_assignment(self, root, name: str):
         found = []
         for stmt in _walk_statements(root.body.body if isinstance(root, cst.FunctionDef) else root.body):
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Assign)
+            ):
                 small = stmt.body[0]
                 if any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
                     found.append((small.value, stmt))
         kinds = sorted({self.symbol(v.func) or code_of(v) for v, _ in found if isinstance(v, cst.Call)})
         if not found:
-            raise _Unsupported(f"the plugin `{name}` is not built in this function (a parameter or a global): "
-                               "the rewrite cannot see which plugin it is")
+            raise _Unsupported(
+                f"the plugin `{name}` is not built in this function (a parameter or a global): "
+                "the rewrite cannot see which plugin it is"
+            )
         if len(found) != 1:
             listed = ", ".join(kinds) if kinds else "unknown values"
-            raise _Unsupported(f"the plugin `{name}` is chosen at run time ({listed}); keep one of "
-                               "TorchDDPPlugin/LowLevelZeroPlugin to migrate, or use --colossalai keep")
+            raise _Unsupported(
+                f"the plugin `{name}` is chosen at run time ({listed}); keep one of "
+                "TorchDDPPlugin/LowLevelZeroPlugin to migrate, or use --colossalai keep"
+            )
         value, stmt = found[0]
         if not isinstance(value, cst.Call):
             raise _Unsupported(f"`{name}` is not built by a plugin call here")
@@ -445,8 +510,12 @@ class _Planner:
     def _booster_boost(self, root, call: cst.Call, plugin: "_PluginSpec", migration: _Migration) -> None:
         assign_node = self.parent(call)
         line = self.parent(assign_node)
-        if not (isinstance(assign_node, cst.Assign) and len(assign_node.targets) == 1
-                and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+        if not (
+            isinstance(assign_node, cst.Assign)
+            and len(assign_node.targets) == 1
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+        ):
             raise _Unsupported("`booster.boost(...)` is not assigned to a tuple of names")
         args = bind_args(call, BOOST_PARAMS)
         if args is None or "model" not in args:
@@ -455,16 +524,26 @@ class _Planner:
         if targets is None or targets.get(0) is None:
             raise _Unsupported("the results of `booster.boost(...)` are not unpacked into names")
         torch = self.torch()
-        ddp = self.from_import("torch.nn.parallel", "DistributedDataParallel",
-                               also=("torch.nn.parallel.distributed.DistributedDataParallel",))
+        ddp = self.from_import(
+            "torch.nn.parallel",
+            "DistributedDataParallel",
+            also=("torch.nn.parallel.distributed.DistributedDataParallel",),
+        )
         model_target = targets[0]
         model_value = args["model"].value
         statements = [
             assign(model_target, _method(model_value, "npu")),
         ]
         if plugin.kind == "TorchDDPPlugin":
-            statements.append(assign(model_target, cst.Call(
-                attribute_chain(f"{torch.value}.nn.SyncBatchNorm.convert_sync_batchnorm"), [cst.Arg(model_target)])))
+            statements.append(
+                assign(
+                    model_target,
+                    cst.Call(
+                        attribute_chain(f"{torch.value}.nn.SyncBatchNorm.convert_sync_batchnorm"),
+                        [cst.Arg(model_target)],
+                    ),
+                )
+            )
         statements.append(assign(model_target, with_args(cst.Call(ddp), [cst.Arg(model_target), *plugin.ddp_args])))
         for index in range(1, len(BOOST_PARAMS)):
             target = targets.get(index)
@@ -474,13 +553,19 @@ class _Planner:
             if index == 1 and plugin.kind == "LowLevelZeroPlugin" and BOOST_PARAMS[1] in args:
                 if not _simple(value):
                     raise _Unsupported("the optimizer passed to `boost` is an expression; ZeRO needs a name")
-                zero = self.from_import("torch.distributed.optim", "ZeroRedundancyOptimizer",
-                                        also=("torch.distributed.optim.zero_redundancy_optimizer.ZeroRedundancyOptimizer",))
-                value = with_args(cst.Call(zero), [
-                    cst.Arg(cst.Attribute(value, cst.Name("param_groups"))),
-                    keyword_arg("optimizer_class", cst.Call(cst.Name("type"), [cst.Arg(value)])),
-                    cst.Arg(cst.Attribute(value, cst.Name("defaults")), star="**"),
-                ])
+                zero = self.from_import(
+                    "torch.distributed.optim",
+                    "ZeroRedundancyOptimizer",
+                    also=("torch.distributed.optim.zero_redundancy_optimizer.ZeroRedundancyOptimizer",),
+                )
+                value = with_args(
+                    cst.Call(zero),
+                    [
+                        cst.Arg(cst.Attribute(value, cst.Name("param_groups"))),
+                        keyword_arg("optimizer_class", cst.Call(cst.Name("type"), [cst.Arg(value)])),
+                        cst.Arg(cst.Attribute(value, cst.Name("defaults")), star="**"),
+                    ],
+                )
             if code_of(value) == code_of(target):
                 continue
             statements.append(assign(target, value))
@@ -497,7 +582,10 @@ class _Planner:
         names = self.names_of(root)
         model = targets.get(0)
         optimizer = targets.get(1)
-        for target, methods in ((model, ("unwrap",)), (optimizer, ("clip_grad_by_norm", "clip_grad_by_value", "backward"))):
+        for target, methods in (
+            (model, ("unwrap",)),
+            (optimizer, ("clip_grad_by_norm", "clip_grad_by_value", "backward")),
+        ):
             if not isinstance(target, cst.Name):
                 continue
             for ref in names.loads[target.value]:
@@ -507,24 +595,41 @@ class _Planner:
                     continue
                 method = attribute.attr.value
                 if method == "unwrap" and not call.args:
-                    migration.add(call, _Edit("`model.unwrap()` (ColossalAI ModelWrapper) → `model.module` (DDP)",
-                                              lambda _, t=target: cst.Attribute(t, cst.Name("module"))))
+                    migration.add(
+                        call,
+                        _Edit(
+                            "`model.unwrap()` (ColossalAI ModelWrapper) → `model.module` (DDP)",
+                            lambda _, t=target: cst.Attribute(t, cst.Name("module")),
+                        ),
+                    )
                 elif method == "backward" and len(call.args) == 1 and not call.args[0].keyword:
                     loss = call.args[0].value
-                    migration.add(call, _Edit("`optimizer.backward(loss)` (ColossalAI OptimizerWrapper) → `loss.backward()`",
-                                              lambda _, l=loss: _method(l, "backward")))
+                    migration.add(
+                        call,
+                        _Edit(
+                            "`optimizer.backward(loss)` (ColossalAI OptimizerWrapper) → `loss.backward()`",
+                            lambda _, value=loss: _method(value, "backward"),
+                        ),
+                    )
                 elif method in ("clip_grad_by_norm", "clip_grad_by_value") and isinstance(model, cst.Name):
-                    bound = bind_args(call, ("max_norm", "norm_type") if method == "clip_grad_by_norm" else ("clip_value",))
+                    bound = bind_args(
+                        call, ("max_norm", "norm_type") if method == "clip_grad_by_norm" else ("clip_value",)
+                    )
                     if bound is None or any(k not in ("max_norm", "norm_type", "clip_value") for k in bound):
                         raise _Unsupported(f"`{code_of(call)}` has arguments the rewrite does not know")
                     function = "clip_grad_norm_" if method == "clip_grad_by_norm" else "clip_grad_value_"
                     new_args = [cst.Arg(cst.Call(cst.Attribute(model, cst.Name("parameters"))))]
                     new_args += [as_positional(bound[k]) for k in ("max_norm", "norm_type", "clip_value") if k in bound]
-                    migration.add(call, _Edit(
-                        f"`optimizer.{method}(...)` (ColossalAI OptimizerWrapper) → `torch.nn.utils.{function}"
-                        "(model.parameters(), ...)` on the DDP gradients",
-                        lambda c, f=attribute_chain(f"{torch.value}.nn.utils.{function}"), a=new_args:
-                            with_args(c.with_changes(func=f), a)))
+                    migration.add(
+                        call,
+                        _Edit(
+                            f"`optimizer.{method}(...)` (ColossalAI OptimizerWrapper) → `torch.nn.utils.{function}"
+                            "(model.parameters(), ...)` on the DDP gradients",
+                            lambda c, f=attribute_chain(f"{torch.value}.nn.utils.{function}"), a=new_args: with_args(
+                                c.with_changes(func=f), a
+                            ),
+                        ),
+                    )
 
     def _booster_backward(self, root, call: cst.Call, plugin, migration: _Migration) -> None:
         args = bind_args(call, ("loss", "optimizer"))
@@ -532,16 +637,22 @@ class _Planner:
             raise _Unsupported(f"`{code_of(call)}` cannot be analysed")
         loss = args["loss"].value
         note = "" if plugin.kind == "TorchDDPPlugin" else " (no loss scaling: the migrated training runs in fp32)"
-        migration.add(call, _Edit(f"`booster.backward(loss, optimizer)` → `loss.backward()`{note}",
-                                  lambda _, l=loss: _method(l, "backward")))
+        migration.add(
+            call,
+            _Edit(
+                f"`booster.backward(loss, optimizer)` → `loss.backward()`{note}",
+                lambda _, value=loss: _method(value, "backward"),
+            ),
+        )
 
     def _booster_no_sync(self, root, call: cst.Call, plugin, migration: _Migration) -> None:
         args = bind_args(call, ("model", "optimizer"))
         if args is None or "model" not in args:
             raise _Unsupported(f"`{code_of(call)}`: no_sync without the model")
         model = args["model"].value
-        migration.add(call, _Edit("`booster.no_sync(model)` → `model.no_sync()` (DDP)",
-                                  lambda _, m=model: _method(m, "no_sync")))
+        migration.add(
+            call, _Edit("`booster.no_sync(model)` → `model.no_sync()` (DDP)", lambda _, m=model: _method(m, "no_sync"))
+        )
 
     def _checkpoint_args(self, call: cst.Call, params, method: str) -> dict:
         args = bind_args(call, params)
@@ -549,25 +660,48 @@ class _Planner:
             raise _Unsupported(f"`{code_of(call)}` cannot be analysed")
         for key, allowed in (("shard", (False,)), ("use_safetensors", (False,)), ("prefix", (None,))):
             if key in args and literal(args[key].value) not in allowed:
-                raise _Unsupported(f"`booster.{method}({key}=...)`: sharded/safetensors/prefixed checkpoints are "
-                                   "ColossalAI formats; write them by hand")
+                raise _Unsupported(
+                    f"`booster.{method}({key}=...)`: sharded/safetensors/prefixed checkpoints are "
+                    "ColossalAI formats; write them by hand"
+                )
         return args
 
-    def _save(self, root, call: cst.Call, migration: _Migration, method: str, params, state, note: str, gather: bool = False) -> None:
+    def _save(
+        self, root, call: cst.Call, migration: _Migration, method: str, params, state, note: str, gather: bool = False
+    ) -> None:
         line = self.sole_expression_statement(call)
         if line is None:
             raise _Unsupported(f"`booster.{method}(...)` is not a statement of its own")
         args = self._checkpoint_args(call, params, method)
         torch = self.torch()
         obj, path = args[params[0]].value, args[params[1]].value
-        save = cst.SimpleStatementLine(body=[cst.Expr(cst.Call(attribute_chain(f"{torch.value}.save"), [
-            cst.Arg(state(obj), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(path)]))])
+        save = cst.SimpleStatementLine(
+            body=[
+                cst.Expr(
+                    cst.Call(
+                        attribute_chain(f"{torch.value}.save"),
+                        [
+                            cst.Arg(state(obj), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                            cst.Arg(path),
+                        ],
+                    )
+                )
+            ]
+        )
         consolidate = None
         if gather:
             consolidate = cst.SimpleStatementLine(
-                body=[cst.Expr(_method(obj, "consolidate_state_dict", keyword_arg("to", cst.Integer("0"))))])
-        migration.saves.append(_Save(line, save, consolidate, f"`booster.{method}(...)` → `torch.save(...)` of the "
-                                     f"state dict on rank 0 (same path){note}", torch))
+                body=[cst.Expr(_method(obj, "consolidate_state_dict", keyword_arg("to", cst.Integer("0"))))]
+            )
+        migration.saves.append(
+            _Save(
+                line,
+                save,
+                consolidate,
+                f"`booster.{method}(...)` → `torch.save(...)` of the state dict on rank 0 (same path){note}",
+                torch,
+            )
+        )
 
     def _plan_saves(self, migration: _Migration) -> None:
         """One ``if rank == 0:`` block per run of consecutive checkpoint saves."""
@@ -595,34 +729,60 @@ class _Planner:
 
             migration.add(first.line, _Edit(first.message, fix))
             for save in run[1:]:
-                migration.add(save.line, _Edit(save.message + " (merged into the block above)",
-                                               lambda _: cst.RemoveFromParent()))
+                migration.add(
+                    save.line, _Edit(save.message + " (merged into the block above)", lambda _: cst.RemoveFromParent())
+                )
 
     def _booster_save_model(self, root, call, plugin, migration) -> None:
-        self._save(root, call, migration, "save_model",
-                   ("model", "checkpoint", "shard", "gather_dtensor", "prefix", "size_per_shard", "use_safetensors"),
-                   lambda m: _method(cst.Attribute(_atom(m), cst.Name("module")), "state_dict"), "")
+        self._save(
+            root,
+            call,
+            migration,
+            "save_model",
+            ("model", "checkpoint", "shard", "gather_dtensor", "prefix", "size_per_shard", "use_safetensors"),
+            lambda m: _method(cst.Attribute(_atom(m), cst.Name("module")), "state_dict"),
+            "",
+        )
 
     def _booster_save_optimizer(self, root, call, plugin, migration) -> None:
         zero = plugin.kind == "LowLevelZeroPlugin"
-        self._save(root, call, migration, "save_optimizer",
-                   ("optimizer", "checkpoint", "shard", "gather_dtensor", "prefix", "size_per_shard"),
-                   lambda o: _method(o, "state_dict"),
-                   "; ZeroRedundancyOptimizer first gathers its shards on rank 0 (every rank must call it)" if zero else "",
-                   gather=zero)
+        self._save(
+            root,
+            call,
+            migration,
+            "save_optimizer",
+            ("optimizer", "checkpoint", "shard", "gather_dtensor", "prefix", "size_per_shard"),
+            lambda o: _method(o, "state_dict"),
+            "; ZeroRedundancyOptimizer first gathers its shards on rank 0 (every rank must call it)" if zero else "",
+            gather=zero,
+        )
 
     def _booster_save_lr_scheduler(self, root, call, plugin, migration) -> None:
-        self._save(root, call, migration, "save_lr_scheduler", ("lr_scheduler", "checkpoint"),
-                   lambda s: _method(s, "state_dict"), "")
+        self._save(
+            root,
+            call,
+            migration,
+            "save_lr_scheduler",
+            ("lr_scheduler", "checkpoint"),
+            lambda s: _method(s, "state_dict"),
+            "",
+        )
 
     def _load(self, call: cst.Call, migration: _Migration, method: str, params, build) -> None:
         args = self._checkpoint_args(call, params, method)
         torch = self.torch()
         obj, path = args[params[0]].value, args[params[1]].value
-        loaded = with_args(cst.Call(attribute_chain(f"{torch.value}.load")),
-                           [cst.Arg(path), keyword_arg("map_location", string("cpu"))])
-        migration.add(call, _Edit(f"`booster.{method}(...)` → `load_state_dict(torch.load(...))` (same path)",
-                                  lambda _, o=obj, l=loaded, a=args: build(o, l, a)))
+        loaded = with_args(
+            cst.Call(attribute_chain(f"{torch.value}.load")),
+            [cst.Arg(path), keyword_arg("map_location", string("cpu"))],
+        )
+        migration.add(
+            call,
+            _Edit(
+                f"`booster.{method}(...)` → `load_state_dict(torch.load(...))` (same path)",
+                lambda _, o=obj, path=loaded, a=args: build(o, path, a),
+            ),
+        )
 
     def _booster_load_model(self, root, call, plugin, migration) -> None:
         def build(model, loaded, args):
@@ -632,12 +792,22 @@ class _Planner:
         self._load(call, migration, "load_model", ("model", "checkpoint", "strict"), build)
 
     def _booster_load_optimizer(self, root, call, plugin, migration) -> None:
-        self._load(call, migration, "load_optimizer", ("optimizer", "checkpoint"),
-                   lambda o, loaded, _: _method(o, "load_state_dict", cst.Arg(loaded)))
+        self._load(
+            call,
+            migration,
+            "load_optimizer",
+            ("optimizer", "checkpoint"),
+            lambda o, loaded, _: _method(o, "load_state_dict", cst.Arg(loaded)),
+        )
 
     def _booster_load_lr_scheduler(self, root, call, plugin, migration) -> None:
-        self._load(call, migration, "load_lr_scheduler", ("lr_scheduler", "checkpoint"),
-                   lambda o, loaded, _: _method(o, "load_state_dict", cst.Arg(loaded)))
+        self._load(
+            call,
+            migration,
+            "load_lr_scheduler",
+            ("lr_scheduler", "checkpoint"),
+            lambda o, loaded, _: _method(o, "load_state_dict", cst.Arg(loaded)),
+        )
 
     # ---------------------------------------------------------------- plugin uses
     def _plugin_use(self, root, ref: cst.Name, migration: _Migration, helper_of) -> None:
@@ -664,22 +834,37 @@ class _Planner:
         if not _simple(dataset):
             raise _Unsupported("`prepare_dataloader` gets a dataset expression; assign it to a name first")
         torch = self.torch()
-        shuffle = as_keyword(args["shuffle"], "shuffle") if "shuffle" in args else keyword_arg("shuffle", cst.Name("False"))
-        sampler = with_args(cst.Call(attribute_chain(f"{torch.value}.utils.data.DistributedSampler")),
-                            [cst.Arg(dataset), _strip_comma(shuffle)])
-        new_args = [as_positional(args["dataset"]), as_keyword(args["batch_size"], "batch_size"),
-                    keyword_arg("sampler", sampler)]
+        shuffle = (
+            as_keyword(args["shuffle"], "shuffle") if "shuffle" in args else keyword_arg("shuffle", cst.Name("False"))
+        )
+        sampler = with_args(
+            cst.Call(attribute_chain(f"{torch.value}.utils.data.DistributedSampler")),
+            [cst.Arg(dataset), _strip_comma(shuffle)],
+        )
+        new_args = [
+            as_positional(args["dataset"]),
+            as_keyword(args["batch_size"], "batch_size"),
+            keyword_arg("sampler", sampler),
+        ]
         new_args += [as_keyword(args[k], k) for k in ("drop_last", "pin_memory", "num_workers") if k in args]
         new_args += [a for a in call.args if a.keyword is not None and a.keyword.value not in PREPARE_PARAMS]
         workers = literal(args["num_workers"].value) if "num_workers" in args else 0
         note = ""
         if workers not in (0, None):
-            note = ("; ColossalAI also seeded every worker with `seed` (worker_init_fn): add one if the dataset "
-                    "draws random numbers")
-        migration.add(call, _Edit(
-            "`plugin.prepare_dataloader(...)` → `DataLoader(..., sampler=DistributedSampler(dataset, "
-            f"shuffle=...))`, as the plugin builds it{note}",
-            lambda c, f=attribute_chain(f"{torch.value}.utils.data.DataLoader"), a=new_args: with_args(c.with_changes(func=f), a)))
+            note = (
+                "; ColossalAI also seeded every worker with `seed` (worker_init_fn): add one if the dataset "
+                "draws random numbers"
+            )
+        migration.add(
+            call,
+            _Edit(
+                "`plugin.prepare_dataloader(...)` → `DataLoader(..., sampler=DistributedSampler(dataset, "
+                f"shuffle=...))`, as the plugin builds it{note}",
+                lambda c, f=attribute_chain(f"{torch.value}.utils.data.DataLoader"), a=new_args: with_args(
+                    c.with_changes(func=f), a
+                ),
+            ),
+        )
 
     # ---------------------------------------------------------------- helper functions
     def _helper(self, root, site: cst.Call, arg: cst.Arg, plugin, migration: _Migration, kind: str) -> None:
@@ -698,7 +883,9 @@ class _Planner:
                 raise _Unsupported(f"cannot match the {kind} argument of `{name}` to a parameter")
             param = params.params[index]
         else:
-            param = next((p for p in [*params.params, *params.kwonly_params] if p.name.value == arg.keyword.value), None)
+            param = next(
+                (p for p in [*params.params, *params.kwonly_params] if p.name.value == arg.keyword.value), None
+            )
             if param is None:
                 raise _Unsupported(f"`{name}` has no parameter `{arg.keyword.value}`")
         inner = self.names_of(function)
@@ -717,10 +904,20 @@ class _Planner:
             other_arg = _matching_arg(other, param, params)
             if other_arg is None or code_of(other_arg.value) != passed:
                 raise _Unsupported(f"a call of `{name}` does not pass `{passed}` as `{param.name.value}`")
-            migration.add(other, _Edit(f"`{name}(...)`: the {kind} argument is dropped (the {kind} is gone)",
-                                       lambda c, p=param.name.value, v=passed: _drop_argument(c, p, v)))
-        migration.add(params, _Edit(f"`def {name}`: parameter `{param.name.value}` dropped (the {kind} is gone)",
-                                    lambda ps, p=param.name.value: _drop_parameter(ps, p)))
+            migration.add(
+                other,
+                _Edit(
+                    f"`{name}(...)`: the {kind} argument is dropped (the {kind} is gone)",
+                    lambda c, p=param.name.value, v=passed: _drop_argument(c, p, v),
+                ),
+            )
+        migration.add(
+            params,
+            _Edit(
+                f"`def {name}`: parameter `{param.name.value}` dropped (the {kind} is gone)",
+                lambda ps, p=param.name.value: _drop_parameter(ps, p),
+            ),
+        )
 
 
 class _PluginSpec:
@@ -770,21 +967,27 @@ class _PluginSpec:
 
     def boost_message(self) -> str:
         if self.kind == "TorchDDPPlugin":
-            return ("`booster.boost(...)` with TorchDDPPlugin → model moved to the current npu, BatchNorm converted "
-                    "to SyncBatchNorm and wrapped in DistributedDataParallel, as the plugin does; the other "
-                    "returned objects are the ones passed in")
+            return (
+                "`booster.boost(...)` with TorchDDPPlugin → model moved to the current npu, BatchNorm converted "
+                "to SyncBatchNorm and wrapped in DistributedDataParallel, as the plugin does; the other "
+                "returned objects are the ones passed in"
+            )
         parts = [
             f"`booster.boost(...)` with LowLevelZeroPlugin(stage={self.stage}) → DistributedDataParallel + "
             "torch.distributed.optim.ZeroRedundancyOptimizer (optimizer states sharded across ranks, built from the "
             "optimizer's param_groups, class and defaults)"
         ]
         if self.stage == 2:
-            parts.append("stage 2 also shards gradients; ZeroRedundancyOptimizer does not (each rank keeps full "
-                         "gradients: more memory, same update)")
+            parts.append(
+                "stage 2 also shards gradients; ZeroRedundancyOptimizer does not (each rank keeps full "
+                "gradients: more memory, same update)"
+            )
         if self.precision != "fp32":
-            parts.append(f"the plugin trained with precision={self.precision!r} (low-precision params, fp32 master "
-                         "weights, loss scaling for fp16); the migrated model stays fp32: add torch.autocast(\"npu\", "
-                         "dtype=torch.bfloat16) around the forward pass for mixed precision")
+            parts.append(
+                f"the plugin trained with precision={self.precision!r} (low-precision params, fp32 master "
+                'weights, loss scaling for fp16); the migrated model stays fp32: add torch.autocast("npu", '
+                "dtype=torch.bfloat16) around the forward pass for mixed precision"
+            )
         return "; ".join(parts)
 
 
@@ -817,7 +1020,7 @@ def _boost_targets(target: cst.BaseExpression) -> dict[int, cst.BaseExpression] 
         starred = elements[star].value
         if not (isinstance(starred, cst.Name) and starred.value.startswith("_")):
             return None
-        left, right = elements[:star], elements[star + 1:]
+        left, right = elements[:star], elements[star + 1 :]
         positions = list(range(len(left))) + list(range(len(BOOST_PARAMS) - len(right), len(BOOST_PARAMS)))
         elements = left + right
     elif len(elements) == len(BOOST_PARAMS):
@@ -881,6 +1084,7 @@ def _drop_parameter(params: cst.Parameters, name: str) -> cst.Parameters:
 # --------------------------------------------------------------------------------------------
 # rules
 
+
 class NativeRule(ColossalRule):
     @property
     def active(self) -> bool:
@@ -903,8 +1107,8 @@ class NativeLaunch(NativeRule):
             self.report(
                 "NPU511",
                 node,
-                f"`{name}()` → by hand: torch.distributed.init_process_group(backend=\"hccl\", "
-                "init_method=f\"tcp://{host}:{port}\", rank=rank, world_size=world_size), "
+                f'`{name}()` → by hand: torch.distributed.init_process_group(backend="hccl", '
+                'init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size), '
                 "torch.npu.set_device(local_rank), then seed random/numpy/torch as ColossalAI's set_seed does",
                 tier=Tier.MANUAL,
             )
@@ -920,8 +1124,11 @@ class NativeLaunch(NativeRule):
         problem = ""
         args = bind_args(node, ("backend", "seed", "verbose"))
         config = None
-        if args is not None and "backend" in args and args["backend"].keyword is None and not isinstance(
-            literal(args["backend"].value), str
+        if (
+            args is not None
+            and "backend" in args
+            and args["backend"].keyword is None
+            and not isinstance(literal(args["backend"].value), str)
         ):
             # ColossalAI < 0.4: launch_from_torch(config, backend, seed, verbose)
             args = bind_args(node, ("config", "backend", "seed", "verbose"))
@@ -937,8 +1144,13 @@ class NativeLaunch(NativeRule):
         if not problem and not (literal(seed) is not NOT_LITERAL or isinstance(seed, (cst.Name, cst.Attribute))):
             problem = "the seed is an expression; assign it to a name first"
         if problem:
-            self.report("NPU511", node, f"{problem}: replace it by hand with init_process_group(backend=\"hccl\"), "
-                        "torch.npu.set_device(LOCAL_RANK) and seeding", tier=Tier.MANUAL)
+            self.report(
+                "NPU511",
+                node,
+                f'{problem}: replace it by hand with init_process_group(backend="hccl"), '
+                "torch.npu.set_device(LOCAL_RANK) and seeding",
+                tier=Tier.MANUAL,
+            )
             return
         imports = self.imports()
         saved = imports.snapshot()
@@ -946,12 +1158,17 @@ class NativeLaunch(NativeRule):
         os_name = imports.module_name("os", code="NPU511", tier=Tier.REVIEW)
         random = imports.module_name("random", code="NPU511", tier=Tier.REVIEW)
         numpy = imports.module_name("numpy", "np", code="NPU511", tier=Tier.REVIEW) or imports.module_name(
-            "numpy", code="NPU511", tier=Tier.REVIEW)
+            "numpy", code="NPU511", tier=Tier.REVIEW
+        )
         dist = imports.bound_to(["torch.distributed"])
         if None in (torch, os_name, random, numpy):
             imports.restore(saved)
-            self.report("NPU511", node, "`launch_from_torch()`: a module name needed by the rewrite is taken here",
-                        tier=Tier.MANUAL)
+            self.report(
+                "NPU511",
+                node,
+                "`launch_from_torch()`: a module name needed by the rewrite is taken here",
+                tier=Tier.MANUAL,
+            )
             return
         t, seed_text = torch.value, code_of(seed)
         init = f"{dist}.init_process_group" if dist else f"{t}.distributed.init_process_group"
@@ -970,7 +1187,7 @@ class NativeLaunch(NativeRule):
         self.report(
             "NPU511",
             statement,
-            "`launch_from_torch()` → `init_process_group(backend=\"hccl\")` (rank, world size and master address "
+            '`launch_from_torch()` → `init_process_group(backend="hccl")` (rank, world size and master address '
             "from the torchrun environment, as ColossalAI reads them), `torch.npu.set_device(LOCAL_RANK)` and the "
             f"seeding ColossalAI's set_seed({seed_text}) does (random, numpy, torch)",
             fix,
@@ -1026,7 +1243,11 @@ class NativeBooster(NativeRule):
             if problem:
                 self.report("NPU513", node, problem, tier=Tier.MANUAL)
                 return
-            if self.planner().migrated_any and node not in self.planner().edits and isinstance(node.func, cst.Attribute):
+            if (
+                self.planner().migrated_any
+                and node not in self.planner().edits
+                and isinstance(node.func, cst.Attribute)
+            ):
                 method = node.func.attr.value
                 if method in ("clip_grad_by_norm", "clip_grad_by_value") or (method == "unwrap" and not node.args):
                     self.report(
@@ -1053,15 +1274,22 @@ class NativeBooster(NativeRule):
         if method == "get_current_device" and not node.args:
             torch = self.imports().module_name("torch", code="NPU502", tier=Tier.EXACT)
             if torch is not None:
-                self.report("NPU502", node, "`get_accelerator().get_current_device()` → `torch.device(\"npu\", "
-                            "torch.npu.current_device())`",
-                            lambda _, d=self.npu_device(torch): d)
+                self.report(
+                    "NPU502",
+                    node,
+                    '`get_accelerator().get_current_device()` → `torch.device("npu", torch.npu.current_device())`',
+                    lambda _, d=self.npu_device(torch): d,
+                )
         elif method in ACCELERATOR_METHODS:
             torch = self.imports().module_name("torch", code="NPU502", tier=Tier.EXACT)
             if torch is not None:
-                self.report("NPU502", node, f"`get_accelerator().{method}(...)` → `torch.npu.{method}(...)` "
-                            "(what ColossalAI's NpuAccelerator calls)",
-                            lambda c, f=attribute_chain(f"{torch.value}.npu.{method}"): c.with_changes(func=f))
+                self.report(
+                    "NPU502",
+                    node,
+                    f"`get_accelerator().{method}(...)` → `torch.npu.{method}(...)` "
+                    "(what ColossalAI's NpuAccelerator calls)",
+                    lambda c, f=attribute_chain(f"{torch.value}.npu.{method}"): c.with_changes(func=f),
+                )
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if not self.active or node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
@@ -1069,8 +1297,11 @@ class NativeBooster(NativeRule):
         module = dotted_name(node.module) or ""
         if not (module == "colossalai" or module.startswith("colossalai.")) or module.startswith("colossalai.kernel"):
             return
-        left = [dotted_name(a.name) for a in node.names
-                if symbol_of(f"{module}.{dotted_name(a.name)}") not in HANDLED_NATIVE]
+        left = [
+            dotted_name(a.name)
+            for a in node.names
+            if symbol_of(f"{module}.{dotted_name(a.name)}") not in HANDLED_NATIVE
+        ]
         if left:
             self.report(
                 "NPU513",

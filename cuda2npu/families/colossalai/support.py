@@ -39,11 +39,14 @@ OPTIMIZERS = ("HybridAdam", "CPUAdam", "FusedAdam", "FusedLAMB", "FusedSGD")
 
 _SYMBOL_MODULES: dict[str, Callable[[str], bool]] = {
     **{name: (lambda m: m in ("colossalai", "colossalai.initialize")) for name in LAUNCHERS},
-    "get_current_device": lambda m: m in (
-        "colossalai.utils",
-        "colossalai.utils.common",
-        "colossalai.utils.device",
-        "colossalai.utils.cuda",
+    "get_current_device": lambda m: (
+        m
+        in (
+            "colossalai.utils",
+            "colossalai.utils.common",
+            "colossalai.utils.device",
+            "colossalai.utils.cuda",
+        )
     ),
     "set_accelerator": lambda m: m in ("colossalai.accelerator", "colossalai.accelerator.api"),
     "get_accelerator": lambda m: m in ("colossalai.accelerator", "colossalai.accelerator.api"),
@@ -52,14 +55,21 @@ _SYMBOL_MODULES: dict[str, Callable[[str], bool]] = {
     **{name: (lambda m: m.startswith("colossalai.nn")) for name in OPTIMIZERS},
     "DistCoordinator": lambda m: m.startswith("colossalai.cluster"),
     # ZeRO/Gemini entry points whose optimizer must stay a ColossalAI one (GeminiOptimizer asserts the type)
-    **{name: (lambda m: m.startswith("colossalai.zero")) for name in ("GeminiOptimizer", "GeminiDDP",
-                                                                        "zero_optim_wrapper")},
+    **{
+        name: (lambda m: m.startswith("colossalai.zero"))
+        for name in ("GeminiOptimizer", "GeminiDDP", "zero_optim_wrapper")
+    },
 }
 
 # Imports the keep strategy may drop once its rewrites left them unused; native drops more.
 REMOVABLE_KEEP = frozenset({"get_current_device", "HybridAdam", "CPUAdam", "FusedAdam", "FusedSGD"})
 REMOVABLE_NATIVE = REMOVABLE_KEEP | {
-    "colossalai", *LAUNCHERS, "Booster", "TorchDDPPlugin", "LowLevelZeroPlugin", "get_accelerator",
+    "colossalai",
+    *LAUNCHERS,
+    "Booster",
+    "TorchDDPPlugin",
+    "LowLevelZeroPlugin",
+    "get_accelerator",
 }
 
 
@@ -89,6 +99,7 @@ def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
 
 # --------------------------------------------------------------------------------------------
 # arguments
+
 
 def bind_args(call: cst.Call, params: Sequence[str]) -> dict[str, cst.Arg] | None:
     """Arguments by parameter name (positional ones by position), or None with ``*a``/``**k``."""
@@ -179,6 +190,7 @@ def code_of(node: cst.CSTNode) -> str:
 
 # --------------------------------------------------------------------------------------------
 # imports
+
 
 def _bound_names(small: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, str, str]]:
     """(alias, bound name, qualified name) for each alias of an import statement."""
@@ -396,7 +408,9 @@ class ImportEditor:
         before = line is self._anchor and self._before
         parts = []
         if removed:
-            parts.append("drops the import of " + ", ".join(f"`{n}`" for n in sorted(removed)) + " left unused by the rewrite")
+            parts.append(
+                "drops the import of " + ", ".join(f"`{n}`" for n in sorted(removed)) + " left unused by the rewrite"
+            )
         if added:
             parts.append("adds " + ", ".join(f"`{t}`" for t in added) + " for the rewrites in this file")
         message = "; ".join(parts)

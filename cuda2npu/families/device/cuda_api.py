@@ -158,8 +158,11 @@ class TorchCudaApi(Rule):
         if value is None:
             return
         calls = [
-            p.func for p in boolean_parts(value)
-            if isinstance(p, cst.Call) and isinstance(p.func, cst.Attribute) and p.func.attr.value == "is_available"
+            p.func
+            for p in boolean_parts(value)
+            if isinstance(p, cst.Call)
+            and isinstance(p.func, cst.Attribute)
+            and p.func.attr.value == "is_available"
             and self.resolver.qualified_name(p.func) == "torch.cuda.is_available"
         ]
         if not calls:
@@ -191,7 +194,9 @@ class TorchCudaApi(Rule):
         for arg in node.args:
             if library:
                 self._mark_switch(arg.value, lambda: (library, f"an argument of `{qualified}`"))
-            elif arg.keyword is not None and not qualified.startswith("torch."):  # torch's own `fused=` dispatch by device
+            elif arg.keyword is not None and not qualified.startswith(
+                "torch."
+            ):  # torch's own `fused=` dispatch by device
                 keyword = arg.keyword.value
                 self._mark_switch(arg.value, lambda k=keyword: (feature_word(k), f"`{k}=`"))
         if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx.module, node):
@@ -207,7 +212,9 @@ class TorchCudaApi(Rule):
             return None
         entry = signature(api.npu)
         if entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
-            return api, CallCheck(blockers=[f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}"])
+            return api, CallCheck(
+                blockers=[f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}"]
+            )
         return api, check_call(node, api.npu)
 
     def _check_arguments(self, node: cst.Call, qualified: str) -> None:
@@ -221,16 +228,25 @@ class TorchCudaApi(Rule):
             self.report("NPU601", node, f"`{qualified}(...)` kept: {'; '.join(check.blockers)}")
         elif check.renames or check.drops:
             changes = [f"`{k}=` → `{v}=`" for k, v in check.renames.items()]
-            changes += [f"`{k}=` dropped (torch.npu.{api.npu} has no such parameter; the value was torch.cuda's default)" for k in check.drops]
+            changes += [
+                f"`{k}=` dropped (torch.npu.{api.npu} has no such parameter; the value was torch.cuda's default)"
+                for k in check.drops
+            ]
             tier = Tier.REVIEW if check.drops else None
-            self.report(api.code, node, f"`{qualified}` keywords: {', '.join(changes)}", lambda c, k=check: adapt_keywords(c, k), tier=tier)
+            self.report(
+                api.code,
+                node,
+                f"`{qualified}` keywords: {', '.join(changes)}",
+                lambda c, k=check: adapt_keywords(c, k),
+                tier=tier,
+            )
 
     def _blocked_use(self, bound: str, qualified: str) -> bool:
         """Whether a call through the imported name ``bound`` (``qualified``) does not fit torch_npu."""
         if self._calls is None:
             self._calls = _calls_by_name(self.ctx.module)
         for dotted, call in self._calls.get(bound, ()):
-            found = self._argument_check(call, qualified + dotted[len(bound):])
+            found = self._argument_check(call, qualified + dotted[len(bound) :])
             if found is not None and found[1].blockers:
                 return True
         return False
@@ -257,7 +273,10 @@ class TorchCudaApi(Rule):
     def _unfilled_property(self, node: cst.Attribute) -> None:
         """``torch.cuda.get_device_properties(0).major``: a field torch_npu leaves empty."""
         call = node.value
-        if not isinstance(call, cst.Call) or self.resolver.qualified_name(call.func) != "torch.cuda.get_device_properties":
+        if (
+            not isinstance(call, cst.Call)
+            or self.resolver.qualified_name(call.func) != "torch.cuda.get_device_properties"
+        ):
             return
         field = node.attr.value
         self._properties[call.func] = None if field in table("torch_cuda_api")["device_properties"]["filled"] else field
@@ -269,7 +288,8 @@ class TorchCudaApi(Rule):
             self._skip.add(node.value)
         if node in self._switches:
             self.report(
-                api.code, node,
+                api.code,
+                node,
                 f"`{spelled}()` switches a CUDA-only feature on ({self._switches[node]}); not rewritten: on NPU "
                 "the feature must stay off, and torch.cuda.is_available() is False there",
                 tier=Tier.REVIEW,
@@ -291,7 +311,14 @@ class TorchCudaApi(Rule):
         message = f"`{spelled}` → `torch.npu.{api.npu}`"
         if node in self._properties:  # `get_device_properties(...).<field>`: the field decides
             field = self._properties[node]
-            api = Api(api.status, f"torch_npu leaves `.{field}` empty (it fills name, total_memory, L2_cache_size, cube_core_num, vector_core_num): decide what the check means on NPU") if field else Api("renamed")
+            api = (
+                Api(
+                    api.status,
+                    f"torch_npu leaves `.{field}` empty (it fills name, total_memory, L2_cache_size, cube_core_num, vector_core_num): decide what the check means on NPU",
+                )
+                if field
+                else Api("renamed")
+            )
         if api.status == "review":
             self.report(api.code, node, f"{message}; {api.note}", fix, tier=Tier.REVIEW)
         else:
@@ -321,7 +348,11 @@ class TorchCudaApi(Rule):
             if npu in bindings["npu"]
             else "torch_npu has no counterpart; use the public torch.npu API"
         )
-        self.report("NPU601", node, f"`torch._C.{name}` is a binding of torch's CUDA build, absent from the CPU torch that torch_npu runs on; {counterpart}")
+        self.report(
+            "NPU601",
+            node,
+            f"`torch._C.{name}` is a binding of torch's CUDA build, absent from the CPU torch that torch_npu runs on; {counterpart}",
+        )
 
     # --- imports --------------------------------------------------------------------------------
 
@@ -368,7 +399,11 @@ class TorchCudaApi(Rule):
         bound = alias.asname.name.value if alias.asname is not None else "cuda"
         if self._blocked_use(bound, "torch.cuda"):
             self._kept_aliases.add(bound)
-            self.report("NPU601", node, f"`from torch import cuda` kept: a call through `{bound}` passes arguments torch.npu's counterpart does not take")
+            self.report(
+                "NPU601",
+                node,
+                f"`from torch import cuda` kept: a call through `{bound}` passes arguments torch.npu's counterpart does not take",
+            )
             return
         npu_import = cst.ImportFrom(
             module=cst.Name("torch_npu"),
@@ -399,13 +434,21 @@ class TorchCudaApi(Rule):
             bound = alias.asname.name.value if alias.asname is not None else name
             if self._blocked_use(bound, f"{module}.{name}"):
                 kept = True
-                self.report("NPU601", alias, f"`{module}.{name}` kept: a call of `{bound}` passes arguments `torch.npu.{api.npu}` does not take")
+                self.report(
+                    "NPU601",
+                    alias,
+                    f"`{module}.{name}` kept: a call of `{bound}` passes arguments `torch.npu.{api.npu}` does not take",
+                )
             elif api.status == "unsupported":
                 kept = True
                 self.report("NPU601", alias, f"`{module}.{name}` has no drop-in NPU counterpart: {api.note}")
             elif entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
                 kept = True
-                self.report("NPU601", alias, f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}")
+                self.report(
+                    "NPU601",
+                    alias,
+                    f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}",
+                )
             elif api.status == "review":
                 self.report(api.code, alias, f"`{module}.{name}`: {api.note}", tier=Tier.REVIEW)
         if not kept:
@@ -429,7 +472,9 @@ def _operand_feature(test: cst.BaseExpression) -> tuple[str | None, str]:
     """``torch.cuda.is_available() and has_fused_layernorm``: an operand named like a CUDA-only feature."""
     for part in _operands(test):
         func = part.func if isinstance(part, cst.Call) else part
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        name = (
+            func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        )
         word = feature_word(name) if name != "is_available" else None
         if word:
             return word, f"`{name}` in the same test"

@@ -44,7 +44,8 @@ class _UserIsCuda(cst.CSTVisitor):
             defines = isinstance(statement, cst.FunctionDef) and statement.name.value == "is_cuda"
             if isinstance(statement, cst.SimpleStatementLine):
                 defines = any(
-                    isinstance(s, (cst.Assign, cst.AnnAssign)) and "is_cuda" in _assigned_names(s) for s in statement.body
+                    isinstance(s, (cst.Assign, cst.AnnAssign)) and "is_cuda" in _assigned_names(s)
+                    for s in statement.body
                 )
             if defines:
                 self.names.add("self.is_cuda")

@@ -33,12 +33,26 @@ from cuda2npu.families.npu_aware import is_cuda_alternative
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
-AMP_CALLS = {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.custom_fwd", "torch.amp.custom_bwd"}
+AMP_CALLS = {
+    "torch.autocast",
+    "torch.amp.autocast",
+    "torch.amp.GradScaler",
+    "torch.GradScaler",
+    "torch.amp.custom_fwd",
+    "torch.amp.custom_bwd",
+}
 DEVICE_CALLS = {
-    "torch.device", "torch.Generator", "torch.set_default_device", "torch.get_device_module",
-    "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
-    "torch.distributed.device_mesh.DeviceMesh", "torch.distributed.DeviceMesh", "torch.distributed.tensor.DeviceMesh",
-    "torch.distributed._tensor.DeviceMesh", "torch.distributed._tensor.device_mesh.DeviceMesh",
+    "torch.device",
+    "torch.Generator",
+    "torch.set_default_device",
+    "torch.get_device_module",
+    "torch.distributed.device_mesh.init_device_mesh",
+    "torch.distributed.init_device_mesh",
+    "torch.distributed.device_mesh.DeviceMesh",
+    "torch.distributed.DeviceMesh",
+    "torch.distributed.tensor.DeviceMesh",
+    "torch.distributed._tensor.DeviceMesh",
+    "torch.distributed._tensor.device_mesh.DeviceMesh",
 }
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
@@ -54,7 +68,9 @@ OPTION_CALLS = {
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
     """Names and attributes such as ``device``, ``DEVICE``, ``self.dev``, ``train_device``."""
-    name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else ""
+    name = (
+        target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else ""
+    )
     return bool(name) and bool(DEVICE_NAME.search(name))
 
 
@@ -122,7 +138,7 @@ class DeviceStrings(Rule):
             if literal in self._seen or is_cuda_alternative(self.ctx.module, literal):
                 continue
             self._seen.add(literal)
-            self.report(code, literal, f"CUDA device string in a {why} position; use \"npu\"", rename_fix("cuda", "npu"))
+            self.report(code, literal, f'CUDA device string in a {why} position; use "npu"', rename_fix("cuda", "npu"))
         return found
 
     def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:

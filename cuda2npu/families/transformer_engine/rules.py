@@ -75,15 +75,48 @@ AUTOCAST = {
 RECIPE_ARGS = ("fp8_recipe", "recipe")
 
 LINEAR_PARAMS = (
-    "in_features", "out_features", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group", "tp_size",
-    "get_rng_state_tracker", "rng_tracker_name", "init_method", "bias", "return_bias", "params_dtype",
-    "parallel_mode", "skip_weight_param_allocation", "parameters_split", "ub_overlap_ag", "ub_overlap_rs",
-    "ub_overlap_rs_dgrad", "ub_bulk_dgrad", "ub_bulk_wgrad", "ub_name", "ub_split_rs", "ub_split_ag",
-    "delay_wgrad_compute", "symmetric_ar_type", "save_original_input", "name", "device",
+    "in_features",
+    "out_features",
+    "sequence_parallel",
+    "fuse_wgrad_accumulation",
+    "tp_group",
+    "tp_size",
+    "get_rng_state_tracker",
+    "rng_tracker_name",
+    "init_method",
+    "bias",
+    "return_bias",
+    "params_dtype",
+    "parallel_mode",
+    "skip_weight_param_allocation",
+    "parameters_split",
+    "ub_overlap_ag",
+    "ub_overlap_rs",
+    "ub_overlap_rs_dgrad",
+    "ub_bulk_dgrad",
+    "ub_bulk_wgrad",
+    "ub_name",
+    "ub_split_rs",
+    "ub_split_ag",
+    "delay_wgrad_compute",
+    "symmetric_ar_type",
+    "save_original_input",
+    "name",
+    "device",
 )
 NORM_PARAMS = (
-    "hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device",
-    "normalized_shape", "dtype", "sm_margin", "fwd_sm_margin", "bwd_sm_margin", "name",
+    "hidden_size",
+    "eps",
+    "sequence_parallel",
+    "params_dtype",
+    "zero_centered_gamma",
+    "device",
+    "normalized_shape",
+    "dtype",
+    "sm_margin",
+    "fwd_sm_margin",
+    "bwd_sm_margin",
+    "name",
 )
 MODULES = {
     "Linear": ("torch.nn.Linear", LINEAR_PARAMS, ("in_features", "out_features")),
@@ -94,19 +127,41 @@ KEEP = {"in_features", "out_features", "bias", "device", "hidden_size", "eps", "
 RENAME = {"params_dtype": "dtype"}
 # argument → (values that may be dropped, why it can be dropped, why any other value cannot)
 DROPPABLE = {
-    "sequence_parallel": ((False, None), "sequence parallelism needs a tensor-parallel group",
-                          "sequence parallelism (reduce-scatter/all-gather of activations) has no plain-module counterpart"),
-    "fuse_wgrad_accumulation": ((False,), "off", "accumulates weight gradients into `weight.main_grad` (Megatron); nn modules write `.grad`"),
-    "tp_group": ((None,), "no tensor-parallel group", "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)"),
-    "tp_size": ((1,), "tensor-parallel size 1", "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)"),
+    "sequence_parallel": (
+        (False, None),
+        "sequence parallelism needs a tensor-parallel group",
+        "sequence parallelism (reduce-scatter/all-gather of activations) has no plain-module counterpart",
+    ),
+    "fuse_wgrad_accumulation": (
+        (False,),
+        "off",
+        "accumulates weight gradients into `weight.main_grad` (Megatron); nn modules write `.grad`",
+    ),
+    "tp_group": (
+        (None,),
+        "no tensor-parallel group",
+        "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)",
+    ),
+    "tp_size": (
+        (1,),
+        "tensor-parallel size 1",
+        "tensor parallelism: shard the layer by hand (or keep Megatron/MindSpeed)",
+    ),
     "parallel_mode": (None, "without a tensor-parallel group TE performs no communication", ""),
     "get_rng_state_tracker": (None, "only selects the RNG used for weight initialisation", ""),
     "rng_tracker_name": (None, "only selects the RNG used for weight initialisation", ""),
-    "init_method": ((None,), "TE's default initialisation is asked for; nn.Linear initialises Kaiming-uniform",
-                    "a custom initialisation: the generated Linear applies it"),
+    "init_method": (
+        (None,),
+        "TE's default initialisation is asked for; nn.Linear initialises Kaiming-uniform",
+        "a custom initialisation: the generated Linear applies it",
+    ),
     "return_bias": ((False,), "off", "nn.Linear cannot return its bias unapplied; add it by hand"),
     "skip_weight_param_allocation": (None, "ignored by TE since 0.11", ""),
-    "parameters_split": ((None,), "off", "split parameters get other names (`query_weight`, ...); no plain-module counterpart"),
+    "parameters_split": (
+        (None,),
+        "off",
+        "split parameters get other names (`query_weight`, ...); no plain-module counterpart",
+    ),
     "delay_wgrad_compute": ((False,), "off", "delayed weight-gradient computation has no plain-module counterpart"),
     "symmetric_ar_type": ((None,), "off", "symmetric all-reduce is a tensor-parallel feature"),
     "save_original_input": (None, "an FP8 memory option", ""),
@@ -136,7 +191,7 @@ def te_name(qualified: str | None) -> str | None:
     """``Linear`` for ``transformer_engine.pytorch[.module[.linear]].Linear``; None outside TE's pytorch API."""
     if not qualified or not qualified.startswith(TE_PYTORCH + "."):
         return None
-    rest = qualified[len(TE_PYTORCH) + 1:]
+    rest = qualified[len(TE_PYTORCH) + 1 :]
     if rest.startswith("ops."):
         return None  # the fusible-ops API has other signatures
     return rest.rsplit(".", 1)[-1]
@@ -229,8 +284,11 @@ class TransformerEngine(ValueUses, Rule):
             def visit_SimpleStatementLine(inner, node: cst.SimpleStatementLine) -> None:
                 if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
                     assign = node.body[0]
-                    if (len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
-                            and self._recipe_value(assign.value)):
+                    if (
+                        len(assign.targets) == 1
+                        and isinstance(assign.targets[0].target, cst.Name)
+                        and self._recipe_value(assign.value)
+                    ):
                         candidates.append((node, assign.targets[0].target.value))
 
         walk(module, _Collect())
@@ -239,11 +297,17 @@ class TransformerEngine(ValueUses, Rule):
         removed: list[cst.SimpleStatementLine] = []
         while True:
             facts = ModuleFacts.of(module, skip=frozenset(removed))
-            new = [stmt for stmt, name in candidates if stmt not in removed and not facts.is_used(name)
-                   and stmt in facts.blocks]
-            new = [stmt for stmt in new  # never empty a block
-                   if sum(1 for r in removed + new if facts.blocks.get(r) is facts.blocks[stmt])
-                   < facts.block_sizes.get(facts.blocks[stmt], 0)]
+            new = [
+                stmt
+                for stmt, name in candidates
+                if stmt not in removed and not facts.is_used(name) and stmt in facts.blocks
+            ]
+            new = [
+                stmt
+                for stmt in new  # never empty a block
+                if sum(1 for r in removed + new if facts.blocks.get(r) is facts.blocks[stmt])
+                < facts.block_sizes.get(facts.blocks[stmt], 0)
+            ]
             if not new:
                 return removed
             removed += new
@@ -280,21 +344,38 @@ class TransformerEngine(ValueUses, Rule):
             problem = self._super_init_problem(node, name) if name in FUSED and name[0].isupper() else "no counterpart"
             if problem is None:
                 target = f"{MODULE}.{name}"
-                self.report("NPU418", base, f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
-                            "it takes the arguments its `super().__init__` passes and keeps TE's parameter names; "
-                            "review whether the subclass uses TE internals (`fp8_meta`, ...), which do not exist there",
-                            lambda updated, t=target: updated.with_changes(value=expression(t)), companion=COMPANION)
+                self.report(
+                    "NPU418",
+                    base,
+                    f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
+                    "it takes the arguments its `super().__init__` passes and keeps TE's parameter names; "
+                    "review whether the subclass uses TE internals (`fp8_meta`, ...), which do not exist there",
+                    lambda updated, t=target: updated.with_changes(value=expression(t)),
+                    companion=COMPANION,
+                )
                 self.uses_generated = True
                 self._outcome(name, target)
             elif problem == "no counterpart" and qualified.startswith(RECIPE + "."):
-                self.report("NPU417", base, f"subclass of `{qualified}`: an FP8 recipe; FP8 training is not available "
-                            "on NPU (the autocast becomes BF16): remove the class and its uses")
+                self.report(
+                    "NPU417",
+                    base,
+                    f"subclass of `{qualified}`: an FP8 recipe; FP8 training is not available "
+                    "on NPU (the autocast becomes BF16): remove the class and its uses",
+                )
             elif problem == "no counterpart" and name and name[0].isupper() and ".distributed." not in qualified:
-                self.report("NPU417", base, f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
-                            "forward arguments; derive from the matching torch.nn module by hand")
+                self.report(
+                    "NPU417",
+                    base,
+                    f"subclass of `{qualified}`: TE modules carry FP8 state and TE-only "
+                    "forward arguments; derive from the matching torch.nn module by hand",
+                )
             elif problem == "no counterpart":
-                self.report("NPU417", base, f"subclass of `{qualified}`: TransformerEngine cannot be installed on an "
-                            "NPU host and this class has no rewrite; reimplement what the subclass needs by hand")
+                self.report(
+                    "NPU417",
+                    base,
+                    f"subclass of `{qualified}`: TransformerEngine cannot be installed on an "
+                    "NPU host and this class has no rewrite; reimplement what the subclass needs by hand",
+                )
             else:
                 self.report("NPU418", base, f"subclass of `te.{name}` not rewritten: {problem}", tier=Tier.MANUAL)
                 self._outcome(name, KEPT)
@@ -303,11 +384,15 @@ class TransformerEngine(ValueUses, Rule):
     def _super_init_problem(node: cst.ClassDef, name: str) -> str | None:
         """Why the class cannot derive from the generated class (None: it can): its ``super().__init__(...)``
         passes what that class does not take, or its methods use TE internals it lacks (``self.fp8_meta``)."""
-        internals = sorted({a.attr.value for a in (a for a in iter_nodes(node.body, cst.Attribute) if m.matches(a.value, m.Name("self")))}
-                           & _te_internals(node.body))
+        internals = sorted(
+            {
+                a.attr.value
+                for a in (a for a in iter_nodes(node.body, cst.Attribute) if m.matches(a.value, m.Name("self")))
+            }
+            & _te_internals(node.body)
+        )
         if internals:
-            return ("uses TE internals the generated class does not have: "
-                    + ", ".join(f"`self.{a}`" for a in internals))
+            return "uses TE internals the generated class does not have: " + ", ".join(f"`self.{a}`" for a in internals)
         spec = FUSED[name]
         for call in (c for c in iter_nodes(node.body, cst.Call) if m.matches(c, SUPER_INIT)):
             try:
@@ -317,31 +402,47 @@ class TransformerEngine(ValueUses, Rule):
             extra = [param for param in bound if param not in spec.accepted]
             if extra:
                 names = ", ".join(f"`{param}=`" for param in extra)
-                return (f"its `super().__init__` call passes {names}, which the generated `{MODULE}.{name}` does not "
-                        "take (TE-only arguments)")
+                return (
+                    f"its `super().__init__` call passes {names}, which the generated `{MODULE}.{name}` does not "
+                    "take (TE-only arguments)"
+                )
         return None
 
     def _recipe_call(self, node: cst.Call) -> None:
         if node in self.dropped_recipe_args:
             return  # an argument of a rewritten autocast: it goes with it
         statement = self.ctx.statement
-        if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-                and isinstance(statement.body[0], cst.Assign) and statement.body[0].value is node
-                and isinstance(statement.body[0].targets[0].target, cst.Name)):
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign)
+            and statement.body[0].value is node
+            and isinstance(statement.body[0].targets[0].target, cst.Name)
+        ):
             return  # `name = recipe.X(...)`: removed (NPU415) once the rewritten autocasts no longer read it
         if self._inside_recipe.get(node):
             return
         for arg in node.args:
             if isinstance(arg.value, cst.Call):
                 self._inside_recipe[arg.value] = True
-        self.report("NPU415", node, "FP8 recipe object: FP8 training is not available on NPU (the autocast becomes "
-                    "BF16); remove it and its uses", tier=Tier.MANUAL)
+        self.report(
+            "NPU415",
+            node,
+            "FP8 recipe object: FP8 training is not available on NPU (the autocast becomes "
+            "BF16); remove it and its uses",
+            tier=Tier.MANUAL,
+        )
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         if node in self.recipe_removals:
             target = node.body[0].targets[0].target.value
-            self.report("NPU415", node, f"FP8 recipe `{target}` is no longer used (FP8 autocast was rewritten to "
-                        "BF16 autocast); removed", lambda _: cst.RemoveFromParent(), needs_torch_npu=False)
+            self.report(
+                "NPU415",
+                node,
+                f"FP8 recipe `{target}` is no longer used (FP8 autocast was rewritten to BF16 autocast); removed",
+                lambda _: cst.RemoveFromParent(),
+                needs_torch_npu=False,
+            )
 
     # ---------------------------------------------------------------- autocast
     def _autocast(self, node: cst.Call, name: str) -> None:
@@ -354,8 +455,13 @@ class TransformerEngine(ValueUses, Rule):
         enabled = arg_value(bound, "enabled")
         value = True if enabled is None else literal(enabled)
         if value is NOT_LITERAL and not is_pure(enabled):
-            self.report("NPU411", node, f"`te.{name}` not rewritten: `enabled` is an expression with side effects; "
-                        "assign it to a variable first", tier=Tier.MANUAL)
+            self.report(
+                "NPU411",
+                node,
+                f"`te.{name}` not rewritten: `enabled` is an expression with side effects; "
+                "assign it to a variable first",
+                tier=Tier.MANUAL,
+            )
             return
         for recipe_name in RECIPE_ARGS:
             if recipe_name in bound:
@@ -375,13 +481,20 @@ class TransformerEngine(ValueUses, Rule):
             source = lambda b: "contextlib.nullcontext()"  # noqa: E731
             what = "`contextlib.nullcontext()` (enabled=False: no autocast)"
         dropped = [p for p in bound if p not in ("enabled",)]
-        message = (f"`te.{name}` → {what}: FP8 training is not available on NPU, BF16 autocast replaces it; unlike FP8 "
-                   "autocast it also casts plain torch ops (matmul, linear) inside the block")
+        message = (
+            f"`te.{name}` → {what}: FP8 training is not available on NPU, BF16 autocast replaces it; unlike FP8 "
+            "autocast it also casts plain torch ops (matmul, linear) inside the block"
+        )
         if dropped:
             message += "; dropped " + ", ".join(f"`{p}`" for p in dropped)
         # torch.autocast("npu") needs the npu backend, which `import torch_npu` registers
-        self.report("NPU411", node, message, lambda updated: expression(source(bind(updated, params))),
-                    needs_torch_npu=value is not False)
+        self.report(
+            "NPU411",
+            node,
+            message,
+            lambda updated: expression(source(bind(updated, params))),
+            needs_torch_npu=value is not False,
+        )
         self._need("NPU411", imports)
 
     # ---------------------------------------------------------------- Linear / LayerNorm / RMSNorm
@@ -401,17 +514,27 @@ class TransformerEngine(ValueUses, Rule):
         self._outcome(name, replacement)
         add_device = "device" not in bound
         add_eps = name == "RMSNorm" and "eps" not in bound
-        notes = [f"`te.{name}` → `{replacement}` (parameters `weight`/`bias` keep their names; TE checkpoints also "
-                 "hold `_extra_state` keys: load them with strict=False or drop those keys)"]
+        notes = [
+            f"`te.{name}` → `{replacement}` (parameters `weight`/`bias` keep their names; TE checkpoints also "
+            "hold `_extra_state` keys: load them with strict=False or drop those keys)"
+        ]
         if add_device:
-            notes.append('`device="npu"` added: TE allocates parameters on the accelerator by default, torch.nn on the CPU')
+            notes.append(
+                '`device="npu"` added: TE allocates parameters on the accelerator by default, torch.nn on the CPU'
+            )
         if add_eps:
             notes.append(f"`eps={DEFAULT_EPS}` added (TE's default; torch.nn.RMSNorm's default is the dtype's epsilon)")
         if name == "Linear" and "init_method" not in bound:
-            notes.append("initialisation differs when training from scratch (TE: normal(0, 0.023); nn.Linear: Kaiming-uniform)")
+            notes.append(
+                "initialisation differs when training from scratch (TE: normal(0, 0.023); nn.Linear: Kaiming-uniform)"
+            )
         notes.append("forward arguments such as `is_first_microbatch` do not exist on torch.nn modules")
-        self.report("NPU412", node, "; ".join(notes),
-                    lambda updated: self._rewrite_module(updated, replacement, params, add_device, add_eps))
+        self.report(
+            "NPU412",
+            node,
+            "; ".join(notes),
+            lambda updated: self._rewrite_module(updated, replacement, params, add_device, add_eps),
+        )
         for arg, message in entries:
             self.report("NPU413", arg, message, lambda a: a, needs_torch_npu=False)
         self._need("NPU412", ["torch"])
@@ -451,11 +574,14 @@ class TransformerEngine(ValueUses, Rule):
         except Unbindable:
             return False  # NPU412 says why
         if name == "Linear":
-            return (literal_arg(bound, "return_bias", False) is not False
-                    or literal_arg(bound, "parameters_split", None) is not None
-                    or literal_arg(bound, "init_method", None) is not None)
-        return (literal_arg(bound, "zero_centered_gamma", False) is not False
-                or (name == "RMSNorm" and not self.target.torch_at_least((2, 4))))
+            return (
+                literal_arg(bound, "return_bias", False) is not False
+                or literal_arg(bound, "parameters_split", None) is not None
+                or literal_arg(bound, "init_method", None) is not None
+            )
+        return literal_arg(bound, "zero_centered_gamma", False) is not False or (
+            name == "RMSNorm" and not self.target.torch_at_least((2, 4))
+        )
 
     def _fused(self, node: cst.Call, name: str) -> None:
         spec = FUSED[name]
@@ -472,12 +598,20 @@ class TransformerEngine(ValueUses, Rule):
             return
         target = f"{MODULE}.{name}"
         self._outcome(name, target)
-        what = ("TE's parameter names, so TE checkpoints load; `_extra_state` entries are accepted and ignored; "
-                "attention runs on torch_npu.npu_fusion_attention, RoPE on torch_npu.npu_rotary_mul"
-                if name[0].isupper() else "TE's arguments, on torch_npu.npu_rotary_mul")
-        self.report("NPU418", node, f"`te.{name}` → `{target}` from the generated {COMPANION} ({what}); options it does "
-                    "not implement raise NotImplementedError (see the file's docstring)",
-                    lambda updated: self._rewrite_fused(updated, spec, target), companion=COMPANION)
+        what = (
+            "TE's parameter names, so TE checkpoints load; `_extra_state` entries are accepted and ignored; "
+            "attention runs on torch_npu.npu_fusion_attention, RoPE on torch_npu.npu_rotary_mul"
+            if name[0].isupper()
+            else "TE's arguments, on torch_npu.npu_rotary_mul"
+        )
+        self.report(
+            "NPU418",
+            node,
+            f"`te.{name}` → `{target}` from the generated {COMPANION} ({what}); options it does "
+            "not implement raise NotImplementedError (see the file's docstring)",
+            lambda updated: self._rewrite_fused(updated, spec, target),
+            companion=COMPANION,
+        )
         for arg, message in entries:
             self.report("NPU413", arg, message, lambda a: a, needs_torch_npu=False)
         self.uses_generated = True
@@ -486,7 +620,9 @@ class TransformerEngine(ValueUses, Rule):
     def _rewrite_fused(call: cst.Call, spec, target: str) -> cst.Call:
         bound = bind(call, spec.params, max_positional=spec.positional)
         accepted = {id(arg) for param, arg in bound.items() if param in spec.accepted}
-        return _with_arguments(call, target, _kept_arguments(call.args, lambda arg: arg if id(arg) in accepted else None))
+        return _with_arguments(
+            call, target, _kept_arguments(call.args, lambda arg: arg if id(arg) in accepted else None)
+        )
 
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, node: cst.Call) -> None:
@@ -497,21 +633,36 @@ class TransformerEngine(ValueUses, Rule):
             return
 
         def fix(updated: cst.Call) -> cst.Call:
-            dropped = {id(a) for i, a in enumerate(updated.args)
-                       if 0 < i < plan.skip or (a.keyword is not None and a.keyword.value in TE_CHECKPOINT_OPTIONS)}
+            dropped = {
+                id(a)
+                for i, a in enumerate(updated.args)
+                if 0 < i < plan.skip or (a.keyword is not None and a.keyword.value in TE_CHECKPOINT_OPTIONS)
+            }
             args = _kept_arguments(updated.args, lambda a: None if id(a) in dropped else a)
             if plan.add_reentrant:  # after the last argument, which hands over what ends the call
                 last = args[-1]
-                args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=cst.SimpleWhitespace(""))
-                args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("use_reentrant"), equal=_equal(),
-                                    whitespace_after_arg=last.whitespace_after_arg))
+                args[-1] = last.with_changes(
+                    comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=cst.SimpleWhitespace("")
+                )
+                args.append(
+                    cst.Arg(
+                        cst.Name("True"),
+                        keyword=cst.Name("use_reentrant"),
+                        equal=_equal(),
+                        whitespace_after_arg=last.whitespace_after_arg,
+                    )
+                )
             return _with_arguments(updated, "torch.utils.checkpoint.checkpoint", args)
 
-        message = ("`te.checkpoint` → `torch.utils.checkpoint.checkpoint` with `use_reentrant` explicit (TE's default "
-                   "is True); torch restores the default RNG state on recomputation")
+        message = (
+            "`te.checkpoint` → `torch.utils.checkpoint.checkpoint` with `use_reentrant` explicit (TE's default "
+            "is True); torch restores the default RNG state on recomputation"
+        )
         if plan.skip > 1:
-            message += ("; the options of TE < 1.5's positional form (distribute_saved_activations, "
-                        "get_rng_state_tracker, tp_group) are dropped, not passed to the function")
+            message += (
+                "; the options of TE < 1.5's positional form (distribute_saved_activations, "
+                "get_rng_state_tracker, tp_group) are dropped, not passed to the function"
+            )
         elif plan.drops_tracker:
             message += "; TE's `get_rng_state_tracker` (tensor-parallel RNG states) is dropped"
         self.report("NPU414", node, message, fix, needs_torch_npu=False)
@@ -529,7 +680,7 @@ class TransformerEngine(ValueUses, Rule):
         def note(expr: cst.BaseExpression, called: bool = False) -> None:
             dotted = dotted_name(expr) or ""
             if dotted.startswith(MODULE + "."):
-                generated.add(dotted[len(MODULE) + 1:])
+                generated.add(dotted[len(MODULE) + 1 :])
             head, _, rest = dotted.partition(".")
             if called or head not in bindings:
                 return
@@ -587,22 +738,36 @@ class TransformerEngine(ValueUses, Rule):
         code_ = "NPU418"
         plain = sorted(t for t in outcomes if t != KEPT and not t.startswith(MODULE + "."))
         if KEPT in outcomes:
-            why = (f"some of this file's {what} calls were not rewritten (see their findings), others became "
-                   f"`{target}`: decide which this {'class test' if ref.class_test else 'use'} means")
+            why = (
+                f"some of this file's {what} calls were not rewritten (see their findings), others became "
+                f"`{target}`: decide which this {'class test' if ref.class_test else 'use'} means"
+            )
         elif plain:  # a use the pre-pass could not see (a local import): its calls went to torch.nn
-            why = (f"this file's {what} calls became `{plain[0]}`, which this use cannot follow (it also matches "
-                   "modules that never were TE ones): adapt it by hand")
+            why = (
+                f"this file's {what} calls became `{plain[0]}`, which this use cannot follow (it also matches "
+                "modules that never were TE ones): adapt it by hand"
+            )
         elif internals:
-            why = (f"this file's {what} calls became `{MODULE}` classes, but the code this class test guards uses TE "
-                   "internals (" + ", ".join(f"`{a}`" for a in internals) + ") they do not have: remove it (FP8 "
-                   "state does not exist on NPU) or adapt it")
+            why = (
+                f"this file's {what} calls became `{MODULE}` classes, but the code this class test guards uses TE "
+                "internals (" + ", ".join(f"`{a}`" for a in internals) + ") they do not have: remove it (FP8 "
+                "state does not exist on NPU) or adapt it"
+            )
         else:
-            role = ("in a class test" if ref.class_test else
-                    "as a value (arguments passed through it must be ones the generated class takes)")
-            self.report_in(ref.statement, code_, ref.node,
-                            f"`{source}` {role} → `{target}`, as this file's {what} calls; review the code around it "
-                            "(the generated modules have TE's parameters and `reset_parameters`, no FP8 state)",
-                            lambda _: expression(target), companion=COMPANION)
+            role = (
+                "in a class test"
+                if ref.class_test
+                else "as a value (arguments passed through it must be ones the generated class takes)"
+            )
+            self.report_in(
+                ref.statement,
+                code_,
+                ref.node,
+                f"`{source}` {role} → `{target}`, as this file's {what} calls; review the code around it "
+                "(the generated modules have TE's parameters and `reset_parameters`, no FP8 state)",
+                lambda _: expression(target),
+                companion=COMPANION,
+            )
             self.uses_generated = True
             return
         self.report_in(ref.statement, code_, ref.node, f"`{source}` kept: {why}", tier=Tier.MANUAL)
@@ -618,8 +783,13 @@ class TransformerEngine(ValueUses, Rule):
         unused = self.import_removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
-            self.report("NPU416", node, f"TransformerEngine import of {names} is unused (TE cannot be installed on an "
-                        "NPU host); removed", remove_import_names(node, unused), needs_torch_npu=False)
+            self.report(
+                "NPU416",
+                node,
+                f"TransformerEngine import of {names} is unused (TE cannot be installed on an NPU host); removed",
+                remove_import_names(node, unused),
+                needs_torch_npu=False,
+            )
 
     def _need(self, code_: str, imports: list[str]) -> None:
         self.rewrites.append((code_, Tier.REVIEW))
@@ -631,8 +801,14 @@ class TransformerEngine(ValueUses, Rule):
         if self.uses_generated and self.options.fix:
             relative = self.options.in_package
             statement = f"from . import {MODULE}" if relative else f"import {MODULE}"
-            self.report("NPU418", original_node, f"adds `{statement}` (the generated {COMPANION} next to this file)",
-                        lambda module: _import_generated(module, relative), companion=COMPANION, needs_torch_npu=False)
+            self.report(
+                "NPU418",
+                original_node,
+                f"adds `{statement}` (the generated {COMPANION} next to this file)",
+                lambda module: _import_generated(module, relative),
+                companion=COMPANION,
+                needs_torch_npu=False,
+            )
         if not self.rewrites or not self.options.fix:
             return
         imports = missing_imports(self.resolver, original_node, self.imports)
@@ -641,8 +817,14 @@ class TransformerEngine(ValueUses, Rule):
         if imports:
             # under a code that is enabled (the calls of an ignored code are not rewritten)
             code_, tier = next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
-            self.report(code_, original_node, describe_support(imports, ()), support_fix(imports), tier=tier,
-                        needs_torch_npu=False)
+            self.report(
+                code_,
+                original_node,
+                describe_support(imports, ()),
+                support_fix(imports),
+                tier=tier,
+                needs_torch_npu=False,
+            )
 
 
 # te.checkpoint's own keyword options (TE >= 1.5); the TE < 1.5 signature took the first three
@@ -672,25 +854,34 @@ def checkpoint_plan(call: cst.Call) -> CheckpointPlan:
         raise Manual("`function` is missing")
     old = _old_checkpoint_form(leading)
     if old and len(leading) < 4:
-        raise Manual("TE < 1.5's form (function, distribute_saved_activations, get_rng_state_tracker, tp_group, "
-                     "*args) is incomplete or its options are hidden in `*` arguments")
+        raise Manual(
+            "TE < 1.5's form (function, distribute_saved_activations, get_rng_state_tracker, tp_group, "
+            "*args) is incomplete or its options are hidden in `*` arguments"
+        )
     dsa = leading[1].value if old else arg_value(keywords, "distribute_saved_activations")
     if dsa is not None and literal(dsa) is not False:
         form = "TE < 1.5's positional form, " if old else ""
         value = "=True`" if literal(dsa) is True else f"` is `{code(dsa)}`, which may be True"
-        raise Manual(f"{form}`distribute_saved_activations{value}: it splits saved activations across the "
-                     "tensor-parallel group (no torch.utils.checkpoint counterpart; with False it is dropped)")
+        raise Manual(
+            f"{form}`distribute_saved_activations{value}: it splits saved activations across the "
+            "tensor-parallel group (no torch.utils.checkpoint counterpart; with False it is dropped)"
+        )
     reentrant = arg_value(keywords, "use_reentrant")
     non_reentrant = reentrant is not None and literal(reentrant) is False
     for_function = set(keywords) - set(TE_CHECKPOINT_OPTIONS) - TORCH_CHECKPOINT_OPTIONS
     if for_function and not non_reentrant:
-        raise Manual(f"keyword arguments {sorted(for_function)} for the function need use_reentrant=False in "
-                     "torch.utils.checkpoint")
+        raise Manual(
+            f"keyword arguments {sorted(for_function)} for the function need use_reentrant=False in "
+            "torch.utils.checkpoint"
+        )
     torch_only = sorted({"context_fn", "debug"} & set(keywords))
     if torch_only and not non_reentrant:
-        raise Manual(f"{', '.join(f'`{k}`' for k in torch_only)}: only with use_reentrant=False in torch.utils.checkpoint")
-    return CheckpointPlan(skip=4 if old else 1, add_reentrant=reentrant is None,
-                          drops_tracker=old or "get_rng_state_tracker" in keywords)
+        raise Manual(
+            f"{', '.join(f'`{k}`' for k in torch_only)}: only with use_reentrant=False in torch.utils.checkpoint"
+        )
+    return CheckpointPlan(
+        skip=4 if old else 1, add_reentrant=reentrant is None, drops_tracker=old or "get_rng_state_tracker" in keywords
+    )
 
 
 def _old_checkpoint_form(leading: list[cst.Arg]) -> bool:
@@ -711,11 +902,26 @@ BASE_MODULE = "TransformerEngineBaseModule"
 BASE_GENERATED = "TEModule"  # its place in the generated file
 BASE_FAMILY = ("Linear", "LayerNormLinear", "LayerNormMLP", "DotProductAttention")  # TE classes derived from it
 # attributes of TE modules that the generated ones lack (besides anything naming fp8)
-TE_INTERNALS = frozenset({
-    "fast_setattr", "param_init_meta", "quantizers", "primary_weights_in_fp8", "set_tensor_parallel_group",
-    "fsdp_wrapped", "fsdp_group", "backward_dw", "activation_dtype", "set_activation_dtype", "prepare_forward",
-    "set_meta_tensor", "preserve_high_precision_init_val", "wgrad_store", "tp_group", "tp_size",
-})
+TE_INTERNALS = frozenset(
+    {
+        "fast_setattr",
+        "param_init_meta",
+        "quantizers",
+        "primary_weights_in_fp8",
+        "set_tensor_parallel_group",
+        "fsdp_wrapped",
+        "fsdp_group",
+        "backward_dw",
+        "activation_dtype",
+        "set_activation_dtype",
+        "prepare_forward",
+        "set_meta_tensor",
+        "preserve_high_precision_init_val",
+        "wgrad_store",
+        "tp_group",
+        "tp_size",
+    }
+)
 
 
 class Reference(NamedTuple):

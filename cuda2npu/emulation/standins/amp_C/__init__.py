@@ -37,8 +37,9 @@ def multi_tensor_scale(chunk_size: int, noop_flag: torch.Tensor, tensor_lists, s
     _flag_if_not_finite(noop_flag, inputs)
 
 
-def multi_tensor_axpby(chunk_size: int, noop_flag: torch.Tensor, tensor_lists, a: float, b: float,
-                       arg_to_check: int) -> None:
+def multi_tensor_axpby(
+    chunk_size: int, noop_flag: torch.Tensor, tensor_lists, a: float, b: float, arg_to_check: int
+) -> None:
     xs, ys, outs = tensor_lists
     for x, y, out in zip(xs, ys, outs):
         out.copy_(a * x.float() + b * y.float())

@@ -117,15 +117,21 @@ def _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, al
     _check_inputs(q, k, v, softcap, dropout_p, alibi_slopes)
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k = k.shape[1]
-    scale = headdim ** -0.5 if softmax_scale is None else softmax_scale
+    scale = headdim**-0.5 if softmax_scale is None else softmax_scale
     window = _normalized_window(window_size, causal, seqlen_q, seqlen_k, alibi_slopes is not None)
     bias = None
     if alibi_slopes is not None:
         bias = _alibi_bias(alibi_slopes.reshape(-1, nheads), seqlen_q, seqlen_k)
     with torch.autocast(q.device.type, enabled=False):
         result = masked_attention(
-            q, k, v, _keep_mask(seqlen_q, seqlen_k, window, q.device),
-            softmax_scale=scale, bias=bias, softcap=softcap, dropout_p=dropout_p,
+            q,
+            k,
+            v,
+            _keep_mask(seqlen_q, seqlen_k, window, q.device),
+            softmax_scale=scale,
+            bias=bias,
+            softcap=softcap,
+            dropout_p=dropout_p,
         )
     if not return_attn_probs:
         return result.out
@@ -136,28 +142,49 @@ def _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, al
     return result.out, result.lse, s_dmask
 
 
-def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-            causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table):
+def _varlen(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p,
+    softmax_scale,
+    causal,
+    window_size,
+    softcap,
+    alibi_slopes,
+    return_attn_probs,
+    block_table,
+):
     if block_table is not None:
         raise NotImplementedError("flash_attn_varlen_func(block_table=...) (paged KV cache) has no CPU stand-in")
     _check_inputs(q, k, v, softcap, dropout_p, alibi_slopes)
     nheads, headdim = q.shape[1], q.shape[2]
-    scale = headdim ** -0.5 if softmax_scale is None else softmax_scale
+    scale = headdim**-0.5 if softmax_scale is None else softmax_scale
     starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     batch = len(starts_q) - 1
     window = _normalized_window(window_size, causal, max_seqlen_q, max_seqlen_k, alibi_slopes is not None)
     slopes = None if alibi_slopes is None else alibi_slopes.reshape(-1, nheads).expand(batch, nheads)
     outs, lses, dmasks = [], [], []
     for b in range(batch):
-        q_b = q[starts_q[b]:starts_q[b + 1]].unsqueeze(0)
-        k_b = k[starts_k[b]:starts_k[b + 1]].unsqueeze(0)
-        v_b = v[starts_k[b]:starts_k[b + 1]].unsqueeze(0)
+        q_b = q[starts_q[b] : starts_q[b + 1]].unsqueeze(0)
+        k_b = k[starts_k[b] : starts_k[b + 1]].unsqueeze(0)
+        v_b = v[starts_k[b] : starts_k[b + 1]].unsqueeze(0)
         seqlen_q, seqlen_k = q_b.shape[1], k_b.shape[1]
-        bias = None if slopes is None else _alibi_bias(slopes[b:b + 1], seqlen_q, seqlen_k)
+        bias = None if slopes is None else _alibi_bias(slopes[b : b + 1], seqlen_q, seqlen_k)
         with torch.autocast(q.device.type, enabled=False):
             result = masked_attention(
-                q_b, k_b, v_b, _keep_mask(seqlen_q, seqlen_k, window, q.device),
-                softmax_scale=scale, bias=bias, softcap=softcap, dropout_p=dropout_p,
+                q_b,
+                k_b,
+                v_b,
+                _keep_mask(seqlen_q, seqlen_k, window, q.device),
+                softmax_scale=scale,
+                bias=bias,
+                softcap=softcap,
+                dropout_p=dropout_p,
             )
         outs.append(result.out[0])
         lses.append(result.lse[0])
@@ -179,54 +206,163 @@ def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     return out, lse, s_dmask
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
     """Attention over (batch, seqlen, nheads, headdim) tensors; see the module docstring."""
-    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                    return_attn_probs)
+    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs)
 
 
-def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+def flash_attn_qkvpacked_func(
+    qkv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
     """``qkv`` is (batch, seqlen, 3, nheads, headdim)."""
     q, k, v = qkv.unbind(dim=2)
-    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                    return_attn_probs)
+    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs)
 
 
-def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                             softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+def flash_attn_kvpacked_func(
+    q,
+    kv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
     """``kv`` is (batch, seqlen_k, 2, nheads_k, headdim)."""
     k, v = kv.unbind(dim=2)
-    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                    return_attn_probs)
+    return _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs)
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
-                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                           alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None):
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
     """Attention over packed (total, nheads, headdim) sequences cut by ``cu_seqlens_*``."""
-    return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-                   causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table)
+    return _varlen(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        return_attn_probs,
+        block_table,
+    )
 
 
-def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
-                                     causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                                     deterministic=False, return_attn_probs=False):
+def flash_attn_varlen_qkvpacked_func(
+    qkv,
+    cu_seqlens,
+    max_seqlen,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
     """``qkv`` is (total, 3, nheads, headdim)."""
     q, k, v = qkv.unbind(dim=1)
-    return _varlen(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p, softmax_scale,
-                   causal, window_size, softcap, alibi_slopes, return_attn_probs, None)
+    return _varlen(
+        q,
+        k,
+        v,
+        cu_seqlens,
+        cu_seqlens,
+        max_seqlen,
+        max_seqlen,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        return_attn_probs,
+        None,
+    )
 
 
-def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                    dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                                    softcap=0.0, alibi_slopes=None, deterministic=False,
-                                    return_attn_probs=False):
+def flash_attn_varlen_kvpacked_func(
+    q,
+    kv,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
     """``kv`` is (total_k, 2, nheads_k, headdim)."""
     k, v = kv.unbind(dim=1)
-    return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-                   causal, window_size, softcap, alibi_slopes, return_attn_probs, None)
+    return _varlen(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        return_attn_probs,
+        None,
+    )
 
 
 def flash_attn_with_kvcache(*args, **kwargs):

@@ -77,9 +77,11 @@ def check_models(models):
         if isinstance(model, torch.nn.parallel.DataParallel):
             parallel_type = "torch.nn.parallel.DataParallel"
         if parallel_type is not None:
-            raise RuntimeError("Incoming model is an instance of {}. ".format(parallel_type) +
-                               "Parallel wrappers should only be applied to the model(s) AFTER \n"
-                               "the model(s) have been returned from amp.initialize.")
+            raise RuntimeError(
+                "Incoming model is an instance of {}. ".format(parallel_type)
+                + "Parallel wrappers should only be applied to the model(s) AFTER \n"
+                "the model(s) have been returned from amp.initialize."
+            )
 
 
 def check_params_fp32(models):
@@ -87,10 +89,11 @@ def check_params_fp32(models):
     for model in models:
         for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
             if tensor.is_floating_point() and tensor.dtype == torch.float16:
-                warn_or_err("Found param {} with type {}, expected torch.cuda.FloatTensor.\n"
-                            "When using amp.initialize, you do not need to call .half() on your model\n"
-                            "before passing it, no matter what optimization level you choose.".format(
-                                name, tensor.type()))
+                warn_or_err(
+                    "Found param {} with type {}, expected torch.cuda.FloatTensor.\n"
+                    "When using amp.initialize, you do not need to call .half() on your model\n"
+                    "before passing it, no matter what optimization level you choose.".format(name, tensor.type())
+                )
 
 
 def _patch_casting_forward(model, input_caster, output_caster):
@@ -155,8 +158,11 @@ def _initialize(models, optimizers, properties, num_losses=1, cast_model_outputs
                 convert_network(model, properties.cast_model_type)
             else:
                 model.to(properties.cast_model_type)
-            _patch_casting_forward(model, functools.partial(to_type, properties.cast_model_type),
-                                   functools.partial(to_type, cast_model_outputs or torch.float32))
+            _patch_casting_forward(
+                model,
+                functools.partial(to_type, properties.cast_model_type),
+                functools.partial(to_type, cast_model_outputs or torch.float32),
+            )
         for optimizer in optimizers:
             optimizer.load_state_dict(optimizer.state_dict())
     elif cast_model_outputs is not None:
@@ -166,8 +172,9 @@ def _initialize(models, optimizers, properties, num_losses=1, cast_model_outputs
     for i, optimizer in enumerate(optimizers):
         optimizers[i] = _process_optimizer(optimizer, properties)
     _amp_state.loss_scalers = [
-        LossScaler(properties.loss_scale, min_loss_scale=_amp_state.min_loss_scale,
-                   max_loss_scale=_amp_state.max_loss_scale)
+        LossScaler(
+            properties.loss_scale, min_loss_scale=_amp_state.min_loss_scale, max_loss_scale=_amp_state.max_loss_scale
+        )
         for _ in range(num_losses)
     ]
     if properties.patch_torch_functions:

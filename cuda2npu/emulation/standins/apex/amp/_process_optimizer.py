@@ -23,8 +23,13 @@ import types
 
 import torch
 
-_AMP_METHODS = ("_lazy_init_maybe_master_weights", "_master_params_to_model_params", "_prepare_amp_backward",
-                "_post_amp_backward", "_amp_lazy_init")
+_AMP_METHODS = (
+    "_lazy_init_maybe_master_weights",
+    "_master_params_to_model_params",
+    "_prepare_amp_backward",
+    "_post_amp_backward",
+    "_amp_lazy_init",
+)
 
 
 class AmpOptimizerState:
@@ -33,8 +38,11 @@ class AmpOptimizerState:
 
 def _check_param_dtype(param) -> None:
     if param.dtype not in (torch.float16, torch.float32):
-        raise TypeError("Optimizer's parameters must be either torch.cuda.FloatTensor or torch.cuda.HalfTensor. "
-                        "Received {}".format(param.type()))
+        raise TypeError(
+            "Optimizer's parameters must be either torch.cuda.FloatTensor or torch.cuda.HalfTensor. Received {}".format(
+                param.type()
+            )
+        )
 
 
 def _master_params_to_model_params(self):
@@ -119,8 +127,9 @@ def post_backward_with_master_weights(self, scaler):
     if fp16_grads_needing_unscale:
         scaler.unscale(fp16_grads_needing_unscale, new_fp32_grads, scaler.loss_scale(), models_are_masters=False)
     if fp16_grads_needing_unscale_with_stash:
-        scaler.unscale_with_stashed(fp16_grads_needing_unscale_with_stash, preexisting_fp32_grads,
-                                    preexisting_fp32_grads)
+        scaler.unscale_with_stashed(
+            fp16_grads_needing_unscale_with_stash, preexisting_fp32_grads, preexisting_fp32_grads
+        )
     post_backward_models_are_masters(scaler, stash.all_fp32_from_fp32_params, stash.all_fp32_from_fp32_grad_stash)
 
 
@@ -138,8 +147,10 @@ def lazy_init_no_master_weights(self):
 def prepare_backward_no_master_weights(self):
     stash = self._amp_stash
     self._amp_lazy_init()
-    for params, grad_stash in ((stash.all_fp16_params, stash.all_fp16_grad_stash),
-                               (stash.all_fp32_params, stash.all_fp32_grad_stash)):
+    for params, grad_stash in (
+        (stash.all_fp16_params, stash.all_fp16_grad_stash),
+        (stash.all_fp32_params, stash.all_fp32_grad_stash),
+    ):
         for i, param in enumerate(params):
             grad_stash[i] = param.grad
             param.grad = None
@@ -148,8 +159,10 @@ def prepare_backward_no_master_weights(self):
 def post_backward_no_master_weights(self, scaler):
     stash = self._amp_stash
     self._amp_lazy_init()
-    for params, stashed_grads in ((stash.all_fp16_params, stash.all_fp16_grad_stash),
-                                  (stash.all_fp32_params, stash.all_fp32_grad_stash)):
+    for params, stashed_grads in (
+        (stash.all_fp16_params, stash.all_fp16_grad_stash),
+        (stash.all_fp32_params, stash.all_fp32_grad_stash),
+    ):
         post_backward_models_are_masters(scaler, params, stashed_grads)
 
 

@@ -53,44 +53,85 @@ class Properties:
             return
         if name == "cast_model_type":
             if self.opt_level == "O1" and value is not None and value is not False and value is not torch.float32:
-                warn_or_err("O1 inserts casts around Torch functions rather than model weights, so with O1, the "
-                            "model weights themselves should remain FP32. If you wish to cast the model to a "
-                            "different type, use opt_level='O2' or 'O3'. cast_model_type was {}".format(value))
+                warn_or_err(
+                    "O1 inserts casts around Torch functions rather than model weights, so with O1, the "
+                    "model weights themselves should remain FP32. If you wish to cast the model to a "
+                    "different type, use opt_level='O2' or 'O3'. cast_model_type was {}".format(value)
+                )
         elif name == "patch_torch_functions":
             if self.opt_level != "O1" and value:
                 warn_or_err("Currently, patch_torch_functions=True should only be set by selecting opt_level='O1'.")
         elif name == "keep_batchnorm_fp32":
             if self.opt_level == "O1" and value is not None:
-                warn_or_err("With opt_level O1, batchnorm functions are automatically patched to run in FP32, "
-                            "so keep_batchnorm_fp32 should be None. keep_batchnorm_fp32 was {}".format(value))
+                warn_or_err(
+                    "With opt_level O1, batchnorm functions are automatically patched to run in FP32, "
+                    "so keep_batchnorm_fp32 should be None. keep_batchnorm_fp32 was {}".format(value)
+                )
             value = {"False": False, "True": True}.get(value, value)
             if value not in (True, False, None):
-                raise AssertionError("keep_batchnorm_fp32 must be a boolean, the string 'True' or 'False', or None, "
-                                     "found keep_batchnorm_fp32={}".format(value))
+                raise AssertionError(
+                    "keep_batchnorm_fp32 must be a boolean, the string 'True' or 'False', or None, "
+                    "found keep_batchnorm_fp32={}".format(value)
+                )
         elif name == "master_weights":
             if self.opt_level == "O1" and value is not None:
-                warn_or_err("It doesn't make sense to use master_weights with O1. "
-                            "With O1, your model weights themselves should be FP32.")
+                warn_or_err(
+                    "It doesn't make sense to use master_weights with O1. "
+                    "With O1, your model weights themselves should be FP32."
+                )
         elif name == "loss_scale":
             value = value if value == "dynamic" else float(value)
         self.options[name] = value
 
 
 _OPT_LEVELS = {
-    "O0": dict(cast_model_type=torch.float32, patch_torch_functions=False, keep_batchnorm_fp32=None,
-               master_weights=False, loss_scale=1.0),
-    "O1": dict(cast_model_type=None, patch_torch_functions=True, keep_batchnorm_fp32=None,
-               master_weights=None, loss_scale="dynamic"),
-    "O2": dict(cast_model_type=torch.float16, patch_torch_functions=False, keep_batchnorm_fp32=True,
-               master_weights=True, loss_scale="dynamic"),
-    "O3": dict(cast_model_type=torch.float16, patch_torch_functions=False, keep_batchnorm_fp32=False,
-               master_weights=False, loss_scale=1.0),
+    "O0": dict(
+        cast_model_type=torch.float32,
+        patch_torch_functions=False,
+        keep_batchnorm_fp32=None,
+        master_weights=False,
+        loss_scale=1.0,
+    ),
+    "O1": dict(
+        cast_model_type=None,
+        patch_torch_functions=True,
+        keep_batchnorm_fp32=None,
+        master_weights=None,
+        loss_scale="dynamic",
+    ),
+    "O2": dict(
+        cast_model_type=torch.float16,
+        patch_torch_functions=False,
+        keep_batchnorm_fp32=True,
+        master_weights=True,
+        loss_scale="dynamic",
+    ),
+    "O3": dict(
+        cast_model_type=torch.float16,
+        patch_torch_functions=False,
+        keep_batchnorm_fp32=False,
+        master_weights=False,
+        loss_scale=1.0,
+    ),
 }
 
 
-def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model_type=None,
-               patch_torch_functions=None, keep_batchnorm_fp32=None, master_weights=None, loss_scale=None,
-               cast_model_outputs=None, num_losses=1, verbosity=1, min_loss_scale=None, max_loss_scale=2.0**24):
+def initialize(
+    models,
+    optimizers=None,
+    enabled=True,
+    opt_level="O1",
+    cast_model_type=None,
+    patch_torch_functions=None,
+    keep_batchnorm_fp32=None,
+    master_weights=None,
+    loss_scale=None,
+    cast_model_outputs=None,
+    num_losses=1,
+    verbosity=1,
+    min_loss_scale=None,
+    max_loss_scale=2.0**24,
+):
     """Prepare models and optimizers for the chosen ``opt_level``; returns them in the given structure."""
     _amp_state.opt_properties = Properties()
     _amp_state.verbosity = verbosity
@@ -108,8 +149,13 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
         setattr(properties, name, value)
     _amp_state.min_loss_scale = min_loss_scale
     _amp_state.max_loss_scale = max_loss_scale
-    overrides = dict(cast_model_type=cast_model_type, patch_torch_functions=patch_torch_functions,
-                     keep_batchnorm_fp32=keep_batchnorm_fp32, master_weights=master_weights, loss_scale=loss_scale)
+    overrides = dict(
+        cast_model_type=cast_model_type,
+        patch_torch_functions=patch_torch_functions,
+        keep_batchnorm_fp32=keep_batchnorm_fp32,
+        master_weights=master_weights,
+        loss_scale=loss_scale,
+    )
     for name, value in overrides.items():
         if value is not None:
             setattr(properties, name, value)
@@ -121,16 +167,21 @@ def state_dict(destination=None):
     if destination is None:
         destination = OrderedDict()
     for idx, loss_scaler in enumerate(_amp_state.loss_scalers):
-        destination["loss_scaler%d" % idx] = {"loss_scale": loss_scaler.loss_scale(),
-                                             "unskipped": loss_scaler._unskipped}
+        destination["loss_scaler%d" % idx] = {
+            "loss_scale": loss_scaler.loss_scale(),
+            "unskipped": loss_scaler._unskipped,
+        }
     return destination
 
 
 def load_state_dict(state_dict):
     """Restore loss scales saved by :func:`state_dict` (apex's warnings and checks included)."""
     if len(state_dict) != len(_amp_state.loss_scalers):
-        print("Warning: state_dict contains {} entries, while {} loss_scalers are used".format(
-            len(state_dict), len(_amp_state.loss_scalers)))
+        print(
+            "Warning: state_dict contains {} entries, while {} loss_scalers are used".format(
+                len(state_dict), len(_amp_state.loss_scalers)
+            )
+        )
     nb_loss_scalers = len(_amp_state.loss_scalers)
     unexpected_keys = []
     idx = 0
@@ -145,5 +196,8 @@ def load_state_dict(state_dict):
             _amp_state.loss_scalers[idx]._unskipped = state_dict[key]["unskipped"]
             idx += 1
     if unexpected_keys:
-        raise RuntimeError("Error(s) in loading state_dict. Unexpected key(s) in state_dict: {}. ".format(
-            ", ".join('"{}"'.format(k) for k in unexpected_keys)))
+        raise RuntimeError(
+            "Error(s) in loading state_dict. Unexpected key(s) in state_dict: {}. ".format(
+                ", ".join('"{}"'.format(k) for k in unexpected_keys)
+            )
+        )

@@ -19,9 +19,11 @@ from ._amp_state import _amp_state
 @contextlib.contextmanager
 def scale_loss(loss, optimizers, loss_id=0, model=None, delay_unscale=False, delay_overflow_check=False):
     if not hasattr(_amp_state, "opt_properties"):
-        raise RuntimeError("Invoked 'with amp.scale_loss`, but internal Amp state has not been initialized.  "
-                           "model, optimizer = amp.initialize(model, optimizer, opt_level=...) must be called "
-                           "before `with amp.scale_loss`.")
+        raise RuntimeError(
+            "Invoked 'with amp.scale_loss`, but internal Amp state has not been initialized.  "
+            "model, optimizer = amp.initialize(model, optimizer, opt_level=...) must be called "
+            "before `with amp.scale_loss`."
+        )
     if not _amp_state.opt_properties.enabled:
         yield loss
         return

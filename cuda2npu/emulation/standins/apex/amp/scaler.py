@@ -39,8 +39,15 @@ def axpby_check_overflow_python(model_grad, stashed_grad, master_grad, a, b, che
 class LossScaler:
     """Static (a number) or dynamic (``"dynamic"``) loss scale for one loss."""
 
-    def __init__(self, loss_scale, init_scale=2.0**16, scale_factor=2.0, scale_window=2000,
-                 min_loss_scale=None, max_loss_scale=2.0**24):
+    def __init__(
+        self,
+        loss_scale,
+        init_scale=2.0**16,
+        scale_factor=2.0,
+        scale_window=2000,
+        min_loss_scale=None,
+        max_loss_scale=2.0**24,
+    ):
         if loss_scale == "dynamic":
             self.dynamic = True
             self._loss_scale = min(max_loss_scale, init_scale)
@@ -78,7 +85,8 @@ class LossScaler:
             if model is None and stashed is None:
                 continue
             self._has_overflow = axpby_check_overflow_python(
-                model, stashed, master, out_scale / grads_have_scale, out_scale / stashed_have_scale, self.dynamic)
+                model, stashed, master, out_scale / grads_have_scale, out_scale / stashed_have_scale, self.dynamic
+            )
             if self._has_overflow and self.dynamic:
                 break
 

@@ -157,8 +157,9 @@ class MixedFusedLayerNorm(FusedLayerNorm):
 
     def __init__(self, normalized_shape, eps=1e-5, *, memory_efficient=False, **kwargs):
         _affine_only("MixedFusedLayerNorm", kwargs)
-        super().__init__(normalized_shape=normalized_shape, eps=eps, elementwise_affine=True,
-                         memory_efficient=memory_efficient)
+        super().__init__(
+            normalized_shape=normalized_shape, eps=eps, elementwise_affine=True, memory_efficient=memory_efficient
+        )
 
     def forward(self, input):
         return mixed_dtype_fused_layer_norm_affine(input, self.weight, self.bias, self.normalized_shape, self.eps)
@@ -169,8 +170,9 @@ class MixedFusedRMSNorm(FusedRMSNorm):
 
     def __init__(self, normalized_shape, eps=1e-5, *, memory_efficient=False, **kwargs):
         _affine_only("MixedFusedRMSNorm", kwargs)
-        super().__init__(normalized_shape=normalized_shape, eps=eps, elementwise_affine=True,
-                         memory_efficient=memory_efficient)
+        super().__init__(
+            normalized_shape=normalized_shape, eps=eps, elementwise_affine=True, memory_efficient=memory_efficient
+        )
 
     def forward(self, input):
         return mixed_dtype_fused_rms_norm_affine(input, self.weight, self.normalized_shape, self.eps)

@@ -30,9 +30,20 @@ _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 class FusedAdam(torch.optim.Optimizer):
     """Adam / AdamW with apex ``FusedAdam`` semantics (see module docstring)."""
 
-    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
-                 adam_w_mode=True, weight_decay=0.0, amsgrad=False, set_grad_none=True,
-                 capturable=False, use_master=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        bias_correction=True,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        adam_w_mode=True,
+        weight_decay=0.0,
+        amsgrad=False,
+        set_grad_none=True,
+        capturable=False,
+        use_master=False,
+    ):
         if amsgrad:
             raise RuntimeError("FusedAdam does not support the AMSGrad variant.")
         if capturable or use_master:

@@ -38,13 +38,32 @@ _SUPPORTED = (torch.float16, torch.float32)
 class FusedLAMB(torch.optim.Optimizer):
     """LAMB with apex ``FusedLAMB`` semantics (see module docstring)."""
 
-    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-6,
-                 weight_decay=0.01, amsgrad=False, adam_w_mode=True, grad_averaging=True,
-                 set_grad_none=True, max_grad_norm=1.0, use_nvlamb=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        bias_correction=True,
+        betas=(0.9, 0.999),
+        eps=1e-6,
+        weight_decay=0.01,
+        amsgrad=False,
+        adam_w_mode=True,
+        grad_averaging=True,
+        set_grad_none=True,
+        max_grad_norm=1.0,
+        use_nvlamb=False,
+    ):
         if amsgrad:
             raise RuntimeError("FusedLAMB does not support the AMSGrad variant.")
-        defaults = dict(lr=lr, bias_correction=bias_correction, betas=betas, eps=eps,
-                        weight_decay=weight_decay, grad_averaging=grad_averaging, max_grad_norm=max_grad_norm)
+        defaults = dict(
+            lr=lr,
+            bias_correction=bias_correction,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            grad_averaging=grad_averaging,
+            max_grad_norm=max_grad_norm,
+        )
         super().__init__(params, defaults)
         self.adam_w_mode = 1 if adam_w_mode else 0
         self.set_grad_none = set_grad_none
@@ -73,7 +92,8 @@ class FusedLAMB(torch.optim.Optimizer):
             global_grad_norm = torch.zeros((), dtype=torch.float32)
             if grads:
                 global_grad_norm = torch.linalg.vector_norm(
-                    torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+                    torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+                )
             max_grad_norm = self.defaults["max_grad_norm"]
             clip = global_grad_norm / max_grad_norm if global_grad_norm > max_grad_norm else 1.0
             for group in self.param_groups:

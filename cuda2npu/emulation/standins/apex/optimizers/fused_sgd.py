@@ -27,8 +27,18 @@ from torch.optim.optimizer import Optimizer, required
 class FusedSGD(Optimizer):
     """SGD with apex ``FusedSGD`` semantics (see module docstring)."""
 
-    def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-                 wd_after_momentum=False, materialize_master_grads=True, set_grad_none=False):
+    def __init__(
+        self,
+        params,
+        lr=required,
+        momentum=0,
+        dampening=0,
+        weight_decay=0,
+        nesterov=False,
+        wd_after_momentum=False,
+        materialize_master_grads=True,
+        set_grad_none=False,
+    ):
         if lr is not required and lr < 0.0:
             raise ValueError("Invalid learning rate: {}".format(lr))
         if momentum < 0.0:

@@ -21,10 +21,22 @@ def _world_size() -> int:
 class DistributedDataParallel(torch.nn.Module):
     """Single-process apex DDP: ``forward`` calls the wrapped module."""
 
-    def __init__(self, module, message_size=10000000, delay_allreduce=False, shared_param=None,
-                 allreduce_trigger_params=None, retain_allreduce_buffers=False, allreduce_always_fp32=False,
-                 num_allreduce_streams=1, allreduce_communicators=None, gradient_average=True,
-                 gradient_predivide_factor=1.0, gradient_average_split_factor=None, prof=False):
+    def __init__(
+        self,
+        module,
+        message_size=10000000,
+        delay_allreduce=False,
+        shared_param=None,
+        allreduce_trigger_params=None,
+        retain_allreduce_buffers=False,
+        allreduce_always_fp32=False,
+        num_allreduce_streams=1,
+        allreduce_communicators=None,
+        gradient_average=True,
+        gradient_predivide_factor=1.0,
+        gradient_average_split_factor=None,
+        prof=False,
+    ):
         super().__init__()
         if _world_size() > 1:
             raise NotImplementedError("apex.parallel.DistributedDataParallel with more than one process")

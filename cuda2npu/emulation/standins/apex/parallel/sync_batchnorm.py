@@ -27,10 +27,20 @@ from .distributed import _world_size
 class SyncBatchNorm(_BatchNorm):
     """Single-process apex SyncBatchNorm (see module docstring)."""
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 process_group=None, channel_last=False, fuse_relu=False):
-        super().__init__(num_features, eps=eps, momentum=momentum, affine=affine,
-                         track_running_stats=track_running_stats)
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        process_group=None,
+        channel_last=False,
+        fuse_relu=False,
+    ):
+        super().__init__(
+            num_features, eps=eps, momentum=momentum, affine=affine, track_running_stats=track_running_stats
+        )
         self.process_group = process_group
         self.channel_last = channel_last
         self.fuse_relu = fuse_relu
@@ -57,8 +67,15 @@ def convert_syncbn_model(module, process_group=None, channel_last=False):
     if isinstance(module, _InstanceNorm):
         return module
     if isinstance(module, _BatchNorm):
-        mod = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                            module.track_running_stats, process_group, channel_last=channel_last)
+        mod = SyncBatchNorm(
+            module.num_features,
+            module.eps,
+            module.momentum,
+            module.affine,
+            module.track_running_stats,
+            process_group,
+            channel_last=channel_last,
+        )
         mod.running_mean = module.running_mean
         mod.running_var = module.running_var
         if module.affine:

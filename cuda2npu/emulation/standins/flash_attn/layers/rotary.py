@@ -24,15 +24,14 @@ def rotate_half(x: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
     return torch.stack((-x2, x1), dim=-1).flatten(-2)
 
 
-def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None,
-                     max_seqlen=None):
+def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None, max_seqlen=None):
     if cu_seqlens is not None or not isinstance(seqlen_offsets, int):
         raise NotImplementedError("apply_rotary_emb stand-in: packed sequences and per-batch offsets")
     seqlen, rotary_dim = x.shape[1], cos.shape[-1] * 2
     assert rotary_dim <= x.shape[-1], "rotary_dim must be <= headdim"
     assert cos.shape[0] >= seqlen_offsets + seqlen, "cos/sin must cover seqlen_offsets + seqlen positions"
-    cos = cos[seqlen_offsets:seqlen_offsets + seqlen].float()
-    sin = sin[seqlen_offsets:seqlen_offsets + seqlen].float()
+    cos = cos[seqlen_offsets : seqlen_offsets + seqlen].float()
+    sin = sin[seqlen_offsets : seqlen_offsets + seqlen].float()
     widen = (lambda t: t.repeat_interleave(2, dim=-1)) if interleaved else (lambda t: torch.cat([t, t], dim=-1))
     cos, sin = widen(cos)[:, None], widen(sin)[:, None]  # (seqlen, 1, rotary_dim) broadcasts over heads
     rotated = x[..., :rotary_dim].float()

@@ -13,6 +13,13 @@ from __future__ import annotations
 import torch.utils.checkpoint
 
 
-def checkpoint(function, *args, distribute_saved_activations=False, get_rng_state_tracker=None, tp_group=None,
-               use_reentrant=True, **kwargs):
+def checkpoint(
+    function,
+    *args,
+    distribute_saved_activations=False,
+    get_rng_state_tracker=None,
+    tp_group=None,
+    use_reentrant=True,
+    **kwargs,
+):
     return torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)

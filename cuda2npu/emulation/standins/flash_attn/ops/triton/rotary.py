@@ -9,7 +9,16 @@ from __future__ import annotations
 from ...layers.rotary import apply_rotary_emb
 
 
-def apply_rotary(x, cos, sin, seqlen_offsets=0, cu_seqlens=None, max_seqlen=None, interleaved=False, inplace=False,
-                 conjugate=False):
-    return apply_rotary_emb(x, cos, -sin if conjugate else sin, interleaved=interleaved, inplace=inplace,
-                            seqlen_offsets=seqlen_offsets, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
+def apply_rotary(
+    x, cos, sin, seqlen_offsets=0, cu_seqlens=None, max_seqlen=None, interleaved=False, inplace=False, conjugate=False
+):
+    return apply_rotary_emb(
+        x,
+        cos,
+        -sin if conjugate else sin,
+        interleaved=interleaved,
+        inplace=inplace,
+        seqlen_offsets=seqlen_offsets,
+        cu_seqlens=cu_seqlens,
+        max_seqlen=max_seqlen,
+    )

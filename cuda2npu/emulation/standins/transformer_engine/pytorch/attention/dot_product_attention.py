@@ -46,8 +46,15 @@ from cuda2npu.emulation.standins.flash_attn._masked_attention import masked_atte
 
 from ..module.base import StandinModule, check_options
 
-MASK_TYPES = ("no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",
-              "padding_causal_bottom_right", "arbitrary")
+MASK_TYPES = (
+    "no_mask",
+    "padding",
+    "causal",
+    "padding_causal",
+    "causal_bottom_right",
+    "padding_causal_bottom_right",
+    "arbitrary",
+)
 BIAS_TYPES = ("no_bias", "pre_scale_bias", "post_scale_bias", "alibi")
 
 
@@ -88,10 +95,24 @@ def _prefix_tokens(cu_seqlens: torch.Tensor, seqlen: int) -> torch.Tensor:
 class DotProductAttention(StandinModule):
     """TE ``DotProductAttention`` (see module docstring); no parameters, TE's ``_extra_state``."""
 
-    def __init__(self, num_attention_heads, kv_channels, num_gqa_groups=None, attention_dropout=0.0,
-                 qkv_format="sbhd", attn_mask_type="causal", window_size=None, *, bottom_right_diagonal=None,
-                 layer_number=None, attention_type="self", softmax_scale=None, softmax_type="vanilla",
-                 return_max_logit=False, **options):
+    def __init__(
+        self,
+        num_attention_heads,
+        kv_channels,
+        num_gqa_groups=None,
+        attention_dropout=0.0,
+        qkv_format="sbhd",
+        attn_mask_type="causal",
+        window_size=None,
+        *,
+        bottom_right_diagonal=None,
+        layer_number=None,
+        attention_type="self",
+        softmax_scale=None,
+        softmax_type="vanilla",
+        return_max_logit=False,
+        **options,
+    ):
         super().__init__()
         check_options("DotProductAttention", options)
         if softmax_type != "vanilla":
@@ -113,17 +134,36 @@ class DotProductAttention(StandinModule):
         self.layer_number = 1 if layer_number is None else layer_number
         self.attention_type = attention_type
 
-    def forward(self, query_layer, key_layer, value_layer, attention_mask=None, qkv_format=None,
-                cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None,
-                max_seqlen_q=None, max_seqlen_kv=None, attn_mask_type=None, window_size=None,
-                checkpoint_core_attention=False, core_attention_bias_type="no_bias", core_attention_bias=None,
-                alibi_slopes=None, fast_zero_fill=True, inference_params=None, pad_between_seqs=None,
-                fp8_output=False):
+    def forward(
+        self,
+        query_layer,
+        key_layer,
+        value_layer,
+        attention_mask=None,
+        qkv_format=None,
+        cu_seqlens_q=None,
+        cu_seqlens_kv=None,
+        cu_seqlens_q_padded=None,
+        cu_seqlens_kv_padded=None,
+        max_seqlen_q=None,
+        max_seqlen_kv=None,
+        attn_mask_type=None,
+        window_size=None,
+        checkpoint_core_attention=False,
+        core_attention_bias_type="no_bias",
+        core_attention_bias=None,
+        alibi_slopes=None,
+        fast_zero_fill=True,
+        inference_params=None,
+        pad_between_seqs=None,
+        fp8_output=False,
+    ):
         if inference_params is not None:
             raise NotImplementedError("DotProductAttention(inference_params=...) (KV cache) has no CPU stand-in")
         if pad_between_seqs or any(
-                p is not None and not torch.equal(p, c)
-                for p, c in ((cu_seqlens_q_padded, cu_seqlens_q), (cu_seqlens_kv_padded, cu_seqlens_kv))):
+            p is not None and not torch.equal(p, c)
+            for p, c in ((cu_seqlens_q_padded, cu_seqlens_q), (cu_seqlens_kv_padded, cu_seqlens_kv))
+        ):
             raise NotImplementedError("DotProductAttention with padding between packed sequences")
         if fp8_output:
             raise NotImplementedError("DotProductAttention(fp8_output=True) has no CPU stand-in")
@@ -135,9 +175,15 @@ class DotProductAttention(StandinModule):
         bottom_right = self.bottom_right_diagonal
         if bottom_right is None:
             bottom_right = mask_type not in ("causal", "padding_causal")
-        settings = dict(mask_type=mask_type, window=window, bottom_right=bottom_right,
-                        bias_type=core_attention_bias_type, bias=core_attention_bias, alibi_slopes=alibi_slopes,
-                        dropout_p=self.attention_dropout if self.training else 0.0)
+        settings = dict(
+            mask_type=mask_type,
+            window=window,
+            bottom_right=bottom_right,
+            bias_type=core_attention_bias_type,
+            bias=core_attention_bias,
+            alibi_slopes=alibi_slopes,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
         if qkv_format == "thd":
             return self._packed(query_layer, key_layer, value_layer, cu_seqlens_q, cu_seqlens_kv, settings)
         if qkv_format not in ("sbhd", "bshd"):
@@ -150,8 +196,9 @@ class DotProductAttention(StandinModule):
         valid_kv = torch.ones(batch, seqlen_kv, dtype=torch.bool, device=q.device)
         if "padding" in mask_type:
             if attention_mask is not None:
-                q_mask, kv_mask = attention_mask if isinstance(attention_mask, (tuple, list)) else (
-                    attention_mask, attention_mask)
+                q_mask, kv_mask = (
+                    attention_mask if isinstance(attention_mask, (tuple, list)) else (attention_mask, attention_mask)
+                )
                 valid_q, valid_kv = _valid_tokens(q_mask, batch), _valid_tokens(kv_mask, batch)
             elif cu_seqlens_q is not None and cu_seqlens_kv is not None:
                 valid_q, valid_kv = _prefix_tokens(cu_seqlens_q, seqlen_q), _prefix_tokens(cu_seqlens_kv, seqlen_kv)
@@ -171,9 +218,9 @@ class DotProductAttention(StandinModule):
         starts_q, starts_kv = cu_seqlens_q.tolist(), cu_seqlens_kv.tolist()
         outs = []
         for b in range(len(starts_q) - 1):
-            q_b = q[starts_q[b]:starts_q[b + 1]].unsqueeze(0)
-            k_b = k[starts_kv[b]:starts_kv[b + 1]].unsqueeze(0)
-            v_b = v[starts_kv[b]:starts_kv[b + 1]].unsqueeze(0)
+            q_b = q[starts_q[b] : starts_q[b + 1]].unsqueeze(0)
+            k_b = k[starts_kv[b] : starts_kv[b + 1]].unsqueeze(0)
+            v_b = v[starts_kv[b] : starts_kv[b + 1]].unsqueeze(0)
             lengths_q = torch.tensor([q_b.shape[1]], device=q.device)
             lengths_kv = torch.tensor([k_b.shape[1]], device=q.device)
             keep = torch.ones(1, 1, q_b.shape[1], k_b.shape[1], dtype=torch.bool, device=q.device)
@@ -205,5 +252,6 @@ class DotProductAttention(StandinModule):
             slopes = slopes.to(q.device).reshape(-1, self.num_attention_heads, 1, 1)
             bias = -slopes * (cols - diagonal).abs().float()
         with torch.autocast(q.device.type, enabled=False):
-            return masked_attention(q, k, v, keep, softmax_scale=self.softmax_scale, bias=bias,
-                                    dropout_p=settings["dropout_p"]).out
+            return masked_attention(
+                q, k, v, keep, softmax_scale=self.softmax_scale, bias=bias, dropout_p=settings["dropout_p"]
+            ).out

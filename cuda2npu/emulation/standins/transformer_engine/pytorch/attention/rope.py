@@ -19,8 +19,15 @@ __all__ = ["RotaryPositionEmbedding", "apply_rotary_pos_emb"]
 
 
 class RotaryPositionEmbedding(torch.nn.Module):
-    def __init__(self, dim, rotary_percent=1.0, seq_len_interpolation_factor=None,
-                 pretrained_max_position_embeddings=None, rotary_base=10000.0, interleaved=False):
+    def __init__(
+        self,
+        dim,
+        rotary_percent=1.0,
+        seq_len_interpolation_factor=None,
+        pretrained_max_position_embeddings=None,
+        rotary_base=10000.0,
+        interleaved=False,
+    ):
         super().__init__()
         if rotary_percent < 1.0:
             dim = int(dim * rotary_percent)
@@ -57,8 +64,17 @@ def _rotate(t, freqs, interleaved):
     return torch.cat([rotated * cos + _rotate_half(rotated, interleaved) * sin, passed], dim=-1)
 
 
-def apply_rotary_pos_emb(t, freqs, tensor_format="sbhd", start_positions=None, interleaved=False, fused=False,
-                         cu_seqlens=None, cp_size=1, cp_rank=0):
+def apply_rotary_pos_emb(
+    t,
+    freqs,
+    tensor_format="sbhd",
+    start_positions=None,
+    interleaved=False,
+    fused=False,
+    cu_seqlens=None,
+    cp_size=1,
+    cp_rank=0,
+):
     if start_positions is not None or cp_size != 1:
         raise NotImplementedError("apply_rotary_pos_emb stand-in: start_positions and context parallelism")
     if tensor_format == "sbhd":
@@ -70,4 +86,4 @@ def apply_rotary_pos_emb(t, freqs, tensor_format="sbhd", start_positions=None, i
     assert cu_seqlens is not None, "cu_seqlens must not be None when tensor_format is 'thd'."
     lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
     parts = [_rotate(x.unsqueeze(1), freqs, interleaved).squeeze(1) for x in torch.split(t[: sum(lengths)], lengths)]
-    return torch.cat(parts + [t[sum(lengths):]])
+    return torch.cat(parts + [t[sum(lengths) :]])

@@ -78,8 +78,14 @@ def check_normalization(normalization: str) -> None:
         raise AssertionError("Unsupported normalization type!")
 
 
-def normalize(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], eps: float,
-              normalization: str, zero_centered_gamma: bool) -> torch.Tensor:
+def normalize(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor],
+    eps: float,
+    normalization: str,
+    zero_centered_gamma: bool,
+) -> torch.Tensor:
     """LayerNorm/RMSNorm over the last dimension, float32 result."""
     xf = x.float()
     gamma = weight.float() + 1 if zero_centered_gamma else weight.float()

@@ -28,13 +28,37 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-_NO_EFFECT_IN_ONE_PROCESS = frozenset({
-    "sequence_parallel", "set_parallel_mode", "parallel_mode", "return_layernorm_output_gathered",
-    "get_rng_state_tracker", "rng_tracker_name", "name", "seq_length", "micro_batch_size", "symmetric_ar_type",
-    "save_original_input", "checkpoint", "sm_margin", "ub_name", "ub_tp_comm_overlap", "ub_overlap_ag",
-    "ub_overlap_rs", "ub_overlap_rs_dgrad", "ub_bulk_dgrad", "ub_bulk_wgrad", "ub_split_rs", "ub_split_ag",
-    "ub_atomic_gemm_rs", "ub_atomic_gemm_ag", "cp_comm_type", "cp_global_ranks", "cp_stream",
-})
+_NO_EFFECT_IN_ONE_PROCESS = frozenset(
+    {
+        "sequence_parallel",
+        "set_parallel_mode",
+        "parallel_mode",
+        "return_layernorm_output_gathered",
+        "get_rng_state_tracker",
+        "rng_tracker_name",
+        "name",
+        "seq_length",
+        "micro_batch_size",
+        "symmetric_ar_type",
+        "save_original_input",
+        "checkpoint",
+        "sm_margin",
+        "ub_name",
+        "ub_tp_comm_overlap",
+        "ub_overlap_ag",
+        "ub_overlap_rs",
+        "ub_overlap_rs_dgrad",
+        "ub_bulk_dgrad",
+        "ub_bulk_wgrad",
+        "ub_split_rs",
+        "ub_split_ag",
+        "ub_atomic_gemm_rs",
+        "ub_atomic_gemm_ag",
+        "cp_comm_type",
+        "cp_global_ranks",
+        "cp_stream",
+    }
+)
 _DEFAULT_ONLY = {
     "fuse_wgrad_accumulation": False,
     "delay_wgrad_compute": False,

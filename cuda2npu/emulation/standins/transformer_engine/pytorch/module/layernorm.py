@@ -62,8 +62,17 @@ class _NormOp(StandinModule):
 class LayerNorm(_NormOp):
     """TE ``LayerNorm(normalized_shape, eps=1e-5, ...)``; parameters ``weight``, ``bias``."""
 
-    def __init__(self, normalized_shape, eps=1e-5, device=None, dtype=None, *, zero_centered_gamma=False,
-                 params_dtype=None, **options):
+    def __init__(
+        self,
+        normalized_shape,
+        eps=1e-5,
+        device=None,
+        dtype=None,
+        *,
+        zero_centered_gamma=False,
+        params_dtype=None,
+        **options,
+    ):
         super().__init__(normalized_shape, eps, zero_centered_gamma, device, dtype, params_dtype, "LayerNorm", options)
         bias = torch.empty(self.normalized_shape, device=self._device, dtype=self._dtype)
         self.bias = init_parameter(bias, torch.nn.init.zeros_)
@@ -71,16 +80,26 @@ class LayerNorm(_NormOp):
     def forward(self, inp):
         dtype = self._compute_dtype(inp)
         with high_precision(inp):
-            out = F.layer_norm(inp.to(dtype).float(), self.normalized_shape, self._gamma(dtype),
-                               self.bias.to(dtype).float(), self.eps)
+            out = F.layer_norm(
+                inp.to(dtype).float(), self.normalized_shape, self._gamma(dtype), self.bias.to(dtype).float(), self.eps
+            )
         return out.to(dtype)
 
 
 class RMSNorm(_NormOp):
     """TE ``RMSNorm(normalized_shape, eps=1e-5, ...)``; parameter ``weight``."""
 
-    def __init__(self, normalized_shape, eps=1e-5, device=None, dtype=None, *, zero_centered_gamma=False,
-                 params_dtype=None, **options):
+    def __init__(
+        self,
+        normalized_shape,
+        eps=1e-5,
+        device=None,
+        dtype=None,
+        *,
+        zero_centered_gamma=False,
+        params_dtype=None,
+        **options,
+    ):
         super().__init__(normalized_shape, eps, zero_centered_gamma, device, dtype, params_dtype, "RMSNorm", options)
 
     def forward(self, inp):

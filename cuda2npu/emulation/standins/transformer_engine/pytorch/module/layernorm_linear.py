@@ -28,9 +28,23 @@ from .linear import add_linear_parameters, joined
 class LayerNormLinear(StandinModule):
     """TE ``LayerNormLinear`` (see module docstring)."""
 
-    def __init__(self, in_features, out_features, eps=1e-5, *, init_method=None, bias=True,
-                 normalization="LayerNorm", return_bias=False, params_dtype=None, return_layernorm_output=False,
-                 parameters_split=None, zero_centered_gamma=False, device="cuda", **options):
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        eps=1e-5,
+        *,
+        init_method=None,
+        bias=True,
+        normalization="LayerNorm",
+        return_bias=False,
+        params_dtype=None,
+        return_layernorm_output=False,
+        parameters_split=None,
+        zero_centered_gamma=False,
+        device="cuda",
+        **options,
+    ):
         super().__init__()
         check_options("LayerNormLinear", options)
         check_normalization(normalization)
@@ -53,16 +67,22 @@ class LayerNormLinear(StandinModule):
         else:
             self.layer_norm_bias = None
         self.weight_names, self.bias_names = add_linear_parameters(
-            self, in_features, out_features, bias, parameters_split, init_method or default_init_method(), device,
-            dtype)
+            self, in_features, out_features, bias, parameters_split, init_method or default_init_method(), device, dtype
+        )
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         dtype = self.activation_dtype(inp)
         weight, bias = joined(self, self.weight_names), joined(self, self.bias_names)
         with high_precision(inp):
             ln_beta = None if self.layer_norm_bias is None else self.layer_norm_bias.to(dtype)
-            ln_out = normalize(inp.to(dtype), self.layer_norm_weight.to(dtype), ln_beta, self.eps,
-                               self.normalization, self.zero_centered_gamma).to(dtype)
+            ln_out = normalize(
+                inp.to(dtype),
+                self.layer_norm_weight.to(dtype),
+                ln_beta,
+                self.eps,
+                self.normalization,
+                self.zero_centered_gamma,
+            ).to(dtype)
             out = gemm(ln_out, weight, bias if self.apply_bias else None, dtype)
         outputs = (out,)
         if self.return_bias:

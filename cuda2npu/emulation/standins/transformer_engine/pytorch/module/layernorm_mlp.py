@@ -39,9 +39,24 @@ from .base import (
 class LayerNormMLP(StandinModule):
     """TE ``LayerNormMLP`` (see module docstring)."""
 
-    def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, return_bias=False, init_method=None, bias=True,
-                 normalization="LayerNorm", activation="gelu", output_layer_init_method=None, params_dtype=None,
-                 return_layernorm_output=False, zero_centered_gamma=False, device="cuda", **options):
+    def __init__(
+        self,
+        hidden_size,
+        ffn_hidden_size,
+        eps=1e-5,
+        *,
+        return_bias=False,
+        init_method=None,
+        bias=True,
+        normalization="LayerNorm",
+        activation="gelu",
+        output_layer_init_method=None,
+        params_dtype=None,
+        return_layernorm_output=False,
+        zero_centered_gamma=False,
+        device="cuda",
+        **options,
+    ):
         super().__init__()
         check_options("LayerNormMLP", options)
         check_normalization(normalization)
@@ -63,20 +78,28 @@ class LayerNormMLP(StandinModule):
 
         gamma_init = torch.nn.init.zeros_ if zero_centered_gamma else torch.nn.init.ones_
         self.layer_norm_weight = init_parameter(new(hidden_size), gamma_init)
-        self.layer_norm_bias = init_parameter(new(hidden_size), torch.nn.init.zeros_) \
-            if normalization == "LayerNorm" else None
+        self.layer_norm_bias = (
+            init_parameter(new(hidden_size), torch.nn.init.zeros_) if normalization == "LayerNorm" else None
+        )
         self.fc1_weight = init_parameter(new(fc1_out, hidden_size), init_method or default_init_method())
         self.fc1_bias = init_parameter(new(fc1_out), torch.nn.init.zeros_) if bias else new(0)
-        self.fc2_weight = init_parameter(new(hidden_size, ffn_hidden_size),
-                                         output_layer_init_method or default_init_method())
+        self.fc2_weight = init_parameter(
+            new(hidden_size, ffn_hidden_size), output_layer_init_method or default_init_method()
+        )
         self.fc2_bias = init_parameter(new(hidden_size), torch.nn.init.zeros_) if bias else new(0)
 
     def forward(self, inp, is_first_microbatch=None):
         dtype = self.activation_dtype(inp)
         with high_precision(inp):
             ln_beta = None if self.layer_norm_bias is None else self.layer_norm_bias.to(dtype)
-            ln_out = normalize(inp.to(dtype), self.layer_norm_weight.to(dtype), ln_beta, self.eps,
-                               self.normalization, self.zero_centered_gamma).to(dtype)
+            ln_out = normalize(
+                inp.to(dtype),
+                self.layer_norm_weight.to(dtype),
+                ln_beta,
+                self.eps,
+                self.normalization,
+                self.zero_centered_gamma,
+            ).to(dtype)
             fc1_out = gemm(ln_out, self.fc1_weight, self.fc1_bias if self.use_bias else None, dtype)
             act_out = apply_activation(self.activation, fc1_out).to(dtype)
             out = gemm(act_out, self.fc2_weight, self.fc2_bias if self.apply_bias else None, dtype)

@@ -60,8 +60,19 @@ def joined(module, names) -> torch.Tensor:
 class Linear(StandinModule):
     """TE ``Linear`` (see module docstring)."""
 
-    def __init__(self, in_features, out_features, *, init_method=None, bias=True, return_bias=False,
-                 params_dtype=None, parameters_split=None, device="cuda", **options):
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        *,
+        init_method=None,
+        bias=True,
+        return_bias=False,
+        params_dtype=None,
+        parameters_split=None,
+        device="cuda",
+        **options,
+    ):
         super().__init__()
         check_options("Linear", options)
         self.in_features = in_features
@@ -71,8 +82,15 @@ class Linear(StandinModule):
         self.apply_bias = bias and not return_bias
         dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
         self.weight_names, self.bias_names = add_linear_parameters(
-            self, in_features, out_features, bias, parameters_split, init_method or default_init_method(),
-            standin_device(device), dtype)
+            self,
+            in_features,
+            out_features,
+            bias,
+            parameters_split,
+            init_method or default_init_method(),
+            standin_device(device),
+            dtype,
+        )
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         dtype = self.activation_dtype(inp)
