@@ -3,7 +3,6 @@ migrated imports decide which requirements stay)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
@@ -19,11 +18,6 @@ from cuda2npu.filekinds.depfiles import (
 )
 from cuda2npu.filekinds.shellscripts import check_shell_script, is_shell_script
 from cuda2npu.project.discovery import discover
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 def project_imports(directory: Path, results: list[FileResult], by_name: dict[str, Path]) -> ProjectImports:
@@ -100,7 +94,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             continue
         try:
             findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))
-        except (ValueError, tomllib.TOMLDecodeError):
+        except ValueError:  # tomllib.TOMLDecodeError included
             continue  # a malformed pyproject.toml is not ours to report
         if new_text != text:
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
