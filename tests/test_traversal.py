@@ -148,3 +148,17 @@ def test_walk_skips_children_when_visit_returns_false():
     visitor = Outer()
     walk(cst.parse_module("a = f(b)\nc\n"), visitor)
     assert visitor.names == ["a", "c"]
+
+
+def test_subtree_walks_read_the_flattened_module_and_match_libcst():
+    module = cst.parse_module(EXTRA + (ROOT / "cuda2npu/core/traversal.py").read_text())
+    list(iter_nodes(module))  # the module's flat tree is now kept
+    other = cst.parse_module("def g():\n    return h(1)\n")  # a tree the kept one does not hold
+    for subtree in [*iter_nodes(module, cst.FunctionDef), other.body[0]]:
+        reference = Recorder()
+        subtree.visit(reference)
+        expected = [(kind, id(node)) for kind, node in reference.events if not isinstance(node, SYNTAX)]
+        walked = Walked()
+        walk(subtree, walked)
+        assert [(kind, id(node)) for kind, node in walked.events] == expected
+        assert [id(n) for n in iter_nodes(subtree)] == [i for kind, i in expected if kind == "visit"]

@@ -98,7 +98,7 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 class Flat:
     """A tree in visit order: ``nodes[i]``'s subtree is ``nodes[i:ends[i]]``."""
 
-    __slots__ = ("nodes", "ends")
+    __slots__ = ("nodes", "ends", "_index")
 
     def __init__(self, root: cst.CSTNode) -> None:
         nodes: list[cst.CSTNode] = []
@@ -114,28 +114,45 @@ class Flat:
 
         add(root)
         self.nodes, self.ends = nodes, ends
+        self._index: dict[cst.CSTNode, int] | None = None
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """``(start, stop)`` of ``node``'s subtree in ``nodes``; None if ``node`` is not in the tree."""
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self.nodes)}
+        start = self._index.get(node)
+        return None if start is None else (start, self.ends[start])
 
 
 _last_flat: tuple[cst.CSTNode | None, Flat | None] = (None, None)
 
 
-def flat(root: cst.CSTNode) -> Flat:
-    """The flattened tree of ``root``; a module's is kept until another module is flattened, so
-    that every pre-pass of the rules over one file pays for the child lookups once."""
+def _flattened(root: cst.CSTNode) -> tuple[Flat, int, int]:
+    """``root``'s subtree as (flat tree, start, stop).
+
+    A module's flat tree is kept until another module is flattened, and the subtrees of its nodes
+    are read from it (nodes are immutable: a node's subtree is the same wherever it is found), so
+    every pre-pass of the rules over one file pays for the child lookups once.
+    """
     global _last_flat
-    if _last_flat[0] is root:
-        return _last_flat[1]
-    result = Flat(root)
+    module, tree = _last_flat
+    if tree is not None:
+        found = (0, len(tree.nodes)) if module is root else tree.span(root)
+        if found is not None:
+            return tree, *found
+    tree = Flat(root)
     if isinstance(root, cst.Module):
-        _last_flat = (root, result)
-    return result
+        _last_flat = (root, tree)
+    return tree, 0, len(tree.nodes)
 
 
 def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its descendants of ``types``, in visit order (libcst's ``m.findall`` without matchers)."""
+    tree, start, stop = _flattened(node)
+    nodes = tree.nodes[start:stop]
     if types is cst.CSTNode:
-        return iter(flat(node).nodes)
-    return (n for n in flat(node).nodes if isinstance(n, types))
+        return iter(nodes)
+    return (n for n in nodes if isinstance(n, types))
 
 
 _HANDLERS: dict[tuple[type, type], tuple] = {}
@@ -146,10 +163,10 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     ``on_visit``) returning False skips the children, as in libcst."""
     cls = type(visitor)
     if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
-        _replay(flat(node), visitor, _methods_of(visitor))
+        _replay(*_flattened(node), visitor, _methods_of(visitor))
     else:
         hooks = (lambda v, n: bool(cls.on_visit(v, n)), cls.on_leave)  # a falsy on_visit skips, as in libcst
-        _replay(flat(node), visitor, lambda node_type: hooks)
+        _replay(*_flattened(node), visitor, lambda node_type: hooks)
 
 
 def _methods_of(visitor: cst.CSTVisitor):
@@ -167,12 +184,12 @@ def _methods_of(visitor: cst.CSTVisitor):
     return handlers
 
 
-def _replay(tree: Flat, visitor, handlers_of) -> None:
-    """Enter and leave every node of ``tree`` in order; an enter returning False skips the subtree."""
+def _replay(tree: Flat, start: int, stop: int, visitor, handlers_of) -> None:
+    """Enter and leave the nodes ``tree.nodes[start:stop]`` in order; an enter returning False skips the subtree."""
     nodes, ends = tree.nodes, tree.ends
     open_nodes: list[tuple[int, cst.CSTNode, object]] = []  # (end of subtree, node, its leave)
     per_type: dict[type, tuple] = {}
-    index, count = 0, len(nodes)
+    index, count = start, stop
     while index < count or open_nodes:
         while open_nodes and open_nodes[-1][0] <= index:
             _, done, leave = open_nodes.pop()
@@ -219,4 +236,4 @@ def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor])
 
         return (enter if enters else None, leave if leaves else None)
 
-    _replay(flat(node), None, handlers_of)
+    _replay(*_flattened(node), None, handlers_of)
