@@ -62,10 +62,6 @@ KEYS = {
 class ConfigError(Exception):
     """A configuration problem; the command line reports it as a usage error (exit 2)."""
 
-    @property
-    def message(self) -> str:
-        return str(self)
-
 
 @dataclass(frozen=True)
 class Config:
