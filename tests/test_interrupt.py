@@ -21,7 +21,8 @@ from cuda2npu.filekinds.python import migrate_source
 
 FILES = 300
 BODY = b"import torch\n\n" + b"".join(
-    b'def f%d(x):\n    return x.cuda() + torch.zeros(2, device="cuda")\n' % j for j in range(16)  # analysis must outlast 1.5 s
+    b'def f%d(x):\n    return x.cuda() + torch.zeros(2, device="cuda")\n' % j
+    for j in range(16)  # analysis must outlast 1.5 s
 )
 
 
