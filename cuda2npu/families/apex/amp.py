@@ -34,6 +34,16 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import NameResolver, dotted_name
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, register
 from cuda2npu.core.traversal import walk, walk_batched
+from cuda2npu.families.apex.amp_shapes import (
+    availability_check,
+    chain_head,
+    consecutive_runs,
+    first_param,
+    function_locals,
+    if_chain,
+    loss_scale_args,
+    mirror_chain,
+)
 from cuda2npu.families.apex.common import (
     NOT_LITERAL,
     ApexRule,
@@ -90,6 +100,7 @@ DROPPED_INITIALIZE = {
     "max_loss_scale": "GradScaler has no upper bound",
 }
 CORE_CODES = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315")  # migrated together or not at all
+REGION_WHY = "apex O1/O2 cast it; the region runs from the first model call to the loss passed to amp.scale_loss"
 EVALUATION_NOTE = (
     "apex.amp applied to every forward pass: those outside the wrapped regions (evaluation) now run in float32"
 )
@@ -135,6 +146,7 @@ class _AmpCollector(cst.BatchableCSTVisitor):
         self.clips: list[cst.Call] = []
         self.callees: dict[cst.CSTNode, set[str]] = {}  # statement -> dotted names it calls
         self.statement_of: dict[cst.CSTNode, cst.CSTNode] = {}  # call/with -> innermost statement
+        self.order: dict[cst.CSTNode, int] = {}  # statement -> position in the file (document order)
         self._statements: list[cst.CSTNode] = []
         self._with_items: set[cst.Call] = set()  # amp.scale_loss calls heading a `with`
         self.wrappings: list[tuple[str, str]] = []  # (target, wrapped): `ddp = DDP(model, ...)`
@@ -152,6 +164,7 @@ class _AmpCollector(cst.BatchableCSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             self._statements.append(node)
+            self.order.setdefault(node, len(self.order))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -260,7 +273,7 @@ class _Site:
 
 @dataclass
 class _Initialize:
-    statement: cst.SimpleStatementLine
+    statement: cst.CSTNode  # the amp.initialize statement, or the `if` choosing between several
     call: cst.Call
     bound: dict
     opt_level: str | None  # None: not a literal
@@ -271,16 +284,31 @@ class _Initialize:
     targets: list[str]  # the names amp.initialize's results are assigned to
     reassign: str | None  # `targets = arguments` when the names differ
     guard: cst.CSTNode | None  # outermost `if` around the call in its function
+    conditions: list = field(default_factory=list)  # the tests `enabled` is made of
+    branches: list = field(default_factory=list)  # [(test or None, bound arguments)], one per call
+    checks: list = field(default_factory=list)  # apex availability checks before the call
+    inference_regions: int | None = None  # without amp.scale_loss: how many model calls are wrapped
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[cst.Call]:
+        return [call for _, _, call in self.branches] or [self.call]
 
 
 @dataclass
 class _Scaler:
     ref: str  # `scaler` or `self.scaler`
-    create: str  # the statement creating it
+    create: str  # the statement creating it (an `if` choosing its arguments like amp.initialize's)
     anchor: cst.CSTNode  # statement it replaces (the initialize) or is inserted before
     replaces: bool
     where: str
+
+    @property
+    def summary(self) -> str:
+        lines = self.create.strip().splitlines()
+        if len(lines) == 1:
+            return f"`{lines[0]}`"
+        return f"`{self.ref} = torch.npu.amp.GradScaler(...)` (its arguments chosen by `{lines[0]}`, as amp.initialize's were)"
 
 
 class AmpPlan:
@@ -377,7 +405,7 @@ class AmpPlan:
             )
         sites = [self._site(w, c) for w, c in self.collector.scale_withs]
         sites = [s for s in sites if s is not None]
-        for stmt in [init.statement, *(site.with_node for site in sites)]:
+        for stmt in [init.statement, *map(self._statement, init.calls), *(site.with_node for site in sites)]:
             if _suppressed(stmt):
                 raise NotMigrated(
                     stmt,
@@ -387,7 +415,7 @@ class AmpPlan:
         if self.problems:
             return
         autocast = not init.disabled and init.opt_level != "O0"
-        if autocast and not sites and "optimizers" in init.bound:
+        if autocast and not sites and _given_optimizers(init.bound):
             raise NotMigrated(
                 init.call,
                 "apex.amp not migrated: amp.initialize is given optimizers but no amp.scale_loss "
@@ -398,9 +426,11 @@ class AmpPlan:
         dtype = "torch.bfloat16" if self.options.precision == "bf16" else "torch.float16"
         if autocast and sites:
             self._regions(init, sites, dtype)
+        elif autocast:
+            self._inference_regions(init, dtype)
         scaler = self._scaler(init, sites) if scaler_mode else None
         if scaler is not None:
-            self._steps(sites, scaler)
+            self._steps(init, sites, scaler)
         self._plan_initialize(init, scaler, autocast, dtype)
         for site in sites:
             self._plan_site(site, scaler)
@@ -414,9 +444,44 @@ class AmpPlan:
                 node,
                 "apex.amp not migrated: amp.initialize is not in this file, so the opt_level and the models it returns are unknown",
             )
-        if len(calls) > 1:
-            raise NotMigrated(calls[1], "apex.amp not migrated: amp.initialize is called more than once in this file")
-        call = calls[0]
+        head, tests = self._alternatives(calls) if len(calls) > 1 else (None, [None])
+        parsed = [self._parse_initialize(call) for call in calls]
+        if len({shape for *_, shape in parsed}) > 1:
+            raise NotMigrated(
+                calls[1],
+                "apex.amp not migrated: the amp.initialize calls of this `if` differ in more than "
+                "their loss scaling (models, optimizers, results, opt_level or enabled); migrate them by hand",
+            )
+        stmt, bound, target, opt_level, _ = parsed[0]
+        anchor = head or stmt
+        enabled = value_of(bound, "enabled", True)
+        conditions, guard = self._guards(anchor)
+        if enabled is NOT_LITERAL:
+            conditions.append(bound["enabled"].value)
+        init = _Initialize(
+            statement=anchor,
+            call=calls[0],
+            bound=bound,
+            opt_level=None if opt_level is NOT_LITERAL else opt_level,
+            enabled=_conjunction(conditions),
+            disabled=enabled is False,
+            models=_dotted_names(bound.get("models")) + _dotted_names(target[0]),
+            optimizers=_dotted_names(bound.get("optimizers")) + _dotted_names(target[1]),
+            targets=_dotted_names(target[0]) + _dotted_names(target[1]),
+            reassign=self._reassignment(bound, target),
+            guard=guard,
+            conditions=conditions,
+            branches=[(test, parts[1], call) for test, parts, call in zip(tests, parsed, calls)],
+            checks=self._availability_checks(anchor),
+        )
+        if opt_level is NOT_LITERAL:
+            init.notes.append(
+                f"opt_level={code_of(bound['opt_level'].value)} is no longer read: O1/O2 mixed precision is assumed"
+            )
+        return init
+
+    def _parse_initialize(self, call: cst.Call) -> tuple:
+        """(statement, bound arguments, targets, opt_level, shape): shape is what alternatives share."""
         stmt = self._statement(call)
         try:
             bound = bind(call, INITIALIZE_PARAMS, max_positional=2)
@@ -432,28 +497,47 @@ class AmpPlan:
             )
         if opt_level is not NOT_LITERAL and opt_level not in ("O0", "O1", "O2"):
             raise NotMigrated(call, f"apex.amp not migrated: unknown opt_level {opt_level!r}")
-        enabled = value_of(bound, "enabled", True)
-        conditions, guard = self._guards(stmt)
-        if enabled is NOT_LITERAL:
-            conditions.append(bound["enabled"].value)
-        init = _Initialize(
-            statement=stmt,
-            call=call,
-            bound=bound,
-            opt_level=None if opt_level is NOT_LITERAL else opt_level,
-            enabled=_conjunction(conditions),
-            disabled=enabled is False,
-            models=_dotted_names(bound.get("models")) + _dotted_names(target[0]),
-            optimizers=_dotted_names(bound.get("optimizers")) + _dotted_names(target[1]),
-            targets=_dotted_names(target[0]) + _dotted_names(target[1]),
-            reassign=self._reassignment(bound, target),
-            guard=guard,
-        )
-        if opt_level is NOT_LITERAL:
-            init.notes.append(
-                f"opt_level={code_of(bound['opt_level'].value)} is no longer read: O1/O2 mixed precision is assumed"
+        shared = [t for t in target if t is not None] + [
+            bound[n].value for n in ("models", "optimizers", "opt_level", "enabled") if n in bound
+        ]
+        shape = tuple(code_of(node) for node in shared) + (len(shared),)
+        return stmt, bound, target, opt_level, shape
+
+    def _alternatives(self, calls: list[cst.Call]) -> tuple[cst.If, list]:
+        """The ``if``/``elif``/``else`` each of whose branches is one of ``calls`` and nothing else
+        (NVIDIA BERT's choice of a loss scale), and its tests: one amp.initialize in effect."""
+        stmts = [self._statement(c) for c in calls]
+        place = self.index.placement.get(stmts[0])
+        owner = self.index.owner.get(place.block, (None, None))[0] if place else None
+        head = chain_head(self.index, owner) if isinstance(owner, cst.If) else None
+        branches = if_chain(head) if head is not None else None
+        if (
+            branches is None
+            or len(branches) != len(stmts)
+            or not all(
+                isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] is stmt
+                for (_, block), stmt in zip(branches, stmts)
             )
-        return init
+        ):
+            raise NotMigrated(
+                calls[1],
+                "apex.amp not migrated: amp.initialize is called more than once in this file (only "
+                "an `if`/`elif`/`else` whose every branch is one amp.initialize statement is one choice)",
+            )
+        tests = [test for test, _ in branches]
+        impure = next((t for t in tests if t is not None and not is_pure(t)), None)
+        if impure is not None:
+            raise NotMigrated(
+                calls[0],
+                f"apex.amp not migrated: `{code_of(impure)}`, which chooses between the "
+                "amp.initialize calls, is not a plain condition (it calls a function)",
+            )
+        return head, tests
+
+    def _availability_checks(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        """``if not is_apex_available(): raise ...`` before amp.initialize in its block."""
+        place = self.index.placement[stmt]
+        return [s for s in place.block.body[: place.index] if availability_check(s)]
 
     def _initialize_target(self, stmt, call, with_optimizers: bool) -> tuple:
         """(models target, optimizers target) of ``models, optimizers = amp.initialize(...)``."""
@@ -552,8 +636,10 @@ class AmpPlan:
             )
             return
         found: dict[cst.CSTNode, list[tuple[int, int]]] = {}
+        assumed: dict[cst.CSTNode, set[str]] = {}
         for site in sites:
             try:
+                assumed[site.function] = self._condition_reaches(init, site.function, site.with_node)
                 block, start, end, after = self._region(site, calls, lower)
             except NotMigrated as problem:
                 self.problems.append(problem)
@@ -563,7 +649,17 @@ class AmpPlan:
         enabled = f", enabled={init.enabled}" if init.enabled else ""
         autocast = f'torch.autocast("npu", dtype={dtype}{enabled})'
         for block, spans in found.items():
-            self.actions.append(lambda block=block, spans=spans: self._wrap(block, spans, autocast))
+            names = assumed.get(self._function(block.body[spans[0][0]]), set())
+            note = ""
+            if names:
+                listed = ", ".join(f"`{n}`" for n in sorted(names))
+                note = (
+                    f"; `enabled={init.enabled}` reads {listed} of this function, taken to be what amp.initialize's "
+                    "condition read in its own function"
+                )
+            self.actions.append(
+                lambda block=block, spans=spans, note=note: self._wrap(block, spans, autocast, REGION_WHY + note)
+            )
 
     def _model_names(self, init: _Initialize) -> set[str]:
         """The models amp.initialize returned and what wraps them (``ddp_model = DDP(model)``)."""
@@ -607,17 +703,64 @@ class AmpPlan:
             )
         return place.block, start, end, place.index + 1
 
-    def _wrap(self, block, spans, autocast: str) -> None:
+    def _condition_reaches(self, init: _Initialize, function, node: cst.CSTNode) -> set[str]:
+        """Whether ``enabled=<amp.initialize's condition>`` can be written in ``function``: it
+        reads no name local to the function calling amp.initialize, or only ``self`` (methods of one
+        class), or names that ``function`` also takes as parameters (returned: an assumption)."""
+        init_function = self._function(init.statement)
+        if not init.conditions or init_function is None or self._nested_in(function, init_function):
+            return set()
+        local = set().union(*map(_names_read, init.conditions)) & function_locals(init_function)
+        if (
+            local == {"self"}
+            and first_param(init_function) == first_param(function) == "self"
+            and self._same_class(init_function, {function})
+        ):
+            return set()
+        params = {p.name.value for p in function.params.params} if function is not None else set()
+        if not local or local <= params:
+            return local - {"self"}
+        names = ", ".join(f"`{n}`" for n in sorted(local - params))
+        raise NotMigrated(
+            node,
+            f"apex.amp not migrated: the forward region here needs `enabled={init.enabled}`, the condition "
+            f"of amp.initialize, but {names} is local to the function calling amp.initialize; wrap the "
+            'forward pass in `with torch.autocast("npu", ...)` by hand',
+        )
+
+    def _inference_regions(self, init: _Initialize, dtype: str) -> None:
+        """No amp.scale_loss (inference): the statements calling the model after amp.initialize, in its function."""
+        calls = {name for model in self._model_names(init) for name in (model, f"{model}.forward")}
+        function = self._function(init.statement)
+        after = self.collector.order[init.statement]
+        found: dict[cst.CSTNode, list[int]] = {}
+        for stmt, callees in self.collector.callees.items():
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and callees & calls
+                and stmt in self.index.placement
+                and self._function(stmt) is function
+                and self.collector.order.get(stmt, -1) > after
+            ):
+                place = self.index.placement[stmt]
+                found.setdefault(place.block, []).append(place.index)
+        init.inference_regions = sum(len(consecutive_runs(positions)) for positions in found.values())
+        enabled = f", enabled={init.enabled}" if init.enabled else ""
+        autocast = f'torch.autocast("npu", dtype={dtype}{enabled})'
+        why = "apex O1/O2 cast the model's forward passes; amp.initialize had no optimizer and no loss is scaled (inference)"
+        for block, positions in found.items():
+            self.actions.append(
+                lambda block=block, runs=consecutive_runs(positions): self._wrap(block, runs, autocast, why)
+            )
+
+    def _wrap(self, block, spans, autocast: str, why: str) -> None:
         for start, end in spans:
             self.edits.wrap(block, start, end, lambda members: _with_statement(autocast, members))
         texts = []
         for start, end in spans:
             first, last = _brief(block.body[start]), _brief(block.body[end])
             texts.append(f"`{first}`" if start == end else f"`{first}` … `{last}`")
-        message = (
-            f"forward pass wrapped in `with {autocast}:` ({'; '.join(texts)}): apex O1/O2 cast it; the region runs from the "
-            "first model call to the loss passed to amp.scale_loss"
-        )
+        message = f"forward pass wrapped in `with {autocast}:` ({'; '.join(texts)}): {why}"
         self.edits.need_import("NPU312", Tier.REVIEW, "torch")
         self._plan(
             block, lambda: self.rule.report("NPU312", block, message, self.edits.wrap_fix(block), tier=Tier.REVIEW)
@@ -630,25 +773,13 @@ class AmpPlan:
         users |= {self._function(self._statement(c)) for c, n in self._core_calls() if n.endswith("state_dict")}
         init_function = self._function(init.statement)
         name = next(n for n in ("scaler", "amp_scaler", "grad_scaler") if not self.rule.resolver.is_bound(n))
-        args = self._scaler_args(init)
         anchor = init.guard or init.statement
+        where = "where amp.initialize was"
         if init_function is None or all(self._nested_in(u, init_function) for u in users):
-            return _Scaler(
-                name,
-                f"{name} = torch.npu.amp.GradScaler({args})",
-                anchor,
-                anchor is init.statement,
-                "where amp.initialize was",
-            )
-        if self._same_class(init_function, users) and init.targets and all(t.startswith("self.") for t in init.targets):
-            ref = "self.scaler"
-            return _Scaler(
-                ref,
-                f"{ref} = torch.npu.amp.GradScaler({args})",
-                anchor,
-                anchor is init.statement,
-                "where amp.initialize was",
-            )
+            return _Scaler(name, self._scaler_create(init, name), anchor, anchor is init.statement, where)
+        if self._same_class(init_function, users) and all(first_param(f) == "self" for f in {init_function, *users}):
+            ref = f"self.{self._free_attribute(init_function)}"
+            return _Scaler(ref, self._scaler_create(init, ref), anchor, anchor is init.statement, where)
         if init.enabled:
             raise NotMigrated(
                 init.call,
@@ -659,29 +790,43 @@ class AmpPlan:
         top = init.statement
         while self.index.placement[top].block is not self.ctx.module:
             top = self.index.ancestors(top)[-1]
+        create = self._scaler_create(init, name, function_locals(init_function))
+        if "\n" in create.strip():
+            raise NotMigrated(
+                init.call,
+                "apex.amp not migrated: the GradScaler is needed outside the function calling "
+                "amp.initialize, and the loss scale is chosen in that function; create the scaler by hand",
+            )
         return _Scaler(
             name,
-            f"{name} = torch.npu.amp.GradScaler({args})",
+            create,
             top,
             False,
             "at module level (the functions calling amp.initialize and amp.scale_loss differ, like apex's global state)",
         )
 
-    def _scaler_args(self, init: _Initialize) -> str:
-        args = []
-        loss_scale = value_of(init.bound, "loss_scale", None)
-        static = _number(loss_scale)
-        if static is not None:
-            args += [f"init_scale={static!r}", "dynamic=False"]
-        elif self.options.precision == "fp16":
-            args.append("init_scale=2.0**14")
-        if loss_scale is NOT_LITERAL:
-            init.notes.append(
-                f"loss_scale={code_of(init.bound['loss_scale'].value)} not carried over: the scaler is dynamic"
-            )
-        if init.enabled:
-            args.append(f"enabled={init.enabled}")
-        return ", ".join(args)
+    def _scaler_create(self, init: _Initialize, ref: str, hidden: set[str] = frozenset()) -> str:
+        """``ref = torch.npu.amp.GradScaler(...)``, or an ``if`` choosing its arguments as the tests
+        choosing between amp.initialize calls did; ``hidden``: names it cannot read where it is created."""
+        enabled = [f"enabled={init.enabled}"] if init.enabled else []
+        sources = []
+        for _, bound, _ in init.branches:
+            arg = bound.get("loss_scale")
+            readable = arg is None or not (_names_read(arg.value) & hidden)
+            args, note = loss_scale_args(arg, self.options.precision, readable)
+            if note and note not in init.notes:
+                init.notes.append(note)
+            sources.append(f"{ref} = torch.npu.amp.GradScaler({', '.join(args + enabled)})")
+        if len(set(sources)) == 1:
+            return sources[0]
+        return mirror_chain([test for test, _, _ in init.branches], sources)
+
+    def _free_attribute(self, function) -> str:
+        """``scaler`` unless the class of ``function`` already has a ``self.scaler``."""
+        place = self.index.placement.get(function)
+        cls = self.index.owner[place.block][0]
+        taken = {node.attr.value for node in _self_attributes(cls)}
+        return next(n for n in ("scaler", "amp_scaler", "grad_scaler", "apex_amp_scaler") if n not in taken)
 
     def _nested_in(self, function, outer) -> bool:
         while function is not None:
@@ -700,25 +845,31 @@ class AmpPlan:
 
     # optimizer steps and clipping (NPU313) -------------------------------------------------
 
-    def _steps(self, sites: list[_Site], scaler: _Scaler) -> None:
+    def _steps(self, init: _Initialize, sites: list[_Site], scaler: _Scaler) -> None:
         functions = {site.function for site in sites}
+        init_function = self._function(init.statement)
+        after = self.collector.order[init.statement]
+
+        def in_flow(node: cst.CSTNode) -> bool:
+            """In a function calling amp.scale_loss, or after amp.initialize in its function (trainers)."""
+            stmt = self._statement(node)
+            function = self._function(stmt)
+            return function in functions or (function is init_function and self.collector.order.get(stmt, -1) > after)
+
         optimizers = {name for site in sites for name in site.optimizers}
         if not optimizers or any(not site.optimizers for site in sites):
             raise NotMigrated(
                 sites[0].with_node, "apex.amp not migrated: the optimizers passed to amp.scale_loss are not plain names"
             )
-        steps = [
-            c
-            for c in self.collector.steps
-            if dotted_name(c.func.value) in optimizers and self._function(self._statement(c)) in functions
-        ]
+        steps = [c for c in self.collector.steps if dotted_name(c.func.value) in optimizers and in_flow(c)]
         missing = optimizers - {dotted_name(c.func.value) for c in steps}
         if missing:
             names = ", ".join(f"`{m}.step()`" for m in sorted(missing))
             raise NotMigrated(
                 sites[0].with_node,
                 f"apex.amp not migrated: {names} not found in the function calling "
-                "amp.scale_loss; call `scaler.step(optimizer)` and `scaler.update()` there by hand",
+                "amp.scale_loss (nor after amp.initialize); call `scaler.step(optimizer)` and `scaler.update()` "
+                "there by hand",
             )
         last_in_block = {}
         for call in steps:
@@ -731,7 +882,7 @@ class AmpPlan:
                     call, stmt, scaler, last
                 )
             )
-        self._clips(functions, optimizers, scaler)
+        self._gradient_reads(in_flow, optimizers, scaler, steps)
 
     def _step_statement(self, call: cst.Call) -> cst.CSTNode:
         stmt = self._statement(call)
@@ -756,25 +907,57 @@ class AmpPlan:
         message += ": the GradScaler skips steps whose gradients overflowed, as apex did"
         self._plan(stmt, lambda: self.edits.report(self.rule, "NPU313", stmt, message, call, tier=Tier.REVIEW))
 
-    def _clips(self, functions, optimizers: set[str], scaler: _Scaler) -> None:
-        clips = [c for c in self.collector.clips if self._function(self._statement(c)) in functions]
-        if not clips:
-            return
-        if len(optimizers) != 1:
-            raise NotMigrated(
-                clips[0],
-                "apex.amp not migrated: gradients are clipped with several optimizers; call "
-                "`scaler.unscale_(optimizer)` for each before clipping, by hand",
-            )
-        optimizer = next(iter(optimizers))
-        first_in_block = {}
-        for call in clips:
-            stmt = self._statement(call)
+    def _gradient_reads(self, in_flow, optimizers: set[str], scaler: _Scaler, steps: list[cst.Call]) -> None:
+        """``scaler.unscale_(opt)`` before gradient clipping and before any other use of
+        ``amp.master_params(opt)``: apex's master gradients were unscaled when amp.scale_loss
+        exited, the GradScaler's stay scaled until the step."""
+        reads: dict[cst.CSTNode, str | None] = {}
+        for call, name in self._core_calls():
+            if name == "apex.amp.master_params" and in_flow(call) and len(call.args) == 1:
+                optimizer = dotted_name(call.args[0].value)
+                if optimizer in optimizers:
+                    reads[self._statement(call)] = optimizer
+        for call in self.collector.clips:
+            if in_flow(call):
+                reads.setdefault(self._statement(call), None)
+        first: dict[tuple, cst.CSTNode] = {}
+        for stmt in sorted(reads, key=lambda s: self.collector.order.get(s, 0)):
+            optimizer = reads[stmt]
+            if optimizer is None:
+                if len(optimizers) != 1:
+                    raise NotMigrated(
+                        stmt,
+                        "apex.amp not migrated: gradients are clipped with several optimizers; call "
+                        "`scaler.unscale_(optimizer)` for each before clipping, by hand",
+                    )
+                optimizer = next(iter(optimizers))
             if stmt not in self.index.placement:
-                raise NotMigrated(call, "apex.amp not migrated: gradient clipping inside a one-line block")
-            first_in_block.setdefault(self.index.placement[stmt].block, stmt)
-        for stmt in first_in_block.values():
-            self.actions.append(lambda stmt=stmt: self._plan_unscale(stmt, optimizer, scaler))
+                raise NotMigrated(stmt, "apex.amp not migrated: gradient clipping inside a one-line block")
+            if not self._before_step(stmt, optimizer, steps):
+                raise NotMigrated(
+                    stmt,
+                    f"apex.amp not migrated: `{_brief(stmt)}` reads the gradients outside the block of "
+                    f"`{optimizer}.step()` (with gradient accumulation: at every micro-batch); under float16 "
+                    f"`scaler.unscale_({optimizer})` must precede it and may run only once per step; move it "
+                    "next to the step and migrate by hand, or use --precision bf16",
+                )
+            first.setdefault((self.index.placement[stmt].block, optimizer), stmt)
+        for (_, optimizer), stmt in first.items():
+            self.actions.append(lambda stmt=stmt, optimizer=optimizer: self._plan_unscale(stmt, optimizer, scaler))
+
+    def _before_step(self, stmt: cst.CSTNode, optimizer: str, steps: list[cst.Call]) -> bool:
+        """A step of ``optimizer`` follows ``stmt`` (or an ``if`` around it) in the same block."""
+        after = [self.index.placement.get(self._statement(c)) for c in steps if dotted_name(c.func.value) == optimizer]
+        node = stmt
+        while node in self.index.placement:
+            place = self.index.placement[node]
+            if any(p is not None and p.block is place.block and p.index > place.index for p in after):
+                return True
+            owner = self.index.owner.get(place.block, (None, None))[0]
+            if not isinstance(owner, cst.If):
+                return False
+            node = chain_head(self.index, owner)
+        return False
 
     def _plan_unscale(self, stmt, optimizer: str, scaler: _Scaler) -> None:
         self.edits.insert_before(stmt, [statement(f"{scaler.ref}.unscale_({optimizer})")], "NPU313", Tier.REVIEW)
@@ -788,12 +971,13 @@ class AmpPlan:
 
     def _plan_initialize(self, init: _Initialize, scaler: _Scaler | None, autocast: bool, dtype: str) -> None:
         notes = list(init.notes)
+        given = {n for _, bound, _ in init.branches for n in bound}
         dropped = [
             n
             for n in INITIALIZE_PARAMS
-            if n in init.bound and n not in ("models", "optimizers", "enabled", "opt_level", "loss_scale")
+            if n in given and n not in ("models", "optimizers", "enabled", "opt_level", "loss_scale")
         ]
-        if scaler is None and "loss_scale" in init.bound:
+        if scaler is None and "loss_scale" in given:
             dropped.append("loss_scale")
         if dropped:
             notes.append(
@@ -802,10 +986,27 @@ class AmpPlan:
                     f"`{n}`" + (f" ({DROPPED_INITIALIZE[n]})" if DROPPED_INITIALIZE.get(n) else "") for n in dropped
                 )
             )
+        if len(init.branches) > 1:
+            notes.insert(
+                0,
+                f"the {len(init.branches)} amp.initialize calls of `if {code_of(init.branches[0][0])}:` are one choice",
+            )
         if not autocast:
             head = (
                 "`amp.initialize` removed: apex.amp is disabled here (O0 or enabled=False), which is float32 training"
             )
+        elif init.inference_regions == 0:
+            head = (
+                "`amp.initialize` removed: no call of the model follows it in this function, so no forward pass is wrapped "
+                f'in `torch.autocast("npu", dtype={dtype})`: where the model runs (another function or file) it now runs '
+                "in float32 unless wrapped by hand"
+            )
+        elif init.inference_regions is not None:
+            head = (
+                f"`amp.initialize` removed: the calls of the model that follow it in this function run under "
+                f'`torch.autocast("npu", dtype={dtype})` (no loss is scaled: inference)'
+            )
+            notes.append("calls of the model in other functions now run in float32")
         elif scaler is None:
             head = (
                 f"`amp.initialize` removed: native autocast replaces apex.amp (dtype={dtype}; "
@@ -814,7 +1015,7 @@ class AmpPlan:
             )
             notes.append(EVALUATION_NOTE)
         else:
-            head = f"`amp.initialize` removed; `{scaler.create}` created {scaler.where} (--precision {self.options.precision})"
+            head = f"`amp.initialize` removed; {scaler.summary} created {scaler.where} (--precision {self.options.precision})"
             notes.append(EVALUATION_NOTE)
         message = "; ".join([head, *notes])
         stmt = init.statement
@@ -829,14 +1030,24 @@ class AmpPlan:
                 self.edits.remove(stmt, "NPU310", Tier.REVIEW)
             if scaler is not None and not scaler.replaces:
                 self.edits.insert_before(scaler.anchor, [statement(scaler.create)], "NPU310", Tier.REVIEW)
-                text = f"`{scaler.create}` inserted here ({scaler.where})"
+                text = f"{scaler.summary} inserted here ({scaler.where})"
                 self._plan(
                     scaler.anchor, lambda: self.edits.report(self.rule, "NPU310", scaler.anchor, text, tier=Tier.REVIEW)
                 )
-            self.edits.drop_ref(root_name(init.call.func), Tier.REVIEW)
+            for call in init.calls:
+                self.edits.drop_ref(root_name(call.func), Tier.REVIEW)
             if scaler is not None:
                 self.edits.need_import("NPU310", Tier.REVIEW, "torch")
             self._plan(stmt, lambda: self.edits.report(self.rule, "NPU310", stmt, message, init.call, tier=Tier.REVIEW))
+            for check in init.checks:
+                self.edits.remove(check, "NPU310", Tier.REVIEW)
+                text = f"`{_brief(check)}` removed: the migrated code no longer needs apex"
+                self._plan(
+                    check,
+                    lambda check=check, text=text: self.edits.report(
+                        self.rule, "NPU310", check, text, tier=Tier.REVIEW
+                    ),
+                )
 
         self.actions.append(register)
 
@@ -1034,16 +1245,27 @@ def _conjunction(conditions: list) -> str | None:
     return " and ".join(parts) or None
 
 
-def _number(value) -> float | int | None:
-    """A static loss scale: a number or a numeric string (apex accepts "128.0"), not "dynamic"."""
-    if isinstance(value, bool) or value is None or value is NOT_LITERAL:
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        return None
+def _given_optimizers(bound: dict) -> bool:
+    """amp.initialize was given optimizers (``[]``, as in ``model, _ = amp.initialize(model, [])``, is none)."""
+    arg = bound.get("optimizers")
+    return arg is not None and not (isinstance(arg.value, (cst.List, cst.Tuple)) and not arg.value.elements)
+
+
+class _SelfAttributes(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Attribute] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            self.found.append(node)
+
+
+def _self_attributes(node: cst.CSTNode) -> list[cst.Attribute]:
+    """Every ``self.<name>`` in ``node``."""
+    visitor = _SelfAttributes()
+    walk(node, visitor)
+    return visitor.found
 
 
 class _NameReads(cst.CSTVisitor):
