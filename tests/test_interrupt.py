@@ -18,6 +18,7 @@ import pytest
 
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.python import migrate_source
+from cuda2npu.project.cache import CACHE_DIR_NAME, ENV_DISABLE
 
 FILES = 300
 BODY = b"import torch\n\n" + b"".join(
@@ -43,10 +44,12 @@ def make_project(root: Path) -> tuple[dict[Path, bytes], dict[Path, bytes]]:
     return old, new
 
 
-def start(root: Path) -> subprocess.Popen:
+def start(root: Path, cache: bool = False) -> subprocess.Popen:
+    env = {key: value for key, value in os.environ.items() if key != ENV_DISABLE or not cache}
     return subprocess.Popen(
         [sys.executable, "-m", "cuda2npu", "migrate", "--jobs", "2", "."],
         cwd=root,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -105,12 +108,22 @@ def test_sigterm_while_writing_leaves_every_file_old_or_new(tmp_path):
     assert_no_processes_left(process)
 
 
+def wait_for_analysis(root: Path, process: subprocess.Popen) -> None:
+    """Until the workers have analysed a first file (its result is in the cache): a fixed sleep can
+    land in the start-up, where an import's bare ``except`` may swallow the KeyboardInterrupt."""
+    cache = root / CACHE_DIR_NAME
+    deadline = time.monotonic() + 120
+    while not any(cache.rglob("*.json")):
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() < deadline, "no file was analysed in time"
+        time.sleep(0.01)
+
+
 def test_ctrl_c_while_analysing_changes_nothing_and_stops_the_pool(tmp_path):
     root = tmp_path / "p"
     old, new = make_project(root)
-    process = start(root)
-    time.sleep(1.5)  # start-up and the first files; the whole run takes several seconds
-    assert process.poll() is None, "the run ended before it could be interrupted"
+    process = start(root, cache=True)  # the cache shows when files are being analysed
+    wait_for_analysis(root, process)
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     stopped = time.monotonic()
     code, stderr = finish(process)

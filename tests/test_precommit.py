@@ -113,6 +113,7 @@ def test_hooks_block_then_accept_a_commit(tmp_path):
     fixed = git(project, "commit", "-m", "add training")
     assert fixed.returncode != 0
     assert "files were modified by this hook" in fixed.stdout + fixed.stderr
+    assert "Migrated: train.py" in fixed.stdout + fixed.stderr  # the hook names what it changed
     assert (
         project / "train.py"
     ).read_text() == "import torch\nimport torch_npu\n\nmodel = torch.nn.Linear(2, 2).npu()\n"

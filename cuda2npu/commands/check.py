@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
 from cuda2npu.core.diagnostics import FileResult, Summary
 from cuda2npu.core.options import Options
 from cuda2npu.output import baseline as baselines
-from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES
+from cuda2npu.output import style
+from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, statistics
 from cuda2npu.project.discovery import FileSelection
 from cuda2npu.project.facts import with_project_facts
 from cuda2npu.project.project_files import finish_run
@@ -36,6 +35,8 @@ class CheckRequest:
     add_noqa: bool = False
     baseline: Path | None = None
     write_baseline: bool = False
+    statistics: bool = False  # counts per rule instead of the findings
+    quiet: bool = False  # the findings only, no closing line
 
 
 def source_lines(paths: set[str], files: dict[str, Path]) -> dict[str, object]:
@@ -67,7 +68,7 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
     sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]
     summary = Summary()
     results: list[FileResult] = collect_results(
-        run(sources, options, request.jobs or default_jobs()), summary, len(sources)
+        lambda done: run(sources, options, request.jobs or default_jobs(), on_done=done), summary, len(sources)
     )
     results = finish_run(results, names, options, summary)
     return results, summary, {name: path for path, name in names.items()}
@@ -82,7 +83,7 @@ def run_check(request: CheckRequest) -> int:
         from cuda2npu.core.noqa import write_noqa
 
         added, files = write_noqa(findings, by_name)
-        click.echo(
+        style.echo(
             f"Added {added} noqa directive{'s' if added != 1 else ''} in {files} file{'s' if files != 1 else ''}.",
             err=True,
         )
@@ -94,7 +95,7 @@ def run_check(request: CheckRequest) -> int:
     if request.baseline is not None:
         if request.write_baseline:
             count = baselines.write(request.baseline, findings, sources)
-            click.echo(
+            style.echo(
                 f"cuda2npu: wrote {count} finding{'s' if count != 1 else ''} to the baseline {request.baseline}",
                 err=True,
             )
@@ -102,17 +103,25 @@ def run_check(request: CheckRequest) -> int:
         try:
             recorded = baselines.read(request.baseline)
         except baselines.BaselineError as exc:
-            click.echo(f"cuda2npu: error: {exc}", err=True)
+            style.echo(f"cuda2npu: error: {exc}", err=True)
             return EXIT_USAGE
         findings, baselined = baselines.new_findings(findings, sources, recorded, request.baseline)
 
-    output = FORMATTERS[request.output_format](findings, summary, sources)
-    if request.output_file is not None:
+    to_terminal = request.output_file is None
+    if request.statistics:
+        output = statistics(findings, request.output_format)
+    elif request.output_format in TERMINAL:
+        output = FORMATTERS[request.output_format](
+            findings, summary, sources, color=to_terminal and style.enabled(), closing=not request.quiet
+        )
+    else:
+        output = FORMATTERS[request.output_format](findings, summary, sources)
+    if not to_terminal:
         request.output_file.write_text(output + "\n", encoding="utf-8")
     elif output:
-        click.echo(output)
-    if baselined and request.output_format in ("text", "concise"):
-        click.echo(f"cuda2npu: {baselined} finding{'s' if baselined != 1 else ''} in the baseline not shown", err=True)
+        style.echo(output)
+    if baselined and request.output_format in TERMINAL and not request.quiet:
+        style.echo(f"cuda2npu: {baselined} finding{'s' if baselined != 1 else ''} in the baseline not shown", err=True)
     if internal:
         return _internal(internal)
     return 0 if request.exit_zero or not findings else 1

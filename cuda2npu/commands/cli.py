@@ -2,16 +2,20 @@
 
 Exit codes (ruff's contract): 0 nothing found / nothing to change, 1 findings or changes,
 2 usage or configuration error, 3 internal error (a log with version information is written),
-130 interrupted.
+130 interrupted. A closed output pipe (``cuda2npu migrate . --diff | head``) is not an error: the
+rest of the output is dropped and the exit code is the one the command would have had.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import importlib.util
 import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -19,22 +23,22 @@ from click.core import ParameterSource
 
 from cuda2npu import __version__
 from cuda2npu.commands.crash import internal_error
-from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.catalogue import all_rules, matching, no_match
 from cuda2npu.core.config import ConfigError
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.options import STRATEGY_CHOICES, Options
+from cuda2npu.output import style
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def _codes(values: tuple[str, ...]) -> tuple[str, ...]:
-    """Comma-separated, repeatable code prefixes, each validated against the catalogue."""
+def _codes(values: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """Comma-separated, repeatable code prefixes of ``option``, each validated against the catalogue."""
     codes = tuple(c.strip().upper() for value in values for c in value.split(",") if c.strip())
-    known = all_rules()
     for code in codes:
-        if code != "ALL" and not any(k.startswith(code) for k in known):
-            raise click.BadParameter(f"{code!r} matches no rule code (see `cuda2npu rules`)")
+        if code != "ALL" and not matching(code):
+            raise click.BadParameter(no_match(code), param_hint=f"'{option}'")
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
@@ -43,11 +47,13 @@ def _options(
 ) -> Options:
     """Options from the command line over the configuration file (``settings``, see with_selection)."""
     config = settings.config if settings is not None else None
-    chosen = _codes(select) or (config.select if config is not None and config.select else ("NPU",))
-    extend = (config.extend_select if config is not None else ()) + (_codes(settings.extend_select) if settings else ())
+    chosen = _codes(select, "--select") or (config.select if config is not None and config.select else ("NPU",))
+    extend = (config.extend_select if config is not None else ()) + (
+        _codes(settings.extend_select, "--extend-select") if settings else ()
+    )
     return Options(
         select=tuple(dict.fromkeys(chosen + extend)),
-        ignore=(config.ignore if config is not None else ()) + _codes(ignore),
+        ignore=(config.ignore if config is not None else ()) + _codes(ignore, "--ignore"),
         max_tier=Tier.parse(max_tier),
         markers=markers,
         review_markers=review_markers,
@@ -78,14 +84,36 @@ class _Group(click.Group):
             click.echo(f"cuda2npu: error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
-            click.echo("cuda2npu: interrupted", err=True)
+            style.echo("cuda2npu: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError as exc:
+            if not style.output_closed():  # a pipe of our own (a child process), not the reader of our output
+                sys.exit(internal_error(exc))
+            style.discard_output()
+            sys.exit(0)
         except Exception as exc:  # noqa: BLE001
             sys.exit(internal_error(exc))
 
 
+def _set_color(ctx, param, value) -> None:
+    if value is not None:
+        style.set_choice(value)
+
+
+color_option = click.option(
+    "--color",
+    type=click.Choice(style.CHOICES),
+    default=None,
+    expose_value=False,
+    is_eager=True,
+    callback=_set_color,
+    help="Colour the output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always, never.",
+)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cuda2npu")
+@color_option
 def main() -> None:
     """Migrate PyTorch CUDA projects to Huawei Ascend NPUs."""
     signal.signal(signal.SIGTERM, _interrupt)
@@ -160,6 +188,7 @@ selection = [
         callback=lambda ctx, param, value: _disable_cache(value),
         help="Neither read nor write the result cache (.cuda2npu_cache/; also CUDA2NPU_NO_CACHE=1).",
     ),
+    color_option,
 ]
 
 
@@ -281,8 +310,16 @@ def migrate(
     sys.exit(run_migrate(request))
 
 
+def _no_fix(ctx, param, value) -> None:
+    if value:
+        raise click.UsageError(
+            "`check` never changes a file: `cuda2npu migrate PATHS` applies the fixes "
+            "(`--diff` shows them first, `--check` only says whether anything would change)"
+        )
+
+
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--format",
     "output_format",
@@ -290,6 +327,9 @@ def migrate(
     default="text",
     show_default=True,
 )
+@click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them (text or json).")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings only, without the closing summary line.")
+@click.option("--fix", is_flag=True, hidden=True, expose_value=False, callback=_no_fix)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
 @click.option(
@@ -306,6 +346,8 @@ def migrate(
 def check(
     paths,
     output_format,
+    statistics,
+    quiet,
     exit_zero,
     output_file,
     add_noqa,
@@ -317,15 +359,17 @@ def check(
     strategies,
     settings,
 ):
-    """Report CUDA-only code under PATHS without changing anything."""
+    """Report CUDA-only code under PATHS (default: the current directory) without changing anything."""
     from cuda2npu.commands.check import CheckRequest, run_check
 
+    if statistics and output_format not in ("text", "json"):
+        raise click.UsageError("--statistics prints text or json (--format text|json)")
     if write_baseline and baseline_file is None:
         raise click.UsageError("--write-baseline needs --baseline FILE")
     if add_noqa and (baseline_file is not None or output_file is not None):
         raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
     request = CheckRequest(
-        paths=list(paths),
+        paths=list(paths) or [Path(".")],
         options=_options(
             select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings
         ),
@@ -337,6 +381,8 @@ def check(
         add_noqa=add_noqa,
         baseline=baseline_file,
         write_baseline=write_baseline,
+        statistics=statistics,
+        quiet=quiet,
     )
     sys.exit(run_check(request))
 
@@ -347,21 +393,24 @@ def check(
     "--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True
 )
 def rules(code, output_format):
-    """List every rule, or print the documentation of one (e.g. `cuda2npu rules NPU101`)."""
+    """List every rule, the rules of a prefix (`cuda2npu rules NPU3`), or the documentation of one
+    (`cuda2npu rules NPU101`)."""
     from cuda2npu.output import ruledocs
 
     catalogue = all_rules()
-    if code is not None and code.upper() not in catalogue:
-        raise click.BadParameter(f"unknown rule {code!r} (see `cuda2npu rules`)", param_hint="CODE")
-    selected = [catalogue[code.upper()]] if code else list(catalogue.values())
+    code = code.strip().upper() if code else None
+    codes = [code] if code in catalogue else matching(code) if code and code != "ALL" else list(catalogue)
+    if not codes:
+        raise click.BadParameter(no_match(code), param_hint="CODE")
+    selected = [catalogue[c] for c in codes]
     if output_format == "json":
-        click.echo(json.dumps([ruledocs.as_dict(doc) for doc in selected], indent=2))
+        style.echo(json.dumps([ruledocs.as_dict(doc) for doc in selected], indent=2))
     elif output_format == "markdown":
-        click.echo(ruledocs.markdown(selected))
-    elif code:
-        click.echo(ruledocs.text(selected[0]))
+        style.echo(ruledocs.markdown(selected))
+    elif code in catalogue:
+        style.echo(ruledocs.text(selected[0]))
     else:
-        click.echo(ruledocs.table(selected))
+        style.echo(ruledocs.table(selected))
 
 
 class _OriginalTree(click.ParamType):
@@ -405,22 +454,23 @@ class _OriginalTree(click.ParamType):
 @click.option(
     "--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run."
 )
-def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
+@click.option("--verbose", "-v", is_flag=True, help="Print every compared tensor, not only the mismatches.")
+@color_option
+def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose):
     """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
     gradients and optimizer steps. ORIGINAL is a directory, or git:REV for the MIGRATED tree at a
     git revision (after an in-place migration: git:HEAD before committing it)."""
+    _require_torch()
     from cuda2npu.validation.revision import RevisionError, original_tree
 
     try:
         with original_tree(original, migrated) as tree:
-            _validate(tree, migrated, entries, precision, dropout_check, json_file, seed, command, steps)
+            _validate(tree, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose)
     except RevisionError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def _validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps):
-    from rich.console import Console
-
+def _validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose):
     if command is None and not entries:
         from cuda2npu.core.config import load_config
 
@@ -430,13 +480,13 @@ def _validate(original, migrated, entries, precision, dropout_check, json_file, 
         from cuda2npu.validation.script import validate_script
 
         result = validate_script(original, migrated, command, steps, precision, seed)
-        render_script(result, Console())
+        render_script(result, _console())
         if json_file is not None:
             json_file.write_text(json.dumps({"version": 1, "results": [result.to_json()]}, indent=2) + "\n")
         sys.exit(result.exit_code)
 
     from cuda2npu.validation.harness import validate as run_validation
-    from cuda2npu.validation.render import render
+    from cuda2npu.validation.render import render, render_summary
 
     if not entries:
         from cuda2npu.validation.generate import configured_entries
@@ -446,15 +496,45 @@ def _validate(original, migrated, entries, precision, dropout_check, json_file, 
         raise click.UsageError(
             "no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration"
         )
-    console = Console()
-    results = [
-        run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0) for entry in entries
-    ]
-    for result in results:
-        render(result, console)
+    console = _console()
+    results = []
+    for entry in entries:  # each printed as soon as it is known
+        results.append(run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0))
+        render(results[-1], console, verbose)
+    render_summary(results, console)
     if json_file is not None:
         json_file.write_text(json.dumps({"version": 1, "results": [r.to_json() for r in results]}, indent=2) + "\n")
     sys.exit(max(r.exit_code for r in results))
+
+
+NUMPY_WARNING = "Failed to initialize NumPy"  # torch's UserWarning on import when NumPy is not installed
+
+
+def _require_torch() -> None:
+    """validate runs the models: torch is its optional dependency (exit 2 naming the extra when missing)."""
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise click.UsageError(
+            "`cuda2npu validate` runs the models and needs torch, which is not installed here: "
+            "pip install 'cuda2npu[validate]' (or pip install torch)"
+        )
+    # torch warns on every import when NumPy is absent; the comparison does not use NumPy
+    warnings.filterwarnings("ignore", message=NUMPY_WARNING, category=UserWarning)
+    children = os.environ.get("PYTHONWARNINGS", "")
+    if NUMPY_WARNING not in children:  # the two sides run in child processes
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (children, f"ignore:{NUMPY_WARNING}:UserWarning")))
+
+
+def _console():
+    """A rich console that never cuts a line at 80 columns when the output is not a terminal."""
+    from rich.console import Console
+
+    return Console(
+        soft_wrap=True, force_terminal=True if style.enabled() else None, no_color=not style.enabled(), highlight=False
+    )
 
 
 @main.command()

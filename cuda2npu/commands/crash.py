@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 
-import click
-
 from cuda2npu import __version__
+from cuda2npu.output import style
 
 EXIT_INTERNAL = 3
 
 
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def internal_error(exc: BaseException) -> int:
     """Write a crash log with version information and say where it is."""
-    import libcst
-
     log = Path(tempfile.gettempdir()) / f"cuda2npu-crash-{__version__}.log"
     log.write_text(
-        f"cuda2npu {__version__}\npython {sys.version}\nlibcst {libcst.__version__ if hasattr(libcst, '__version__') else '?'}\n"
-        f"platform {platform.platform()}\nargv {sys.argv}\n\n{''.join(traceback.format_exception(exc))}",
+        f"cuda2npu {__version__}\npython {sys.version}\nlibcst {_version('libcst')}\nclick {_version('click')}\n"
+        f"rich {_version('rich')}\nplatform {platform.platform()}\nargv {sys.argv}\n\n"
+        f"{''.join(traceback.format_exception(exc))}",
         encoding="utf-8",
     )
-    click.echo(f"cuda2npu: internal error: {exc}. Details (with versions) in {log}; please report it.", err=True)
+    style.echo(f"cuda2npu: internal error: {exc}. Details (with versions) in {log}; please report it.", err=True)
     return EXIT_INTERNAL

@@ -5,12 +5,11 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import shlex
 import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-
-import click
 
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
 from cuda2npu.core.fileio import atomic_write, io_error
@@ -19,7 +18,8 @@ from cuda2npu.core.options import Options
 from cuda2npu.core.source import decode
 from cuda2npu.core.transform import marker_lines
 from cuda2npu.filekinds.depfiles import is_project_file
-from cuda2npu.output.report import migration_report
+from cuda2npu.output import style
+from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
 from cuda2npu.project.discovery import FileSelection
@@ -49,8 +49,21 @@ class MigrateRequest:
 
 
 def _fail(message: str) -> int:
-    click.echo(f"cuda2npu: error: {message}", err=True)
+    style.echo(f"cuda2npu: error: {message}", err=True)
     return EXIT_USAGE
+
+
+def _say(line: str) -> None:
+    """A summary line on stderr, wrapped at word boundaries on a terminal."""
+    style.echo(style.wrap(line), err=True)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _by_code(findings) -> str:
+    return ", ".join(f"{code} ×{n}" for code, n in sorted(Counter(f.code for f in findings).items()))
 
 
 def _out_dir_problem(request: MigrateRequest) -> str | None:
@@ -84,6 +97,26 @@ def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
 
 
 MAX_LISTED_MARKERS = 10
+MAX_LISTED_FILES = 20
+
+
+def color_diff(diff: str) -> str:
+    """A unified diff coloured as git colours it (file headers bold, hunks cyan, - red, + green)."""
+    if not style.enabled():
+        return diff
+    colours = (
+        ("--- ", {"bold": True}),
+        ("+++ ", {"bold": True}),
+        ("@@", {"fg": "cyan"}),
+        ("-", {"fg": "red"}),
+        ("+", {"fg": "green"}),
+    )
+    lines = []
+    for line in diff.splitlines(keepends=True):
+        body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        look = next((look for prefix, look in colours if body.startswith(prefix)), None)
+        lines.append((style.paint(body, True, **look) if look else body) + end)
+    return "".join(lines)
 
 
 def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dict[str, list]:
@@ -118,42 +151,110 @@ def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dic
     return locations
 
 
+def _listing(items: list[str], limit: int = MAX_LISTED_MARKERS) -> str:
+    more = f" ... and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
 def _print_markers(locations: dict[str, list], report: Path | None) -> None:
     listed = [f"{path}:{where}" for path, lines in sorted(locations.items()) for where in lines]
     if not listed:
         return
-    shown = ", ".join(listed[:MAX_LISTED_MARKERS])
-    more = f" ... and {len(listed) - MAX_LISTED_MARKERS} more" if len(listed) > MAX_LISTED_MARKERS else ""
     details = (
         f"with their findings in {report}" if report is not None else "--report FILE lists them with their findings"
     )
-    click.echo(f"  TODO(cuda2npu) markers ({len(listed)}): {shown}{more} ({details})", err=True)
+    _say(f"  TODO(cuda2npu) markers ({len(listed)}): {_listing(listed)} ({details})")
+
+
+def _print_left_open(results: list[FileResult], markers: dict[str, list], report: Path | None) -> None:
+    """What the run leaves to a person, counted once per finding: the findings the markers are for
+    (with where the markers are), those in files without markers, and the advisories (never marked)."""
+    need_human, advisories = left_open(results)
+    if need_human:
+        _say(
+            f"  {style.paint('need a human', style.enabled(True), fg='yellow', bold=True)}: "
+            f"{_plural(len(need_human), 'finding')} ({_by_code(need_human)})"
+        )
+    _print_markers(markers, report)
+    unmarked = [f for f in need_human if f.path not in markers]
+    if unmarked:
+        where = [f"{f.path}:{f.line}:{f.column} {f.code}" for f in sorted(unmarked, key=lambda f: f.sort_key())]
+        _say(f"  not marked in the code (file not written, or markers off): {_listing(where)}")
+    if advisories:
+        codes = sorted({f.code for f in advisories})
+        select = "NPU8" if all(code.startswith("NPU8") for code in codes) else ",".join(codes)
+        _say(
+            f"  advisories, reported only (slower or different on NPU, not marked): {_by_code(advisories)}; "
+            f"`cuda2npu check --select {select}` lists them"
+        )
+
+
+def _paths(request: MigrateRequest) -> str:
+    return " ".join(shlex.quote(str(path)) for path in request.paths)
+
+
+def _print_next(request: MigrateRequest, summary: Summary, markers: dict[str, list]) -> None:
+    """Where the results went and what to run next."""
+    review = "the TODO(cuda2npu) markers" if markers else "the changes"
+    if request.out_dir is not None:
+        out = shlex.quote(str(request.out_dir))
+        _say(
+            f"  wrote: the migrated copy {out}/ ({_plural(summary.changed, 'file')} changed), its report "
+            f"{shlex.quote(str(request.report_file))} and the validation harness {out}/npu_validation/"
+        )
+        from cuda2npu.validation.generate import configured_entries
+
+        entry = "" if configured_entries(request.paths[0]) else " --entry MODULE:FUNCTION"
+        _say(
+            f"  next: review {review} in {out}, then compare it with the original: "
+            f"`cuda2npu validate {_paths(request)} {out}{entry}` or `python -m pytest {out}/npu_validation`"
+        )
+        return
+    if request.report_file is not None:
+        _say(f"  report: {request.report_file}")
+    if request.diff or request.check_only:
+        if summary.changed:
+            _say(
+                f"  next: `cuda2npu migrate {_paths(request)}` rewrites the files in place, "
+                f"`--out DIR` writes a migrated copy (with a validation harness)"
+            )
+    elif summary.changed:
+        _say(
+            f"  next: review {review} (`git diff` shows the rewrite), then `cuda2npu check {_paths(request)}` "
+            f"lists what is left"
+        )
 
 
 def _print_summary(summary: Summary, wrote: bool) -> None:
     verb = "changed" if wrote else "would change"
-    click.echo(
-        f"cuda2npu: {summary.scanned} files scanned, {summary.skipped_prefilter} skipped by prefilter, "
-        f"{summary.skipped_other} skipped, {summary.changed} {verb}, {summary.failed} failed",
-        err=True,
+    _say(
+        f"cuda2npu: {_plural(summary.scanned, 'file')} scanned, {summary.skipped_prefilter} skipped by prefilter, "
+        f"{summary.skipped_other} skipped, {summary.changed} {verb}, {summary.failed} failed"
     )
     if summary.edits:
         edits = ", ".join(f"{code} ({tier}) ×{n}" for (code, tier), n in sorted(summary.edits.items()))
-        click.echo(f"  edits: {edits}", err=True)
-    if summary.manual:
-        manual = ", ".join(f"{code} ×{n}" for code, n in sorted(summary.manual.items()))
-        click.echo(f"  need a human (see the report / TODO(cuda2npu) markers): {manual}", err=True)
+        _say(f"  edits: {edits}")
+
+
+def _print_changed(results: list[FileResult], verb: str) -> None:
+    """``Migrated: path`` for the files written (what the pre-commit hook changed)."""
+    changed = [r.path for r in results if r.status == "changed"]
+    for path in changed[:MAX_LISTED_FILES]:
+        style.echo(f"{verb}: {path}", err=True)
+    if len(changed) > MAX_LISTED_FILES:
+        style.echo(f"... and {len(changed) - MAX_LISTED_FILES} more (the report lists every file)", err=True)
 
 
 def _print_failures(results: list[FileResult]) -> None:
     """Failed files with their position and reason, and files skipped for a reason worth knowing."""
+    on = style.enabled(True)
     for result in results:
         if result.status == "failed":
             engine = [f for f in result.findings if f.code.startswith("NPU00")]  # the failure itself
-            where = next((f"{f.path}:{f.line}:{f.column}" for f in engine or result.findings), result.path)
-            click.echo(f"{where}: {result.reason}", err=True)
+            where = next((f"{f.path}:{f.line}:{f.column}" for f in engine), result.path)
+            style.echo(f"{style.paint(where, on, bold=True)}: {style.paint(result.reason, on, fg='red')}", err=True)
         elif result.status == "skipped" and result.reason != PREFILTER_REASON:
-            click.echo(f"{result.path}: skipped ({result.reason})", err=True)
+            style.echo(f"{style.paint(result.path, on, bold=True)}: skipped ({result.reason})", err=True)
 
 
 def _not_written(result: FileResult, failed: FileResult, summary: Summary) -> None:
@@ -172,15 +273,15 @@ def _print_companions(companions: list[Companion], wrote: bool) -> None:
     for companion in companions:
         users = f"imported by {len(companion.needed_by)} migrated file{'s' * (len(companion.needed_by) > 1)}"
         if companion.status == DIFFERS:
-            click.echo(
+            style.echo(
                 f"{companion.path}: exists and differs from the generated version; kept as it is (delete it "
                 f"to regenerate); {users}",
                 err=True,
             )
         elif companion.status == CREATE:
-            click.echo(f"cuda2npu: {'created' if wrote else 'would create'} {companion.path} ({users})", err=True)
+            style.echo(f"cuda2npu: {'created' if wrote else 'would create'} {companion.path} ({users})", err=True)
         elif companion.status != SAME:
-            click.echo(f"{companion.path}: {companion.status}", err=True)
+            style.echo(f"{companion.path}: {companion.status}", err=True)
 
 
 def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_place: bool = False) -> None:
@@ -194,7 +295,7 @@ def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_plac
             except OSError as exc:
                 _not_written(result, io_error(result.path, exc, "write"), summary)
     except KeyboardInterrupt:
-        click.echo(
+        style.echo(
             f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new",
             err=True,
         )
@@ -243,7 +344,13 @@ def run_migrate(request: MigrateRequest) -> int:
     summary = Summary()
     results = collect_results(
         # --out leaves the source tree as it is: no result cache written into it
-        run(sources, request.options, request.jobs or default_jobs(), cache=None if request.out_dir else "auto"),
+        lambda done: run(
+            sources,
+            request.options,
+            request.jobs or default_jobs(),
+            cache=None if request.out_dir else "auto",
+            on_done=done,
+        ),
         summary,
         len(sources),
     )
@@ -260,16 +367,19 @@ def run_migrate(request: MigrateRequest) -> int:
         new_files = [c for c in companions if c.status == CREATE]
         if request.diff:
             for result in changed:
-                click.echo(unified_diff(result.path, by_name[result.path].read_bytes(), result.new_source), nl=False)
+                style.echo(
+                    color_diff(unified_diff(result.path, by_name[result.path].read_bytes(), result.new_source)),
+                    nl=False,
+                )
             for companion in new_files:
-                click.echo(unified_diff(companion.path, None, companion.text), nl=False)
+                style.echo(color_diff(unified_diff(companion.path, None, companion.text)), nl=False)
         elif not request.quiet:
             for result in changed:
-                click.echo(f"Would migrate: {result.path}")
+                style.echo(f"Would migrate: {result.path}")
             for companion in new_files:
-                click.echo(f"Would create: {companion.path}")
+                style.echo(f"Would create: {companion.path}")
         _finish(request, results, summary, wrote=False, companions=companions, by_name=by_name)
-        return 1 if changed else 0
+        return 1 if changed or summary.failed else 0
 
     if request.out_dir is not None:
         shutil.copytree(
@@ -284,14 +394,7 @@ def run_migrate(request: MigrateRequest) -> int:
         request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
     else:
         if not request.allow_dirty:
-            dirty = dirty_files(request.paths)
-            blocked = [r.path for r in changed if by_name[r.path].resolve() in dirty]
-            if blocked:
-                listing = "\n  ".join(blocked)
-                return _fail(
-                    f"these files have uncommitted changes:\n  {listing}\n"
-                    "commit or stash them first, or pass --allow-dirty"
-                )
+            changed = _refuse_dirty(changed, by_name, request.paths, summary)
         targets = [(r, by_name[r.path].resolve()) for r in changed]  # through symlinks, keeping them
     companions = plan(targets)
     targets = _write_companions(companions, targets, summary)
@@ -300,6 +403,19 @@ def run_migrate(request: MigrateRequest) -> int:
         _write_validation(request, results)
     _finish(request, results, summary, wrote=True, companions=companions, by_name=by_name)
     return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) else 0
+
+
+def _refuse_dirty(changed: list[FileResult], by_name: dict[str, Path], paths: list[Path], summary: Summary):
+    """Leave the files that would change but have uncommitted git changes (or are untracked) as they
+    are, reported as not written; the other files are still migrated."""
+    dirty = dirty_files(paths)
+    for result in changed:
+        state = dirty.get(by_name[result.path].resolve())
+        if state is not None:
+            what = "untracked: git has no copy of it" if state == "untracked" else "it has uncommitted changes"
+            reason = f"not rewritten, {what} (commit it first, or pass --allow-dirty)"
+            _not_written(result, FileResult(result.path, "failed", reason), summary)
+    return [r for r in changed if r.status == "changed"]
 
 
 AMP_CODES = ("NPU106", "NPU3")
@@ -339,8 +455,13 @@ def _finish(
         }
         report = migration_report(results, options, summary, [c.to_json() for c in companions], markers)
         request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if not request.quiet:
-        _print_failures(results)
-        _print_companions(companions, wrote)
-        _print_summary(summary, wrote)
-        _print_markers(markers, request.report_file)
+    if request.quiet:  # errors only
+        _print_failures([r for r in results if r.status == "failed"])
+        return
+    if wrote:
+        _print_changed(results, "Migrated")
+    _print_failures(results)
+    _print_companions(companions, wrote)
+    _print_summary(summary, wrote)
+    _print_left_open(results, markers, request.report_file)
+    _print_next(request, summary, markers)

@@ -6,6 +6,7 @@ In a wheel it ships as ``cuda2npu/catalogue``; in a source checkout it is the to
 
 from __future__ import annotations
 
+import difflib
 import functools
 import sys
 from dataclasses import dataclass, field
@@ -101,3 +102,16 @@ def table(name: str) -> dict:
 
 def rule(code: str) -> RuleDoc:
     return all_rules()[code]
+
+
+def matching(prefix: str) -> list[str]:
+    """Codes starting with ``prefix`` (``NPU3``: every apex/AMP rule), in code order."""
+    return [code for code in all_rules() if code.startswith(prefix)]
+
+
+def no_match(code: str) -> str:
+    """Why ``code`` selects no rule, with the nearest codes or family prefixes (not the whole list)."""
+    families = sorted({known[:4] for known in all_rules()})
+    close = difflib.get_close_matches(code, [*all_rules(), *families], n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{code!r} matches no rule code{hint} (a code such as NPU101, a prefix such as NPU1, or ALL; `cuda2npu rules` lists them)"

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.catalogue import all_rules, no_match
 from cuda2npu.core.options import STRATEGY_CHOICES
 
 if sys.version_info >= (3, 11):
@@ -190,10 +190,7 @@ def _codes(value, path: Path, key: str) -> tuple[str, ...]:
             codes.append("NPU")
             continue
         if not code or not any(k.startswith(code) for k in known):
-            raise ConfigError(
-                f"{_where(path, key)}: {code!r} matches no rule code; allowed: a code or prefix of "
-                f"{', '.join(known)} (or ALL)"
-            )
+            raise ConfigError(f"{_where(path, key)}: {no_match(code)}")
         codes.append(code)
     return tuple(codes)
 

@@ -38,6 +38,8 @@ class Finding:
     tier: Tier
     fixable: bool
     applied: bool = False
+    end_line: int | None = None  # where the reported range ends (exclusive column), when known
+    end_column: int | None = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code)

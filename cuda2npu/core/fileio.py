@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
@@ -22,17 +25,32 @@ def atomic_write(path: Path, data: bytes, *, refuse_read_only: bool = False) -> 
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     if refuse_read_only and path.exists() and not mode & 0o222:
         raise PermissionError(errno.EACCES, "file is read-only (no write permission bit)", str(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".cuda2npu.tmp", dir=path.parent)
+    with _signals_held():  # Ctrl-C / SIGTERM wait for the file to be whole: no temporary file left behind
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".cuda2npu.tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Delay SIGINT and SIGTERM until the block is done (where the platform allows it)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def io_error(display: str, exc: OSError, verb: str = "read") -> FileResult:

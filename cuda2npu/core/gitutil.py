@@ -1,4 +1,4 @@
-"""Asking git which files have uncommitted changes (in-place migrate refuses to touch them)."""
+"""Asking git which files have uncommitted changes (in-place migrate leaves those it would change as they are)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ def _git(args: list[str], cwd: Path) -> bytes | None:
     return result.stdout if result.returncode == 0 else None
 
 
-def dirty_files(paths: list[Path]) -> set[Path]:
-    """Resolved paths of files with staged, unstaged or untracked changes under git."""
-    dirty: set[Path] = set()
+def dirty_files(paths: list[Path]) -> dict[Path, str]:
+    """Resolved paths of files with staged, unstaged or untracked changes under git -> "untracked" or
+    "uncommitted changes"."""
+    dirty: dict[Path, str] = {}
     directories = {p if p.is_dir() else p.parent for p in paths}
     for directory in directories:
         top = _git(["rev-parse", "--show-toplevel"], directory)
@@ -32,5 +33,5 @@ def dirty_files(paths: list[Path]) -> set[Path]:
                 continue
             code, name = entry[:2], entry[3:]
             skip_next = "R" in code or "C" in code  # renames carry the old name in the next entry
-            dirty.add((root / name).resolve())
+            dirty[(root / name).resolve()] = "untracked" if code == "??" else "uncommitted changes"
     return dirty

@@ -14,10 +14,11 @@ import libcst as cst
 class SourceError(Exception):
     """The file cannot be decoded or parsed; carries a 1-based position."""
 
-    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+    def __init__(self, message: str, line: int = 1, column: int = 1, end: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.line = line
         self.column = column
+        self.end = end  # (line, exclusive column) of the reported range, when known
 
 
 def decode(source: bytes) -> str:
@@ -86,12 +87,26 @@ def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
     return f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1
 
 
+def _cpython_syntax_error(text: str) -> SourceError | None:
+    """CPython's message and position for a file libcst refused (None: CPython accepts it)."""
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        line, column = exc.lineno or 1, exc.offset or 1
+        end_line, end_column = getattr(exc, "end_lineno", None), getattr(exc, "end_offset", None)
+        end = (end_line, end_column) if end_line == line and end_column and end_column > column else None
+        return SourceError(f"cannot parse: {exc.msg}", line, column, end)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
+
+
 def parse(source: bytes) -> cst.Module:
-    decode(source)
+    text = decode(source)
     _check_nesting(source)
     try:
         return cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        raise SourceError(*_syntax_error(exc)) from None
+    except cst.ParserSyntaxError as exc:  # reported where and as CPython reports it, when it does
+        raise _cpython_syntax_error(text) or SourceError(*_syntax_error(exc)) from None
     except (RecursionError, MemoryError, ValueError, UnicodeError) as exc:
         raise SourceError(f"cannot parse: {type(exc).__name__}: {exc}") from None

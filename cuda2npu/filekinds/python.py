@@ -74,11 +74,13 @@ def _applicable(report: Report, options: Options) -> bool:
 
 def _finding(path: str, report: Report, position, options: Options, applied: bool) -> Finding:
     doc = rule_doc(report.code)
-    start = position.start
+    start, end = position.start, position.end
     return Finding(
         path=path,
         line=start.line,
         column=start.column + 1,
+        end_line=end.line,
+        end_column=end.column + 1,
         code=report.code,
         name=doc.name,
         message=report.message,
@@ -88,9 +90,12 @@ def _finding(path: str, report: Report, position, options: Options, applied: boo
     )
 
 
-def _engine_finding(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
+def _engine_finding(path: str, code: str, message: str, line: int = 1, column: int = 1, end=None) -> Finding:
     doc = rule_doc(code)
-    return Finding(path, line, column, code, doc.name, message, doc.tier, False)
+    end_line, end_column = end or (None, None)
+    return Finding(
+        path, line, column, code, doc.name, message, doc.tier, False, end_line=end_line, end_column=end_column
+    )
 
 
 def _apply_round(module: cst.Module, reports: list[Report], options: Options):
@@ -285,7 +290,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     try:
         module = parse(source)
     except SourceError as exc:
-        finding = _engine_finding(path, "NPU001", str(exc), exc.line, exc.column)
+        finding = _engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
         return FileResult(path, "failed", str(exc), [finding])
 
     rules = enabled_rules(options)

@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from cuda2npu import __version__
+from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
 
 REPORT_VERSION = 1
+
+
+def is_advisory(finding: Finding) -> bool:
+    """A finding that changes nothing at run time (the NPU8xx advisories, an unused noqa, ...): it is
+    reported but never marked in the code (rules/tables/markers.toml ``unmarked``)."""
+    return finding.code in table("markers")["unmarked"]
+
+
+def left_open(results: list[FileResult]) -> tuple[list[Finding], list[Finding]]:
+    """The findings a migration leaves for a person: (need a human, advisories). Every finding not
+    applied counts once; the first group is what the ``# TODO(cuda2npu)`` markers are written for.
+    Of a failed file only the failure (NPU00x) counts: its other findings wait for the file to be
+    readable, parsable or writable."""
+    open_findings = [
+        f for r in results for f in r.findings if not f.applied and (r.status != "failed" or f.code.startswith("NPU00"))
+    ]
+    return [f for f in open_findings if not is_advisory(f)], [f for f in open_findings if is_advisory(f)]
+
+
+def counts(findings: list[Finding]) -> list[dict]:
+    return [{"code": code, "count": n} for code, n in sorted(Counter(f.code for f in findings).items())]
 
 
 def _edit(finding: Finding) -> dict:
@@ -13,7 +37,7 @@ def _edit(finding: Finding) -> dict:
 
 
 def _manual(finding: Finding) -> dict:
-    return {"code": finding.code, "line": finding.line, "message": finding.message}
+    return {"code": finding.code, "line": finding.line, "message": finding.message, "advisory": is_advisory(finding)}
 
 
 def migration_report(
@@ -24,8 +48,13 @@ def migration_report(
     markers: dict[str, list] | None = None,
 ) -> dict:
     """``migrate --report``: one entry per file with its edits, manual items and the lines of its
-    ``# TODO(cuda2npu)`` markers in the migrated file, and the generated files."""
+    ``# TODO(cuda2npu)`` markers in the migrated file, and the generated files.
+
+    The summary's ``need_a_human`` and ``advisories`` split the files' ``manual`` entries (every
+    finding not applied) the way the command's summary does; ``markers`` counts the marker lines.
+    """
     markers = markers or {}
+    need_human, advisories = left_open(results)
     return {
         "version": REPORT_VERSION,
         "tool_version": __version__,
@@ -42,7 +71,12 @@ def migration_report(
             for r in results
         ],
         "generated_files": generated,
-        "summary": summary.to_json(),
+        "summary": {
+            **summary.to_json(),
+            "need_a_human": counts(need_human),
+            "advisories": counts(advisories),
+            "markers": sum(len(lines) for lines in markers.values()),
+        },
     }
 
 

@@ -12,7 +12,7 @@ import signal
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cuda2npu.core import prefilter
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
@@ -74,20 +74,45 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
+def _process_chunk(tasks: list) -> list[FileResult]:
+    return [_process(task) for task in tasks]
+
+
+def _count(future, on_done: Callable[[int], None]) -> None:
+    """A chunk's done-callback (in the pool's thread): report its files to ``on_done``."""
+    if not future.cancelled() and future.exception() is None:
+        on_done(len(future.result()))
+
+
 def run(
-    files: list[tuple[Path, str]], options: Options, jobs: int, cache: "Cache | None | str" = "auto"
+    files: list[tuple[Path, str]],
+    options: Options,
+    jobs: int,
+    cache: "Cache | None | str" = "auto",
+    on_done: Callable[[int], None] | None = None,
 ) -> Iterator[FileResult]:
-    """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled."""
+    """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled.
+
+    ``on_done(n)`` is called as soon as ``n`` more files are done, in whatever order the workers
+    finish them (a progress bar that moves although the results are yielded in order).
+    """
     if cache == "auto":
         cache = Cache.for_paths([path for path, _ in files]) if files else None
     tasks = [(path, display, options, cache) for path, display in files]
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
-        yield from map(_process, tasks)
+        for task in tasks:
+            yield _process(task)
+            if on_done is not None:
+                on_done(1)
         return
     chunk = max(1, min(32, len(tasks) // (jobs * 8)))
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals)
     try:
-        yield from pool.map(_process, tasks, chunksize=chunk)
+        futures = [pool.submit(_process_chunk, tasks[i : i + chunk]) for i in range(0, len(tasks), chunk)]
+        for future in futures if on_done is not None else ():
+            future.add_done_callback(lambda done: _count(done, on_done))
+        for future in futures:
+            yield from future.result()
     except BaseException:  # Ctrl-C / SIGTERM / the caller stopped: do not wait for queued files
         workers = list(getattr(pool, "_processes", {}).values())
         pool.shutdown(wait=False, cancel_futures=True)

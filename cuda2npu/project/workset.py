@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cuda2npu.core.diagnostics import FileResult, Summary
 
@@ -22,14 +22,17 @@ def display_name(path: Path) -> str:
         return path.as_posix()
 
 
-def collect_results(results: Iterable[FileResult], summary: Summary, total: int) -> list[FileResult]:
-    """Drain the runner, updating the summary, with a progress bar on a TTY for big runs."""
+def collect_results(
+    start: Callable[[Callable[[int], None]], Iterable[FileResult]], summary: Summary, total: int
+) -> list[FileResult]:
+    """Drain ``start(on_done)`` (the runner), updating the summary, with a progress bar on a terminal
+    for big runs: the files done out of ``total``, counted as the workers finish them."""
     collected = []
     show = sys.stderr.isatty() and total >= PROGRESS_MIN_FILES
-    with Progress(transient=True, disable=not show) as progress:
+    columns = (TextColumn("cuda2npu"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
+    with Progress(*columns, transient=True, disable=not show) as progress:
         task = progress.add_task("cuda2npu", total=total)
-        for result in results:
+        for result in start(lambda done: progress.advance(task, done)):
             summary.add(result)
             collected.append(result)
-            progress.advance(task)
     return collected
