@@ -165,6 +165,17 @@ selection = [
         help="Never emit torch_npu keywords newer than this release.",
     ),
     click.option(
+        "--portable/--no-portable",
+        default=False,
+        help="Write device-agnostic code that runs on CUDA and on Ascend NPUs (README: Portable output).",
+    ),
+    click.option(
+        "--target-torch",
+        metavar="VERSION",
+        default=None,
+        help="With --portable: the oldest torch the output runs on (torch.accelerator calls it lacks go through a generated helper).",
+    ),
+    click.option(
         "--extend-select",
         multiple=True,
         help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code).",
@@ -223,6 +234,8 @@ def with_selection(func):
         colossalai_strategy,
         fuse_sdpa,
         target_torch_npu,
+        portable,
+        target_torch,
         extend_select,
         config_file,
         isolated,
@@ -232,12 +245,15 @@ def with_selection(func):
         from cuda2npu.core.config import load_config
 
         config = load_config(list(kwargs.get("paths", ())), config_file, isolated)
-        strategies = {
-            "precision": _setting("precision", precision, config.precision),
+        portable = _setting("portable", portable, config.portable)
+        strategies = {  # portable output keeps the program's dtypes unless a precision policy is asked for
+            "precision": _setting("precision", precision, config.precision or ("keep" if portable else None)),
             "apex": _setting("apex_strategy", apex_strategy, config.apex),
             "colossalai": _setting("colossalai_strategy", colossalai_strategy, config.colossalai),
             "fuse_sdpa": _setting("fuse_sdpa", fuse_sdpa, config.fuse_sdpa),
             "target_torch_npu": _setting("target_torch_npu", target_torch_npu, config.target_torch_npu),
+            "portable": portable,
+            "target_torch": _setting("target_torch", target_torch, config.target_torch),
         }
         return func(*args, strategies=strategies, settings=Settings(config, extend_select, force_exclude), **kwargs)
 

@@ -51,6 +51,8 @@ KEYS = {
     "apex": "one of " + ", ".join(STRATEGY_CHOICES["apex"]),
     "colossalai": "one of " + ", ".join(STRATEGY_CHOICES["colossalai"]),
     "fuse-sdpa": "true or false",
+    "portable": "true or false",
+    "target-torch": "a torch release such as '2.6' or '2.7.1' (--portable)",
     "target": "a table with key torch_npu",
     "validate": "a table with keys entries, run",
     "max-tier": "one of " + ", ".join(TIERS),
@@ -78,6 +80,8 @@ class Config:
     apex: str | None = None
     colossalai: str | None = None
     fuse_sdpa: bool | None = None
+    portable: bool | None = None
+    target_torch: str | None = None
     target_torch_npu: str | None = None
     validate_entries: tuple[str, ...] = ()
     validate_run: str | None = None
@@ -245,9 +249,16 @@ def parse_config(section: dict, path: Path) -> Config:
             values[key] = _choice(section[key], path, key, STRATEGY_CHOICES[key])
     if "fuse-sdpa" in section:
         values["fuse_sdpa"] = _bool(section["fuse-sdpa"], path, "fuse-sdpa")
-    for key in ("markers", "review-markers"):
+    for key in ("markers", "review-markers", "portable"):
         if key in section:
             values[key.replace("-", "_")] = _bool(section[key], path, key)
+    if "target-torch" in section:
+        version = section["target-torch"]
+        if not isinstance(version, str) or not VERSION.match(version):
+            raise ConfigError(
+                f"{_where(path, 'target-torch')} = {version!r} is invalid; expected {KEYS['target-torch']}"
+            )
+        values["target_torch"] = version
     if "max-tier" in section:
         values["max_tier"] = _choice(section["max-tier"], path, "max-tier", TIERS)
     if "target" in section:

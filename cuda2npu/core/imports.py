@@ -1,4 +1,5 @@
-"""Adding ``import torch_npu`` right after the file's first torch import, exactly once."""
+"""Adding ``import torch_npu`` right after the file's first torch import, exactly once (guarded by
+``try``/``except ImportError`` in portable output, which must import on CUDA hosts too)."""
 
 from __future__ import annotations
 
@@ -78,31 +79,48 @@ def has_plain_torch_npu_import(module: cst.Module) -> bool:
 TORCH_IMPORT = re.compile(r"^[ \t]*(import|from)[ \t]+torch\b", re.MULTILINE)
 
 
-def _after_torch_import(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode] | None:
-    """``body`` with ``import torch_npu`` after its first torch import line; None without one."""
+GUARDED_IMPORT = """\
+try:
+    import torch_npu  # registers the Ascend NPU device; not installed on CUDA hosts
+except ImportError:
+    pass
+"""
+
+
+def _torch_npu_import(guarded: bool) -> cst.BaseStatement:
+    if guarded:
+        return cst.parse_statement(GUARDED_IMPORT)
+    return cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(cst.Name("torch_npu"))])])
+
+
+def _after_torch_import(body: Sequence[cst.CSTNode], guarded: bool = False) -> list[cst.CSTNode] | None:
+    """``body`` with ``import torch_npu`` after its first torch import line (``guarded``: after the
+    import lines that follow it, so that the ``try`` does not split them); None without one."""
     for index, statement in enumerate(body):
         if _imports_module(statement, "torch"):
-            new_line = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(cst.Name("torch_npu"))])])
-            return [*body[: index + 1], new_line, *body[index + 1 :]]
+            while guarded and index + 1 < len(body) and is_import_line(body[index + 1]):
+                index += 1
+            return [*body[: index + 1], _torch_npu_import(guarded), *body[index + 1 :]]
     return None
 
 
-def ensure_torch_npu_import(module: cst.Module) -> cst.Module:
+def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Module:
     """Insert ``import torch_npu`` after the first module-level torch import, else after the first
     torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
     function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
     an ``except`` handler, never at module level of a file that imports torch only lazily.
 
     Files that never import torch need nothing: a device string they hold is used elsewhere.
+    ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
     if has_plain_torch_npu_import(module) or not TORCH_IMPORT.search(module.code):
         return module
-    body = _after_torch_import(module.body)
+    body = _after_torch_import(module.body, guarded)
     if body is not None:
         return module.with_changes(body=body)
     finder = _FirstTorchBlock()
     module.visit(finder)
-    return module.visit(_NestedInsertion(finder.block)) if finder.block is not None else module
+    return module.visit(_NestedInsertion(finder.block, guarded)) if finder.block is not None else module
 
 
 class _FirstTorchBlock(cst.CSTVisitor):
@@ -124,11 +142,12 @@ class _FirstTorchBlock(cst.CSTVisitor):
 class _NestedInsertion(cst.CSTTransformer):
     """Adds ``import torch_npu`` after the first torch import of ``block``."""
 
-    def __init__(self, block: cst.IndentedBlock) -> None:
+    def __init__(self, block: cst.IndentedBlock, guarded: bool = False) -> None:
         super().__init__()
         self.block = block
+        self.guarded = guarded
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
         if original_node is not self.block:
             return updated_node
-        return updated_node.with_changes(body=_after_torch_import(updated_node.body))
+        return updated_node.with_changes(body=_after_torch_import(updated_node.body, self.guarded))

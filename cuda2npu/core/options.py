@@ -31,6 +31,8 @@ class Options:
     colossalai: str = "keep"
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
+    portable: bool = False  # device-agnostic output for CUDA and Ascend (cuda2npu/families/portable.py)
+    target_torch: str | None = None  # --portable: the oldest torch to run on (None: see cuda2npu/families/portable.py)
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
     cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
     local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)

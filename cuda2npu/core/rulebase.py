@@ -124,6 +124,7 @@ class Rule(cst.BatchableCSTVisitor):
 
     codes: ClassVar[tuple[str, ...]] = ()
     triggers: ClassVar[tuple[str, ...]] = ()
+    portable_support: ClassVar[bool] = False  # its fixes write portable code under --portable (see report)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()
@@ -142,6 +143,13 @@ class Rule(cst.BatchableCSTVisitor):
         return self.ctx.options
 
     def report(self, code: str, node: cst.CSTNode, message: str, fix: Fix | None = None, **kw) -> None:
+        """Under ``--portable`` the fixes of a rule without ``portable_support`` (NPU-only code) are
+        not made: the original code, which runs on CUDA, stays, reported as a manual item."""
+        if fix is not None and self.options.portable and not self.portable_support:
+            if isinstance(node, cst.Module):
+                return  # the imports/helpers of rewrites that are not made
+            fix, kw = None, {**kw, "tier": Tier.MANUAL}
+            message = f"not portable yet, kept as written (it runs on CUDA); the NPU-only rewrite: {message}"
         self.ctx.report(code, node, message, fix, **kw)
 
 

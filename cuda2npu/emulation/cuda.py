@@ -64,10 +64,14 @@ What is deliberately not emulated
 * ``x.cuda()`` on a tensor returns that same tensor (``Tensor.to`` semantics for a tensor
   already on the target device); on a real GPU it returns a copy of a CPU tensor, so
   in-place writes through the result now alias the source.
-* ``torch.accelerator`` keeps the CPU build's answer (no accelerator), so code that picks its
-  device through it takes its CPU path, like ``x.is_cuda``: claiming a CUDA accelerator would
-  send torch's own internals (the optimizers' graph-capture check calls
-  ``torch.accelerator.current_stream()``) into C++ paths a CPU build cannot serve.
+* ``torch.accelerator`` answers as the one emulated CUDA device for the program's own code
+  (``current_accelerator()`` -> ``cuda``, ``device_count()`` -> 1, ``synchronize`` and the
+  memory queries as ``torch.cuda``'s above), so device-agnostic code runs its CUDA path; torch's
+  own modules keep the CPU build's answer (no accelerator): claiming a CUDA accelerator there
+  would send torch's internals (the optimizers' graph-capture check calls
+  ``torch.accelerator.current_stream()``, the DataLoader pins memory) into C++ paths a CPU
+  build cannot serve. ``torch.get_device_module()`` without a device, answered in C++, still
+  says ``cpu``.
 * ``torch.cuda.Stream/Event/stream/current_stream``, ``get_device_capability``,
   ``get_device_properties``, ``mem_get_info``, CUDA graphs, NCCL, ``torch.Generator("cuda")``
   and ``DataParallel`` (which queries device properties) are not mapped and raise as on any
@@ -76,6 +80,7 @@ What is deliberately not emulated
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import torch
@@ -149,6 +154,46 @@ class _CudaToCpuMode(TorchFunctionMode):
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
         return func(*args, **kwargs)
+
+
+def _for_the_program(original: Callable, answer: Callable) -> Callable:
+    """``answer`` for calls from the program, ``original`` for calls from torch's own modules."""
+
+    def patched(*args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "torch" or caller.startswith("torch."):
+            return original(*args, **kwargs)
+        return answer(*args, **kwargs)
+
+    return patched
+
+
+def _accelerator_answers(cuda) -> dict[str, Callable]:
+    """torch.accelerator's functions as the emulated CUDA device answers them (see the module doc)."""
+    set_index = lambda device: _check_index(_cuda_index(device))  # noqa: E731
+    answers = {
+        "current_accelerator": lambda check_available=False: torch.device("cuda"),
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device_index": lambda: 0,
+        "current_device_idx": lambda: 0,
+        "set_device_index": set_index,
+        "set_device_idx": set_index,
+        "synchronize": lambda device=None: _check_index(_cuda_index(device)),
+        "device_index": cuda.device,
+        "get_memory_info": cuda.mem_get_info,
+    }
+    memory = (
+        "empty_cache",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_stats",
+        "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats",
+    )
+    return {**answers, **{name: getattr(cuda, name) for name in memory}}
 
 
 def _autocast_device(device_type: str | None) -> str | None:
@@ -246,6 +291,15 @@ class _Patches:
             ),
             (torch.amp.autocast_mode.autocast, "__init__", autocast_init),
             (torch.amp.grad_scaler.GradScaler, "__init__", scaler_init),
+            *(
+                (module, name, _for_the_program(getattr(module, name), answer))
+                for name, answer in _accelerator_answers(cuda).items()
+                for module in (
+                    getattr(torch, "accelerator", None),
+                    getattr(getattr(torch, "accelerator", None), "memory", None),
+                )
+                if module is not None and hasattr(module, name)
+            ),
         ]
 
     def apply(self) -> None:

@@ -23,13 +23,17 @@
   support synchronizing", an internal assert). They are answered by ``torch.npu`` (the
   device selection and stream functions of ``torch.accelerator`` already work).
 
+* ``torch.distributed.get_default_backend_for_device("npu")``: torch_npu registers its ``hccl``
+  backend for the npu device (``Backend.register_backend(..., devices=["npu"])``); the map entry
+  answers the query (the emulation has no collective backend).
+
 * ``torch.nn.DataParallel``: scattering calls ``torch._C._scatter``, a CUDA/NPU C++ kernel.
   With the emulator's one device a DataParallel module runs its module directly, which is what
   scatter/gather over one device amounts to. (Current torch_npu runs DataParallel on npu devices,
   torch_npu's test/distributed/test_data_parallel.py; older Ascend migration guides said it was
   unsupported.)
 
-The first five are undone by :func:`remove_patches`; the deserializer is permanent, like the
+The first six are undone by :func:`remove_patches`; the deserializer is permanent, like the
 device it belongs to.
 """
 
@@ -107,6 +111,8 @@ _ACCELERATOR_MODULES = tuple(
 _ORIGINAL_ACCELERATOR = {
     (m, n): getattr(m, n) for m in _ACCELERATOR_MODULES for n in _ACCELERATOR_FUNCTIONS if hasattr(m, n)
 }
+_BACKEND_MAP = torch.distributed.Backend.default_device_backend_map if torch.distributed.is_available() else {}
+_HAD_NPU_BACKEND = "npu" in _BACKEND_MAP
 
 
 def apply_patches() -> None:
@@ -116,6 +122,8 @@ def apply_patches() -> None:
     torch.nn.DataParallel.forward = _data_parallel_forward
     for module, name in _ORIGINAL_ACCELERATOR:
         setattr(module, name, _ACCELERATOR_FUNCTIONS[name])
+    if torch.distributed.is_available():
+        _BACKEND_MAP.setdefault("npu", "hccl")
 
 
 def remove_patches() -> None:
@@ -125,6 +133,8 @@ def remove_patches() -> None:
     torch.nn.DataParallel.forward = _ORIGINAL_DATA_PARALLEL_FORWARD
     for (module, name), original in _ORIGINAL_ACCELERATOR.items():
         setattr(module, name, original)
+    if not _HAD_NPU_BACKEND:
+        _BACKEND_MAP.pop("npu", None)
 
 
 def patches_applied() -> bool:

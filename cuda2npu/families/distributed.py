@@ -12,6 +12,11 @@ torch's own syntax and ``dist.Backend.NCCL`` its own name: both are rewritten wh
 Left alone: Ray's collective groups (no HCCL there), ``Literal["nccl", ...]`` annotations, class
 attributes and classes naming a CUDA/NCCL implementation, and the CUDA side of code that already
 handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``). Any other ``"nccl"`` is a review item.
+
+Portable output (``--portable``): the backend of the host's accelerator instead of ``"hccl"``,
+``torch.distributed.get_default_backend_for_device(portable_device.device_type())`` (torch >= 2.6;
+else ``portable_device.distributed_backend()``, cuda2npu/families/portable.py); ``"cpu:gloo,cuda:nccl"`` is
+not portable yet.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from cuda2npu.core.literals import field_default, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
 from cuda2npu.families.colossalai.support import module_qualified
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -296,6 +302,7 @@ def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
 class NcclBackend(Rule):
     codes = ("NPU201",)
     triggers = (r"nccl", r"NCCL\b")
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -316,8 +323,20 @@ class NcclBackend(Rule):
         if is_cuda_alternative(self.ctx.module, node) or node in self.flow.ignore:
             return
         certain = node not in self.flow.uncertain
+        if value != "nccl" and self.options.portable:
+            self.report(
+                "NPU201",
+                node,
+                f"{value!r}: not portable yet; name the accelerator's backend by hand, e.g. "
+                f'f"cpu:gloo,{{{portable.device_type()}}}:{{{portable.distributed_backend(self.options)}}}"',
+                tier=Tier.MANUAL,
+            )
+            return
         if value != "nccl":
             fix = lambda n: n.with_changes(value=n.value.replace("cuda:nccl", "npu:hccl", 1))  # noqa: E731
+        elif certain and node in self.flow.rewrite and self.options.portable:
+            self._portable(node, '"nccl"')
+            return
         elif certain and node in self.flow.rewrite:
             fix = lambda n: n.with_changes(value=n.value.replace("nccl", "hccl", 1))  # noqa: E731
         elif certain and node in self.flow.attributes:
@@ -344,8 +363,28 @@ class NcclBackend(Rule):
                 tier=Tier.MANUAL,
             )
 
+    def _portable(self, node: cst.CSTNode, spelled: str) -> None:
+        backend = portable.distributed_backend(self.options)
+        alias = next((n for n, q in self.resolver.module_scope.imports.items() if q == {"torch.distributed"}), None)
+        if alias is not None:  # `import torch.distributed as dist`: dist.get_default_backend_for_device(...)
+            backend = backend.replace("torch.distributed.", f"{alias}.", 1)
+        portable.need(self, Tier.EXACT, backend)
+        self.report(
+            "NPU201",
+            node,
+            f"NCCL does not exist on NPU; portable: {spelled} → the backend of the host's "
+            f"accelerator, `{backend}` (nccl on a CUDA GPU, hccl on an Ascend NPU)",
+            lambda _: cst.parse_expression(backend),
+        )
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        portable.report_support(self, "NPU201")
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "NCCL" and self.resolver.qualified_name(node) == "torch.distributed.Backend.NCCL":
+            if self.options.portable:
+                self._portable(node, "`Backend.NCCL`")
+                return
             self.report(
                 "NPU201",
                 node,

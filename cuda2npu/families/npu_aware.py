@@ -14,7 +14,9 @@ The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or 
   of ``if is_torch_npu_available(): ... else: <CUDA code>`` (an NPU check first, no CUDA test);
 - the body of a branch taken only on the NPU (its test mentions the NPU, not CUDA): a CUDA
   name there is deliberate (``if device_type == "npu": device_type = "cuda"``, a table key);
-- ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too);
+- ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too),
+  and the ``else`` value of ``a if <NPU detected> else b`` (portable output's dispatch
+  ``npu_call(x) if x.device.type == "npu" else cuda_call(x)``: ``b`` runs on every other device);
 - ``and``/``or`` operands that mention CUDA, when another operand mentions the NPU;
 - list, tuple and set elements that mention CUDA, when another element does the NPU;
 - dict entries whose key mentions CUDA, when another key mentions the NPU;
@@ -135,6 +137,8 @@ class _Constructs(cst.CSTVisitor):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if node in self._inner:
             return
+        if _detects_npu(node.test) and not mentions(node.orelse)[1]:
+            self.roots.append(node.orelse)
         sides = []
         while isinstance(node, cst.IfExp):
             self._inner.add(node)

@@ -349,7 +349,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         if options.markers:
             current = _add_markers(current, reports, options, extra)
         if needs_torch_npu:
-            current = ensure_torch_npu_import(current)
+            current = ensure_torch_npu_import(current, guarded=options.portable)
     findings.sort(key=Finding.sort_key)
     if not options.fix:  # check: nothing to write, so no code generation
         return FileResult(path, "unchanged", findings=findings)

@@ -132,6 +132,29 @@ def expression(source: str) -> cst.BaseExpression:
     return cst.parse_expression(source)
 
 
+def dispatch(npu: str, tensor: str, original: cst.BaseExpression) -> str:
+    """Portable output (``--portable``): ``npu`` when ``tensor`` is on an Ascend NPU, the original
+    call on any other device (chosen at run time; ``tensor`` must be cheap to evaluate twice)."""
+    npu = npu.replace("\n", "\n    ")
+    return f'(\n    {npu}\n    if {tensor}.device.type == "npu"\n    else {code(original)}\n)'
+
+
+PORTABLE_NOTE = (
+    "; portable: only on an Ascend NPU (chosen by the tensor's device at run time), the original call elsewhere"
+)
+
+
+def import_guard(statement: cst.SimpleStatementLine, names: Sequence[str], package: str) -> cst.Try:
+    """``try: <import> except ImportError: <names> = None`` (portable output: the CUDA-only package
+    is absent on Ascend hosts, where only the NPU branch of the rewritten calls runs)."""
+    fallback = "".join(f"    {name} = None\n" for name in names)
+    guard = cst.parse_statement(
+        f"try:\n    pass\nexcept ImportError:  # {package} is not installed on Ascend NPU hosts\n{fallback}"
+    )
+    body = guard.body.with_changes(body=[statement.with_changes(leading_lines=[])])
+    return guard.with_changes(body=body, leading_lines=statement.leading_lines)
+
+
 # --------------------------------------------------------------------------------------------
 # Pre-pass over the module
 
@@ -627,7 +650,7 @@ def plan_guard_removals(
     found: list[tuple[cst.Try, cst.CSTNode, tuple[str, ...], bool]] = []
     others = False
     for node in iter_nodes(module, (cst.Import, cst.ImportFrom)):
-        names = _package_names(node, packages)
+        names = package_names(node, packages)
         if names is None:
             others = others or _imports_package(node, packages)
             continue
@@ -646,7 +669,7 @@ def plan_guard_removals(
     return removals
 
 
-def _package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | None:
+def package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | None:
     """The names an import of only ``packages`` binds (None: it imports something else too)."""
     if isinstance(node, cst.ImportFrom):
         if node.relative or isinstance(node.names, cst.ImportStar):

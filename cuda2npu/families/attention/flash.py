@@ -26,6 +26,10 @@ Decisions worth knowing when reading the code:
   output is (code after the call may ``.view()`` it): one copy of the output instead of the
   kernel copying three transposed inputs. The untransposed ``q`` is
   what is repeated or hoisted; ``k``/``v`` are used once. Mixed transposes keep BSND.
+* Portable output (``--portable``): each rewrite becomes ``(<NPU call> if q.device.type == "npu"
+  else <the original call>)`` and the flash-attn imports the original calls need are guarded
+  (``except ImportError: name = None``); an NPU branch already there (the other side of such a
+  conditional) is left alone (``npu_aware``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from cuda2npu.families.attention.common import (
     HELPER_IMPORTS,
     NO_LIMIT,
     NOT_LITERAL,
+    PORTABLE_NOTE,
     ROTARY_HELPER,
     ModuleFacts,
     Unbindable,
@@ -52,9 +57,11 @@ from cuda2npu.families.attention.common import (
     call_source,
     code,
     describe_support,
+    dispatch,
     expression,
     follow,
     fresh_name,
+    import_guard,
     is_pure,
     literal,
     literal_arg,
@@ -62,12 +69,14 @@ from cuda2npu.families.attention.common import (
     missing_imports,
     node_path,
     one_minus,
+    package_names,
     plan_guard_removals,
     plan_import_removals,
     remove_import_names,
     support_fix,
 )
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 OP = "npu_fusion_attention"
 QKV = ("q", "k", "v")
@@ -444,6 +453,27 @@ def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
     return call_source(f"torch_npu.{OP}", positional, keywords, "[0]" + output)
 
 
+def _base(plan: Plan, bound: dict[str, cst.Arg]) -> str:
+    """The tensor whose device decides the portable dispatch (q, or the packed qkv), named as render names it."""
+    name = plan.spec.base
+    return plan.hoist.get(name) or atom(plan.operand(name, bound[name]))
+
+
+def _with_hoisted(plan: Plan, bound: dict[str, cst.Arg], call: cst.Call) -> cst.Call:
+    """The original call reading the hoisted variables instead of the expressions they hold."""
+    for param, name in plan.hoist.items():
+        value = bound[param].value
+        hoisted = plan.operand(param, bound[param])
+        new = cst.Name(name) if hoisted is value else value.deep_replace(hoisted, cst.Name(name))
+        call = call.deep_replace(value, new)
+    return call
+
+
+def _flash_names(node: cst.CSTNode) -> list[str]:
+    """The names an import of flash-attn packages only binds (empty for any other import)."""
+    return list(dict.fromkeys(package_names(node, ("flash_attn", "flash_attn_interface")) or ()))
+
+
 def _maybe_paren(text: str) -> str:
     return f"({text})" if " if " in text else text
 
@@ -454,6 +484,7 @@ class FlashAttention(ValueUses, Rule):
 
     codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407")
     triggers = (r"flash_attn",)
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -463,6 +494,9 @@ class FlashAttention(ValueUses, Rule):
         migrated = any(text in ctx.module.code for text in MIGRATED_MARKS)
         self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
         self.removals.update(self.guard_removals)
+        if self.options.portable:  # the original calls stay (on CUDA): so do their imports
+            self.removals, self.guard_removals = {}, {}
+        self.flash_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # (import, its statement)
         self.target = parse_target(self.options.target_torch_npu)
         self.helpers: list[str] = []
         self.imports: list[str] = []
@@ -474,8 +508,8 @@ class FlashAttention(ValueUses, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
-        if qualified is None:
-            return
+        if qualified is None or is_cuda_alternative(self.ctx.module, node):
+            return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
         function = flash_function(qualified)
         if function in SPECS:
             self._attention(node, function)
@@ -662,10 +696,12 @@ class FlashAttention(ValueUses, Rule):
             parts.append(
                 "hoists " + ", ".join(f"`{p}` into `{n}`" for p, n in plan.hoist.items()) + " to evaluate it once"
             )
-        return "; ".join(parts + plan.notes)
+        return "; ".join(parts + plan.notes) + (PORTABLE_NOTE if self.options.portable else "")
 
     def _rewrite(self, plan: Plan, updated: cst.Call) -> cst.BaseExpression:
         bound = bind(updated, plan.spec.params, max_positional=None)
+        if self.options.portable:
+            return expression(dispatch(render(plan, bound), _base(plan, bound), updated))
         return expression(render(plan, bound))
 
     def _hoisting_fix(self, plan: Plan, path):
@@ -678,7 +714,10 @@ class FlashAttention(ValueUses, Rule):
                 cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()
             ]
             lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
-            rewritten = statement.deep_replace(call, expression(render(plan, bound)))
+            replacement = render(plan, bound)
+            if self.options.portable:  # the original call on other devices, with the hoisted names
+                replacement = dispatch(replacement, _base(plan, bound), _with_hoisted(plan, bound, call))
+            rewritten = statement.deep_replace(call, expression(replacement))
             return cst.FlattenSentinel([*lines, rewritten.with_changes(leading_lines=[])])
 
         return fix
@@ -700,6 +739,7 @@ class FlashAttention(ValueUses, Rule):
             for name, default in required.items():
                 if literal_arg(bound, name, default) not in (default, None, False, 0, 0.0):
                     raise Manual(f"`{name}=` (fused residual/dropout/bias) has no npu_rms_norm counterpart")
+            self._portable_operand(bound)
         except (Manual, Unbindable) as exc:
             self.report("NPU404", node, f"`{short}` not rewritten: {exc}", tier=Tier.MANUAL)
             return
@@ -708,15 +748,15 @@ class FlashAttention(ValueUses, Rule):
         def fix(updated: cst.Call) -> cst.BaseExpression:
             b = bind(updated, params, max_positional=None)
             eps = code(b[eps_name].value) if eps_name in b else "1e-6"
-            return expression(
-                f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]"
+            return self._portable(
+                f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]", b, updated
             )
 
         self.report(
             "NPU404",
             node,
             f"`{short}` → `torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]` (same math, "
-            f"computed in fp32 and cast to x's dtype)",
+            f"computed in fp32 and cast to x's dtype){PORTABLE_NOTE if self.options.portable else ''}",
             fix,
         )
         self.rewrites.append(("NPU404", Tier.NUMERIC))
@@ -743,6 +783,7 @@ class FlashAttention(ValueUses, Rule):
             problems = self.target.unsupported("npu_rotary_mul", ["rotary_mode"])
             if problems:
                 raise Manual("; ".join(problems))
+            self._portable_operand(bound)
         except (Manual, Unbindable) as exc:
             self.report("NPU407", node, f"`{short}` not rewritten: {exc}", tier=Tier.MANUAL)
             return
@@ -752,19 +793,34 @@ class FlashAttention(ValueUses, Rule):
             args = [code(b[p].value) for p in ("x", "cos", "sin")]
             if "interleaved" in b:
                 args.append(f"interleaved={code(b['interleaved'].value)}")
-            return expression(f"{ROTARY_HELPER}({', '.join(args)})")
+            return self._portable(f"{ROTARY_HELPER}({', '.join(args)})", b, updated)
 
         self.report(
             "NPU407",
             node,
             f"`{short}` → `{ROTARY_HELPER}(x, cos, sin, interleaved)`, a module-level helper "
             "calling torch_npu.npu_rotary_mul with cos/sin widened to the rotated channels (`half` mode for "
-            "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through",
+            "GPT-NeoX style, `interleave` for GPT-J style); channels after rotary_dim pass through"
+            f"{PORTABLE_NOTE if self.options.portable else ''}",
             fix,
         )
         self.rewrites.append(("NPU407", Tier.NUMERIC))
         self.helpers.append(ROTARY_HELPER)
         self.imports.extend(HELPER_IMPORTS[ROTARY_HELPER])
+
+    def _portable_operand(self, bound: dict[str, cst.Arg]) -> None:
+        """Portable output tests the device of ``x`` before the call: it must be cheap to evaluate twice."""
+        if self.options.portable and not is_pure(bound["x"].value):
+            raise Manual(
+                "portable output tests `x.device` before the call, so `x` is evaluated twice; assign it "
+                "to a variable first"
+            )
+
+    def _portable(self, npu: str, bound: dict[str, cst.Arg], original: cst.Call) -> cst.BaseExpression:
+        """``npu`` (source), or under ``--portable`` the dispatch between it and the original call."""
+        if self.options.portable:
+            return expression(dispatch(npu, atom(bound["x"].value), original))
+        return expression(npu)
 
     # ---------------------------------------------------------------- uses other than calls
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
@@ -797,6 +853,8 @@ class FlashAttention(ValueUses, Rule):
         self._import(node)
 
     def _import(self, node: cst.CSTNode) -> None:
+        if self.options.portable and node not in self.facts.guards and _flash_names(node):
+            self.flash_imports.append((node, self.ctx.statement))
         unused = self.removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
@@ -815,10 +873,40 @@ class FlashAttention(ValueUses, Rule):
                 needs_torch_npu=False,
             )
 
+    def _guard_imports(self, code_: str, tier: Tier) -> None:
+        """Portable output: the flash-attn imports the original calls need, guarded for Ascend hosts."""
+        for node, statement in self.flash_imports:
+            names = _flash_names(node)
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                self.report_in(
+                    statement,
+                    code_,
+                    node,
+                    "flash-attn import next to other statements: not portable yet, "
+                    "guard it with `try: ... except ImportError:` by hand",
+                    tier=Tier.MANUAL,
+                )
+                continue
+            self.report_in(
+                statement,
+                code_,
+                statement,
+                f"flash-attn import guarded (`except ImportError: "
+                f"{' = '.join(names)} = None`): flash-attn is not installed on Ascend hosts, where only the "
+                "NPU branches of the rewritten calls run",
+                lambda s, n=names: import_guard(s, n, "flash-attn"),
+                tier=tier,
+                needs_torch_npu=False,
+            )
+
     def leave_Module(self, original_node: cst.Module) -> None:
         self._value_uses()
         if not self.rewrites or not self.options.fix:
             return
+        if self.options.portable:
+            self._guard_imports(
+                *next(((c, t) for c, t in self.rewrites if self.options.code_enabled(c)), self.rewrites[0])
+            )
         imports = missing_imports(self.resolver, original_node, self.imports)
         if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
             imports.append("torch")  # the engine adds `import torch_npu` next to a torch import

@@ -7,6 +7,9 @@ its full code. It follows torch_npu's own mapping: layout BNSD, ``head_num = q.s
 True = masked out), ``is_causal`` → the compressed 2048×2048 mask with ``sparse_mode=2``
 (SDPA aligns causal masks top-left). A mask that is visibly float (an additive mask) is
 reported, not rewritten: npu_fusion_attention only takes boolean masks.
+
+Portable output (``--portable``): ``(<NPU call> if query.device.type == "npu" else <the SDPA call>)``;
+the SDPA call on the other side of such a conditional is left alone (``npu_aware``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
     NOT_LITERAL,
+    PORTABLE_NOTE,
     ModuleFacts,
     Unbindable,
     arg_value,
@@ -28,6 +32,7 @@ from cuda2npu.families.attention.common import (
     call_source,
     code,
     describe_support,
+    dispatch,
     expression,
     follow,
     fresh_name,
@@ -39,6 +44,7 @@ from cuda2npu.families.attention.common import (
     one_minus,
     support_fix,
 )
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CODE = "NPU406"
 SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
@@ -65,6 +71,7 @@ def _optional(mask: cst.BaseExpression) -> bool:
 class ScaledDotProductAttention(Rule):
     codes = (CODE,)
     triggers = (r"scaled_dot_product_attention",)
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -73,7 +80,7 @@ class ScaledDotProductAttention(Rule):
         self.rewrote = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.resolver.qualified_name(node.func) not in SDPA:
+        if self.resolver.qualified_name(node.func) not in SDPA or is_cuda_alternative(self.ctx.module, node):
             return
         try:
             plan = self._plan(node)
@@ -92,6 +99,8 @@ class ScaledDotProductAttention(Rule):
         if any(a.keyword is not None and a.keyword.value == "enable_gqa" for a in node.args):
             message += "; `enable_gqa` dropped (the NPU op groups query heads onto key/value heads itself)"
         self.rewrote = True
+        if self.options.portable:
+            message += PORTABLE_NOTE
         if hoist:
             statement = self.facts.heads[node]
             path = node_path(statement, node)
@@ -102,7 +111,7 @@ class ScaledDotProductAttention(Rule):
                 self._hoisting_fix(path, causal, hoist),
             )
         else:
-            self.report(CODE, node, message, lambda updated: expression(self._render(updated, causal, None)))
+            self.report(CODE, node, message, lambda updated: expression(self._portable(updated, causal, None)))
 
     def _plan(self, node: cst.Call):
         bound = bind(node, PARAMS, max_positional=6)
@@ -170,6 +179,15 @@ class ScaledDotProductAttention(Rule):
         positional = [q, codes["key"], codes["value"], f"{q}.shape[1]", '"BNSD"']
         return call_source("torch_npu.npu_fusion_attention", positional, keywords, "[0]")
 
+    def _portable(self, call: cst.Call, causal, hoist: str | None) -> str:
+        """The NPU call's source, or under ``--portable`` the dispatch between it and the SDPA call."""
+        npu = self._render(call, causal, hoist)
+        if not self.options.portable:
+            return npu
+        query = bind(call, PARAMS)["query"].value
+        original = call.deep_replace(query, cst.Name(hoist)) if hoist else call
+        return dispatch(npu, hoist or atom(query), original)
+
     def _hoisting_fix(self, path, causal, hoist: str):
         def fix(statement: cst.SimpleStatementLine):
             call = follow(statement, path)
@@ -177,7 +195,7 @@ class ScaledDotProductAttention(Rule):
                 raise ValueError("the call moved")
             query = bind(call, PARAMS)["query"].value
             line = cst.parse_statement(f"{hoist} = {code(query)}\n").with_changes(leading_lines=statement.leading_lines)
-            rewritten = statement.deep_replace(call, expression(self._render(call, causal, hoist)))
+            rewritten = statement.deep_replace(call, expression(self._portable(call, causal, hoist)))
             return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
 
         return fix

@@ -6,6 +6,8 @@ Left alone: a ``torch.cuda.is_available()`` whose value switches on a CUDA-only 
 tier review: on NPU the feature must stay off), and code that already handles NPU next to CUDA
 (``if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...``, ``{"cuda": ..., "npu": ...}``).
 ``torch._C._cuda_*`` bindings are reported with their ``torch_npu._C._npu_*`` counterpart.
+
+Portable output (``--portable``): cuda2npu/families/device/cuda_api_portable.py.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
+from cuda2npu.families.attention.common import remove_import_names
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
     adapt_keywords,
@@ -93,9 +98,13 @@ def _cuda_to_npu(node: cst.BaseExpression) -> cst.BaseExpression:
 class TorchCudaApi(Rule):
     codes = ("NPU103", "NPU106", "NPU601")
     triggers = (r"\bcuda\b", r"\b_cuda")
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
+        self._aliases = portable_api.cuda_aliases(ctx.module) if self.options.portable else None
+        self._amp: set[cst.CSTNode] = set()  # portable: torch.cuda.amp references a call/decorator fix replaces
+        self._covered: dict[cst.Name, Tier] = {}  # portable: reads of imported torch.cuda names that are replaced
         self._skip: set[cst.CSTNode] = set()  # attributes a finding on an enclosing one covers
         self._blocked: dict[cst.CSTNode, str] = {}  # call.func → why the call stays torch.cuda (manual)
         self._properties: dict[cst.CSTNode, str | None] = {}  # get_device_properties func → empty field read
@@ -218,6 +227,9 @@ class TorchCudaApi(Rule):
         return api, check_call(node, api.npu)
 
     def _check_arguments(self, node: cst.Call, qualified: str) -> None:
+        if self.options.portable:
+            self._portable_arguments(node, qualified)
+            return
         found = self._argument_check(node, qualified)
         if found is None or node.func in self._switches:
             return
@@ -305,6 +317,9 @@ class TorchCudaApi(Rule):
         if api.status == "unsupported":
             self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
             return
+        if self.options.portable:
+            self._portable_member(node, sub, name, api, spelled)
+            return
         fix = self._fix(node, sub, api)
         if fix is None:  # `nvtx.mark` / `tc.X` whose import from torch.cuda is kept: the import is reported
             return
@@ -361,7 +376,7 @@ class TorchCudaApi(Rule):
             self._skip.add(alias.name)  # the dotted name of an import is not a use
             module = dotted_name(alias.name) or ""
             target = _npu_module(module)
-            if target is not None and alias.asname is not None:
+            if target is not None and alias.asname is not None and not self.options.portable:
                 self.report(
                     "NPU106" if module == "torch.cuda.amp" else "NPU103",
                     alias,
@@ -377,6 +392,8 @@ class TorchCudaApi(Rule):
             return
         self._skip.add(node.module)  # the dotted module of an import is not a use
         module = dotted_name(node.module) or ""
+        if self.options.portable and module != "torch._C":
+            return  # the names it binds are replaced where they are read (_portable_member)
         if module == "torch":
             self._from_torch(node)
         elif module == "torch._C":
@@ -457,6 +474,161 @@ class TorchCudaApi(Rule):
                 node.module,
                 f"`from {module} import ...` → `from {target} import ...`",
                 lambda _, t=target: _chain(t),
+            )
+
+    # --- portable output (cuda_api_portable.py) -------------------------------------------------
+
+    def _portable_arguments(self, node: cst.Call, qualified: str) -> None:
+        """Calls whose arguments decide the portable rewrite: amp calls, torch.accelerator functions
+        (device positional), device-module members (torch.npu must take the same arguments)."""
+        split = _split(qualified)
+        if split is None or node.func in self._switches:
+            return
+        sub, name = split
+        if sub == "amp" and name in portable_api.AMP_MEMBERS:
+            fix = portable_api.amp_call_fix(name, node)
+            if fix is None:
+                self._blocked[node.func] = "its arguments cannot be mapped to torch.amp's"
+                return
+            self._amp.add(node.func)
+            self._cover(node.func, Tier.EXACT)
+            portable.need(self, Tier.EXACT, portable.device_type())
+            self.report(
+                "NPU106",
+                node,
+                f"`{qualified}(...)` → `torch.amp.{name}({portable.device_type()}, ...)`, "
+                "the accelerator's autocast/scaler (a CUDA GPU's or an Ascend NPU's)",
+                fix,
+            )
+            return
+        if sub in ("", "memory") and portable.accelerator_function(name):
+            reason = portable_api.accelerator_arguments(node)
+            if reason:
+                self._blocked[node.func] = reason
+            elif node.args and node.args[0].keyword is not None:
+                self.report(
+                    "NPU103",
+                    node,
+                    "`device=` passed positionally, as torch.accelerator takes it",
+                    portable_api.positional_device,
+                )
+            return
+        found = self._argument_check(node, qualified)
+        if found is not None and (found[1].blockers or found[1].renames or found[1].drops):
+            api, check = found
+            why = check.blockers or [
+                f"torch.npu.{api.npu} names its keywords differently ({', '.join(list(check.renames) + check.drops)})"
+            ]
+            self._blocked[node.func] = (
+                "; ".join(why) + " (portable code passes one set of arguments to torch.cuda and torch.npu)"
+            )
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        """``@torch.cuda.amp.custom_fwd`` (not called) → ``@torch.amp.custom_fwd(device_type=...)``."""
+        target = node.decorator
+        qualified = self.resolver.qualified_name(target) if self.options.portable else None
+        if qualified in (f"{portable_api.AMP}custom_fwd", f"{portable_api.AMP}custom_bwd"):
+            name = qualified.rpartition(".")[2]
+            self._amp.add(target)
+            self._cover(target, Tier.EXACT)
+            portable.need(self, Tier.EXACT, portable.device_type())
+            self.report(
+                "NPU106",
+                target,
+                f"`@{qualified}` → `@torch.amp.{name}(device_type=...)` with the accelerator's type",
+                lambda _: portable_api.amp_decorator(name),
+            )
+
+    def visit_Name(self, node: cst.Name) -> None:
+        """A read of a name imported from torch.cuda (``synchronize`` of ``from torch.cuda import synchronize``)."""
+        if self._aliases is None or node in self._amp or node not in self._alias_reads:
+            return
+        split = _split(self.resolver.qualified_name(node) or "")
+        if split is None or (split[0] and split[0] not in table("torch_cuda_api")["submodules"]):
+            return  # a module alias (`tc` of `tc.synchronize()`): its attribute is replaced
+        sub, name = split
+        api = _api(sub, name)
+        spelled = f"torch.cuda.{sub + '.' if sub else ''}{name}"
+        if node in self._blocked:
+            self.report("NPU601", node, f"`{spelled}(...)` kept: {self._blocked[node]}")
+        elif api.status == "unsupported":
+            self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
+        elif api.status != "unchanged":
+            self._portable_member(node, sub, name, api, spelled)
+
+    @property
+    def _alias_reads(self) -> set[cst.Name]:
+        if "_reads" not in self.__dict__:
+            self._reads = {read for reads in self._aliases.reads.values() for read in reads}
+        return self._reads
+
+    def _portable_member(self, node: cst.BaseExpression, sub: str, name: str, api: Api, spelled: str) -> None:
+        """``torch.cuda[.<sub>].<name>`` (an attribute chain or an imported name) → portable code."""
+        if sub == "amp":
+            if node not in self._amp:
+                self.report(
+                    "NPU106",
+                    node,
+                    f"`{spelled}` used other than by calling it: not portable yet; use "
+                    f"`torch.amp.{name}` with the accelerator's device type",
+                    tier=Tier.MANUAL,
+                )
+            return
+        accelerator = portable.accelerator_function(name) if sub in ("", "memory") else None
+        if accelerator:
+            replacement = portable.function(self.options, accelerator)
+        elif sub in ("", "memory", "random", "streams") and api.npu.rpartition(".")[2] == name:
+            replacement = f"{portable.HELPER}.device_module().{sub + '.' if sub else ''}{name}"
+        else:
+            self.report(
+                api.code,
+                node,
+                f"`{spelled}` is `torch.npu.{api.npu}` on NPU: not portable yet, "
+                "choose by the accelerator's type by hand",
+                tier=Tier.MANUAL,
+            )
+            return
+        message = f"`{spelled}` → `{replacement}` (torch.cuda's on a CUDA GPU, torch.npu's on an Ascend NPU)"
+        tier = None
+        if node in self._properties:  # `get_device_properties(...).<field>`: the field decides
+            field = self._properties[node]
+            api = (
+                Api(api.status, f"torch_npu leaves `.{field}` empty: decide what the check means on NPU")
+                if field
+                else Api("renamed")
+            )
+        if api.status == "review":
+            message, tier = f"{message}; on NPU {api.note}", Tier.REVIEW
+        self._cover(node, tier or Tier.EXACT)
+        portable.need(self, tier or Tier.EXACT, replacement)
+        self.report(api.code, node, message, lambda _: cst.parse_expression(replacement), tier=tier)
+
+    def _cover(self, node: cst.BaseExpression, tier: Tier) -> None:
+        """Record that a fix replaces ``node``, whose first name may be a name imported from torch.cuda."""
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and self._aliases is not None and root in self._alias_reads:
+            self._covered[root] = max(tier, self._covered.get(root, tier))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if self._aliases is None:
+            return
+        portable.report_support(self, "NPU103")
+        unused: dict[cst.CSTNode, list[str]] = {}
+        for bound, statement in self._aliases.imports.items():
+            reads = self._aliases.reads.get(bound)
+            if reads and all(read in self._covered for read in reads):
+                unused.setdefault(statement, []).append(bound)
+        for statement, names in unused.items():
+            tier = max(self._covered[read] for name in names for read in self._aliases.reads[name])
+            self.report(
+                "NPU103",
+                statement,
+                f"import of {', '.join(f'`{n}`' for n in names)} removed: every use of it is portable code now",
+                remove_import_names(statement, names),
+                tier=tier,
+                needs_torch_npu=False,
             )
 
 

@@ -1,5 +1,10 @@
 """Device and runtime rules on tensors and modules: ``.cuda()``, ``.is_cuda``, TF32 flags,
-``transfer_to_npu`` imports (NPU101, NPU102, NPU105, NPU108)."""
+``transfer_to_npu`` imports (NPU101, NPU102, NPU105, NPU108).
+
+Portable output (``--portable``): ``.cuda()`` → ``.to(<the accelerator>)``, ``.cuda(i)`` →
+``.to(portable_device.device(i))``, ``x.is_cuda`` → ``portable_device.on_accelerator(x)``
+(cuda2npu/families/portable.py). TF32 → HF32 is NPU-only: not portable yet (kept, reported).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,11 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
+from cuda2npu.families.attention.common import code
 from cuda2npu.families.npu_aware import is_cuda_alternative
+
+CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 
 TF32_FLAGS = {
     "torch.backends.cuda.matmul.allow_tf32": ("matmul", "torch.npu.matmul.allow_hf32"),
@@ -19,6 +28,9 @@ TF32_FLAGS = {
 
 def _rename(new: str):
     return lambda name: name.with_changes(value=new)
+
+
+_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 class _UserIsCuda(cst.CSTVisitor):
@@ -67,6 +79,7 @@ class CudaMethodCall(Rule):
 
     codes = ("NPU101", "NPU102")
     triggers = (r"\.cuda\b", r"\bis_cuda\b")
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -77,8 +90,51 @@ class CudaMethodCall(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
                 return
-            if not is_cuda_alternative(self.ctx.module, func):
+            if is_cuda_alternative(self.ctx.module, func):
+                return
+            if self.options.portable:
+                self._portable_cuda_call(node)
+            else:
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
+
+    def _portable_cuda_call(self, node: cst.Call) -> None:
+        """``x.cuda(d, non_blocking=...)`` → ``x.to(<accelerator device>, non_blocking=...)``."""
+        if any(arg.star for arg in node.args) or len(node.args) > len(CUDA_METHOD_PARAMS):
+            self.report(
+                "NPU101",
+                node,
+                "`.cuda(...)` with `*`/`**` arguments: not portable yet, move it to the "
+                "accelerator by hand (`.to(torch.accelerator.current_accelerator())`)",
+                tier=Tier.MANUAL,
+            )
+            return
+        named = [(arg.keyword.value if arg.keyword else CUDA_METHOD_PARAMS[i], arg) for i, arg in enumerate(node.args)]
+        device = next((arg.value for name, arg in named if name == "device"), None)
+        target = portable.current_accelerator(self.options) if device is None else portable.device("{}")
+        portable.need(self, Tier.EXACT, target)
+
+        def fix(call: cst.Call) -> cst.Call:
+            args = [
+                (arg.keyword.value if arg.keyword else CUDA_METHOD_PARAMS[i], arg) for i, arg in enumerate(call.args)
+            ]
+            chosen = next((arg.value for name, arg in args if name == "device"), None)
+            moved = cst.parse_expression(target.format(code(chosen)) if chosen is not None else target)
+            rest = [arg.with_changes(keyword=cst.Name(name), equal=_EQUAL) for name, arg in args if name != "device"]
+            if rest:
+                rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return call.with_changes(func=call.func.with_changes(attr=cst.Name("to")), args=[cst.Arg(moved), *rest])
+
+        where = "the accelerator" if device is None else "the accelerator device of that index"
+        self.report(
+            "NPU101",
+            node,
+            f"`.cuda()` moves data to a CUDA device; portable: `.to()` {where} "
+            f"(`{target.format('...')}`), which is a CUDA GPU or an Ascend NPU",
+            fix,
+        )
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        portable.report_support(self, "NPU101")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx.module, node):
@@ -88,6 +144,17 @@ class CudaMethodCall(Rule):
             walk(self.ctx.module, users)
             self._user_is_cuda = users.names
         if dotted_name(node) in self._user_is_cuda:
+            return
+        if self.options.portable:
+            check = f"{portable.HELPER}.on_accelerator(...)"
+            portable.need(self, Tier.EXACT, check)
+            self.report(
+                "NPU102",
+                node,
+                f"`.is_cuda` is always False on NPU; portable: `{check}`, True on the "
+                "accelerator of the host (a CUDA GPU or an Ascend NPU)",
+                lambda n: cst.parse_expression(f"{portable.HELPER}.on_accelerator({code(n.value)})"),
+            )
             return
         self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
 
@@ -123,6 +190,7 @@ class TransferToNpuImport(Rule):
 
     codes = ("NPU108",)
     triggers = (r"transfer_to_npu",)
+    portable_support = True  # portable code needs no monkey-patching either
     MODULE = "torch_npu.contrib.transfer_to_npu"
 
     def _flag(self, node: cst.CSTNode) -> None:

@@ -11,6 +11,10 @@ and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", 
 arguments of ``torch.cuda.*`` functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if
 torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone, and so is
 the CUDA side of code that already handles the NPU (``npu_aware``).
+
+Portable output (``--portable``): the ``cuda`` of those strings becomes the accelerator's type,
+``portable_device.device_type()`` (``"cuda"`` → that call, ``"cuda:0"`` → an f-string of it),
+which is "npu" on Ascend hosts and "cuda" elsewhere (cuda2npu/families/portable.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import (
     DEVICE_STRING,
     device_literals,
@@ -29,6 +34,7 @@ from cuda2npu.core.literals import (
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
@@ -110,6 +116,7 @@ class _DeviceVariableUses(cst.CSTVisitor):
 class DeviceStrings(Rule):
     codes = ("NPU104", "NPU106", "NPU109")
     triggers = (r"""["']cuda""",)
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -138,8 +145,23 @@ class DeviceStrings(Rule):
             if literal in self._seen or is_cuda_alternative(self.ctx.module, literal):
                 continue
             self._seen.add(literal)
-            self.report(code, literal, f'CUDA device string in a {why} position; use "npu"', rename_fix("cuda", "npu"))
+            if self.options.portable:
+                portable.need(self, Tier.EXACT, portable.device_type())
+                self.report(
+                    code,
+                    literal,
+                    f"CUDA device string in a {why} position; portable: the accelerator's type "
+                    f'`{portable.device_type()}` ("npu" on Ascend hosts, "cuda" elsewhere)',
+                    portable.device_type_fix,
+                )
+            else:
+                self.report(
+                    code, literal, f'CUDA device string in a {why} position; use "npu"', rename_fix("cuda", "npu")
+                )
         return found
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        portable.report_support(self, "NPU104")
 
     def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:
         value = string_value(expr) if expr is not None else None

@@ -1,0 +1,220 @@
+"""The vocabulary of portable output (``--portable``): code that runs on CUDA and on Ascend NPUs.
+
+Device functions go through ``torch.accelerator`` when the target torch has them
+(``rules/tables/torch_accelerator.toml`` records the release of each), else through the function
+of the same name in the generated helper module ``portable_device`` (cuda2npu/templates), which
+also answers what torch.accelerator has no call for: the device type as a string that works on
+a host without an accelerator, a device with an index, whether a tensor is on the accelerator,
+the device module (``torch.cuda`` / ``torch.npu``).
+
+The target torch is ``--target-torch``, else the torch release of ``--target-torch-npu``, else
+the newest: every torch.accelerator call in the table is used. A version that cannot be read
+counts as the oldest (helpers everywhere), so nothing newer than the target is emitted.
+
+Rules build their replacements from these strings and register what the module then needs
+(:func:`support_fix`): ``import torch`` and the helper's import, whose file is a companion.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.imports import is_docstring, is_import_line
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.options import Options
+
+HELPER = "portable_device"
+COMPANION = f"{HELPER}.py"
+_VERSION = re.compile(r"^(\d+)\.(\d+)")
+
+
+def target_torch(options: Options) -> tuple[int, int] | None:
+    """(major, minor) of the oldest torch the output must run on; None: no limit (the newest)."""
+    if options.target_torch:
+        match = _VERSION.match(options.target_torch.strip())
+        return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if options.target_torch_npu:
+        from cuda2npu.families.attention.versions import parse_target
+
+        torch = parse_target(options.target_torch_npu).torch
+        return torch[:2] if torch else None
+    return None
+
+
+def has(options: Options, api: str) -> bool:
+    """Whether the target torch has ``torch.accelerator.<api>`` (or the feature named so in the table)."""
+    since = _VERSION.match(table("torch_accelerator")["since"][api])
+    target = target_torch(options)
+    return target is None or target >= (int(since.group(1)), int(since.group(2)))
+
+
+def accelerator_function(cuda_name: str) -> str | None:
+    """The torch.accelerator function answering ``torch.cuda.<cuda_name>`` (None: it has none)."""
+    return table("torch_accelerator")["functions"].get(cuda_name)
+
+
+def function(options: Options, name: str) -> str:
+    """``torch.accelerator.<name>`` when the target has it, else the helper's function of that name."""
+    return f"torch.accelerator.{name}" if has(options, name) else f"{HELPER}.{name}"
+
+
+def device_type() -> str:
+    """The accelerator's device type as a string (``"cuda"``, ``"npu"``; ``"cpu"`` without one)."""
+    return f"{HELPER}.device_type()"
+
+
+def device(argument: str | None = None) -> str:
+    """The accelerator device (with ``argument``: of that index, or a CUDA device spec mapped to it)."""
+    return f"{HELPER}.device({argument or ''})"
+
+
+def current_accelerator(options: Options) -> str:
+    """What ``.cuda()`` moves to: torch.accelerator's device (None without one: ``.to(None)`` keeps
+    the tensor where it is), or the helper's on torch < 2.7, whose current_accelerator raises there."""
+    return "torch.accelerator.current_accelerator()" if has(options, "current_accelerator") else device()
+
+
+def distributed_backend(options: Options) -> str:
+    """The collective backend of this host's accelerator (``nccl`` on CUDA, ``hccl`` on Ascend; the
+    helper's device type keeps ``nccl`` on a host without an accelerator, as the original)."""
+    if has(options, "get_default_backend_for_device"):
+        return f"torch.distributed.get_default_backend_for_device({device_type()})"
+    return f"{HELPER}.distributed_backend()"
+
+
+def device_type_fix(node: cst.SimpleString | cst.FormattedStringText):
+    """Replacement of a CUDA device literal (``"cuda"``, ``"cuda:0"``, the ``"cuda:"`` of
+    ``"cuda:%d" % i``, of ``f"cuda:{rank}"``) by the same text with the accelerator's type for "cuda"."""
+    kind = cst.parse_expression(device_type())
+    if isinstance(node, cst.FormattedStringText):  # a part of an f-string
+        rest = node.value[len("cuda") :]
+        head = cst.FormattedStringExpression(kind)
+        return cst.FlattenSentinel([head, node.with_changes(value=rest)]) if rest else head
+    if node.evaluated_value == "cuda":
+        return kind
+    prefix = node.prefix.replace("u", "").replace("U", "")
+    quote = node.quote
+    raw = node.value[len(node.prefix) + len(quote) : -len(quote)]
+    if not raw.startswith("cuda"):  # spelled with escapes: left alone (the fix fails, the finding stays)
+        raise ValueError(f"unexpected device literal {node.value}")
+    text = raw[len("cuda") :]
+    return cst.parse_expression(
+        f"{prefix}f{quote}{{{device_type()}}}{text.replace('{', '{{').replace('}', '}}')}{quote}"
+    )
+
+
+def uses_helper(source: str) -> bool:
+    return f"{HELPER}." in source
+
+
+# --- what a module using portable code needs --------------------------------------------------
+
+
+def support_fix(in_package: bool, helper: bool, torch: bool = True):
+    """Fix for the Module: ``import torch`` when it is not imported, and the helper's import."""
+
+    def fix(module: cst.Module) -> cst.Module:
+        from cuda2npu.families.attention.common import add_support
+
+        module = add_support(module, ["torch"], []) if torch else module
+        return add_helper_import(module, in_package) if helper else module
+
+    return fix
+
+
+def helper_statement(in_package: bool) -> str:
+    return f"from . import {HELPER}" if in_package else f"import {HELPER}"
+
+
+def _imports_helper(statement: cst.CSTNode) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Import) and any(dotted_name(a.name) == HELPER for a in small.names):
+            return True
+        if (
+            isinstance(small, cst.ImportFrom)
+            and not isinstance(small.names, cst.ImportStar)
+            and any(dotted_name(a.name) == HELPER for a in small.names)
+        ):
+            return True
+    return False
+
+
+def add_helper_import(module: cst.Module, in_package: bool) -> cst.Module:
+    """``module`` importing the helper once, after its leading imports (after the docstring if none)."""
+    body = list(module.body)
+    if any(_imports_helper(statement) for statement in body):
+        return module
+    position = 1 if body and is_docstring(body[0]) else 0
+    for index, statement in enumerate(body):
+        if is_import_line(statement):
+            position = index + 1
+        elif not (index == 0 and is_docstring(statement)) and not _guarded_import(statement):
+            break
+    line = cst.parse_statement(helper_statement(in_package) + "\n")
+    body.insert(position, line)
+    return module.with_changes(body=body)
+
+
+def _guarded_import(statement: cst.CSTNode) -> bool:
+    """``try: import x`` / ``except ImportError: ...`` among the leading imports (a guarded torch_npu)."""
+    return (
+        isinstance(statement, cst.Try)
+        and isinstance(statement.body, cst.IndentedBlock)
+        and all(is_import_line(line) for line in statement.body.body)
+    )
+
+
+# --- rules writing portable code --------------------------------------------------------------
+
+
+def need(rule, tier, *sources: str) -> None:
+    """Record that a fix of ``rule`` (of ``tier``) emits ``sources``: the module then needs torch and,
+    if they call it, the helper (see :func:`report_support`)."""
+    rule.__dict__.setdefault("_portable_needs", []).append((tier, sources))
+
+
+def report_support(rule, code: str) -> None:
+    """From ``leave_Module``: the fix adding ``import torch`` and the helper's import, if the rule's
+    fixes need them and no other rule's support fix of this traversal adds them (at the lowest tier
+    among those fixes, so it applies whenever one of them does)."""
+    from cuda2npu.families.attention.common import binds_module
+
+    needs = rule.__dict__.get("_portable_needs")
+    if not needs or not rule.options.fix:
+        return
+    added = rule.ctx.__dict__.setdefault("_portable_support", set())  # what earlier rules' fixes add
+    module = rule.ctx.module
+    wanted = set()
+    if any("torch." in source for _, sources in needs for source in sources) and not binds_module(
+        rule.resolver, "torch"
+    ):
+        wanted.add("torch")
+    if any(uses_helper(source) for _, sources in needs for source in sources) and not any(
+        _imports_helper(statement) for statement in module.body
+    ):
+        wanted.add(HELPER)
+    wanted -= added
+    if not wanted:
+        return
+    added |= wanted
+    helper = HELPER in wanted
+    parts = ["`import torch`"] if "torch" in wanted else []
+    parts += (
+        [f"`{helper_statement(rule.options.in_package)}` (the generated {COMPANION} next to this file)"]
+        if helper
+        else []
+    )
+    rule.report(
+        code,
+        module,
+        f"adds {' and '.join(parts)} for the portable code",
+        support_fix(rule.options.in_package, helper, "torch" in wanted),
+        tier=min(tier for tier, _ in needs),
+        needs_torch_npu=False,
+        companion=COMPANION if helper else None,
+    )
