@@ -49,7 +49,10 @@ def positions_for(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.
         return _public(module)
     try:
         state = _TargetedState(module, set(wanted))
-        module._codegen(state)
+        try:
+            module._codegen(state)
+        except _AllRecorded:
+            pass
         if wanted <= state.ranges.keys():
             return {node: state.ranges[node] for node in wanted}
     except (AttributeError, TypeError):
@@ -74,12 +77,17 @@ class _Untracked:
 _UNTRACKED = _Untracked()
 
 
+class _AllRecorded(Exception):
+    """Every wanted range is known: the rest of the file's code generation is not needed."""
+
+
 class _TargetedState(CodegenState or object):
     """libcst's position-providing code generation, recording ranges for ``wanted`` nodes only.
 
     As in ``PositionProvidingCodegenState``: a node's syntactic range (``record_syntactic_position``,
     whose start or end may be hoisted from a child) wins over its whitespace-inclusive range
     (``before_codegen``/``after_codegen``); a hoisted child is tracked as soon as its parent asks.
+    Generation stops (:class:`_AllRecorded`) once every wanted node has its range.
     """
 
     def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
@@ -112,7 +120,12 @@ class _TargetedState(CodegenState or object):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         if node in self.wanted and node not in self.ranges:
-            self.ranges[node] = CodeRange(self.starts[node], CodePosition(self.line, self.column))
+            self.record(node, CodeRange(self.starts[node], CodePosition(self.line, self.column)))
+
+    def record(self, node: cst.CSTNode, where: CodeRange) -> None:
+        self.ranges[node] = where
+        if len(self.ranges) == len(self.wanted):  # ranges holds wanted nodes only
+            raise _AllRecorded
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
         if node not in self.wanted:
@@ -136,4 +149,4 @@ class _Syntactic:
         state = self.state
         start = state.ranges[self.start_node].start if self.start_node is not None else self.start
         end = state.ranges[self.end_node].end if self.end_node is not None else CodePosition(state.line, state.column)
-        state.ranges[self.node] = CodeRange(start, end)
+        state.record(self.node, CodeRange(start, end))

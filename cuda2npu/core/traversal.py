@@ -187,27 +187,27 @@ def _methods_of(visitor: cst.CSTVisitor):
 def _replay(tree: Flat, start: int, stop: int, visitor, handlers_of) -> None:
     """Enter and leave the nodes ``tree.nodes[start:stop]`` in order; an enter returning False skips the subtree."""
     nodes, ends = tree.nodes, tree.ends
-    open_nodes: list[tuple[int, cst.CSTNode, object]] = []  # (end of subtree, node, its leave)
+    open_nodes: list[tuple[int, cst.CSTNode, object]] = []  # (end of subtree, node, its leave): nodes with a leave
     per_type: dict[type, tuple] = {}
-    index, count = start, stop
-    while index < count or open_nodes:
+    index = start
+    while index < stop:
         while open_nodes and open_nodes[-1][0] <= index:
             _, done, leave = open_nodes.pop()
-            if leave is not None:
-                leave(visitor, done)
-        if index >= count:
-            break
+            leave(visitor, done)
         node = nodes[index]
-        node_type = type(node)
-        handlers = per_type.get(node_type)
+        handlers = per_type.get(type(node))
         if handlers is None:
-            handlers = per_type[node_type] = handlers_of(node_type)
+            handlers = per_type[type(node)] = handlers_of(type(node))
         enter, leave = handlers
-        open_nodes.append((ends[index], node, leave))
+        if leave is not None:
+            open_nodes.append((ends[index], node, leave))
         if enter is not None and enter(visitor, node) is False:
             index = ends[index]
         else:
             index += 1
+    while open_nodes:
+        _, done, leave = open_nodes.pop()
+        leave(visitor, done)
 
 
 def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None:
