@@ -444,7 +444,7 @@ class FusedMixedPrecisionLamb(torch.optim.Optimizer):
         if grad_scaler is not None:
             found_inf = grad_scaler._check_inf_per_device(self)[device]
             scale = grad_scaler._get_scale_async()
-            inv_scale = scale.double().reciprocal().float()
+            inv_scale = scale.double().reciprocal().float()  # as apex and torch.amp.GradScaler  # noqa: NPU802
         else:
             found_inf = torch.zeros((1,), device=device)
             scale = torch.ones((1,), device=device)
