@@ -28,6 +28,8 @@ import copy
 
 import torch
 
+from .fused_lamb import stage1, trust_ratio
+
 
 class FusedMixedPrecisionLamb(torch.optim.Optimizer):
     """LAMB with apex ``FusedMixedPrecisionLamb`` semantics (see module docstring)."""
@@ -162,36 +164,16 @@ class FusedMixedPrecisionLamb(torch.optim.Optimizer):
         noop = noop or not all(bool(torch.isfinite(n)) for n in param_norms)
         if noop:
             return True
-        beta1, beta2 = group["betas"]
-        step = group["step"].float()
-        if group["bias_correction"]:
-            bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
-        else:
-            bias_correction1, bias_correction2 = 1.0, 1.0
-        beta3 = 1 - beta1 if group["grad_averaging"] else 1.0
-        decay = group["weight_decay"]
         for (p, _), master in zip(members, masters):
-            state = self.state[p]
-            param = master.float() if decay != 0 else torch.zeros_like(master, dtype=torch.float32)
-            grad = p.grad.float() * inv_scale / clip
-            if not self.adam_w_mode:
-                grad = grad + decay * param
-            exp_avg = state["exp_avg"].float() * beta1 + beta3 * grad
-            exp_avg_sq = state["exp_avg_sq"].float() * beta2 + (1 - beta2) * grad * grad
-            update = (exp_avg / bias_correction1) / ((exp_avg_sq / bias_correction2).sqrt() + group["eps"])
-            if self.adam_w_mode:
-                update = update + decay * param
-            state["exp_avg"].copy_(exp_avg)
-            state["exp_avg_sq"].copy_(exp_avg_sq)
-            p.grad.copy_(update)
+            stage1(
+                p.grad, self.state[p], master.float(), group, group["step"].float(), self.adam_w_mode, clip, inv_scale
+            )
         update_norms = [p.grad.float().norm() for p, _ in members]
         if not all(bool(torch.isfinite(n)) for n in update_norms):
             return True
         lr = torch.as_tensor(group["lr"], dtype=torch.float32)
         for (p, full), master, param_norm, update_norm in zip(members, masters, param_norms, update_norms):
-            ratio = lr
-            if (self.use_nvlamb or decay != 0.0) and update_norm != 0 and param_norm != 0:
-                ratio = lr * (param_norm / update_norm)
+            ratio = trust_ratio(lr, param_norm, update_norm, group["weight_decay"], self.use_nvlamb)
             master.copy_(master.float() - ratio * p.grad.float())
             if full is not None:
                 p.copy_(master)
