@@ -18,7 +18,7 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.rulebase import register
-from cuda2npu.families.apex.common import ApexRule
+from cuda2npu.families.apex.common import ApexRule, root_name
 from cuda2npu.families.apex.generated import COMPANION, KERNELS, MODULE, ApexBindings, point_to_generated
 
 OTHER_KERNELS = (
@@ -48,7 +48,7 @@ class ApexMultiTensorKernels(ApexRule):
         if not self.active or not self.bindings.reads_apex(node):
             return
         name = self.apex(node)
-        if name is None or self.bindings.guarded(_root(node)):
+        if name is None or self.bindings.guarded(root_name(node).value):
             return
         if name in KERNELS:
             target = f"{MODULE}.{KERNELS[name]}"
@@ -62,9 +62,3 @@ class ApexMultiTensorKernels(ApexRule):
             self.report(
                 "NPU306", node, f"`{name}` not migrated: " + OTHER_KERNELS.format(companion=COMPANION), tier=Tier.MANUAL
             )
-
-
-def _root(node: cst.BaseExpression) -> str:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else ""
