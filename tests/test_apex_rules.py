@@ -315,7 +315,7 @@ def test_missing_optimizer_step_is_manual_under_fp16_only():
 def test_import_cleanup():
     text, findings = migrate("""
         import torch
-        from apex.optimizers import FusedAdam, FusedLAMB, FusedSGD
+        from apex.optimizers import FusedAdagrad, FusedAdam, FusedLAMB, FusedSGD
 
         try:
             from apex.normalization import FusedLayerNorm as LayerNorm
@@ -329,15 +329,17 @@ def test_import_cleanup():
 
         adam = FusedAdam(params, lr=1e-3)
         lamb = FusedLAMB(params, lr=1e-3)
+        adagrad = FusedAdagrad(params, lr=1e-3, adagrad_w_mode=True)
         norm = LayerNorm(8)
         wrapped = ApexDDP(model) if ApexDDP is not None else model
     """)
-    assert "from apex.optimizers import FusedLAMB\n" in text  # FusedAdam and the unused FusedSGD go
+    assert "from apex.optimizers import FusedAdagrad\n" in text  # FusedAdam, FusedLAMB, the unused FusedSGD go
+    assert "lamb = apex_npu_optimizers.FusedLAMB(params, lr=1e-3)" in text  # the generated module's (NPU302)
     assert "\nfrom torch.nn import LayerNorm\n" in text and "FusedLayerNorm" not in text
     assert "except ImportError:\n    ApexDDP = None" in text  # a guard keeps working: no manual finding
     kept = [f for f in findings["NPU330"] if f.tier is Tier.MANUAL]
     assert [f.message.split(":")[0] for f in kept] == ["apex import stays"]
-    assert "FusedLAMB" in kept[0].message
+    assert "FusedAdagrad" in kept[0].message
 
 
 def test_torch_import_is_added_for_the_rewritten_code():

@@ -63,15 +63,16 @@ def _failing(data: dict) -> set[str]:
     return {row["group"] for row in data["tensors"] if not row["ok"]}
 
 
-# --- apex: FusedLayerNorm, FusedAdam (AdamW mode), CUDA autocast --------------------------------
+# --- apex: FusedLayerNorm, FusedAdam (AdamW mode), FusedLAMB, CUDA autocast --------------------
 
 
 def test_apex_migration_rewrites(apex):
     _, migrated = apex
     source = (migrated / "model.py").read_text()
-    assert not re.search(r"^\s*(from|import) apex", source, re.MULTILINE)
+    assert not re.search(r"^\s*(from|import) apex\b", source, re.MULTILINE)
     assert "torch.nn.LayerNorm(hidden, eps=1e-3)" in source
     assert "torch_npu.optim.NpuFusedAdamW(model.parameters(), lr=1e-2, weight_decay=0.1)" in source
+    assert "\nimport apex_npu_optimizers\n" in source and "apex_npu_optimizers.FusedLAMB(" in source
     assert 'with torch.autocast("npu", dtype=torch.bfloat16):\n            logits = self.body(x)' in source
     # the amp O1 loop of train(): no amp.initialize, the forward region autocast, plain backward
     train = source[source.index("def train(") :]
@@ -110,6 +111,36 @@ def test_broken_apex_migrations_are_mismatches(apex, tmp_path, old, new, failing
     assert failing <= _failing(results[0]), results[0]["tensors"]
     if failing == {"after step"}:  # the optimizer alone differs: forward and backward still match
         assert _failing(results[0]) == {"after step"}
+
+
+def test_fused_lamb_in_the_generated_file_is_equivalent_to_apex(apex, tmp_path):
+    """apex's FusedLAMB (the CUDA stand-in) against the generated apex_npu_optimizers.FusedLAMB on the NPU."""
+    original, migrated = apex
+    assert (migrated / "apex_npu_optimizers.py").is_file()
+    code, output, results = _validate(original, migrated, tmp_path, "--entry", "model:build_lamb")
+    assert code == 0, output
+    assert results[0]["status"] == "equivalent" and results[0]["precision"] == "fp32"
+
+
+LAMB = "apex_npu_optimizers.FusedLAMB(model.parameters(), lr=1e-2, eps=1e-3, weight_decay=0.1, max_grad_norm=0.05)"
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        pytest.param(LAMB.replace(", max_grad_norm=0.05", ""), id="max-grad-norm-dropped"),
+        pytest.param(LAMB.replace(" weight_decay=0.1,", ""), id="weight-decay-dropped"),  # apex's default 0.01
+        pytest.param(
+            "apex_npu_optimizers.FusedAdam(model.parameters(), lr=1e-2, eps=1e-3, weight_decay=0.1)", id="adam-not-lamb"
+        ),
+    ],
+)
+def test_broken_fused_lamb_migrations_are_mismatches(apex, tmp_path, new):
+    original, migrated = apex
+    broken = _break(migrated, tmp_path, LAMB, new)
+    code, output, results = _validate(original, broken, tmp_path, "--entry", "model:build_lamb")
+    assert code == 1, output
+    assert _failing(results[0]) == {"after step"}, results[0]["tensors"]
 
 
 def test_autocast_migration_is_equivalent_under_bf16_bounds(apex, tmp_path):

@@ -13,7 +13,7 @@ from cuda2npu.families import (
     precision,  # noqa: F401
     suppression,  # noqa: F401
 )
-from cuda2npu.families.apex import amp, imports, modules, optim  # noqa: F401
+from cuda2npu.families.apex import amp, imports, kernels, modules, optim  # noqa: F401
 from cuda2npu.families.attention import flash, sdpa  # noqa: F401
 from cuda2npu.families.colossalai import common, keep, native  # noqa: F401
 from cuda2npu.families.device import (  # noqa: F401

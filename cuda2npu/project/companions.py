@@ -1,6 +1,7 @@
 """Generated files that migrated code imports (``cuda2npu/templates``), placed next to the files needing them.
 
-A rule's fix may make a file import a generated module (NPU418: ``te_npu_modules``); the
+A rule's fix may make a file import a generated module (NPU418: ``te_npu_modules``; NPU301,
+NPU302, NPU304, NPU306: ``apex_npu_optimizers``), reporting it with ``companion=<file name>``; the
 engine lists it in ``FileResult.companions``. ``migrate`` writes each one once per directory,
 before the migrated files that import it. An existing file of that name is never overwritten:
 when it differs from the template (the user edited it) it is kept and reported.

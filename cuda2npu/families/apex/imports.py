@@ -371,11 +371,16 @@ def _has_import(module: cst.Module, name: str, obj: str | None) -> bool:
             if obj is None and isinstance(small, cst.Import):
                 if any(dotted_name(a.name) == name and a.asname is None for a in small.names):
                     return True
-            elif obj is not None and isinstance(small, cst.ImportFrom) and not small.relative:
-                if dotted_name(small.module) == name and not isinstance(small.names, cst.ImportStar):
+            elif obj is not None and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                if _from_module(small) == name:
                     if any(dotted_name(a.name) == obj and a.asname is None for a in small.names):
                         return True
     return False
+
+
+def _from_module(node: cst.ImportFrom) -> str:
+    """``x.y`` for ``from x.y import ...``, ``.`` for ``from . import ...``."""
+    return "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
 
 
 def _add_imports(module: cst.Module, imports: list[tuple[str, str | None]]) -> cst.Module:
@@ -386,5 +391,6 @@ def _add_imports(module: cst.Module, imports: list[tuple[str, str | None]]) -> c
 
     context = CodemodContext()
     for name, obj in imports:
-        AddImportsVisitor.add_needed_import(context, name, obj)
+        relative = len(name) - len(name.lstrip("."))  # ".": ``from . import obj`` (a generated file)
+        AddImportsVisitor.add_needed_import(context, name.lstrip("."), obj, relative=relative)
     return AddImportsVisitor(context).transform_module(module)

@@ -1,5 +1,11 @@
-"""apex fused optimizers → torch_npu.optim / torch.optim (NPU301–NPU304), and torch.optim's CUDA
-kernel flags (NPU305).
+"""apex fused optimizers → torch_npu.optim / torch.optim or the generated ``apex_npu_optimizers.py``
+(NPU301–NPU304), and torch.optim's CUDA kernel flags (NPU305).
+
+The optimizers no torch or torch_npu class computes — ``FusedLAMB`` (``NpuFusedLamb`` is another
+LAMB), ``FusedNovoGrad``, ``FusedMixedPrecisionLamb``, and ``FusedAdam`` without bias correction or
+with ``adam_w_mode`` decided at run time — go to the same-named classes of the generated
+``apex_npu_optimizers.py`` (apex's math and state layout in plain PyTorch, see
+``cuda2npu/families/apex/generated.py``): every reference of the first three, FusedAdam's calls.
 
 apex's ``FusedAdam`` defaults to ``adam_w_mode=True`` (decoupled weight decay, i.e. AdamW) and to
 ``weight_decay=0``, while ``NpuFusedAdamW`` and ``torch.optim.AdamW`` default to ``1e-2``: the
@@ -34,6 +40,7 @@ from cuda2npu.families.apex.common import (
     value_of,
     with_args,
 )
+from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
 
 ADAM_PARAMS = (
     "params",
@@ -71,17 +78,19 @@ FUSED_CONSTRAINTS = (
     "do not replace p.data/p.grad, call zero_grad(set_to_none=True) or move the model, and keep parameters "
     "float32/float16 (bfloat16 is rejected); their zero_grad() zeroes gradients instead of setting them to None"
 )
-LAMB_DIFFERENCES = (
-    "apex FusedLAMB has no exact NPU counterpart (torch.optim has no LAMB): torch_npu.optim.NpuFusedLamb has no "
-    "bias correction, clamps the weight norm to [0, 10], defaults to weight_decay=0 (apex 0.01) and replaces "
-    "max_grad_norm clipping by use_global_grad_norm=True; port LAMB with torch ops or adopt NpuFusedLamb after "
-    "checking convergence"
+GENERATED = (
+    f"from the generated {COMPANION}: apex's update rule in plain PyTorch (same arguments, defaults and state_dict)"
 )
+LAMB_DIFFERENCES = (
+    "torch.optim has no LAMB and torch_npu.optim.NpuFusedLamb is another one (no bias correction, weight norm "
+    "clamped to [0, 10], weight_decay=0 by default, no max_grad_norm clipping)"
+)
+GENERATED_WHY = {
+    "apex.optimizers.FusedLAMB": LAMB_DIFFERENCES,
+    "apex.optimizers.FusedMixedPrecisionLamb": LAMB_DIFFERENCES,
+    "apex.optimizers.FusedNovoGrad": "NovoGrad exists in neither torch.optim nor torch_npu.optim",
+}
 OTHER_OPTIMIZERS = {
-    "apex.optimizers.FusedNovoGrad": "NovoGrad exists in neither torch.optim nor torch_npu.optim; keep a LAMB/AdamW or port NovoGrad with torch ops",
-    "apex.optimizers.FusedMixedPrecisionLamb": LAMB_DIFFERENCES.replace(
-        "apex FusedLAMB", "apex FusedMixedPrecisionLamb"
-    ),
     "apex.optimizers.FusedLARS": "LARS exists in neither torch.optim nor torch_npu.optim; wrap torch.optim.SGD with a LARS trust ratio written with torch ops",
     "apex.optimizers.FusedLANS": "LANS exists in neither torch.optim nor torch_npu.optim; port it with torch ops",
 }
@@ -132,6 +141,7 @@ class ApexFusedOptimizers(ApexRule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._hazards: list[str] | None = None
+        self.bindings = ApexBindings.of(ctx) if self.active else None
 
     @property
     def hazards(self) -> list[str]:
@@ -186,12 +196,26 @@ class ApexFusedOptimizers(ApexRule):
             self._adam(node)
         elif name == "apex.optimizers.FusedSGD":
             self._sgd(node)
-        elif name == "apex.optimizers.FusedLAMB":
-            self.report("NPU302", node, LAMB_DIFFERENCES)
         elif name == "apex.optimizers.FusedAdagrad":
             self._adagrad(node)
         elif name in OTHER_OPTIMIZERS:
             self.report("NPU304", node, f"`{name.rsplit('.', 1)[1]}`: {OTHER_OPTIMIZERS[name]}")
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._generated_reference(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._generated_reference(node)
+
+    def _generated_reference(self, node: cst.BaseExpression) -> None:
+        """A reference (a call's callee, a value) to an optimizer only the generated file has."""
+        if not self.active or not self.bindings.reads_apex(node):
+            return
+        name = self.apex(node)
+        if name in OPTIMIZERS:
+            short = name.rsplit(".", 1)[1]
+            message = f"`{short}` → `{MODULE}.{short}` {GENERATED}; {GENERATED_WHY[name]}"
+            point_to_generated(self, OPTIMIZERS[name], node, short, message)
 
     def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
         """The call's arguments; positions beyond ``positional`` differ between apex releases."""
@@ -206,21 +230,15 @@ class ApexFusedOptimizers(ApexRule):
         if bound is None:
             return
         adam_w = value_of(bound, "adam_w_mode", True)
+        why = None
         if adam_w is NOT_LITERAL:
-            self.report(
-                "NPU301",
-                node,
-                "apex FusedAdam not migrated: `adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time; pick NpuFusedAdamW (True) or NpuFusedAdam (False)",
-                tier=Tier.MANUAL,
+            why = "`adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time"
+        elif value_of(bound, "bias_correction", True) is not True:
+            why = (
+                "`bias_correction` may be False, while NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias"
             )
-            return
-        if value_of(bound, "bias_correction", True) is not True:
-            self.report(
-                "NPU301",
-                node,
-                "apex FusedAdam with bias_correction=False: NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias; port the update by hand",
-                tier=Tier.MANUAL,
-            )
+        if why is not None:
+            self._adam_generated(node, bound, why)
             return
         fused, torch_class = ("NpuFusedAdamW", "AdamW") if adam_w else ("NpuFusedAdam", "Adam")
         target, why = self._target(fused, torch_class)
@@ -243,6 +261,21 @@ class ApexFusedOptimizers(ApexRule):
             extra=extra,
             message="; ".join([*notes, why]),
         )
+
+    def _adam_generated(self, node: cst.Call, bound, why: str) -> None:
+        """FusedAdam calls no torch_npu/torch class computes: the generated FusedAdam (not its CUDA-graph variant)."""
+        for flag in ("capturable", "master_weights"):
+            if value_of(bound, flag, False) is not False:
+                self.report(
+                    "NPU301",
+                    node,
+                    f"apex FusedAdam not migrated: {why}, and the generated {COMPANION}'s "
+                    f"FusedAdam has no `{flag}=True` (CUDA-graph variant): port the update by hand",
+                    tier=Tier.MANUAL,
+                )
+                return
+        message = f"apex FusedAdam → `{MODULE}.FusedAdam` {GENERATED}: {why}"
+        point_to_generated(self, "NPU301", node.func, "FusedAdam", message)
 
     def _sgd(self, node: cst.Call) -> None:
         bound = self._bind("NPU303", node, SGD_PARAMS, 6, "FusedSGD")

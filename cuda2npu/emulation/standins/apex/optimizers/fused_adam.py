@@ -16,8 +16,9 @@ increments ``group["step"]`` (stored in the param group, as apex does, so it app
 ``exp_avg``/``exp_avg_sq`` are float32 whatever the parameter dtype; the update is computed
 in float32 and written back in the parameter's dtype (fp16, bf16 or fp32; others raise, as
 apex does). The default ``adam_w_mode=True`` means FusedAdam is AdamW, not Adam.
-``capturable=True`` and ``use_master=True`` (CUDA-graph / fused master-weight variants)
-raise NotImplementedError.
+Parameter groups without parameters are skipped (their step does not advance), as in apex.
+``capturable=True`` (the CUDA-graph variant, also needed by ``master_weights=True``) raises
+NotImplementedError; ``master_weights=True`` without it raises apex's RuntimeError.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ class FusedAdam(torch.optim.Optimizer):
         amsgrad=False,
         set_grad_none=True,
         capturable=False,
-        use_master=False,
+        master_weights=False,
     ):
         if amsgrad:
             raise RuntimeError("FusedAdam does not support the AMSGrad variant.")
-        if capturable or use_master:
-            raise NotImplementedError("FusedAdam(capturable=True / use_master=True) has no CPU stand-in")
+        if master_weights and not capturable:
+            raise RuntimeError("Master weights is currently only supported with the capturable version.")
+        if capturable:
+            raise NotImplementedError("FusedAdam(capturable=True) has no CPU stand-in")
         defaults = dict(lr=lr, bias_correction=bias_correction, betas=betas, eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)
         self.adam_w_mode = 1 if adam_w_mode else 0
@@ -75,6 +78,8 @@ class FusedAdam(torch.optim.Optimizer):
             loss = closure()
         with torch.no_grad():
             for group in self.param_groups:
+                if len(group["params"]) == 0:
+                    continue
                 group["step"] = group["step"] + 1 if "step" in group else 1
                 self._update_group(group)
         return loss

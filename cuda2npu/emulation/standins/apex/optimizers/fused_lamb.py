@@ -102,13 +102,6 @@ class FusedLAMB(torch.optim.Optimizer):
         return loss
 
     def _update_group(self, group, clip) -> None:
-        beta1, beta2 = group["betas"]
-        step = group["step"]
-        if group["bias_correction"]:
-            bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
-        else:
-            bias_correction1, bias_correction2 = 1.0, 1.0
-        beta3 = 1 - beta1 if group["grad_averaging"] else 1.0
         decay = group["weight_decay"]
         for p in group["params"]:
             if p.grad is None:
@@ -121,21 +114,41 @@ class FusedLAMB(torch.optim.Optimizer):
                 state["exp_avg_sq"] = torch.zeros_like(p)
             param = p.float()
             param_norm = torch.linalg.vector_norm(param)
-            decayed = param if decay != 0 else torch.zeros_like(param)
-            grad = p.grad.float() / clip
-            if not self.adam_w_mode:
-                grad = grad + decay * decayed
-            exp_avg = state["exp_avg"].float().mul_(beta1).add_(grad, alpha=beta3)
-            exp_avg_sq = state["exp_avg_sq"].float().mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            update = (exp_avg / bias_correction1) / ((exp_avg_sq / bias_correction2).sqrt_().add_(group["eps"]))
-            if self.adam_w_mode:
-                update = update + decay * decayed
-            state["exp_avg"].copy_(exp_avg)
-            state["exp_avg_sq"].copy_(exp_avg_sq)
-            p.grad.copy_(update)
+            stage1(p.grad, state, param, group, group["step"], self.adam_w_mode, clip)
             stored_update = p.grad.float()
-            update_norm = torch.linalg.vector_norm(stored_update)
-            ratio = group["lr"]
-            if (self.use_nvlamb or decay != 0.0) and update_norm != 0 and param_norm != 0:
-                ratio = group["lr"] * (param_norm / update_norm)
+            ratio = trust_ratio(
+                group["lr"], param_norm, torch.linalg.vector_norm(stored_update), decay, self.use_nvlamb
+            )
             p.copy_(param - ratio * stored_update)
+
+
+def stage1(grad, state, param, group, step, adam_w_mode, clip, inv_scale=1.0) -> None:
+    """``LAMBStage1Functor`` on one tensor: the moments advance and the update is written into ``grad``
+    (in its dtype). ``param`` is the float32 weight; the gradient enters as ``grad * inv_scale / clip``."""
+    beta1, beta2 = group["betas"]
+    if group["bias_correction"]:
+        bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
+    else:
+        bias_correction1, bias_correction2 = 1.0, 1.0
+    beta3 = 1 - beta1 if group["grad_averaging"] else 1.0
+    decay = group["weight_decay"]
+    decayed = param if decay != 0 else torch.zeros_like(param)
+    scaled = grad.float() * inv_scale / clip
+    if not adam_w_mode:
+        scaled = scaled + decay * decayed
+    exp_avg = state["exp_avg"].float() * beta1 + beta3 * scaled
+    exp_avg_sq = state["exp_avg_sq"].float() * beta2 + (1 - beta2) * scaled * scaled
+    update = (exp_avg / bias_correction1) / ((exp_avg_sq / bias_correction2).sqrt() + group["eps"])
+    if adam_w_mode:
+        update = update + decay * decayed
+    state["exp_avg"].copy_(exp_avg)
+    state["exp_avg_sq"].copy_(exp_avg_sq)
+    grad.copy_(update)
+
+
+def trust_ratio(lr, param_norm, update_norm, decay, use_nvlamb):
+    """``LAMBStage2Functor``'s step size: ``lr * ||p|| / ||update||`` for groups with weight decay (or
+    ``use_nvlamb``) when both norms are non-zero, else ``lr``."""
+    if (use_nvlamb or decay != 0.0) and update_norm != 0 and param_norm != 0:
+        return lr * (param_norm / update_norm)
+    return lr
