@@ -335,3 +335,73 @@ def test_class_attributes_and_globals_are_not_removed_by_name():
     assert any("`recipe` kept: it is a class attribute" in m for m in _recipe_messages(result))
     assert "    RECIPE = DelayedScaling()" in after
     assert any("`RECIPE` kept: it is also returned" in m for m in _recipe_messages(result))
+
+
+def test_a_recipe_stored_on_self_goes_when_only_the_autocast_reads_it():
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe
+
+
+        class Block:
+            def __init__(self, args):
+                self.fp8 = args.fp8
+                self.fp8_recipe = recipe.DelayedScaling(margin=args.fp8_margin)
+
+            def forward(self, x):
+                with te.fp8_autocast(enabled=True, fp8_recipe=self.fp8_recipe):
+                    return x
+        """
+    )
+    after, result = migrate_text(source)
+    assert "transformer_engine" not in after and "fp8_recipe" not in after
+    (removed,) = findings(result, "NPU415")
+    assert removed.applied and removed.tier == Tier.REVIEW and "no other file reads the attribute" in removed.message
+
+
+def test_a_recipe_attribute_read_elsewhere_stays_with_the_use_named():
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe
+
+
+        class Block:
+            def __init__(self, args):
+                self.fp8_recipe = recipe.DelayedScaling(margin=args.fp8_margin)
+
+            def forward(self, x):
+                with te.fp8_autocast(enabled=True, fp8_recipe=self.fp8_recipe):
+                    return x
+
+
+        def describe(block, log):
+            log(getattr(block, "fp8_recipe"))
+        """
+    )
+    after, result = migrate_text(source)
+    assert "self.fp8_recipe = recipe.DelayedScaling(margin=args.fp8_margin)" in after
+    assert "from transformer_engine.common import recipe" in after
+    (kept,) = findings(result, "NPU415")
+    assert kept.tier == Tier.MANUAL
+    assert "`self.fp8_recipe` kept: it is also passed to `getattr(...)`" in kept.message
+
+
+def test_an_autocast_left_manual_keeps_its_recipe():
+    """`enabled` with side effects: the autocast stays, so does the recipe it reads (no NPU415 finding)."""
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+        from transformer_engine.common.recipe import DelayedScaling
+
+
+        def step(model, x, flags):
+            fp8_recipe = DelayedScaling()
+            with te.fp8_autocast(enabled=next(flags), fp8_recipe=fp8_recipe):
+                return model(x)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "fp8_recipe = DelayedScaling()" in after and "te.fp8_autocast(enabled=next(flags)" in after
+    assert not findings(result, "NPU415")

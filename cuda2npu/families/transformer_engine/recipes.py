@@ -61,7 +61,10 @@ def plan_recipes(
         gone = {id(n) for stmt in removed for n in _names(stmt)}
         new = []
         for stmt in facts.candidates:
-            if stmt in removed or any(id(r.node) not in gone for r in facts.reads_of(stmt)):
+            if stmt in removed:
+                continue
+            own = {id(n) for n in _names(stmt)}  # `fmt` read by the recipe the same `if` builds
+            if any(id(r.node) not in gone and id(r.node) not in own for r in facts.reads_of(stmt)):
                 continue
             block = facts.blocks.get(stmt)
             left = facts.block_sizes.get(block, 0) - sum(1 for s in removed + new if facts.blocks.get(s) is block)
@@ -85,6 +88,16 @@ def plan_recipes(
     lines = frozenset(line for stmt in [*facts.candidates, *facts.class_attributes] for line in _lines(stmt))
     removed_lines = frozenset(line for stmt in removed for line in _lines(stmt))
     return RecipePlan({s: facts.candidates[s] for s in removed}, kept, lines, removed_lines)
+
+
+def assigned(stmt: cst.CSTNode) -> list[str]:
+    """What a recipe statement assigns, as written (``fp8_recipe``, ``self.fp8_recipe``)."""
+    return list(dict.fromkeys(code(t.target) for t in iter_nodes(stmt, cst.AssignTarget)))
+
+
+def stores_attribute(names: tuple[str, ...]) -> bool:
+    """Whether a recipe statement assigning ``names`` stores on an object (other files may read it there)."""
+    return any(n.startswith(".") for n in names)
 
 
 def describe_use(statement: cst.CSTNode | None, node: cst.CSTNode) -> str:
@@ -145,7 +158,7 @@ def _lines(stmt: cst.CSTNode) -> list[cst.SimpleStatementLine]:
 
 
 def _names(stmt: cst.CSTNode) -> list[cst.CSTNode]:
-    return list(iter_nodes(stmt, (cst.Name, cst.SimpleString)))
+    return list(iter_nodes(stmt, (cst.Name, cst.Attribute, cst.SimpleString)))
 
 
 class _Collect(cst.CSTVisitor):
@@ -166,6 +179,7 @@ class _Collect(cst.CSTVisitor):
         self._class_bodies: set[cst.CSTNode] = set()
         self.class_attributes: dict[cst.CSTNode, tuple[str, ...]] = {}  # read as `self.x`: always kept
         self._bindings: set[int] = set()  # ids of the Name nodes that bind (targets, parameters, defs)
+        self._stores: set[int] = set()  # ids of the attributes assigned to (`self.x = ...`)
         self.where: dict[cst.CSTNode, cst.FunctionDef | None] = {}  # candidate → its function
         self.enclosing: dict[cst.FunctionDef, cst.FunctionDef | None] = {}
         self.local: dict[cst.FunctionDef, set[str]] = {}  # names a function binds (its variables)
@@ -177,6 +191,9 @@ class _Collect(cst.CSTVisitor):
         """The reads of the variables a candidate statement assigns."""
         found = []
         for name in self.candidates[stmt]:
+            if name.startswith("."):  # an attribute: any object's, anywhere in the file
+                found += self.reads.get(name, [])
+                continue
             owner = self._owner(self.where[stmt], name, assigning=True)
             found += [r for r in self.reads.get(name, ()) if self._owner(r.function, name) is owner]
         return found
@@ -266,40 +283,53 @@ class _Collect(cst.CSTVisitor):
         self.where[node] = self._functions[-1] if self._functions else None
 
     def visit_If(self, node: cst.If) -> None:
-        if node in self._in_chain or self._in_class_body():
+        if node in self._in_chain or self._in_class_body() or self._in_recipe_if():
             return
-        names, kinds, branch = [], [], node
+        assignments = self._if_assignments(node)
+        if assignments and RECIPE_VALUE in (kind for _, kind in assignments):
+            self.candidates[node] = tuple(dict.fromkeys(name for name, _ in assignments))
+            self.where[node] = self._functions[-1] if self._functions else None
+
+    def _if_assignments(self, node: cst.If) -> list[tuple[str, int]] | None:
+        """(name, kind) of every assignment in an ``if``/``elif``/``else`` whose tests are side-effect
+        free and whose branches only assign side-effect-free values or hold such ``if`` statements
+        (Megatron's format chosen from ``args`` inside ``if self.use_fp8:``); None for any other."""
+        found: list[tuple[str, int]] = []
+        branch: cst.If | cst.Else | None = node
         while branch is not None:
-            if isinstance(branch, cst.Else):
-                body = branch.body
-            elif is_pure(branch.test) and isinstance(branch.body, cst.IndentedBlock):
-                body = branch.body
-            else:
-                return
-            for line in body.body:
-                assigned = self._assignment(line) if isinstance(line, cst.SimpleStatementLine) else None
-                if assigned is None or assigned[1] == IMPURE:
-                    return
-                names.append(assigned[0])
-                kinds.append(assigned[1])
+            if isinstance(branch, cst.If) and not is_pure(branch.test):
+                return None
+            if not isinstance(branch.body, cst.IndentedBlock):
+                return None
+            for statement in branch.body.body:
+                if isinstance(statement, cst.If):
+                    inner = self._if_assignments(statement)
+                else:
+                    line = self._assignment(statement) if isinstance(statement, cst.SimpleStatementLine) else None
+                    inner = None if line is None else [line]
+                if inner is None or IMPURE in (kind for _, kind in inner):
+                    return None
+                found += inner
             branch = branch.orelse if isinstance(branch, cst.If) else None
             if isinstance(branch, cst.If):
                 self._in_chain.add(branch)
-        if RECIPE_VALUE in kinds:
-            self.candidates[node] = tuple(dict.fromkeys(names))
-            self.where[node] = self._functions[-1] if self._functions else None
+        return found
 
     def _in_recipe_if(self) -> bool:
         return any(isinstance(s, cst.If) and s in self.candidates for s in self._statements)
 
     def _assignment(self, line: cst.SimpleStatementLine) -> tuple[str, int] | None:
-        """(name, kind of the value) for a line ``name = value``."""
-        if len(line.body) != 1 or not isinstance(line.body[0], cst.Assign):
+        """(name, kind of the value) for a line ``name = value``, or ``.x`` for ``obj.x = value``
+        (``self.fp8_recipe``, ``args.fp8_recipe``: an attribute of a named object)."""
+        if len(line.body) != 1 or not isinstance(line.body[0], cst.Assign) or len(line.body[0].targets) != 1:
             return None
         assign = line.body[0]
-        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-            return None
-        return assign.targets[0].target.value, self._kind(assign.value)
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            return target.value, self._kind(assign.value)
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            return "." + target.attr.value, self._kind(assign.value)
+        return None
 
     def _kind(self, expr: cst.BaseExpression) -> int:
         """RECIPE_VALUE: side-effect free and naming a recipe; PURE: side-effect free; else IMPURE."""
@@ -337,10 +367,16 @@ class _Collect(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         recipe = self.autocast_recipe(node)
         if recipe is not None:
-            self.fp8_reads.update(id(n) for n in iter_nodes(recipe, cst.Name))
+            self.fp8_reads.update(id(n) for n in iter_nodes(recipe, (cst.Name, cst.Attribute)))
+        for arg in node.args:  # `getattr(self, "fp8_recipe")` may read the attribute
+            value = arg.value.evaluated_value if isinstance(arg.value, cst.SimpleString) else None
+            if isinstance(value, str) and value.isidentifier():
+                self._read("." + value, arg.value)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self._bind(node.target)  # `x, y = ...` binds x and y; `a[i] = ...` reads a
+        if isinstance(node.target, cst.Attribute):
+            self._stores.add(id(node.target))  # `self.x = ...` does not read `.x`
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
@@ -353,6 +389,8 @@ class _Collect(cst.CSTVisitor):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if id(node) not in self._stores:
+            self._read("." + node.attr.value, node)  # a read of the attribute, on any object
         walk(node.value, self)
         return False  # the attribute name is not a read of a variable
 

@@ -65,7 +65,7 @@ from cuda2npu.families.transformer_engine.generated import (
     FUSED,
     MODULE,
 )
-from cuda2npu.families.transformer_engine.recipes import describe_use, plan_recipes
+from cuda2npu.families.transformer_engine.recipes import assigned, describe_use, plan_recipes, stores_attribute
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
@@ -421,8 +421,18 @@ class TransformerEngine(ValueUses, Rule):
         if not names:
             return
         kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
-        what = kind + ", ".join(f"`{n}`" for n in names)
-        if removed:
+        what = kind + ", ".join(f"`{n}`" for n in assigned(node))
+        if removed and stores_attribute(names):
+            self.report(
+                "NPU415",
+                node,
+                f"{what} no longer used in this file (FP8 autocast was rewritten to BF16 autocast); removed: "
+                "review that no other file reads the attribute",
+                lambda _: cst.RemoveFromParent(),
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+        elif removed:
             self.report(
                 "NPU415",
                 node,
