@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import libcst as cst
+import libcst.matchers as m
 
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.traversal import children, iter_nodes, walk
@@ -54,6 +55,7 @@ def plan_recipes(
     name or attribute is a ``transformer_engine.common.recipe`` object; ``autocast_recipe(call)``: the
     recipe argument of a TE autocast call (None for other calls)."""
     facts = _Collect(is_recipe, autocast_recipe)
+    facts.find_recipe_functions(module)
     walk(module, facts)
     inside = {id(n) for stmt in facts.candidates for n in _names(stmt)}
     removed: list[cst.CSTNode] = []
@@ -61,7 +63,7 @@ def plan_recipes(
         gone = {id(n) for stmt in removed for n in _names(stmt)}
         new = []
         for stmt in facts.candidates:
-            if stmt in removed:
+            if stmt in removed or _public_function(stmt):
                 continue
             own = {id(n) for n in _names(stmt)}  # `fmt` read by the recipe the same `if` builds
             if any(id(r.node) not in gone and id(r.node) not in own for r in facts.reads_of(stmt)):
@@ -81,6 +83,8 @@ def plan_recipes(
         others = [r for r in reads if id(r.node) not in inside and id(r.node) not in facts.fp8_reads]
         if others:
             kept[stmt] = (names, f"it is also {describe_use(others[0].statement, others[0].node)}")
+        elif _public_function(stmt) and not reads:
+            kept[stmt] = (names, "this file does not call it; other files may import it")
         elif not reads:
             kept[stmt] = (names, "unused, but it is the only statement of its block")
     for stmt, names in facts.class_attributes.items():
@@ -122,6 +126,11 @@ def describe_use(statement: cst.CSTNode | None, node: cst.CSTNode) -> str:
             )
     header = code(statement.with_changes(leading_lines=())).strip().splitlines()
     return f"used in `{header[0] if header else ''}`"
+
+
+def _public_function(stmt: cst.CSTNode) -> bool:
+    """A function other files may import (only a ``_private`` one goes once this file no longer calls it)."""
+    return isinstance(stmt, cst.FunctionDef) and not stmt.name.value.startswith("_")
 
 
 def _pairs(root: cst.CSTNode, target: cst.CSTNode):
@@ -179,6 +188,7 @@ class _Collect(cst.CSTVisitor):
         self._class_bodies: set[cst.CSTNode] = set()
         self.class_attributes: dict[cst.CSTNode, tuple[str, ...]] = {}  # read as `self.x`: always kept
         self._bindings: set[int] = set()  # ids of the Name nodes that bind (targets, parameters, defs)
+        self.recipe_functions: set[str] = set()  # module-level functions that only build a recipe
         self._stores: set[int] = set()  # ids of the attributes assigned to (`self.x = ...`)
         self.where: dict[cst.CSTNode, cst.FunctionDef | None] = {}  # candidate → its function
         self.enclosing: dict[cst.FunctionDef, cst.FunctionDef | None] = {}
@@ -236,7 +246,52 @@ class _Collect(cst.CSTVisitor):
         self._class_bodies.add(node.body)
         self._bind(node.name)
 
+    def find_recipe_functions(self, module: cst.Module) -> None:
+        """The module's functions that only build a recipe from their arguments (``def get_fp8_recipe(args):
+        ... return DelayedScaling(...)``): calling one is a recipe value; one calling another counts too."""
+        functions = [s for s in module.body if isinstance(s, cst.FunctionDef)]
+        while True:
+            new = {f.name.value for f in functions if f.name.value not in self.recipe_functions and self._builds(f)}
+            if not new:
+                return
+            self.recipe_functions |= new
+
+    def _builds(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function`` has no decorator nor side effects and returns a recipe: its body only
+        assigns side-effect-free values (in ``if`` statements too) and ends in ``return <recipe>``."""
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+        if function.decorators or function.asynchronous or not body:
+            return False
+        params = function.params
+        defaults = [p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.default]
+        if not all(is_pure(d) for d in defaults):
+            return False
+        *steps, last = body
+        if steps and m.matches(steps[0], m.SimpleStatementLine([m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+            steps = steps[1:]  # the docstring
+        if not (
+            isinstance(last, cst.SimpleStatementLine)
+            and len(last.body) == 1
+            and isinstance(last.body[0], cst.Return)
+            and last.body[0].value is not None
+        ):
+            return False
+        kinds = [self._kind(last.body[0].value)]
+        for step in steps:
+            if isinstance(step, cst.If):
+                found = self._if_assignments(step)
+            else:
+                line = self._assignment(step) if isinstance(step, cst.SimpleStatementLine) else None
+                found = None if line is None or line[0].startswith(".") else [line]
+            if found is None:
+                return False
+            kinds += [kind for _, kind in found]
+        return IMPURE not in kinds and RECIPE_VALUE in kinds
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value in self.recipe_functions and not self._functions and not self._in_class_body():
+            self.candidates[node] = (node.name.value,)
+            self.where[node] = None
         self._bind(node.name)
         self.enclosing[node] = self._functions[-1] if self._functions else None
         self.local[node], self.declared_global[node] = set(), set()
@@ -283,6 +338,8 @@ class _Collect(cst.CSTVisitor):
         self.where[node] = self._functions[-1] if self._functions else None
 
     def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self._in_chain.add(node.orelse)  # an `elif` never goes alone
         if node in self._in_chain or self._in_class_body() or self._in_recipe_if():
             return
         assignments = self._if_assignments(node)
@@ -316,7 +373,8 @@ class _Collect(cst.CSTVisitor):
         return found
 
     def _in_recipe_if(self) -> bool:
-        return any(isinstance(s, cst.If) and s in self.candidates for s in self._statements)
+        """Whether the statement visited is inside a recipe ``if`` or function (which goes whole)."""
+        return any(isinstance(s, (cst.If, cst.FunctionDef)) and s in self.candidates for s in self._statements)
 
     def _assignment(self, line: cst.SimpleStatementLine) -> tuple[str, int] | None:
         """(name, kind of the value) for a line ``name = value``, or ``.x`` for ``obj.x = value``
@@ -336,7 +394,8 @@ class _Collect(cst.CSTVisitor):
         if isinstance(expr, (cst.Name, cst.Attribute)) and self.is_recipe(expr):
             return RECIPE_VALUE
         if isinstance(expr, cst.Call):
-            if not (isinstance(expr.func, (cst.Name, cst.Attribute)) and self.is_recipe(expr.func)):
+            calls_builder = isinstance(expr.func, cst.Name) and expr.func.value in self.recipe_functions
+            if not (calls_builder or isinstance(expr.func, (cst.Name, cst.Attribute)) and self.is_recipe(expr.func)):
                 return IMPURE
             kinds = [self._kind(a.value) for a in expr.args]
             return IMPURE if IMPURE in kinds else RECIPE_VALUE

@@ -415,14 +415,30 @@ class TransformerEngine(ValueUses, Rule):
         super().visit_If(node)
         self._recipe_statement(node)
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._recipe_statement(node)
+
     def _recipe_statement(self, node: cst.CSTNode) -> None:
         removed = node in self.recipes.removals
         names, why = (self.recipes.removals[node], "") if removed else self.recipes.kept.get(node, ((), ""))
         if not names:
             return
-        kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
-        what = kind + ", ".join(f"`{n}`" for n in assigned(node))
-        if removed and stores_attribute(names):
+        if isinstance(node, cst.FunctionDef):
+            what = f"function `{node.name.value}` building an FP8 recipe"
+        else:
+            kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
+            what = kind + ", ".join(f"`{n}`" for n in assigned(node))
+        if removed and isinstance(node, cst.FunctionDef):
+            self.report(
+                "NPU415",
+                node,
+                f"{what} is no longer called (FP8 autocast was rewritten to BF16 autocast); removed: "
+                "review that no other file imports it (its name says it is private)",
+                lambda _: cst.RemoveFromParent(),
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+        elif removed and stores_attribute(names):
             self.report(
                 "NPU415",
                 node,
