@@ -442,7 +442,7 @@ class TransformerEngine(ValueUses, Rule):
             self.report(
                 "NPU415",
                 node,
-                f"{what} no longer used in this file (FP8 autocast was rewritten to BF16 autocast); removed: "
+                f"{what} is no longer used in this file (FP8 autocast was rewritten to BF16 autocast); removed: "
                 "review that no other file reads the attribute",
                 lambda _: cst.RemoveFromParent(),
                 tier=Tier.REVIEW,
@@ -452,7 +452,7 @@ class TransformerEngine(ValueUses, Rule):
             self.report(
                 "NPU415",
                 node,
-                f"{what} no longer used (FP8 autocast was rewritten to BF16 autocast); removed",
+                f"{what} is no longer used (FP8 autocast was rewritten to BF16 autocast); removed",
                 lambda _: cst.RemoveFromParent(),
                 needs_torch_npu=False,
             )
