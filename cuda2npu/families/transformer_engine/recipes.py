@@ -11,12 +11,16 @@ Statements that may go (:func:`plan_recipes`), in any block they do not empty:
   ``DelayedScaling(fp8_format=fmt, amax_history_len=16)``, ``Format.HYBRID if hybrid else Format.E4M3``,
   ``DelayedScaling(...) if args.fp8 else None``, ``{"fp8_format": Format.HYBRID, "margin": 0}``;
 * an ``if``/``elif``/``else`` with side-effect-free tests whose branches only assign such values or
-  plain values (``fp8_recipe = None``).
+  plain values (``fp8_recipe = None``) or hold such ``if`` statements;
+* ``obj.attr = <recipe>`` (``self.fp8_recipe``): the attribute's reads are those of ``.attr`` on any
+  object in the file and ``"attr"`` passed to a call (``getattr``); other files are not seen (review);
+* a module-level ``def`` that only builds a recipe from its arguments (its calls are recipe values);
+  only a ``_private`` one goes (review), a public one may be imported elsewhere (manual).
 
 A read of the name other than in an autocast's recipe argument or in another such statement (the
-recipe passed to a function, returned, stored on an object, formatted, compared) keeps the statement:
-it is reported with that use (manual). A read belongs to the statement's variable by Python's
-scoping rules for functions (local unless declared ``global``; closures see the enclosing function's).
+recipe passed to a function, returned, formatted, compared) keeps the statement: it is reported with
+that use (manual). A read belongs to the statement's variable by Python's scoping rules for functions
+(local unless declared ``global``; closures see the enclosing function's).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@
 * NPU414 ``te.checkpoint`` → ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` explicit,
   TE's default True); TE < 1.5's positional options are recognised and dropped, never passed to the
   function as inputs (:func:`checkpoint_plan`).
-* NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed; NPU416
+* NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed, those
+  still used elsewhere reported (:mod:`cuda2npu.families.transformer_engine.recipes`); NPU416
   removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (grouped GEMM,
   ONNX export, FP8 parameters, userbuffers).
 * NPU418 ``te.LayerNormLinear``, ``te.LayerNormMLP``, ``te.DotProductAttention``,
