@@ -191,7 +191,7 @@ class _Collect(cst.CSTVisitor):
         self._in_chain: set[cst.If] = set()  # elif branches of a recipe `if`
         self._class_bodies: set[cst.CSTNode] = set()
         self.class_attributes: dict[cst.CSTNode, tuple[str, ...]] = {}  # read as `self.x`: always kept
-        self._bindings: set[int] = set()  # ids of the Name nodes that bind (targets, parameters, defs)
+        self._bindings: set[int] = set()  # ids of the Name nodes that are no reads (bound, attribute, keyword)
         self.recipe_functions: set[str] = set()  # module-level functions that only build a recipe
         self._stores: set[int] = set()  # ids of the attributes assigned to (`self.x = ...`)
         self.where: dict[cst.CSTNode, cst.FunctionDef | None] = {}  # candidate → its function
@@ -229,24 +229,30 @@ class _Collect(cst.CSTVisitor):
         self._bindings.update(id(n) for n in _bound_names(target))
 
     # ------------------------------------------------------------ blocks and statements
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            if self._blocks:
-                self.blocks[node] = self._blocks[-1]
-            self._statements.append(node)
-        if isinstance(node, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)):
-            self._blocks.append(node)
-            self.block_sizes[node] = len(node.body)
-        return super().on_visit(node)
+    # (visit_X/leave_X, not on_visit: core.traversal.walk then takes its fast path)
+    def _enter(self, node: cst.CSTNode) -> None:
+        if self._blocks:
+            self.blocks[node] = self._blocks[-1]
+        self._statements.append(node)
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        if isinstance(original_node, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)):
-            self._blocks.pop()
-        if self._statements and self._statements[-1] is original_node:
-            self._statements.pop()
+    def _leave(self, node: cst.CSTNode) -> None:
+        self._statements.pop()
+
+    def _open_block(self, node: cst.Module | cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
+        self._blocks.append(node)
+        self.block_sizes[node] = len(node.body)
+
+    def _close_block(self, node: cst.CSTNode) -> None:
+        self._blocks.pop()
+
+    visit_Module = visit_IndentedBlock = visit_SimpleStatementSuite = _open_block
+    leave_Module = leave_IndentedBlock = leave_SimpleStatementSuite = _close_block
+    visit_While = visit_With = visit_Try = visit_TryStar = visit_Match = _enter
+    leave_While = leave_With = leave_Try = leave_TryStar = leave_Match = _leave
+    leave_SimpleStatementLine = leave_If = leave_ClassDef = leave_For = _leave
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._enter(node)
         self._class_bodies.add(node.body)
         self._bind(node.name)
 
@@ -293,6 +299,7 @@ class _Collect(cst.CSTVisitor):
         return IMPURE not in kinds and RECIPE_VALUE in kinds
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._enter(node)
         if node.name.value in self.recipe_functions and not self._functions and not self._in_class_body():
             self.candidates[node] = (node.name.value,)
             self.where[node] = None
@@ -303,6 +310,7 @@ class _Collect(cst.CSTVisitor):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._functions.pop()
+        self._leave(original_node)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._bind(node.name)
@@ -323,6 +331,7 @@ class _Collect(cst.CSTVisitor):
             self.local[self._functions[-1]].update(target_names(node.target))
 
     def visit_For(self, node: cst.For) -> None:
+        self._enter(node)
         self._bind(node.target)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
@@ -332,6 +341,7 @@ class _Collect(cst.CSTVisitor):
         return bool(self._blocks) and self._blocks[-1] in self._class_bodies
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._enter(node)
         assigned = self._assignment(node)
         if assigned is None or assigned[1] != RECIPE_VALUE or self._in_recipe_if():
             return
@@ -342,6 +352,7 @@ class _Collect(cst.CSTVisitor):
         self.where[node] = self._functions[-1] if self._functions else None
 
     def visit_If(self, node: cst.If) -> None:
+        self._enter(node)
         if isinstance(node.orelse, cst.If):
             self._in_chain.add(node.orelse)  # an `elif` never goes alone
         if node in self._in_chain or self._in_class_body() or self._in_recipe_if():
@@ -451,15 +462,14 @@ class _Collect(cst.CSTVisitor):
             self._bind(alias.asname.name if alias.asname else alias.name)
         return False
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
+    def visit_Attribute(self, node: cst.Attribute) -> None:
         if id(node) not in self._stores:
             self._read("." + node.attr.value, node)  # a read of the attribute, on any object
-        walk(node.value, self)
-        return False  # the attribute name is not a read of a variable
+        self._bindings.add(id(node.attr))  # the attribute name is not a read of a variable
 
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        walk(node.value, self)
-        return False  # nor is a keyword name
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._bindings.add(id(node.keyword))  # nor is a keyword name
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self._bindings:
