@@ -408,3 +408,31 @@ def test_an_autocast_left_manual_keeps_its_recipe():
     after, result = migrate_text(source)
     assert "fp8_recipe = DelayedScaling()" in after and "te.fp8_autocast(enabled=next(flags)" in after
     assert not findings(result, "NPU415")
+
+
+def test_a_removed_recipe_other_files_may_import_is_a_review_item():
+    source = dedent(
+        """
+        import transformer_engine.pytorch as te
+        from transformer_engine.common.recipe import DelayedScaling, Format
+
+        fp8_recipe = DelayedScaling(fp8_format=Format.HYBRID)
+        _eval_recipe = DelayedScaling(fp8_format=Format.E4M3)
+
+
+        def step(model, x):
+            local_recipe = DelayedScaling()
+            with te.fp8_autocast(fp8_recipe=local_recipe):
+                y = model(x)
+            with te.fp8_autocast(fp8_recipe=_eval_recipe):
+                y = model(y)
+            with te.fp8_autocast(fp8_recipe=fp8_recipe):
+                return model(y)
+        """
+    )
+    after, result = migrate_text(source)
+    assert "transformer_engine" not in after and "DelayedScaling" not in after
+    tiers = {f.message.split("`")[1]: f.tier for f in findings(result, "NPU415")}
+    assert tiers == {"fp8_recipe": Tier.REVIEW, "_eval_recipe": Tier.EXACT, "local_recipe": Tier.EXACT}
+    (public,) = [f for f in findings(result, "NPU415") if f.tier == Tier.REVIEW]
+    assert public.message.endswith("removed: review that no other file imports it")

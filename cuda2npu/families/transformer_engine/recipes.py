@@ -48,6 +48,7 @@ class RecipePlan(NamedTuple):
     kept: dict[cst.CSTNode, tuple[tuple[str, ...], str]]  # statement → (its names, why it stays): manual
     lines: frozenset  # every line of every recipe statement (removed or not)
     removed_lines: frozenset  # the lines that go (their names are no uses)
+    review: dict[cst.CSTNode, str]  # removed statement → why a reviewer looks (other files may read it)
 
 
 def plan_recipes(
@@ -95,17 +96,24 @@ def plan_recipes(
         kept[stmt] = (names, "it is a class attribute, which code elsewhere (also in other files) may read")
     lines = frozenset(line for stmt in [*facts.candidates, *facts.class_attributes] for line in _lines(stmt))
     removed_lines = frozenset(line for stmt in removed for line in _lines(stmt))
-    return RecipePlan({s: facts.candidates[s] for s in removed}, kept, lines, removed_lines)
+    review = {s: why for s in removed if (why := _other_files(s, facts.candidates[s], facts.where[s]))}
+    return RecipePlan({s: facts.candidates[s] for s in removed}, kept, lines, removed_lines, review)
+
+
+def _other_files(stmt: cst.CSTNode, names: tuple[str, ...], function: cst.FunctionDef | None) -> str:
+    """Why other files may read what ``stmt`` assigns ("" if they cannot: a function's variable)."""
+    if isinstance(stmt, cst.FunctionDef):
+        return "review that no other file imports it (its name says it is private)"
+    if any(n.startswith(".") for n in names):
+        return "review that no other file reads the attribute"
+    if function is None and any(not n.startswith("_") for n in names):
+        return "review that no other file imports it"
+    return ""
 
 
 def assigned(stmt: cst.CSTNode) -> list[str]:
     """What a recipe statement assigns, as written (``fp8_recipe``, ``self.fp8_recipe``)."""
     return list(dict.fromkeys(code(t.target) for t in iter_nodes(stmt, cst.AssignTarget)))
-
-
-def stores_attribute(names: tuple[str, ...]) -> bool:
-    """Whether a recipe statement assigning ``names`` stores on an object (other files may read it there)."""
-    return any(n.startswith(".") for n in names)
 
 
 def describe_use(statement: cst.CSTNode | None, node: cst.CSTNode) -> str:

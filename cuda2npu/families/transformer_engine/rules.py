@@ -66,7 +66,7 @@ from cuda2npu.families.transformer_engine.generated import (
     FUSED,
     MODULE,
 )
-from cuda2npu.families.transformer_engine.recipes import assigned, describe_use, plan_recipes, stores_attribute
+from cuda2npu.families.transformer_engine.recipes import assigned, describe_use, plan_recipes
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
@@ -429,32 +429,16 @@ class TransformerEngine(ValueUses, Rule):
         else:
             kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
             what = kind + ", ".join(f"`{n}`" for n in assigned(node))
-        if removed and isinstance(node, cst.FunctionDef):
+        if removed:
+            review = self.recipes.review.get(node, "")
+            verb = "called" if isinstance(node, cst.FunctionDef) else "used"
             self.report(
                 "NPU415",
                 node,
-                f"{what} is no longer called (FP8 autocast was rewritten to BF16 autocast); removed: "
-                "review that no other file imports it (its name says it is private)",
+                f"{what} is no longer {verb} (FP8 autocast was rewritten to BF16 autocast); removed"
+                + (f": {review}" if review else ""),
                 lambda _: cst.RemoveFromParent(),
-                tier=Tier.REVIEW,
-                needs_torch_npu=False,
-            )
-        elif removed and stores_attribute(names):
-            self.report(
-                "NPU415",
-                node,
-                f"{what} is no longer used in this file (FP8 autocast was rewritten to BF16 autocast); removed: "
-                "review that no other file reads the attribute",
-                lambda _: cst.RemoveFromParent(),
-                tier=Tier.REVIEW,
-                needs_torch_npu=False,
-            )
-        elif removed:
-            self.report(
-                "NPU415",
-                node,
-                f"{what} is no longer used (FP8 autocast was rewritten to BF16 autocast); removed",
-                lambda _: cst.RemoveFromParent(),
+                tier=Tier.REVIEW if review else None,
                 needs_torch_npu=False,
             )
         else:
