@@ -13,7 +13,8 @@
 * NPU414 ``te.checkpoint`` → ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` explicit,
   TE's default True); TE < 1.5's positional options are recognised and dropped, never passed to the
   function as inputs (:func:`checkpoint_plan`).
-* NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed; NPU416
+* NPU415 FP8 recipe objects (``transformer_engine.common.recipe``) left unused are removed, those
+  still used elsewhere reported (:mod:`cuda2npu.families.transformer_engine.recipes`); NPU416
   removes TE imports nothing uses; NPU417 reports TE APIs without a rewrite (grouped GEMM,
   ONNX export, FP8 parameters, userbuffers).
 * NPU418 ``te.LayerNormLinear``, ``te.LayerNormMLP``, ``te.DotProductAttention``,
@@ -65,6 +66,7 @@ from cuda2npu.families.transformer_engine.generated import (
     FUSED,
     MODULE,
 )
+from cuda2npu.families.transformer_engine.recipes import assigned, describe_use, plan_recipes
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
@@ -73,6 +75,10 @@ AUTOCAST = {
     "autocast": ("enabled", "calibrating", "recipe", "amax_reduction_group", "_graph"),
 }
 RECIPE_ARGS = ("fp8_recipe", "recipe")
+RECIPE_BY_HAND = (
+    "FP8 training is not available on NPU (the FP8 autocasts become BF16 autocast, which takes no "
+    "recipe): remove it and its uses by hand, then the recipe import, which fails on an NPU host"
+)
 
 LINEAR_PARAMS = (
     "in_features",
@@ -248,8 +254,9 @@ class TransformerEngine(ValueUses, Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.target = parse_target(self.options.target_torch_npu)
-        self.recipe_removals = self._unused_recipes(ctx.module)
-        self.facts = ModuleFacts.of(ctx.module, skip=frozenset(self.recipe_removals))
+        self.te_bindings = _te_bindings(ctx.module)
+        self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe)
+        self.facts = ModuleFacts.of(ctx.module, skip=self.recipes.removed_lines)
         self.import_removals = plan_import_removals(self.facts, ("transformer_engine",))
         self.dropped_recipe_args: set[cst.CSTNode] = set()
         self._inside_recipe: dict[cst.CSTNode, bool] = {}
@@ -260,57 +267,33 @@ class TransformerEngine(ValueUses, Rule):
         self.references: list[Reference] = []
         self.used_as_value, self.generated_used = self._other_uses_prepass(ctx.module)
 
-    # ---------------------------------------------------------------- recipe objects
-    def _recipe_value(self, expr: cst.BaseExpression) -> bool:
-        """A call or attribute of ``transformer_engine.common.recipe``, through module-level imports
-        (the pre-pass runs before the traversal, when only the module scope is known)."""
-        node = expr.func if isinstance(expr, cst.Call) else expr
-        return any(n.startswith(RECIPE + ".") for n in self._module_qualified(node))
+    # ---------------------------------------------------------------- recipe objects (see recipes.py)
+    def _is_recipe(self, expr: cst.BaseExpression) -> bool:
+        """A name or attribute of ``transformer_engine.common.recipe``, through the file's imports."""
+        return any(n.startswith(RECIPE + ".") for n in self._prepass_qualified(expr))
 
-    def _module_qualified(self, node: cst.BaseExpression) -> set[str]:
-        """Qualified names through module-level imports only (usable before the traversal)."""
+    def _autocast_recipe(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The recipe argument of a TE autocast call; None for other calls."""
+        name = next((n for n in map(te_name, self._prepass_qualified(call.func)) if n in AUTOCAST), None)
+        if name is None:
+            return None
+        try:
+            bound = bind(call, AUTOCAST[name])
+        except Unbindable:
+            return None
+        return next((bound[p].value for p in RECIPE_ARGS if p in bound), None)
+
+    def _prepass_qualified(self, node: cst.BaseExpression) -> set[str]:
+        """Qualified names usable before the traversal: through module-level imports, else through TE
+        imports in any scope (a function-local ``from transformer_engine.common import recipe``)."""
         dotted = dotted_name(node)
         if not dotted:
             return set()
         head, _, rest = dotted.partition(".")
-        found = self.resolver.module_scope.lookup(head) or frozenset()
+        found = self.resolver.module_scope.lookup(head)
+        if found is None:
+            found = self.te_bindings.get(head, ())
         return {f"{q}.{rest}" if rest else q for q in found}
-
-    def _unused_recipes(self, module: cst.Module) -> list[cst.SimpleStatementLine]:
-        """Module/function-level ``name = recipe.X(...)`` lines whose name nothing reads (to a fixed point)."""
-        candidates = []
-
-        class _Collect(cst.CSTVisitor):
-            def visit_SimpleStatementLine(inner, node: cst.SimpleStatementLine) -> None:
-                if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
-                    assign = node.body[0]
-                    if (
-                        len(assign.targets) == 1
-                        and isinstance(assign.targets[0].target, cst.Name)
-                        and self._recipe_value(assign.value)
-                    ):
-                        candidates.append((node, assign.targets[0].target.value))
-
-        walk(module, _Collect())
-        if not candidates:
-            return []
-        removed: list[cst.SimpleStatementLine] = []
-        while True:
-            facts = ModuleFacts.of(module, skip=frozenset(removed))
-            new = [
-                stmt
-                for stmt, name in candidates
-                if stmt not in removed and not facts.is_used(name) and stmt in facts.blocks
-            ]
-            new = [
-                stmt
-                for stmt in new  # never empty a block
-                if sum(1 for r in removed + new if facts.blocks.get(r) is facts.blocks[stmt])
-                < facts.block_sizes.get(facts.blocks[stmt], 0)
-            ]
-            if not new:
-                return removed
-            removed += new
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
@@ -412,14 +395,8 @@ class TransformerEngine(ValueUses, Rule):
         if node in self.dropped_recipe_args:
             return  # an argument of a rewritten autocast: it goes with it
         statement = self.ctx.statement
-        if (
-            isinstance(statement, cst.SimpleStatementLine)
-            and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Assign)
-            and statement.body[0].value is node
-            and isinstance(statement.body[0].targets[0].target, cst.Name)
-        ):
-            return  # `name = recipe.X(...)`: removed (NPU415) once the rewritten autocasts no longer read it
+        if statement in self.recipes.lines:
+            return  # `name = recipe.X(...)`: removed once the rewritten autocasts no longer read it, or reported
         if self._inside_recipe.get(node):
             return
         for arg in node.args:
@@ -428,21 +405,44 @@ class TransformerEngine(ValueUses, Rule):
         self.report(
             "NPU415",
             node,
-            "FP8 recipe object: FP8 training is not available on NPU (the autocast becomes "
-            "BF16); remove it and its uses",
+            f"FP8 recipe object {describe_use(statement, node)}: kept; {RECIPE_BY_HAND}",
             tier=Tier.MANUAL,
         )
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if node in self.recipe_removals:
-            target = node.body[0].targets[0].target.value
+        self._recipe_statement(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        super().visit_If(node)
+        self._recipe_statement(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._recipe_statement(node)
+
+    def _recipe_statement(self, node: cst.CSTNode) -> None:
+        removed = node in self.recipes.removals
+        names, why = (self.recipes.removals[node], "") if removed else self.recipes.kept.get(node, ((), ""))
+        if not names:
+            return
+        if isinstance(node, cst.FunctionDef):
+            what = f"function `{node.name.value}` building an FP8 recipe"
+        else:
+            kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
+            what = kind + ", ".join(f"`{n}`" for n in assigned(node))
+        if removed:
+            review = self.recipes.review.get(node, "")
+            verb = "called" if isinstance(node, cst.FunctionDef) else "used"
             self.report(
                 "NPU415",
                 node,
-                f"FP8 recipe `{target}` is no longer used (FP8 autocast was rewritten to BF16 autocast); removed",
+                f"{what} is no longer {verb} (FP8 autocast was rewritten to BF16 autocast); removed"
+                + (f": {review}" if review else ""),
                 lambda _: cst.RemoveFromParent(),
+                tier=Tier.REVIEW if review else None,
                 needs_torch_npu=False,
             )
+        else:
+            self.report("NPU415", node, f"{what} kept: {why}; {RECIPE_BY_HAND}", tier=Tier.MANUAL)
 
     # ---------------------------------------------------------------- autocast
     def _autocast(self, node: cst.Call, name: str) -> None:
@@ -675,7 +675,7 @@ class TransformerEngine(ValueUses, Rule):
         other uses can follow (decided before the traversal, through the file's TE imports)."""
         used: set[str] = set()
         generated: set[str] = set()
-        bindings = _te_bindings(module)  # in any scope: a function-local import counts too
+        bindings = self.te_bindings  # in any scope: a function-local import counts too
 
         def note(expr: cst.BaseExpression, called: bool = False) -> None:
             dotted = dotted_name(expr) or ""
