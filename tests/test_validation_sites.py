@@ -266,3 +266,12 @@ def test_a_missing_optional_dependency_is_a_skip_with_the_reason(tmp_path):
     outcome, message = outcomes["attn.py:8:flash_attn_func"]
     assert outcome == "skipped" and "absent_optional_package" in message, (outcome, message)
     assert outcomes["attn.py:12:flash_attn_func"][0] == "passed", outcomes
+
+
+def test_the_bundled_project_site_passes(tmp_path):
+    """ddp_train's TE LayerNormLinear passes `sequence_parallel=False`, which the API takes through `**kwargs`."""
+    out = tmp_path / "ddp_npu"
+    result = cuda2npu("migrate", REPO / "fixtures" / "projects" / "ddp_train", "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes == {"ddp_train/te_block.py:20:LayerNormLinear": ("passed", "")}, outcomes
