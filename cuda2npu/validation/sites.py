@@ -46,6 +46,7 @@ from cuda2npu.validation.sites_bind import (
     leaves_of,
     random_tensor,
     references,
+    refuse_shadowed,
     tensor_shape,
 )
 from cuda2npu.validation.sites_find import SiteMissing, locate
@@ -208,6 +209,7 @@ class SiteCheck:
         self.api = site["api"].rsplit(".", 1)[-1]
         self.call = ast.parse(site["original"], mode="eval").body
         with original_side():
+            refuse_shadowed(site["api"], module.root)
             self.params = self._bind(self._original_namespace({}))
         self.leaves = leaves_of(self.params, self.api, set(site["imports"]))
         self.roots = {leaf.text.split(".", 1)[0] for leaf in self.leaves} | (

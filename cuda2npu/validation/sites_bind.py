@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import importlib.util
 import inspect
 import itertools
 import sys
@@ -273,6 +274,22 @@ def assign(namespace: dict, text: str, value) -> None:
             setattr(target, attr, inner)
         target = inner
     setattr(target, attrs[-1], value)
+
+
+def refuse_shadowed(api: str, root: Path) -> None:
+    """:class:`Unbindable` when the package of the original ``api`` is the migrated tree's own
+    (the project is the library itself: the original cannot be loaded next to its migration)."""
+    package = api.split(".", 1)[0]
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return
+    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    if origin is not None and origin.is_relative_to(root.resolve()):
+        raise Unbindable(
+            f"`{package}` imports from the migrated tree itself ({origin.relative_to(root.resolve())}): the project "
+            "is the library the site calls, so its original cannot be loaded next to it"
+        )
 
 
 def import_object(qualified: str):

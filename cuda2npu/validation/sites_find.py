@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from pathlib import Path
 
 MODULE_SCOPE = "<module>"
 
@@ -330,6 +331,22 @@ def find_sites(original: str, migrated: str, relative: str) -> list[dict]:
     return sites
 
 
+def absolute(qualified: str, relative: str) -> str:
+    """``qualified`` with a relative import (``._operation.f``) resolved against the package of the
+    file ``relative`` (a path in the tree), so that the check can import it by name."""
+    level = len(qualified) - len(qualified.lstrip("."))
+    if not level:
+        return qualified
+    package = list(Path(relative).parent.parts)
+    base = package[: len(package) - level + 1] if level > 1 else package
+    return ".".join([*base, qualified[level:]])
+
+
+def recorded_imports(roots: set[str], imports: dict[str, str], relative: str) -> dict[str, str]:
+    """The module-level imports the names ``roots`` refer to, as absolute qualified names."""
+    return {name: absolute(imports[name], relative) for name in sorted(roots) if name in imports}
+
+
 def _record(relative, scope, family, call, api, ordinal, path, imports, skip=None) -> dict:
     roots = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
     name = qualified(call.func, imports) or f"{api.prefix}.{api.final}"
@@ -344,7 +361,7 @@ def _record(relative, scope, family, call, api, ordinal, path, imports, skip=Non
         "ordinal": ordinal,
         "path": path,
         "original": ast.unparse(call),
-        "imports": {name: imports[name] for name in sorted(roots) if name in imports},
+        "imports": recorded_imports(roots, imports, relative),
     }
     if skip:
         site["skip"] = skip

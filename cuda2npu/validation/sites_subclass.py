@@ -21,6 +21,7 @@ from cuda2npu.validation.sites_find import (
     module_imports,
     module_level,
     qualified,
+    recorded_imports,
 )
 
 # the constructor arguments a check passes (their values come from the roles of .sites_roles)
@@ -74,7 +75,7 @@ def find_subclass_sites(original: str, migrated_source: str, relative: str) -> l
                 "class": name,
                 "class_source": ast.unparse(cls),
                 "original": f"{name}({', '.join(REQUIRED[api.final])})",
-                "imports": {root: imports[root] for root in sorted(roots) if root in imports},
+                "imports": recorded_imports(roots, imports, relative),
             }
         )
     return sites
