@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import REPO, cuda2npu
 
-from cuda2npu.validation.sites_find import find_sites
+from cuda2npu.validation.sites_find import absolute, find_sites
 
 FIXTURE = REPO / "fixtures" / "validation" / "sites"
 # the fused rewrites of the numeric tier (rules/*.toml) and the other call rewrites the checks cover
@@ -275,3 +275,28 @@ def test_the_bundled_project_site_passes(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     outcomes = _run_checks(out, tmp_path)
     assert outcomes == {"ddp_train/te_block.py:20:LayerNormLinear": ("passed", "")}, outcomes
+
+
+def test_a_function_level_import_is_resolved_in_its_scope():
+    """ColossalAI imports flash-attn inside the function that calls it."""
+    original = ORIGINAL.replace("from flash_attn import flash_attn_func\n", "").replace(
+        "def attention(q, k, v, slopes):\n",
+        "def attention(q, k, v, slopes):\n    from flash_attn import flash_attn_func\n\n",
+    )
+    migrated = MIGRATED.replace("from flash_attn import flash_attn_func\n", "").replace(
+        "def attention(q, k, v, slopes):\n",
+        "def attention(q, k, v, slopes):\n    from flash_attn import flash_attn_func\n\n",
+    )
+    (site,) = find_sites(original, migrated, "m.py")
+    assert site["original"] == "flash_attn_func(a, k, v, causal=True)" and "skip" not in site
+    assert site["imports"]["flash_attn_func"] == "flash_attn.flash_attn_func"
+
+
+def test_relative_imports_are_recorded_by_absolute_name():
+    """ColossalAI's subclass uses `from ._operation import hook_parameter_in_backward`."""
+    assert absolute("._operation.hook", "colossalai/shardformer/layer/normalization.py") == (
+        "colossalai.shardformer.layer._operation.hook"
+    )
+    assert absolute("..utils.f", "pkg/sub/mod.py") == "pkg.utils.f"
+    assert absolute(".f", "pkg/__init__.py") == "pkg.f"
+    assert absolute("torch.nn", "pkg/mod.py") == "torch.nn"

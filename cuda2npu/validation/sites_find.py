@@ -159,13 +159,17 @@ def qualified(node: ast.expr, imports: dict[str, str], defs: set[str] = frozense
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def scope_calls(tree: ast.Module) -> dict[str, list[ast.Call]]:
-    """qualname → the calls evaluated in that scope (nested defs are scopes of their own), in source order."""
+def _scopes(tree: ast.Module) -> tuple[dict[str, list[ast.Call]], dict[str, list[ast.stmt]]]:
+    """qualname → the calls evaluated in that scope (nested defs are scopes of their own), in source
+    order; qualname → the import statements run in that scope."""
     found: dict[str, list[ast.Call]] = {}
+    imports: dict[str, list[ast.stmt]] = {}
 
     def visit(node: ast.AST, scope: str) -> None:
         if isinstance(node, ast.Call):
             found.setdefault(scope, []).append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.setdefault(scope, []).append(node)
         if not isinstance(node, _SCOPES):
             for child in ast.iter_child_nodes(node):
                 visit(child, scope)
@@ -185,7 +189,28 @@ def scope_calls(tree: ast.Module) -> dict[str, list[ast.Call]]:
         visit(statement, MODULE_SCOPE)
     for calls in found.values():
         calls.sort(key=lambda c: (c.lineno, c.col_offset))
-    return found
+    return found, imports
+
+
+def scope_calls(tree: ast.Module) -> dict[str, list[ast.Call]]:
+    """qualname → the calls evaluated in that scope, in source order (:func:`_scopes`)."""
+    return _scopes(tree)[0]
+
+
+def scope_imports(tree: ast.Module) -> dict[str, dict[str, str]]:
+    """qualname → the names imports bind there: the module's, then those of each enclosing def
+    (``from flash_attn import flash_attn_func`` inside the function that calls it)."""
+    calls, statements = _scopes(tree)
+    module = module_imports(tree)
+    resolved = {}
+    for scope in set(calls) | set(statements):
+        names = dict(module)
+        parts = [] if scope == MODULE_SCOPE else scope.split(".")
+        for depth in range(1, len(parts) + 1):
+            for node in statements.get(".".join(parts[:depth]), ()):
+                _bind_import(names, node)
+        resolved[scope] = names
+    return resolved
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
@@ -245,7 +270,7 @@ def locate(tree: ast.Module, qualname: str, family: str, ordinal: int, path: lis
     if calls is None:
         raise SiteMissing(f"`{qualname}` is not in the migrated file any more")
     targets = FAMILIES[family]
-    found = _targets_in(calls, targets, module_imports(tree), module_defs(tree))
+    found = _targets_in(calls, targets, scope_imports(tree).get(qualname, {}), module_defs(tree))
     if ordinal >= len(found):
         raise SiteMissing(
             f"`{qualname}` has {len(found)} call(s) of {' / '.join(targets)}; the site was call {ordinal + 1}"
@@ -287,12 +312,13 @@ def find_sites(original: str, migrated: str, relative: str) -> list[dict]:
         before, after = ast.parse(original), ast.parse(migrated)
     except (SyntaxError, ValueError):
         return []
-    imports_before, defs_before = module_imports(before), module_defs(before)
-    imports_after, defs_after = module_imports(after), module_defs(after)
+    defs_before, defs_after = module_defs(before), module_defs(after)
+    scoped_before, scoped_after = scope_imports(before), scope_imports(after)
     calls_after = scope_calls(after)
     up = parents(before)
     sites = []
     for scope, calls in scope_calls(before).items():
+        imports_before, imports_after = scoped_before[scope], scoped_after.get(scope, module_imports(after))
         for family in FAMILIES:
             old = _family_calls(calls, imports_before, defs_before, family)
             if not any(api for _, api in old):
