@@ -34,6 +34,7 @@ def test_every_case_names_an_existing_entry_or_script(bench):
     for case in bench.CASES:
         files = bench.CASES_DIR / case.files
         assert bool(case.entry) != bool(case.run), case.name
+        assert case.expected in ("equivalent", "mismatch", "error"), case.name
         if case.entry:
             module, function = case.entry.split(":")
             assert function in _functions(files / f"{module}.py"), case.name
