@@ -216,14 +216,15 @@ def _pin(source) -> str:
 
 
 def _how_to_get(source) -> str:
+    """The command that puts ``source`` into the corpus."""
     if isinstance(source, GitSource):
         return (
-            f"git --git-dir=<clone of {source.repo}> archive {source.commit} {' '.join(source.paths)} "
-            f"| tar -x -C {source.directory} && touch {source.directory}/.extracted"
+            f"mkdir -p {source.directory} && git --git-dir=<clone of {source.repo}> archive {source.commit} "
+            f"{' '.join(source.paths)} | tar -x -C {source.directory} && touch {source.directory}/.extracted"
         )
     if source in corpus.PROJECTS:
         return f"python benchmarks/corpus.py {source.name}"
-    return f"cd benchmarks && python -c 'import corpus; corpus.fetch(corpus.{source!r})'"
+    return f'cd benchmarks && python -c "import corpus; corpus.fetch(corpus.{source!r})"'
 
 
 def missing_sources(cases) -> list:

@@ -58,5 +58,8 @@ def test_missing_corpus_is_a_clear_exit_2(bench, monkeypatch, tmp_path, capsys):
     assert bench.main(["nanogpt-train", "x-transformers-train"]) == 2
     err = capsys.readouterr().err
     assert "lacks 3 source(s)" in err
-    assert "karpathy/nanoGPT@3adf61e154: git --git-dir=<clone of karpathy/nanoGPT> archive 3adf61e154c3" in err
-    assert "einops==0.8.1: cd benchmarks && python -c 'import corpus; corpus.fetch(corpus.Project(name='einops'" in err
+    assert "git --git-dir=<clone of karpathy/nanoGPT> archive 3adf61e154c3" in err
+    assert (
+        """einops==0.8.1: cd benchmarks && python -c "import corpus; corpus.fetch(corpus.Project(name='einops',"""
+        in err
+    )
