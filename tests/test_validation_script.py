@@ -43,6 +43,7 @@ def test_first_divergence_names_the_module_path(gpt, tmp_path):
     first = result.divergences[0]
     assert (first.step, first.kind, first.module, first.call) == (0, "forward", "blocks.0.ln2", 0)
     assert "blocks.0.ln2" in first.describe()
+    assert result.max_abs >= max(d.max_abs for d in result.divergences) > first.bound
 
 
 def _summary(values, dtype="float32"):

@@ -52,6 +52,7 @@ class ScriptResult:
     precision: str = ""
     steps: int = 0
     compared: int = 0
+    max_abs: float = 0.0  # the largest error over the compared tensors (statistics and samples)
     divergences: list[Divergence] = field(default_factory=list)
     only_original: list[str] = field(default_factory=list)
     only_migrated: list[str] = field(default_factory=list)
@@ -69,6 +70,7 @@ class ScriptResult:
             "precision": self.precision,
             "steps": self.steps,
             "compared": self.compared,
+            "max_abs_error": self.max_abs,
             "backends": self.backends,
             "first_divergence": vars(self.divergences[0]) if self.divergences else None,
             "divergences": [vars(d) for d in self.divergences],
@@ -167,6 +169,7 @@ def compare_traces(original: dict, migrated: dict, precision: str | None) -> Scr
         for index, (want, got) in enumerate(zip(event["tensors"], other["tensors"])):
             ok, error, bound, note = compare_summaries(want, got, precision, noise)
             result.compared += 1
+            result.max_abs = max(result.max_abs, error)
             if not ok:
                 result.divergences.append(
                     Divergence(event["step"], event["kind"], event["module"], event["call"], index, error, bound, note)
