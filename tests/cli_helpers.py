@@ -10,13 +10,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def cuda2npu(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def cuda2npu(*args, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``python -m cuda2npu ARGS``; ``kwargs`` go to ``subprocess.run`` (``env=``, ``input=``, ...)."""
     return subprocess.run(
         [sys.executable, "-m", "cuda2npu", *map(str, args)],
         cwd=cwd or REPO,
         capture_output=True,
         text=True,
         timeout=300,
+        **kwargs,
     )
 
 

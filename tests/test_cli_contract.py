@@ -16,7 +16,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from cli_helpers import REPO
+from cli_helpers import REPO, cuda2npu
 
 CUDA = "import torch\n\nx = torch.ones(1).cuda()\n"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -25,15 +25,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def run(*args, cwd=None, env=None, **kwargs) -> subprocess.CompletedProcess:
     """``python -m cuda2npu ARGS`` with extra environment variables (colour ones cleared first)."""
     base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE")}
-    return subprocess.run(
-        [sys.executable, "-m", "cuda2npu", *map(str, args)],
-        cwd=cwd or REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**base, **(env or {})},
-        **kwargs,
-    )
+    return cuda2npu(*args, cwd=cwd, env={**base, **(env or {})}, **kwargs)
 
 
 def on_terminal(*args, cwd: Path, columns: int = 80) -> tuple[int, str]:

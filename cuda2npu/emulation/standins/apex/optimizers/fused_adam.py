@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import torch
 
+from ._base import ApexOptimizer
+
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 
 
-class FusedAdam(torch.optim.Optimizer):
+class FusedAdam(ApexOptimizer):
     """Adam / AdamW with apex ``FusedAdam`` semantics (see module docstring)."""
 
     def __init__(
@@ -55,17 +57,6 @@ class FusedAdam(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.adam_w_mode = 1 if adam_w_mode else 0
         self.set_grad_none = set_grad_none
-
-    def zero_grad(self, set_to_none=None):
-        """apex: ``set_grad_none`` drops the grads, otherwise defer to ``torch.optim.Optimizer``."""
-        if set_to_none is None and self.set_grad_none:
-            for group in self.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-        elif set_to_none is None:
-            super().zero_grad()
-        else:
-            super().zero_grad(set_to_none=set_to_none)
 
     def step(self, closure=None, grads=None, output_params=None, scale=None, grad_norms=None, grad_scaler=None):
         if any(p is not None for p in [grads, output_params, scale, grad_norms]):

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import torch
 
+from ._base import ApexOptimizer
+
 _SUPPORTED = (torch.float16, torch.float32)
 
 
-class FusedLAMB(torch.optim.Optimizer):
+class FusedLAMB(ApexOptimizer):
     """LAMB with apex ``FusedLAMB`` semantics (see module docstring)."""
 
     def __init__(
@@ -68,17 +70,6 @@ class FusedLAMB(torch.optim.Optimizer):
         self.adam_w_mode = 1 if adam_w_mode else 0
         self.set_grad_none = set_grad_none
         self.use_nvlamb = use_nvlamb
-
-    def zero_grad(self, set_to_none=None):
-        """apex: ``set_grad_none`` drops the grads, otherwise defer to ``torch.optim.Optimizer``."""
-        if set_to_none is None and self.set_grad_none:
-            for group in self.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-        elif set_to_none is None:
-            super().zero_grad()
-        else:
-            super().zero_grad(set_to_none=set_to_none)
 
     def step(self, closure=None):
         loss = None

@@ -29,10 +29,12 @@ import math
 
 import torch
 
+from ._base import ApexOptimizer
+
 _SUPPORTED = (torch.float16, torch.float32)
 
 
-class FusedNovoGrad(torch.optim.Optimizer):
+class FusedNovoGrad(ApexOptimizer):
     """NovoGrad with apex ``FusedNovoGrad`` semantics (see module docstring)."""
 
     def __init__(
@@ -65,17 +67,6 @@ class FusedNovoGrad(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.moment_mode = 0 if reg_inside_moment else 1
         self.set_grad_none = set_grad_none
-
-    def zero_grad(self, set_to_none=None):
-        """apex: ``set_grad_none`` drops the grads, otherwise defer to ``torch.optim.Optimizer``."""
-        if set_to_none is None and self.set_grad_none:
-            for group in self.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-        elif set_to_none is None:
-            super().zero_grad()
-        else:
-            super().zero_grad(set_to_none=set_to_none)
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)

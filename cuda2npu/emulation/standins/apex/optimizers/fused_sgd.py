@@ -21,10 +21,12 @@ any other dtype (e.g. bf16) are silently skipped, exactly as the apex kernel lau
 from __future__ import annotations
 
 import torch
-from torch.optim.optimizer import Optimizer, required
+from torch.optim.optimizer import required
+
+from ._base import ApexOptimizer
 
 
-class FusedSGD(Optimizer):
+class FusedSGD(ApexOptimizer):
     """SGD with apex ``FusedSGD`` semantics (see module docstring)."""
 
     def __init__(
@@ -57,17 +59,6 @@ class FusedSGD(Optimizer):
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("nesterov", False)
-
-    def zero_grad(self, set_to_none=None):
-        """apex: ``set_grad_none`` drops the grads, otherwise defer to ``torch.optim.Optimizer``."""
-        if set_to_none is None and self.set_grad_none:
-            for group in self.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-        elif set_to_none is None:
-            super().zero_grad()
-        else:
-            super().zero_grad(set_to_none=set_to_none)
 
     def _momentums(self, params):
         """apex ``get_momentums``: buffers, and whether this is the first run (last param decides)."""
