@@ -53,7 +53,15 @@ def start(root: Path, cache: bool = False) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_terminal_signals,
     )
+
+
+def _terminal_signals() -> None:
+    """Ctrl-C at its default, as for a terminal's foreground job: a run started in the background
+    by a shell without job control (``cmd &`` in a script, as CI may do) inherits SIGINT ignored,
+    and a program keeps an ignored SIGINT ignored (Python installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(process: subprocess.Popen) -> tuple[int, str]:
