@@ -431,6 +431,22 @@ def test_native_choice_boosted_where_the_choice_is_not_visible_is_reported():
     assert "booster.boost(model, optimizer)" in after and "ZeroRedundancyOptimizer" not in after
 
 
+def test_native_without_the_booster_rewrite_selected_keeps_the_file():
+    after, result = migrate(
+        """
+        import colossalai
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import TorchDDPPlugin
+
+        colossalai.launch_from_torch(seed=1)
+        booster = Booster(plugin=TorchDDPPlugin())
+        """,
+        Options(colossalai="native", select=("NPU511", "NPU513")),
+    )
+    assert "NPU512 (the plain-PyTorch booster rewrite) is not selected" in finding(result, "NPU513").message
+    assert "colossalai.launch_from_torch(seed=1)" in after and "init_process_group" not in after
+
+
 @pytest.mark.parametrize(
     ("use", "reason"),
     [

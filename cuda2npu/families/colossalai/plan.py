@@ -280,6 +280,7 @@ class Planner:
     """Whole-file analysis of the ColossalAI boosters for the native strategy."""
 
     def __init__(self, ctx) -> None:
+        self.rewrites = ctx.options.code_enabled("NPU512")  # not opt-in; deselected: no booster is replaced
         self.imports = ImportEditor.of(ctx)
         self.module: cst.Module = ctx.module
         self.scope = ctx.resolver.module_scope
@@ -382,6 +383,8 @@ class Planner:
             args = {a.keyword.value: a for a in call.args if a.keyword is not None}
         if "plugin" not in args:
             raise _Unsupported("a Booster without a plugin does no distributed training to translate")
+        if not self.rewrites:
+            raise _Unsupported("NPU512 (the plain-PyTorch booster rewrite) is not selected")
         names = self.names_of(root)
         if len(names.stores[booster]) != 1:
             raise _Unsupported(f"`{booster}` is assigned more than once")
