@@ -304,24 +304,147 @@ def test_native_device_inside_fstring_uses_the_other_quote():
     assert """print(f"running on {torch.device('npu', torch.npu.current_device())}")""" in after
 
 
-def test_native_plugin_chosen_at_run_time_is_reported_and_left_alone():
-    source = """
-    from colossalai.booster import Booster
-    from colossalai.booster.plugin import LowLevelZeroPlugin, TorchDDPPlugin
+def test_native_plugin_chosen_at_run_time_gets_the_set_up_of_each():
+    after, result = migrate(
+        """
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import LowLevelZeroPlugin, TorchDDPPlugin
 
-    def main(args, model, optimizer):
-        if args.zero:
-            plugin = LowLevelZeroPlugin(stage=1)
-        else:
-            plugin = TorchDDPPlugin()
-        booster = Booster(plugin=plugin)
-        model, optimizer, *_ = booster.boost(model, optimizer)
-    """
-    after, result = migrate(source, NATIVE)
+        def main(args, model, optimizer):
+            if args.zero:
+                plugin = LowLevelZeroPlugin(stage=1)
+            else:
+                plugin = TorchDDPPlugin(broadcast_buffers=False)
+            booster = Booster(plugin=plugin)
+            model, optimizer, *_ = booster.boost(model, optimizer)
+            booster.save_optimizer(optimizer, "optim.pt")
+        """,
+        NATIVE,
+    )
+    assert 'plugin = "low_level_zero"\n    else:\n        plugin = "torch_ddp"' in after
+    assert (
+        "    model = model.npu()\n"
+        '    if plugin == "low_level_zero":\n'
+        "        model = DistributedDataParallel(model)\n"
+        "        optimizer = ZeroRedundancyOptimizer(optimizer.param_groups, optimizer_class=type(optimizer), "
+        "**optimizer.defaults)\n"
+        '    elif plugin == "torch_ddp":\n'
+        "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+        "        model = DistributedDataParallel(model, broadcast_buffers=False)\n"
+    ) in after
+    # only ZeRO shards the optimizer state: gathered first where it is a ZeroRedundancyOptimizer
+    assert (
+        "    if isinstance(optimizer, ZeroRedundancyOptimizer):\n        optimizer.consolidate_state_dict(to=0)"
+        in after
+    )
+    assert "Booster" not in after and "colossalai" not in after
+    assert "NPU513" not in codes(result)
+
+
+def test_native_plugin_chosen_by_a_conditional_expression():
+    after, _ = migrate(
+        """
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import LowLevelZeroPlugin, TorchDDPPlugin
+
+        def main(args, model, optimizer, criterion):
+            plugin = LowLevelZeroPlugin(stage=2) if args.zero2 else TorchDDPPlugin()
+            booster = Booster(plugin=plugin)
+            model, optimizer, criterion, _, _ = booster.boost(model, optimizer, criterion)
+        """,
+        NATIVE,
+    )
+    assert 'plugin = "low_level_zero" if args.zero2 else "torch_ddp"' in after
+    assert 'if plugin == "low_level_zero":' in after and 'elif plugin == "torch_ddp":' in after
+
+
+def test_native_choice_with_a_plugin_without_rewrite_keeps_the_whole_file():
+    after, result = migrate(
+        """
+        import colossalai
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import GeminiPlugin, TorchDDPPlugin
+
+        def main(args, model, optimizer):
+            colossalai.launch_from_torch(seed=42)
+            if args.plugin == "torch_ddp":
+                plugin = TorchDDPPlugin()
+            elif args.plugin == "gemini":
+                plugin = GeminiPlugin(placement_policy="static")
+            booster = Booster(plugin=plugin)
+            model, optimizer, *_ = booster.boost(model, optimizer)
+        """,
+        NATIVE,
+    )
     report = finding(result, "NPU513")
-    assert report.tier is Tier.MANUAL and "chosen at run time" in report.message
-    assert "LowLevelZeroPlugin, TorchDDPPlugin" in report.message
-    assert "booster.boost(model, optimizer)" in after and "DistributedDataParallel" not in after
+    assert report.tier is Tier.MANUAL
+    assert "chosen at run time among TorchDDPPlugin, GeminiPlugin; GeminiPlugin has no plain-PyTorch" in report.message
+    assert "never half native" in report.message
+    keep, _ = migrate(after, KEEP)
+    assert without_markers(after) == without_markers(keep)  # what --colossalai keep writes, plus the manual item
+    assert 'colossalai.launch_from_torch(seed=42, backend="hccl")' in after
+    assert "plugin = TorchDDPPlugin()" in after and "DistributedDataParallel" not in without_markers(after)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "reason"),
+    [
+        (("TorchDDPPlugin()", "TorchDDPPlugin(find_unused_parameters=True)"), "different options"),
+        (("TorchDDPPlugin()", "make_plugin()"), "make_plugin has no plain-PyTorch rewrite"),
+    ],
+)
+def test_native_choice_that_cannot_be_replaced_is_reported(plugins, reason):
+    after, result = migrate(
+        f"""
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import TorchDDPPlugin
+
+        def main(args, model, optimizer):
+            plugin = {plugins[0]} if args.a else {plugins[1]}
+            booster = Booster(plugin=plugin)
+            model, optimizer, *_ = booster.boost(model, optimizer)
+        """,
+        NATIVE,
+    )
+    assert reason in finding(result, "NPU513").message
+    assert "booster.boost(model, optimizer)" in after and "DistributedDataParallel" not in without_markers(after)
+
+
+def test_native_choice_boosted_where_the_choice_is_not_visible_is_reported():
+    after, result = migrate(
+        """
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import LowLevelZeroPlugin, TorchDDPPlugin
+
+        def build(booster, model, optimizer):
+            model, optimizer, *_ = booster.boost(model, optimizer)
+            return model, optimizer
+
+        def main(args, model, optimizer):
+            plugin = LowLevelZeroPlugin() if args.zero else TorchDDPPlugin()
+            booster = Booster(plugin=plugin)
+            model, optimizer = build(booster, model, optimizer)
+        """,
+        NATIVE,
+    )
+    assert "`build`, where `plugin` (the plugin chosen at run time) is not visible" in finding(result, "NPU513").message
+    assert "booster.boost(model, optimizer)" in after and "ZeroRedundancyOptimizer" not in after
+
+
+def test_native_without_the_booster_rewrite_selected_keeps_the_file():
+    after, result = migrate(
+        """
+        import colossalai
+        from colossalai.booster import Booster
+        from colossalai.booster.plugin import TorchDDPPlugin
+
+        colossalai.launch_from_torch(seed=1)
+        booster = Booster(plugin=TorchDDPPlugin())
+        """,
+        Options(colossalai="native", select=("NPU511", "NPU513")),
+    )
+    assert "NPU512 (the plain-PyTorch booster rewrite) is not selected" in finding(result, "NPU513").message
+    assert "colossalai.launch_from_torch(seed=1)" in after and "init_process_group" not in after
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import ValueUses
+from cuda2npu.families.colossalai.plan import replaces_every_booster
 from cuda2npu.families.colossalai.support import (
     NOT_LITERAL,
     REMOVABLE_KEEP,
@@ -72,8 +73,8 @@ GEMINI = ("GeminiPlugin", "GeminiOptimizer", "GeminiDDP", "zero_optim_wrapper")
 SGD_PARAMS = ("params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum")
 
 
-def removal_set(options) -> frozenset[str]:
-    return REMOVABLE_NATIVE if options.colossalai == "native" else REMOVABLE_KEEP
+def removal_set(strategy: str) -> frozenset[str]:
+    return REMOVABLE_NATIVE if strategy == "native" else REMOVABLE_KEEP
 
 
 class ColossalRule(Rule):
@@ -109,6 +110,14 @@ class ColossalRule(Rule):
     def symbol(self, expr: cst.BaseExpression) -> str | None:
         return symbol_of(self.resolver.qualified_name(expr))
 
+    def strategy(self) -> str:
+        """``keep`` or ``native`` for this file: ``--colossalai``, except that under native a file whose
+        boosters cannot all be replaced by plain PyTorch is migrated as under keep (never half native:
+        NPU513 at the booster says why)."""
+        if self.options.colossalai != "native":
+            return self.options.colossalai
+        return "native" if replaces_every_booster(self.ctx) else "keep"
+
     # f-strings being traversed: a string literal emitted inside one must use the other quote
     # (``f"{torch.device("npu", 0)}"`` only parses on Python >= 3.12).
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
@@ -127,7 +136,7 @@ class ColossalRule(Rule):
         return cst.parse_expression(f"{torch.value}.device({q}npu{q}, {torch.value}.npu.current_device())")
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        self.imports().emit(self, removal_set(self.options), "NPU510")
+        self.imports().emit(self, removal_set(self.strategy()), "NPU510")
 
 
 @register
@@ -139,7 +148,7 @@ class CurrentDevice(ColossalRule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.symbol(node.func) != "get_current_device" or node.args:
             return
-        if self.options.colossalai == "native":
+        if self.strategy() == "native":
             torch = self.imports().module_name("torch", code="NPU502", tier=Tier.EXACT)
             if torch is None:
                 self.report(

@@ -62,7 +62,7 @@ def _looks_like_config(expr: cst.BaseExpression) -> bool:
 class KeepRule(ColossalRule):
     @property
     def active(self) -> bool:
-        return self.options.colossalai == "keep"
+        return self.strategy() == "keep"
 
 
 @register
@@ -396,12 +396,15 @@ class CudaOnlyPlugins(KeepRule):
             return
         name = self.symbol(node.func)
         if name == "TorchFSDPPlugin":
+            # under native, this file fell back to keep (NPU513): plain FSDP is written by hand there
+            native = (
+                "plain FSDP by hand" if self.options.colossalai == "native" else "--colossalai native for plain FSDP"
+            )
             self.report(
                 "NPU508",
                 node,
                 "TorchFSDPPlugin supports only CUDA (supported_devices() == ['cuda'], FSDP built with "
-                "device_id=torch.cuda.current_device()): use LowLevelZeroPlugin/GeminiPlugin, or --colossalai native "
-                "for plain FSDP",
+                f"device_id=torch.cuda.current_device()): use LowLevelZeroPlugin/GeminiPlugin, or {native}",
             )
         elif name == "Booster" and not has_star(node):
             plugin = _keyword(node, "plugin")
