@@ -475,13 +475,7 @@ class Planner:
                 raise _Unsupported(f"`{code_of(call)}`: `Booster.{method}` has no plain-PyTorch rewrite")
             handler(root, call, plugin, migration)
             return
-        arg = self.parent(ref)
-        site = self.parent(arg) if isinstance(arg, cst.Arg) else None
-        if helper_of is None and isinstance(site, cst.Call) and arg.value is ref:
-            self._helper(root, site, arg, plugin, migration, kind="booster")
-            return
-        statement = self.statement_of(ref)
-        raise _Unsupported(f"the booster is used as `{code_of(statement).strip() if statement else ref.value}`")
+        self._passed_to_helper(root, ref, plugin, migration, helper_of, kind="booster")
 
     def _booster_boost(self, root, call: cst.Call, plugin: "_Choice", migration: _Migration) -> None:
         assign_node = self.parent(call)
@@ -819,13 +813,17 @@ class Planner:
         if isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value == "prepare_dataloader":
             self._prepare_dataloader(call, migration)
             return
+        self._passed_to_helper(root, ref, None, migration, helper_of, kind="plugin")
+
+    def _passed_to_helper(self, root, ref: cst.Name, plugin, migration: _Migration, helper_of, kind: str) -> None:
+        """Rewrite a helper function that ``ref`` (the booster or plugin) is passed to, or give up."""
         arg = self.parent(ref)
         site = self.parent(arg) if isinstance(arg, cst.Arg) else None
         if helper_of is None and isinstance(site, cst.Call) and arg.value is ref:
-            self._helper(root, site, arg, None, migration, kind="plugin")
+            self._helper(root, site, arg, plugin, migration, kind=kind)
             return
         statement = self.statement_of(ref)
-        raise _Unsupported(f"the plugin is used as `{code_of(statement).strip() if statement else ref.value}`")
+        raise _Unsupported(f"the {kind} is used as `{code_of(statement).strip() if statement else ref.value}`")
 
     def _prepare_dataloader(self, call: cst.Call, migration: _Migration) -> None:
         args = bind_args(call, PREPARE_PARAMS)
