@@ -7,8 +7,9 @@ import pytest
 from helpers import dedent, migrate_text, without_markers
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import literal
 from cuda2npu.core.options import Options
-from cuda2npu.families.attention.common import literal, one_minus
+from cuda2npu.families.attention.common import one_minus
 from cuda2npu.families.attention.versions import parse_target
 
 FLASH_CAUSAL = dedent(

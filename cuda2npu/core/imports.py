@@ -1,4 +1,5 @@
-"""Adding ``import torch_npu`` right after the file's first torch import, exactly once (guarded by
+"""Reading import statements (what an alias binds, which handlers catch a failed import), and
+adding ``import torch_npu`` right after the file's first torch import, exactly once (guarded by
 ``try``/``except ImportError`` in portable output, which must import on CUDA hosts too)."""
 
 from __future__ import annotations
@@ -9,6 +10,56 @@ from typing import Sequence
 import libcst as cst
 
 from cuda2npu.core.names import dotted_name
+
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def catches_import_error(handler: cst.ExceptHandler) -> bool:
+    """A bare ``except`` or one catching ImportError (or a base class of it)."""
+    if handler.type is None:
+        return True
+    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for k in kinds)
+
+
+def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
+    """The name an import alias binds (``a`` for ``import a.b``, ``c`` for ``import a.b as c``)."""
+    if alias.asname is not None:
+        return dotted_name(alias.asname.name) or ""
+    name = dotted_name(alias.name) or ""
+    return name if isinstance(statement, cst.ImportFrom) else name.split(".")[0]
+
+
+def bound_object(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str | None:
+    """The qualified name of what the alias binds (``a`` for ``import a.b``, ``a.b`` for ``import
+    a.b as c``, ``m.x`` for ``from m import x``); None for a relative import."""
+    name = dotted_name(alias.name) or ""
+    if isinstance(statement, cst.Import):
+        return name if alias.asname is not None else name.split(".")[0]
+    if statement.relative or statement.module is None:
+        return None
+    return f"{dotted_name(statement.module)}.{name}"
+
+
+def imported_module(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
+    """The qualified name an import alias imports (``apex.amp`` for ``from apex import amp`` and
+    for ``import apex.amp``)."""
+    name = dotted_name(alias.name) or ""
+    if isinstance(statement, cst.Import):
+        return name
+    module = dotted_name(statement.module) if statement.module is not None else ""
+    return f"{module}.{name}" if module else name
+
+
+def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
+    """``apex`` for ``from apex.optimizers import X``; None for relative imports and for an
+    ``import`` of several top-level packages."""
+    if isinstance(statement, cst.ImportFrom):
+        if statement.relative or statement.module is None:
+            return None
+        return (dotted_name(statement.module) or "").split(".")[0]
+    roots = {(dotted_name(a.name) or "").split(".")[0] for a in statement.names}
+    return roots.pop() if len(roots) == 1 else None
 
 
 def _imports_module(statement: cst.CSTNode, prefix: str) -> bool:

@@ -9,12 +9,12 @@ from typing import Iterable
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families.apex.common import APEX_EXTENSIONS, APEX_ROOTS
-from cuda2npu.families.apex.imports import _catches_import_error
 
 CUDA_LIBRARIES = {
     "pycuda": "PyCUDA drives the CUDA driver API",
@@ -169,7 +169,7 @@ class CudaOnlyImports(Rule):
         self._depth = {"guarded": 0, "function": 0}  # how many of those blocks enclose the current node
 
     def visit_Try(self, node: cst.Try) -> None:
-        if any(_catches_import_error(h) for h in node.handlers):
+        if any(catches_import_error(h) for h in node.handlers):
             self._guarded.add(node.body)
 
     def visit_If(self, node: cst.If) -> None:

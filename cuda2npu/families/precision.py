@@ -18,23 +18,14 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.apex.common import (
-    FileEdits,
-    Unbindable,
-    bind,
-    code_of,
-    expr,
-    is_torch_dtype,
-    kwarg,
-    remap_args,
-    value_of,
-    with_args,
-)
+from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
 
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
@@ -86,7 +77,7 @@ class CudaAutocastBf16(Rule):
             return
         if not cuda and _device(bound, "device_type", None) != "cuda":
             return
-        if value_of(bound, "enabled", True) is False:
+        if literal_arg(bound, "enabled", True) is False:
             return  # a float32 region: its dtype is never used (NPU106 changes the device)
         dtype = bound.get("dtype")
         if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "bfloat16"):
@@ -105,10 +96,10 @@ class CudaAutocastBf16(Rule):
 
         def fix(updated: cst.Call) -> cst.Call:
             others = remap_args(updated, params, drop={"device_type", "dtype"})
-            head = [kwarg("dtype", "torch.bfloat16")]
+            head = [keyword_arg("dtype", "torch.bfloat16")]
             if rebuild or not cuda:
-                head.insert(0, cst.Arg(expr('"npu"')))
-            func = expr("torch.autocast") if rebuild else updated.func
+                head.insert(0, cst.Arg(expression('"npu"')))
+            func = expression("torch.autocast") if rebuild else updated.func
             return with_args(updated.with_changes(func=func), [*head, *others])
 
         target = 'torch.autocast("npu", dtype=torch.bfloat16)' if rebuild else "dtype=torch.bfloat16"
@@ -130,7 +121,7 @@ class CudaAutocastBf16(Rule):
                         "NPU340",
                         arg.value,
                         "`custom_fwd(cast_inputs=torch.float16)` → `cast_inputs=torch.bfloat16` (--precision bf16)",
-                        lambda _: expr("torch.bfloat16"),
+                        lambda _: expression("torch.bfloat16"),
                     )
 
 
@@ -162,7 +153,7 @@ class GradScalerFp16InitScale(Rule):
             node,
             "GradScaler() → GradScaler(init_scale=2.0**14): NPU float16 overflow detection differs from the GPU's; "
             "start lower than the default 2**16 and let the scale grow (--precision fp16)",
-            lambda updated: with_args(updated, [*updated.args, kwarg("init_scale", FP16_INIT_SCALE)]),
+            lambda updated: with_args(updated, [*updated.args, keyword_arg("init_scale", FP16_INIT_SCALE)]),
         )
 
 

@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from cuda2npu.core import noqa
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import NameResolver, dotted_name
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure, keyword_arg, root_name, statement, with_args
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, register
 from cuda2npu.core.traversal import walk, walk_batched
 from cuda2npu.families.apex.amp_shapes import (
@@ -44,23 +47,7 @@ from cuda2npu.families.apex.amp_shapes import (
     loss_scale_args,
     mirror_chain,
 )
-from cuda2npu.families.apex.common import (
-    NOT_LITERAL,
-    ApexRule,
-    FileEdits,
-    Unbindable,
-    apex_name,
-    atom,
-    bind,
-    code_of,
-    expr,
-    is_pure,
-    kwarg,
-    root_name,
-    statement,
-    value_of,
-    with_args,
-)
+from cuda2npu.families.apex.common import ApexRule, FileEdits, apex_name
 
 INITIALIZE_PARAMS = (
     "models",
@@ -454,7 +441,7 @@ class AmpPlan:
             )
         stmt, bound, target, opt_level, _ = parsed[0]
         anchor = head or stmt
-        enabled = value_of(bound, "enabled", True)
+        enabled = literal_arg(bound, "enabled", True)
         conditions, guard = self._guards(anchor)
         if enabled is NOT_LITERAL:
             conditions.append(bound["enabled"].value)
@@ -488,7 +475,7 @@ class AmpPlan:
         except Unbindable as exc:
             raise NotMigrated(call, f"apex.amp not migrated: amp.initialize arguments: {exc}") from None
         target = self._initialize_target(stmt, call, "optimizers" in bound)
-        opt_level = value_of(bound, "opt_level", "O1")
+        opt_level = literal_arg(bound, "opt_level", "O1")
         if opt_level == "O3":
             raise NotMigrated(
                 call,
@@ -1133,7 +1120,7 @@ class AmpPlan:
 
         def fix(updated: cst.Call) -> cst.BaseExpression:
             optimizer = code_of(atom(updated.args[0].value))
-            return expr(f'(p for group in {optimizer}.param_groups for p in group["params"])')
+            return expression(f'(p for group in {optimizer}.param_groups for p in group["params"])')
 
         message = "`amp.master_params(optimizer)` → the parameters of `optimizer.param_groups` (native AMP keeps no separate master copy)"
         self._plan(call, lambda: self.rule.report("NPU314", call, message, fix, tier=Tier.EXACT, needs_torch_npu=False))
@@ -1158,7 +1145,7 @@ class AmpPlan:
                 f"`amp.{short}` → `{scaler.ref}.{short}`: checkpoints keep their key; apex checkpoints saved before "
                 "the migration hold loss-scaler state GradScaler cannot read (load them without it)"
             )
-            fix = lambda updated: updated.with_changes(func=expr(f"{scaler.ref}.{short}"))  # noqa: E731
+            fix = lambda updated: updated.with_changes(func=expression(f"{scaler.ref}.{short}"))  # noqa: E731
             self._plan(call, lambda: self.rule.report("NPU315", call, message, fix, tier=Tier.REVIEW))
         elif short == "state_dict":
             message = "`amp.state_dict()` → `{}`: BF16 / float32 training has no loss-scaler state; the checkpoint key stays loadable"
@@ -1207,13 +1194,13 @@ class AmpPlan:
                 continue
             if "combine_grad" in bound:
                 continue
-            opt_level = value_of(bound, "opt_level", "O1")
+            opt_level = literal_arg(bound, "opt_level", "O1")
             if opt_level in ("O1", "O2"):
                 message = (
                     "Ascend's apex: `combine_grad=True` fuses the gradients into one buffer for unscaling "
                     "(O1/O2 only); apex.amp itself stays"
                 )
-                fix = lambda updated: with_args(updated, [*updated.args, kwarg("combine_grad", "True")])  # noqa: E731
+                fix = lambda updated: with_args(updated, [*updated.args, keyword_arg("combine_grad", "True")])  # noqa: E731
                 self._plan(
                     call, lambda call=call, fix=fix, message=message: self.rule.report("NPU317", call, message, fix)
                 )
@@ -1381,18 +1368,18 @@ class _ReplaceScaled(cst.CSTTransformer):
 def _backward_statements(updated: cst.With, scaled: str, scaler: _Scaler | None) -> list:
     """The body of ``with amp.scale_loss(loss, ...) as scaled:`` with ``scaled`` replaced."""
     loss = bind(updated.items[0].item, SCALE_LOSS_PARAMS)["loss"].value
-    replacement = expr(f"{scaler.ref}.scale({code_of(loss)})") if scaler else atom(loss)
+    replacement = expression(f"{scaler.ref}.scale({code_of(loss)})") if scaler else atom(loss)
     transformer = _ReplaceScaled(scaled, replacement)
     return [s.visit(transformer) for s in updated.body.body]
 
 
 def _replace_call(stmt: cst.SimpleStatementLine, source: str) -> cst.SimpleStatementLine:
     small = stmt.body[0]
-    return stmt.with_changes(body=[small.with_changes(value=expr(source))])
+    return stmt.with_changes(body=[small.with_changes(value=expression(source))])
 
 
 def _with_statement(header: str, members: list) -> cst.With:
-    return cst.With(items=[cst.WithItem(expr(header))], body=cst.IndentedBlock(body=members))
+    return cst.With(items=[cst.WithItem(expression(header))], body=cst.IndentedBlock(body=members))
 
 
 def _suppressed(stmt: cst.CSTNode) -> bool:

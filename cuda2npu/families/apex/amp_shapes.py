@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.apex.common import NOT_LITERAL, code_of, is_pure, literal
 
 DYNAMIC_SCALE = {"fp16": "2.0**14", "keep": "2.0**16"}  # initial dynamic scale per --precision
 
@@ -99,7 +100,7 @@ def loss_scale_args(arg: cst.Arg | None, precision: str, readable: bool = True) 
     if (
         not readable
         or not is_pure(arg.value)
-        or isinstance(arg.value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation))
+        or isinstance(arg.value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Subscript, cst.BinaryOperation))
     ):
         return dynamic, f"loss_scale={source} not carried over: the scaler is dynamic"
     is_dynamic = f'{source} in (None, "dynamic")'

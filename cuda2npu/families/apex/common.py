@@ -2,9 +2,6 @@
 
 * :func:`canonical` / :func:`apex_name` resolve a reference to apex's public name
   (``apex.optimizers.fused_adam.FusedAdam`` → ``apex.optimizers.FusedAdam``);
-* :func:`bind`, :func:`literal`, :func:`kwarg`, :func:`with_args` read and rebuild call arguments
-  against a library signature, refusing what cannot be mapped without guessing;
-* :class:`StatementIndex` knows the block, position and owner of every statement;
 * :class:`ApexRule` is the base of the rules that only act in files importing apex;
 * :class:`FileEdits` is the per-file registry through which several rules remove, insert and
   replace statements, and wrap runs of statements of a block (a fix on the block). Each edited
@@ -18,16 +15,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import Rule
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
 
 APEX_ROOTS = ("apex", "amp_C")
@@ -56,39 +54,7 @@ def apex_name(resolver, node: cst.BaseExpression) -> str | None:
     return name if name and name.split(".")[0] in APEX_ROOTS else None
 
 
-def root_name(node: cst.BaseExpression) -> cst.Name | None:
-    """``a`` in ``a.b.c``."""
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node if isinstance(node, cst.Name) else None
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def expr(source: str) -> cst.BaseExpression:
-    return cst.parse_expression(source)
-
-
-def statement(source: str) -> cst.BaseStatement:
-    return cst.parse_statement(source)
-
-
-def atom(node: cst.BaseExpression) -> cst.BaseExpression:
-    """``node`` parenthesised unless it already binds tighter than an attribute access."""
-    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
 # --- arguments -----------------------------------------------------------------------------
-
-
-def value_of(bound: dict[str, cst.Arg], name: str, default=None):
-    """The literal value bound to ``name`` (``default`` when absent, NOT_LITERAL when not literal)."""
-    arg = bound.get(name)
-    return default if arg is None else literal(arg.value)
 
 
 def is_torch_dtype(resolver, node: cst.BaseExpression | None, *names: str) -> bool:
@@ -96,162 +62,7 @@ def is_torch_dtype(resolver, node: cst.BaseExpression | None, *names: str) -> bo
     return node is not None and resolver.qualified_name(node) in {f"torch.{n}" for n in names}
 
 
-def kwarg(name: str, value: cst.BaseExpression | str) -> cst.Arg:
-    """``name=value`` formatted like hand-written code."""
-    node = expr(value) if isinstance(value, str) else value
-    no_space = cst.SimpleWhitespace("")
-    return cst.Arg(value=node, keyword=cst.Name(name), equal=cst.AssignEqual(no_space, no_space))
-
-
-def as_keyword(arg: cst.Arg, name: str) -> cst.Arg:
-    """``arg`` passed as ``name=...`` (positional turned keyword, or a keyword renamed)."""
-    if arg.keyword is not None:
-        return arg.with_changes(keyword=cst.Name(name))
-    no_space = cst.SimpleWhitespace("")
-    return arg.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual(no_space, no_space))
-
-
-def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
-    """``call`` with ``args``, keeping the layout of kept arguments and fixing the commas."""
-    trailing = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
-    fixed: list[cst.Arg] = []
-    for position, arg in enumerate(args):
-        if position == len(args) - 1:
-            arg = arg.with_changes(
-                comma=trailing if trailing is not cst.MaybeSentinel.DEFAULT else cst.MaybeSentinel.DEFAULT
-            )
-        elif arg.comma is cst.MaybeSentinel.DEFAULT:
-            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        fixed.append(arg)
-    return call.with_changes(args=fixed)
-
-
-def remap_args(
-    call: cst.Call,
-    params: Sequence[str],
-    *,
-    drop: Iterable[str] = (),
-    rename: dict[str, str] | None = None,
-    positional: int = 0,
-) -> list[cst.Arg]:
-    """``call``'s arguments for a new callee, in their original order and layout.
-
-    The first ``positional`` parameters have the same position in the new signature and may stay
-    positional; later positional arguments become keywords (named per ``rename``), and so does
-    every positional argument after a dropped one. Arguments of ``drop`` disappear.
-    """
-    rename = rename or {}
-    drop = set(drop)
-    kept: list[cst.Arg] = []
-    position = 0
-    shifted = False
-    for arg in call.args:
-        if arg.keyword is None:
-            name = params[position]
-            position += 1
-            if name in drop:
-                shifted = True
-            elif position <= positional and not shifted:
-                kept.append(arg)
-            else:
-                shifted = True
-                kept.append(as_keyword(arg, rename.get(name, name)))
-        elif arg.keyword.value not in drop:
-            name = arg.keyword.value
-            kept.append(as_keyword(arg, rename[name]) if name in rename else arg)
-    return kept
-
-
-def positional(arg: cst.Arg) -> cst.Arg:
-    """``arg`` passed by position."""
-    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
-
-
 # --- statements ----------------------------------------------------------------------------
-
-SIDE_EFFECT_FREE = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString)
-
-
-def is_pure(node: cst.BaseExpression) -> bool:
-    """Names, attributes, literals and their comparisons / boolean combinations (no calls)."""
-    if isinstance(node, SIDE_EFFECT_FREE):
-        return not isinstance(node, cst.Attribute) or is_pure(node.value)
-    if isinstance(node, cst.UnaryOperation):
-        return is_pure(node.expression)
-    if isinstance(node, cst.BooleanOperation):
-        return is_pure(node.left) and is_pure(node.right)
-    if isinstance(node, cst.Comparison):
-        return is_pure(node.left) and all(is_pure(c.comparator) for c in node.comparisons)
-    return False
-
-
-@dataclass
-class Placement:
-    block: cst.CSTNode  # cst.Module or cst.IndentedBlock
-    index: int
-
-
-class StatementIndex(cst.CSTVisitor):
-    """Where every statement sits: its block and position, the block's owner, its function."""
-
-    CLAUSES = (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
-
-    def __init__(self, module: cst.Module) -> None:
-        super().__init__()
-        self.placement: dict[cst.CSTNode, Placement] = {}
-        self.owner: dict[cst.CSTNode, tuple[cst.CSTNode, str]] = {}  # block -> (statement, role)
-        self.function: dict[cst.CSTNode, cst.FunctionDef | None] = {}
-        self.depth: dict[cst.CSTNode, int] = {}
-        self._containers: list[cst.CSTNode] = []
-        self._functions: list[cst.FunctionDef] = []
-        walk(module, self)
-
-    def _enter_block(self, block: cst.CSTNode) -> None:
-        self.depth[block] = len(self._containers)
-        for index, child in enumerate(block.body):
-            self.placement[child] = Placement(block, index)
-            self.function[child] = self._functions[-1] if self._functions else None
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self._enter_block(node)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        container = self._containers[-1]
-        if isinstance(container, self.CLAUSES):
-            role = (
-                "handler"
-                if isinstance(container, (cst.ExceptHandler, cst.ExceptStarHandler))
-                else ("orelse" if isinstance(container, cst.Else) else "finally")
-            )
-            self.owner[node] = (self._containers[-2], role)
-        else:
-            self.owner[node] = (container, "body")
-        self._enter_block(node)
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.BaseCompoundStatement) or isinstance(node, self.CLAUSES):
-            self._containers.append(node)
-        if isinstance(node, cst.FunctionDef):
-            self._functions.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if isinstance(original_node, cst.BaseCompoundStatement) or isinstance(original_node, self.CLAUSES):
-            self._containers.pop()
-        if isinstance(original_node, cst.FunctionDef):
-            self._functions.pop()
-        super().on_leave(original_node)
-
-    def ancestors(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
-        """Compound statements containing ``stmt``, innermost first."""
-        found = []
-        block = self.placement[stmt].block if stmt in self.placement else None
-        while block is not None and block in self.owner:
-            owner = self.owner[block][0]
-            found.append(owner)
-            block = self.placement[owner].block if owner in self.placement else None
-        return found
-
 
 # --- the per-file edit registry ------------------------------------------------------------
 
@@ -294,7 +105,6 @@ class FileEdits:
         self._produced: dict[cst.CSTNode, int] = {}  # statement -> how many statements its fix produced
         self._block_fixes: set[cst.CSTNode] = set()  # blocks whose fix removes their first statement
         self._claimed: set[cst.CSTNode] = set()
-        self._index: StatementIndex | None = None
         self._scan: _ApexImportScan | None = None
 
     @classmethod
@@ -303,10 +113,8 @@ class FileEdits:
         return ctx.file_state(cls)
 
     @property
-    def index(self) -> StatementIndex:
-        if self._index is None:
-            self._index = StatementIndex(self.ctx.module)
-        return self._index
+    def index(self) -> TreeIndex:
+        return TreeIndex.of(self.ctx)
 
     def _scanned(self) -> "_ApexImportScan":
         if self._scan is None:
@@ -492,17 +300,8 @@ def _collapsed_statements(updated: cst.Try) -> list:
 
 # --- file facts ----------------------------------------------------------------------------
 
-IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
-
-def catches_import_error(handler: cst.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
-    return any(dotted_name(k.value) in IMPORT_ERRORS for k in kinds)
-
-
-def behind_apex_import(index: "StatementIndex", stmt: cst.CSTNode) -> bool:
+def behind_apex_import(index: TreeIndex, stmt: cst.CSTNode) -> bool:
     """``stmt`` is in the body of a ``try`` that imports apex and catches ImportError: where apex
     is missing (NPU hosts) that body stops at the import and ``stmt`` never runs."""
     block = index.placement[stmt].block if stmt in index.placement else None
@@ -519,25 +318,6 @@ def _imports_apex(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(
         isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS for small in stmt.body
     )
-
-
-def imported_module(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:
-    """The qualified name an import alias refers to (``apex.amp`` for ``from apex import amp``)."""
-    name = dotted_name(alias.name) or ""
-    if isinstance(statement, cst.Import):
-        return name
-    module = dotted_name(statement.module) if statement.module is not None else ""
-    return f"{module}.{name}" if module else name
-
-
-def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
-    """``apex`` for ``from apex.optimizers import X``; None for relative imports."""
-    if isinstance(statement, cst.ImportFrom):
-        if statement.relative or statement.module is None:
-            return None
-        return (dotted_name(statement.module) or "").split(".")[0]
-    roots = {(dotted_name(a.name) or "").split(".")[0] for a in statement.names}
-    return roots.pop() if len(roots) == 1 else None
 
 
 class _ApexImportScan(cst.CSTVisitor):

@@ -14,18 +14,11 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import expression, root_name
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.apex.common import (
-    APEX_ROOTS,
-    FileEdits,
-    NameUses,
-    catches_import_error,
-    enabled,
-    expr,
-    import_root,
-    root_name,
-)
+from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, NameUses, enabled
 
 COMPANION = "apex_npu_optimizers.py"
 MODULE = "apex_npu_optimizers"
@@ -55,7 +48,13 @@ def point_to_generated(rule, code: str, node: cst.BaseExpression, name: str, mes
     module, obj = (".", MODULE) if rule.options.in_package else (MODULE, None)
     rule.edits.need_import(code, tier, module, obj)
     rule.report(
-        code, node, message, lambda _: expr(f"{MODULE}.{name}"), tier=tier, needs_torch_npu=False, companion=COMPANION
+        code,
+        node,
+        message,
+        lambda _: expression(f"{MODULE}.{name}"),
+        tier=tier,
+        needs_torch_npu=False,
+        companion=COMPANION,
     )
 
 

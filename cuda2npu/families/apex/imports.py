@@ -24,7 +24,9 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import bound_name, catches_import_error, import_root, imported_module
 from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.nodes import is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families.apex.common import (
@@ -33,13 +35,7 @@ from cuda2npu.families.apex.common import (
     FileEdits,
     NameUses,
     enabled,
-    import_root,
-    imported_module,
-    is_pure,
     report_in_statement,
-)
-from cuda2npu.families.apex.common import (
-    catches_import_error as _catches_import_error,  # (custom_kernels imports this name)
 )
 from cuda2npu.families.apex.modules import cuda_only_note
 
@@ -49,15 +45,7 @@ def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlia
     if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
         module = dotted_name(node.module) if node.module is not None else ""
         return [(None, name) for name in FP16_UTILS_EXPORTS] if module == "apex.fp16_utils" else []
-    bound = []
-    for alias in node.names:
-        if alias.asname is not None:
-            bound.append((alias, dotted_name(alias.asname.name) or ""))
-        elif isinstance(node, cst.Import):
-            bound.append((alias, (dotted_name(alias.name) or "").split(".")[0]))
-        else:
-            bound.append((alias, dotted_name(alias.name) or ""))
-    return bound
+    return [(alias, bound_name(alias, node)) for alias in node.names]
 
 
 @register
@@ -192,7 +180,7 @@ class ApexImports(Rule):
     def _guarded(self, edits: FileEdits, statement) -> bool:
         """Inside ``try: ... except ImportError:`` (the fallback is what runs on an NPU host)."""
         return any(
-            isinstance(owner, cst.Try) and any(_catches_import_error(h) for h in owner.handlers)
+            isinstance(owner, cst.Try) and any(catches_import_error(h) for h in owner.handlers)
             for owner in edits.index.ancestors(statement)
         )
 
@@ -288,11 +276,7 @@ def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
     if node.orelse is not None or node.finalbody is not None or len(node.handlers) != 1:
         return []
     handler = node.handlers[0]
-    if (
-        handler.name is not None
-        or not _catches_import_error(handler)
-        or not isinstance(handler.body, cst.IndentedBlock)
-    ):
+    if handler.name is not None or not catches_import_error(handler) or not isinstance(handler.body, cst.IndentedBlock):
         return []
     bound = {name for s in statements for _, name in _bound_names(by_statement[s])}
     return statements if bound and bound <= _defined_names(handler.body.body) else []
@@ -307,7 +291,7 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
     whose uses the migration rewrites or keeps."""
     place = edits.index.placement.get(statement)
     owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
-    if not (isinstance(owner, cst.Try) and role == "body" and any(_catches_import_error(h) for h in owner.handlers)):
+    if not (isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)):
         return []
     body = owner.body.body
     derived = {

@@ -17,8 +17,9 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import register
-from cuda2npu.families.apex.common import ApexRule, root_name
+from cuda2npu.families.apex.common import ApexRule
 from cuda2npu.families.apex.generated import COMPANION, KERNELS, MODULE, ApexBindings, point_to_generated
 
 OTHER_KERNELS = (

@@ -21,29 +21,21 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import NameResolver, dotted_name
+from cuda2npu.core.nodes import as_positional, atom, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk, walk_batched
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
     NameUses,
-    Unbindable,
     apex_name,
-    atom,
     behind_apex_import,
-    bind,
     canonical,
-    expr,
-    kwarg,
-    positional,
-    remap_args,
-    root_name,
-    value_of,
-    with_args,
 )
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
@@ -126,7 +118,7 @@ class ClassRenames(ApexRule):
         name = self.apex(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
         if name in self.RENAMES:
             code, torch_name = self.RENAMES[name]
-            self.replaced(code, node, node, f"`{name}` → `{torch_name}`", lambda _: expr(torch_name))
+            self.replaced(code, node, node, f"`{name}` → `{torch_name}`", lambda _: expression(torch_name))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.active:
@@ -199,14 +191,14 @@ class FusedNorms(ClassRenames):
         notes = []
         extra = []
         if code == "NPU321" and "eps" not in bound:
-            extra.append(kwarg("eps", "1e-5"))
+            extra.append(keyword_arg("eps", "1e-5"))
             notes.append("apex's eps=1e-5 made explicit (torch.nn.RMSNorm defaults to the dtype's machine epsilon)")
         if "memory_efficient" in bound:
             notes.append("`memory_efficient` dropped (a CUDA kernel option)")
 
         def fix(updated: cst.Call) -> cst.Call:
             args = remap_args(updated, NORM_PARAMS, drop={"memory_efficient"}, positional=3)
-            return with_args(updated.with_changes(func=expr(torch_name)), [*args, *extra])
+            return with_args(updated.with_changes(func=expression(torch_name)), [*args, *extra])
 
         message = "; ".join([f"`{short}` → `{torch_name}` (same parameters and state_dict keys)", *notes])
         self.replaced(code, node, node.func, message, fix)
@@ -228,10 +220,10 @@ class FusedNorms(ClassRenames):
 
         def fix(updated: cst.Call) -> cst.Call:
             args = bind(updated, (*params, "eps", "memory_efficient"))
-            new = [positional(args["input"]), positional(args["normalized_shape"])]
-            new += [kwarg(p, args[p].value) for p in ("weight", "bias") if p in args]
-            new.append(kwarg("eps", args["eps"].value if "eps" in args else expr("1e-6")))
-            return with_args(updated.with_changes(func=expr(target)), new)
+            new = [as_positional(args["input"]), as_positional(args["normalized_shape"])]
+            new += [keyword_arg(p, args[p].value) for p in ("weight", "bias") if p in args]
+            new.append(keyword_arg("eps", args["eps"].value if "eps" in args else expression("1e-6")))
+            return with_args(updated.with_changes(func=expression(target)), new)
 
         message = f"`{short}` → `{target}`"
         if "eps" not in bound:
@@ -305,7 +297,7 @@ class ApexDistributedDataParallel(ClassRenames):
             lambda updated: updated.with_changes(
                 body=[
                     cst.Assign(
-                        targets=[cst.AssignTarget(expr(f"{receiver}.require_backward_grad_sync"))],
+                        targets=[cst.AssignTarget(expression(f"{receiver}.require_backward_grad_sync"))],
                         value=cst.Name(value),
                     )
                 ]
@@ -327,7 +319,7 @@ class ApexDistributedDataParallel(ClassRenames):
             )
             return
         bound = bind(node, DDP_PARAMS, max_positional=1)
-        delay = bound.get("delay_allreduce") if value_of(bound, "delay_allreduce", False) is not False else None
+        delay = bound.get("delay_allreduce") if literal_arg(bound, "delay_allreduce", False) is not False else None
         dropped = [
             f"`{name}` ({DDP_TUNING[name]})"
             for name in DDP_PARAMS
@@ -336,14 +328,14 @@ class ApexDistributedDataParallel(ClassRenames):
 
         def fix(updated: cst.Call) -> cst.Call:
             args = bind(updated, DDP_PARAMS, max_positional=1)
-            extra = [kwarg("find_unused_parameters", args["delay_allreduce"].value)] if delay is not None else []
+            extra = [keyword_arg("find_unused_parameters", args["delay_allreduce"].value)] if delay is not None else []
             args = [
-                positional(args["module"]),
-                kwarg("device_ids", "[torch.npu.current_device()]"),
-                kwarg("broadcast_buffers", "False"),
+                as_positional(args["module"]),
+                keyword_arg("device_ids", "[torch.npu.current_device()]"),
+                keyword_arg("broadcast_buffers", "False"),
             ]
             return with_args(
-                updated.with_changes(func=expr("torch.nn.parallel.DistributedDataParallel")), [*args, *extra]
+                updated.with_changes(func=expression("torch.nn.parallel.DistributedDataParallel")), [*args, *extra]
             )
 
         message = (
@@ -364,14 +356,14 @@ class ApexDistributedDataParallel(ClassRenames):
     @staticmethod
     def _unsupported(bound) -> str | None:
         """Why apex-only behaviour cannot be reproduced by torch's DDP, or None."""
-        if value_of(bound, "gradient_average", True) is not True:
+        if literal_arg(bound, "gradient_average", True) is not True:
             return "gradient_average=False (torch DDP always averages; use a communication hook)"
-        if value_of(bound, "gradient_predivide_factor", 1.0) != 1.0:
+        if literal_arg(bound, "gradient_predivide_factor", 1.0) != 1.0:
             return "gradient_predivide_factor (use a DDP communication hook that divides before the all-reduce)"
         for name in ("shared_param", "allreduce_trigger_params", "gradient_average_split_factor"):
-            if value_of(bound, name, None) is not None:
+            if literal_arg(bound, name, None) is not None:
                 return f"`{name}` has no torch counterpart"
-        if value_of(bound, "retain_allreduce_buffers", False) is not False:
+        if literal_arg(bound, "retain_allreduce_buffers", False) is not False:
             return "retain_allreduce_buffers (apex-internal flat gradient buffers)"
         return None
 
@@ -471,7 +463,7 @@ class ApexSyncBatchNorm(ClassRenames):
 
     def _channel_last(self, node: cst.Call, bound, what: str) -> bool:
         for flag in ("channel_last", "fuse_relu"):
-            if value_of(bound, flag, False) is not False:
+            if literal_arg(bound, flag, False) is not False:
                 self.report(
                     "NPU323",
                     node,
@@ -493,7 +485,9 @@ class ApexSyncBatchNorm(ClassRenames):
 
         def fix(updated: cst.Call) -> cst.Call:
             args = remap_args(updated, params, drop={"channel_last"}, positional=2)
-            return with_args(updated.with_changes(func=expr("torch.nn.SyncBatchNorm.convert_sync_batchnorm")), args)
+            return with_args(
+                updated.with_changes(func=expression("torch.nn.SyncBatchNorm.convert_sync_batchnorm")), args
+            )
 
         self.replaced(
             "NPU323",
@@ -515,7 +509,7 @@ class ApexSyncBatchNorm(ClassRenames):
 
         def fix(updated: cst.Call) -> cst.Call:
             args = remap_args(updated, SYNCBN_PARAMS, drop={"channel_last", "fuse_relu"}, positional=6)
-            return with_args(updated.with_changes(func=expr("torch.nn.SyncBatchNorm")), args)
+            return with_args(updated.with_changes(func=expression("torch.nn.SyncBatchNorm")), args)
 
         self.replaced(
             "NPU323", node, node.func, "`apex.parallel.SyncBatchNorm` → `torch.nn.SyncBatchNorm` (same parameters)", fix

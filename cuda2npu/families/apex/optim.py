@@ -24,22 +24,14 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.apex.common import (
-    NOT_LITERAL,
-    ApexRule,
-    Unbindable,
-    bind,
-    expr,
-    kwarg,
-    remap_args,
-    root_name,
-    value_of,
-    with_args,
-)
+from cuda2npu.families.apex.common import ApexRule
 from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
 
 ADAM_PARAMS = (
@@ -186,7 +178,7 @@ class ApexFusedOptimizers(ApexRule):
             return lambda _: cst.Name(name)
         if module.startswith("torch."):
             self.edits.need_import(code, tier, "torch")
-        return lambda _: expr(target)
+        return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.active:
@@ -229,11 +221,11 @@ class ApexFusedOptimizers(ApexRule):
         bound = self._bind("NPU301", node, ADAM_PARAMS, 5, "FusedAdam")
         if bound is None:
             return
-        adam_w = value_of(bound, "adam_w_mode", True)
+        adam_w = literal_arg(bound, "adam_w_mode", True)
         why = None
         if adam_w is NOT_LITERAL:
             why = "`adam_w_mode` is not a literal, so AdamW vs Adam is decided at run time"
-        elif value_of(bound, "bias_correction", True) is not True:
+        elif literal_arg(bound, "bias_correction", True) is not True:
             why = (
                 "`bias_correction` may be False, while NpuFusedAdam(W) and torch.optim.Adam(W) always correct the bias"
             )
@@ -246,7 +238,7 @@ class ApexFusedOptimizers(ApexRule):
         notes = [f"apex FusedAdam ({mode}) → {target}"]
         extra = []
         if adam_w and "weight_decay" not in bound:
-            extra.append(kwarg("weight_decay", "0.0"))
+            extra.append(keyword_arg("weight_decay", "0.0"))
             notes.append(
                 f"weight_decay=0.0 made explicit (apex's default; {target.rsplit('.', 1)[1]} defaults to 1e-2)"
             )
@@ -265,7 +257,7 @@ class ApexFusedOptimizers(ApexRule):
     def _adam_generated(self, node: cst.Call, bound, why: str) -> None:
         """FusedAdam calls no torch_npu/torch class computes: the generated FusedAdam (not its CUDA-graph variant)."""
         for flag in ("capturable", "master_weights"):
-            if value_of(bound, flag, False) is not False:
+            if literal_arg(bound, flag, False) is not False:
                 self.report(
                     "NPU301",
                     node,
@@ -281,7 +273,7 @@ class ApexFusedOptimizers(ApexRule):
         bound = self._bind("NPU303", node, SGD_PARAMS, 6, "FusedSGD")
         if bound is None:
             return
-        if value_of(bound, "wd_after_momentum", False) is not False:
+        if literal_arg(bound, "wd_after_momentum", False) is not False:
             self.report(
                 "NPU303",
                 node,
@@ -305,7 +297,7 @@ class ApexFusedOptimizers(ApexRule):
         bound = self._bind("NPU304", node, ADAGRAD_PARAMS, 4, "FusedAdagrad")
         if bound is None:
             return
-        if value_of(bound, "adagrad_w_mode", False) is not False:
+        if literal_arg(bound, "adagrad_w_mode", False) is not False:
             self.report(
                 "NPU304",
                 node,

@@ -1,11 +1,9 @@
 """Shared machinery of the attention and TransformerEngine rules (NPU4xx).
 
-* :func:`bind` maps a call's arguments to a library signature, refusing what cannot be mapped
-  safely (``*args``/``**kwargs``, unknown keywords, positions that differ between releases);
-* :func:`literal` / :func:`is_pure` / :func:`may_be_none` classify argument expressions, so a
-  rewrite knows when it may fold a value, evaluate an expression twice or must report instead;
-* :func:`code` / :func:`atom` render (updated) nodes back to source for the string-built
-  replacements, which :func:`call_source` lays out one keyword per line;
+* :func:`may_be_none` classifies argument expressions (with ``core.literals.literal`` and
+  ``core.nodes.is_pure``), so a rewrite knows when it may fold a value or must report instead;
+* :func:`call_source` lays out (updated) nodes back to source for the string-built
+  string-built replacements one keyword per line (nodes render with ``core.nodes.code_of``);
 * :class:`ModuleFacts` is a pre-pass over the file: which names are used, which statements a
   call heads (for hoisting an argument out of it), which module-level imports and helpers exist;
 * :func:`support_fix` adds the imports and module-level helpers a rewrite needs, idempotently;
@@ -24,57 +22,13 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, bind  # noqa: F401  (re-exported to the family's rules)
-from cuda2npu.core.imports import is_docstring, is_import_line
-from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.imports import bound_name, catches_import_error, is_docstring, is_import_line
+from cuda2npu.core.literals import literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import atom, code_of, is_pure
 from cuda2npu.core.traversal import iter_nodes, walk
 
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
-
-
-def arg_value(bound: dict[str, cst.Arg], name: str) -> cst.BaseExpression | None:
-    arg = bound.get(name)
-    return None if arg is None else arg.value
-
-
-def literal_arg(bound: dict[str, cst.Arg], name: str, default):
-    """The literal value of a bound argument, ``default`` when absent, NOT_LITERAL otherwise."""
-    value = arg_value(bound, name)
-    return default if value is None else literal(value)
-
-
-def is_pure(expr: cst.BaseExpression) -> bool:
-    """True for expressions that are cheap and side-effect free to evaluate twice.
-
-    Names, attribute chains, literals, subscripts with such indices and operators over them;
-    never a call, lambda, comprehension or walrus.
-    """
-    if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)):
-        return True
-    if isinstance(expr, cst.Attribute):
-        return is_pure(expr.value)
-    if isinstance(expr, cst.Subscript):
-        return is_pure(expr.value) and all(_pure_slice(e.slice) for e in expr.slice)
-    if isinstance(expr, cst.UnaryOperation):
-        return is_pure(expr.expression)
-    if isinstance(expr, cst.BinaryOperation):
-        return is_pure(expr.left) and is_pure(expr.right)
-    if isinstance(expr, cst.BooleanOperation):
-        return is_pure(expr.left) and is_pure(expr.right)
-    if isinstance(expr, cst.Comparison):
-        return is_pure(expr.left) and all(is_pure(c.comparator) for c in expr.comparisons)
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        return all(not isinstance(e, cst.StarredElement) and is_pure(e.value) for e in expr.elements)
-    return False
-
-
-def _pure_slice(item: cst.BaseSlice) -> bool:
-    if isinstance(item, cst.Index):
-        return is_pure(item.value)
-    if isinstance(item, cst.Slice):
-        return all(part is None or is_pure(part) for part in (item.lower, item.upper, item.step))
-    return False
 
 
 def may_be_none(expr: cst.BaseExpression) -> bool:
@@ -88,36 +42,17 @@ def may_be_none(expr: cst.BaseExpression) -> bool:
     return True
 
 
-_EMPTY_MODULE = cst.Module(body=[])
-
-
-def code(node: cst.CSTNode) -> str:
-    """Source text of a node (an updated node too: rendering needs no positions)."""
-    return _EMPTY_MODULE.code_for_node(node)
-
-
-ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString)
-
-
-def atom(node: cst.BaseExpression) -> str:
-    """Source text usable before ``.attr`` / ``[i]`` and as an operand: parenthesized unless an atom."""
-    text = code(node)
-    if isinstance(node, ATOMS) or node.lpar:
-        return text
-    return f"({text})"
-
-
 def one_minus(node: cst.BaseExpression) -> str:
     """``1 - p``: folded for a literal (``0.1`` → ``0.9``), ``1.0 - (expr)`` otherwise."""
     value = literal(node)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            folded = Decimal(1) - Decimal(code(node).replace("_", "")).normalize()
+            folded = Decimal(1) - Decimal(code_of(node).replace("_", "")).normalize()
         except InvalidOperation:
             folded = Decimal(repr(1.0 - float(value)))
         text = format(folded.normalize(), "f")
         return text if "." in text else f"{text}.0"
-    return f"1.0 - {atom(node)}"
+    return f"1.0 - {code_of(atom(node))}"
 
 
 def call_source(func: str, positional: Iterable[str], keywords: Iterable[tuple[str, str]], suffix: str = "") -> str:
@@ -128,15 +63,11 @@ def call_source(func: str, positional: Iterable[str], keywords: Iterable[tuple[s
     return f"{func}({body}\n){suffix}"
 
 
-def expression(source: str) -> cst.BaseExpression:
-    return cst.parse_expression(source)
-
-
 def dispatch(npu: str, tensor: str, original: cst.BaseExpression) -> str:
     """Portable output (``--portable``): ``npu`` when ``tensor`` is on an Ascend NPU, the original
     call on any other device (chosen at run time; ``tensor`` must be cheap to evaluate twice)."""
     npu = npu.replace("\n", "\n    ")
-    return f'(\n    {npu}\n    if {tensor}.device.type == "npu"\n    else {code(original)}\n)'
+    return f'(\n    {npu}\n    if {tensor}.device.type == "npu"\n    else {code_of(original)}\n)'
 
 
 PORTABLE_NOTE = (
@@ -343,15 +274,7 @@ class ModuleFacts(cst.CSTVisitor):
             isinstance(guard, cst.Try)
             and isinstance(guard.body, cst.IndentedBlock)
             and any(isinstance(line, cst.SimpleStatementLine) and node in line.body for line in guard.body.body)
-            and any(
-                h.type is None
-                or (dotted_name(h.type) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS
-                or (
-                    isinstance(h.type, cst.Tuple)
-                    and any((dotted_name(e.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for e in h.type.elements)
-                )
-                for h in guard.handlers
-            )
+            and any(catches_import_error(h) for h in guard.handlers)
         ):
             self.guards[node] = guard
 
@@ -588,13 +511,6 @@ def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
 # Removing imports of CUDA-only packages once nothing uses them
 
 
-def _bound_name(alias: cst.ImportAlias, is_from: bool) -> str | None:
-    if alias.asname is not None:
-        return dotted_name(alias.asname.name)
-    name = dotted_name(alias.name) or ""
-    return name if is_from else name.split(".")[0]
-
-
 def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` whose bound names are used nowhere: ``{Import node: unused names}``.
 
@@ -609,16 +525,14 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
         small = statement.body[0]
         if isinstance(small, cst.Import):
             names = [(a, dotted_name(a.name) or "") for a in small.names]
-            is_from = False
         elif isinstance(small, cst.ImportFrom) and not small.relative and not isinstance(small.names, cst.ImportStar):
             module = dotted_name(small.module) or ""
             names = [(a, module) for a in small.names]
-            is_from = True
         else:
             continue
         if not all(full.split(".")[0] in packages for _, full in names):
             continue
-        unused = tuple(b for b in (_bound_name(a, is_from) for a, _ in names) if b and not facts.is_used(b))
+        unused = tuple(b for b in (bound_name(a, small) for a, _ in names) if b and not facts.is_used(b))
         if unused:
             per_block.setdefault(block, []).append((statement, small, unused, len(unused) == len(names)))
     removals: dict[cst.CSTNode, tuple[str, ...]] = {}
@@ -629,9 +543,6 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
         for _, small, unused, _ in entries:
             removals[small] = unused
     return removals
-
-
-IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
 
 
 def plan_guard_removals(
@@ -676,10 +587,10 @@ def package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | N
             return None
         if (dotted_name(node.module) or "").split(".")[0] not in packages:
             return None
-        return [b for b in (_bound_name(a, True) for a in node.names) if b]
+        return [b for b in (bound_name(a, node) for a in node.names) if b]
     if not all((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names):
         return None
-    return [b for b in (_bound_name(a, False) for a in node.names) if b]
+    return [b for b in (bound_name(a, node) for a in node.names) if b]
 
 
 def _imports_package(node: cst.CSTNode, packages: tuple[str, ...]) -> bool:
@@ -692,8 +603,7 @@ def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):
     """Fix: drop the unused aliases of an Import/ImportFrom, or the whole statement."""
 
     def fix(updated):
-        is_from = isinstance(updated, cst.ImportFrom)
-        kept = [a for a in updated.names if _bound_name(a, is_from) not in unused]
+        kept = [a for a in updated.names if bound_name(a, updated) not in unused]
         if not kept:
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)

@@ -38,33 +38,26 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
     NO_LIMIT,
-    NOT_LITERAL,
     PORTABLE_NOTE,
     ROTARY_HELPER,
     ModuleFacts,
-    Unbindable,
     ValueUses,
-    arg_value,
-    atom,
-    bind,
     call_source,
-    code,
     describe_support,
     dispatch,
-    expression,
     follow,
     fresh_name,
     import_guard,
-    is_pure,
-    literal,
-    literal_arg,
     may_be_none,
     missing_imports,
     node_path,
@@ -380,13 +373,13 @@ def _window_parts(node: cst.BaseExpression) -> tuple[object, object]:
     """(left, right) of a window: ints for literals, source text for expressions."""
     if isinstance(node, (cst.Tuple, cst.List)):
         return tuple(_side(e.value) for e in node.elements)  # type: ignore[return-value]
-    base = atom(node)
+    base = code_of(atom(node))
     return (f"{base}[0]", f"{base}[1]")
 
 
 def _side(node: cst.BaseExpression) -> object:
     value = literal(node)
-    return value if isinstance(value, int) and not isinstance(value, bool) else atom(node)
+    return value if isinstance(value, int) and not isinstance(value, bool) else code_of(atom(node))
 
 
 def _tockens(side: object) -> str:
@@ -399,7 +392,7 @@ def _tockens(side: object) -> str:
 def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
     """The replacement source for a flash-attn call whose (updated) arguments are ``bound``."""
     spec = plan.spec
-    codes = {p: (plan.hoist[p] if p in plan.hoist else atom(plan.operand(p, a))) for p, a in bound.items()}
+    codes = {p: (plan.hoist[p] if p in plan.hoist else code_of(atom(plan.operand(p, a)))) for p, a in bound.items()}
     fmt = lambda template: template.format(**codes)  # noqa: E731
     base = codes[spec.base]
     dim = f"{base}.shape[-1]"
@@ -419,7 +412,7 @@ def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
             ("scale", f"{codes['softmax_scale']} if {codes['softmax_scale']} is not None else {dim} ** -0.5")
         )
     else:
-        keywords.append(("scale", code(scale.value)))
+        keywords.append(("scale", code_of(scale.value)))
     dropout = bound.get("dropout_p")
     keywords.append(("keep_prob", "1.0" if dropout is None else one_minus(dropout.value)))
 
@@ -456,7 +449,7 @@ def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
 def _base(plan: Plan, bound: dict[str, cst.Arg]) -> str:
     """The tensor whose device decides the portable dispatch (q, or the packed qkv), named as render names it."""
     name = plan.spec.base
-    return plan.hoist.get(name) or atom(plan.operand(name, bound[name]))
+    return plan.hoist.get(name) or code_of(atom(plan.operand(name, bound[name])))
 
 
 def _with_hoisted(plan: Plan, bound: dict[str, cst.Arg], call: cst.Call) -> cst.Call:
@@ -711,7 +704,8 @@ class FlashAttention(ValueUses, Rule):
                 raise ValueError("the call moved")
             bound = bind(call, plan.spec.params, max_positional=None)
             lines = [
-                cst.parse_statement(f"{name} = {code(plan.operand(p, bound[p]))}\n") for p, name in plan.hoist.items()
+                cst.parse_statement(f"{name} = {code_of(plan.operand(p, bound[p]))}\n")
+                for p, name in plan.hoist.items()
             ]
             lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
             replacement = render(plan, bound)
@@ -747,9 +741,11 @@ class FlashAttention(ValueUses, Rule):
 
         def fix(updated: cst.Call) -> cst.BaseExpression:
             b = bind(updated, params, max_positional=None)
-            eps = code(b[eps_name].value) if eps_name in b else "1e-6"
+            eps = code_of(b[eps_name].value) if eps_name in b else "1e-6"
             return self._portable(
-                f"torch_npu.npu_rms_norm({code(b['x'].value)}, {code(b['weight'].value)}, epsilon={eps})[0]", b, updated
+                f"torch_npu.npu_rms_norm({code_of(b['x'].value)}, {code_of(b['weight'].value)}, epsilon={eps})[0]",
+                b,
+                updated,
             )
 
         self.report(
@@ -790,9 +786,9 @@ class FlashAttention(ValueUses, Rule):
 
         def fix(updated: cst.Call) -> cst.BaseExpression:
             b = bind(updated, params, max_positional=None)
-            args = [code(b[p].value) for p in ("x", "cos", "sin")]
+            args = [code_of(b[p].value) for p in ("x", "cos", "sin")]
             if "interleaved" in b:
-                args.append(f"interleaved={code(b['interleaved'].value)}")
+                args.append(f"interleaved={code_of(b['interleaved'].value)}")
             return self._portable(f"{ROTARY_HELPER}({', '.join(args)})", b, updated)
 
         self.report(
@@ -819,7 +815,7 @@ class FlashAttention(ValueUses, Rule):
     def _portable(self, npu: str, bound: dict[str, cst.Arg], original: cst.Call) -> cst.BaseExpression:
         """``npu`` (source), or under ``--portable`` the dispatch between it and the original call."""
         if self.options.portable:
-            return expression(dispatch(npu, atom(bound["x"].value), original))
+            return expression(dispatch(npu, code_of(atom(bound["x"].value)), original))
         return expression(npu)
 
     # ---------------------------------------------------------------- uses other than calls
@@ -839,7 +835,7 @@ class FlashAttention(ValueUses, Rule):
                 statement,
                 "NPU403",
                 expr,
-                f"`{code(expr)}` used other than by calling it: its calls are "
+                f"`{code_of(expr)}` used other than by calling it: its calls are "
                 "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
                 "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
                 "call through an alias is not migrated): replace it by hand",

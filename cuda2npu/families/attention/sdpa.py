@@ -16,28 +16,22 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
-    NOT_LITERAL,
     PORTABLE_NOTE,
     ModuleFacts,
-    Unbindable,
-    arg_value,
-    atom,
-    bind,
     call_source,
-    code,
     describe_support,
     dispatch,
-    expression,
     follow,
     fresh_name,
-    is_pure,
-    literal,
     may_be_none,
     missing_imports,
     node_path,
@@ -58,7 +52,7 @@ class Manual(Exception):
 
 def _visibly_float(mask: cst.BaseExpression) -> bool:
     """Masks that are additive float masks by construction (``.float()``, ``-inf``, ``masked_fill``...)."""
-    text = code(mask)
+    text = code_of(mask)
     return any(hint in text for hint in FLOAT_HINTS)
 
 
@@ -146,7 +140,7 @@ class ScaledDotProductAttention(Rule):
 
     def _render(self, call: cst.Call, causal, hoist: str | None) -> str:
         bound = bind(call, PARAMS)
-        codes = {p: atom(a.value) for p, a in bound.items()}
+        codes = {p: code_of(atom(a.value)) for p, a in bound.items()}
         if hoist:
             codes["query"] = hoist
         q = codes["query"]
@@ -169,7 +163,7 @@ class ScaledDotProductAttention(Rule):
         elif may_be_none(scale):
             keywords.append(("scale", f"{codes['scale']} if {codes['scale']} is not None else {dim} ** -0.5"))
         else:
-            keywords.append(("scale", code(scale)))
+            keywords.append(("scale", code_of(scale)))
         dropout = arg_value(bound, "dropout_p")
         keywords.append(("keep_prob", "1.0" if dropout is None else one_minus(dropout)))
         if causal is True:
@@ -186,7 +180,7 @@ class ScaledDotProductAttention(Rule):
             return npu
         query = bind(call, PARAMS)["query"].value
         original = call.deep_replace(query, cst.Name(hoist)) if hoist else call
-        return dispatch(npu, hoist or atom(query), original)
+        return dispatch(npu, hoist or code_of(atom(query)), original)
 
     def _hoisting_fix(self, path, causal, hoist: str):
         def fix(statement: cst.SimpleStatementLine):
@@ -194,7 +188,9 @@ class ScaledDotProductAttention(Rule):
             if not isinstance(call, cst.Call):
                 raise ValueError("the call moved")
             query = bind(call, PARAMS)["query"].value
-            line = cst.parse_statement(f"{hoist} = {code(query)}\n").with_changes(leading_lines=statement.leading_lines)
+            line = cst.parse_statement(f"{hoist} = {code_of(query)}\n").with_changes(
+                leading_lines=statement.leading_lines
+            )
             rewritten = statement.deep_replace(call, expression(self._portable(call, causal, hoist)))
             return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
 

@@ -12,26 +12,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import as_keyword, as_positional, code_of, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import ValueUses
 from cuda2npu.families.colossalai.plan import replaces_every_booster
-from cuda2npu.families.colossalai.support import (
-    NOT_LITERAL,
-    REMOVABLE_KEEP,
-    REMOVABLE_NATIVE,
-    TRIGGERS,
-    ImportEditor,
-    as_keyword,
-    as_positional,
-    bind_args,
-    code_of,
-    keyword_arg,
-    literal,
-    symbol_of,
-    with_args,
-)
+from cuda2npu.families.colossalai.support import REMOVABLE_KEEP, REMOVABLE_NATIVE, TRIGGERS, ImportEditor, symbol_of
 
 # Signatures (ColossalAI ≥ 0.3.x; positional order matters: FusedAdam puts adamw_mode before weight_decay).
 ADAM_PARAMS = {
@@ -259,7 +248,7 @@ class FusedOptimizers(ValueUses, ColossalRule):
         if name != "FusedAdam" and self.gemini():
             self._keep_for_gemini(node, name, {})
             return
-        args = bind_args(node, ADAM_PARAMS[name])
+        args = try_bind(node, ADAM_PARAMS[name], open_keywords=True)
         if args is None or any(k not in ADAM_PARAMS[name] for k in args):
             self.report(
                 "NPU503",
@@ -375,7 +364,7 @@ class FusedOptimizers(ValueUses, ColossalRule):
     # ------------------------------------------------------------------ SGD
     def _sgd(self, node: cst.Call) -> None:
         name = "FusedSGD"
-        args = bind_args(node, SGD_PARAMS)
+        args = try_bind(node, SGD_PARAMS, open_keywords=True)
         if args is None or any(k not in SGD_PARAMS for k in args):
             self.report(
                 "NPU503",

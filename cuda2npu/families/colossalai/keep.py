@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.arguments import has_star, positional_count
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.nodes import code_of, keyword_arg, string, with_args
 from cuda2npu.core.rulebase import register
 from cuda2npu.families.colossalai.common import ColossalRule
-from cuda2npu.families.colossalai.support import (
-    NOT_LITERAL,
-    code_of,
-    has_star,
-    keyword_arg,
-    literal,
-    positional_count,
-    string,
-    with_args,
-)
 
 # Parameters of the launchers once ``config`` was dropped (ColossalAI ≥ 0.4); older releases put
 # ``config`` first. ``backend`` is the argument this rule cares about.

@@ -13,21 +13,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import register
 from cuda2npu.families.colossalai.common import ColossalRule
 from cuda2npu.families.colossalai.plan import OTHER_PLUGINS, Planner, planner_of
-from cuda2npu.families.colossalai.support import (
-    LAUNCHERS,
-    NOT_LITERAL,
-    PLUGINS,
-    attribute_chain,
-    bind_args,
-    code_of,
-    literal,
-    symbol_of,
-)
+from cuda2npu.families.colossalai.support import LAUNCHERS, PLUGINS, symbol_of
 
 ACCELERATOR_METHODS = (
     "synchronize",
@@ -101,7 +95,7 @@ class NativeLaunch(NativeRule):
             and statement.body[0].value is node
         )
         problem = ""
-        args = bind_args(node, ("backend", "seed", "verbose"))
+        args = try_bind(node, ("backend", "seed", "verbose"), open_keywords=True)
         config = None
         if (
             args is not None
@@ -110,7 +104,7 @@ class NativeLaunch(NativeRule):
             and not isinstance(literal(args["backend"].value), str)
         ):
             # ColossalAI < 0.4: launch_from_torch(config, backend, seed, verbose)
-            args = bind_args(node, ("config", "backend", "seed", "verbose"))
+            args = try_bind(node, ("config", "backend", "seed", "verbose"), open_keywords=True)
         if args is not None and "config" in args:
             config = args["config"].value
         if not sole:

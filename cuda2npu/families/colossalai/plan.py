@@ -22,26 +22,23 @@ from typing import Callable
 
 import libcst as cst
 
+from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name, target_names
-from cuda2npu.core.traversal import walk
-from cuda2npu.families.colossalai.support import (
-    NOT_LITERAL,
-    FileIndex,
-    ImportEditor,
+from cuda2npu.core.nodes import (
     as_keyword,
     as_positional,
     assign,
     attribute_chain,
-    bind_args,
     code_of,
     keyword_arg,
-    literal,
-    module_qualified,
     string,
-    symbol_of,
     with_args,
 )
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import walk
+from cuda2npu.families.colossalai.support import ImportEditor, module_qualified, symbol_of
 
 DDP_OPTIONS = (
     "broadcast_buffers",
@@ -284,7 +281,7 @@ class Planner:
         self.imports = ImportEditor.of(ctx)
         self.module: cst.Module = ctx.module
         self.scope = ctx.resolver.module_scope
-        self.index = FileIndex.of(ctx)
+        self.index = TreeIndex.of(ctx)
         self.edits: dict[cst.CSTNode, list[_Edit]] = defaultdict(list)
         self.problems: dict[cst.CSTNode, str] = {}
         self.functions = {stmt.name.value: stmt for stmt in self.module.body if isinstance(stmt, cst.FunctionDef)}
@@ -377,7 +374,7 @@ class Planner:
             self.migrated_any = True
 
     def _plan_booster(self, root, stmt, call: cst.Call, booster: str, migration: _Migration) -> None:
-        args = bind_args(call, ("device", "mixed_precision", "plugin"))
+        args = try_bind(call, ("device", "mixed_precision", "plugin"), open_keywords=True)
         opaque = args is None
         if opaque:  # `Booster(plugin=plugin, **kwargs)`: look at the plugin first, it usually says more
             args = {a.keyword.value: a for a in call.args if a.keyword is not None}
@@ -487,7 +484,7 @@ class Planner:
             and len(line.body) == 1
         ):
             raise _Unsupported("`booster.boost(...)` is not assigned to a tuple of names")
-        args = bind_args(call, BOOST_PARAMS)
+        args = try_bind(call, BOOST_PARAMS, open_keywords=True)
         if args is None or "model" not in args:
             raise _Unsupported("`booster.boost(...)` without a model argument")
         targets = _boost_targets(assign_node.targets[0].target)
@@ -597,8 +594,10 @@ class Planner:
                         ),
                     )
                 elif method in ("clip_grad_by_norm", "clip_grad_by_value") and isinstance(model, cst.Name):
-                    bound = bind_args(
-                        call, ("max_norm", "norm_type") if method == "clip_grad_by_norm" else ("clip_value",)
+                    bound = try_bind(
+                        call,
+                        ("max_norm", "norm_type") if method == "clip_grad_by_norm" else ("clip_value",),
+                        open_keywords=True,
                     )
                     if bound is None or any(k not in ("max_norm", "norm_type", "clip_value") for k in bound):
                         raise _Unsupported(f"`{code_of(call)}` has arguments the rewrite does not know")
@@ -617,7 +616,7 @@ class Planner:
                     )
 
     def _booster_backward(self, root, call: cst.Call, plugin, migration: _Migration) -> None:
-        args = bind_args(call, ("loss", "optimizer"))
+        args = try_bind(call, ("loss", "optimizer"), open_keywords=True)
         if args is None or "loss" not in args:
             raise _Unsupported(f"`{code_of(call)}` cannot be analysed")
         loss = args["loss"].value
@@ -631,7 +630,7 @@ class Planner:
         )
 
     def _booster_no_sync(self, root, call: cst.Call, plugin, migration: _Migration) -> None:
-        args = bind_args(call, ("model", "optimizer"))
+        args = try_bind(call, ("model", "optimizer"), open_keywords=True)
         if args is None or "model" not in args:
             raise _Unsupported(f"`{code_of(call)}`: no_sync without the model")
         model = args["model"].value
@@ -640,7 +639,7 @@ class Planner:
         )
 
     def _checkpoint_args(self, call: cst.Call, params, method: str) -> dict:
-        args = bind_args(call, params)
+        args = try_bind(call, params, open_keywords=True)
         if args is None or len([p for p in params[:2] if p in args]) != 2:
             raise _Unsupported(f"`{code_of(call)}` cannot be analysed")
         for key, allowed in (("shard", (False,)), ("use_safetensors", (False,)), ("prefix", (None,))):
@@ -826,7 +825,7 @@ class Planner:
         raise _Unsupported(f"the {kind} is used as `{code_of(statement).strip() if statement else ref.value}`")
 
     def _prepare_dataloader(self, call: cst.Call, migration: _Migration) -> None:
-        args = bind_args(call, PREPARE_PARAMS)
+        args = try_bind(call, PREPARE_PARAMS, open_keywords=True)
         if args is None or "dataset" not in args or "batch_size" not in args:
             raise _Unsupported(f"`{code_of(call)}` cannot be analysed")
         if "distributed_sampler_cls" in args:
@@ -931,7 +930,7 @@ class _PluginSpec:
     @classmethod
     def of(cls, kind: str, call: cst.Call) -> "_PluginSpec":
         if kind == "TorchDDPPlugin":
-            args = bind_args(call, DDP_OPTIONS)
+            args = try_bind(call, DDP_OPTIONS, open_keywords=True)
             if args is None:
                 raise _Unsupported("`TorchDDPPlugin(*args/**kwargs)` cannot be analysed")
             unknown = [k for k in args if k not in DDP_OPTIONS]
@@ -941,7 +940,7 @@ class _PluginSpec:
                 if not _simple(arg.value):
                     raise _Unsupported(f"TorchDDPPlugin({key}={code_of(arg.value)}) is not a simple value to move")
             return cls(kind, [_strip_comma(as_keyword(args[k], k)) for k in DDP_OPTIONS if k in args], 1, "fp32")
-        args = bind_args(call, LLZ_PARAMS)
+        args = try_bind(call, LLZ_PARAMS, open_keywords=True)
         if args is None or any(k not in LLZ_PARAMS for k in args):
             raise _Unsupported("LowLevelZeroPlugin arguments cannot be analysed")
         stage = literal(args["stage"].value) if "stage" in args else 1

@@ -19,10 +19,9 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import is_docstring, is_import_line
+from cuda2npu.core.imports import bound_name, bound_object, is_docstring, is_import_line
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.traversal import walk
 
 TRIGGERS = (r"colossalai",)
 
@@ -101,153 +100,17 @@ def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
 # arguments
 
 
-def bind_args(call: cst.Call, params: Sequence[str]) -> dict[str, cst.Arg] | None:
-    """Arguments by parameter name (positional ones by position), or None with ``*a``/``**k``."""
-    bound: dict[str, cst.Arg] = {}
-    position = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is None:
-            if position >= len(params):
-                return None
-            bound[params[position]] = arg
-            position += 1
-        else:
-            bound[arg.keyword.value] = arg
-    return bound
-
-
-def positional_count(call: cst.Call) -> int:
-    return sum(1 for a in call.args if a.keyword is None and not a.star)
-
-
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
-
-
-def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(
-        value=value,
-        keyword=cst.Name(name),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
-
-
-def as_keyword(arg: cst.Arg, name: str) -> cst.Arg:
-    """The argument passed by keyword ``name`` (formatting of its value and comma kept)."""
-    if arg.keyword is not None and arg.keyword.value == name:
-        return arg
-    return arg.with_changes(
-        keyword=cst.Name(name), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-    )
-
-
-def as_positional(arg: cst.Arg) -> cst.Arg:
-    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
-
-
-def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
-    """``call`` with a new argument list; commas are normalised, the original style is kept.
-
-    An argument whose value comes from the original call keeps the comma it had between arguments
-    (and so its line break); other separators copy the original first separator. A trailing comma
-    stays where there was one.
-    """
-    original = list(call.args)
-    trailing = bool(original) and isinstance(original[-1].comma, cst.Comma)
-    middle = {id(a.value): a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)}
-    separator = next(iter(middle.values()), cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    result: list[cst.Arg] = []
-    for index, arg in enumerate(args):
-        if index < len(args) - 1:
-            comma = middle.get(id(arg.value), separator)
-        else:
-            comma = original[-1].comma if trailing else cst.MaybeSentinel.DEFAULT
-        result.append(arg.with_changes(comma=comma))
-    return call.with_changes(args=result)
-
-
-def attribute_chain(dotted: str) -> cst.BaseExpression:
-    parts = dotted.split(".")
-    node: cst.BaseExpression = cst.Name(parts[0])
-    for part in parts[1:]:
-        node = cst.Attribute(node, cst.Name(part))
-    return node
-
-
-def string(value: str) -> cst.SimpleString:
-    return cst.SimpleString(f'"{value}"')
-
-
-def assign(target: cst.BaseAssignTargetExpression, value: cst.BaseExpression) -> cst.Assign:
-    return cst.Assign(targets=[cst.AssignTarget(target)], value=value)
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 # --------------------------------------------------------------------------------------------
 # imports
 
 
 def _bound_names(small: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, str, str]]:
-    """(alias, bound name, qualified name) for each alias of an import statement."""
-    out = []
-    if isinstance(small, cst.Import):
-        for alias in small.names:
-            full = dotted_name(alias.name) or ""
-            if alias.asname is not None:
-                out.append((alias, dotted_name(alias.asname.name) or "", full))
-            else:
-                out.append((alias, full.split(".")[0], full.split(".")[0]))
-    elif isinstance(small, cst.ImportFrom) and not small.relative and not isinstance(small.names, cst.ImportStar):
-        module = dotted_name(small.module) or ""
-        for alias in small.names:
-            name = dotted_name(alias.name) or ""
-            bound = dotted_name(alias.asname.name) if alias.asname is not None else name
-            out.append((alias, bound or "", f"{module}.{name}"))
-    return out
-
-
-class FileIndex(cst.CSTVisitor):
-    """One cheap pre-pass over the module for the native booster analysis: every node's parent, the
-    functions and the calls. ``on_visit`` is overridden directly (no per-type dispatch), which is several
-    times cheaper than a visitor with ``visit_X`` methods or libcst's ParentNodeProvider.
-    """
-
-    def __init__(self) -> None:
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self.functions: list[cst.FunctionDef] = []
-        self.calls: list[cst.Call] = []
-        self._stack: list[cst.CSTNode] = []
-
-    @classmethod
-    def of(cls, ctx) -> "FileIndex":
-        return ctx.file_state(_file_index)
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parents[node] = self._stack[-1]
-        self._stack.append(node)
-        if isinstance(node, cst.Call):
-            self.calls.append(node)
-        elif isinstance(node, cst.FunctionDef):
-            self.functions.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
-
-    def calls_to(self, name: str) -> list[cst.Call]:
-        return [c for c in self.calls if isinstance(c.func, cst.Name) and c.func.value == name]
-
-
-def _file_index(ctx) -> FileIndex:
-    index = FileIndex()
-    walk(ctx.module, index)
-    return index
+    """(alias, bound name, qualified name of what it binds) for each alias of an absolute import."""
+    if isinstance(small, cst.Import) or (
+        isinstance(small, cst.ImportFrom) and not small.relative and not isinstance(small.names, cst.ImportStar)
+    ):
+        return [(alias, bound_name(alias, small), bound_object(alias, small)) for alias in small.names]
+    return []
 
 
 @dataclass

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, bind
+from cuda2npu.core.arguments import Unbindable, bind, remap_args
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import keyword_arg, with_args
 from cuda2npu.families import portable
-from cuda2npu.families.apex.common import NameUses, kwarg, remap_args, with_args
+from cuda2npu.families.apex.common import NameUses
 
 AMP = "torch.cuda.amp."
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")  # torch.cuda.amp.autocast
@@ -42,7 +43,7 @@ def amp_call_fix(name: str, call: cst.Call):
     if name == "GradScaler":  # the same parameters, after `device`
         return lambda c: with_args(c.with_changes(func=func), [cst.Arg(cst.parse_expression(kind)), *c.args])
     # custom_fwd(fwd=None, *, cast_inputs=None) / custom_bwd(bwd=None): torch.amp's take device_type=
-    return lambda c: with_args(c.with_changes(func=func), [*c.args, kwarg("device_type", kind)])
+    return lambda c: with_args(c.with_changes(func=func), [*c.args, keyword_arg("device_type", kind)])
 
 
 def amp_decorator(name: str) -> cst.BaseExpression:

@@ -12,10 +12,10 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
-from cuda2npu.families.attention.common import code
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
@@ -118,7 +118,7 @@ class CudaMethodCall(Rule):
                 (arg.keyword.value if arg.keyword else CUDA_METHOD_PARAMS[i], arg) for i, arg in enumerate(call.args)
             ]
             chosen = next((arg.value for name, arg in args if name == "device"), None)
-            moved = cst.parse_expression(target.format(code(chosen)) if chosen is not None else target)
+            moved = cst.parse_expression(target.format(code_of(chosen)) if chosen is not None else target)
             rest = [arg.with_changes(keyword=cst.Name(name), equal=_EQUAL) for name, arg in args if name != "device"]
             if rest:
                 rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -153,7 +153,7 @@ class CudaMethodCall(Rule):
                 node,
                 f"`.is_cuda` is always False on NPU; portable: `{check}`, True on the "
                 "accelerator of the host (a CUDA GPU or an Ascend NPU)",
-                lambda n: cst.parse_expression(f"{portable.HELPER}.on_accelerator({code(n.value)})"),
+                lambda n: cst.parse_expression(f"{portable.HELPER}.on_accelerator({code_of(n.value)})"),
             )
             return
         self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))

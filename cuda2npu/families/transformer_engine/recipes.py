@@ -31,8 +31,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.traversal import children, iter_nodes, walk
-from cuda2npu.families.attention.common import code, is_pure
 
 IMPURE, PURE, RECIPE_VALUE = 0, 1, 2
 
@@ -113,7 +113,7 @@ def _other_files(stmt: cst.CSTNode, names: tuple[str, ...], function: cst.Functi
 
 def assigned(stmt: cst.CSTNode) -> list[str]:
     """What a recipe statement assigns, as written (``fp8_recipe``, ``self.fp8_recipe``)."""
-    return list(dict.fromkeys(code(t.target) for t in iter_nodes(stmt, cst.AssignTarget)))
+    return list(dict.fromkeys(code_of(t.target) for t in iter_nodes(stmt, cst.AssignTarget)))
 
 
 def describe_use(statement: cst.CSTNode | None, node: cst.CSTNode) -> str:
@@ -123,20 +123,20 @@ def describe_use(statement: cst.CSTNode | None, node: cst.CSTNode) -> str:
         return "used"
     for parent, child in reversed(list(_pairs(statement, node))):
         if isinstance(parent, cst.Call) and child is not parent.func:
-            return f"passed to `{code(parent.func)}(...)`"
+            return f"passed to `{code_of(parent.func)}(...)`"
         if isinstance(parent, cst.Return):
             return "returned"
         if isinstance(parent, (cst.Yield, cst.Await)):
-            return f"used in `{code(parent)}`"
+            return f"used in `{code_of(parent)}`"
         if isinstance(parent, cst.FormattedStringExpression):
             return "formatted into a string"
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and child is parent.value:
             targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
             shared = any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets)
-            return f"stored in `{', '.join(code(t) for t in targets)}`" + (
+            return f"stored in `{', '.join(code_of(t) for t in targets)}`" + (
                 " (code elsewhere, also in other files, may read it there)" if shared else ""
             )
-    header = code(statement.with_changes(leading_lines=())).strip().splitlines()
+    header = code_of(statement.with_changes(leading_lines=())).strip().splitlines()
     return f"used in `{header[0] if header else ''}`"
 
 

@@ -35,25 +35,18 @@ from typing import NamedTuple
 import libcst as cst
 import libcst.matchers as m
 
+from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.attention.common import (
-    NOT_LITERAL,
     ModuleFacts,
-    Unbindable,
     ValueUses,
-    arg_value,
-    atom,
-    bind,
-    code,
     describe_support,
-    expression,
-    is_pure,
-    literal,
-    literal_arg,
     missing_imports,
     plan_import_removals,
     remove_import_names,
@@ -471,7 +464,7 @@ class TransformerEngine(ValueUses, Rule):
         imports = ["torch"]
         if value is NOT_LITERAL:
             imports.append("contextlib")
-            source = lambda b: f"{autocast} if {atom(b['enabled'].value)} else contextlib.nullcontext()"  # noqa: E731
+            source = lambda b: f"{autocast} if {code_of(atom(b['enabled'].value))} else contextlib.nullcontext()"  # noqa: E731
             what = f"`{autocast}` when enabled, else `contextlib.nullcontext()`"
         elif value:
             source = lambda b: autocast  # noqa: E731
@@ -733,7 +726,7 @@ class TransformerEngine(ValueUses, Rule):
             return  # nothing of it was replaced here: the TE code around it stays as it was
         target = f"{MODULE}.{BASE_GENERATED if base else ref.name}"
         what = "TE module" if base else f"`te.{ref.name}`"
-        source = code(ref.node)
+        source = code_of(ref.node)
         internals = sorted(_te_internals(ref.statement)) if ref.class_test and ref.statement is not None else []
         code_ = "NPU418"
         plain = sorted(t for t in outcomes if t != KEPT and not t.startswith(MODULE + "."))
@@ -861,7 +854,7 @@ def checkpoint_plan(call: cst.Call) -> CheckpointPlan:
     dsa = leading[1].value if old else arg_value(keywords, "distribute_saved_activations")
     if dsa is not None and literal(dsa) is not False:
         form = "TE < 1.5's positional form, " if old else ""
-        value = "=True`" if literal(dsa) is True else f"` is `{code(dsa)}`, which may be True"
+        value = "=True`" if literal(dsa) is True else f"` is `{code_of(dsa)}`, which may be True"
         raise Manual(
             f"{form}`distribute_saved_activations{value}: it splits saved activations across the "
             "tensor-parallel group (no torch.utils.checkpoint counterpart; with False it is dropped)"
