@@ -62,6 +62,19 @@ def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
     return roots.pop() if len(roots) == 1 else None
 
 
+def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):
+    """Fix: drop the unused aliases of an Import/ImportFrom, or the whole statement."""
+
+    def fix(updated):
+        kept = [a for a in updated.names if bound_name(a, updated) not in unused]
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=kept)
+
+    return fix
+
+
 def _imports_module(statement: cst.CSTNode, prefix: str) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine):
         return False

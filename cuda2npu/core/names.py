@@ -224,3 +224,57 @@ class NameResolver(cst.BatchableCSTVisitor):
         """The single qualified name of ``node``, or None if unknown or ambiguous."""
         names = self.qualified_names(node)
         return next(iter(names)) if len(names) == 1 else None
+
+
+def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
+    """Qualified name of ``expr`` through module-level imports only (for pre-passes)."""
+    dotted = dotted_name(expr)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    found = module_scope.imports.get(head)
+    if not found or len(found) != 1 or head in module_scope.others:
+        return None
+    base = next(iter(found))
+    return f"{base}.{rest}" if rest else base
+
+
+class NameUses(cst.CSTVisitor):
+    """Name nodes that read one of ``names`` (imports, attributes' attrs, keywords, definitions
+    and plain assignment targets are not reads)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.uses: dict[str, list[cst.Name]] = {name: [] for name in names}
+        self._skip: set[cst.Name] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(node.attr)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(node.keyword)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._skip.add(node.name)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._skip.add(node.name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(node.name)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self._skip.add(node.target)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names and node not in self._skip:
+            self.uses[node.value].append(node)

@@ -28,11 +28,10 @@ import libcst as cst
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
-from cuda2npu.families.colossalai.support import module_qualified
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")

@@ -100,7 +100,9 @@ def loss_scale_args(arg: cst.Arg | None, precision: str, readable: bool = True) 
     if (
         not readable
         or not is_pure(arg.value)
-        or isinstance(arg.value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Subscript, cst.BinaryOperation))
+        or isinstance(
+            arg.value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Subscript, cst.BinaryOperation)
+        )
     ):
         return dynamic, f"loss_scale={source} not carried over: the scaler is dynamic"
     is_dynamic = f'{source} in (None, "dynamic")'

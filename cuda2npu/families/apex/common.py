@@ -358,47 +358,6 @@ FP16_UTILS_EXPORTS = (
 )
 
 
-class NameUses(cst.CSTVisitor):
-    """Name nodes that read one of ``names`` (imports, attributes' attrs, keywords, definitions
-    and plain assignment targets are not reads)."""
-
-    def __init__(self, names: set[str]) -> None:
-        super().__init__()
-        self.names = names
-        self.uses: dict[str, list[cst.Name]] = {name: [] for name in names}
-        self._skip: set[cst.Name] = set()
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(node.attr)
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self._skip.add(node.keyword)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._skip.add(node.name)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._skip.add(node.name)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._skip.add(node.name)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if isinstance(node.target, cst.Name):
-            self._skip.add(node.target)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.names and node not in self._skip:
-            self.uses[node.value].append(node)
-
-
 def star_imported(resolver, edits: "FileEdits", node: cst.BaseExpression) -> str | None:
     """``apex.fp16_utils.<name>`` for a name only a ``from apex.fp16_utils import *`` provides."""
     if (

@@ -15,10 +15,10 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import catches_import_error, import_root
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import expression, root_name
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, NameUses, enabled
+from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, enabled
 
 COMPANION = "apex_npu_optimizers.py"
 MODULE = "apex_npu_optimizers"

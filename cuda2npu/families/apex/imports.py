@@ -25,7 +25,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import bound_name, catches_import_error, import_root, imported_module
-from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.names import NameUses, dotted_name, target_names
 from cuda2npu.core.nodes import is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
@@ -33,7 +33,6 @@ from cuda2npu.families.apex.common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
     FileEdits,
-    NameUses,
     enabled,
     report_in_statement,
 )

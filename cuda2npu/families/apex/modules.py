@@ -25,14 +25,13 @@ from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import NameResolver, dotted_name
+from cuda2npu.core.names import NameResolver, NameUses, dotted_name
 from cuda2npu.core.nodes import as_positional, atom, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk, walk_batched
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
-    NameUses,
     apex_name,
     behind_apex_import,
     canonical,

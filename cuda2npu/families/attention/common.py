@@ -7,8 +7,8 @@
 * :class:`ModuleFacts` is a pre-pass over the file: which names are used, which statements a
   call heads (for hoisting an argument out of it), which module-level imports and helpers exist;
 * :func:`support_fix` adds the imports and module-level helpers a rewrite needs, idempotently;
-* :func:`plan_import_removals` / :func:`remove_import_names` remove imports of CUDA-only
-  packages once nothing uses them;
+* :func:`plan_import_removals` finds imports of CUDA-only packages that nothing uses any more
+  (``core.imports.remove_import_names`` removes them);
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
   fix (hoisting an argument) can rewrite the call inside it atomically;
 * :class:`ValueUses` finds names used other than by calling them (guards, aliases, class tests),
@@ -597,19 +597,6 @@ def _imports_package(node: cst.CSTNode, packages: tuple[str, ...]) -> bool:
     if isinstance(node, cst.ImportFrom):
         return not node.relative and (dotted_name(node.module) or "").split(".")[0] in packages
     return any((dotted_name(a.name) or "").split(".")[0] in packages for a in node.names)
-
-
-def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):
-    """Fix: drop the unused aliases of an Import/ImportFrom, or the whole statement."""
-
-    def fix(updated):
-        kept = [a for a in updated.names if bound_name(a, updated) not in unused]
-        if not kept:
-            return cst.RemoveFromParent()
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=kept)
-
-    return fix
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import libcst as cst
 from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal
-from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.names import dotted_name, module_qualified, target_names
 from cuda2npu.core.nodes import (
     as_keyword,
     as_positional,
@@ -38,7 +38,7 @@ from cuda2npu.core.nodes import (
 )
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.colossalai.support import ImportEditor, module_qualified, symbol_of
+from cuda2npu.families.colossalai.support import ImportEditor, symbol_of
 
 DDP_OPTIONS = (
     "broadcast_buffers",

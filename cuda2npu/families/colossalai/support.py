@@ -21,7 +21,6 @@ import libcst as cst
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import bound_name, bound_object, is_docstring, is_import_line
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
-from cuda2npu.core.names import dotted_name
 
 TRIGGERS = (r"colossalai",)
 
@@ -81,19 +80,6 @@ def symbol_of(qualified: str | None) -> str | None:
     module, _, name = qualified.rpartition(".")
     check = _SYMBOL_MODULES.get(name)
     return name if check is not None and check(module) else None
-
-
-def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
-    """Qualified name of ``expr`` through module-level imports only (for pre-passes)."""
-    dotted = dotted_name(expr)
-    if dotted is None:
-        return None
-    head, _, rest = dotted.partition(".")
-    found = module_scope.imports.get(head)
-    if not found or len(found) != 1 or head in module_scope.others:
-        return None
-    base = next(iter(found))
-    return f"{base}.{rest}" if rest else base
 
 
 # --------------------------------------------------------------------------------------------

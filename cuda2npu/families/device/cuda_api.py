@@ -18,11 +18,11 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
-from cuda2npu.families.attention.common import remove_import_names
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (

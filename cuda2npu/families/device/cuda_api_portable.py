@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, bind, remap_args
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import keyword_arg, with_args
 from cuda2npu.families import portable
-from cuda2npu.families.apex.common import NameUses
 
 AMP = "torch.cuda.amp."
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")  # torch.cuda.amp.autocast

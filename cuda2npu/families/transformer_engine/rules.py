@@ -37,7 +37,7 @@ import libcst.matchers as m
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT
+from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
@@ -49,7 +49,6 @@ from cuda2npu.families.attention.common import (
     describe_support,
     missing_imports,
     plan_import_removals,
-    remove_import_names,
     support_fix,
 )
 from cuda2npu.families.attention.versions import parse_target
