@@ -1,6 +1,14 @@
-"""Reading import statements (what an alias binds, which handlers catch a failed import), and
-adding ``import torch_npu`` right after the file's first torch import, exactly once (guarded by
-``try``/``except ImportError`` in portable output, which must import on CUDA hosts too)."""
+"""Reading and editing import statements.
+
+* reading: what an alias binds, which handlers catch a failed import;
+* :func:`add_imports`: the one way imports are added. A rule does not edit imports itself: its
+  report names the imports its fix needs (``Report.imports``), and the engine adds those of the
+  fixes it applied, once, with libcst's ``AddImportsVisitor``;
+* :func:`remove_import_names`: the fix that drops aliases a rewrite left unused;
+* :func:`ensure_torch_npu_import`: ``import torch_npu`` right after the file's first torch import,
+  exactly once (guarded by ``try``/``except ImportError`` in portable output, which must import on
+  CUDA hosts too).
+"""
 
 from __future__ import annotations
 
@@ -60,6 +68,52 @@ def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
         return (dotted_name(statement.module) or "").split(".")[0]
     roots = {(dotted_name(a.name) or "").split(".")[0] for a in statement.names}
     return roots.pop() if len(roots) == 1 else None
+
+
+ImportNeed = tuple[str, "str | None"]  # ("torch", None): import torch; ("m", "x"): from m import x; (".", "x")
+
+
+def has_import(module: cst.Module, name: str, obj: str | None) -> bool:
+    """A module-level ``import name`` (unaliased) or ``from name import obj``."""
+    for line in module.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if obj is None and isinstance(small, cst.Import):
+                if any(dotted_name(a.name) == name and a.asname is None for a in small.names):
+                    return True
+            elif obj is not None and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                if _from_module(small) == name and any(
+                    dotted_name(a.name) == obj and a.asname is None for a in small.names
+                ):
+                    return True
+    return False
+
+
+def _from_module(node: cst.ImportFrom) -> str:
+    """``x.y`` for ``from x.y import ...``, ``.`` for ``from . import ...``."""
+    return "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
+
+
+def add_imports(module: cst.Module, needs: Sequence[ImportNeed]) -> cst.Module:
+    """``module`` with each missing import of ``needs`` added after its leading imports (a ``from``
+    import joins an existing ``from`` import of the same module), by libcst's AddImportsVisitor."""
+    missing = [need for need in dict.fromkeys(needs) if not has_import(module, *need)]
+    if not missing:
+        return module
+    from libcst.codemod import CodemodContext  # ~1 s to import: only when imports are added
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    for name, obj in missing:
+        relative = len(name) - len(name.lstrip("."))  # ".": ``from . import obj`` (a generated file)
+        AddImportsVisitor.add_needed_import(context, name.lstrip("."), obj, relative=relative)
+    return AddImportsVisitor(context).transform_module(module)
+
+
+def describe_imports(needs: Sequence[ImportNeed]) -> str:
+    """```import torch`, `from m import x``` for a message."""
+    return ", ".join(f"`import {m}`" if obj is None else f"`from {m} import {obj}`" for m, obj in needs)
 
 
 def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, ClassVar, TypeVar, Union
+from typing import Callable, ClassVar, Iterable, TypeVar, Union
 
 import libcst as cst
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.names import NameResolver
 from cuda2npu.core.options import Options
 
@@ -47,6 +48,7 @@ class Report:
     needs_torch_npu: bool
     statement: cst.CSTNode | None
     companion: str | None = None  # a generated file (cuda2npu/templates) the fix makes the file import
+    imports: tuple[ImportNeed, ...] = ()  # imports the fix's code needs, added by the engine when it applies the fix
 
 
 class RuleContext(cst.BatchableCSTVisitor):
@@ -98,6 +100,7 @@ class RuleContext(cst.BatchableCSTVisitor):
         tier: Tier | None = None,
         needs_torch_npu: bool = True,
         companion: str | None = None,
+        imports: Iterable[ImportNeed] = (),
     ) -> None:
         if not self.options.code_enabled(code, rule_doc(code).opt_in):
             return
@@ -111,6 +114,7 @@ class RuleContext(cst.BatchableCSTVisitor):
                 needs_torch_npu=needs_torch_npu,
                 statement=self.statement,
                 companion=companion,
+                imports=tuple(imports),
             )
         )
 

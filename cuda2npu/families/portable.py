@@ -12,7 +12,8 @@ the newest: every torch.accelerator call in the table is used. A version that ca
 counts as the oldest (helpers everywhere), so nothing newer than the target is emitted.
 
 Rules build their replacements from these strings and register what the module then needs
-(:func:`support_fix`): ``import torch`` and the helper's import, whose file is a companion.
+(:func:`need`, :func:`report_support`): ``import torch`` and the helper's import, whose file is a
+companion; the engine adds those imports.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import re
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.imports import is_docstring, is_import_line
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.options import Options
 
@@ -113,20 +113,13 @@ def uses_helper(source: str) -> bool:
 # --- what a module using portable code needs --------------------------------------------------
 
 
-def support_fix(in_package: bool, helper: bool, torch: bool = True):
-    """Fix for the Module: ``import torch`` when it is not imported, and the helper's import."""
-
-    def fix(module: cst.Module) -> cst.Module:
-        from cuda2npu.families.attention.common import add_support
-
-        module = add_support(module, ["torch"], []) if torch else module
-        return add_helper_import(module, in_package) if helper else module
-
-    return fix
-
-
 def helper_statement(in_package: bool) -> str:
     return f"from . import {HELPER}" if in_package else f"import {HELPER}"
+
+
+def helper_import(in_package: bool) -> tuple[str, str | None]:
+    """The helper's import as ``Report.imports`` wants it."""
+    return (".", HELPER) if in_package else (HELPER, None)
 
 
 def _imports_helper(statement: cst.CSTNode) -> bool:
@@ -142,31 +135,6 @@ def _imports_helper(statement: cst.CSTNode) -> bool:
         ):
             return True
     return False
-
-
-def add_helper_import(module: cst.Module, in_package: bool) -> cst.Module:
-    """``module`` importing the helper once, after its leading imports (after the docstring if none)."""
-    body = list(module.body)
-    if any(_imports_helper(statement) for statement in body):
-        return module
-    position = 1 if body and is_docstring(body[0]) else 0
-    for index, statement in enumerate(body):
-        if is_import_line(statement):
-            position = index + 1
-        elif not (index == 0 and is_docstring(statement)) and not _guarded_import(statement):
-            break
-    line = cst.parse_statement(helper_statement(in_package) + "\n")
-    body.insert(position, line)
-    return module.with_changes(body=body)
-
-
-def _guarded_import(statement: cst.CSTNode) -> bool:
-    """``try: import x`` / ``except ImportError: ...`` among the leading imports (a guarded torch_npu)."""
-    return (
-        isinstance(statement, cst.Try)
-        and isinstance(statement.body, cst.IndentedBlock)
-        and all(is_import_line(line) for line in statement.body.body)
-    )
 
 
 # --- rules writing portable code --------------------------------------------------------------
@@ -213,7 +181,11 @@ def report_support(rule, code: str) -> None:
         code,
         module,
         f"adds {' and '.join(parts)} for the portable code",
-        support_fix(rule.options.in_package, helper, "torch" in wanted),
+        lambda node: node,  # the engine adds the imports
+        imports=[
+            *([("torch", None)] if "torch" in wanted else []),
+            *([helper_import(rule.options.in_package)] if helper else []),
+        ],
         tier=min(tier for tier, _ in needs),
         needs_torch_npu=False,
         companion=COMPANION if helper else None,

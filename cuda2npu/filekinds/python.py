@@ -26,7 +26,7 @@ from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
-from cuda2npu.core.imports import ensure_torch_npu_import, is_import_line
+from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
@@ -99,7 +99,8 @@ def _engine_finding(path: str, code: str, message: str, line: int = 1, column: i
 
 
 def _apply_round(module: cst.Module, reports: list[Report], options: Options):
-    """The module with the applicable fixes (and the markers of applied fixes that need a check)."""
+    """The module with the applicable fixes (and the markers of applied fixes that need a check),
+    and the imports the applied fixes need."""
     fixes: dict[cst.CSTNode, list] = {}
     for index, report in enumerate(reports):
         if _applicable(report, options):
@@ -108,7 +109,8 @@ def _apply_round(module: cst.Module, reports: list[Report], options: Options):
     applier = FixApplier(fixes, *_markers_of(module, checks, options, applied=True))
     new_module = module.visit(applier)
     applied = {i for _, entries in fixes.items() for i, _ in entries} - applier.failed
-    return new_module, applied
+    needs = [need for i in sorted(applied) for need in reports[i].imports]
+    return add_imports(new_module, needs), applied
 
 
 def marker_reason(code: str, tier: Tier, message: str, options: Options, applied: bool) -> str | None:

@@ -24,7 +24,14 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import bound_name, catches_import_error, import_root, imported_module
+from cuda2npu.core.imports import (
+    bound_name,
+    catches_import_error,
+    describe_imports,
+    has_import,
+    import_root,
+    imported_module,
+)
 from cuda2npu.core.names import NameUses, dotted_name, target_names
 from cuda2npu.core.nodes import is_pure
 from cuda2npu.core.rulebase import Rule, register
@@ -241,19 +248,19 @@ class ApexImports(Rule):
     # 5: imports the fixes need -----------------------------------------------------------------
 
     def _add_needed_imports(self, edits: FileEdits, module: cst.Module) -> None:
-        missing = {key: need for key, need in edits.imports.items() if not _has_import(module, *key)}
+        missing = {key: need for key, need in edits.imports.items() if not has_import(module, *key)}
         if not missing:
             return
         tier = min(need.tier for need in missing.values())
         code = next(need.code for need in missing.values())
-        lines = ", ".join(f"`import {m}`" if obj is None else f"`from {m} import {obj}`" for m, obj in missing)
         self.report(
             code,
             module,
-            f"{lines} added for the migrated code",
-            lambda m: _add_imports(m, list(missing)),
+            f"{describe_imports(list(missing))} added for the migrated code",
+            lambda m: m,  # the engine adds the imports
             tier=tier,
             needs_torch_npu=False,
+            imports=list(missing),
         )
 
 
@@ -343,37 +350,3 @@ def _defined_names(statements) -> set[str]:
 
 def _clause_statements(clause) -> list:
     return list(clause.body.body) if clause is not None and isinstance(clause.body, cst.IndentedBlock) else []
-
-
-def _has_import(module: cst.Module, name: str, obj: str | None) -> bool:
-    """A module-level ``import name`` (unaliased) or ``from name import obj``."""
-    for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if obj is None and isinstance(small, cst.Import):
-                if any(dotted_name(a.name) == name and a.asname is None for a in small.names):
-                    return True
-            elif obj is not None and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                if _from_module(small) == name:
-                    if any(dotted_name(a.name) == obj and a.asname is None for a in small.names):
-                        return True
-    return False
-
-
-def _from_module(node: cst.ImportFrom) -> str:
-    """``x.y`` for ``from x.y import ...``, ``.`` for ``from . import ...``."""
-    return "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
-
-
-def _add_imports(module: cst.Module, imports: list[tuple[str, str | None]]) -> cst.Module:
-    from libcst.codemod import (
-        CodemodContext,  # ~1 s to import: only when imports are added
-    )
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    context = CodemodContext()
-    for name, obj in imports:
-        relative = len(name) - len(name.lstrip("."))  # ".": ``from . import obj`` (a generated file)
-        AddImportsVisitor.add_needed_import(context, name.lstrip("."), obj, relative=relative)
-    return AddImportsVisitor(context).transform_module(module)

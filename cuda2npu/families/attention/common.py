@@ -6,7 +6,8 @@
   string-built replacements one keyword per line (nodes render with ``core.nodes.code_of``);
 * :class:`ModuleFacts` is a pre-pass over the file: which names are used, which statements a
   call heads (for hoisting an argument out of it), which module-level imports and helpers exist;
-* :func:`support_fix` adds the imports and module-level helpers a rewrite needs, idempotently;
+* :func:`support_fix` adds the module-level helpers a rewrite needs, idempotently (the imports
+  it needs go on its report and the engine adds them);
 * :func:`plan_import_removals` finds imports of CUDA-only packages that nothing uses any more
   (``core.imports.remove_import_names`` removes them);
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
@@ -415,90 +416,44 @@ def _with_blank_lines(statement: cst.CSTNode, count: int) -> cst.CSTNode:
     return statement.with_changes(leading_lines=[cst.EmptyLine()] * (count - blank) + lines)
 
 
-def add_support(module: cst.Module, imports: Iterable[str], helpers: Iterable[str]) -> cst.Module:
-    """``module`` with ``import X`` for each missing name and each missing helper function.
-
-    Imports go at the top of the first import block (after the docstring and ``__future__``
-    imports); helpers after the last import-like statement that precedes the first definition.
-    """
+def add_helpers(module: cst.Module, helpers: Iterable[str]) -> cst.Module:
+    """``module`` with each missing helper function, after the last import-like statement that
+    precedes the first definition (the imports a helper needs are the report's, see support_fix)."""
     body = list(module.body)
-    absent = [name for name in dict.fromkeys(imports) if not has_import(body, name)]
     missing_helpers = [name for name in dict.fromkeys(helpers) if not _has_function(body, name)]
-    if not absent and not missing_helpers:
+    if not missing_helpers:
         return module
-    first_import = None
-    insert_at = 0
+    after = -1
     for index, statement in enumerate(body):
-        if is_docstring(statement) and index == 0:
-            insert_at = 1
-            continue
-        if isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(s, cst.ImportFrom) and dotted_name(s.module) == "__future__" for s in statement.body
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if (
+            is_import_line(statement)
+            or (index == 0 and is_docstring(statement))
+            or (isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement))
         ):
-            insert_at = index + 1
-            continue
-        if is_import_line(statement):
-            first_import = index
-        break
-    top = [name for name in absent if name.split(".")[0] != "torch"]
-    torch_names = [name for name in absent if name.split(".")[0] == "torch"]
-    existing_torch = next(
-        (
-            i
-            for i, st in enumerate(body)
-            if is_import_line(st)
-            and any(
-                isinstance(small, cst.Import)
-                and any((dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names)
-                for small in st.body
-            )
-        ),
-        None,
-    )
-    if existing_torch is None:  # `import torch` goes with the new stdlib imports, at the top of the block
-        top, torch_names = top + torch_names, []
-    new_imports = [cst.parse_statement(f"import {name}\n") for name in top]
-    if first_import is not None and new_imports:
-        # the new lines take over the comments and blank lines above the import block
-        new_imports[0] = new_imports[0].with_changes(leading_lines=body[first_import].leading_lines)
-        body[first_import] = body[first_import].with_changes(leading_lines=[])
-        insert_at = first_import
-    elif new_imports and insert_at < len(body):
-        new_imports[0] = new_imports[0].with_changes(leading_lines=body[insert_at].leading_lines)
-        body[insert_at] = _with_blank_lines(body[insert_at].with_changes(leading_lines=[]), 1)
-    if torch_names:  # `import torch.utils.checkpoint` right after the file's torch import
-        assert existing_torch is not None
-        position = existing_torch + 1
-        body[position:position] = [cst.parse_statement(f"import {name}\n") for name in torch_names]
-        new_imports_after = len(torch_names)
-    else:
-        new_imports_after = 0
-    body[insert_at:insert_at] = new_imports
-    last_import = max(
-        insert_at + len(new_imports) - 1, (existing_torch + len(new_imports) + new_imports_after) if torch_names else -1
-    )
-
-    if missing_helpers:
-        after = last_import  # the last inserted import (or just before the block)
-        for index, statement in enumerate(body):
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                break
-            if is_import_line(statement) or (isinstance(statement, (cst.Try, cst.If)) and _contains_import(statement)):
-                after = index
-        helpers_nodes = []
-        for name in missing_helpers:
-            helper = cst.parse_statement(HELPER_SOURCES[name].lstrip("\n"))
-            helpers_nodes.append(helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
-        position = after + 1
-        if position < len(body):
-            body[position] = _with_blank_lines(body[position], 2)
-        body[position:position] = helpers_nodes
+            after = index
+    helpers_nodes = []
+    for name in missing_helpers:
+        helper = cst.parse_statement(HELPER_SOURCES[name].lstrip("\n"))
+        helpers_nodes.append(helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+    position = after + 1
+    if position < len(body):
+        body[position] = _with_blank_lines(body[position], 2)
+    body[position:position] = helpers_nodes
     return module.with_changes(body=body)
 
 
-def support_fix(imports: Iterable[str], helpers: Iterable[str] = ()):
-    imports, helpers = tuple(imports), tuple(helpers)
-    return lambda module: add_support(module, imports, helpers)
+def support_fix(helpers: Iterable[str] = ()):
+    """The Module fix adding ``helpers``; the imports go on the report (``imports=``), and the
+    engine adds them."""
+    helpers = tuple(helpers)
+    return lambda module: add_helpers(module, helpers)
+
+
+def import_needs(imports: Iterable[str]) -> list[tuple[str, None]]:
+    """``import X`` for each name, as ``Report.imports``."""
+    return [(name, None) for name in imports]
 
 
 def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:

@@ -58,6 +58,7 @@ from cuda2npu.families.attention.common import (
     follow,
     fresh_name,
     import_guard,
+    import_needs,
     may_be_none,
     missing_imports,
     node_path,
@@ -914,7 +915,8 @@ class FlashAttention(ValueUses, Rule):
                 code_,
                 original_node,
                 describe_support(imports, helpers),
-                support_fix(imports, helpers),
+                support_fix(helpers),
                 tier=tier,
                 needs_torch_npu=False,
+                imports=import_needs(imports),
             )

@@ -32,6 +32,7 @@ from cuda2npu.families.attention.common import (
     dispatch,
     follow,
     fresh_name,
+    import_needs,
     may_be_none,
     missing_imports,
     node_path,
@@ -212,6 +213,7 @@ class ScaledDotProductAttention(Rule):
                 CODE,
                 original_node,
                 describe_support(imports, helpers),
-                support_fix(imports, helpers),
+                support_fix(helpers),
                 needs_torch_npu=False,
+                imports=import_needs(imports),
             )

@@ -47,9 +47,9 @@ from cuda2npu.families.attention.common import (
     ModuleFacts,
     ValueUses,
     describe_support,
+    import_needs,
     missing_imports,
     plan_import_removals,
-    support_fix,
 )
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.transformer_engine.generated import (
@@ -813,9 +813,10 @@ class TransformerEngine(ValueUses, Rule):
                 code_,
                 original_node,
                 describe_support(imports, ()),
-                support_fix(imports),
+                lambda module: module,  # the engine adds the imports
                 tier=tier,
                 needs_torch_npu=False,
+                imports=import_needs(imports),
             )
 
 
