@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import libcst as cst
 
@@ -70,24 +70,41 @@ def import_root(statement: cst.Import | cst.ImportFrom) -> str | None:
     return roots.pop() if len(roots) == 1 else None
 
 
-ImportNeed = tuple[str, "str | None"]  # ("torch", None): import torch; ("m", "x"): from m import x; (".", "x")
+class ImportNeed(NamedTuple):
+    """An import a fix's code needs: ``import module [as alias]`` or ``from module import obj [as alias]``
+    (``module`` ``"."`` with an ``obj``: ``from . import obj``, a generated file next to the migrated one)."""
+
+    module: str
+    obj: str | None = None
+    alias: str | None = None
+
+    def text(self) -> str:
+        alias = f" as {self.alias}" if self.alias else ""
+        return f"import {self.module}{alias}" if self.obj is None else f"from {self.module} import {self.obj}{alias}"
 
 
-def has_import(module: cst.Module, name: str, obj: str | None) -> bool:
-    """A module-level ``import name`` (unaliased) or ``from name import obj``."""
+def has_import(module: cst.Module, need: ImportNeed) -> bool:
+    """A module-level import that binds what ``need`` binds, to the same object."""
     for line in module.body:
         if not isinstance(line, cst.SimpleStatementLine):
             continue
         for small in line.body:
-            if obj is None and isinstance(small, cst.Import):
-                if any(dotted_name(a.name) == name and a.asname is None for a in small.names):
+            if need.obj is None and isinstance(small, cst.Import):
+                if any(_binds(alias, need.module, need.alias) for alias in small.names):
                     return True
-            elif obj is not None and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                if _from_module(small) == name and any(
-                    dotted_name(a.name) == obj and a.asname is None for a in small.names
-                ):
+            elif (
+                need.obj is not None
+                and isinstance(small, cst.ImportFrom)
+                and not isinstance(small.names, cst.ImportStar)
+            ):
+                if _from_module(small) == need.module and any(_binds(a, need.obj, need.alias) for a in small.names):
                     return True
     return False
+
+
+def _binds(alias: cst.ImportAlias, name: str, asname: str | None) -> bool:
+    bound = dotted_name(alias.asname.name) if alias.asname is not None else None
+    return dotted_name(alias.name) == name and bound == asname
 
 
 def _from_module(node: cst.ImportFrom) -> str:
@@ -95,25 +112,27 @@ def _from_module(node: cst.ImportFrom) -> str:
     return "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
 
 
-def add_imports(module: cst.Module, needs: Sequence[ImportNeed]) -> cst.Module:
-    """``module`` with each missing import of ``needs`` added after its leading imports (a ``from``
-    import joins an existing ``from`` import of the same module), by libcst's AddImportsVisitor."""
-    missing = [need for need in dict.fromkeys(needs) if not has_import(module, *need)]
+def add_imports(module: cst.Module, needs: Iterable[tuple]) -> cst.Module:
+    """``module`` with each missing import of ``needs`` (:class:`ImportNeed` fields) added after its
+    leading imports (a ``from`` import joins an existing ``from`` import of the same module), by
+    libcst's AddImportsVisitor."""
+    missing = [need for need in dict.fromkeys(ImportNeed(*need) for need in needs) if not has_import(module, need)]
     if not missing:
         return module
     from libcst.codemod import CodemodContext  # ~1 s to import: only when imports are added
     from libcst.codemod.visitors import AddImportsVisitor
 
     context = CodemodContext()
-    for name, obj in missing:
-        relative = len(name) - len(name.lstrip("."))  # ".": ``from . import obj`` (a generated file)
-        AddImportsVisitor.add_needed_import(context, name.lstrip("."), obj, relative=relative)
+    for need in missing:
+        name = need.module.lstrip(".")
+        relative = len(need.module) - len(name)
+        AddImportsVisitor.add_needed_import(context, name, need.obj, need.alias, relative=relative)
     return AddImportsVisitor(context).transform_module(module)
 
 
-def describe_imports(needs: Sequence[ImportNeed]) -> str:
+def describe_imports(needs: Iterable[tuple]) -> str:
     """```import torch`, `from m import x``` for a message."""
-    return ", ".join(f"`import {m}`" if obj is None else f"`from {m} import {obj}`" for m, obj in needs)
+    return ", ".join(f"`{ImportNeed(*need).text()}`" for need in needs)
 
 
 def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):

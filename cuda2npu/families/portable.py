@@ -23,6 +23,7 @@ import re
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.options import Options
 
@@ -113,13 +114,9 @@ def uses_helper(source: str) -> bool:
 # --- what a module using portable code needs --------------------------------------------------
 
 
-def helper_statement(in_package: bool) -> str:
-    return f"from . import {HELPER}" if in_package else f"import {HELPER}"
-
-
-def helper_import(in_package: bool) -> tuple[str, str | None]:
-    """The helper's import as ``Report.imports`` wants it."""
-    return (".", HELPER) if in_package else (HELPER, None)
+def helper_import(in_package: bool) -> ImportNeed:
+    """The helper's import, for ``Report.imports``."""
+    return ImportNeed(".", HELPER) if in_package else ImportNeed(HELPER)
 
 
 def _imports_helper(statement: cst.CSTNode) -> bool:
@@ -172,18 +169,16 @@ def report_support(rule, code: str) -> None:
     added |= wanted
     helper = HELPER in wanted
     parts = ["`import torch`"] if "torch" in wanted else []
-    parts += (
-        [f"`{helper_statement(rule.options.in_package)}` (the generated {COMPANION} next to this file)"]
-        if helper
-        else []
-    )
+    parts += [
+        f"`{helper_import(rule.options.in_package).text()}` (the generated {COMPANION} next to this file)"
+    ] * helper
     rule.report(
         code,
         module,
         f"adds {' and '.join(parts)} for the portable code",
         lambda node: node,  # the engine adds the imports
         imports=[
-            *([("torch", None)] if "torch" in wanted else []),
+            *([ImportNeed("torch")] if "torch" in wanted else []),
             *([helper_import(rule.options.in_package)] if helper else []),
         ],
         tier=min(tier for tier, _ in needs),

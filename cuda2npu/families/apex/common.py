@@ -68,7 +68,7 @@ def is_torch_dtype(resolver, node: cst.BaseExpression | None, *names: str) -> bo
 
 
 @dataclass
-class ImportNeed:
+class ImportRequest:
     code: str
     tier: Tier
 
@@ -99,7 +99,7 @@ class FileEdits:
         self.ctx = ctx
         self.edits: dict[cst.CSTNode, StatementEdit] = {}
         self.removed_refs: dict[cst.Name, Tier] = {}
-        self.imports: dict[tuple[str, str | None], ImportNeed] = {}
+        self.imports: dict[tuple[str, str | None], ImportRequest] = {}
         self.collapsed: dict[cst.CSTNode, list] = {}  # try statements replaced by else/finally bodies
         self.regions: dict[cst.CSTNode, list[Region]] = {}  # block -> regions to wrap
         self._produced: dict[cst.CSTNode, int] = {}  # statement -> how many statements its fix produced
@@ -176,7 +176,7 @@ class FileEdits:
         """A fix of ``code`` emits code using ``module`` (``import module``) or ``from module import obj``."""
         need = self.imports.get((module, obj))
         if need is None or tier < need.tier:
-            self.imports[(module, obj)] = ImportNeed(code, tier)
+            self.imports[(module, obj)] = ImportRequest(code, tier)
 
     def claim(self, stmt: cst.CSTNode) -> bool:
         """True for the first report on an edited statement: that report carries :meth:`fix`."""

@@ -25,6 +25,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import (
+    ImportNeed,
     bound_name,
     catches_import_error,
     describe_imports,
@@ -248,7 +249,7 @@ class ApexImports(Rule):
     # 5: imports the fixes need -----------------------------------------------------------------
 
     def _add_needed_imports(self, edits: FileEdits, module: cst.Module) -> None:
-        missing = {key: need for key, need in edits.imports.items() if not has_import(module, *key)}
+        missing = {key: need for key, need in edits.imports.items() if not has_import(module, ImportNeed(*key))}
         if not missing:
             return
         tier = min(need.tier for need in missing.values())

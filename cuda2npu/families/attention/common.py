@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
-from cuda2npu.core.imports import bound_name, catches_import_error, is_docstring, is_import_line
+from cuda2npu.core.imports import ImportNeed, bound_name, catches_import_error, is_docstring, is_import_line
 from cuda2npu.core.literals import literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, is_pure
@@ -350,7 +350,7 @@ def missing_imports(resolver, module: cst.Module, names: Iterable[str]) -> list[
     """Which of ``names`` (``torch``, ``torch.utils.checkpoint``) the module does not import yet."""
     missing = []
     for name in dict.fromkeys(names):
-        present = has_import(module.body, name) if "." in name else binds_module(resolver, name)
+        present = _imports_module(module.body, name) if "." in name else binds_module(resolver, name)
         if not present:
             missing.append(name)
     return missing
@@ -382,7 +382,7 @@ def _contains_import(statement: cst.CSTNode) -> bool:
     return bool(found)
 
 
-def has_import(body: Sequence[cst.CSTNode], name: str) -> bool:
+def _imports_module(body: Sequence[cst.CSTNode], name: str) -> bool:
     """``import name`` at module level (for a dotted name: that import, or ``from name import ...``)."""
     for statement in body:
         if isinstance(statement, cst.SimpleStatementLine):
@@ -451,9 +451,9 @@ def support_fix(helpers: Iterable[str] = ()):
     return lambda module: add_helpers(module, helpers)
 
 
-def import_needs(imports: Iterable[str]) -> list[tuple[str, None]]:
+def import_needs(imports: Iterable[str]) -> list[ImportNeed]:
     """``import X`` for each name, as ``Report.imports``."""
-    return [(name, None) for name in imports]
+    return [ImportNeed(name) for name in imports]
 
 
 def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:

@@ -3,23 +3,32 @@
 * which ColossalAI symbol an expression names (``colossalai.booster.plugin.TorchDDPPlugin`` and its
   re-exports all read as ``TorchDDPPlugin``);
 * binding call arguments to a signature, reading literals, rebuilding argument lists;
-* :class:`ImportEditor`, the one place that adds the imports the ColossalAI rewrites need
-  (``from colossalai.accelerator import get_accelerator``, ``import torch``, ``import os``) and drops
-  the ColossalAI imports a rewrite left unused. Every ColossalAI rule of a traversal shares it (it
-  lives on the rule context), so each import line receives at most one fix.
+* :class:`ImportEditor`, which plans the imports the ColossalAI rewrites need (``from
+  colossalai.accelerator import get_accelerator``, ``import torch``, ``import numpy as np``: the name
+  each binds, refusing a name the file already uses) and which ColossalAI imports a rewrite left
+  unused. Every ColossalAI rule of a traversal shares it (``ctx.file_state``); the last one to leave
+  the module reports the removals (one fix per import statement) and the additions (on the report's
+  ``imports``, added by the engine).
 
 The module has no rules of its own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import bound_name, bound_object, is_docstring, is_import_line
+from cuda2npu.core.imports import (
+    ImportNeed,
+    bound_name,
+    bound_object,
+    describe_imports,
+    is_import_line,
+    remove_import_names,
+)
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 
 TRIGGERS = (r"colossalai",)
@@ -83,10 +92,6 @@ def symbol_of(qualified: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# arguments
-
-
-# --------------------------------------------------------------------------------------------
 # imports
 
 
@@ -106,12 +111,6 @@ class _Request:
     bound: str = ""  # the name an added import binds
 
 
-@dataclass
-class _LineEdit:
-    removals: dict[str, _Request] = field(default_factory=dict)  # bound name → who asked
-    additions: list[tuple[str, _Request]] = field(default_factory=list)  # import text → who asked
-
-
 class ImportEditor:
     """Imports added and removed by the ColossalAI rules of one traversal (see the module doc)."""
 
@@ -119,9 +118,8 @@ class ImportEditor:
         self.ctx = ctx
         self.module: cst.Module = ctx.module
         self.scope = ctx.resolver.module_scope
-        self._additions: dict[str, _Request] = {}  # import statement text → first requester
+        self._additions: dict[ImportNeed, _Request] = {}  # import → the requester with the lowest tier
         self._emitted = False
-        self._anchor, self._before = self._find_anchor()
         self.rules_left = 0  # ColossalAI rules of this traversal that have not left the module yet
         self.reads: dict[str, int] | None = None  # filled by the NPU510 rule during the traversal
 
@@ -142,15 +140,15 @@ class ImportEditor:
                 return name
         return None
 
-    def _request(self, text: str, bound: str, code: str, tier: Tier) -> cst.Name | None:
-        """Plan ``text`` (an import binding ``bound``); None if ``bound`` is already taken by something else."""
-        current = self._additions.get(text)
+    def _request(self, need: ImportNeed, bound: str, code: str, tier: Tier) -> cst.Name | None:
+        """Plan ``need`` (an import binding ``bound``); None if ``bound`` is already taken by something else."""
+        current = self._additions.get(need)
         if current is None:
             if self.ctx.resolver.is_bound(bound) or any(r.bound == bound for r in self._additions.values()):
                 return None
-            self._additions[text] = _Request(code, tier, bound)
+            self._additions[need] = _Request(code, tier, bound)
         elif tier < current.tier:
-            self._additions[text] = _Request(code, tier, bound)
+            self._additions[need] = _Request(code, tier, bound)
         return cst.Name(bound)
 
     def module_name(self, module: str, alias: str | None = None, *, code: str, tier: Tier) -> cst.Name | None:
@@ -160,8 +158,7 @@ class ImportEditor:
             return cst.Name(existing)
         if not self._enabled(code) or ("." in module and alias is None):
             return None
-        text = f"import {module} as {alias}" if alias else f"import {module}"
-        return self._request(text, alias or module, code, tier)
+        return self._request(ImportNeed(module, None, alias), alias or module, code, tier)
 
     def from_name(self, module: str, name: str, *, code: str, tier: Tier, also: Sequence[str] = ()) -> cst.Name | None:
         """A name bound to ``module.name`` (adding ``from module import name`` if needed), or None."""
@@ -170,67 +167,48 @@ class ImportEditor:
             return cst.Name(existing)
         if not self._enabled(code):
             return None
-        return self._request(f"from {module} import {name}", name, code, tier)
+        return self._request(ImportNeed(module, name), name, code, tier)
 
-    def snapshot(self) -> dict[str, _Request]:
+    def snapshot(self) -> dict[ImportNeed, _Request]:
         return dict(self._additions)
 
-    def restore(self, snapshot: dict[str, _Request]) -> None:
+    def restore(self, snapshot: dict[ImportNeed, _Request]) -> None:
         self._additions = dict(snapshot)
-
-    # ---------------------------------------------------------------- anchor
-    def _find_anchor(self) -> tuple[cst.CSTNode | None, bool]:
-        """The statement new imports go after (the last import of the leading block), or before."""
-        body = list(self.module.body)
-        last_import = None
-        for stmt in body:
-            if is_import_line(stmt):
-                last_import = stmt
-            elif is_docstring(stmt) and last_import is None:
-                continue
-            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or (
-                isinstance(stmt, cst.If) and last_import is not None
-            ):
-                break
-        if last_import is not None:
-            return last_import, False
-        for stmt in body:
-            if not is_docstring(stmt):
-                return stmt, True
-        return (body[-1], False) if body else (None, False)
 
     # ---------------------------------------------------------------- emission
     def emit(self, rule, removable: frozenset[str], removal_code: str) -> None:
         """Report the import edits once per traversal, when the last ColossalAI rule leaves the module
-        (rules may still request imports in their own ``leave_Module``)."""
+        (rules may still request imports in their own ``leave_Module``): one fix per import line
+        that loses names, and one report naming the added imports (the engine adds them)."""
         self.rules_left -= 1
         if self._emitted or self.rules_left > 0:
             return
         self._emitted = True
-        edits: dict[cst.CSTNode, _LineEdit] = {}
         if self._enabled(removal_code) and self.reads is not None:
-            self._plan_removals(edits, removable, removal_code)
-        if self._additions and self._anchor is not None:
-            edits.setdefault(self._anchor, _LineEdit()).additions = list(self._ordered_additions())
-        for line, edit in edits.items():
-            self._report(rule, line, edit)
+            for statement, names in self._plan_removals(removable).items():
+                rule.report(
+                    removal_code,
+                    statement,
+                    f"drops the import of {', '.join(f'`{n}`' for n in sorted(names))} left unused by the rewrite",
+                    remove_import_names(statement, names),
+                    tier=Tier.EXACT,
+                    needs_torch_npu=False,
+                )
+        if self._additions:
+            first = min(self._additions.values(), key=lambda r: (r.tier, r.code))
+            rule.report(
+                first.code,
+                self.module,
+                f"adds {describe_imports(self._additions)} for the rewrites in this file",
+                lambda module: module,  # the engine adds the imports
+                tier=first.tier,
+                needs_torch_npu=False,
+                imports=list(self._additions),
+            )
 
-    def _ordered_additions(self):
-        plain = sorted(t for t in self._additions if t.startswith("import "))
-        froms: dict[str, list[str]] = {}
-        requests: dict[str, _Request] = {}
-        for text, request in self._additions.items():
-            if text.startswith("from "):
-                module, _, name = text[5:].partition(" import ")
-                froms.setdefault(module, []).append(name)
-                requests.setdefault(module, request)
-        for text in plain:
-            yield text, self._additions[text]
-        for module in sorted(froms):
-            yield f"from {module} import {', '.join(froms[module])}", requests[module]
-
-    def _plan_removals(self, edits, removable: frozenset[str], code: str) -> None:
-        candidates = []
+    def _plan_removals(self, removable: frozenset[str]) -> dict[cst.CSTNode, list[str]]:
+        """import statement -> the names it binds that are removable and no longer read."""
+        removals: dict[cst.CSTNode, list[str]] = {}
         for stmt in self.module.body:
             if not is_import_line(stmt):
                 continue
@@ -241,54 +219,6 @@ class ImportEditor:
                         continue
                     if isinstance(small, cst.Import) and symbol != "colossalai":
                         continue
-                    candidates.append((stmt, bound))
-        if not candidates:
-            return
-        for stmt, bound in candidates:
-            if not self.reads.get(bound, 0):
-                edits.setdefault(stmt, _LineEdit()).removals[bound] = _Request(code, Tier.EXACT)
-
-    def _report(self, rule, line: cst.CSTNode, edit: _LineEdit) -> None:
-        requests = list(edit.removals.values()) + [r for _, r in edit.additions]
-        first = min(requests, key=lambda r: (r.tier, r.code))
-        added = [text for text, _ in edit.additions]
-        new_lines = [cst.parse_statement(text + "\n") for text in added]
-        removed = set(edit.removals)
-        before = line is self._anchor and self._before
-        parts = []
-        if removed:
-            parts.append(
-                "drops the import of " + ", ".join(f"`{n}`" for n in sorted(removed)) + " left unused by the rewrite"
-            )
-        if added:
-            parts.append("adds " + ", ".join(f"`{t}`" for t in added) + " for the rewrites in this file")
-        message = "; ".join(parts)
-
-        def fix(updated: cst.CSTNode, removed=removed, new_lines=new_lines, before=before):
-            kept = updated
-            if removed and isinstance(updated, cst.SimpleStatementLine):
-                body = []
-                for small in updated.body:
-                    aliases = _bound_names(small)
-                    keep = [a for a, bound, _ in aliases if bound not in removed]
-                    if len(keep) == len(aliases):
-                        body.append(small)
-                    elif keep:
-                        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                        body.append(small.with_changes(names=keep))
-                if body:
-                    body[-1] = body[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-                    kept = updated.with_changes(body=body)
-                else:
-                    kept = None
-            if not new_lines:
-                return kept if kept is not None else cst.RemoveFromParent()
-            if kept is None:
-                first_line = new_lines[0].with_changes(leading_lines=updated.leading_lines)
-                return cst.FlattenSentinel([first_line, *new_lines[1:]])
-            if before:
-                first_line = new_lines[0].with_changes(leading_lines=kept.leading_lines)
-                return cst.FlattenSentinel([first_line, *new_lines[1:], kept.with_changes(leading_lines=[])])
-            return cst.FlattenSentinel([kept, *new_lines])
-
-        rule.report(first.code, line, message, fix, tier=first.tier, needs_torch_npu=False)
+                    if not self.reads.get(bound, 0):
+                        removals.setdefault(small, []).append(bound)
+        return removals

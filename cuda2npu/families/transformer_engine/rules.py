@@ -37,7 +37,7 @@ import libcst.matchers as m
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
+from cuda2npu.core.imports import TORCH_IMPORT, ImportNeed, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
@@ -797,9 +797,10 @@ class TransformerEngine(ValueUses, Rule):
                 "NPU418",
                 original_node,
                 f"adds `{statement}` (the generated {COMPANION} next to this file)",
-                lambda module: _import_generated(module, relative),
+                lambda module: module,  # the engine adds the import
                 companion=COMPANION,
                 needs_torch_npu=False,
+                imports=[ImportNeed(".", MODULE) if relative else ImportNeed(MODULE)],
             )
         if not self.rewrites or not self.options.fix:
             return
@@ -982,21 +983,6 @@ def _kept_arguments(args, keep) -> list[cst.Arg]:
 
 def _ends_line(comma) -> bool:
     return isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
-
-
-def _import_generated(module: cst.Module, relative: bool) -> cst.Module:
-    """``module`` importing the generated file (libcst's AddImportsVisitor: once, with the other imports)."""
-    from libcst.codemod import (
-        CodemodContext,  # ~1 s to import: only for files using generated modules
-    )
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    context = CodemodContext()
-    if relative:
-        AddImportsVisitor.add_needed_import(context, "", MODULE, relative=1)
-    else:
-        AddImportsVisitor.add_needed_import(context, MODULE)
-    return AddImportsVisitor(context).transform_module(module)
 
 
 def _equal() -> cst.AssignEqual:
