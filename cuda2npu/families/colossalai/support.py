@@ -2,7 +2,7 @@
 
 * which ColossalAI symbol an expression names (``colossalai.booster.plugin.TorchDDPPlugin`` and its
   re-exports all read as ``TorchDDPPlugin``);
-* binding call arguments to a signature, reading literals, rebuilding argument lists;
+* reading literals (``literal``, re-exported from ``cuda2npu.core.literals``);
 * :class:`ImportEditor`, which plans the imports the ColossalAI rewrites need (``from
   colossalai.accelerator import get_accelerator``, ``import torch``, ``import numpy as np``: the name
   each binds, refusing a name the file already uses) and which ColossalAI imports a rewrite left
