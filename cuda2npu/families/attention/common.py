@@ -135,8 +135,13 @@ def expression(source: str) -> cst.BaseExpression:
 def dispatch(npu: str, tensor: str, original: cst.BaseExpression) -> str:
     """Portable output (``--portable``): ``npu`` when ``tensor`` is on an Ascend NPU, the original
     call on any other device (chosen at run time; ``tensor`` must be cheap to evaluate twice)."""
+    return choose(npu, f'{tensor}.device.type == "npu"', code(original))
+
+
+def choose(npu: str, test: str, original: str) -> str:
+    """``(npu if test else original)`` laid out on lines (portable output's run-time dispatch)."""
     npu = npu.replace("\n", "\n    ")
-    return f'(\n    {npu}\n    if {tensor}.device.type == "npu"\n    else {code(original)}\n)'
+    return f"(\n    {npu}\n    if {test}\n    else {original}\n)"
 
 
 PORTABLE_NOTE = (
