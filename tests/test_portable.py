@@ -27,19 +27,22 @@ from cuda2npu.core.catalogue import table
 
 PORTABLE = REPO / "fixtures" / "rules" / "portable"
 HELPER = REPO / "cuda2npu" / "templates" / "portable_device.py"
-# apex stays as written in it (not portable yet): it needs apex, which Ascend hosts lack
-KEPT_NPU_ONLY = {"not_portable_yet"}
+APEX_OPTIMIZERS = REPO / "cuda2npu" / "templates" / "apex_npu_optimizers.py"  # FusedLAMB in apex_fused
+# apex's DDP (and apex.amp with a static loss scale) stay as written in them (not portable yet):
+# they need apex, which Ascend hosts lack
+KEPT_NPU_ONLY = {"not_portable_yet", "not_portable_yet_keep"}
 GOLDENS = sorted(p.name.removesuffix(".out.py") for p in PORTABLE.glob("*.out.py"))
 RUNNABLE = [name for name in GOLDENS if name not in KEPT_NPU_ONLY]
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
-    """The portable goldens as modules, next to the generated helper."""
+    """The portable goldens as modules, next to the generated companions."""
     root = tmp_path_factory.mktemp("portable")
     for name in GOLDENS:
         shutil.copy(PORTABLE / f"{name}.out.py", root / f"{name}.py")
-    shutil.copy(HELPER, root / HELPER.name)
+    for companion in (HELPER, APEX_OPTIMIZERS):
+        shutil.copy(companion, root / companion.name)
     return root
 
 
@@ -63,7 +66,7 @@ def test_golden_runs_the_same_on_cuda_and_on_npu(tree, tmp_path, name):
     assert {row["group"] for row in data["tensors"]} >= {"output", "grad"}
 
 
-def test_every_golden_but_the_kept_apex_one_is_validated():
+def test_every_golden_but_the_kept_apex_amp_one_is_validated():
     assert set(GOLDENS) - set(RUNNABLE) == KEPT_NPU_ONLY
     for name in RUNNABLE:
         functions = {
@@ -104,6 +107,52 @@ def test_attention_runs_flash_attn_on_cuda_and_the_fused_op_on_npu(tree):
     assert _side(tree, "emulate_npu", ATTENTION_BRANCH) == {"flash_attn": False, "torch_npu": True, "device": "npu"}
 
 
+APEX_BRANCH = """
+import copy, sys, torch, apex_fused
+def origin(optimizer):
+    cls, npu = type(optimizer), sys.modules.get("torch_npu")
+    found = "torch_npu.optim" if npu is not None and cls is getattr(npu.optim, cls.__name__, None) else cls.__module__
+    return found.split(".")[0] + "." + cls.__name__
+torch.manual_seed(0)
+model, (x,), _ = apex_fused.build()
+x, weight = (torch.randn(x.shape, generator=torch.Generator().manual_seed(s)).to(x.device) for s in (1, 2))
+classes, steps = [], []
+for factory in (apex_fused.adam, apex_fused.sgd, apex_fused.lamb):
+    trained = copy.deepcopy(model)
+    optimizer = factory(trained.parameters())
+    for _ in range(2):
+        optimizer.zero_grad()
+        (trained(x) * weight).sum().backward()
+        optimizer.step()
+    classes.append(origin(optimizer))
+    steps.append([p.detach().cpu().double().sum().item() for p in trained.parameters()])
+result = {"classes": classes, "steps": steps, "norm": type(model.norm).__module__ + "." + type(model.norm).__name__}
+"""
+
+
+def test_apex_optimizers_are_apex_on_cuda_and_torch_npu_on_npu_with_the_same_steps(tree):
+    cuda, npu = _side(tree, "emulate_cuda", APEX_BRANCH), _side(tree, "emulate_npu", APEX_BRANCH)
+    assert cuda["classes"] == ["apex.FusedAdam", "apex.FusedSGD", "apex_npu_optimizers.FusedLAMB"]
+    assert npu["classes"] == ["torch_npu.NpuFusedAdamW", "torch_npu.NpuFusedSGD", "apex_npu_optimizers.FusedLAMB"]
+    assert cuda["norm"] == npu["norm"] == "torch.nn.modules.normalization.LayerNorm"
+    for name, on_cuda, on_npu in zip(("adam", "sgd", "lamb"), cuda["steps"], npu["steps"]):
+        assert on_cuda == pytest.approx(on_npu, rel=1e-4, abs=1e-5), name
+    assert cuda["steps"][0] != cuda["steps"][1]  # the optimizers moved the parameters, each its own way
+
+
+AMP_SCALER = """
+import torch, apex_amp
+model, (x,) = apex_amp.build()
+result = {"scaler": apex_amp.scaler._device, "enabled": apex_amp.scaler.is_enabled(), "scale": apex_amp.scaler.get_scale()}
+"""
+
+
+# the CUDA emulation runs "cuda" on the CPU: its GradScaler("cuda") is torch's CPU one
+@pytest.mark.parametrize(("emulation", "device"), [("emulate_cuda", "cpu"), ("emulate_npu", "npu")])
+def test_apex_amp_becomes_native_amp_on_the_hosts_device(tree, emulation, device):
+    assert _side(tree, emulation, AMP_SCALER) == {"scaler": device, "enabled": True, "scale": 2.0**16}
+
+
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_golden_imports_without_torch_npu_or_flash_attn(tree, name):
     """No emulation: torch_npu and flash-attn are not installed here, as on a plain host."""
@@ -117,18 +166,24 @@ def test_check_reports_nothing_fixable_in_portable_output(tree):
     data = json.loads(result.stdout)
     assert data["summary"]["fixable"] == 0
     kept = {(Path(d["path"]).stem, d["code"]) for d in data["diagnostics"]}
-    assert {stem for stem, _ in kept} <= KEPT_NPU_ONLY  # only the apex it keeps is reported (not portable yet)
+    assert {stem for stem, _ in kept} <= KEPT_NPU_ONLY  # only the apex.amp it keeps is reported (not portable yet)
 
 
 def test_npu_only_rewrites_are_kept_and_reported_as_not_portable_yet():
     source = (PORTABLE / "not_portable_yet.py").read_text()
-    migrated = (PORTABLE / "not_portable_yet.out.py").read_text()
-    assert all("optimizer = FusedAdam(model.parameters(), lr=1e-3)" in text for text in (source, migrated))
-    assert (
-        "torch.autocast(portable_device.device_type(), dtype=torch.float16)" in migrated
-    )  # --precision bf16 not applied
-    markers = [line for line in migrated.splitlines() if "TODO(cuda2npu)" in line]
-    assert [m.split()[2] for m in markers] == ["NPU301", "NPU340"] and all("not portable yet" in m for m in markers)
+    bf16, keep = ((PORTABLE / f"{name}.out.py").read_text() for name in sorted(KEPT_NPU_ONLY))
+    kept = ("from apex.parallel import DistributedDataParallel as DDP", "model = DDP(model)")
+    assert all(line in text for line in kept for text in (source, bf16, keep))
+    assert "torch.autocast(portable_device.device_type(), dtype=torch.float16)" in bf16  # --precision bf16 not applied
+    assert 'amp.initialize(model, optimizer, opt_level="O1", loss_scale=128.0)' in keep  # a static loss scale
+    markers = {
+        name: [line.split()[2:] for line in text.splitlines() if "TODO(cuda2npu)" in line]
+        for name, text in (("bf16", bf16), ("keep", keep))
+    }
+    assert [m[0] for m in markers["bf16"]] == ["NPU330", "NPU322", "NPU340"]
+    assert [m[0] for m in markers["keep"]] == ["NPU330", "NPU330", "NPU310", "NPU322"]
+    for m in markers["bf16"] + markers["keep"]:  # NPU330: the apex import stays, for the code kept
+        assert m[0] == "NPU330" or "not portable yet" in " ".join(m[1:5]), m
 
 
 def _project(tmp_path: Path, config: str) -> Path:

@@ -83,6 +83,12 @@ class ImportNeed(NamedTuple):
         return f"import {self.module}{alias}" if self.obj is None else f"from {self.module} import {self.obj}{alias}"
 
 
+def binds_module(resolver, name: str) -> bool:
+    """``name`` is bound at module level by ``import name`` (or ``import name.sub``)."""
+    found = resolver.module_scope.lookup(name)
+    return found is not None and name in found
+
+
 def has_import(module: cst.Module, need: ImportNeed) -> bool:
     """A module-level import that binds what ``need`` binds, to the same object."""
     for line in module.body:

@@ -19,11 +19,12 @@ companion; the engine adds those imports.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.imports import ImportNeed
+from cuda2npu.core.imports import ImportNeed, binds_module
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.options import Options
 
@@ -147,8 +148,6 @@ def report_support(rule, code: str) -> None:
     """From ``leave_Module``: the fix adding ``import torch`` and the helper's import, if the rule's
     fixes need them and no other rule's support fix of this traversal adds them (at the lowest tier
     among those fixes, so it applies whenever one of them does)."""
-    from cuda2npu.families.attention.common import binds_module
-
     needs = rule.__dict__.get("_portable_needs")
     if not needs or not rule.options.fix:
         return
@@ -185,3 +184,20 @@ def report_support(rule, code: str) -> None:
         needs_torch_npu=False,
         companion=COMPANION if helper else None,
     )
+
+
+def choose(npu: str, test: str, original: str) -> str:
+    """``(npu if test else original)`` laid out on lines (portable output's run-time dispatch)."""
+    npu = npu.replace("\n", "\n    ")
+    return f"(\n    {npu}\n    if {test}\n    else {original}\n)"
+
+
+def import_guard(statement: cst.SimpleStatementLine, names: Sequence[str], package: str) -> cst.Try:
+    """``try: <import> except ImportError: <names> = None`` (portable output: the CUDA-only package
+    is absent on Ascend hosts, where only the NPU branch of the rewritten calls runs)."""
+    fallback = "".join(f"    {name} = None\n" for name in names)
+    guard = cst.parse_statement(
+        f"try:\n    pass\nexcept ImportError:  # {package} is not installed on Ascend NPU hosts\n{fallback}"
+    )
+    body = guard.body.with_changes(body=[statement.with_changes(leading_lines=[])])
+    return guard.with_changes(body=body, leading_lines=statement.leading_lines)

@@ -92,7 +92,7 @@ class CudaAutocastBf16(Rule):
             return
         rebuild = isinstance(node.func, cst.Attribute)
         tier = Tier.NUMERIC
-        FileEdits.of(self.ctx).need_import("NPU340", tier, "torch")
+        FileEdits.for_rule(self).need_import("NPU340", tier, "torch")
 
         def fix(updated: cst.Call) -> cst.Call:
             others = remap_args(updated, params, drop={"device_type", "dtype"})
@@ -116,7 +116,7 @@ class CudaAutocastBf16(Rule):
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "cast_inputs":
                 if is_torch_dtype(self.resolver, arg.value, "float16", "half"):
-                    FileEdits.of(self.ctx).need_import("NPU340", Tier.NUMERIC, "torch")
+                    FileEdits.for_rule(self).need_import("NPU340", Tier.NUMERIC, "torch")
                     self.report(
                         "NPU340",
                         arg.value,

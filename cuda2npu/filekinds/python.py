@@ -156,9 +156,21 @@ def _line_map(old: str, new: str) -> dict[int, int]:
     a, b = old.splitlines(), new.splitlines()
     mapping = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag in ("equal", "replace"):
+        if tag == "replace" and i2 - i1 != j2 - j1 and (i2 - i1) * (j2 - j1) <= 4096:
+            mapping.update(_closest_lines(a, b, range(i1, i2), j1, j2))
+        elif tag in ("equal", "replace"):
             for i in range(i1, i2):
                 mapping[i + 1] = j1 + min(i - i1, j2 - j1 - 1) + 1
+    return mapping
+
+
+def _closest_lines(a: list[str], b: list[str], old: range, j1: int, j2: int) -> dict[int, int]:
+    """A block of lines replaced by one of another length (a call grown into a 5-line dispatch next
+    to a changed line): each old line -> the most similar new line, in order."""
+    mapping, start = {}, j1
+    for i in old:
+        start = max(range(start, j2), key=lambda j: (difflib.SequenceMatcher(None, a[i], b[j]).ratio(), -j))
+        mapping[i + 1] = start + 1
     return mapping
 
 

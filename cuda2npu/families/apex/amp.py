@@ -21,6 +21,12 @@ stays) would crash, so any uncertain part makes every part a ``manual`` finding 
 * ``amp.master_params(opt)`` (NPU314) iterates ``opt.param_groups``; ``amp.state_dict()`` /
   ``amp.load_state_dict(...)`` (NPU315) become the scaler's, or ``{}`` / nothing without one.
 * ``amp.register_*_function`` and other apex-only AMP APIs (NPU316) are reported.
+
+Portable output (``--portable``): native AMP runs on both hosts, so the plan is the same with the
+accelerator's device type, ``torch.autocast(portable_device.device_type(), ...)`` and
+``torch.amp.GradScaler(portable_device.device_type(), ...)``; ``--apex=ascend`` is not applied
+(NVIDIA's apex has no ``combine_grad``), and a static loss scale, which torch.amp.GradScaler lacks
+(``dynamic=False`` is torch.npu's), leaves apex.amp as written (manual).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from cuda2npu.core.names import NameResolver, dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure, keyword_arg, root_name, statement, with_args
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, register
 from cuda2npu.core.traversal import walk, walk_batched
+from cuda2npu.families import portable
 from cuda2npu.families.apex.amp_shapes import (
     availability_check,
     chain_head,
@@ -320,7 +327,7 @@ class AmpPlan:
         self._unsupported_uses()
         if not (collector.initializes or collector.scale_withs or self._core_calls()):
             return
-        if self.options.apex == "ascend":
+        if self._ascend_apex:
             self._ascend()
             return
         try:
@@ -332,6 +339,18 @@ class AmpPlan:
         else:
             for action in self.actions:
                 action()
+            if self.actions and self.options.portable:
+                portable.need(self.rule, Tier.REVIEW, self.device)
+
+    @property
+    def _ascend_apex(self) -> bool:
+        """``--apex=ascend``: apex.amp kept for Ascend's apex (not in portable output: CUDA hosts have NVIDIA's)."""
+        return self.options.apex == "ascend" and not self.options.portable
+
+    @property
+    def device(self) -> str:
+        """The device type the native AMP code names (portable output: the host's accelerator)."""
+        return portable.device_type() if self.options.portable else '"npu"'
 
     def report_at(self, node: cst.CSTNode) -> None:
         for report in self.planned.pop(node, ()):
@@ -348,7 +367,7 @@ class AmpPlan:
 
     def _unsupported_uses(self) -> None:
         """NPU316 (``--apex=native``): apex.amp APIs with no native AMP counterpart."""
-        if self.options.apex == "ascend":
+        if self._ascend_apex:
             return
         uses = [
             (c, n) for c, n in self.collector.amp_calls if n.rsplit(".", 1)[1] in UNSUPPORTED or n == "apex.amp.init"
@@ -634,7 +653,7 @@ class AmpPlan:
             lower[block] = after
             found.setdefault(block, []).append((start, end))
         enabled = f", enabled={init.enabled}" if init.enabled else ""
-        autocast = f'torch.autocast("npu", dtype={dtype}{enabled})'
+        autocast = f"torch.autocast({self.device}, dtype={dtype}{enabled})"
         for block, spans in found.items():
             names = assumed.get(self._function(block.body[spans[0][0]]), set())
             note = ""
@@ -733,7 +752,7 @@ class AmpPlan:
                 found.setdefault(place.block, []).append(place.index)
         init.inference_regions = sum(len(consecutive_runs(positions)) for positions in found.values())
         enabled = f", enabled={init.enabled}" if init.enabled else ""
-        autocast = f'torch.autocast("npu", dtype={dtype}{enabled})'
+        autocast = f"torch.autocast({self.device}, dtype={dtype}{enabled})"
         why = "apex O1/O2 cast the model's forward passes; amp.initialize had no optimizer and no loss is scaled (inference)"
         for block, positions in found.items():
             self.actions.append(
@@ -803,7 +822,16 @@ class AmpPlan:
             args, note = loss_scale_args(arg, self.options.precision, readable)
             if note and note not in init.notes:
                 init.notes.append(note)
-            sources.append(f"{ref} = torch.npu.amp.GradScaler({', '.join(args + enabled)})")
+            if self.options.portable:
+                if any(a.startswith("dynamic=") for a in args):
+                    raise NotMigrated(
+                        init.call,
+                        "apex.amp not portable yet: a static loss scale (`dynamic=` of torch.npu.amp.GradScaler) "
+                        "has no torch.amp.GradScaler counterpart on CUDA; kept as written (it runs on CUDA)",
+                    )
+                args = [portable.device_type(), *args]
+            scaler = "torch.amp.GradScaler" if self.options.portable else "torch.npu.amp.GradScaler"
+            sources.append(f"{ref} = {scaler}({', '.join(args + enabled)})")
         if len(set(sources)) == 1:
             return sources[0]
         return mirror_chain([test for test, _, _ in init.branches], sources)
@@ -1409,6 +1437,7 @@ class ApexAmp(ApexRule):
 
     codes = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315", "NPU316", "NPU317")
     triggers = (r"\bamp\b",)
+    portable_support = True  # native AMP with the host's device type (AmpPlan.device)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -1420,6 +1449,8 @@ class ApexAmp(ApexRule):
     def _visit(self, node: cst.CSTNode) -> None:
         if self.plan is not None and node in self.plan.planned:
             self.plan.report_at(node)
+        if isinstance(node, cst.Module) and self.options.portable:  # the helper's import, for AmpPlan.device
+            portable.report_support(self, next((c for c in self.codes if self.options.code_enabled(c)), "NPU310"))
 
     def get_visitors(self) -> dict:
         """Planned findings are reported when their node is visited (markers need the statement)."""

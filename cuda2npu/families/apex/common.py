@@ -99,6 +99,7 @@ class FileEdits:
         self.ctx = ctx
         self.edits: dict[cst.CSTNode, StatementEdit] = {}
         self.removed_refs: dict[cst.Name, Tier] = {}
+        self.cuda_refs: dict[cst.Name, Tier] = {}  # kept by portable fixes for CUDA hosts
         self.imports: dict[tuple[str, str | None], ImportRequest] = {}
         self.collapsed: dict[cst.CSTNode, list] = {}  # try statements replaced by else/finally bodies
         self.regions: dict[cst.CSTNode, list[Region]] = {}  # block -> regions to wrap
@@ -111,6 +112,13 @@ class FileEdits:
     def of(cls, ctx) -> "FileEdits":
         """The file's registry, shared by every apex rule of the traversal."""
         return ctx.file_state(cls)
+
+    @classmethod
+    def for_rule(cls, rule) -> "FileEdits":
+        """The registry as ``rule`` writes to it: under ``--portable`` a rule without a portable
+        rewrite makes no fix (rulebase ``Rule.report``), so it registers no edit either."""
+        edits = cls.of(rule.ctx)
+        return _Unapplied(edits) if rule.options.portable and not rule.portable_support else edits
 
     @property
     def index(self) -> TreeIndex:
@@ -171,6 +179,12 @@ class FileEdits:
         """A fix removes this reference to an imported apex name."""
         if name is not None:
             self.removed_refs[name] = max(tier, self.removed_refs.get(name, Tier.EXACT))
+
+    def keep_ref(self, name: cst.Name | None, tier: Tier) -> None:
+        """A portable fix keeps this reference for CUDA hosts (``npu_call if <NPU> else apex_call``):
+        its import stays, guarded by ``try``/``except ImportError`` (apex is absent on NPU hosts)."""
+        if name is not None:
+            self.cuda_refs[name] = max(tier, self.cuda_refs.get(name, Tier.EXACT))
 
     def need_import(self, code: str, tier: Tier, module: str, obj: str | None = None) -> None:
         """A fix of ``code`` emits code using ``module`` (``import module``) or ``from module import obj``."""
@@ -267,6 +281,21 @@ class FileEdits:
             if first < last:
                 body[first:last] = [_wrapped(region.build, body[first:last])]
         return updated.with_changes(body=body)
+
+
+class _Unapplied:
+    """A :class:`FileEdits` whose registering methods do nothing (see :meth:`FileEdits.for_rule`)."""
+
+    def __init__(self, edits: FileEdits) -> None:
+        self._edits = edits
+
+    def __getattr__(self, name: str):
+        return getattr(self._edits, name)
+
+    def _ignored(self, *args, **kwargs) -> None:
+        return None
+
+    remove = insert_before = insert_after = replace = wrap = drop_ref = keep_ref = need_import = _ignored
 
 
 def _wrapped(build: Callable[[list], cst.BaseStatement], members: list) -> cst.BaseStatement:
@@ -392,7 +421,7 @@ class ApexRule(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.edits = FileEdits.of(ctx)
+        self.edits = FileEdits.for_rule(self)
         self.active = self.edits.apex_imported
 
     def apex(self, node: cst.BaseExpression) -> str | None:

@@ -16,6 +16,10 @@ their fixes remove (:class:`~cuda2npu.families.apex.common.FileEdits`). Then:
    ``try: <all removed> except ...`` keeps only its ``else``/``finally`` statements;
 5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``)
    are added once, by a fix on the module.
+
+Portable output (``--portable``): no fallback replaces its ``try`` (CUDA hosts import apex), and an
+import whose remaining uses are the apex calls portable fixes keep for CUDA hosts is guarded,
+``try: <import> except ImportError: <names> = None`` (only the NPU branch runs where apex is missing).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from cuda2npu.core.names import NameUses, dotted_name, target_names
 from cuda2npu.core.nodes import is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
@@ -63,6 +68,7 @@ class ApexImports(Rule):
     # it must run wherever an NPU3xx fix may edit statements or need an import: apex files and
     # NPU340's autocast rewrites (which may need `import torch`)
     triggers = (r"\bapex\b", r"\bamp_C\b", r"autocast", r"custom_fwd")
+    portable_support = True  # its edits are those of the rules' fixes, made only by portable ones
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -81,7 +87,8 @@ class ApexImports(Rule):
         edits = FileEdits.of(self.ctx)
         if self._imports and enabled(self.ctx, "NPU330"):
             uses = self._uses()
-            fallbacks = self._fallbacks() if self.options.apex == "native" else set()
+            native = self.options.apex == "native" and not self.options.portable
+            fallbacks = self._fallbacks() if native else set()
             for statement, node in self._imports:
                 if statement not in fallbacks:
                     self._import(edits, statement, node, uses)
@@ -118,6 +125,9 @@ class ApexImports(Rule):
             if self.options.apex == "native":  # Ascend's apex imports where it is installed: nothing to say
                 self._report_flagged(statement, node, flags)
             return
+        guard = None  # portable output: the tier at which the kept names are guarded
+        if self.options.portable and kept and not self._guarded(edits, statement):
+            guard = self._for_cuda(edits, [uses.get(name, []) for alias, name in _bound_names(node) if alias in kept])
         if removable and not kept:
             tier = max(t for _, t in removable)
             message = f"`{text}` removed: nothing uses it after the migration"
@@ -128,7 +138,7 @@ class ApexImports(Rule):
                 edits.report(self, "NPU330", statement, message, tier=tier, needs_torch_npu=False)
             else:
                 self.report("NPU330", node, message, lambda _: cst.RemoveFromParent(), tier=tier, needs_torch_npu=False)
-        elif removable:
+        elif removable and not (guard is not None and len(statement.body) == 1):  # else the guard drops them
             gone = {dotted_name(alias.name) for alias, _ in removable}
             names = ", ".join(f"`{name}`" for name in sorted(gone))
             self.report(
@@ -139,8 +149,51 @@ class ApexImports(Rule):
                 tier=max(t for _, t in removable),
                 needs_torch_npu=False,
             )
-        if kept and self.options.apex == "native" and not self._guarded(edits, statement):
+        if guard is not None:
+            self._guard(statement, node, kept, removable, guard)
+        elif kept and self.options.apex == "native" and not self._guarded(edits, statement):
             self._report_kept(statement, node, kept)
+
+    def _for_cuda(self, edits: FileEdits, uses: list[list[cst.Name]]) -> Tier | None:
+        """The tier at which kept names' uses are only portable fixes' CUDA calls (and removed
+        references), with at least one such call; None otherwise."""
+        tiers = [edits.cuda_refs.get(use, edits.removed_refs.get(use)) for names in uses for use in names]
+        if not any(use in edits.cuda_refs for names in uses for use in names):
+            return None
+        return None if any(t is None or not edits.applies(t) for t in tiers) else max(tiers)
+
+    def _guard(self, statement, node, kept: list, removable: list, tier: Tier) -> None:
+        """Portable output: the import of apex names kept for CUDA hosts, in ``try``/``except ImportError``."""
+        names = [name for alias, name in _bound_names(node) if alias in kept]
+        if len(statement.body) != 1:
+            report_in_statement(
+                self,
+                statement,
+                "NPU330",
+                node,
+                "apex import next to other statements: not portable yet, guard it with "
+                "`try: ... except ImportError:` by hand (apex is not installed on NPU hosts)",
+                tier=Tier.MANUAL,
+            )
+            return
+        gone = {dotted_name(alias.name) for alias, _ in removable}
+
+        def fix(updated: cst.SimpleStatementLine) -> cst.Try:
+            if gone:  # this fix replaces the one on the import that drops them
+                updated = updated.with_changes(body=[_drop_aliases(updated.body[0], gone)])
+            return portable.import_guard(updated, names, "apex")
+
+        report_in_statement(
+            self,
+            statement,
+            "NPU330",
+            statement,
+            f"apex import guarded (`except ImportError: {' = '.join(names)} = None`): apex is not installed on "
+            "Ascend hosts, where only the NPU branches of the portable rewrites run",
+            fix=fix,
+            tier=tier,
+            needs_torch_npu=False,
+        )
 
     def _report_flagged(self, statement, node, flags: list[str]) -> None:
         """An import kept because its ``try`` sets flags that say whether apex imports."""

@@ -13,6 +13,10 @@
 * NPU326 ``apex.fp16_utils.to_python_float(t)`` → ``t.item()``.
 
 Class names used as values (``isinstance(model, DDP)``, base classes) are renamed too.
+
+Portable output (``--portable``): the norms' rewrites are plain PyTorch, written as without it
+(torch.nn.RMSNorm needs the ``--target-torch`` to be 2.4 or newer); the other rewrites here are not
+portable yet (kept, reported).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from cuda2npu.core.names import NameResolver, NameUses, dotted_name
 from cuda2npu.core.nodes import as_positional, atom, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk, walk_batched
+from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
@@ -139,6 +144,7 @@ class FusedNorms(ClassRenames):
 
     codes = ("NPU320", "NPU321")
     triggers = (r"Fused(LayerNorm|RMSNorm)", r"fused_(layer|rms)_norm")
+    portable_support = True  # torch.nn / torch.nn.functional run on both hosts
     RENAMES = {
         "apex.normalization.FusedLayerNorm": ("NPU320", "torch.nn.LayerNorm"),
         "apex.normalization.FusedRMSNorm": ("NPU321", "torch.nn.RMSNorm"),
@@ -166,7 +172,7 @@ class FusedNorms(ClassRenames):
             self._function(node, name)
 
     def _rms_unavailable(self, code: str, node: cst.CSTNode, what: str) -> bool:
-        if code == "NPU321" and not _torch_at_least(self.options.target_torch_npu, TORCH_WITH_RMSNORM):
+        if code == "NPU321" and not self._has_rms_norm():
             self.report(
                 "NPU321",
                 node,
@@ -176,6 +182,13 @@ class FusedNorms(ClassRenames):
             )
             return True
         return False
+
+    def _has_rms_norm(self) -> bool:
+        """Whether the targeted torch (portable output: ``--target-torch``) has torch.nn.RMSNorm."""
+        if self.options.portable:
+            target = portable.target_torch(self.options)
+            return target is None or target >= TORCH_WITH_RMSNORM
+        return _torch_at_least(self.options.target_torch_npu, TORCH_WITH_RMSNORM)
 
     def _module(self, node: cst.Call, name: str) -> None:
         code, torch_name = self.RENAMES[name]

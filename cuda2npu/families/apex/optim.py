@@ -18,6 +18,11 @@ break on — casts to bfloat16 (``.bfloat16()``, ``.to(torch.bfloat16)``, ``torc
 calls ``zero_grad(set_to_none=True)`` or assigns ``.data`` / ``.grad`` — the same algorithm from
 ``torch.optim`` is used instead, and the finding says why. What one file cannot show (a model cast
 elsewhere, moved after the first step) is stated in the finding for review.
+
+Portable output (``--portable``): a torch_npu.optim class is built only on an Ascend host,
+``(torch_npu.optim.NpuFusedAdamW(...) if portable_device.device_type() == "npu" else FusedAdam(...))``,
+apex's call everywhere else (its import guarded by NPU330); torch.optim and the generated classes
+are plain PyTorch, written as without ``--portable``.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.nodes import expression, keyword_arg, root_name, with_args
+from cuda2npu.core.nodes import code_of, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
+from cuda2npu.families import portable
 from cuda2npu.families.apex.common import ApexRule
 from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 ADAM_PARAMS = (
     "params",
@@ -129,10 +136,12 @@ class ApexFusedOptimizers(ApexRule):
 
     codes = ("NPU301", "NPU302", "NPU303", "NPU304")
     triggers = (r"Fused(Adam|LAMB|SGD|Adagrad|NovoGrad|MixedPrecisionLamb|LARS|LANS)\b",)
+    portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._hazards: list[str] | None = None
+        self._support_code: str | None = None  # portable output: the code of the first dispatch
         self.bindings = ApexBindings.of(ctx) if self.active else None
 
     @property
@@ -151,7 +160,8 @@ class ApexFusedOptimizers(ApexRule):
                 f"{torch_class} runs the same algorithm"
             )
             return f"torch.optim.{torch_class}", why
-        module = "apex.optimizers" if self.options.apex == "ascend" else "torch_npu.optim"
+        ascend = self.options.apex == "ascend" and not self.options.portable  # NVIDIA's apex on CUDA hosts
+        module = "apex.optimizers" if ascend else "torch_npu.optim"
         return f"{module}.{fused}", FUSED_CONSTRAINTS
 
     def _rewrite(
@@ -159,6 +169,9 @@ class ApexFusedOptimizers(ApexRule):
     ) -> None:
         """Report the call rewritten to ``target`` with the remapped arguments."""
         tier = Tier.REVIEW
+        if self.options.portable and target.startswith("torch_npu."):
+            self._dispatch(code, node, target, params, drop=drop, positional=positional, extra=extra, message=message)
+            return
         func = self._callee(node.func, target, code, tier)
 
         def fix(updated: cst.Call) -> cst.Call:
@@ -166,6 +179,28 @@ class ApexFusedOptimizers(ApexRule):
             return with_args(updated.with_changes(func=func(updated.func)), [*args, *extra])
 
         self.report(code, node, message, fix, tier=tier, needs_torch_npu=target.startswith("torch_npu"))
+
+    def _dispatch(self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra, message) -> None:
+        """Portable output: the torch_npu.optim call on an Ascend host, apex's call (kept) elsewhere."""
+        tier = Tier.REVIEW
+        host = f'{portable.device_type()} == "npu"'
+        self.edits.keep_ref(root_name(node.func), tier)
+        self.edits.need_import(code, tier, "torch")  # torch_npu is imported next to torch
+        portable.need(self, tier, host)
+        self._support_code = self._support_code or code
+
+        def fix(updated: cst.Call) -> cst.BaseExpression:
+            args = remap_args(updated, params, drop=drop, positional=positional)
+            npu = with_args(updated.with_changes(func=expression(target)), [*args, *extra])
+            return expression(portable.choose(code_of(npu), host, code_of(updated)))
+
+        name = code_of(node.func)
+        message += f"; portable: built on Ascend hosts only (`{host}`), `{name}` elsewhere (its import guarded)"
+        self.report(code, node, message, fix, tier=tier, needs_torch_npu=True)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if self._support_code:
+            portable.report_support(self, self._support_code)
 
     def _callee(self, func: cst.BaseExpression, target: str, code: str, tier: Tier):
         """How to spell ``target``: Ascend's apex classes keep the file's apex import style."""
@@ -181,8 +216,8 @@ class ApexFusedOptimizers(ApexRule):
         return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.active:
-            return
+        if not self.active or is_cuda_alternative(self.ctx.module, node):
+            return  # also the apex call of portable output's `npu_call if <NPU host> else apex_call`
         name = self.apex(node.func)
         if name == "apex.optimizers.FusedAdam":
             self._adam(node)

@@ -23,11 +23,19 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
-from cuda2npu.core.imports import ImportNeed, bound_name, catches_import_error, is_docstring, is_import_line
+from cuda2npu.core.imports import (
+    ImportNeed,
+    binds_module,
+    bound_name,
+    catches_import_error,
+    is_docstring,
+    is_import_line,
+)
 from cuda2npu.core.literals import literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, is_pure
 from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families import portable
 
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
 
@@ -67,24 +75,12 @@ def call_source(func: str, positional: Iterable[str], keywords: Iterable[tuple[s
 def dispatch(npu: str, tensor: str, original: cst.BaseExpression) -> str:
     """Portable output (``--portable``): ``npu`` when ``tensor`` is on an Ascend NPU, the original
     call on any other device (chosen at run time; ``tensor`` must be cheap to evaluate twice)."""
-    npu = npu.replace("\n", "\n    ")
-    return f'(\n    {npu}\n    if {tensor}.device.type == "npu"\n    else {code_of(original)}\n)'
+    return portable.choose(npu, f'{tensor}.device.type == "npu"', code_of(original))
 
 
 PORTABLE_NOTE = (
     "; portable: only on an Ascend NPU (chosen by the tensor's device at run time), the original call elsewhere"
 )
-
-
-def import_guard(statement: cst.SimpleStatementLine, names: Sequence[str], package: str) -> cst.Try:
-    """``try: <import> except ImportError: <names> = None`` (portable output: the CUDA-only package
-    is absent on Ascend hosts, where only the NPU branch of the rewritten calls runs)."""
-    fallback = "".join(f"    {name} = None\n" for name in names)
-    guard = cst.parse_statement(
-        f"try:\n    pass\nexcept ImportError:  # {package} is not installed on Ascend NPU hosts\n{fallback}"
-    )
-    body = guard.body.with_changes(body=[statement.with_changes(leading_lines=[])])
-    return guard.with_changes(body=body, leading_lines=statement.leading_lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,12 +350,6 @@ def missing_imports(resolver, module: cst.Module, names: Iterable[str]) -> list[
         if not present:
             missing.append(name)
     return missing
-
-
-def binds_module(resolver, name: str) -> bool:
-    """``name`` is bound at module level by ``import name`` (or ``import name.sub``)."""
-    found = resolver.module_scope.lookup(name)
-    return found is not None and name in found
 
 
 def _contains_import(statement: cst.CSTNode) -> bool:

@@ -44,6 +44,7 @@ from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families import portable
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
@@ -57,7 +58,6 @@ from cuda2npu.families.attention.common import (
     dispatch,
     follow,
     fresh_name,
-    import_guard,
     import_needs,
     may_be_none,
     missing_imports,
@@ -890,7 +890,7 @@ class FlashAttention(ValueUses, Rule):
                 f"flash-attn import guarded (`except ImportError: "
                 f"{' = '.join(names)} = None`): flash-attn is not installed on Ascend hosts, where only the "
                 "NPU branches of the rewritten calls run",
-                lambda s, n=names: import_guard(s, n, "flash-attn"),
+                lambda s, n=names: portable.import_guard(s, n, "flash-attn"),
                 tier=tier,
                 needs_torch_npu=False,
             )
