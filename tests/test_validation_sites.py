@@ -11,6 +11,7 @@ migrated files that change what is computed: exactly the edited sites must fail.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def _run_checks(tree: Path, tmp_path: Path) -> dict[str, tuple[str, str]]:
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # this checkout's cuda2npu, not an installed one
     )
     outcomes = {}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
@@ -300,3 +302,44 @@ def test_relative_imports_are_recorded_by_absolute_name():
     assert absolute("..utils.f", "pkg/sub/mod.py") == "pkg.utils.f"
     assert absolute(".f", "pkg/__init__.py") == "pkg.f"
     assert absolute("torch.nn", "pkg/mod.py") == "torch.nn"
+
+
+LIBRARY_INIT = """
+from flash_attn.flash_attn_interface import flash_attn_func
+"""
+LIBRARY_INTERFACE = """
+import flash_attn_2_cuda as flash_attn_gpu
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False):
+    return flash_attn_gpu.fwd(q, k, v, dropout_p, softmax_scale, causal)[0]
+"""
+LIBRARY_TEST = """
+import torch
+from flash_attn import flash_attn_func
+
+
+def test_causal(q, k, v):
+    return flash_attn_func(q, k, v, causal=True)
+"""
+
+
+def test_the_library_s_own_tests_check_against_the_stand_in(tmp_path):
+    """flash-attn's tests call `flash_attn` from the tree itself: the migrated copy of the library, so
+    the original side takes the library from outside the tree (the stand-in here)."""
+    project = tmp_path / "flash-attn"
+    (project / "flash_attn").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "flash_attn" / "__init__.py").write_text(LIBRARY_INIT)
+    (project / "flash_attn" / "flash_attn_interface.py").write_text(LIBRARY_INTERFACE)
+    (project / "tests" / "test_attn.py").write_text(LIBRARY_TEST)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes == {"tests/test_attn.py:7:flash_attn_func": ("passed", "")}, outcomes
+    # a hand edit of the migrated test's call fails against the stand-in: the original did run
+    test = out / "tests" / "test_attn.py"
+    test.write_text(test.read_text().replace("sparse_mode=", "sparse_mode=0 * "))
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes["tests/test_attn.py:7:flash_attn_func"][0] == "failure", outcomes

@@ -7,7 +7,8 @@ is when it runs, finds the site again, and evaluates, at each argument configura
 ``causal=flag`` or ``self.training``):
 
 * the original call — the real library when it imports, else cuda2npu's CPU stand-in, under
-  :func:`cuda2npu.emulation.emulate_cuda` unless CUDA is present;
+  :func:`cuda2npu.emulation.emulate_cuda` unless CUDA is present; never the migrated tree's own
+  copy of the library (flash-attn's tests call the tree's ``flash_attn``, which is migrated code);
 * the migrated expression that replaced it (``torch_npu.npu_fusion_attention(...)[0]`` with its
   layout transposes) — on real torch_npu on an NPU host, else on :func:`cuda2npu.emulation.emulate_npu`;
 
@@ -44,9 +45,9 @@ from cuda2npu.validation.sites_bind import (
     hoisted,
     import_object,
     leaves_of,
+    outside_tree,
     random_tensor,
     references,
-    refuse_shadowed,
     tensor_shape,
 )
 from cuda2npu.validation.sites_find import SiteMissing, locate
@@ -125,6 +126,16 @@ def check_site(site: dict, migrated_root: Path) -> SiteResult:
     except Exception as exc:  # noqa: BLE001 - an import or helper of the migrated file fails
         return SiteResult(site["id"], "error", f"the migrated file's names do not load: {type(exc).__name__}: {exc}")
     return check.run()
+
+
+def _imported(name: str, qualified: str):
+    """The object a name of the original call refers to; which one fails to import, if it does."""
+    try:
+        return import_object(qualified)
+    except MissingDependency:
+        raise
+    except ImportError as exc:
+        raise MissingDependency(f"`{name}` ({qualified}) does not import here: {type(exc).__name__}: {exc}") from exc
 
 
 def _missing(exc: ImportError) -> str:
@@ -209,7 +220,6 @@ class SiteCheck:
         self.api = site["api"].rsplit(".", 1)[-1]
         self.call = ast.parse(site["original"], mode="eval").body
         with original_side():
-            refuse_shadowed(site["api"], module.root)
             self.params = self._bind(self._original_namespace({}))
         self.leaves = leaves_of(self.params, self.api, set(site["imports"]))
         self.roots = {leaf.text.split(".", 1)[0] for leaf in self.leaves} | (
@@ -229,7 +239,8 @@ class SiteCheck:
         return call_arguments(self.call, self.site["original"], callee, self.api)
 
     def _original_namespace(self, values: dict) -> dict:
-        namespace = {name: import_object(qualified) for name, qualified in self.site["imports"].items()}
+        with outside_tree(self.site["api"].split(".", 1)[0], self.module.root):
+            namespace = {name: _imported(name, qualified) for name, qualified in self.site["imports"].items()}
         if self.site.get("class_source"):  # a subclass site: the project's class over the original API
             exec(compile(self.site["class_source"], f"<original {self.site['class']}>", "exec"), namespace)  # noqa: S102
         for text, value in values.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -276,20 +277,40 @@ def assign(namespace: dict, text: str, value) -> None:
     setattr(target, attrs[-1], value)
 
 
-def refuse_shadowed(api: str, root: Path) -> None:
-    """:class:`Unbindable` when the package of the original ``api`` is the migrated tree's own
-    (the project is the library itself: the original cannot be loaded next to its migration)."""
-    package = api.split(".", 1)[0]
+def _in_tree(package: str, root: Path) -> Path | None:
+    """Where ``package`` imports from, when that is inside the migrated tree ``root`` (else None)."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return
+        return None
     origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-    if origin is not None and origin.is_relative_to(root.resolve()):
-        raise Unbindable(
-            f"`{package}` imports from the migrated tree itself ({origin.relative_to(root.resolve())}): the project "
-            "is the library the site calls, so its original cannot be loaded next to it"
-        )
+    return origin if origin is not None and origin.is_relative_to(root.resolve()) else None
+
+
+@contextlib.contextmanager
+def outside_tree(package: str, root: Path):
+    """While the block runs, ``package`` imports from outside the migrated tree ``root``.
+
+    When the project is the library its sites call (flash-attn's own tests), the tree's copy is the
+    migrated library: the original side takes the real library installed elsewhere, else its CPU
+    stand-in; the tree's modules are back in ``sys.modules`` afterwards. A no-op otherwise."""
+    if _in_tree(package, root) is None:
+        yield
+        return
+    mine = [name for name in sys.modules if name == package or name.startswith(package + ".")]
+    saved, path = {name: sys.modules.pop(name) for name in mine}, list(sys.path)
+    tree = root.resolve()
+    sys.path[:] = [entry for entry in path if not Path(entry or ".").resolve().is_relative_to(tree)]
+    importlib.invalidate_caches()
+    try:
+        if (origin := _in_tree(package, root)) is not None:
+            raise MissingDependency(f"`{package}` imports from the migrated tree itself ({origin.relative_to(tree)})")
+        yield
+    finally:
+        for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        sys.path[:] = path
 
 
 def import_object(qualified: str):
