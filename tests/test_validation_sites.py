@@ -343,3 +343,65 @@ def test_the_library_s_own_tests_check_against_the_stand_in(tmp_path):
     test.write_text(test.read_text().replace("sparse_mode=", "sparse_mode=0 * "))
     outcomes = _run_checks(out, tmp_path)
     assert outcomes["tests/test_attn.py:7:flash_attn_func"][0] == "failure", outcomes
+
+
+PACKAGE_INIT = """
+import absent_heavy_dependency  # the package's __init__ needs what is not installed here
+"""
+PACKAGE_OPERATION = """
+import torch
+import absent_heavy_dependency as _unused
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None
+
+
+def scale_in_backward(x, factor=FACTOR):
+    return _Scale.apply(x, factor)
+
+
+FACTOR = 3.0
+"""
+PACKAGE_NORM = """
+from apex.normalization import FusedLayerNorm
+
+from ._operation import scale_in_backward
+
+
+class ScaledLayerNorm(FusedLayerNorm):
+    def forward(self, x):
+        return scale_in_backward(super().forward(x))
+"""
+
+
+def test_a_project_helper_whose_package_does_not_import_is_read_from_its_source(tmp_path):
+    """ColossalAI's FusedLayerNormWithHook calls `hook_parameter_in_backward` of `._operation`; importing
+    it runs `colossalai/__init__.py`, which needs psutil, numpy, peft…: both sides take the helper from
+    its module's source (the definition and the module-level names it uses), and the check runs."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text(PACKAGE_INIT)
+    (project / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION)
+    (project / "pkg" / "norm.py").write_text(PACKAGE_NORM)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = "pkg/norm.py:7:ScaledLayerNorm(FusedLayerNorm)"
+    assert _run_checks(out, tmp_path) == {site: ("passed", "")}
+    # the helper really runs on the migrated side: an edit of it that only the migrated tree sees fails
+    norm = out / "pkg" / "norm.py"
+    norm.write_text(norm.read_text().replace("scale_in_backward(super().forward(x))", "super().forward(x)"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "failure" and "max abs error" in message, (outcome, message)
+    # a name the tree does not define keeps the skip, naming the dependency that is missing
+    (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("def scale_in_backward", "def renamed"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "skipped" and "absent_heavy_dependency" in message, (outcome, message)

@@ -49,6 +49,7 @@ from cuda2npu.validation.sites_bind import (
     random_tensor,
     references,
     tensor_shape,
+    tree_object,
 )
 from cuda2npu.validation.sites_find import SiteMissing, locate
 from cuda2npu.validation.sites_subclass import locate_class
@@ -128,10 +129,19 @@ def check_site(site: dict, migrated_root: Path) -> SiteResult:
     return check.run()
 
 
-def _imported(name: str, qualified: str):
-    """The object a name of the original call refers to; which one fails to import, if it does."""
+def _imported(name: str, qualified: str, root: Path, api_package: str):
+    """The object a name of the original call refers to (a name the project itself defines also from
+    its source in the tree ``root`` when its module does not import, never the API's own package:
+    the tree's copy of it is migrated code); which one fails to import, if one does."""
     try:
-        return import_object(qualified)
+        try:
+            return import_object(qualified)
+        except MissingDependency:
+            raise
+        except ImportError as exc:
+            if qualified.split(".", 1)[0] == api_package:
+                raise
+            return tree_object(qualified, root, exc)
     except MissingDependency:
         raise
     except ImportError as exc:
@@ -239,8 +249,11 @@ class SiteCheck:
         return call_arguments(self.call, self.site["original"], callee, self.api)
 
     def _original_namespace(self, values: dict) -> dict:
-        with outside_tree(self.site["api"].split(".", 1)[0], self.module.root):
-            namespace = {name: _imported(name, qualified) for name, qualified in self.site["imports"].items()}
+        package, root = self.site["api"].split(".", 1)[0], self.module.root
+        with outside_tree(package, root):
+            namespace = {
+                name: _imported(name, qualified, root, package) for name, qualified in self.site["imports"].items()
+            }
         if self.site.get("class_source"):  # a subclass site: the project's class over the original API
             exec(compile(self.site["class_source"], f"<original {self.site['class']}>", "exec"), namespace)  # noqa: S102
         for text, value in values.items():

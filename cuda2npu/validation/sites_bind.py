@@ -353,6 +353,8 @@ class MigratedModule:
         package = ".".join(parts if relative.name == "__init__" else parts[:-1])
         self.namespace: dict = {"__name__": f"{self.name}", "__package__": package, "__file__": str(file)}
         self.root = root
+        if str(root) not in sys.path:  # the tree's own packages import from the tree, on both sides
+            sys.path.insert(0, str(root))
         self.definitions: dict[str, ast.stmt] = {}
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -382,10 +384,54 @@ class MigratedModule:
             self._bound.add(name)
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 missing |= self.bind(free_names(node) - _stored(node) - {name}) - {name}
-            if str(self.root) not in sys.path:
-                sys.path.insert(0, str(self.root))
-            exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
+            try:
+                exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
+            except ImportError as exc:
+                if not isinstance(node, ast.ImportFrom) or node.names[0].name == "*":
+                    raise
+                module = importlib.util.resolve_name(
+                    "." * node.level + (node.module or ""), self.namespace["__package__"]
+                )
+                self.namespace[name] = tree_object(f"{module}.{node.names[0].name}", self.root, exc)
         return missing
+
+
+_TREE_MODULES: dict[Path, MigratedModule] = {}
+
+
+def tree_module(module: str, root: Path) -> MigratedModule | None:
+    """The tree's own module ``module`` (a file under ``root``) for binding names on demand, or None."""
+    base = root.joinpath(*module.split("."))
+    for file in (base.with_suffix(".py"), base / "__init__.py"):
+        if file.is_file():
+            if file not in _TREE_MODULES:
+                _TREE_MODULES[file] = MigratedModule(ast.parse(file.read_bytes()), file, root)
+            return _TREE_MODULES[file]
+    return None
+
+
+def tree_object(qualified: str, root: Path, error: ImportError):
+    """``qualified``, a name the project defines in the tree ``root``, from its module's source when the
+    module does not import (``error``): a package ``__init__`` on the way imports a dependency that is
+    not installed (ColossalAI's ``colossalai/__init__.py`` needs psutil, numpy, peft, ...). Only the
+    definition and the module-level names it uses run; ``error`` again when the tree does not define it."""
+    parts = qualified.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = tree_module(".".join(parts[:cut]), root)
+        if module is None:
+            continue
+        name = parts[cut]
+        if name not in module.definitions:
+            break
+        try:
+            module.bind({name})
+        except ImportError as exc:
+            raise exc from error
+        value = module.namespace[name]
+        for attr in parts[cut + 1 :]:
+            value = getattr(value, attr)
+        return value
+    raise error
 
 
 def _fields(node: ast.AST) -> dict:
