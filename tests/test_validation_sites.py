@@ -405,3 +405,7 @@ def test_a_project_helper_whose_package_does_not_import_is_read_from_its_source(
     (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("def scale_in_backward", "def renamed"))
     outcome, message = _run_checks(out, tmp_path)[site]
     assert outcome == "skipped" and "absent_heavy_dependency" in message, (outcome, message)
+    # a helper that needs the missing dependency itself is a skip that says so
+    (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("factor=FACTOR", "factor=_unused.FACTOR"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "skipped" and "pkg/_operation.py, `scale_in_backward` fails too" in message, message

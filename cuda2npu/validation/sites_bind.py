@@ -382,18 +382,23 @@ class MigratedModule:
                 missing.add(name)
                 continue
             self._bound.add(name)
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                missing |= self.bind(free_names(node) - _stored(node) - {name}) - {name}
             try:
-                exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
-            except ImportError as exc:
-                if not isinstance(node, ast.ImportFrom) or node.names[0].name == "*":
-                    raise
-                module = importlib.util.resolve_name(
-                    "." * node.level + (node.module or ""), self.namespace["__package__"]
-                )
-                self.namespace[name] = tree_object(f"{module}.{node.names[0].name}", self.root, exc)
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    missing |= self.bind(free_names(node) - _stored(node) - {name}) - {name}
+                self._run(node, name)
+            except BaseException:
+                self._bound.discard(name)  # a module of the tree is shared by the sites: the next one tries again
+                raise
         return missing
+
+    def _run(self, node: ast.stmt, name: str) -> None:
+        try:
+            exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
+        except ImportError as exc:
+            if not isinstance(node, ast.ImportFrom) or node.names[0].name == "*":
+                raise
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""), self.namespace["__package__"])
+            self.namespace[name] = tree_object(f"{module}.{node.names[0].name}", self.root, exc)
 
 
 _TREE_MODULES: dict[Path, MigratedModule] = {}
@@ -414,7 +419,8 @@ def tree_object(qualified: str, root: Path, error: ImportError):
     """``qualified``, a name the project defines in the tree ``root``, from its module's source when the
     module does not import (``error``): a package ``__init__`` on the way imports a dependency that is
     not installed (ColossalAI's ``colossalai/__init__.py`` needs psutil, numpy, peft, ...). Only the
-    definition and the module-level names it uses run; ``error`` again when the tree does not define it."""
+    definition and the module-level names it uses run; ``error`` again when the tree does not define it
+    (an ImportError naming both when that fails too)."""
     parts = qualified.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         module = tree_module(".".join(parts[:cut]), root)
@@ -425,8 +431,10 @@ def tree_object(qualified: str, root: Path, error: ImportError):
             break
         try:
             module.bind({name})
-        except ImportError as exc:
-            raise exc from error
+        except Exception as exc:  # noqa: BLE001 - reported with the import's own error, the cause
+            where = module.namespace["__file__"]
+            raise ImportError(f"{error} (read from the tree's {Path(where).relative_to(root)}, `{name}` fails too: "
+                              f"{type(exc).__name__}: {exc})") from exc  # fmt: skip
         value = module.namespace[name]
         for attr in parts[cut + 1 :]:
             value = getattr(value, attr)
