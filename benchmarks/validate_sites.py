@@ -3,6 +3,7 @@
     python benchmarks/corpus.py                       # once: fetch the pinned sdists
     python benchmarks/validate_sites.py               # every project
     python benchmarks/validate_sites.py timm fairseq -v
+    python benchmarks/validate_sites.py diffusers --fuse-sdpa   # also the opt-in SDPA rewrites
 
 Per project: ``cuda2npu migrate --out`` into a temporary directory, then pytest on the generated
 ``npu_validation/test_sites.py`` (junit XML read per site). It prints, per project, the migrated
@@ -78,11 +79,11 @@ def run(*command: str, cwd: Path, timeout: int = 3600) -> subprocess.CompletedPr
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def check_project(source: Path, name: str, scratch: Path, jobs: int) -> ProjectSites:
-    """Migrate ``source`` into ``scratch`` and run its generated site checks."""
+def check_project(source: Path, name: str, scratch: Path, jobs: int, options: tuple[str, ...] = ()) -> ProjectSites:
+    """Migrate ``source`` into ``scratch`` (with the migrate ``options``) and run its generated site checks."""
     result, start, out = ProjectSites(name), time.perf_counter(), scratch / name
     migrate = run(sys.executable, "-m", "cuda2npu", "migrate", str(source), "--out", str(out), "--quiet",
-                  "--jobs", str(jobs), cwd=scratch)  # fmt: skip
+                  "--jobs", str(jobs), *options, cwd=scratch)  # fmt: skip
     report = out / "cuda2npu_report.json"
     if migrate.returncode not in (0, 1) or not report.is_file():
         result.error = f"migrate exited {migrate.returncode}: {migrate.stderr.strip()[-300:]}"
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("projects", nargs="*", help=f"default: all of {', '.join(p.name for p in PROJECTS)}")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-v", "--verbose", action="store_true", help="print whole skip and failure messages")
+    parser.add_argument("--fuse-sdpa", action="store_true", help="migrate with --fuse-sdpa (opt-in SDPA rewrites)")
     parser.add_argument("--keep", type=Path, help="migrate into KEEP/PROJECT and keep it (default: a temporary dir)")
     args = parser.parse_args(argv)
     results = []
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         work = args.keep or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         for project in selected(args.projects):
-            results.append(check_project(fetch(project), project.name, work.resolve(), args.jobs))
+            options = ("--fuse-sdpa",) if args.fuse_sdpa else ()
+            results.append(check_project(fetch(project), project.name, work.resolve(), args.jobs, options))
             for line in details(results[-1], args.verbose):
                 print(line, flush=True)
     print(table(results))
