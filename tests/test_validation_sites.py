@@ -409,3 +409,75 @@ def test_a_project_helper_whose_package_does_not_import_is_read_from_its_source(
     (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("factor=FACTOR", "factor=_unused.FACTOR"))
     outcome, message = _run_checks(out, tmp_path)[site]
     assert outcome == "skipped" and "pkg/_operation.py, `scale_in_backward` fails too" in message, message
+
+
+EXTENSION = """
+import os
+
+
+class Extension:
+    def available(self):
+        try:
+            import torch
+
+            return torch.cuda.is_available()
+        except Exception:
+            return False
+
+    def load(self):
+        import torch
+
+        def attention(q, k, v, mask=None):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+        return attention
+"""
+EXTENSION_MIGRATED = """
+import os
+
+
+class Extension:
+    def available(self):
+        try:
+            import torch
+            import torch_npu
+
+            return torch.npu.is_available()
+        except Exception:
+            return False
+
+    def load(self):
+        import torch
+
+        def attention(q, k, v, mask=None):
+            return torch_npu.npu_fusion_attention(
+                q, k, v, q.shape[1], "BNSD",
+                atten_mask=~mask if mask is not None else None,
+                scale=q.shape[-1] ** -0.5,
+                keep_prob=1.0,
+            )[0]
+
+        return attention
+"""
+
+
+def test_a_migrated_call_whose_module_is_imported_only_elsewhere_fails(tmp_path):
+    """ColossalAI's SDPA extension under --fuse-sdpa: `import torch_npu` lands in another method's `try`,
+    so the rewritten call raises NameError. The site pairs all the same and its check fails saying why;
+    with the import in the function around the call (where the check takes it from) it passes."""
+    (site,) = find_sites(EXTENSION, EXTENSION_MIGRATED, "ext.py")
+    assert site["scope"] == "Extension.load.attention" and "skip" not in site, site
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ext.py").write_text(EXTENSION)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (out / "ext.py").write_text(EXTENSION_MIGRATED)
+    outcome, message = _run_checks(out, tmp_path)[site["id"]]
+    assert outcome == "failure" and "imports it only elsewhere: line 9" in message, (outcome, message)
+    fixed = EXTENSION_MIGRATED.replace(
+        "        import torch\n\n        def", "        import torch\n        import torch_npu\n\n        def"
+    )
+    (out / "ext.py").write_text(fixed)
+    assert _run_checks(out, tmp_path)[site["id"]] == ("passed", "")

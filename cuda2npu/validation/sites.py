@@ -284,10 +284,17 @@ class SiteCheck:
                 self.hoisted.insert(0, (name, _compile(value, f"<hoisted {name}>")))
                 pending |= free_names(value) - self.roots - seen
                 continue
+            statement = _scope_import(self.location, name)
+            if statement is not None:  # ``import torch_npu`` in the function around the site
+                code = compile(ast.Module([statement], []), self.module.namespace["__file__"], "exec")
+                exec(code, self.module.namespace)  # noqa: S102 - the migrated file's own import
+                continue
             if self.module.bind({name}):
+                elsewhere = sorted({f"line {node.lineno}" for node in _imports_of(self.location.tree, name)})
                 raise UnknownName(
                     f"the migrated code uses `{name}`, which neither the original call's names nor the "
                     "migrated module provide"
+                    + (f" (the migrated file imports it only elsewhere: {', '.join(elsewhere)})" if elsewhere else "")
                 )
 
     # -- running ---------------------------------------------------------------------------------
@@ -502,6 +509,38 @@ class SiteCheck:
                     p.grad.copy_(grad)  # fused optimizers keep the first gradient tensors
             optimizer.step()
         return {"outputs": {f"param{i}": p.detach().cpu() for i, p in enumerate(params)}, "grads": {}}
+
+
+def _scope_import(location, name: str) -> ast.stmt | None:
+    """An import of ``name`` run in a function around the site (the nearest one), as a statement of
+    its own; None when there is none (class bodies do not count: their names are not visible inside)."""
+    node = location.statement
+    while node in location.parents:
+        node = location.parents[node]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        pending = list(node.body)
+        while pending:
+            statement = pending.pop(0)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    if (alias.asname or alias.name.split(".")[0]) == name:
+                        fields = {field: getattr(statement, field) for field in statement._fields}
+                        return ast.copy_location(type(statement)(**{**fields, "names": [alias]}), statement)
+            pending.extend(c for c in ast.iter_child_nodes(statement) if isinstance(c, (ast.stmt, ast.excepthandler)))
+    return None
+
+
+def _imports_of(tree: ast.Module, name: str) -> list[ast.stmt]:
+    """The import statements anywhere in ``tree`` that bind ``name``."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    ]
 
 
 def _short(value) -> str:
