@@ -481,3 +481,31 @@ def test_a_migrated_call_whose_module_is_imported_only_elsewhere_fails(tmp_path)
     )
     (out / "ext.py").write_text(fixed)
     assert _run_checks(out, tmp_path)[site["id"]] == ("passed", "")
+
+
+POWER_POOL = """
+import torch
+import torch.nn.functional as F
+
+
+class Pool(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v.pow(self.gamma))
+"""
+
+
+def test_a_scalar_of_an_elementwise_method_in_a_tensor_argument_takes_a_value(tmp_path):
+    """timm's attention pooling passes `v_shifted.pow(self.gamma)` as the value: `self.gamma` is a
+    scalar of an elementwise method (the same value on both sides), `v_shifted` the tensor."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pool.py").write_text(POWER_POOL)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = "pool.py:8:scaled_dot_product_attention"
+    assert _run_checks(out, tmp_path) == {site: ("passed", "")}
+    pool = out / "pool.py"
+    pool.write_text(pool.read_text().replace("v.pow(self.gamma)", "v"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "failure" and "max abs error" in message, (outcome, message)

@@ -351,8 +351,9 @@ class SiteCheck:
     def _tensor_values(self, dims: dict, dtype) -> dict:
         """A CPU tensor for every tensor leaf, shaped so that its argument has the API's layout."""
         values = {}
+        operands = {leaf.text: roles.PART[roles.OPERAND][0] for leaf in self.leaves if _operand(leaf)}
         with original_side():
-            namespace = self._original_namespace({})
+            namespace = self._original_namespace(operands)  # ``v.pow(self.gamma)`` evaluates with a gamma
         for leaf in (leaf for leaf in self.leaves if leaf.is_tensor):
             shapes = {
                 tensor_shape(leaf.text, expr, roles.shape_of(spec, dims), namespace, dtype)
@@ -541,6 +542,10 @@ def _imports_of(tree: ast.Module, name: str) -> list[ast.stmt]:
         if isinstance(node, (ast.Import, ast.ImportFrom))
         and any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
     ]
+
+
+def _operand(leaf) -> bool:
+    return any(spec == roles.OPERAND for _, spec, _, _ in leaf.uses)
 
 
 def _short(value) -> str:

@@ -175,13 +175,27 @@ def leaves_of(params: dict[str, ast.expr], api: str, known: set[str]) -> list[Le
             if spec is None:
                 raise Unbindable(f"{source}: the check has no representative value for `{text}`")
             found.append((text, context))
-        if isinstance(spec, tuple):
-            if len({text for text, _ in found}) > 1:
+        operands = set()
+        if isinstance(spec, tuple) and len({text for text, _ in found}) > 1:
+            operands = _elementwise_operands(expr) & {text for text, _ in found}
+            if len({text for text, _ in found} - operands) != 1:
                 raise Unbindable(f"{source} has several free names ({', '.join(sorted({t for t, _ in found}))})")
-            tensors |= {text for text, _ in found}
+        if isinstance(spec, tuple):
+            tensors |= {text for text, _ in found} - operands
         for text, context in found:
-            leaves.setdefault(text, Leaf(text)).uses.append((param, spec, context, expr))
+            use = (param, roles.OPERAND if text in operands else spec, context, expr)
+            leaves.setdefault(text, Leaf(text)).uses.append(use)
     return list(leaves.values())
+
+
+def _elementwise_operands(expr: ast.expr) -> set[str]:
+    """The names passed to an elementwise method of a tensor in ``expr`` (``self.gamma`` of
+    ``v.pow(self.gamma)``): scalars that leave the argument's shape as it is."""
+    found = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in roles.ELEMENTWISE:
+            found |= {text for arg in node.args if (text := chain_text(arg)) is not None}
+    return found
 
 
 class NotApplicable(Exception):
