@@ -11,6 +11,7 @@ migrated files that change what is computed: exactly the edited sites must fail.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def _run_checks(tree: Path, tmp_path: Path) -> dict[str, tuple[str, str]]:
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # this checkout's cuda2npu, not an installed one
     )
     outcomes = {}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
@@ -300,3 +302,210 @@ def test_relative_imports_are_recorded_by_absolute_name():
     assert absolute("..utils.f", "pkg/sub/mod.py") == "pkg.utils.f"
     assert absolute(".f", "pkg/__init__.py") == "pkg.f"
     assert absolute("torch.nn", "pkg/mod.py") == "torch.nn"
+
+
+LIBRARY_INIT = """
+from flash_attn.flash_attn_interface import flash_attn_func
+"""
+LIBRARY_INTERFACE = """
+import flash_attn_2_cuda as flash_attn_gpu
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False):
+    return flash_attn_gpu.fwd(q, k, v, dropout_p, softmax_scale, causal)[0]
+"""
+LIBRARY_TEST = """
+import torch
+from flash_attn import flash_attn_func
+
+
+def test_causal(q, k, v):
+    return flash_attn_func(q, k, v, causal=True)
+"""
+
+
+def test_the_library_s_own_tests_check_against_the_stand_in(tmp_path):
+    """flash-attn's tests call `flash_attn` from the tree itself: the migrated copy of the library, so
+    the original side takes the library from outside the tree (the stand-in here)."""
+    project = tmp_path / "flash-attn"
+    (project / "flash_attn").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "flash_attn" / "__init__.py").write_text(LIBRARY_INIT)
+    (project / "flash_attn" / "flash_attn_interface.py").write_text(LIBRARY_INTERFACE)
+    (project / "tests" / "test_attn.py").write_text(LIBRARY_TEST)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes == {"tests/test_attn.py:7:flash_attn_func": ("passed", "")}, outcomes
+    # a hand edit of the migrated test's call fails against the stand-in: the original did run
+    test = out / "tests" / "test_attn.py"
+    test.write_text(test.read_text().replace("sparse_mode=", "sparse_mode=0 * "))
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes["tests/test_attn.py:7:flash_attn_func"][0] == "failure", outcomes
+
+
+PACKAGE_INIT = """
+import absent_heavy_dependency  # the package's __init__ needs what is not installed here
+"""
+PACKAGE_OPERATION = """
+import torch
+import absent_heavy_dependency as _unused
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None
+
+
+def scale_in_backward(x, factor=FACTOR):
+    return _Scale.apply(x, factor)
+
+
+FACTOR = 3.0
+"""
+PACKAGE_NORM = """
+from apex.normalization import FusedLayerNorm
+
+from ._operation import scale_in_backward
+
+
+class ScaledLayerNorm(FusedLayerNorm):
+    def forward(self, x):
+        return scale_in_backward(super().forward(x))
+"""
+
+
+def test_a_project_helper_whose_package_does_not_import_is_read_from_its_source(tmp_path):
+    """ColossalAI's FusedLayerNormWithHook calls `hook_parameter_in_backward` of `._operation`; importing
+    it runs `colossalai/__init__.py`, which needs psutil, numpy, peft…: both sides take the helper from
+    its module's source (the definition and the module-level names it uses), and the check runs."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text(PACKAGE_INIT)
+    (project / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION)
+    (project / "pkg" / "norm.py").write_text(PACKAGE_NORM)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = "pkg/norm.py:7:ScaledLayerNorm(FusedLayerNorm)"
+    assert _run_checks(out, tmp_path) == {site: ("passed", "")}
+    # the helper really runs on the migrated side: an edit of it that only the migrated tree sees fails
+    norm = out / "pkg" / "norm.py"
+    norm.write_text(norm.read_text().replace("scale_in_backward(super().forward(x))", "super().forward(x)"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "failure" and "max abs error" in message, (outcome, message)
+    # a name the tree does not define keeps the skip, naming the dependency that is missing
+    (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("def scale_in_backward", "def renamed"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "skipped" and "absent_heavy_dependency" in message, (outcome, message)
+    # a helper that needs the missing dependency itself is a skip that says so
+    (out / "pkg" / "_operation.py").write_text(PACKAGE_OPERATION.replace("factor=FACTOR", "factor=_unused.FACTOR"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "skipped" and "pkg/_operation.py, `scale_in_backward` fails too" in message, message
+
+
+EXTENSION = """
+import os
+
+
+class Extension:
+    def available(self):
+        try:
+            import torch
+
+            return torch.cuda.is_available()
+        except Exception:
+            return False
+
+    def load(self):
+        import torch
+
+        def attention(q, k, v, mask=None):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+        return attention
+"""
+EXTENSION_MIGRATED = """
+import os
+
+
+class Extension:
+    def available(self):
+        try:
+            import torch
+            import torch_npu
+
+            return torch.npu.is_available()
+        except Exception:
+            return False
+
+    def load(self):
+        import torch
+
+        def attention(q, k, v, mask=None):
+            return torch_npu.npu_fusion_attention(
+                q, k, v, q.shape[1], "BNSD",
+                atten_mask=~mask if mask is not None else None,
+                scale=q.shape[-1] ** -0.5,
+                keep_prob=1.0,
+            )[0]
+
+        return attention
+"""
+
+
+def test_a_migrated_call_whose_module_is_imported_only_elsewhere_fails(tmp_path):
+    """ColossalAI's SDPA extension under --fuse-sdpa: `import torch_npu` lands in another method's `try`,
+    so the rewritten call raises NameError. The site pairs all the same and its check fails saying why;
+    with the import in the function around the call (where the check takes it from) it passes."""
+    (site,) = find_sites(EXTENSION, EXTENSION_MIGRATED, "ext.py")
+    assert site["scope"] == "Extension.load.attention" and "skip" not in site, site
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ext.py").write_text(EXTENSION)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (out / "ext.py").write_text(EXTENSION_MIGRATED)
+    outcome, message = _run_checks(out, tmp_path)[site["id"]]
+    assert outcome == "failure" and "imports it only elsewhere: line 9" in message, (outcome, message)
+    fixed = EXTENSION_MIGRATED.replace(
+        "        import torch\n\n        def", "        import torch\n        import torch_npu\n\n        def"
+    )
+    (out / "ext.py").write_text(fixed)
+    assert _run_checks(out, tmp_path)[site["id"]] == ("passed", "")
+
+
+POWER_POOL = """
+import torch
+import torch.nn.functional as F
+
+
+class Pool(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v.pow(self.gamma))
+"""
+
+
+def test_a_scalar_of_an_elementwise_method_in_a_tensor_argument_takes_a_value(tmp_path):
+    """timm's attention pooling passes `v_shifted.pow(self.gamma)` as the value: `self.gamma` is a
+    scalar of an elementwise method (the same value on both sides), `v_shifted` the tensor."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pool.py").write_text(POWER_POOL)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = "pool.py:8:scaled_dot_product_attention"
+    assert _run_checks(out, tmp_path) == {site: ("passed", "")}
+    pool = out / "pool.py"
+    pool.write_text(pool.read_text().replace("v.pow(self.gamma)", "v"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "failure" and "max abs error" in message, (outcome, message)

@@ -7,7 +7,8 @@ is when it runs, finds the site again, and evaluates, at each argument configura
 ``causal=flag`` or ``self.training``):
 
 * the original call — the real library when it imports, else cuda2npu's CPU stand-in, under
-  :func:`cuda2npu.emulation.emulate_cuda` unless CUDA is present;
+  :func:`cuda2npu.emulation.emulate_cuda` unless CUDA is present; never the migrated tree's own
+  copy of the library (flash-attn's tests call the tree's ``flash_attn``, which is migrated code);
 * the migrated expression that replaced it (``torch_npu.npu_fusion_attention(...)[0]`` with its
   layout transposes) — on real torch_npu on an NPU host, else on :func:`cuda2npu.emulation.emulate_npu`;
 
@@ -44,10 +45,11 @@ from cuda2npu.validation.sites_bind import (
     hoisted,
     import_object,
     leaves_of,
+    outside_tree,
     random_tensor,
     references,
-    refuse_shadowed,
     tensor_shape,
+    tree_object,
 )
 from cuda2npu.validation.sites_find import SiteMissing, locate
 from cuda2npu.validation.sites_subclass import locate_class
@@ -125,6 +127,25 @@ def check_site(site: dict, migrated_root: Path) -> SiteResult:
     except Exception as exc:  # noqa: BLE001 - an import or helper of the migrated file fails
         return SiteResult(site["id"], "error", f"the migrated file's names do not load: {type(exc).__name__}: {exc}")
     return check.run()
+
+
+def _imported(name: str, qualified: str, root: Path, api_package: str):
+    """The object a name of the original call refers to (a name the project itself defines also from
+    its source in the tree ``root`` when its module does not import, never the API's own package:
+    the tree's copy of it is migrated code); which one fails to import, if one does."""
+    try:
+        try:
+            return import_object(qualified)
+        except MissingDependency:
+            raise
+        except ImportError as exc:
+            if qualified.split(".", 1)[0] == api_package:
+                raise
+            return tree_object(qualified, root, exc)
+    except MissingDependency:
+        raise
+    except ImportError as exc:
+        raise MissingDependency(f"`{name}` ({qualified}) does not import here: {type(exc).__name__}: {exc}") from exc
 
 
 def _missing(exc: ImportError) -> str:
@@ -209,7 +230,6 @@ class SiteCheck:
         self.api = site["api"].rsplit(".", 1)[-1]
         self.call = ast.parse(site["original"], mode="eval").body
         with original_side():
-            refuse_shadowed(site["api"], module.root)
             self.params = self._bind(self._original_namespace({}))
         self.leaves = leaves_of(self.params, self.api, set(site["imports"]))
         self.roots = {leaf.text.split(".", 1)[0] for leaf in self.leaves} | (
@@ -229,7 +249,11 @@ class SiteCheck:
         return call_arguments(self.call, self.site["original"], callee, self.api)
 
     def _original_namespace(self, values: dict) -> dict:
-        namespace = {name: import_object(qualified) for name, qualified in self.site["imports"].items()}
+        package, root = self.site["api"].split(".", 1)[0], self.module.root
+        with outside_tree(package, root):
+            namespace = {
+                name: _imported(name, qualified, root, package) for name, qualified in self.site["imports"].items()
+            }
         if self.site.get("class_source"):  # a subclass site: the project's class over the original API
             exec(compile(self.site["class_source"], f"<original {self.site['class']}>", "exec"), namespace)  # noqa: S102
         for text, value in values.items():
@@ -260,10 +284,17 @@ class SiteCheck:
                 self.hoisted.insert(0, (name, _compile(value, f"<hoisted {name}>")))
                 pending |= free_names(value) - self.roots - seen
                 continue
+            statement = _scope_import(self.location, name)
+            if statement is not None:  # ``import torch_npu`` in the function around the site
+                code = compile(ast.Module([statement], []), self.module.namespace["__file__"], "exec")
+                exec(code, self.module.namespace)  # noqa: S102 - the migrated file's own import
+                continue
             if self.module.bind({name}):
+                elsewhere = sorted({f"line {node.lineno}" for node in _imports_of(self.location.tree, name)})
                 raise UnknownName(
                     f"the migrated code uses `{name}`, which neither the original call's names nor the "
                     "migrated module provide"
+                    + (f" (the migrated file imports it only elsewhere: {', '.join(elsewhere)})" if elsewhere else "")
                 )
 
     # -- running ---------------------------------------------------------------------------------
@@ -320,8 +351,9 @@ class SiteCheck:
     def _tensor_values(self, dims: dict, dtype) -> dict:
         """A CPU tensor for every tensor leaf, shaped so that its argument has the API's layout."""
         values = {}
+        operands = {leaf.text: roles.PART[roles.OPERAND][0] for leaf in self.leaves if _operand(leaf)}
         with original_side():
-            namespace = self._original_namespace({})
+            namespace = self._original_namespace(operands)  # ``v.pow(self.gamma)`` evaluates with a gamma
         for leaf in (leaf for leaf in self.leaves if leaf.is_tensor):
             shapes = {
                 tensor_shape(leaf.text, expr, roles.shape_of(spec, dims), namespace, dtype)
@@ -478,6 +510,42 @@ class SiteCheck:
                     p.grad.copy_(grad)  # fused optimizers keep the first gradient tensors
             optimizer.step()
         return {"outputs": {f"param{i}": p.detach().cpu() for i, p in enumerate(params)}, "grads": {}}
+
+
+def _scope_import(location, name: str) -> ast.stmt | None:
+    """An import of ``name`` run in a function around the site (the nearest one), as a statement of
+    its own; None when there is none (class bodies do not count: their names are not visible inside)."""
+    node = location.statement
+    while node in location.parents:
+        node = location.parents[node]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        pending = list(node.body)
+        while pending:
+            statement = pending.pop(0)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    if (alias.asname or alias.name.split(".")[0]) == name:
+                        fields = {field: getattr(statement, field) for field in statement._fields}
+                        return ast.copy_location(type(statement)(**{**fields, "names": [alias]}), statement)
+            pending.extend(c for c in ast.iter_child_nodes(statement) if isinstance(c, (ast.stmt, ast.excepthandler)))
+    return None
+
+
+def _imports_of(tree: ast.Module, name: str) -> list[ast.stmt]:
+    """The import statements anywhere in ``tree`` that bind ``name``."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    ]
+
+
+def _operand(leaf) -> bool:
+    return any(spec == roles.OPERAND for _, spec, _, _ in leaf.uses)
 
 
 def _short(value) -> str:

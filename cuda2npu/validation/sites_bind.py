@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -174,13 +175,27 @@ def leaves_of(params: dict[str, ast.expr], api: str, known: set[str]) -> list[Le
             if spec is None:
                 raise Unbindable(f"{source}: the check has no representative value for `{text}`")
             found.append((text, context))
-        if isinstance(spec, tuple):
-            if len({text for text, _ in found}) > 1:
+        operands = set()
+        if isinstance(spec, tuple) and len({text for text, _ in found}) > 1:
+            operands = _elementwise_operands(expr) & {text for text, _ in found}
+            if len({text for text, _ in found} - operands) != 1:
                 raise Unbindable(f"{source} has several free names ({', '.join(sorted({t for t, _ in found}))})")
-            tensors |= {text for text, _ in found}
+        if isinstance(spec, tuple):
+            tensors |= {text for text, _ in found} - operands
         for text, context in found:
-            leaves.setdefault(text, Leaf(text)).uses.append((param, spec, context, expr))
+            use = (param, roles.OPERAND if text in operands else spec, context, expr)
+            leaves.setdefault(text, Leaf(text)).uses.append(use)
     return list(leaves.values())
+
+
+def _elementwise_operands(expr: ast.expr) -> set[str]:
+    """The names passed to an elementwise method of a tensor in ``expr`` (``self.gamma`` of
+    ``v.pow(self.gamma)``): scalars that leave the argument's shape as it is."""
+    found = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in roles.ELEMENTWISE:
+            found |= {text for arg in node.args if (text := chain_text(arg)) is not None}
+    return found
 
 
 class NotApplicable(Exception):
@@ -276,20 +291,40 @@ def assign(namespace: dict, text: str, value) -> None:
     setattr(target, attrs[-1], value)
 
 
-def refuse_shadowed(api: str, root: Path) -> None:
-    """:class:`Unbindable` when the package of the original ``api`` is the migrated tree's own
-    (the project is the library itself: the original cannot be loaded next to its migration)."""
-    package = api.split(".", 1)[0]
+def _in_tree(package: str, root: Path) -> Path | None:
+    """Where ``package`` imports from, when that is inside the migrated tree ``root`` (else None)."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return
+        return None
     origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-    if origin is not None and origin.is_relative_to(root.resolve()):
-        raise Unbindable(
-            f"`{package}` imports from the migrated tree itself ({origin.relative_to(root.resolve())}): the project "
-            "is the library the site calls, so its original cannot be loaded next to it"
-        )
+    return origin if origin is not None and origin.is_relative_to(root.resolve()) else None
+
+
+@contextlib.contextmanager
+def outside_tree(package: str, root: Path):
+    """While the block runs, ``package`` imports from outside the migrated tree ``root``.
+
+    When the project is the library its sites call (flash-attn's own tests), the tree's copy is the
+    migrated library: the original side takes the real library installed elsewhere, else its CPU
+    stand-in; the tree's modules are back in ``sys.modules`` afterwards. A no-op otherwise."""
+    if _in_tree(package, root) is None:
+        yield
+        return
+    mine = [name for name in sys.modules if name == package or name.startswith(package + ".")]
+    saved, path = {name: sys.modules.pop(name) for name in mine}, list(sys.path)
+    tree = root.resolve()
+    sys.path[:] = [entry for entry in path if not Path(entry or ".").resolve().is_relative_to(tree)]
+    importlib.invalidate_caches()
+    try:
+        if (origin := _in_tree(package, root)) is not None:
+            raise MissingDependency(f"`{package}` imports from the migrated tree itself ({origin.relative_to(tree)})")
+        yield
+    finally:
+        for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        sys.path[:] = path
 
 
 def import_object(qualified: str):
@@ -332,6 +367,8 @@ class MigratedModule:
         package = ".".join(parts if relative.name == "__init__" else parts[:-1])
         self.namespace: dict = {"__name__": f"{self.name}", "__package__": package, "__file__": str(file)}
         self.root = root
+        if str(root) not in sys.path:  # the tree's own packages import from the tree, on both sides
+            sys.path.insert(0, str(root))
         self.definitions: dict[str, ast.stmt] = {}
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -359,12 +396,64 @@ class MigratedModule:
                 missing.add(name)
                 continue
             self._bound.add(name)
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                missing |= self.bind(free_names(node) - _stored(node) - {name}) - {name}
-            if str(self.root) not in sys.path:
-                sys.path.insert(0, str(self.root))
-            exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
+            try:
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    missing |= self.bind(free_names(node) - _stored(node) - {name}) - {name}
+                self._run(node, name)
+            except BaseException:
+                self._bound.discard(name)  # a module of the tree is shared by the sites: the next one tries again
+                raise
         return missing
+
+    def _run(self, node: ast.stmt, name: str) -> None:
+        try:
+            exec(compile(ast.Module([node], []), self.namespace["__file__"], "exec"), self.namespace)  # noqa: S102
+        except ImportError as exc:
+            if not isinstance(node, ast.ImportFrom) or node.names[0].name == "*":
+                raise
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""), self.namespace["__package__"])
+            self.namespace[name] = tree_object(f"{module}.{node.names[0].name}", self.root, exc)
+
+
+_TREE_MODULES: dict[Path, MigratedModule] = {}
+
+
+def tree_module(module: str, root: Path) -> MigratedModule | None:
+    """The tree's own module ``module`` (a file under ``root``) for binding names on demand, or None."""
+    base = root.joinpath(*module.split("."))
+    for file in (base.with_suffix(".py"), base / "__init__.py"):
+        if file.is_file():
+            if file not in _TREE_MODULES:
+                _TREE_MODULES[file] = MigratedModule(ast.parse(file.read_bytes()), file, root)
+            return _TREE_MODULES[file]
+    return None
+
+
+def tree_object(qualified: str, root: Path, error: ImportError):
+    """``qualified``, a name the project defines in the tree ``root``, from its module's source when the
+    module does not import (``error``): a package ``__init__`` on the way imports a dependency that is
+    not installed (ColossalAI's ``colossalai/__init__.py`` needs psutil, numpy, peft, ...). Only the
+    definition and the module-level names it uses run; ``error`` again when the tree does not define it
+    (an ImportError naming both when that fails too)."""
+    parts = qualified.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = tree_module(".".join(parts[:cut]), root)
+        if module is None:
+            continue
+        name = parts[cut]
+        if name not in module.definitions:
+            break
+        try:
+            module.bind({name})
+        except Exception as exc:  # noqa: BLE001 - reported with the import's own error, the cause
+            where = module.namespace["__file__"]
+            raise ImportError(f"{error} (read from the tree's {Path(where).relative_to(root)}, `{name}` fails too: "
+                              f"{type(exc).__name__}: {exc})") from exc  # fmt: skip
+        value = module.namespace[name]
+        for attr in parts[cut + 1 :]:
+            value = getattr(value, attr)
+        return value
+    raise error
 
 
 def _fields(node: ast.AST) -> dict:

@@ -156,6 +156,20 @@ def qualified(node: ast.expr, imports: dict[str, str], defs: set[str] = frozense
     return None
 
 
+def target_name(node: ast.expr, imports: dict[str, str], defs: set[str] = frozenset()) -> str | None:
+    """What a migrated call names: :func:`qualified`, else its text when the root is not imported in
+    the scope (``torch_npu.npu_fusion_attention`` where the migration put ``import torch_npu`` in
+    another function): still the site, whose check then says the name is unbound there."""
+    name = qualified(node, imports, defs)
+    if name is None and isinstance(node, ast.Attribute):
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id not in imports and root.id not in defs:
+            return ast.unparse(node)
+    return name
+
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -261,7 +275,7 @@ class Location:
 
 
 def _targets_in(calls: list[ast.Call], targets, imports, defs) -> list[ast.Call]:
-    return [c for c in calls if is_target(qualified(c.func, imports, defs), targets)]
+    return [c for c in calls if is_target(target_name(c.func, imports, defs), targets)]
 
 
 def locate(tree: ast.Module, qualname: str, family: str, ordinal: int, path: list[list]) -> Location:
@@ -298,7 +312,7 @@ def _family_calls(calls, imports, defs, family) -> list[tuple[ast.Call, Api | No
         api = api_of(name)
         if api is not None and api.family == family:
             listed.append((call, api))
-        elif is_target(name, FAMILIES[family]):
+        elif is_target(target_name(call.func, imports, defs), FAMILIES[family]):
             listed.append((call, None))
     return listed
 

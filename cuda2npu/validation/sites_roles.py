@@ -165,6 +165,7 @@ WHOLE = {
     "hidden": [16],
 }
 PART = {
+    "operand": [2],  # a scalar of an elementwise method of a tensor argument (``v.pow(self.gamma)``)
     "dropout": [0.1],
     "scale": [8],
     "window": [-1, 2],
@@ -176,6 +177,8 @@ PART = {
     "hidden": [16],
 }
 FLAGS = [True, False]
+OPERAND = "operand"
+ELEMENTWISE = {"pow", "mul", "div", "add", "sub", "true_divide", "clamp", "clamp_min", "clamp_max"}
 ANY_SIZE = {"width", "hidden"}  # any size works: a name also used as D takes D
 
 _SELF = {"B": 2, "Sq": 7, "Sk": 7, "N": 6, "Nkv": 6, "D": 8, "lengths_q": (2, 4, 5), "lengths_k": (2, 4, 5)}
