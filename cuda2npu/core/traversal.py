@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import weakref
 from bisect import bisect_left
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
@@ -172,6 +173,13 @@ def _flattened(root: cst.CSTNode) -> tuple[Flat, int, int]:
     return tree, 0, len(tree.nodes)
 
 
+def release() -> None:
+    """Drop the kept flat tree, which holds every node of its module alive (and in the way of the
+    garbage collector) until another module is flattened."""
+    global _last_flat
+    _last_flat = (None, None)
+
+
 def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its descendants of ``types``, in visit order (libcst's ``m.findall`` without matchers)."""
     tree, start, stop = _flattened(node)
@@ -181,7 +189,9 @@ def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) 
     return (tree.nodes[i] for i in indices[bisect_left(indices, start) : bisect_left(indices, stop)])
 
 
-_HANDLERS: dict[tuple[type, type], tuple] = {}
+# visitor class -> node type -> (visit_X, leave_X); weak: a visitor class defined in a function
+# (one per call) goes with its last visitor, and with it whatever its class attributes hold
+_HANDLERS: weakref.WeakKeyDictionary[type, dict[type, tuple]] = weakref.WeakKeyDictionary()
 
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
@@ -200,13 +210,15 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 
 def _methods_of(cls: type):
     """node type -> (visit_X, leave_X) functions of a visitor class (None where absent)."""
+    known = _HANDLERS.get(cls)
+    if known is None:
+        known = _HANDLERS[cls] = {}
 
     def handlers(node_type: type) -> tuple:
-        key = (node_type, cls)
-        found = _HANDLERS.get(key)
+        found = known.get(node_type)
         if found is None:  # functions, not bound methods: the cache outlives the visitor
             name = node_type.__name__
-            found = _HANDLERS[key] = (_defined(cls, f"visit_{name}"), _defined(cls, f"leave_{name}"))
+            found = known[node_type] = (_defined(cls, f"visit_{name}"), _defined(cls, f"leave_{name}"))
         return found
 
     return handlers

@@ -32,7 +32,7 @@ from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
 from cuda2npu.core.source import SourceError, decode, parse, position
 from cuda2npu.core.transform import FixApplier
-from cuda2npu.core.traversal import walk_batched
+from cuda2npu.core.traversal import release, walk_batched
 from cuda2npu.families import enabled_rules
 
 MAX_ROUNDS = 6
@@ -67,8 +67,11 @@ def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], tex
         rules = triggered(rules, text)
         if not rules:
             return []
-    ctx = RuleContext(module, options)
-    walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
+    try:
+        ctx = RuleContext(module, options)
+        walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
+    finally:
+        release()  # the pre-passes and the traversal are done with the module's flat tree
     return ctx.reports
 
 
