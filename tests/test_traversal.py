@@ -162,3 +162,39 @@ def test_subtree_walks_read_the_flattened_module_and_match_libcst():
         walk(subtree, walked)
         assert [(kind, id(node)) for kind, node in walked.events] == expected
         assert [id(n) for n in iter_nodes(subtree)] == [i for kind, i in expected if kind == "visit"]
+
+
+class Sparse(cst.CSTVisitor):
+    """A few node types, a leave without a visit, and a visit that skips its children."""
+
+    def __init__(self):
+        self.events = []
+
+    def visit_Call(self, node):
+        self.events.append(("visit", node))
+        return not isinstance(node.func, cst.Attribute)  # skip the arguments of method calls
+
+    def leave_Call(self, node):
+        self.events.append(("leave", node))
+
+    def leave_FunctionDef(self, node):
+        self.events.append(("leave", node))
+
+    def visit_Name(self, node):
+        self.events.append(("visit", node))
+
+
+def test_walk_reads_only_the_handled_types_with_libcst_skips_and_leaves():
+    module = cst.parse_module(EXTRA + (ROOT / "cuda2npu/core/traversal.py").read_text())
+    reference, walked = Sparse(), Sparse()
+    module.visit(reference)
+    walk(module, walked)
+    assert reference.events and [(k, id(n)) for k, n in walked.events] == [(k, id(n)) for k, n in reference.events]
+    for subtree in iter_nodes(module, cst.FunctionDef):
+        reference, walked = Sparse(), Sparse()
+        subtree.visit(reference)
+        walk(subtree, walked)
+        assert [(k, id(n)) for k, n in walked.events] == [(k, id(n)) for k, n in reference.events]
+    assert [id(n) for n in iter_nodes(module, cst.BaseCompoundStatement)] == [
+        id(n) for n in iter_nodes(module) if isinstance(n, cst.BaseCompoundStatement)
+    ]

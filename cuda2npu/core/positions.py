@@ -48,7 +48,7 @@ def positions_for(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.
     if CodegenState is None:  # pragma: no cover
         return _public(module)
     try:
-        state = _TargetedState(module, set(wanted))
+        state = _TargetedState(module, wanted)
         try:
             module._codegen(state)
         except _AllRecorded:
@@ -87,12 +87,13 @@ class _TargetedState(CodegenState or object):
     As in ``PositionProvidingCodegenState``: a node's syntactic range (``record_syntactic_position``,
     whose start or end may be hoisted from a child) wins over its whitespace-inclusive range
     (``before_codegen``/``after_codegen``); a hoisted child is tracked as soon as its parent asks.
-    Generation stops (:class:`_AllRecorded`) once every wanted node has its range.
+    Generation stops (:class:`_AllRecorded`) once every wanted node has its range. Wanted nodes are
+    told by ``id`` (a node's ``__hash__`` is a Python call, made for every node of the file).
     """
 
     def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.wanted = wanted
+        self.wanted = {id(node) for node in wanted}
         self.line, self.column = 1, 0
         self.starts: dict[cst.CSTNode, CodePosition] = {}
         self.ranges: dict[cst.CSTNode, CodeRange] = {}
@@ -115,11 +116,11 @@ class _TargetedState(CodegenState or object):
         self._advance(value)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
+        if id(node) in self.wanted:
             self.starts[node] = CodePosition(self.line, self.column)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted and node not in self.ranges:
+        if id(node) in self.wanted and node not in self.ranges:
             self.record(node, CodeRange(self.starts[node], CodePosition(self.line, self.column)))
 
     def record(self, node: cst.CSTNode, where: CodeRange) -> None:
@@ -128,11 +129,11 @@ class _TargetedState(CodegenState or object):
             raise _AllRecorded
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        if node not in self.wanted:
+        if id(node) not in self.wanted:
             return _UNTRACKED
         for child in (start_node, end_node):
             if child is not None:
-                self.wanted.add(child)
+                self.wanted.add(id(child))
         return _Syntactic(self, node, start_node, end_node)
 
 

@@ -10,7 +10,10 @@ entered: no rule visits those nodes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Iterator
+import itertools
+import weakref
+from bisect import bisect_left
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 import libcst as cst
 
@@ -96,25 +99,32 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 class Flat:
-    """A tree in visit order: ``nodes[i]``'s subtree is ``nodes[i:ends[i]]``."""
+    """A tree in visit order: ``nodes[i]``'s subtree is ``nodes[i:ends[i]]``; ``of_type[T]``: the
+    indices of the nodes of type ``T``, ascending."""
 
-    __slots__ = ("nodes", "ends", "_index")
+    __slots__ = ("nodes", "ends", "of_type", "_index", "_selections")
 
     def __init__(self, root: cst.CSTNode) -> None:
         nodes: list[cst.CSTNode] = []
         ends: list[int] = []
+        of_type: dict[type, list[int]] = {}
 
         def add(node: cst.CSTNode) -> None:
             index = len(nodes)
             nodes.append(node)
             ends.append(0)
+            indices = of_type.get(type(node))
+            if indices is None:
+                indices = of_type[type(node)] = []
+            indices.append(index)
             for child in children(node):
                 add(child)
             ends[index] = len(nodes)
 
         add(root)
-        self.nodes, self.ends = nodes, ends
+        self.nodes, self.ends, self.of_type = nodes, ends, of_type
         self._index: dict[cst.CSTNode, int] | None = None
+        self._selections: dict[Hashable, list[int]] = {}
 
     def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """``(start, stop)`` of ``node``'s subtree in ``nodes``; None if ``node`` is not in the tree."""
@@ -122,6 +132,23 @@ class Flat:
             self._index = {n: i for i, n in enumerate(self.nodes)}
         start = self._index.get(node)
         return None if start is None else (start, self.ends[start])
+
+    def selection(self, start: int, stop: int, wanted: Callable[[type], bool], key: Hashable = None) -> Sequence[int]:
+        """Indices (ascending) of ``nodes[start:stop]`` to read: those whose type is ``wanted``.
+
+        The selection over the whole tree is computed once per ``key`` (one per visitor class or
+        node types); a subtree without a kept selection is read whole (selecting costs a look at
+        every node type of the tree, more than a small subtree).
+        """
+        found = self._selections.get(key) if key is not None else None
+        if found is None:
+            if stop - start < len(self.nodes):
+                return range(start, stop)
+            runs = [indices for node_type, indices in self.of_type.items() if wanted(node_type)]
+            found = runs[0] if len(runs) == 1 else sorted(itertools.chain.from_iterable(runs))
+            if key is not None:
+                self._selections[key] = found
+        return found
 
 
 _last_flat: tuple[cst.CSTNode | None, Flat | None] = (None, None)
@@ -146,51 +173,73 @@ def _flattened(root: cst.CSTNode) -> tuple[Flat, int, int]:
     return tree, 0, len(tree.nodes)
 
 
+def release() -> None:
+    """Drop the kept flat tree, which holds every node of its module alive (and in the way of the
+    garbage collector) until another module is flattened."""
+    global _last_flat
+    _last_flat = (None, None)
+
+
 def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its descendants of ``types``, in visit order (libcst's ``m.findall`` without matchers)."""
     tree, start, stop = _flattened(node)
-    nodes = tree.nodes[start:stop]
     if types is cst.CSTNode:
-        return iter(nodes)
-    return (n for n in nodes if isinstance(n, types))
+        return iter(tree.nodes[start:stop])
+    indices = tree.selection(0, len(tree.nodes), lambda node_type: issubclass(node_type, types), ("types", types))
+    return (tree.nodes[i] for i in indices[bisect_left(indices, start) : bisect_left(indices, stop)])
 
 
-_HANDLERS: dict[tuple[type, type], tuple] = {}
+# visitor class -> node type -> (visit_X, leave_X); weak: a visitor class defined in a function
+# (one per call) goes with its last visitor, and with it whatever its class attributes hold
+_HANDLERS: weakref.WeakKeyDictionary[type, dict[type, tuple]] = weakref.WeakKeyDictionary()
 
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads; ``visit_X`` (or an overridden
     ``on_visit``) returning False skips the children, as in libcst."""
     cls = type(visitor)
+    tree, start, stop = _flattened(node)
     if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
-        _replay(*_flattened(node), visitor, _methods_of(visitor))
+        handlers_of = _methods_of(cls)
+        indices = tree.selection(start, stop, lambda node_type: handlers_of(node_type) != (None, None), ("walk", cls))
+        _replay(tree, indices, start, stop, visitor, handlers_of)
     else:
         hooks = (lambda v, n: bool(cls.on_visit(v, n)), cls.on_leave)  # a falsy on_visit skips, as in libcst
-        _replay(*_flattened(node), visitor, lambda node_type: hooks)
+        _replay(tree, range(len(tree.nodes)), start, stop, visitor, lambda node_type: hooks)
 
 
-def _methods_of(visitor: cst.CSTVisitor):
-    """node type -> (visit_X, leave_X) functions of the visitor's class (None where absent)."""
-    cls = type(visitor)
+def _methods_of(cls: type):
+    """node type -> (visit_X, leave_X) functions of a visitor class (None where absent)."""
+    known = _HANDLERS.get(cls)
+    if known is None:
+        known = _HANDLERS[cls] = {}
 
     def handlers(node_type: type) -> tuple:
-        key = (node_type, cls)
-        found = _HANDLERS.get(key)
+        found = known.get(node_type)
         if found is None:  # functions, not bound methods: the cache outlives the visitor
             name = node_type.__name__
-            found = _HANDLERS[key] = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None))
+            found = known[node_type] = (_defined(cls, f"visit_{name}"), _defined(cls, f"leave_{name}"))
         return found
 
     return handlers
 
 
-def _replay(tree: Flat, start: int, stop: int, visitor, handlers_of) -> None:
-    """Enter and leave the nodes ``tree.nodes[start:stop]`` in order; an enter returning False skips the subtree."""
+def _defined(cls: type, name: str):
+    """The visitor method ``name`` of ``cls``; None if absent or libcst's empty stub."""
+    method = getattr(cls, name, None)
+    return None if getattr(method, "_is_no_op", False) else method
+
+
+def _replay(tree: Flat, indices: Sequence[int], start: int, stop: int, visitor, handlers_of) -> None:
+    """Enter and leave the nodes ``tree.nodes[start:stop]`` in order, reading only those at ``indices``
+    (the nodes whose types ``handlers_of`` gives an enter or a leave); an enter returning False
+    skips the subtree."""
     nodes, ends = tree.nodes, tree.ends
     open_nodes: list[tuple[int, cst.CSTNode, object]] = []  # (end of subtree, node, its leave): nodes with a leave
     per_type: dict[type, tuple] = {}
-    index = start
-    while index < stop:
+    position, last = bisect_left(indices, start), bisect_left(indices, stop)
+    while position < last:
+        index = indices[position]
         while open_nodes and open_nodes[-1][0] <= index:
             _, done, leave = open_nodes.pop()
             leave(visitor, done)
@@ -202,9 +251,9 @@ def _replay(tree: Flat, start: int, stop: int, visitor, handlers_of) -> None:
         if leave is not None:
             open_nodes.append((ends[index], node, leave))
         if enter is not None and enter(visitor, node) is False:
-            index = ends[index]
+            position = bisect_left(indices, ends[index], position + 1, last)
         else:
-            index += 1
+            position += 1
     while open_nodes:
         _, done, leave = open_nodes.pop()
         leave(visitor, done)
@@ -220,20 +269,30 @@ def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor])
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             methods.setdefault(name, []).append(method)
-    none: list = []
 
     def handlers_of(node_type: type) -> tuple:
         name = node_type.__name__
-        enters, leaves = methods.get(f"visit_{name}", none), methods.get(f"leave_{name}", none)
+        return _calling_all(methods.get(f"visit_{name}")), _calling_all(methods.get(f"leave_{name}"))
 
-        def enter(_, current):
-            for method in enters:
-                method(current)
+    tree, start, stop = _flattened(node)
+    indices = tree.selection(start, stop, lambda node_type: handlers_of(node_type) != (None, None))
+    _replay(tree, indices, start, stop, None, handlers_of)
 
-        def leave(_, current):
-            for method in leaves:
-                method(current)
 
-        return (enter if enters else None, leave if leaves else None)
+def _calling_all(methods: list | None):
+    """A handler calling each of ``methods`` (bound methods) with the node; None if there are none."""
+    if not methods:
+        return None
+    if len(methods) == 1:
+        (method,) = methods
 
-    _replay(*_flattened(node), None, handlers_of)
+        def call_one(_, current) -> None:
+            method(current)
+
+        return call_one
+
+    def call(_, current) -> None:
+        for method in methods:
+            method(current)
+
+    return call

@@ -13,7 +13,7 @@ from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import APEX_EXTENSIONS, APEX_ROOTS
 
 CUDA_LIBRARIES = {
@@ -134,13 +134,7 @@ AVAILABILITY = re.compile(r"(?i)\w+_available|has_\w+|have_\w+|\w+_installed|fin
 def _guards_import(test: cst.BaseExpression) -> bool:
     """``if TYPE_CHECKING:`` or an availability probe (``if is_xformers_available():``, ``if HAVE_TE:``);
     ``torch.cuda.is_available()`` is a device check, true on NPU once migrated."""
-    names: list[str] = []
-
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            names.append(node.value)
-
-    walk(test, Names())
+    names = [node.value for node in iter_nodes(test, cst.Name)]
     return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
 
 

@@ -17,7 +17,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import expression, root_name
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, enabled
 
 COMPANION = "apex_npu_optimizers.py"
@@ -91,19 +91,12 @@ class ApexBindings:
 
 def _apex_imports(module: cst.Module):
     """(statement, import) for every apex/amp_C import of the file, functions and blocks included."""
-    found = []
-
-    class Scan(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-            found.extend(
-                (node, small)
-                for small in node.body
-                if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
-            )
-            return False
-
-    walk(module, Scan())
-    return found
+    return [
+        (line, small)
+        for line in iter_nodes(module, cst.SimpleStatementLine)
+        for small in line.body
+        if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
+    ]
 
 
 def _bound(node: cst.Import | cst.ImportFrom) -> list[str]:

@@ -276,11 +276,11 @@ class ModuleFacts(cst.CSTVisitor):
             self.guards[node] = guard
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False  # the attribute name is not a use of a variable
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False  # nor is a keyword name
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -352,24 +352,29 @@ def missing_imports(resolver, module: cst.Module, names: Iterable[str]) -> list[
     return missing
 
 
+class _ImportFinder(cst.CSTVisitor):
+    """The import statements of a statement, outside the functions and classes it defines."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.CSTNode] = []
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.found.append(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.found.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+
 def _contains_import(statement: cst.CSTNode) -> bool:
-    found = []
-
-    class _Finder(cst.CSTVisitor):
-        def visit_Import(self, node):
-            found.append(node)
-
-        def visit_ImportFrom(self, node):
-            found.append(node)
-
-        def visit_FunctionDef(self, node):
-            return False
-
-        def visit_ClassDef(self, node):
-            return False
-
-    statement.visit(_Finder())
-    return bool(found)
+    finder = _ImportFinder()
+    walk(statement, finder)
+    return bool(finder.found)
 
 
 def _imports_module(body: Sequence[cst.CSTNode], name: str) -> bool:

@@ -21,7 +21,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.device import cuda_api_portable as portable_api
@@ -675,14 +675,7 @@ def _hasattr_names(test: cst.BaseExpression) -> set[str]:
 
 def _attributes(expr: cst.CSTNode) -> set[cst.CSTNode]:
     """Every attribute node inside ``expr``."""
-    found: set[cst.CSTNode] = set()
-
-    class Attributes(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            found.add(node)
-
-    walk(expr, Attributes())
-    return found
+    return set(iter_nodes(expr, cst.Attribute))
 
 
 def _returned_names(function: cst.FunctionDef) -> set[str]:
@@ -714,12 +707,8 @@ def _split(qualified: str) -> tuple[str, str] | None:
 def _calls_by_name(module: cst.Module) -> dict[str, list[tuple[str, cst.Call]]]:
     """Calls of dotted names (``Event(...)``, ``tc.Event(...)``) by their first name."""
     calls: dict[str, list[tuple[str, cst.Call]]] = {}
-
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            dotted = dotted_name(node.func)
-            if dotted:
-                calls.setdefault(dotted.split(".")[0], []).append((dotted, node))
-
-    walk(module, Calls())
+    for node in iter_nodes(module, cst.Call):
+        dotted = dotted_name(node.func)
+        if dotted:
+            calls.setdefault(dotted.split(".")[0], []).append((dotted, node))
     return calls
