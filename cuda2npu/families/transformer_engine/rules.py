@@ -30,9 +30,9 @@ Portable output (``--portable``): each rewrite becomes a run-time choice, ``(<NP
 portable_device.device_type() == "npu" else <TE's code>)``: the torch.nn / generated module, BF16
 autocast and torch.utils.checkpoint on Ascend hosts, TE itself everywhere else (a subclass's base and
 the class tests likewise). TE's imports are guarded (``except ImportError: te = None``), and a recipe
-assignment the NPU rewrite would remove is ``None`` on Ascend hosts and TE's recipe elsewhere. Not
-portable yet (kept, reported): an ``if`` choosing a recipe and a recipe read elsewhere, an import next
-to other statements, and what has no NPU rewrite at all.
+assignment the NPU rewrite would remove (also in an ``if`` choosing the recipe) is ``None`` on Ascend
+hosts and TE's recipe elsewhere. Not portable yet (kept, reported): a recipe read elsewhere, an import
+next to other statements, and what the NPU rewrite leaves to a human.
 """
 
 from __future__ import annotations
@@ -526,29 +526,39 @@ class TransformerEngine(ValueUses, Rule):
 
     def _portable_recipe(self, node: cst.CSTNode, what: str, kept: str | None) -> None:
         """Portable output: a recipe only the rewritten autocasts read (``kept`` None) is built on CUDA hosts
-        only, ``None`` on Ascend hosts (whose BF16 autocast takes none; TE's recipe module is None there); a
-        function building one stays (called only there); an ``if`` choosing one or a recipe read elsewhere
-        is not portable yet."""
-        if kept is None and isinstance(node, cst.FunctionDef):
-            return
-        value = node.body[0].value if isinstance(node, cst.SimpleStatementLine) else None
-        if kept is None and value is not None:
+        only, ``None`` on Ascend hosts (whose BF16 autocast takes none; TE's recipe module is None there): a
+        ``name = <recipe>`` line, each recipe value an ``if`` choosing one assigns (its tests are side-effect
+        free); a function building one stays (called only there). A recipe read elsewhere is not portable
+        yet."""
+        if kept is not None:
             self.report(
                 "NPU415",
-                value,
+                node,
+                f"{what}: {kept}; TE's recipe module is None on Ascend hosts once its import is guarded: build "
+                f"the recipe only where `{portable.on_npu_host()}` is false, by hand",
+                tier=Tier.MANUAL,
+            )
+            return
+        lines = [node] if isinstance(node, cst.SimpleStatementLine) else []
+        if isinstance(node, cst.If):  # the plan's `if` holds `name = value` lines and such `if` statements
+            lines = [line for line in iter_nodes(node, cst.SimpleStatementLine) if self._builds_recipe(line)]
+        for line in lines:
+            self.report(
+                "NPU415",
+                line.body[0].value,
                 f"{what}: only TE's autocasts read it, so it is built where TE runs, `None` on Ascend hosts "
                 f"(no recipe for BF16 autocast){PORTABLE_NOTE}",
                 self._fix("NPU415", lambda _: expression("None"), Tier.EXACT),
                 needs_torch_npu=False,
             )
-            return
-        why = kept or "an `if` has no portable rewrite yet"
-        self.report(
-            "NPU415",
-            node,
-            f"{what}: {why}; TE's recipe module is None on Ascend hosts once its import is guarded: build the "
-            f"recipe only where `{portable.on_npu_host()}` is false, by hand",
-            tier=Tier.MANUAL,
+
+    def _builds_recipe(self, line: cst.SimpleStatementLine) -> bool:
+        """Whether a line of a recipe ``if`` assigns a recipe object or a call's result (a recipe-building
+        function), not a plain value (``fp8_recipe = None``)."""
+        value = line.body[0].value
+        return any(
+            isinstance(n, cst.Call) or self._is_recipe(n)
+            for n in iter_nodes(value, (cst.Call, cst.Name, cst.Attribute))
         )
 
     # ---------------------------------------------------------------- autocast
