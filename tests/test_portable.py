@@ -22,8 +22,10 @@ import pytest
 import tomllib
 import torch
 from cli_helpers import REPO, cuda2npu
+from helpers import migrate_text
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.options import Options
 
 PORTABLE = REPO / "fixtures" / "rules" / "portable"
 HELPER = REPO / "cuda2npu" / "templates" / "portable_device.py"
@@ -150,7 +152,8 @@ model, (x,) = te_modules.build()
 out = model(x)
 origin = lambda m: type(m).__module__.split(".")[0] + "." + type(m).__name__
 result = {"modules": [origin(getattr(model, n)) for n in ("norm", "fc1", "mlp", "rms")],
-          "context": origin(te_modules.fp8_context()), "recipe": model.fp8_recipe is not None,
+          "context": [origin(te_modules.fp8_context()), origin(te_modules.without_fp8())],
+          "recipe": model.fp8_recipe is not None,
           "linears": te_modules.te_linears(model), "base": te_subclass.Projection.__mro__[1].__module__.split(".")[0],
           "device": out.device.type}
 """
@@ -170,7 +173,8 @@ def test_transformer_engine_on_cuda_and_the_generated_modules_on_npu(tree):
         "te_npu_modules.LayerNormMLP",
         "torch.RMSNorm",
     ]
-    assert (cuda["context"], npu["context"]) == ("contextlib._GeneratorContextManager", "torch.autocast")
+    assert cuda["context"] == ["contextlib._GeneratorContextManager"] * 2  # TE's FP8 autocasts
+    assert npu["context"] == ["torch.autocast", "contextlib.nullcontext"]
     assert (cuda["recipe"], npu["recipe"]) == (True, False)  # TE's recipe, None where BF16 autocast takes none
     assert cuda["linears"] == npu["linears"] == ["fc1", "fc2"]
     assert (cuda["base"], npu["base"]) == ("transformer_engine", "te_npu_modules")
@@ -231,6 +235,15 @@ def test_te_code_without_a_portable_rewrite_is_kept_and_reported_as_not_portable
     kept = ("te.Linear(hidden, hidden, tp_group=tp_group, tp_size=2)", "te.GroupedLinear(4, hidden, hidden)")
     assert all(line in text for line in kept)
     assert "else te.LayerNorm(hidden)" in text  # the rest of the file is portable
+
+
+def test_te_in_a_package_imports_the_generated_modules_relatively():
+    source = (PORTABLE / "te_subclass.py").read_text()
+    migrated, _ = migrate_text(source, Options(portable=True, precision="keep", in_package=True))
+    assert "from . import portable_device, te_npu_modules" in migrated
+    assert (
+        'class Projection(te_npu_modules.Linear if portable_device.device_type() == "npu" else te.Linear):' in migrated
+    )
 
 
 def _project(tmp_path: Path, config: str) -> Path:
