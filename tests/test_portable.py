@@ -22,17 +22,23 @@ import pytest
 import tomllib
 import torch
 from cli_helpers import REPO, cuda2npu
+from helpers import migrate_text
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.options import Options
 
 PORTABLE = REPO / "fixtures" / "rules" / "portable"
 HELPER = REPO / "cuda2npu" / "templates" / "portable_device.py"
 APEX_OPTIMIZERS = REPO / "cuda2npu" / "templates" / "apex_npu_optimizers.py"  # FusedLAMB in apex_fused
+TE_MODULES = REPO / "cuda2npu" / "templates" / "te_npu_modules.py"  # TransformerEngine's fused modules
 # apex's DDP (and apex.amp with a static loss scale) stay as written in them (not portable yet):
-# they need apex, which Ascend hosts lack
-KEPT_NPU_ONLY = {"not_portable_yet", "not_portable_yet_keep"}
+# they need apex, which Ascend hosts lack; TE code without a portable rewrite likewise needs TE
+KEPT_NPU_ONLY = {"not_portable_yet", "not_portable_yet_keep", "te_not_portable_yet"}
 GOLDENS = sorted(p.name.removesuffix(".out.py") for p in PORTABLE.glob("*.out.py"))
 RUNNABLE = [name for name in GOLDENS if name not in KEPT_NPU_ONLY]
+# a TE subclass's base is chosen when the class is defined: on a host with neither device that is
+# TE's class (the helper's device type is "cuda" there: the code behaves as written), as the original
+TE_AT_IMPORT = {"te_subclass"}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,7 @@ def tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("portable")
     for name in GOLDENS:
         shutil.copy(PORTABLE / f"{name}.out.py", root / f"{name}.py")
-    for companion in (HELPER, APEX_OPTIMIZERS):
+    for companion in (HELPER, APEX_OPTIMIZERS, TE_MODULES):
         shutil.copy(companion, root / companion.name)
     return root
 
@@ -140,6 +146,41 @@ def test_apex_optimizers_are_apex_on_cuda_and_torch_npu_on_npu_with_the_same_ste
     assert cuda["steps"][0] != cuda["steps"][1]  # the optimizers moved the parameters, each its own way
 
 
+TE_BRANCH = """
+import torch, te_modules, te_subclass
+model, (x,) = te_modules.build()
+out = model(x)
+origin = lambda m: type(m).__module__.split(".")[0] + "." + type(m).__name__
+result = {"modules": [origin(getattr(model, n)) for n in ("norm", "fc1", "mlp", "rms")],
+          "context": [origin(te_modules.fp8_context()), origin(te_modules.without_fp8())],
+          "recipe": model.fp8_recipe is not None,
+          "linears": te_modules.te_linears(model), "base": te_subclass.Projection.__mro__[1].__module__.split(".")[0],
+          "device": out.device.type}
+"""
+
+
+def test_transformer_engine_on_cuda_and_the_generated_modules_on_npu(tree):
+    # the CUDA side has TE (its CPU stand-in) and no torch_npu, the NPU side torch_npu and no TE:
+    # each side built the only modules it can build
+    cuda, npu = _side(tree, "emulate_cuda", TE_BRANCH), _side(tree, "emulate_npu", TE_BRANCH)
+    assert cuda["modules"] == ["transformer_engine.LayerNorm", "transformer_engine.Linear"] + [
+        "transformer_engine.LayerNormMLP",
+        "transformer_engine.RMSNorm",
+    ]
+    assert npu["modules"] == [
+        "torch.LayerNorm",
+        "te_npu_modules.Linear",
+        "te_npu_modules.LayerNormMLP",
+        "torch.RMSNorm",
+    ]
+    assert cuda["context"] == ["contextlib._GeneratorContextManager"] * 2  # TE's FP8 autocasts
+    assert npu["context"] == ["torch.autocast", "contextlib.nullcontext"]
+    assert (cuda["recipe"], npu["recipe"]) == (True, False)  # TE's recipe, None where BF16 autocast takes none
+    assert cuda["linears"] == npu["linears"] == ["fc1", "fc2"]
+    assert (cuda["base"], npu["base"]) == ("transformer_engine", "te_npu_modules")
+    assert (cuda["device"], npu["device"]) == ("cpu", "npu")
+
+
 AMP_SCALER = """
 import torch, apex_amp
 model, (x,) = apex_amp.build()
@@ -153,7 +194,7 @@ def test_apex_amp_becomes_native_amp_on_the_hosts_device(tree, emulation, device
     assert _side(tree, emulation, AMP_SCALER) == {"scaler": device, "enabled": True, "scale": 2.0**16}
 
 
-@pytest.mark.parametrize("name", RUNNABLE)
+@pytest.mark.parametrize("name", [name for name in RUNNABLE if name not in TE_AT_IMPORT])
 def test_golden_imports_without_torch_npu_or_flash_attn(tree, name):
     """No emulation: torch_npu and flash-attn are not installed here, as on a plain host."""
     assert _side(tree, "", f"import {name}\nresult = True") is True
@@ -171,7 +212,7 @@ def test_check_reports_nothing_fixable_in_portable_output(tree):
 
 def test_npu_only_rewrites_are_kept_and_reported_as_not_portable_yet():
     source = (PORTABLE / "not_portable_yet.py").read_text()
-    bf16, keep = ((PORTABLE / f"{name}.out.py").read_text() for name in sorted(KEPT_NPU_ONLY))
+    bf16, keep = ((PORTABLE / f"{name}.out.py").read_text() for name in ("not_portable_yet", "not_portable_yet_keep"))
     kept = ("from apex.parallel import DistributedDataParallel as DDP", "model = DDP(model)")
     assert all(line in text for line in kept for text in (source, bf16, keep))
     assert "torch.autocast(portable_device.device_type(), dtype=torch.float16)" in bf16  # --precision bf16 not applied
@@ -184,6 +225,25 @@ def test_npu_only_rewrites_are_kept_and_reported_as_not_portable_yet():
     assert [m[0] for m in markers["keep"]] == ["NPU330", "NPU330", "NPU310", "NPU322"]
     for m in markers["bf16"] + markers["keep"]:  # NPU330: the apex import stays, for the code kept
         assert m[0] == "NPU330" or "not portable yet" in " ".join(m[1:5]), m
+
+
+def test_te_code_without_a_portable_rewrite_is_kept_and_reported_as_not_portable_yet():
+    text = (PORTABLE / "te_not_portable_yet.out.py").read_text()
+    markers = [line.split("TODO(cuda2npu): ")[1] for line in text.splitlines() if "TODO(cuda2npu)" in line]
+    assert [m.split()[0] for m in markers] == ["NPU412", "NPU417", "NPU415"]
+    assert all("not portable yet, kept as written" in m for m in markers)
+    kept = ("te.Linear(hidden, hidden, tp_group=tp_group, tp_size=2)", "te.GroupedLinear(4, hidden, hidden)")
+    assert all(line in text for line in kept)
+    assert "else te.LayerNorm(hidden)" in text  # the rest of the file is portable
+
+
+def test_te_in_a_package_imports_the_generated_modules_relatively():
+    source = (PORTABLE / "te_subclass.py").read_text()
+    migrated, _ = migrate_text(source, Options(portable=True, precision="keep", in_package=True))
+    assert "from . import portable_device, te_npu_modules" in migrated
+    assert (
+        'class Projection(te_npu_modules.Linear if portable_device.device_type() == "npu" else te.Linear):' in migrated
+    )
 
 
 def _project(tmp_path: Path, config: str) -> Path:

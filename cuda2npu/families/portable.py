@@ -68,6 +68,12 @@ def device_type() -> str:
     return f"{HELPER}.device_type()"
 
 
+def on_npu_host() -> str:
+    """The run-time test of portable output's dispatch to NPU-only code: whether this host's
+    accelerator is an Ascend NPU (the code for CUDA runs everywhere else)."""
+    return f'{device_type()} == "npu"'
+
+
 def device(argument: str | None = None) -> str:
     """The accelerator device (with ``argument``: of that index, or a CUDA device spec mapped to it)."""
     return f"{HELPER}.device({argument or ''})"

@@ -31,7 +31,11 @@ from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
-import torch_npu
+
+try:
+    import torch_npu  # registers the Ascend NPU device and the fused ops the classes below call
+except ImportError:  # a CUDA host running portable output (`cuda2npu migrate --portable`): it imports
+    torch_npu = None  # this file there too, but builds these classes on Ascend hosts only
 
 NO_LIMIT = 2147483647  # pre_tockens/next_tockens meaning "unbounded"
 MASK_TYPES = ("no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",

@@ -183,7 +183,7 @@ class ApexFusedOptimizers(ApexRule):
     def _dispatch(self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra, message) -> None:
         """Portable output: the torch_npu.optim call on an Ascend host, apex's call (kept) elsewhere."""
         tier = Tier.REVIEW
-        host = f'{portable.device_type()} == "npu"'
+        host = portable.on_npu_host()
         self.edits.keep_ref(root_name(node.func), tier)
         self.edits.need_import(code, tier, "torch")  # torch_npu is imported next to torch
         portable.need(self, tier, host)

@@ -55,17 +55,20 @@ def plan_recipes(
     module: cst.Module,
     is_recipe: Callable[[cst.BaseExpression], bool],
     autocast_recipe: Callable[[cst.Call], cst.BaseExpression | None],
+    autocasts_kept: bool = False,
 ) -> RecipePlan:
     """The recipe statements of ``module`` that go and those that stay. ``is_recipe(expr)``: whether a
     name or attribute is a ``transformer_engine.common.recipe`` object; ``autocast_recipe(call)``: the
-    recipe argument of a TE autocast call (None for other calls)."""
+    recipe argument of a TE autocast call (None for other calls). ``autocasts_kept`` (portable output,
+    where TE's autocasts stay for CUDA hosts): their reads count as gone at once, so "removals" are the
+    statements only those autocasts read (built on CUDA hosts only, not removed)."""
     facts = _Collect(is_recipe, autocast_recipe)
     facts.find_recipe_functions(module)
     walk(module, facts)
     inside = {id(n) for stmt in facts.candidates for n in _names(stmt)}
     removed: list[cst.CSTNode] = []
     while True:
-        gone = {id(n) for stmt in removed for n in _names(stmt)}
+        gone = {id(n) for stmt in removed for n in _names(stmt)} | (facts.fp8_reads if autocasts_kept else set())
         new = []
         for stmt in facts.candidates:
             if stmt in removed or _public_function(stmt):

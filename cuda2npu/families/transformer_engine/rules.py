@@ -25,6 +25,14 @@
   Other uses of a replaced class follow it (``isinstance(m, te.Linear)`` → ``te_npu_modules.Linear``,
   ``TransformerEngineBaseModule`` → ``te_npu_modules.TEModule``); such a class always goes to the
   generated file, and a use that cannot follow (kept calls, TE internals) is reported where it is.
+
+Portable output (``--portable``): each rewrite becomes a run-time choice, ``(<NPU rewrite> if
+portable_device.device_type() == "npu" else <TE's code>)``: the torch.nn / generated module, BF16
+autocast and torch.utils.checkpoint on Ascend hosts, TE itself everywhere else (a subclass's base and
+the class tests likewise). TE's imports are guarded (``except ImportError: te = None``), and a recipe
+assignment the NPU rewrite would remove (also in an ``if`` choosing the recipe) is ``None`` on Ascend
+hosts and TE's recipe elsewhere. Not portable yet (kept, reported): a recipe read elsewhere, an import
+next to other statements, and what the NPU rewrite leaves to a human.
 """
 
 from __future__ import annotations
@@ -43,15 +51,18 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families import portable
 from cuda2npu.families.attention.common import (
     ModuleFacts,
     ValueUses,
     describe_support,
     import_needs,
     missing_imports,
+    package_names,
     plan_import_removals,
 )
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.transformer_engine.generated import (
     COMPANION,
     EXTRA_DROPPABLE,
@@ -67,6 +78,10 @@ AUTOCAST = {
     "autocast": ("enabled", "calibrating", "recipe", "amax_reduction_group", "_graph"),
 }
 RECIPE_ARGS = ("fp8_recipe", "recipe")
+PORTABLE_NOTE = (
+    f"; portable: on Ascend hosts only (`{portable.on_npu_host()}`), TransformerEngine's code elsewhere "
+    "(its import guarded)"
+)
 RECIPE_BY_HAND = (
     "FP8 training is not available on NPU (the FP8 autocasts become BF16 autocast, which takes no "
     "recipe): remove it and its uses by hand, then the recipe import, which fails on an NPU host"
@@ -242,14 +257,19 @@ def _te_only_arguments(bound: dict[str, cst.Arg], kept, renamed=None) -> list[tu
 class TransformerEngine(ValueUses, Rule):
     codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417", "NPU418")
     triggers = (r"transformer_engine",)
+    portable_support = True  # the NPU rewrites run on Ascend hosts only, TE's code elsewhere (_report_rewrite)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.target = parse_target(self.options.target_torch_npu)
         self.te_bindings = _te_bindings(ctx.module)
-        self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe)
+        self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe, self.options.portable)
         self.facts = ModuleFacts.of(ctx.module, skip=self.recipes.removed_lines)
         self.import_removals = plan_import_removals(self.facts, ("transformer_engine",))
+        if self.options.portable:  # TE's code stays (for CUDA hosts): so do its imports and recipes
+            self.import_removals = {}
+        self.te_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # portable: (import, statement)
+        self.dispatches: list[tuple[Tier, str]] = []  # portable: (tier, code) of each run-time choice
         self.dropped_recipe_args: set[cst.CSTNode] = set()
         self._inside_recipe: dict[cst.CSTNode, bool] = {}
         self.imports: list[str] = []
@@ -287,12 +307,74 @@ class TransformerEngine(ValueUses, Rule):
             found = self.te_bindings.get(head, ())
         return {f"{q}.{rest}" if rest else q for q in found}
 
+    # ---------------------------------------------------------------- portable output
+    def report(self, code: str, node: cst.CSTNode, message: str, fix=None, **kwargs) -> None:
+        """Under ``--portable`` a finding left to a human is TE code kept as written, which runs on CUDA
+        hosts only: the message says so (``not portable yet``), as for the rules without portable fixes."""
+        if self.options.portable and fix is None and "not portable yet" not in message:
+            message = f"not portable yet, kept as written (it runs on CUDA): {message}"
+        super().report(code, node, message, fix, **kwargs)
+
+    def _report_rewrite(self, code_: str, node: cst.CSTNode, message: str, fix, **kwargs) -> None:
+        """Report a rewrite of TE code; under ``--portable`` it runs on Ascend hosts only and TE's code,
+        kept, everywhere else (:meth:`_fix`)."""
+        self.report(
+            code_, node, message + (PORTABLE_NOTE if self.options.portable else ""), self._fix(code_, fix), **kwargs
+        )
+
+    def _fix(self, code_: str, fix, tier: Tier = Tier.REVIEW):
+        """``fix``; under ``--portable`` its run-time choice: ``(<its result> if <Ascend host> else <TE's code>)``
+        (``tier``: the fix's)."""
+        if not self.options.portable:
+            return fix
+        host = portable.on_npu_host()
+        portable.need(self, tier, host)
+        self.dispatches.append((tier, code_))
+
+        def choose(updated: cst.BaseExpression) -> cst.BaseExpression:
+            npu = fix(updated)
+            npu = atom(npu) if isinstance(npu, cst.IfExp) else npu  # `a if enabled else b` stays one branch
+            if not isinstance(updated, cst.Call):  # a class named (a base, a class test): one line
+                return expression(f"{code_of(npu)} if {host} else {code_of(updated)}")
+            return expression(portable.choose(code_of(npu), host, code_of(updated)))
+
+        return choose
+
+    def _guard_imports(self) -> None:
+        """Portable output: TE's imports, which its kept code needs on CUDA hosts, guarded for Ascend hosts
+        (``except ImportError: te = None``), where only the NPU branches run. NPU416 (TE's imports) guards
+        them, an exact fix (a guarded import behaves the same where TE is installed), so it applies
+        whenever a choice does; under the first choice's code if NPU416 is ignored."""
+        code_ = "NPU416" if self.options.code_enabled("NPU416") else min(self.dispatches)[1]
+        for node, statement in self.te_imports:
+            names = list(dict.fromkeys(package_names(node, ("transformer_engine",)) or ()))
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                self.report_in(
+                    statement,
+                    code_,
+                    node,
+                    "TransformerEngine import next to other statements: guard it with `try: ... except "
+                    "ImportError:` by hand",
+                    tier=Tier.MANUAL,
+                )
+                continue
+            self.report_in(
+                statement,
+                code_,
+                statement,
+                f"TransformerEngine import guarded (`except ImportError: {' = '.join(names)} = None`): TE is not "
+                "installed on Ascend hosts, where only the NPU branches of the rewritten code run",
+                lambda s, n=names: portable.import_guard(s, n, "TransformerEngine"),
+                tier=Tier.EXACT,
+                needs_torch_npu=False,
+            )
+
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
-        if qualified is None:
-            return
+        if qualified is None or is_cuda_alternative(self.ctx.module, node):
+            return  # also TE's call of portable output's `npu_code if <Ascend host> else te_call`
         if qualified.startswith(RECIPE + "."):
             self._recipe_call(node)
             return
@@ -313,6 +395,8 @@ class TransformerEngine(ValueUses, Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
             qualified = self.resolver.qualified_name(base.value)
+            if is_cuda_alternative(self.ctx.module, base.value):
+                continue  # TE's class of portable output's `generated if <Ascend host> else te_class`
             if not qualified or not qualified.startswith("transformer_engine."):
                 continue
             name = te_name(qualified)
@@ -325,7 +409,9 @@ class TransformerEngine(ValueUses, Rule):
                     f"subclass of `te.{name}` → of `{target}` from the generated {COMPANION}: "
                     "it takes the arguments its `super().__init__` passes and keeps TE's parameter names; "
                     "review whether the subclass uses TE internals (`fp8_meta`, ...), which do not exist there",
-                    lambda updated, t=target: updated.with_changes(value=expression(t)),
+                    lambda updated, f=self._fix("NPU418", lambda _, t=target: expression(t)): updated.with_changes(
+                        value=f(updated.value)
+                    ),
                     companion=COMPANION,
                 )
                 self.uses_generated = True
@@ -421,7 +507,9 @@ class TransformerEngine(ValueUses, Rule):
         else:
             kind = "FP8 recipe " if isinstance(node, cst.SimpleStatementLine) else "`if` choosing FP8 recipe "
             what = kind + ", ".join(f"`{n}`" for n in assigned(node))
-        if removed:
+        if self.options.portable:
+            self._portable_recipe(node, what, None if removed else why)
+        elif removed:
             review = self.recipes.review.get(node, "")
             verb = "called" if isinstance(node, cst.FunctionDef) else "used"
             self.report(
@@ -435,6 +523,43 @@ class TransformerEngine(ValueUses, Rule):
             )
         else:
             self.report("NPU415", node, f"{what} kept: {why}; {RECIPE_BY_HAND}", tier=Tier.MANUAL)
+
+    def _portable_recipe(self, node: cst.CSTNode, what: str, kept: str | None) -> None:
+        """Portable output: a recipe only the rewritten autocasts read (``kept`` None) is built on CUDA hosts
+        only, ``None`` on Ascend hosts (whose BF16 autocast takes none; TE's recipe module is None there): a
+        ``name = <recipe>`` line, each recipe value an ``if`` choosing one assigns (its tests are side-effect
+        free); a function building one stays (called only there). A recipe read elsewhere is not portable
+        yet."""
+        if kept is not None:
+            self.report(
+                "NPU415",
+                node,
+                f"{what}: {kept}; TE's recipe module is None on Ascend hosts once its import is guarded: build "
+                f"the recipe only where `{portable.on_npu_host()}` is false, by hand",
+                tier=Tier.MANUAL,
+            )
+            return
+        lines = [node] if isinstance(node, cst.SimpleStatementLine) else []
+        if isinstance(node, cst.If):  # the plan's `if` holds `name = value` lines and such `if` statements
+            lines = [line for line in iter_nodes(node, cst.SimpleStatementLine) if self._builds_recipe(line)]
+        for line in lines:
+            self.report(
+                "NPU415",
+                line.body[0].value,
+                f"{what}: only TE's autocasts read it, so it is built where TE runs, `None` on Ascend hosts "
+                f"(no recipe for BF16 autocast){PORTABLE_NOTE}",
+                self._fix("NPU415", lambda _: expression("None"), Tier.EXACT),
+                needs_torch_npu=False,
+            )
+
+    def _builds_recipe(self, line: cst.SimpleStatementLine) -> bool:
+        """Whether a line of a recipe ``if`` assigns a recipe object or a call's result (a recipe-building
+        function), not a plain value (``fp8_recipe = None``)."""
+        value = line.body[0].value
+        return any(
+            isinstance(n, cst.Call) or self._is_recipe(n)
+            for n in iter_nodes(value, (cst.Call, cst.Name, cst.Attribute))
+        )
 
     # ---------------------------------------------------------------- autocast
     def _autocast(self, node: cst.Call, name: str) -> None:
@@ -480,7 +605,7 @@ class TransformerEngine(ValueUses, Rule):
         if dropped:
             message += "; dropped " + ", ".join(f"`{p}`" for p in dropped)
         # torch.autocast("npu") needs the npu backend, which `import torch_npu` registers
-        self.report(
+        self._report_rewrite(
             "NPU411",
             node,
             message,
@@ -521,7 +646,7 @@ class TransformerEngine(ValueUses, Rule):
                 "initialisation differs when training from scratch (TE: normal(0, 0.023); nn.Linear: Kaiming-uniform)"
             )
         notes.append("forward arguments such as `is_first_microbatch` do not exist on torch.nn modules")
-        self.report(
+        self._report_rewrite(
             "NPU412",
             node,
             "; ".join(notes),
@@ -596,7 +721,7 @@ class TransformerEngine(ValueUses, Rule):
             if name[0].isupper()
             else "TE's arguments, on torch_npu.npu_rotary_mul"
         )
-        self.report(
+        self._report_rewrite(
             "NPU418",
             node,
             f"`te.{name}` → `{target}` from the generated {COMPANION} ({what}); options it does "
@@ -657,7 +782,7 @@ class TransformerEngine(ValueUses, Rule):
             )
         elif plan.drops_tracker:
             message += "; TE's `get_rng_state_tracker` (tensor-parallel RNG states) is dropped"
-        self.report("NPU414", node, message, fix, needs_torch_npu=False)
+        self._report_rewrite("NPU414", node, message, fix, needs_torch_npu=False)
         self._need("NPU414", ["torch", "torch.utils.checkpoint"])
 
     # ---------------------------------------------------------------- other uses of the replaced classes
@@ -710,6 +835,8 @@ class TransformerEngine(ValueUses, Rule):
         name = te_name(self.resolver.qualified_name(expr))
         if name is None or not (name in FUSED or name in MODULES or name == BASE_MODULE):
             return
+        if is_cuda_alternative(self.ctx.module, expr):
+            return  # TE's class of portable output's `generated if <Ascend host> else te_class`
         self.references.append(Reference(expr, name, self.ctx.statement, class_test))
 
     def _outcome(self, name: str, target: str) -> None:
@@ -756,8 +883,9 @@ class TransformerEngine(ValueUses, Rule):
                 code_,
                 ref.node,
                 f"`{source}` {role} → `{target}`, as this file's {what} calls; review the code around it "
-                "(the generated modules have TE's parameters and `reset_parameters`, no FP8 state)",
-                lambda _: expression(target),
+                "(the generated modules have TE's parameters and `reset_parameters`, no FP8 state)"
+                + (PORTABLE_NOTE if self.options.portable else ""),
+                self._fix(code_, lambda _: expression(target)),
                 companion=COMPANION,
             )
             self.uses_generated = True
@@ -772,6 +900,8 @@ class TransformerEngine(ValueUses, Rule):
         self._import(node)
 
     def _import(self, node: cst.CSTNode) -> None:
+        if self.options.portable and node not in self.facts.guards and package_names(node, ("transformer_engine",)):
+            self.te_imports.append((node, self.ctx.statement))
         unused = self.import_removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
@@ -790,6 +920,9 @@ class TransformerEngine(ValueUses, Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         for ref in self.references:
             self._other_use(ref)
+        if self.dispatches and self.options.fix:
+            self._guard_imports()
+            portable.report_support(self, min(self.dispatches)[1])
         if self.uses_generated and self.options.fix:
             relative = self.options.in_package
             statement = f"from . import {MODULE}" if relative else f"import {MODULE}"
