@@ -20,6 +20,7 @@ from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import attribute_chain
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
@@ -68,14 +69,6 @@ def _api(sub: str, name: str) -> Api:
         if name in api[status]:
             return Api(status, api[status][name], npu=name)
     return Api("unsupported", f"`torch.cuda.{name}` is not in torch.npu's API")
-
-
-def _chain(dotted: str) -> cst.BaseExpression:
-    parts = dotted.split(".")
-    node: cst.BaseExpression = cst.Name(parts[0])
-    for part in parts[1:]:
-        node = cst.Attribute(node, cst.Name(part))
-    return node
 
 
 def _npu_module(module: str) -> str | None:
@@ -381,7 +374,7 @@ class TorchCudaApi(Rule):
                     "NPU106" if module == "torch.cuda.amp" else "NPU103",
                     alias,
                     f"`import {module}` → `import {target}`",
-                    lambda a, t=target: a.with_changes(name=_chain(t)),
+                    lambda a, t=target: a.with_changes(name=attribute_chain(t)),
                 )
             elif module.startswith("torch.cuda.") and target is None and alias.asname is not None:
                 sub = module.split(".")[2]
@@ -473,7 +466,7 @@ class TorchCudaApi(Rule):
                 _api("", sub).code if sub else "NPU103",
                 node.module,
                 f"`from {module} import ...` → `from {target} import ...`",
-                lambda _, t=target: _chain(t),
+                lambda _, t=target: attribute_chain(t),
             )
 
     # --- portable output (cuda_api_portable.py) -------------------------------------------------
