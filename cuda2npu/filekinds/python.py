@@ -16,8 +16,6 @@ import ast
 import dataclasses
 import difflib
 import re
-import sys
-import threading
 from collections import Counter
 
 import libcst as cst
@@ -25,6 +23,7 @@ import libcst as cst
 from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.deep_stack import run_deep
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
@@ -264,44 +263,21 @@ def _still_open(
     return kept + matched + orphans + _positioned(path, module, new, options, set()), orphans
 
 
-DEEP_STACK = 512 * 1024 * 1024  # address space; only the pages a deep file touches are used
-DEEP_RECURSION_LIMIT = 20_000
-
-
 def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     """Check (``options.fix=False``) or migrate one file's bytes.
 
-    Runs on a thread with a large stack and recursion limit: libcst's parser and visitors recurse
-    once per nesting level, and CPython accepts chains (``a and b and ...``, ``a + b + ...``) deep
-    enough to overflow the default 8 MB stack (a SIGSEGV that would end the whole run). What is
-    still too deep ends as a RecursionError, reported as NPU001.
+    Runs on the deep-stack thread (``core/deep_stack.py``): libcst recurses once per nesting level.
+    What is still too deep ends as a RecursionError, reported as NPU001.
     """
-    outcome: list = []
+    return run_deep(_migrate_guarded, source, path, options)
 
-    def work() -> None:
-        try:
-            outcome.append(_migrate_source(source, path, options))
-        except RecursionError:
-            message = "cannot analyse: too deeply nested (recursion limit); file left unchanged"
-            outcome.append(FileResult(path, "failed", message, [_engine_finding(path, "NPU001", message)]))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome.append(exc)
 
-    limit = sys.getrecursionlimit()
-    previous_stack = threading.stack_size(DEEP_STACK)
+def _migrate_guarded(source: bytes, path: str, options: Options) -> FileResult:
     try:
-        sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
-        worker = threading.Thread(target=work, name="cuda2npu-engine", daemon=True)
-        worker.start()
-    finally:
-        threading.stack_size(previous_stack)
-    try:
-        worker.join()
-    finally:
-        sys.setrecursionlimit(limit)
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]
+        return _migrate_source(source, path, options)
+    except RecursionError:
+        message = "cannot analyse: too deeply nested (recursion limit); file left unchanged"
+        return FileResult(path, "failed", message, [_engine_finding(path, "NPU001", message)])
 
 
 def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
