@@ -58,7 +58,8 @@ class Advisories(Rule):
     codes = ("NPU801", "NPU802", "NPU803", "NPU804", "NPU805", "NPU806")
     triggers = (
         r"\bcompile\b",
-        r"float64|\bdouble\b",
+        r"float64",
+        r"\bdouble\b",
         r"DataParallel",
         r"\.(item|cpu|tolist|numpy)\(",
         r"cudnn\.benchmark",

@@ -1,0 +1,40 @@
+"""The per-rule prefilter: a trigger's search form finds every file the trigger itself matches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from helpers import dedent
+
+from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.options import Options
+from cuda2npu.families import enabled_rules
+from cuda2npu.filekinds.python import search_form, triggered
+
+RULES = enabled_rules(Options(fix=False))
+TRIGGERS = sorted({trigger for rule in RULES for trigger in rule.triggers})
+TEXTS = [dedent(example.before) for doc in all_rules().values() for example in doc.examples] + [
+    dedent(text) for doc in all_rules().values() for text in doc.valid
+]
+
+
+@pytest.mark.parametrize("trigger", TRIGGERS)
+def test_search_form_matches_wherever_the_trigger_does(trigger):
+    exact = re.compile(trigger.encode())
+    matched = [text for text in TEXTS if exact.search(text.encode())]
+    missed = [text for text in matched if not search_form(trigger).search(text.encode())]
+    assert not missed
+
+
+def test_search_form_drops_only_a_leading_boundary_or_quote_class():
+    assert search_form(r"\bamp\b").pattern == rb"amp\b"
+    assert search_form(r"""["']apex\.""").pattern == rb"apex\."
+    assert search_form(r"\.cuda\b").pattern == rb"\.cuda\b"  # starts with a literal already
+
+
+def test_a_rule_runs_only_where_its_triggers_occur():
+    text = b"import torch\nx = torch.float64\n"
+    names = {rule.__name__ for rule in triggered(RULES, text)}
+    assert "Advisories" in names  # float64
+    assert not any("Apex" in name or "Colossal" in name for name in names)
