@@ -5,7 +5,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cuda2npu.core.traversal import iter_nodes, walk, walk_batched
+from cuda2npu.core.traversal import iter_nodes, release, walk, walk_batched
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(ROOT.glob("cuda2npu/**/*.py")) + sorted(ROOT.glob("fixtures/rules/**/*.py"))
@@ -198,3 +198,25 @@ def test_walk_reads_only_the_handled_types_with_libcst_skips_and_leaves():
     assert [id(n) for n in iter_nodes(module, cst.BaseCompoundStatement)] == [
         id(n) for n in iter_nodes(module) if isinstance(n, cst.BaseCompoundStatement)
     ]
+
+
+@pytest.mark.parametrize("name,module", list(_modules())[:8], ids=lambda v: v if isinstance(v, str) else "")
+def test_tree_index_parents_and_blocks_match_libcst_metadata(name, module):
+    from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+    from cuda2npu.core.statements import TreeIndex
+
+    release()
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    expected = {
+        node: parent for node, parent in wrapper.resolve(ParentNodeProvider).items() if not isinstance(node, SYNTAX)
+    }
+    index = TreeIndex(module)
+    assert index.parents == expected
+    assert index.calls == [n for n in iter_nodes(module) if isinstance(n, cst.Call)]
+    assert index.functions == [n for n in iter_nodes(module) if isinstance(n, cst.FunctionDef)]
+    for statement, placement in index.placement.items():
+        assert placement.block.body[placement.index] is statement
+    for function in index.functions:  # a function's own statements say it encloses them
+        if isinstance(function.body, cst.IndentedBlock):
+            assert all(index.function[s] is function for s in function.body.body)

@@ -1,8 +1,9 @@
 """Where things sit in a module: one index per file, shared by the rules that need a pre-pass.
 
-:class:`TreeIndex` is built by one read-only walk (``core.traversal.walk``) the first time a rule
-asks for it (``TreeIndex.of(ctx)``), and knows every node's parent, every statement's block,
-position and enclosing function, each block's owner, and the file's functions and calls.
+:class:`TreeIndex` is built by one pass over the module's flat tree (``core.traversal.flat_tree``)
+the first time a rule asks for it (``TreeIndex.of(ctx)``), and knows every node's parent, every
+statement's block, position and enclosing function, each block's owner, and the file's functions
+and calls.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import flat_tree
 
 CLAUSES = (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
 
@@ -22,11 +23,29 @@ class Placement:
     index: int
 
 
-class TreeIndex(cst.CSTVisitor):
+_CALL, _MODULE, _INDENTED_BLOCK, _CONTAINER, _FUNCTION = 1, 2, 4, 8, 16
+_KINDS: dict[type, int] = {}
+
+
+def _kind(node_type: type) -> int:
+    """What the index records about nodes of ``node_type`` (bit flags), cached: ABC checks are slow."""
+    kind = _KINDS.get(node_type)
+    if kind is None:
+        kind = (
+            _CALL * issubclass(node_type, cst.Call)
+            | _MODULE * issubclass(node_type, cst.Module)
+            | _INDENTED_BLOCK * issubclass(node_type, cst.IndentedBlock)
+            | _CONTAINER * issubclass(node_type, (cst.BaseCompoundStatement, *CLAUSES))
+            | _FUNCTION * issubclass(node_type, cst.FunctionDef)
+        )
+        _KINDS[node_type] = kind
+    return kind
+
+
+class TreeIndex:
     """Parents, statement placements, block owners, functions and calls of one module."""
 
     def __init__(self, module: cst.Module) -> None:
-        super().__init__()
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.placement: dict[cst.CSTNode, Placement] = {}
         self.owner: dict[cst.CSTNode, tuple[cst.CSTNode, str]] = {}  # block -> (statement, role)
@@ -34,38 +53,52 @@ class TreeIndex(cst.CSTVisitor):
         self.depth: dict[cst.CSTNode, int] = {}  # block -> how many compound statements enclose it
         self.functions: list[cst.FunctionDef] = []
         self.calls: list[cst.Call] = []
-        self._stack: list[cst.CSTNode] = []
         self._containers: list[cst.CSTNode] = []
         self._open_functions: list[cst.FunctionDef] = []
-        walk(module, self)
+        self._index(module)
 
     @classmethod
     def of(cls, ctx) -> "TreeIndex":
         """The index of the file a rule context traverses (built once per file)."""
         return ctx.file_state(_build)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parents[node] = self._stack[-1]
-        self._stack.append(node)
-        if isinstance(node, cst.Call):
+    def _index(self, module: cst.Module) -> None:
+        """One pass over the module's nodes in visit order (the flat tree: every node is read)."""
+        tree, start, stop = flat_tree(module)
+        nodes, ends = tree.nodes, tree.ends
+        parents = self.parents
+        open_nodes: list[tuple[int, cst.CSTNode, int]] = []  # (end of subtree, node, its kind)
+        for index in range(start, stop):
+            while open_nodes and open_nodes[-1][0] <= index:
+                _, done, kind = open_nodes.pop()
+                self._leave(kind)
+            node = nodes[index]
+            if open_nodes:
+                parents[node] = open_nodes[-1][1]
+            kind = _kind(type(node))
+            if kind:
+                self._enter(node, kind)
+            open_nodes.append((ends[index], node, kind))
+        while open_nodes:
+            self._leave(open_nodes.pop()[2])
+
+    def _enter(self, node: cst.CSTNode, kind: int) -> None:
+        if kind & _CALL:
             self.calls.append(node)
-        elif isinstance(node, cst.Module):
+        elif kind & _MODULE:
             self._enter_block(node)
-        elif isinstance(node, cst.IndentedBlock):
+        elif kind & _INDENTED_BLOCK:
             self._enter_indented_block(node)
-        if isinstance(node, (cst.BaseCompoundStatement, *CLAUSES)):
+        if kind & _CONTAINER:
             self._containers.append(node)
-        if isinstance(node, cst.FunctionDef):
+        if kind & _FUNCTION:
             self.functions.append(node)
             self._open_functions.append(node)
-        return True
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
-        if isinstance(original_node, (cst.BaseCompoundStatement, *CLAUSES)):
+    def _leave(self, kind: int) -> None:
+        if kind & _CONTAINER:
             self._containers.pop()
-        if isinstance(original_node, cst.FunctionDef):
+        if kind & _FUNCTION:
             self._open_functions.pop()
 
     def _enter_block(self, block: cst.CSTNode) -> None:

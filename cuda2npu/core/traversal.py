@@ -86,16 +86,28 @@ def child_fields(node_type: type) -> tuple[str, ...]:
     return fields
 
 
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(value_type: type) -> bool:
+    """``issubclass(value_type, cst.CSTNode)``, cached: an ABC check per field costs more than the walk."""
+    found = _IS_NODE.get(value_type)
+    if found is None:
+        found = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode)
+    return found
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The child nodes of ``node`` in visit order (syntax-only fields left out)."""
     for name in child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node(type(item)):
                     yield item
+        elif _is_node(value_type):
+            yield value
 
 
 class Flat:
@@ -109,16 +121,24 @@ class Flat:
         ends: list[int] = []
         of_type: dict[type, list[int]] = {}
 
-        def add(node: cst.CSTNode) -> None:
+        def add(node: cst.CSTNode) -> None:  # children() inlined: this runs for every node of a file
             index = len(nodes)
             nodes.append(node)
             ends.append(0)
-            indices = of_type.get(type(node))
+            node_type = type(node)
+            indices = of_type.get(node_type)
             if indices is None:
-                indices = of_type[type(node)] = []
+                indices = of_type[node_type] = []
             indices.append(index)
-            for child in children(node):
-                add(child)
+            for name in child_fields(node_type):
+                value = getattr(node, name)
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
+                    for item in value:
+                        if _is_node(type(item)):
+                            add(item)
+                elif _is_node(value_type):
+                    add(value)
             ends[index] = len(nodes)
 
         add(root)
@@ -154,7 +174,7 @@ class Flat:
 _last_flat: tuple[cst.CSTNode | None, Flat | None] = (None, None)
 
 
-def _flattened(root: cst.CSTNode) -> tuple[Flat, int, int]:
+def flat_tree(root: cst.CSTNode) -> tuple[Flat, int, int]:
     """``root``'s subtree as (flat tree, start, stop).
 
     A module's flat tree is kept until another module is flattened, and the subtrees of its nodes
@@ -182,7 +202,7 @@ def release() -> None:
 
 def iter_nodes(node: cst.CSTNode, types: type | tuple[type, ...] = cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its descendants of ``types``, in visit order (libcst's ``m.findall`` without matchers)."""
-    tree, start, stop = _flattened(node)
+    tree, start, stop = flat_tree(node)
     if types is cst.CSTNode:
         return iter(tree.nodes[start:stop])
     indices = tree.selection(0, len(tree.nodes), lambda node_type: issubclass(node_type, types), ("types", types))
@@ -198,7 +218,7 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads; ``visit_X`` (or an overridden
     ``on_visit``) returning False skips the children, as in libcst."""
     cls = type(visitor)
-    tree, start, stop = _flattened(node)
+    tree, start, stop = flat_tree(node)
     if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
         handlers_of = _methods_of(cls)
         indices = tree.selection(start, stop, lambda node_type: handlers_of(node_type) != (None, None), ("walk", cls))
@@ -274,7 +294,7 @@ def walk_batched(node: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor])
         name = node_type.__name__
         return _calling_all(methods.get(f"visit_{name}")), _calling_all(methods.get(f"leave_{name}"))
 
-    tree, start, stop = _flattened(node)
+    tree, start, stop = flat_tree(node)
     indices = tree.selection(start, stop, lambda node_type: handlers_of(node_type) != (None, None))
     _replay(tree, indices, start, stop, None, handlers_of)
 
