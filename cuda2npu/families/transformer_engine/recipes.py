@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import libcst as cst
-import libcst.matchers as m
 
+from cuda2npu.core.imports import is_docstring
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.traversal import children, iter_nodes, walk
@@ -288,7 +288,7 @@ class _Collect(cst.CSTVisitor):
         if not all(is_pure(d) for d in defaults):
             return False
         *steps, last = body
-        if steps and m.matches(steps[0], m.SimpleStatementLine([m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+        if steps and is_docstring(steps[0]):
             steps = steps[1:]  # the docstring
         if not (
             isinstance(last, cst.SimpleStatementLine)

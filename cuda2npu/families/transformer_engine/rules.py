@@ -41,7 +41,6 @@ import itertools
 from typing import NamedTuple
 
 import libcst as cst
-import libcst.matchers as m
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
@@ -448,14 +447,18 @@ class TransformerEngine(ValueUses, Rule):
         internals = sorted(
             {
                 a.attr.value
-                for a in (a for a in iter_nodes(node.body, cst.Attribute) if m.matches(a.value, m.Name("self")))
+                for a in (
+                    a
+                    for a in iter_nodes(node.body, cst.Attribute)
+                    if isinstance(a.value, cst.Name) and a.value.value == "self"
+                )
             }
             & _te_internals(node.body)
         )
         if internals:
             return "uses TE internals the generated class does not have: " + ", ".join(f"`self.{a}`" for a in internals)
         spec = FUSED[name]
-        for call in (c for c in iter_nodes(node.body, cst.Call) if m.matches(c, SUPER_INIT)):
+        for call in (c for c in iter_nodes(node.body, cst.Call) if _is_super_init(c)):
             try:
                 bound = bind(call, spec.params, max_positional=spec.positional)
             except Unbindable as exc:
@@ -1084,7 +1087,16 @@ def _te_internals(statement: cst.CSTNode) -> set[str]:
     return {n for n in names if "fp8" in n.lower() or n in TE_INTERNALS}
 
 
-SUPER_INIT = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__")))
+def _is_super_init(call: cst.Call) -> bool:
+    """``super().__init__(...)`` (``super``'s own arguments are free)."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "__init__"
+        and isinstance(func.value, cst.Call)
+        and isinstance(func.value.func, cst.Name)
+        and func.value.func.value == "super"
+    )
 
 
 def _with_arguments(call: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
