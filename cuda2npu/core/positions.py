@@ -89,39 +89,37 @@ class _TargetedState(CodegenState or object):
     (``before_codegen``/``after_codegen``); a hoisted child is tracked as soon as its parent asks.
     Generation stops (:class:`_AllRecorded`) once every wanted node has its range. Wanted nodes are
     told by ``id`` (a node's ``__hash__`` is a Python call, made for every node of the file).
+    Tokens are appended at C speed; the line and column are worked out from the tokens generated
+    since the last wanted node, only when one starts or ends.
     """
 
     def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.add_token = self.tokens.append  # shadows the method: no Python call per token
         self.wanted = {id(node) for node in wanted}
-        self.line, self.column = 1, 0
+        self.line, self.column, self.counted = 1, 0, 0  # position after tokens[:counted]
         self.starts: dict[cst.CSTNode, CodePosition] = {}
         self.ranges: dict[cst.CSTNode, CodeRange] = {}
 
-    def _advance(self, value: str) -> None:
-        if "\n" in value or "\r" in value:
-            segments = NEWLINE_RE.split(value)
-            self.line += len(segments) - 1
-            self.column = len(segments[-1])
-        else:
-            self.column += len(value)
-
-    def add_indent_tokens(self) -> None:
-        self.tokens.extend(self.indent_tokens)
-        for token in self.indent_tokens:
-            self._advance(token)
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self._advance(value)
+    def position(self) -> CodePosition:
+        """Where the next token goes."""
+        if self.counted < len(self.tokens):
+            segments = NEWLINE_RE.split("".join(self.tokens[self.counted :]))
+            if len(segments) > 1:
+                self.line += len(segments) - 1
+                self.column = len(segments[-1])
+            else:
+                self.column += len(segments[0])
+            self.counted = len(self.tokens)
+        return CodePosition(self.line, self.column)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         if id(node) in self.wanted:
-            self.starts[node] = CodePosition(self.line, self.column)
+            self.starts[node] = self.position()
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         if id(node) in self.wanted and node not in self.ranges:
-            self.record(node, CodeRange(self.starts[node], CodePosition(self.line, self.column)))
+            self.record(node, CodeRange(self.starts[node], self.position()))
 
     def record(self, node: cst.CSTNode, where: CodeRange) -> None:
         self.ranges[node] = where
@@ -144,10 +142,10 @@ class _Syntactic:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
 
     def __enter__(self) -> None:
-        self.start = CodePosition(self.state.line, self.state.column)
+        self.start = self.state.position()
 
     def __exit__(self, *exc) -> None:
         state = self.state
         start = state.ranges[self.start_node].start if self.start_node is not None else self.start
-        end = state.ranges[self.end_node].end if self.end_node is not None else CodePosition(state.line, state.column)
+        end = state.ranges[self.end_node].end if self.end_node is not None else state.position()
         state.record(self.node, CodeRange(start, end))
