@@ -19,11 +19,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-import libcst as cst
-
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding
-from cuda2npu.core.positions import positions_for
 
 UNUSED_CODE = "NPU005"
 DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
@@ -141,12 +138,16 @@ def unused_enabled(options) -> bool:
     return options.code_enabled(UNUSED_CODE, rule_doc(UNUSED_CODE).opt_in)
 
 
-def suppress(module: cst.Module, reports: list, options, path: str, first_round: bool) -> tuple[list, list[Finding]]:
-    """(reports not suppressed by a directive, NPU005 findings for unused directives)."""
-    noqa_map = NoqaMap.from_text(module.code)
+def suppress(
+    text: str, positions: dict, reports: list, options, path: str, first_round: bool
+) -> tuple[list, list[Finding]]:
+    """(reports not suppressed by a directive, NPU005 findings for unused directives).
+
+    ``text`` is the code the reports were found in, ``positions`` the ranges of their nodes.
+    """
+    noqa_map = NoqaMap.from_text(text)
     if not noqa_map.directives:
         return reports, []
-    positions = positions_for(module, [report.node for report in reports])
     kept = []
     used: dict[int, set[str]] = {}
     for report in reports:

@@ -315,16 +315,18 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     first_round: set[int] = set()  # ids of the findings positioned in the original file
     for round_number in range(MAX_ROUNDS):
         reports = run_rules(current, options, rules, text)
+        known: dict = {}  # positions already computed for this round's reports
         if has_noqa:  # suppressed findings are neither reported nor fixed (cuda2npu/core/noqa.py)
-            reports, unused = noqa.suppress(current, reports, options, path, round_number == 0)
+            known = positions_for(current, [report.node for report in reports])
+            reports, unused = noqa.suppress(decode(text), known, reports, options, path, round_number == 0)
             unused_noqa += unused
         if not any(_applicable(r, options) for r in reports):
             if round_number == 0:
-                findings += _positioned(path, current, reports, options, set())
+                findings += _positioned(path, current, reports, options, set(), known=known)
             break
         candidate, applied = _apply_round(current, reports, options)
         if round_number == 0:
-            findings += _positioned(path, current, reports, options, applied, at_imports)
+            findings += _positioned(path, current, reports, options, applied, at_imports, known)
             first_round = {id(f) for f in findings}
         else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
             findings += _later_round_findings(path, current, reports, applied, findings, options, at_imports)
@@ -435,11 +437,14 @@ def _positioned(
     options: Options,
     applied: set[int],
     at_imports: set[int] | None = None,
+    known: dict | None = None,
 ) -> list[Finding]:
-    """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``."""
+    """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``.
+    ``known``: positions computed before for (some of) these nodes in ``module``."""
     if not reports:
         return []
-    positions = positions_for(module, [report.node for report in reports])
+    nodes = [report.node for report in reports]
+    positions = known if known and all(node in known for node in nodes) else positions_for(module, nodes)
     findings = [
         _finding(path, report, positions[report.node], options, index in applied)
         for index, report in enumerate(reports)
