@@ -205,6 +205,7 @@ class ModuleFacts(cst.CSTVisitor):
         self.block_sizes: dict[cst.CSTNode, int] = {}
         self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
+        self._not_uses: set[int] = set()  # ids of the names that are attribute or keyword names
 
     @classmethod
     def of(cls, module: cst.Module, skip: frozenset = frozenset()) -> "ModuleFacts":
@@ -275,16 +276,16 @@ class ModuleFacts(cst.CSTVisitor):
         ):
             self.guards[node] = guard
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        walk(node.value, self)
-        return False  # the attribute name is not a use of a variable
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_uses.add(id(node.attr))  # the attribute name is not a use of a variable
 
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        walk(node.value, self)
-        return False  # nor is a keyword name
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._not_uses.add(id(node.keyword))  # nor is a keyword name
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.used_names.add(node.value)
+        if id(node) not in self._not_uses:
+            self.used_names.add(node.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = node.evaluated_value
