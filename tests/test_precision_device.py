@@ -6,13 +6,15 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from cuda2npu.core.options import Options
+from cuda2npu.core.rulebase import RuleContext
 from cuda2npu.families.npu_aware import cuda_alternatives
 
 
 def kept_strings(source: str) -> list[str]:
     """Values of the string literals left alone, in source order."""
     module = cst.parse_module(source)
-    kept = cuda_alternatives(module)
+    kept = cuda_alternatives(RuleContext(module, Options(), source.encode()))
     found: list[str] = []
 
     class Strings(cst.CSTVisitor):
@@ -64,3 +66,10 @@ def test_else_of_an_npu_check_is_the_cuda_side():
 def test_cuda_inside_a_branch_taken_only_on_npu_is_deliberate():
     source = 'if device_type == "npu":\n    device_type = "cuda"\nkey = "cuda" if d.type == "npu" else d.type\n'
     assert kept_strings(source) == ["cuda", "cuda"]
+
+
+def test_a_file_that_never_spells_another_device_is_not_walked():
+    """The text precheck: the same tree, told its text has no NPU or backend word, keeps nothing."""
+    module = cst.parse_module('if d == "cuda":\n    a = 1\nelif d == "npu":\n    a = 2\n')
+    assert cuda_alternatives(RuleContext(module, Options(), module.bytes))
+    assert not cuda_alternatives(RuleContext(module, Options(), b'if d == "cuda":\n    a = 1\n'))

@@ -54,10 +54,11 @@ class Report:
 class RuleContext(cst.BatchableCSTVisitor):
     """Shared state of one traversal: name resolution, the enclosing statement, the reports."""
 
-    def __init__(self, module: cst.Module, options: Options) -> None:
+    def __init__(self, module: cst.Module, options: Options, text: bytes | None = None) -> None:
         super().__init__()
         self.module = module
         self.options = options
+        self.text = text  # the bytes ``module`` was parsed from (None: unknown), for cheap regex prechecks
         self.resolver = NameResolver(module)
         self.reports: list[Report] = []
         self._statements: list[cst.CSTNode] = []

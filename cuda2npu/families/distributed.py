@@ -319,7 +319,7 @@ class NcclBackend(Rule):
         value = string_value(node)
         if value is None or not (value == "nccl" or MIXED_BACKEND.fullmatch(value)):
             return
-        if is_cuda_alternative(self.ctx.module, node) or node in self.flow.ignore:
+        if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore:
             return
         certain = node not in self.flow.uncertain
         if value != "nccl" and self.options.portable:

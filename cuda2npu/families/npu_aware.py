@@ -221,26 +221,32 @@ def _assigned(small: cst.BaseSmallStatement) -> list[str]:
     return []
 
 
-_last: tuple[cst.Module | None, frozenset] = (None, frozenset())
+# what a file must spell for any name or string of it to mention the NPU or another backend
+ANOTHER_DEVICE_TEXT = re.compile(
+    rb"npu|hccl|(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)", re.IGNORECASE
+)
 
 
-def cuda_alternatives(module: cst.Module) -> frozenset[cst.CSTNode]:
-    """Every node inside a CUDA alternative of an NPU-aware construct of ``module`` (cached for
-    the last module, which all rules of one traversal share)."""
-    global _last
-    if _last[0] is not module:
-        nodes: set[cst.CSTNode] = set()
-        found = _Mentions()
-        walk(module, found)
-        if found.npu or found.other_backend:  # most CUDA files name neither: nothing to keep
-            constructs = _Constructs()
-            walk(module, constructs)
-            for root in constructs.roots:
-                nodes.update(iter_nodes(root))
-        _last = (module, frozenset(nodes))
-    return _last[1]
+def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
+    """Every node inside a CUDA alternative of an NPU-aware construct of the file of ``ctx`` (a
+    :class:`~cuda2npu.core.rulebase.RuleContext`; computed once per file)."""
+    return ctx.file_state(_cuda_alternatives)
 
 
-def is_cuda_alternative(module: cst.Module, node: cst.CSTNode) -> bool:
+def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
+    if ctx.text is not None and not ANOTHER_DEVICE_TEXT.search(ctx.text):
+        return frozenset()  # most CUDA files never spell the NPU: no walk needed
+    nodes: set[cst.CSTNode] = set()
+    found = _Mentions()
+    walk(ctx.module, found)
+    if found.npu or found.other_backend:  # most CUDA files name neither: nothing to keep
+        constructs = _Constructs()
+        walk(ctx.module, constructs)
+        for root in constructs.roots:
+            nodes.update(iter_nodes(root))
+    return frozenset(nodes)
+
+
+def is_cuda_alternative(ctx, node: cst.CSTNode) -> bool:
     """Whether ``node`` is part of the CUDA side of code that already handles the NPU."""
-    return node in cuda_alternatives(module)
+    return node in cuda_alternatives(ctx)

@@ -78,7 +78,7 @@ def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], tex
         if not rules:
             return []
     try:
-        ctx = RuleContext(module, options)
+        ctx = RuleContext(module, options, text)
         walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
     finally:
         release()  # the pre-passes and the traversal are done with the module's flat tree

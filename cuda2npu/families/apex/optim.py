@@ -216,7 +216,7 @@ class ApexFusedOptimizers(ApexRule):
         return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.active or is_cuda_alternative(self.ctx.module, node):
+        if not self.active or is_cuda_alternative(self.ctx, node):
             return  # also the apex call of portable output's `npu_call if <NPU host> else apex_call`
         name = self.apex(node.func)
         if name == "apex.optimizers.FusedAdam":

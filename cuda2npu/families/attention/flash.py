@@ -501,7 +501,7 @@ class FlashAttention(ValueUses, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
-        if qualified is None or is_cuda_alternative(self.ctx.module, node):
+        if qualified is None or is_cuda_alternative(self.ctx, node):
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
         function = flash_function(qualified)
         if function in SPECS:

@@ -75,7 +75,7 @@ class ScaledDotProductAttention(Rule):
         self.rewrote = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.resolver.qualified_name(node.func) not in SDPA or is_cuda_alternative(self.ctx.module, node):
+        if self.resolver.qualified_name(node.func) not in SDPA or is_cuda_alternative(self.ctx, node):
             return
         try:
             plan = self._plan(node)

@@ -201,7 +201,7 @@ class TorchCudaApi(Rule):
             ):  # torch's own `fused=` dispatch by device
                 keyword = arg.keyword.value
                 self._mark_switch(arg.value, lambda k=keyword: (feature_word(k), f"`{k}=`"))
-        if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx.module, node):
+        if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx, node):
             self._check_arguments(node, qualified)
 
     # --- torch.cuda calls whose arguments torch_npu does not take ---------------------------------
@@ -271,7 +271,7 @@ class TorchCudaApi(Rule):
             sub = ""
         else:
             sub = next((s for s in table("torch_cuda_api")["submodules"] if f"torch.cuda.{s}" in qualified), None)
-        if sub is None or is_cuda_alternative(self.ctx.module, node):
+        if sub is None or is_cuda_alternative(self.ctx, node):
             return  # not torch.cuda, or `if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...`
         self._member(node, sub, node.attr.value)
 

@@ -90,7 +90,7 @@ class CudaMethodCall(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
                 return
-            if is_cuda_alternative(self.ctx.module, func):
+            if is_cuda_alternative(self.ctx, func):
                 return
             if self.options.portable:
                 self._portable_cuda_call(node)
@@ -137,7 +137,7 @@ class CudaMethodCall(Rule):
         portable.report_support(self, "NPU101")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx.module, node):
+        if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):
             return
         if self._user_is_cuda is None:
             users = _UserIsCuda()

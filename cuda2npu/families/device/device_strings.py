@@ -142,7 +142,7 @@ class DeviceStrings(Rule):
         found = False
         for literal in device_literals(expr, prefix_ok):
             found = True
-            if literal in self._seen or is_cuda_alternative(self.ctx.module, literal):
+            if literal in self._seen or is_cuda_alternative(self.ctx, literal):
                 continue
             self._seen.add(literal)
             if self.options.portable:
@@ -167,7 +167,7 @@ class DeviceStrings(Rule):
         value = string_value(expr) if expr is not None else None
         if value is None or not DEVICE_STRING.fullmatch(value) or expr in self._seen:
             return
-        if is_cuda_alternative(self.ctx.module, expr):
+        if is_cuda_alternative(self.ctx, expr):
             return
         self._seen.add(expr)
         self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")

@@ -28,7 +28,7 @@ class EnvironmentVariables(Rule):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         name = string_value(node)
-        if name is None or not ("CUDA" in name or "NCCL" in name) or is_cuda_alternative(self.ctx.module, node):
+        if name is None or not ("CUDA" in name or "NCCL" in name) or is_cuda_alternative(self.ctx, node):
             return
         env = table("env_vars")
         if self.options.portable and (name in env["cuda"] or name in env["nccl"]):

@@ -372,7 +372,7 @@ class TransformerEngine(ValueUses, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
         qualified = self.resolver.qualified_name(node.func)
-        if qualified is None or is_cuda_alternative(self.ctx.module, node):
+        if qualified is None or is_cuda_alternative(self.ctx, node):
             return  # also TE's call of portable output's `npu_code if <Ascend host> else te_call`
         if qualified.startswith(RECIPE + "."):
             self._recipe_call(node)
@@ -394,7 +394,7 @@ class TransformerEngine(ValueUses, Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:
             qualified = self.resolver.qualified_name(base.value)
-            if is_cuda_alternative(self.ctx.module, base.value):
+            if is_cuda_alternative(self.ctx, base.value):
                 continue  # TE's class of portable output's `generated if <Ascend host> else te_class`
             if not qualified or not qualified.startswith("transformer_engine."):
                 continue
@@ -838,7 +838,7 @@ class TransformerEngine(ValueUses, Rule):
         name = te_name(self.resolver.qualified_name(expr))
         if name is None or not (name in FUSED or name in MODULES or name == BASE_MODULE):
             return
-        if is_cuda_alternative(self.ctx.module, expr):
+        if is_cuda_alternative(self.ctx, expr):
             return  # TE's class of portable output's `generated if <Ascend host> else te_class`
         self.references.append(Reference(expr, name, self.ctx.statement, class_test))
 
