@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
@@ -12,10 +13,32 @@ DEVICE_PREFIX = re.compile(r"cuda(:.*)?", re.DOTALL)
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain (non-bytes) string literal, else None."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+    if type(node) is cst.SimpleString:
+        return simple_string_value(node.value)
+    if isinstance(node, cst.ConcatenatedString):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
+
+
+def simple_string_value(source: str) -> str | None:
+    """The value of a string literal's source text (``'a'``, ``r"\\d"``, triple quotes); None for bytes.
+
+    libcst's ``evaluated_value`` runs ``ast.literal_eval`` (a compile) for every literal; most
+    literals have no escape and no carriage return, so their value is the text between the quotes.
+    """
+    start = 0
+    while source[start] not in "'\"":
+        start += 1
+    prefix = source[:start].lower()
+    if "b" in prefix:
+        return None
+    quote = source[start : start + 3] if source[start : start + 3] in ('"""', "'''") else source[start]
+    inner = source[start + len(quote) : len(source) - len(quote)]
+    if "\r" in inner or ("\\" in inner and "r" not in prefix):
+        value = ast.literal_eval(source)  # escapes, or newlines Python normalises
+        return value if isinstance(value, str) else None
+    return inner
 
 
 def replace_word(node: cst.SimpleString | cst.FormattedStringText, old: str, new: str):

@@ -32,6 +32,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes, walk
 
@@ -56,8 +57,7 @@ class _Mentions(cst.CSTVisitor):
             self.npu |= NPU_STRING.fullmatch(value) is not None
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = node.evaluated_value
-        self._string(value if isinstance(value, str) else None)
+        self._string(string_value(node))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         first = node.parts[0] if node.parts else None

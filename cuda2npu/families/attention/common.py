@@ -31,7 +31,7 @@ from cuda2npu.core.imports import (
     is_docstring,
     is_import_line,
 )
-from cuda2npu.core.literals import literal
+from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, is_pure
 from cuda2npu.core.traversal import iter_nodes, walk
@@ -288,8 +288,8 @@ class ModuleFacts(cst.CSTVisitor):
             self.used_names.add(node.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = node.evaluated_value
-        if isinstance(value, str) and value.isidentifier():
+        value = string_value(node)
+        if value is not None and value.isidentifier():
             self.string_values.add(value)  # `__all__ = ["flash_attn_func"]` re-exports a name
 
     def is_used(self, name: str) -> bool:

@@ -14,7 +14,7 @@ import libcst as cst
 
 from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import as_keyword, as_positional, code_of, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
@@ -501,8 +501,8 @@ class UnusedImports(ColossalRule):
             self.reads[node.value] = self.reads.get(node.value, 0) + 1
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:  # names listed in __all__ count as used
-        value = node.evaluated_value
-        if isinstance(value, str) and value.isidentifier():
+        value = string_value(node)
+        if value is not None and value.isidentifier():
             self.reads[value] = self.reads.get(value, 0) + 1
 
     def leave_Module(self, original_node: cst.Module) -> None:

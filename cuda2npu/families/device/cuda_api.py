@@ -19,6 +19,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import remove_import_names
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import attribute_chain
 from cuda2npu.core.rulebase import Rule, register
@@ -125,8 +126,8 @@ class TorchCudaApi(Rule):
             self._guards.pop()
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
-        key = node.key.evaluated_value if isinstance(node.key, cst.SimpleString) else None
-        if isinstance(key, str):
+        key = string_value(node.key) if isinstance(node.key, cst.SimpleString) else None
+        if key is not None:
             self._mark_switch(node.value, lambda: (feature_word(key), f"`{key}`"))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 import libcst as cst
 
 from cuda2npu.core.imports import is_docstring
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.traversal import children, iter_nodes, walk
@@ -454,8 +455,8 @@ class _Collect(cst.CSTVisitor):
         if recipe is not None:
             self.fp8_reads.update(id(n) for n in iter_nodes(recipe, (cst.Name, cst.Attribute)))
         for arg in node.args:  # `getattr(self, "fp8_recipe")` may read the attribute
-            value = arg.value.evaluated_value if isinstance(arg.value, cst.SimpleString) else None
-            if isinstance(value, str) and value.isidentifier():
+            value = string_value(arg.value) if isinstance(arg.value, cst.SimpleString) else None
+            if value is not None and value.isidentifier():
                 self._read("." + value, arg.value)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
@@ -487,6 +488,6 @@ class _Collect(cst.CSTVisitor):
             self._read(node.value, node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = node.evaluated_value
-        if isinstance(value, str) and value.isidentifier():
+        value = string_value(node)
+        if value is not None and value.isidentifier():
             self._read(value, node)  # `__all__ = ["fp8_recipe"]` exports it
