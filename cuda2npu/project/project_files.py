@@ -19,12 +19,17 @@ from cuda2npu.filekinds.depfiles import (
 from cuda2npu.filekinds.shellscripts import check_shell_script, is_shell_script
 from cuda2npu.project.discovery import discover
 
+FileImports = tuple[set[str], bool]  # (modules a file imports, whether it imports torch_npu unguarded)
 
-def project_imports(directory: Path, results: list[FileResult], by_name: dict[str, Path]) -> ProjectImports:
+
+def project_imports(
+    directory: Path, results: list[FileResult], by_name: dict[str, Path], scans: dict[Path, FileImports]
+) -> ProjectImports:
     """Imports of every Python file and notebook under ``directory`` (the dependency file's
     project), read after migration: files this run rewrote count with their new text. The whole
     project is scanned, not only the files of the run, so that a hook given a few staged files
-    never removes a requirement that other files still import."""
+    never removes a requirement that other files still import. ``scans`` keeps each file's
+    imports for the other dependency files of the run (nested projects share files)."""
     migrated = {}
     names = {path.resolve(): name for name, path in by_name.items()}
     fixable = False
@@ -42,17 +47,22 @@ def project_imports(directory: Path, results: list[FileResult], by_name: dict[st
     for path in discover([directory]).files:
         if path.suffix not in (".py", ".pyi", ".ipynb"):
             continue
-        display, data = migrated.get(path.resolve(), (None, None))
-        if data is None:
+        key = path.resolve()
+        display, data = migrated.get(key, (None, None))
+        display = display or names.get(key) or path.relative_to(directory).as_posix()
+        scan = scans.get(key)
+        if scan is None:
             try:
-                data = path.read_bytes()
+                data = data if data is not None else path.read_bytes()
             except OSError:
                 continue
-            display = names.get(path.resolve()) or path.relative_to(directory).as_posix()
-        source = data.decode("utf-8", "replace")
-        for module in imported_modules(source):
+            source = data.decode("utf-8", "replace")
+            top_level = TOP_LEVEL_TORCH_NPU[path.suffix == ".ipynb"].search(source) is not None
+            scan = scans[key] = (imported_modules(source), top_level)
+        modules, top_level = scan
+        for module in modules:
             by_module.setdefault(module, []).append(display)
-        required = required or TOP_LEVEL_TORCH_NPU[path.suffix == ".ipynb"].search(source) is not None
+        required = required or top_level
     return ProjectImports(by_module, required)
 
 
@@ -68,13 +78,13 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
     if not extra and not setups:
         return results
     cache: dict[Path, ProjectImports] = {}
+    scans: dict[Path, FileImports] = {}
 
     def imports_for(path: Path) -> ProjectImports:
         directory = path.parent.parent if path.parent.name == "requirements" else path.parent
         if directory.resolve() not in cache:
-            cache[directory.resolve()] = project_imports(directory, results, by_name)
-        directory = directory.resolve()
-        return cache[directory]
+            cache[directory.resolve()] = project_imports(directory, results, by_name, scans)
+        return cache[directory.resolve()]
 
     for path in extra:
         display = names[path]
