@@ -163,7 +163,7 @@ def test_internal_error_exits_3_with_a_log(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from cuda2npu.commands import cli
-    from cuda2npu.families import device
+    from cuda2npu.families.device import device
 
     def visit_Call(self, node):  # the name matters: libcst collects visit_* methods by name
         raise RuntimeError("rule bug")

@@ -38,3 +38,31 @@ def test_a_rule_runs_only_where_its_triggers_occur():
     names = {rule.__name__ for rule in triggered(RULES, text)}
     assert "Advisories" in names  # float64
     assert not any("Apex" in name or "Colossal" in name for name in names)
+
+
+def test_every_rule_module_is_listed_in_families():
+    from cuda2npu.core.rulebase import REGISTRY
+    from cuda2npu.families import FAMILIES
+
+    listed = {f"cuda2npu.families.{family}" for family in FAMILIES}
+    assert {cls.__module__ for cls in REGISTRY} <= listed
+
+
+def test_rules_run_in_families_order_however_the_modules_were_imported():
+    import subprocess
+    import sys
+
+    script = (
+        "import cuda2npu.families.{first}\n"
+        "from cuda2npu.families import enabled_rules\n"
+        "from cuda2npu.core.options import Options\n"
+        "print(' '.join(c.__name__ for c in enabled_rules(Options())))\n"
+    )
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", script.format(first=first)], capture_output=True, text=True, check=True
+        ).stdout
+        for first in ("advisories", "transformer_engine.rules", "device.env_vars")
+    }
+    assert len(orders) == 1
+    assert orders.pop().split() == [cls.__name__ for cls in RULES]

@@ -7,8 +7,10 @@ about a third of the files of a CUDA-heavy corpus match.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from cuda2npu.core.rulebase import Rule
+if TYPE_CHECKING:  # libcst: not needed to read a file and search it
+    from cuda2npu.core.rulebase import Rule
 
 SKIP_MARKERS = re.compile(rb"#\s*cuda2npu:\s*skip-file|@generated")
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
+from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.rulebase import Fix
-
-MARKER_PREFIX = "# TODO(cuda2npu): "
 
 
 class FixApplier(cst.CSTTransformer):
@@ -97,16 +94,6 @@ def _marked(result, markers: list[tuple[str, str]], above):
     if isinstance(result, cst.FlattenSentinel) and result.nodes:
         return cst.FlattenSentinel([with_markers(result.nodes[0], markers, above), *result.nodes[1:]])
     return with_markers(result, markers, above) if isinstance(result, cst.CSTNode) else result
-
-
-def marker_lines(text: str) -> list[int]:
-    """1-based numbers of the ``# TODO(cuda2npu):`` marker lines of a source text (lines as Python counts them)."""
-    lines = re.split(r"\r\n|\r|\n", text)
-    return [number for number, line in enumerate(lines, start=1) if line.lstrip().startswith(MARKER_PREFIX)]
-
-
-def marker_text(code: str, reason: str) -> str:
-    return f"{MARKER_PREFIX}{code} {reason}"
 
 
 def _has_marker(lines, code: str) -> bool:

@@ -1,30 +1,49 @@
-"""The rule families, one subpackage or module each; importing this package registers every rule.
+"""The rule families, one subpackage or module each; :func:`enabled_rules` imports them, which
+registers every rule.
 
-Rules run in registration order, which is this import order (an import also registers the rules of
-the family modules it imports first).
+Rules run in the order of ``FAMILIES`` (the module defining each), then in the order each module
+defines them, however the modules happened to be imported. The import waits for the first call, so
+that a run answered from the result cache never loads the rules.
 """
 
-from cuda2npu.core.options import Options
-from cuda2npu.core.rulebase import REGISTRY, Rule, enabled_in
-from cuda2npu.families import (
-    advisories,  # noqa: F401
-    custom_kernels,  # noqa: F401
-    distributed,  # noqa: F401
-    precision,  # noqa: F401
-    suppression,  # noqa: F401
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda2npu.core.options import Options
+    from cuda2npu.core.rulebase import Rule
+
+FAMILIES = (
+    "advisories",
+    "custom_kernels",
+    "distributed",
+    "precision",
+    "suppression",
+    "apex.amp",
+    "apex.modules",
+    "apex.imports",
+    "apex.kernels",
+    "apex.optim",
+    "attention.flash",
+    "attention.sdpa",
+    "colossalai.common",
+    "colossalai.keep",
+    "colossalai.native",
+    "device.cuda_api",
+    "device.device",
+    "device.device_strings",
+    "device.env_vars",
+    "transformer_engine.rules",
 )
-from cuda2npu.families.apex import amp, imports, kernels, modules, optim  # noqa: F401
-from cuda2npu.families.attention import flash, sdpa  # noqa: F401
-from cuda2npu.families.colossalai import common, keep, native  # noqa: F401
-from cuda2npu.families.device import (  # noqa: F401
-    cuda_api,  # noqa: F401
-    device,
-    device_strings,
-    env_vars,  # noqa: F401
-)
-from cuda2npu.families.transformer_engine import rules  # noqa: F401
 
 
 def enabled_rules(options: Options) -> list[type[Rule]]:
     """Rule classes with at least one enabled code, in the order they run."""
-    return enabled_in(REGISTRY, options)
+    from cuda2npu.core.rulebase import REGISTRY, enabled_in  # libcst: only once rules are wanted
+
+    for family in FAMILIES:  # imported once; later calls find them in sys.modules
+        importlib.import_module(f"{__name__}.{family}")
+    order = {f"{__name__}.{family}": index for index, family in enumerate(FAMILIES)}
+    return enabled_in(sorted(REGISTRY, key=lambda cls: order[cls.__module__]), options)

@@ -41,7 +41,7 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.core.transform import MARKER_PREFIX, marker_text
+from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.filekinds import depfiles_versions as versions
 
 if sys.version_info >= (3, 11):

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuda2npu.core.options import Options
-from cuda2npu.families.custom_kernels import declared_extensions, shadowing_modules
+from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 
 
 def with_project_facts(options: Options, files: list[Path]) -> Options:

@@ -18,8 +18,6 @@ from cuda2npu.core import prefilter
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
 from cuda2npu.core.fileio import io_error
 from cuda2npu.core.options import Options
-from cuda2npu.families import enabled_rules
-from cuda2npu.filekinds.python import migrate_source
 from cuda2npu.project.cache import Cache
 
 PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
@@ -27,6 +25,8 @@ PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
 
 @functools.lru_cache(maxsize=8)
 def _pattern(options: Options):
+    from cuda2npu.families import enabled_rules  # the rules load on the first cache miss only
+
     return prefilter.build(enabled_rules(options))
 
 
@@ -63,6 +63,8 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
         return process_notebook(data, display, options, _pattern(options))
     if not _pattern(options).search(data):
         return FileResult(display, "skipped", PREFILTER_REASON)
+    from cuda2npu.filekinds.python import migrate_source  # libcst and the rules: on a cache miss only
+
     return migrate_source(data, display, options)
 
 

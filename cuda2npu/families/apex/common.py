@@ -27,9 +27,8 @@ from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import Rule
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
+from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
 
-APEX_ROOTS = ("apex", "amp_C")
-APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
 CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
 
 BuildStatements = Callable[[cst.CSTNode], list]

@@ -1,0 +1,54 @@
+"""Which imported modules exist on CUDA hosts only: the knowledge NPU606 and the project facts share.
+
+No libcst here: the project facts of every run (even one answered from the result cache) use it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from cuda2npu.core.catalogue import table
+
+APEX_ROOTS = ("apex", "amp_C")
+APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
+EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?")
+DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+
+
+def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build."""
+    names: set[str] = set()
+    for path in paths:
+        if path.name == "setup.py":
+            try:
+                names.update(match.group(2) for match in DECLARED_EXTENSION.finditer(path.read_text(errors="replace")))
+            except OSError:
+                continue
+    return tuple(sorted(names))
+
+
+def shadowing_modules(paths: list[Path], declared: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The project's own top-level packages and modules that NPU606 would take for CUDA-only ones
+    (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency)."""
+    packages = {path.parent for path in paths if path.name == "__init__.py"}
+    tops = {directory.name for directory in packages if directory.parent not in packages}
+    tops |= {path.stem for path in paths if path.suffix == ".py" and path.parent not in packages}
+    return tuple(sorted(name for name in tops if cuda_only_module(name, declared) is not None))
+
+
+def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> str | None:
+    """Why importing ``module`` fails on an NPU host (rules/tables/cuda_only_modules.toml), else None.
+
+    ``declared``: the project's CUDAExtension modules; ``local``: its own modules of such names.
+    """
+    if module.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS + local:
+        return None  # apex is the apex rules' (NPU324/NPU330)
+    data = table("cuda_only_modules")
+    matches = [p for p in data["modules"] if module == p or module.startswith(p + ".")]
+    if matches:
+        return data["modules"][max(matches, key=len)]
+    if module in declared or ("." not in module and EXTENSION_NAME.fullmatch(module)):
+        return data["extension"]["note"]
+    return None
