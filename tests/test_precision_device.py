@@ -73,3 +73,21 @@ def test_a_file_that_never_spells_another_device_is_not_walked():
     module = cst.parse_module('if d == "cuda":\n    a = 1\nelif d == "npu":\n    a = 2\n')
     assert cuda_alternatives(RuleContext(module, Options(), module.bytes))
     assert not cuda_alternatives(RuleContext(module, Options(), b'if d == "cuda":\n    a = 1\n'))
+
+
+@pytest.mark.parametrize(
+    ("text", "may"),
+    [
+        (b"x = input(); y = inputs", False),  # `npu` inside a word
+        (b"d == 'npu:0'", True),
+        (b"self.is_npu = True", True),
+        (b"NPU_VISIBLE_DEVICES", True),
+        (b"backend = 'hccl'", True),
+        (b"class CPU_Accelerator:", True),
+        (b"attention_backend = 'flash'", False),
+    ],
+)
+def test_the_text_precheck_is_a_word_level_superset(text, may):
+    from cuda2npu.families.npu_aware import may_mention_another_device
+
+    assert may_mention_another_device(text) is may

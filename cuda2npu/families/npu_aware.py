@@ -221,10 +221,23 @@ def _assigned(small: cst.BaseSmallStatement) -> list[str]:
     return []
 
 
-# what a file must spell for any name or string of it to mention the NPU or another backend
-ANOTHER_DEVICE_TEXT = re.compile(
-    rb"npu|hccl|(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)", re.IGNORECASE
-)
+# what a file must spell (lower-cased) for a name or string of it to mention the NPU or another backend
+NPU_TEXT = (re.compile(rb"npu(?![a-z0-9])"), re.compile(rb"hccl(?![a-z0-9])"))  # a word start is checked apart
+BACKEND_CLASS_TEXT = re.compile(rb"(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)")
+
+
+def may_mention_another_device(text: bytes) -> bool:
+    """Whether some name or string of this source can mention the NPU or another backend (a
+    superset: ``input`` is no NPU word, ``x_npu`` and ``"npu:0"`` are). Literal scans only: a
+    pattern starting with a look-behind would cost more than the walk it saves."""
+    lowered = text.lower()
+    for word in NPU_TEXT:
+        for match in word.finditer(lowered):
+            if not lowered[match.start() - 1 : match.start()].isalnum():
+                return True
+    return (b"accelerator" in lowered or b"platform" in lowered or b"backend" in lowered) and (
+        BACKEND_CLASS_TEXT.search(lowered) is not None
+    )
 
 
 def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
@@ -234,7 +247,7 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
-    if ctx.text is not None and not ANOTHER_DEVICE_TEXT.search(ctx.text):
+    if ctx.text is not None and not may_mention_another_device(ctx.text):
         return frozenset()  # most CUDA files never spell the NPU: no walk needed
     nodes: set[cst.CSTNode] = set()
     found = _Mentions()
