@@ -52,6 +52,9 @@ class RecipePlan(NamedTuple):
     review: dict[cst.CSTNode, str]  # removed statement → why a reviewer looks (other files may read it)
 
 
+NO_RECIPES = RecipePlan({}, {}, frozenset(), frozenset(), {})  # a file that never spells "recipe"
+
+
 def plan_recipes(
     module: cst.Module,
     is_recipe: Callable[[cst.BaseExpression], bool],

@@ -68,7 +68,7 @@ from cuda2npu.families.transformer_engine.generated import (
     FUSED,
     MODULE,
 )
-from cuda2npu.families.transformer_engine.recipes import assigned, describe_use, plan_recipes
+from cuda2npu.families.transformer_engine.recipes import NO_RECIPES, assigned, describe_use, plan_recipes
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
@@ -262,7 +262,10 @@ class TransformerEngine(ValueUses, Rule):
         super().__init__(ctx)
         self.target = parse_target(self.options.target_torch_npu)
         self.te_bindings = _te_bindings(ctx.module)
-        self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe, self.options.portable)
+        if ctx.text is None or b"recipe" in ctx.text:  # a recipe object is named through that word
+            self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe, self.options.portable)
+        else:
+            self.recipes = NO_RECIPES
         self.facts = ModuleFacts.of(ctx.module, skip=self.recipes.removed_lines)
         self.import_removals = plan_import_removals(self.facts, ("transformer_engine",))
         if self.options.portable:  # TE's code stays (for CUDA hosts): so do its imports and recipes
