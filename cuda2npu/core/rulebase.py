@@ -18,6 +18,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.names import NameResolver
 from cuda2npu.core.options import Options
+from cuda2npu.core.source import decode
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
 Fix = Callable[[cst.CSTNode], Replacement]
@@ -63,6 +64,11 @@ class RuleContext(cst.BatchableCSTVisitor):
         self.reports: list[Report] = []
         self._statements: list[cst.CSTNode] = []
         self._file_state: dict[Callable, object] = {}
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The module's code: its decoded text when known (no code generation), else generated once."""
+        return decode(self.text) if self.text is not None else self.module.code
 
     def file_state(self, build: Callable[["RuleContext"], State]) -> State:
         """The one ``build(self)`` of this file (its pre-pass results, an edit registry), shared by

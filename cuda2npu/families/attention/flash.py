@@ -484,7 +484,7 @@ class FlashAttention(ValueUses, Rule):
         self.facts = ModuleFacts.of(ctx.module)
         packages = ("flash_attn", "flash_attn_interface")
         self.removals = plan_import_removals(self.facts, packages)
-        migrated = any(text in ctx.module.code for text in MIGRATED_MARKS)
+        migrated = any(mark in ctx.code for mark in MIGRATED_MARKS)
         self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
         self.removals.update(self.guard_removals)
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
