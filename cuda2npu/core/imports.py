@@ -256,14 +256,19 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     Files that never import torch need nothing: a device string they hold is used elsewhere.
     ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
-    if has_plain_torch_npu_import(module) or not TORCH_IMPORT.search(module.code):
+    if not TORCH_IMPORT.search(module.code):
         return module
-    body = _after_torch_import(module.body, guarded)
-    if body is not None:
-        return module.with_changes(body=body)
-    finder = _FirstTorchBlock()
-    module.visit(finder)
-    return module.visit(_NestedInsertion(finder.block, guarded)) if finder.block is not None else module
+    if not has_plain_torch_npu_import(module):
+        body = _after_torch_import(module.body, guarded)
+        if body is not None:
+            return module.with_changes(body=body)
+        finder = _FirstTorchBlock()
+        module.visit(finder)
+        if finder.block is not None:
+            module = module.visit(_NestedInsertion({finder.block}, guarded))
+    unbound = _UnboundTorchNpu()
+    module.visit(unbound)
+    return module.visit(_NestedInsertion(unbound.blocks(), guarded)) if unbound.uses else module
 
 
 class _FirstTorchBlock(cst.CSTVisitor):
@@ -282,15 +287,90 @@ class _FirstTorchBlock(cst.CSTVisitor):
         return self.block is None
 
 
-class _NestedInsertion(cst.CSTTransformer):
-    """Adds ``import torch_npu`` after the first torch import of ``block``."""
+def _binds_torch_npu(statement: cst.CSTNode) -> bool:
+    """``import torch_npu`` (or ``import torch_npu.x``, ``import y as torch_npu``) on this line."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Import)
+        and any(
+            (alias.asname is None and (dotted_name(alias.name) or "").split(".")[0] == "torch_npu")
+            or (alias.asname is not None and getattr(alias.asname.name, "value", None) == "torch_npu")
+            for alias in small.names
+        )
+        for small in statement.body
+    )
 
-    def __init__(self, block: cst.IndentedBlock, guarded: bool = False) -> None:
+
+class _Scope:
+    """A function (or the module) as ``_UnboundTorchNpu`` sees it."""
+
+    def __init__(self) -> None:
+        self.binds_torch_npu = False  # an ``import torch_npu`` among its own statements
+        self.torch_block: cst.IndentedBlock | None = None  # its first block with a torch import
+
+
+class _UnboundTorchNpu(cst.CSTVisitor):
+    """Uses of the name ``torch_npu`` (``torch_npu.npu_fusion_attention``) in functions that do not
+    see an import of it: a file importing torch only lazily (``def load(): import torch``) needs
+    ``import torch_npu`` in the function whose torch import the use sees, not only in the first one."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.block = block
+        self.scopes = [_Scope()]
+        self.uses: list[tuple[_Scope, ...]] = []  # the scopes around each use, outermost first
+        self._attribute_names: set[int] = set()
+
+    def blocks(self) -> set[cst.IndentedBlock]:
+        """The blocks that get ``import torch_npu``: per use, the innermost scope that binds the name
+        or has a torch import (none: the use is left as it is, as before)."""
+        chosen = set()
+        for scopes in self.uses:
+            for scope in reversed(scopes):
+                if scope.binds_torch_npu:
+                    break
+                if scope.torch_block is not None:
+                    chosen.add(scope.torch_block)
+                    scope.binds_torch_npu = True
+                    break
+        return chosen
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append(_Scope())
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        return False  # never the place of the import (see ensure_torch_npu_import)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        scope = self.scopes[-1]
+        scope.binds_torch_npu |= any(_binds_torch_npu(statement) for statement in node.body)
+        if scope.torch_block is None and any(_imports_module(statement, "torch") for statement in node.body):
+            scope.torch_block = node
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._attribute_names.add(id(node.attr))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "torch_npu" and id(node) not in self._attribute_names and len(self.scopes) > 1:
+            self.uses.append(tuple(self.scopes))
+
+
+class _NestedInsertion(cst.CSTTransformer):
+    """Adds ``import torch_npu`` after the first torch import of each of ``blocks``."""
+
+    def __init__(self, blocks: set[cst.IndentedBlock], guarded: bool = False) -> None:
+        super().__init__()
+        self.blocks = blocks
         self.guarded = guarded
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
-        if original_node is not self.block:
+        if original_node not in self.blocks:
             return updated_node
         return updated_node.with_changes(body=_after_torch_import(updated_node.body, self.guarded))
