@@ -67,3 +67,41 @@ def test_import_wins_over_other_bindings_in_the_same_scope():
 def test_class_scope_is_invisible_to_methods():
     source = "import torch\nclass A:\n    torch = None\n    def m(self):\n        torch.cuda.synchronize()\n"
     assert resolve_calls(source)[-1][1] == frozenset({"torch.cuda.synchronize"})
+
+
+def test_name_uses_leave_out_reads_of_a_function_local_of_the_same_name():
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from cuda2npu.core.names import NameUses
+    from cuda2npu.core.traversal import walk
+
+    source = (
+        "from apex import X\n"
+        "a = X\n"  # a read of the import
+        "def local():\n"
+        "    X = 1\n"
+        "    return X\n"  # its own variable
+        "def nested():\n"
+        "    X = 1\n"
+        "    def inner():\n"
+        "        return X\n"  # the enclosing function's variable
+        "    return inner\n"
+        "def declared():\n"
+        "    global X\n"
+        "    X = 2\n"
+        "    return X\n"  # the module's name
+        "class C:\n"
+        "    X = 3\n"
+        "    def method(self):\n"
+        "        return X\n"  # class bodies do not scope methods: the import
+        "b = [X for X in range(3)]\n"  # the comprehension's variable
+    )
+    module = cst.parse_module(source)
+    uses = NameUses({"X"})
+    walk(module, uses)
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # `a = X`, the `global X` statement and the read after it, the read in the method
+    assert [positions[n].start.line for n in uses.uses["X"]] == [2, 12, 14, 18]
+    subtree = NameUses({"X"})
+    walk(module.body[2], subtree)  # a subtree walk knows no scopes: every read counts
+    assert len(subtree.uses["X"]) == 1

@@ -241,13 +241,51 @@ def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
 
 class NameUses(cst.CSTVisitor):
     """Name nodes that read one of ``names`` (imports, attributes' attrs, keywords, definitions
-    and plain assignment targets are not reads)."""
+    and plain assignment targets are not reads).
+
+    Walking a whole module, a name read in a function that binds the same name itself (not by an
+    import, not ``global``) reads that local variable, not the module's name, and is left out;
+    walking a subtree, every read counts.
+    """
 
     def __init__(self, names: set[str]) -> None:
         super().__init__()
         self.names = names
         self.uses: dict[str, list[cst.Name]] = {name: [] for name in names}
         self._skip: set[cst.Name] = set()
+        self._scopes: dict[cst.CSTNode, Scope] = {}
+        self._stack: list[Scope] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        collector = _BindingCollector()
+        walk(node, collector)
+        self._scopes = collector.scopes
+        self._stack = [self._scopes[node]]
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        if node in self._scopes:
+            self._stack.append(self._scopes[node])
+
+    def _leave(self, original_node: cst.CSTNode) -> None:
+        if original_node in self._scopes:
+            self._stack.pop()
+
+    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _enter
+    leave_FunctionDef = leave_ClassDef = leave_Lambda = _leave
+    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _leave
+
+    def _reads_outer_binding(self, name: str) -> bool:
+        """False when the innermost scope binding ``name`` is a function's own variable."""
+        innermost = True
+        for scope in reversed(self._stack):
+            if scope.kind == "class" and not innermost:
+                continue  # a class body's names are not visible in its methods
+            innermost = False
+            if name in scope.globals or name in scope.imports or scope.kind == "module":
+                return True
+            if name in scope.others:
+                return False
+        return True
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -264,9 +302,11 @@ class NameUses(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._skip.add(node.name)
+        self._enter(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._skip.add(node.name)
+        self._enter(node)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._skip.add(node.name)
@@ -276,5 +316,5 @@ class NameUses(cst.CSTVisitor):
             self._skip.add(node.target)
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.names and node not in self._skip:
+        if node.value in self.names and node not in self._skip and self._reads_outer_binding(node.value):
             self.uses[node.value].append(node)
