@@ -163,6 +163,15 @@ class Rule(cst.BatchableCSTVisitor):
             message = f"not portable yet, kept as written (it runs on CUDA); the NPU-only rewrite: {message}"
         self.ctx.report(code, node, message, fix, **kw)
 
+    def report_in(self, statement: cst.CSTNode | None, code: str, node: cst.CSTNode, message: str, *args, **kw) -> None:
+        """``report`` for a node decided on outside the traversal (in ``leave_Module``, where no
+        statement is current): its marker goes above ``statement``."""
+        self.ctx._statements.append(statement)
+        try:
+            self.report(code, node, message, *args, **kw)
+        finally:
+            self.ctx._statements.pop()
+
 
 @functools.lru_cache(maxsize=None)
 def _visitor_names(cls: type) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from typing import Sequence
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed, binds_module
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.options import Options
@@ -196,6 +197,34 @@ def choose(npu: str, test: str, original: str) -> str:
     """``(npu if test else original)`` laid out on lines (portable output's run-time dispatch)."""
     npu = npu.replace("\n", "\n    ")
     return f"(\n    {npu}\n    if {test}\n    else {original}\n)"
+
+
+def report_import_guard(
+    rule, statement: cst.CSTNode, node: cst.CSTNode, names: Sequence[str], package: str, code: str, tier, fix=None
+) -> None:
+    """Report the import of a CUDA-only ``package`` that portable output keeps for CUDA hosts, with
+    its guard (``fix``, default: :func:`import_guard`); an import sharing its line with other
+    statements is left to a human. ``rule.report_in``: called after the traversal."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        rule.report_in(
+            statement,
+            code,
+            node,
+            f"{package} import next to other statements: not portable yet, guard it with "
+            f"`try: ... except ImportError:` by hand ({package} is not installed on Ascend hosts)",
+            tier=Tier.MANUAL,
+        )
+        return
+    rule.report_in(
+        statement,
+        code,
+        statement,
+        f"{package} import guarded (`except ImportError: {' = '.join(names)} = None`): {package} is not "
+        "installed on Ascend hosts, where only the NPU branches of the rewritten code run",
+        fix or (lambda updated: import_guard(updated, names, package)),
+        tier=tier,
+        needs_torch_npu=False,
+    )
 
 
 def import_guard(statement: cst.SimpleStatementLine, names: Sequence[str], package: str) -> cst.Try:

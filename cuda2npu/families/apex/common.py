@@ -398,18 +398,6 @@ def star_imported(resolver, edits: "FileEdits", node: cst.BaseExpression) -> str
     return None
 
 
-def report_in_statement(rule, statement: cst.CSTNode, code: str, node: cst.CSTNode, message: str, **kw) -> None:
-    """``rule.report`` from outside the traversal (``leave_Module``), attached to ``statement``.
-
-    The engine takes a finding's statement (where a ``manual`` marker goes) from the traversal's
-    current statement, which is None once the traversal has ended; set it explicitly.
-    """
-    before = len(rule.ctx.reports)
-    rule.report(code, node, message, **kw)
-    if len(rule.ctx.reports) > before:
-        rule.ctx.reports[-1].statement = statement
-
-
 def enabled(ctx, code: str) -> bool:
     """Whether findings of ``code`` are reported with these options."""
     return ctx.options.code_enabled(code, rule_doc(code).opt_in)

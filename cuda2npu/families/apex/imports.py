@@ -47,7 +47,6 @@ from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     FileEdits,
     enabled,
-    report_in_statement,
 )
 from cuda2npu.families.apex.modules import cuda_only_note
 
@@ -165,17 +164,6 @@ class ApexImports(Rule):
     def _guard(self, statement, node, kept: list, removable: list, tier: Tier) -> None:
         """Portable output: the import of apex names kept for CUDA hosts, in ``try``/``except ImportError``."""
         names = [name for alias, name in _bound_names(node) if alias in kept]
-        if len(statement.body) != 1:
-            report_in_statement(
-                self,
-                statement,
-                "NPU330",
-                node,
-                "apex import next to other statements: not portable yet, guard it with "
-                "`try: ... except ImportError:` by hand (apex is not installed on NPU hosts)",
-                tier=Tier.MANUAL,
-            )
-            return
         gone = {dotted_name(alias.name) for alias, _ in removable}
 
         def fix(updated: cst.SimpleStatementLine) -> cst.Try:
@@ -183,24 +171,13 @@ class ApexImports(Rule):
                 updated = updated.with_changes(body=[_drop_aliases(updated.body[0], gone)])
             return portable.import_guard(updated, names, "apex")
 
-        report_in_statement(
-            self,
-            statement,
-            "NPU330",
-            statement,
-            f"apex import guarded (`except ImportError: {' = '.join(names)} = None`): apex is not installed on "
-            "Ascend hosts, where only the NPU branches of the portable rewrites run",
-            fix=fix,
-            tier=tier,
-            needs_torch_npu=False,
-        )
+        portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, fix)
 
     def _report_flagged(self, statement, node, flags: list[str]) -> None:
         """An import kept because its ``try`` sets flags that say whether apex imports."""
         text = self.ctx.module.code_for_node(node)
         names = ", ".join(f"`{flag}`" for flag in flags)
-        report_in_statement(
-            self,
+        self.report_in(
             statement,
             "NPU330",
             node,
@@ -227,8 +204,7 @@ class ApexImports(Rule):
             qualified = [imported_module(alias, node) for alias in kept]
         unexplained = [name for name in qualified if cuda_only_note(name) is None]
         if unexplained:
-            report_in_statement(
-                self,
+            self.report_in(
                 statement,
                 "NPU330",
                 node,

@@ -142,15 +142,6 @@ class ValueUses:
         elif isinstance(expr, cst.Subscript):  # `{"flash": flash_attn_func}[name]`
             self._use(expr.value)
 
-    def report_in(self, statement: cst.CSTNode | None, *args, **kwargs) -> None:
-        """``report`` for a node seen earlier in the traversal (decided in leave_Module), with its marker
-        above ``statement``, the statement that was current when the node was seen."""
-        self.ctx._statements.append(statement)
-        try:
-            self.report(*args, **kwargs)
-        finally:
-            self.ctx._statements.pop()
-
     def call_value_uses(self, node: cst.Call) -> None:
         if (
             isinstance(node.func, cst.Name)

@@ -872,28 +872,7 @@ class FlashAttention(ValueUses, Rule):
     def _guard_imports(self, code_: str, tier: Tier) -> None:
         """Portable output: the flash-attn imports the original calls need, guarded for Ascend hosts."""
         for node, statement in self.flash_imports:
-            names = _flash_names(node)
-            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-                self.report_in(
-                    statement,
-                    code_,
-                    node,
-                    "flash-attn import next to other statements: not portable yet, "
-                    "guard it with `try: ... except ImportError:` by hand",
-                    tier=Tier.MANUAL,
-                )
-                continue
-            self.report_in(
-                statement,
-                code_,
-                statement,
-                f"flash-attn import guarded (`except ImportError: "
-                f"{' = '.join(names)} = None`): flash-attn is not installed on Ascend hosts, where only the "
-                "NPU branches of the rewritten calls run",
-                lambda s, n=names: portable.import_guard(s, n, "flash-attn"),
-                tier=tier,
-                needs_torch_npu=False,
-            )
+            portable.report_import_guard(self, statement, node, _flash_names(node), "flash-attn", code_, tier)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         self._value_uses()

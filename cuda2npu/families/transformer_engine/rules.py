@@ -350,26 +350,7 @@ class TransformerEngine(ValueUses, Rule):
         code_ = "NPU416" if self.options.code_enabled("NPU416") else min(self.dispatches)[1]
         for node, statement in self.te_imports:
             names = list(dict.fromkeys(package_names(node, ("transformer_engine",)) or ()))
-            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-                self.report_in(
-                    statement,
-                    code_,
-                    node,
-                    "TransformerEngine import next to other statements: guard it with `try: ... except "
-                    "ImportError:` by hand",
-                    tier=Tier.MANUAL,
-                )
-                continue
-            self.report_in(
-                statement,
-                code_,
-                statement,
-                f"TransformerEngine import guarded (`except ImportError: {' = '.join(names)} = None`): TE is not "
-                "installed on Ascend hosts, where only the NPU branches of the rewritten code run",
-                lambda s, n=names: portable.import_guard(s, n, "TransformerEngine"),
-                tier=Tier.EXACT,
-                needs_torch_npu=False,
-            )
+            portable.report_import_guard(self, statement, node, names, "TransformerEngine", code_, Tier.EXACT)
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
