@@ -400,3 +400,21 @@ def test_pyproject_keywords_and_other_project_keys_are_not_requirements(tmp_path
     assert pyproject.read_text() == text.replace('    "triton",  # kernels ["x"]\n', "").replace(
         'fast = ["apex"]', "fast = []"
     )
+
+
+def test_run_results_carry_the_imports_of_their_final_text(tmp_path):
+    """The dependency files' pass reads these instead of reading every file of the run again."""
+    from cuda2npu.core.options import Options
+    from cuda2npu.project.cache import from_json, to_json
+    from cuda2npu.project.runner import process_file
+
+    source = tmp_path / "train.py"
+    source.write_text("import numpy\nimport torch\n\nx = torch.zeros(1).cuda()\n")
+    checked = process_file(source, "train.py", Options(fix=False))
+    assert (checked.imports, checked.imports_torch_npu) == (["numpy", "torch"], False)
+    migrated = process_file(source, "train.py", Options(fix=True))
+    assert b"import torch_npu" in migrated.new_source
+    assert (migrated.imports, migrated.imports_torch_npu) == (["numpy", "torch", "torch_npu"], True)
+    assert from_json(to_json(migrated)).imports == migrated.imports  # cached with the result
+    (tmp_path / "notes.txt").write_text("import apex\n")
+    assert process_file(tmp_path / "notes.txt", "notes.txt", Options(fix=False)).imports is None

@@ -68,6 +68,10 @@ class FileResult:
     new_source: bytes | None = None
     internal_error: str = ""
     companions: list[str] = field(default_factory=list)  # generated files to place next to this one
+    # Python files and notebooks: the top-level modules the final text imports, and whether it imports
+    # torch_npu unguarded at module level (the dependency files' pass reads these instead of the file)
+    imports: list[str] | None = None
+    imports_torch_npu: bool = False
 
 
 @dataclass

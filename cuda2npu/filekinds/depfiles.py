@@ -463,6 +463,12 @@ TOP_LEVEL_TORCH_NPU = {
 }
 
 
+def scan_imports(data: bytes, notebook: bool) -> tuple[list[str], bool]:
+    """(top-level modules a Python file or notebook imports, whether it imports torch_npu unguarded)."""
+    text = data.decode("utf-8", "replace")
+    return sorted(imported_modules(text)), TOP_LEVEL_TORCH_NPU[notebook].search(text) is not None
+
+
 def imported_modules(text: str) -> set[str]:
     """Top-level modules a Python file or notebook JSON imports (a generous regex scan)."""
     return set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))

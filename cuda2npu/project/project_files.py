@@ -3,7 +3,9 @@ migrated imports decide which requirements stay)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Callable
 
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
 from cuda2npu.core.fileio import io_error
@@ -23,31 +25,38 @@ FileImports = tuple[set[str], bool]  # (modules a file imports, whether it impor
 
 
 def project_imports(
-    directory: Path, results: list[FileResult], by_name: dict[str, Path], scans: dict[Path, FileImports]
+    directory: Path,
+    results: list[FileResult],
+    by_name: dict[str, Path],
+    scans: dict[Path, FileImports],
+    real: Callable[[Path], Path] = Path.resolve,
 ) -> ProjectImports:
     """Imports of every Python file and notebook under ``directory`` (the dependency file's
     project), read after migration: files this run rewrote count with their new text. The whole
     project is scanned, not only the files of the run, so that a hook given a few staged files
     never removes a requirement that other files still import. ``scans`` keeps each file's
-    imports for the other dependency files of the run (nested projects share files)."""
+    imports for the other dependency files of the run (nested projects share files); the files of
+    the run come with theirs (``FileResult.imports``). ``real``: ``Path.resolve``, memoised by the run."""
     migrated = {}
-    names = {path.resolve(): name for name, path in by_name.items()}
+    names = {real(path): name for name, path in by_name.items()}
     fixable = False
     for result in results:
         path = by_name.get(result.path)
         if path is None:
             continue
+        if result.imports is not None:  # the run scanned it: no need to read it again
+            scans.setdefault(real(path), (set(result.imports), result.imports_torch_npu))
         if path.suffix in (".py", ".pyi", ".ipynb") and result.new_source is None:
             # check: migrate would add `import torch_npu` where it fixes code (a migrated text shows it)
             fixable |= any(f.fixable and not f.code.startswith("NPU0") for f in result.findings)
         if result.new_source is not None:
-            migrated[path.resolve()] = (result.path, result.new_source)
+            migrated[real(path)] = (result.path, result.new_source)
     by_module: dict[str, list[str]] = {}
     required = fixable
     for path in discover([directory]).files:
         if path.suffix not in (".py", ".pyi", ".ipynb"):
             continue
-        key = path.resolve()
+        key = real(path)
         display, data = migrated.get(key, (None, None))
         display = display or names.get(key) or path.relative_to(directory).as_posix()
         scan = scans.get(key)
@@ -79,12 +88,13 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
         return results
     cache: dict[Path, ProjectImports] = {}
     scans: dict[Path, FileImports] = {}
+    real = functools.lru_cache(maxsize=None)(Path.resolve)  # each path resolved once per run
 
     def imports_for(path: Path) -> ProjectImports:
-        directory = path.parent.parent if path.parent.name == "requirements" else path.parent
-        if directory.resolve() not in cache:
-            cache[directory.resolve()] = project_imports(directory, results, by_name, scans)
-        return cache[directory.resolve()]
+        directory = real(path.parent.parent if path.parent.name == "requirements" else path.parent)
+        if directory not in cache:
+            cache[directory] = project_imports(directory, results, by_name, scans, real)
+        return cache[directory]
 
     for path in extra:
         display = names[path]

@@ -18,6 +18,7 @@ from cuda2npu.core import prefilter
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
 from cuda2npu.core.fileio import io_error
 from cuda2npu.core.options import Options
+from cuda2npu.filekinds.depfiles import scan_imports
 from cuda2npu.project.cache import Cache
 
 PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
@@ -39,18 +40,27 @@ def process_file(path: Path, display: str, options: Options, cache: Cache | None
         return io_error(display, exc)
     try:
         if cache is None:
-            return _process_bytes(path, data, display, options)
+            return _with_imports(path, data, _process_bytes(path, data, display, options))
         # the cache comes first: hashing (~1 GB/s) is cheaper than the prefilter regex
         key = cache.key(data, display, options)
         result = cache.get(key)
         if result is None:
-            result = _process_bytes(path, data, display, options)
+            result = _with_imports(path, data, _process_bytes(path, data, display, options))
             cache.put(key, result)
         return result
     except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
         return FileResult(
             display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
         )
+
+
+def _with_imports(path: Path, data: bytes, result: FileResult) -> FileResult:
+    """``result`` with the imports of the file's final text (Python files and notebooks), which the
+    dependency files' pass reads instead of the file (cached with the result)."""
+    if path.suffix in (".py", ".pyi", ".ipynb"):
+        final = result.new_source if result.new_source is not None else data
+        result.imports, result.imports_torch_npu = scan_imports(final, path.suffix == ".ipynb")
+    return result
 
 
 def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> FileResult:
