@@ -251,40 +251,23 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     """Insert ``import torch_npu`` after the first module-level torch import, else after the first
     torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
     function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
-    an ``except`` handler, never at module level of a file that imports torch only lazily.
+    an ``except`` handler, never at module level of a file that imports torch only lazily; such a
+    file also gets it in each function whose code names ``torch_npu`` without seeing an import of it.
 
     Files that never import torch need nothing: a device string they hold is used elsewhere.
     ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
     if not TORCH_IMPORT.search(module.code):
         return module
-    if not has_plain_torch_npu_import(module):
+    imported = has_plain_torch_npu_import(module)
+    if not imported:
         body = _after_torch_import(module.body, guarded)
         if body is not None:
             return module.with_changes(body=body)
-        finder = _FirstTorchBlock()
-        module.visit(finder)
-        if finder.block is not None:
-            module = module.visit(_NestedInsertion({finder.block}, guarded))
-    unbound = _UnboundTorchNpu()
-    module.visit(unbound)
-    return module.visit(_NestedInsertion(unbound.blocks(), guarded)) if unbound.uses else module
-
-
-class _FirstTorchBlock(cst.CSTVisitor):
-    """The first block, in source order, with a torch import among its own statements."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.block: cst.IndentedBlock | None = None
-
-    def visit_ExceptHandler(self, node) -> bool:
-        return False
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        if self.block is None and any(_imports_module(statement, "torch") for statement in node.body):
-            self.block = node
-        return self.block is None
+    places = _TorchNpuPlaces()
+    module.visit(places)
+    blocks = places.blocks(first=not imported)
+    return module.visit(_NestedInsertion(blocks, guarded)) if blocks else module
 
 
 def _binds_torch_npu(statement: cst.CSTNode) -> bool:
@@ -301,28 +284,34 @@ def _binds_torch_npu(statement: cst.CSTNode) -> bool:
 
 
 class _Scope:
-    """A function (or the module) as ``_UnboundTorchNpu`` sees it."""
+    """A function (or the module) as ``_TorchNpuPlaces`` sees it."""
 
     def __init__(self) -> None:
         self.binds_torch_npu = False  # an ``import torch_npu`` among its own statements
         self.torch_block: cst.IndentedBlock | None = None  # its first block with a torch import
 
 
-class _UnboundTorchNpu(cst.CSTVisitor):
-    """Uses of the name ``torch_npu`` (``torch_npu.npu_fusion_attention``) in functions that do not
-    see an import of it: a file importing torch only lazily (``def load(): import torch``) needs
-    ``import torch_npu`` in the function whose torch import the use sees, not only in the first one."""
+class _TorchNpuPlaces(cst.CSTVisitor):
+    """Where a file that imports torch only in nested blocks gets ``import torch_npu``: after the
+    first torch import of a nested block in source order (never in an ``except`` handler), and in
+    each function whose code names ``torch_npu`` (``torch_npu.npu_fusion_attention``) without
+    seeing an import of it (``def load(): import torch``), after that function's torch import."""
 
     def __init__(self) -> None:
         super().__init__()
         self.scopes = [_Scope()]
+        self.first: tuple[cst.IndentedBlock, _Scope] | None = None  # the first block importing torch
         self.uses: list[tuple[_Scope, ...]] = []  # the scopes around each use, outermost first
         self._attribute_names: set[int] = set()
 
-    def blocks(self) -> set[cst.IndentedBlock]:
-        """The blocks that get ``import torch_npu``: per use, the innermost scope that binds the name
-        or has a torch import (none: the use is left as it is, as before)."""
+    def blocks(self, first: bool) -> set[cst.IndentedBlock]:
+        """The blocks that get ``import torch_npu``: with ``first``, the first torch block; per use,
+        the innermost scope that binds the name or has a torch import (none: the use stays as it is)."""
         chosen = set()
+        if first and self.first is not None:
+            block, scope = self.first
+            chosen.add(block)
+            scope.binds_torch_npu = True
         for scopes in self.uses:
             for scope in reversed(scopes):
                 if scope.binds_torch_npu:
@@ -340,13 +329,16 @@ class _UnboundTorchNpu(cst.CSTVisitor):
         self.scopes.pop()
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
-        return False  # never the place of the import (see ensure_torch_npu_import)
+        return False  # never the place of the import
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         scope = self.scopes[-1]
         scope.binds_torch_npu |= any(_binds_torch_npu(statement) for statement in node.body)
-        if scope.torch_block is None and any(_imports_module(statement, "torch") for statement in node.body):
-            scope.torch_block = node
+        if any(_imports_module(statement, "torch") for statement in node.body):
+            if scope.torch_block is None:
+                scope.torch_block = node
+            if self.first is None:
+                self.first = (node, scope)
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
