@@ -102,6 +102,11 @@ def test_name_uses_leave_out_reads_of_a_function_local_of_the_same_name():
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     # `a = X`, the `global X` statement and the read after it, the read in the method
     assert [positions[n].start.line for n in uses.uses["X"]] == [2, 12, 14, 18]
-    subtree = NameUses({"X"})
-    walk(module.body[2], subtree)  # a subtree walk knows no scopes: every read counts
-    assert len(subtree.uses["X"]) == 1
+    scopes = NameResolver(module).scopes  # a rule's resolver has them already: same reads
+    shared = NameUses({"X"}, scopes)
+    walk(module, shared)
+    assert shared.uses["X"] == uses.uses["X"]
+    for known in (None, scopes):
+        subtree = NameUses({"X"}, known)
+        walk(module.body[2], subtree)  # a subtree walk does not enter the module: every read counts
+        assert len(subtree.uses["X"]) == 1

@@ -180,6 +180,11 @@ class NameResolver(cst.BatchableCSTVisitor):
         self._stack: list[Scope] = []
 
     @property
+    def scopes(self) -> dict[cst.CSTNode, Scope]:
+        """The scope of every scope-creating node of the module (built once, by the pre-pass)."""
+        return self._scopes
+
+    @property
     def module_scope(self) -> Scope:
         return next(iter(self._scopes.values()))
 
@@ -245,29 +250,31 @@ class NameUses(cst.CSTVisitor):
 
     Walking a whole module, a name read in a function that binds the same name itself (not by an
     import, not ``global``) reads that local variable, not the module's name, and is left out;
-    walking a subtree, every read counts.
+    walking a subtree, every read counts. ``scopes``: the module's (``NameResolver.scopes``, which
+    a rule has already); without them the walk builds them.
     """
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], scopes: dict[cst.CSTNode, Scope] | None = None) -> None:
         super().__init__()
         self.names = names
         self.uses: dict[str, list[cst.Name]] = {name: [] for name in names}
         self._skip: set[cst.Name] = set()
-        self._scopes: dict[cst.CSTNode, Scope] = {}
-        self._stack: list[Scope] = []
+        self._scopes = scopes
+        self._stack: list[Scope] = []  # empty until the walk enters the module
 
     def visit_Module(self, node: cst.Module) -> None:
-        collector = _BindingCollector()
-        walk(node, collector)
-        self._scopes = collector.scopes
+        if self._scopes is None or node not in self._scopes:
+            collector = _BindingCollector()
+            walk(node, collector)
+            self._scopes = collector.scopes
         self._stack = [self._scopes[node]]
 
     def _enter(self, node: cst.CSTNode) -> None:
-        if node in self._scopes:
+        if self._stack and node in self._scopes:
             self._stack.append(self._scopes[node])
 
     def _leave(self, original_node: cst.CSTNode) -> None:
-        if original_node in self._scopes:
+        if self._stack and original_node in self._scopes:
             self._stack.pop()
 
     visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _enter

@@ -67,7 +67,7 @@ class ApexBindings:
         for statement, small in _apex_imports(ctx.module):
             for name in _bound(small):
                 self._statements.setdefault(name, []).append(statement)
-        uses = NameUses(set(self._statements))
+        uses = NameUses(set(self._statements), ctx.resolver.scopes)
         walk(ctx.module, uses)
         self.reads = {node for nodes in uses.uses.values() for node in nodes}
         self._index = FileEdits.of(ctx).index

@@ -98,7 +98,7 @@ class ApexImports(Rule):
 
     def _uses(self) -> dict[str, list[cst.Name]]:
         names = {name for _, node in self._imports for _, name in _bound_names(node)}
-        collector = NameUses(names)
+        collector = NameUses(names, self.resolver.scopes)
         walk(self.ctx.module, collector)
         return collector.uses
 

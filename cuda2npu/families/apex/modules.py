@@ -591,7 +591,7 @@ class CudaOnlyApex(ApexRule):
         if note is None:
             return
         if bound is not None:
-            uses = NameUses(set(bound))
+            uses = NameUses(set(bound), self.resolver.scopes)
             walk(self.ctx.module, uses)
             if not any(uses.uses.values()):
                 return
