@@ -26,6 +26,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed, binds_module
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.options import Options
 
@@ -102,7 +103,7 @@ def device_type_fix(node: cst.SimpleString | cst.FormattedStringText):
         rest = node.value[len("cuda") :]
         head = cst.FormattedStringExpression(kind)
         return cst.FlattenSentinel([head, node.with_changes(value=rest)]) if rest else head
-    if node.evaluated_value == "cuda":
+    if string_value(node) == "cuda":
         return kind
     prefix = node.prefix.replace("u", "").replace("U", "")
     quote = node.quote

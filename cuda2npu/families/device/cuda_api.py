@@ -661,9 +661,9 @@ def _hasattr_names(test: cst.BaseExpression) -> set[str]:
     names: set[str] = set()
     for part in boolean_parts(test):
         if isinstance(part, cst.Call) and dotted_name(part.func) == "hasattr" and len(part.args) == 2:
-            value = part.args[1].value
-            if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-                names.add(value.evaluated_value)
+            value = string_value(part.args[1].value) if isinstance(part.args[1].value, cst.SimpleString) else None
+            if value is not None:
+                names.add(value)
     return names
 
 
