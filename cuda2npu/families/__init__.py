@@ -8,6 +8,7 @@ that a run answered from the result cache never loads the rules.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING
 
@@ -41,9 +42,17 @@ FAMILIES = (
 
 def enabled_rules(options: Options) -> list[type[Rule]]:
     """Rule classes with at least one enabled code, in the order they run."""
-    from cuda2npu.core.rulebase import REGISTRY, enabled_in  # libcst: only once rules are wanted
+    from cuda2npu.core.rulebase import enabled_in  # libcst: only once rules are wanted
 
-    for family in FAMILIES:  # imported once; later calls find them in sys.modules
+    return enabled_in(list(_all_rules()), options)
+
+
+@functools.cache
+def _all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in the order they run (the families imported, once per process)."""
+    from cuda2npu.core.rulebase import REGISTRY
+
+    for family in FAMILIES:
         importlib.import_module(f"{__name__}.{family}")
     order = {f"{__name__}.{family}": index for index, family in enumerate(FAMILIES)}
-    return enabled_in(sorted(REGISTRY, key=lambda cls: order[cls.__module__]), options)
+    return tuple(sorted(REGISTRY, key=lambda cls: order[cls.__module__]))
