@@ -220,3 +220,19 @@ def test_tree_index_parents_and_blocks_match_libcst_metadata(name, module):
     for function in index.functions:  # a function's own statements say it encloses them
         if isinstance(function.body, cst.IndentedBlock):
             assert all(index.function[s] is function for s in function.body.body)
+
+
+def test_tree_index_ancestors_of_a_one_line_suite_start_with_its_compound_statement():
+    from cuda2npu.core.statements import TreeIndex
+
+    module = cst.parse_module(
+        "def f():\n    try: import a\n    except ImportError: b = 1\n    else: c = 2\n    while x: import d\n"
+    )
+    index = TreeIndex(module)
+    function = module.body[0]
+    try_, while_ = function.body.body
+    assert index.ancestors(try_.body) == [try_, function]
+    assert index.ancestors(try_.handlers[0].body) == [try_, function]
+    assert index.ancestors(try_.orelse.body) == [try_, function]
+    assert index.ancestors(while_.body) == [while_, function]
+    assert index.ancestors(while_) == [function]

@@ -120,8 +120,12 @@ class TreeIndex:
         self._enter_block(node)
 
     def ancestors(self, statement: cst.CSTNode) -> list[cst.CSTNode]:
-        """Compound statements containing ``statement``, innermost first."""
+        """Compound statements containing ``statement`` (or a one-line suite), innermost first."""
         found = []
+        if isinstance(statement, cst.SimpleStatementSuite):  # `if x: y`: first the `if`
+            owner = self.parents[statement]
+            statement = self.parents[owner] if isinstance(owner, CLAUSES) else owner
+            found.append(statement)
         block = self.placement[statement].block if statement in self.placement else None
         while block is not None and block in self.owner:
             owner = self.owner[block][0]

@@ -201,39 +201,68 @@ def choose(npu: str, test: str, original: str) -> str:
 
 
 def report_import_guard(
-    rule, statement: cst.CSTNode, node: cst.CSTNode, names: Sequence[str], package: str, code: str, tier, fix=None
+    rule, statement: cst.CSTNode, node: cst.CSTNode, names: Sequence[str], package: str, code: str, tier, edit=None
 ) -> None:
-    """Report the import of a CUDA-only ``package`` that portable output keeps for CUDA hosts, with
-    its guard (``fix``, default: :func:`import_guard`); an import sharing its line with other
-    statements is left to a human. ``rule.report_in``: called after the traversal."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+    """Report the import ``node`` of a CUDA-only ``package`` that portable output keeps for CUDA
+    hosts, with its guard (:func:`import_guard`; ``edit``: a change to the import made with it).
+    An import in a one-line suite (``if x: import ...``) is left to a human.
+    ``rule.report_in``: called after the traversal."""
+    if not isinstance(statement, cst.SimpleStatementLine):
         rule.report_in(
             statement,
             code,
             node,
-            f"{package} import next to other statements: not portable yet, guard it with "
+            f"{package} import in a one-line suite: not portable yet, put it on its own line and guard it with "
             f"`try: ... except ImportError:` by hand ({package} is not installed on Ascend hosts)",
             tier=Tier.MANUAL,
         )
         return
+    position = next(i for i, small in enumerate(statement.body) if small is node)
+    count = len(statement.body)
     rule.report_in(
         statement,
         code,
         statement,
         f"{package} import guarded (`except ImportError: {' = '.join(names)} = None`): {package} is not "
         "installed on Ascend hosts, where only the NPU branches of the rewritten code run",
-        fix or (lambda updated: import_guard(updated, names, package)),
+        lambda updated: import_guard(updated, _updated_import(updated, node, position, count), names, package, edit),
         tier=tier,
         needs_torch_npu=False,
     )
 
 
-def import_guard(statement: cst.SimpleStatementLine, names: Sequence[str], package: str) -> cst.Try:
-    """``try: <import> except ImportError: <names> = None`` (portable output: the CUDA-only package
-    is absent on Ascend hosts, where only the NPU branch of the rewritten calls runs)."""
+def _updated_import(line: cst.SimpleStatementLine, node: cst.CSTNode, position: int, count: int) -> int:
+    """Where the import ``node`` (small statement ``position`` of ``count``) is in the fixed ``line``:
+    at the same place unless a fix removed statements from the line, then the one equal to it."""
+    if len(line.body) == count:
+        return position
+    return next(i for i, small in enumerate(line.body) if small.deep_equals(node))  # else the fix fails
+
+
+def import_guard(
+    line: cst.SimpleStatementLine, position: int, names: Sequence[str], package: str, edit=None
+) -> cst.Try | cst.FlattenSentinel:
+    """``try: <import> except ImportError: <names> = None`` for the import at ``position`` in ``line``
+    (portable output: the CUDA-only package is absent on Ascend hosts, where only the NPU branch of
+    the rewritten calls runs). The line's other statements keep their lines before and after it."""
+    body = list(line.body)
+    imported = edit(body[position]) if edit else body[position]
     fallback = "".join(f"    {name} = None\n" for name in names)
     guard = cst.parse_statement(
         f"try:\n    pass\nexcept ImportError:  # {package} is not installed on Ascend NPU hosts\n{fallback}"
     )
-    body = guard.body.with_changes(body=[statement.with_changes(leading_lines=[])])
-    return guard.with_changes(body=body, leading_lines=statement.leading_lines)
+    before, after = body[:position], body[position + 1 :]
+    inner = _line([imported], None if after else line.trailing_whitespace)
+    guard = guard.with_changes(body=guard.body.with_changes(body=[inner]))
+    if not before and not after:
+        return guard.with_changes(leading_lines=line.leading_lines)
+    pieces = [*([_line(before)] if before else []), guard, *([_line(after, line.trailing_whitespace)] if after else [])]
+    pieces[0] = pieces[0].with_changes(leading_lines=line.leading_lines)
+    return cst.FlattenSentinel(pieces)
+
+
+def _line(smalls: list, trailing: cst.TrailingWhitespace | None = None) -> cst.SimpleStatementLine:
+    """A statement line of ``smalls`` (the last one without its semicolon)."""
+    smalls = [*smalls[:-1], smalls[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]
+    line = cst.SimpleStatementLine(body=smalls)
+    return line.with_changes(trailing_whitespace=trailing) if trailing is not None else line

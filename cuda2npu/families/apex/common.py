@@ -319,11 +319,24 @@ def _without_first(block: cst.IndentedBlock, still_there: bool) -> cst.IndentedB
 
 def _collapsed_statements(updated: cst.Try) -> list:
     """What remains of a ``try`` whose body the migration emptied: its else and finally bodies."""
-    nodes = []
-    for clause in (updated.orelse, updated.finalbody):
-        if clause is not None and isinstance(clause.body, cst.IndentedBlock):
-            nodes.extend(clause.body.body)
-    return nodes
+    return [*clause_statements(updated.orelse), *clause_statements(updated.finalbody)]
+
+
+def clause_statements(clause: cst.CSTNode | None) -> list:
+    """The statements of a clause's or compound statement's body (a one-line suite's as one line)."""
+    if clause is None:
+        return []
+    if isinstance(clause.body, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=clause.body.body)]
+    return list(clause.body.body)
+
+
+def import_guarded(index: TreeIndex, statement: cst.CSTNode) -> bool:
+    """``statement`` (an import's line or one-line suite) is inside ``try: ... except ImportError:``."""
+    return any(
+        isinstance(owner, cst.Try) and any(catches_import_error(h) for h in owner.handlers)
+        for owner in index.ancestors(statement)
+    )
 
 
 # --- file facts ----------------------------------------------------------------------------
@@ -356,7 +369,7 @@ class _ApexImportScan(cst.CSTVisitor):
         self.found = False
         self.star_modules: set[str] = set()
 
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> bool:
         for small in node.body:
             if isinstance(small, cst.Import):
                 roots = {(dotted_name(a.name) or "").split(".")[0] for a in small.names}
@@ -366,6 +379,8 @@ class _ApexImportScan(cst.CSTVisitor):
                 if isinstance(small.names, cst.ImportStar):
                     self.star_modules.add(dotted_name(small.module) or "")
         return False
+
+    visit_SimpleStatementSuite = visit_SimpleStatementLine  # `if x: from apex ... import ...`
 
 
 FP16_UTILS_EXPORTS = (

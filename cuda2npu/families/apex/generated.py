@@ -14,11 +14,11 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import catches_import_error, import_root
+from cuda2npu.core.imports import import_root
 from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import expression, root_name
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, enabled
+from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, enabled, import_guarded
 
 COMPANION = "apex_npu_optimizers.py"
 MODULE = "apex_npu_optimizers"
@@ -82,18 +82,14 @@ class ApexBindings:
         return root_name(node) in self.reads
 
     def guarded(self, name: str) -> bool:
-        return any(
-            isinstance(owner, cst.Try) and any(catches_import_error(h) for h in owner.handlers)
-            for statement in self._statements.get(name, [])
-            for owner in self._index.ancestors(statement)
-        )
+        return any(import_guarded(self._index, statement) for statement in self._statements.get(name, []))
 
 
 def _apex_imports(module: cst.Module):
     """(statement, import) for every apex/amp_C import of the file, functions and blocks included."""
     return [
         (line, small)
-        for line in iter_nodes(module, cst.SimpleStatementLine)
+        for line in iter_nodes(module, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
         for small in line.body
         if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS
     ]

@@ -46,9 +46,12 @@ from cuda2npu.families.apex.common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
     FileEdits,
+    clause_statements,
     enabled,
+    import_guarded,
 )
 from cuda2npu.families.apex.modules import cuda_only_note
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 
 def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias | None, str]]:
@@ -71,13 +74,15 @@ class ApexImports(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._imports: list[tuple[cst.SimpleStatementLine, cst.Import | cst.ImportFrom]] = []
+        self._imports: list[tuple[cst.SimpleStatementSuite | cst.SimpleStatementLine, cst.Import | cst.ImportFrom]] = []
         self._tries: list[cst.Try] = []
 
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> None:
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS:
                 self._imports.append((node, small))
+
+    visit_SimpleStatementSuite = visit_SimpleStatementLine  # `if x: from apex ... import ...`
 
     def visit_Try(self, node: cst.Try) -> None:
         self._tries.append(node)
@@ -112,32 +117,36 @@ class ApexImports(Rule):
         return max(tiers)
 
     def _import(self, edits: FileEdits, statement, node, uses) -> None:
-        text = self.ctx.module.code_for_node(node)
+        text = _import_text(self.ctx.module, node)
         if isinstance(node.names, cst.ImportStar):
             verdicts = [(None, self._star_verdict(edits, node, uses))]
         else:
             verdicts = [(alias, self._removable(edits, uses.get(name, []))) for alias, name in _bound_names(node)]
         removable = [(alias, tier) for alias, tier in verdicts if tier is not None]
         kept = [alias for alias, tier in verdicts if tier is None]
+        at = _marked_statement(edits.index, statement)  # where a marker goes
         flags = _detection_flags(edits, statement)
         if flags and (removable or not any(uses.get(name) for _, name in _bound_names(node))):
             if self.options.apex == "native":  # Ascend's apex imports where it is installed: nothing to say
-                self._report_flagged(statement, node, flags)
+                self._report_flagged(at, node, flags)
             return
         guard = None  # portable output: the tier at which the kept names are guarded
-        if self.options.portable and kept and not self._guarded(edits, statement):
+        if self.options.portable and kept and not import_guarded(edits.index, statement):
             guard = self._for_cuda(edits, [uses.get(name, []) for alias, name in _bound_names(node) if alias in kept])
         if removable and not kept:
             tier = max(t for _, t in removable)
             message = f"`{text}` removed: nothing uses it after the migration"
             if self.options.apex == "native":
                 message += " (apex is not installed on NPU hosts)"
-            if len(statement.body) == 1:
+            if isinstance(statement, cst.SimpleStatementSuite):
+                self._remove_from_suite(edits, statement, node, message, tier)
+            elif len(statement.body) == 1:
                 edits.remove(statement, "NPU330", tier)
                 edits.report(self, "NPU330", statement, message, tier=tier, needs_torch_npu=False)
             else:
                 self.report("NPU330", node, message, lambda _: cst.RemoveFromParent(), tier=tier, needs_torch_npu=False)
-        elif removable and not (guard is not None and len(statement.body) == 1):  # else the guard drops them
+        elif removable and not (guard is not None and isinstance(statement, cst.SimpleStatementLine)):
+            # (else the guard drops them)
             gone = {dotted_name(alias.name) for alias, _ in removable}
             names = ", ".join(f"`{name}`" for name in sorted(gone))
             self.report(
@@ -149,15 +158,37 @@ class ApexImports(Rule):
                 needs_torch_npu=False,
             )
         if guard is not None:
-            self._guard(statement, node, kept, removable, guard)
-        elif kept and self.options.apex == "native" and not self._guarded(edits, statement):
-            self._report_kept(statement, node, kept)
+            self._guard(at, node, kept, removable, guard)
+        elif kept and self.options.apex == "native" and not import_guarded(edits.index, statement):
+            self._report_kept(at, node, kept)
+
+    def _remove_from_suite(self, edits: FileEdits, suite: cst.SimpleStatementSuite, node, message: str, tier) -> None:
+        """Remove an import from a one-line suite: ``try: <import>`` goes as the indented form does
+        (only its ``else``/``finally`` statements stay); an import alone in any other suite becomes
+        ``pass``."""
+        owner = edits.index.parents.get(suite)
+        if isinstance(owner, cst.Try) and owner.body is suite and len(suite.body) == 1:
+            edits.collapsed[owner] = [*clause_statements(owner.orelse), *clause_statements(owner.finalbody)]
+            edits._edit(owner, "NPU330", tier)
+            message += "; the `try` around it goes too (its `else`/`finally` statements stay)"
+            edits.report(self, "NPU330", owner, message, tier=tier, needs_torch_npu=False)
+            return
+        removal = cst.Pass() if len(suite.body) == 1 else cst.RemoveFromParent()
+        self.report("NPU330", node, message, lambda _: removal, tier=tier, needs_torch_npu=False)
 
     def _for_cuda(self, edits: FileEdits, uses: list[list[cst.Name]]) -> Tier | None:
-        """The tier at which kept names' uses are only portable fixes' CUDA calls (and removed
-        references), with at least one such call; None otherwise."""
-        tiers = [edits.cuda_refs.get(use, edits.removed_refs.get(use)) for names in uses for use in names]
-        if not any(use in edits.cuda_refs for names in uses for use in names):
+        """The tier at which kept names' uses are only CUDA calls (of portable fixes, or on the CUDA
+        side of code that already handles the NPU, such as an earlier run's portable output) and
+        removed references, with at least one such call; None otherwise."""
+        cuda_refs = dict(edits.cuda_refs)
+        cuda_refs.update(
+            (use, Tier.EXACT)
+            for names in uses
+            for use in names
+            if use not in cuda_refs and is_cuda_alternative(self.ctx, use)
+        )
+        tiers = [cuda_refs.get(use, edits.removed_refs.get(use)) for names in uses for use in names]
+        if not any(use in cuda_refs for names in uses for use in names):
             return None
         return None if any(t is None or not edits.applies(t) for t in tiers) else max(tiers)
 
@@ -165,17 +196,12 @@ class ApexImports(Rule):
         """Portable output: the import of apex names kept for CUDA hosts, in ``try``/``except ImportError``."""
         names = [name for alias, name in _bound_names(node) if alias in kept]
         gone = {dotted_name(alias.name) for alias, _ in removable}
-
-        def fix(updated: cst.SimpleStatementLine) -> cst.Try:
-            if gone:  # this fix replaces the one on the import that drops them
-                updated = updated.with_changes(body=[_drop_aliases(updated.body[0], gone)])
-            return portable.import_guard(updated, names, "apex")
-
-        portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, fix)
+        edit = (lambda imported: _drop_aliases(imported, gone)) if gone else None  # replaces the import's own fix
+        portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, edit)
 
     def _report_flagged(self, statement, node, flags: list[str]) -> None:
         """An import kept because its ``try`` sets flags that say whether apex imports."""
-        text = self.ctx.module.code_for_node(node)
+        text = _import_text(self.ctx.module, node)
         names = ", ".join(f"`{flag}`" for flag in flags)
         self.report_in(
             statement,
@@ -212,13 +238,6 @@ class ApexImports(Rule):
                 "not migrated (see the other NPU3xx findings); apex is not installed on NPU hosts",
                 tier=Tier.MANUAL,
             )
-
-    def _guarded(self, edits: FileEdits, statement) -> bool:
-        """Inside ``try: ... except ImportError:`` (the fallback is what runs on an NPU host)."""
-        return any(
-            isinstance(owner, cst.Try) and any(catches_import_error(h) for h in owner.handlers)
-            for owner in edits.index.ancestors(statement)
-        )
 
     def _fallbacks(self) -> set[cst.SimpleStatementLine]:
         """Collapse ``try: <apex imports> except ImportError: <fallback>`` into the fallback; the
@@ -264,7 +283,7 @@ class ApexImports(Rule):
                 message = f"`if {self.ctx.module.code_for_node(owner.test)}:` removed: the migration emptied its body"
                 edits.remove(owner, first.code, tier)
             elif isinstance(owner, cst.Try):
-                edits.collapsed[owner] = [*_clause_statements(owner.orelse), *_clause_statements(owner.finalbody)]
+                edits.collapsed[owner] = [*clause_statements(owner.orelse), *clause_statements(owner.finalbody)]
                 edits._edit(owner, first.code, tier)
                 message = "`try` removed: the migration emptied its body (its `else`/`finally` statements stay)"
             else:
@@ -292,6 +311,11 @@ class ApexImports(Rule):
             needs_torch_npu=False,
             imports=list(missing),
         )
+
+
+def _import_text(module: cst.Module, node: cst.Import | cst.ImportFrom) -> str:
+    """The import's code for messages (without the `;` that may follow it on its line)."""
+    return module.code_for_node(node).rstrip().rstrip(";")
 
 
 def _drop_aliases(node: cst.Import | cst.ImportFrom, names: set[str]):
@@ -325,11 +349,15 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
     False`` under a default set earlier). ``norm = FusedLayerNorm(...)``, an alias of a class defined
     there, and the handler's values for those names (``amp = None``) follow the import's names,
     whose uses the migration rewrites or keeps."""
-    place = edits.index.placement.get(statement)
-    owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
+    if isinstance(statement, cst.SimpleStatementSuite):  # `try: from apex ... import ...`
+        owner = edits.index.parents[statement]
+        role = "body" if getattr(owner, "body", None) is statement else None
+    else:
+        place = edits.index.placement.get(statement)
+        owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
     if not (isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)):
         return []
-    body = owner.body.body
+    body = clause_statements(owner)
     derived = {
         name
         for s in body
@@ -340,14 +368,14 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
     }
     derived |= {s.name.value for s in body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     flags: list[str] = []
-    for small, names in _assignments([*body, *_clause_statements(owner.orelse)]):
+    for small, names in _assignments([*body, *clause_statements(owner.orelse)]):
         reads = NameUses(derived)
         walk(small.value, reads)
         if any(reads.uses.values()):
             derived.update(names)  # follows the import
         else:
             flags += names
-    for _, names in _assignments(s for h in owner.handlers for s in _clause_statements(h)):
+    for _, names in _assignments(s for h in owner.handlers for s in clause_statements(h)):
         flags += [name for name in names if name not in derived and name not in flags]
     return flags
 
@@ -378,5 +406,7 @@ def _defined_names(statements) -> set[str]:
     return names
 
 
-def _clause_statements(clause) -> list:
-    return list(clause.body.body) if clause is not None and isinstance(clause.body, cst.IndentedBlock) else []
+def _marked_statement(index, statement: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> cst.CSTNode:
+    """The statement a finding on an import of ``statement`` is marked above: the line itself, or
+    the compound statement of a one-line suite (``if x: from apex ... import ...``)."""
+    return statement if isinstance(statement, cst.SimpleStatementLine) else index.ancestors(statement)[0]
