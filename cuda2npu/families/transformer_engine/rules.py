@@ -32,7 +32,7 @@ autocast and torch.utils.checkpoint on Ascend hosts, TE itself everywhere else (
 the class tests likewise). TE's imports are guarded (``except ImportError: te = None``), and a recipe
 assignment the NPU rewrite would remove (also in an ``if`` choosing the recipe) is ``None`` on Ascend
 hosts and TE's recipe elsewhere. Not portable yet (kept, reported): a recipe read elsewhere, an import
-next to other statements, and what the NPU rewrite leaves to a human.
+in a one-line suite, and what the NPU rewrite leaves to a human.
 """
 
 from __future__ import annotations
