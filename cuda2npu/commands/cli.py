@@ -9,7 +9,6 @@ rest of the output is dropped and the exit code is the one the command would hav
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import json
 import os

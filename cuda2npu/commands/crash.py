@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 import sys
 import tempfile
@@ -16,6 +15,8 @@ EXIT_INTERNAL = 3
 
 
 def _version(distribution: str) -> str:
+    import importlib.metadata  # 30 ms: only when crashing
+
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from cuda2npu.core.diagnostics import FileResult, Summary
 
 PROGRESS_MIN_FILES = 200  # roughly a few seconds of work: below it a bar is only noise
@@ -28,9 +26,15 @@ def collect_results(
     """Drain ``start(on_done)`` (the runner), updating the summary, with a progress bar on a terminal
     for big runs: the files done out of ``total``, counted as the workers finish them."""
     collected = []
-    show = sys.stderr.isatty() and total >= PROGRESS_MIN_FILES
+    if not (sys.stderr.isatty() and total >= PROGRESS_MIN_FILES):
+        for result in start(lambda done: None):
+            summary.add(result)
+            collected.append(result)
+        return collected
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # 25 ms: lazily
+
     columns = (TextColumn("cuda2npu"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
-    with Progress(*columns, transient=True, disable=not show) as progress:
+    with Progress(*columns, transient=True) as progress:
         task = progress.add_task("cuda2npu", total=total)
         for result in start(lambda done: progress.advance(task, done)):
             summary.add(result)
