@@ -4,6 +4,9 @@ no rewrite emits a keyword torch_npu's callable lacks."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import libcst as cst
@@ -139,3 +142,37 @@ def test_tables_name_upstream_sources_not_shared_notes():
     for name in ("torch_cuda_api.toml", "torch_npu_signatures.toml"):
         assert "shared" not in (ROOT / "rules" / "tables" / name).read_text(encoding="utf-8")
     assert "shared" not in (ROOT / "docs" / "reference" / "torch_npu_api.md").read_text(encoding="utf-8")
+
+
+AUTOCAST_STATE = """
+import json, sys
+import torch
+from cuda2npu.emulation import emulate_npu
+emulate_npu()
+sys.path.insert(0, sys.argv[1])
+import amp_defaults
+x = torch.ones(2, device="npu")
+with torch.autocast("npu", dtype=torch.bfloat16):
+    cast = amp_defaults.cast_if_autocast_enabled(x).dtype
+    inside = amp_defaults.float32_region(lambda: torch.npu.is_autocast_enabled())
+    after = torch.npu.is_autocast_enabled()
+print(json.dumps({"cast": str(cast), "inside": inside, "after": after, "scaler": amp_defaults.scaler.is_enabled()}))
+"""
+
+
+@pytest.mark.parametrize("migrated", [False, True], ids=["original", "migrated"])
+def test_cuda_autocast_state_calls_answer_for_the_npu_once_migrated(tmp_path, migrated):
+    """In an NPU bfloat16 autocast region (emulated), CUDA's state calls say "off": the input stays
+    float32, the float32 region still autocasts, and the device-less GradScaler disables itself;
+    the NPU's calls cast to bfloat16 and switch the region off."""
+    source = (FIXTURES / "amp_defaults.py").read_text()
+    (tmp_path / "amp_defaults.py").write_text(migrate_text(source, Options())[0] if migrated else source)
+    proc = subprocess.run(
+        [sys.executable, "-c", AUTOCAST_STATE, str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    if migrated:
+        assert seen == {"cast": "torch.bfloat16", "inside": False, "after": True, "scaler": True}
+    else:
+        assert seen == {"cast": "torch.float32", "inside": True, "after": True, "scaler": False}

@@ -32,6 +32,7 @@ FAMILIES = (
     "colossalai.common",
     "colossalai.keep",
     "colossalai.native",
+    "device.amp_defaults",
     "device.cuda_api",
     "device.device",
     "device.device_strings",

@@ -46,6 +46,10 @@ AMP_CALLS = {
     "torch.GradScaler",
     "torch.amp.custom_fwd",
     "torch.amp.custom_bwd",
+    "torch.is_autocast_enabled",
+    "torch.get_autocast_dtype",
+    "torch.set_autocast_dtype",
+    "torch.set_autocast_enabled",
 }
 DEVICE_CALLS = {
     "torch.device",
@@ -180,7 +184,7 @@ class DeviceStrings(Rule):
             if positional:
                 self._rewrite(positional[0], "NPU106", "autocast/GradScaler device")
             for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value == "device_type":
+                if arg.keyword is not None and arg.keyword.value in ("device_type", "device"):  # GradScaler's
                     self._rewrite(arg.value, "NPU106", "autocast/GradScaler device")
             return
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
