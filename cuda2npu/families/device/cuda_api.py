@@ -19,7 +19,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import remove_import_names
-from cuda2npu.core.literals import string_value
+from cuda2npu.core.literals import DEVICE_STRING, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import attribute_chain
 from cuda2npu.core.rulebase import Rule, register
@@ -158,7 +158,7 @@ class TorchCudaApi(Rule):
     def _mark_switch(self, value: cst.BaseExpression | None, word_and_place) -> None:
         """Record the ``torch.cuda.is_available()`` calls ``value`` is made of as a feature switch,
         when ``word_and_place()`` (called only then) names a CUDA-only feature."""
-        if value is None:
+        if value is None or _device_choice(value):
             return
         calls = [
             p.func
@@ -706,3 +706,11 @@ def _calls_by_name(module: cst.Module) -> dict[str, list[tuple[str, cst.Call]]]:
         if dotted:
             calls.setdefault(dotted.split(".")[0], []).append((dotted, node))
     return calls
+
+
+def _device_choice(value: cst.BaseExpression) -> bool:
+    """``"cuda" if torch.cuda.is_available() else "cpu"``: a device check (its test follows the
+    device string, NPU104), not a feature switch, even as an argument of a CUDA-only library."""
+    return isinstance(value, cst.IfExp) and any(
+        DEVICE_STRING.fullmatch(string_value(branch) or "") for branch in (value.body, value.orelse)
+    )
