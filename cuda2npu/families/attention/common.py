@@ -192,8 +192,9 @@ class ModuleFacts(cst.CSTVisitor):
         self.used_names: set[str] = set()
         self.string_values: set[str] = set()
         self.heads: dict[cst.Call, cst.SimpleStatementLine] = {}
-        self.blocks: dict[cst.SimpleStatementLine, cst.CSTNode] = {}  # line → module or function body
+        self.blocks: dict[cst.SimpleStatementLine, cst.CSTNode] = {}  # line → module, function or `if` body
         self.block_sizes: dict[cst.CSTNode, int] = {}
+        self.conditional: set[cst.CSTNode] = set()  # the `if`/`elif`/`else` bodies among the blocks
         self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
         self._not_uses: set[int] = set()  # ids of the names that are attribute or keyword names
@@ -204,7 +205,7 @@ class ModuleFacts(cst.CSTVisitor):
         walk(module, facts)
         return facts
 
-    # blocks whose direct import lines may be removed: the module and function bodies
+    # blocks whose direct import lines may be removed: the module, function and `if` bodies
     def visit_Module(self, node: cst.Module) -> None:
         self._block_stack.append(node)
         self.block_sizes[node] = len(node.body)
@@ -230,6 +231,27 @@ class ModuleFacts(cst.CSTVisitor):
     leave_ClassDef = leave_If = leave_For = leave_While = leave_Try = leave_With = _leave_other
     visit_TryStar = visit_Match = _other_block
     leave_TryStar = leave_Match = _leave_other
+
+    def visit_Else(self, node: cst.Else) -> None:
+        if isinstance(self._block_stack[-1], cst.If):
+            self._block_stack.append(node)
+
+    def leave_Else(self, node: cst.Else) -> None:
+        if self._block_stack[-1] is node:
+            self._block_stack.pop()
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        owner = self._block_stack[-1] if self._block_stack else None
+        if isinstance(owner, cst.Else) or (
+            isinstance(owner, cst.If) and dotted_name(owner.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        ):  # `if x: import ...` (what type checkers alone import never runs)
+            self._block_stack.append(node)
+            self.block_sizes[node] = len(node.body)
+            self.conditional.add(node)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if self._block_stack and self._block_stack[-1] is node and node in self.conditional:
+            self._block_stack.pop()
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
         if node in self.skip:
@@ -456,9 +478,11 @@ def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
 def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` whose bound names are used nowhere: ``{Import node: unused names}``.
 
-    Only lines directly in the module or a function body are considered (an import inside
-    ``try: ... except ImportError`` is a deliberate guard), only lines importing nothing but
-    ``packages``, and never every statement of a block (it would leave the block empty).
+    Only lines directly in the module, a function or an ``if``/``else`` body are considered (an
+    import inside ``try: ... except ImportError`` is a deliberate guard), only lines importing
+    nothing but ``packages``, and never every statement of a module or function body. An ``if``
+    body may be emptied (libcst writes ``pass``): ``if torch.cuda.is_available(): from flash_attn
+    import ...`` would import flash-attn on an NPU host once its test is rewritten.
     """
     per_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, cst.CSTNode, tuple[str, ...], bool]]] = {}
     for statement, block in facts.blocks.items():
@@ -480,7 +504,7 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
     removals: dict[cst.CSTNode, tuple[str, ...]] = {}
     for block, entries in per_block.items():
         emptied = sum(1 for *_, whole in entries if whole)
-        if emptied >= facts.block_sizes.get(block, 0):
+        if emptied >= facts.block_sizes.get(block, 0) and block not in facts.conditional:
             continue
         for _, small, unused, _ in entries:
             removals[small] = unused
