@@ -7,7 +7,8 @@
   ``torch.set_autocast_gpu_dtype(dtype)`` and ``torch.set_autocast_enabled(enabled)`` read or set
   CUDA's autocast state: inside an NPU autocast region the first says False and the second gives
   CUDA's dtype (float16, not the region's bfloat16). They become torch_npu's functions of the NPU
-  state, ``torch.npu.is_autocast_enabled()``, ``torch.npu.get_autocast_dtype()``, ...
+  state, ``torch.npu.is_autocast_enabled()``, ``torch.npu.get_autocast_dtype()``, ...; so do
+  references to the ``_gpu_`` ones (``dtype = torch.get_autocast_gpu_dtype``, called later).
 
 Calls with a device (``torch.amp.GradScaler("cuda")``, ``torch.is_autocast_enabled("cuda")``) are
 device strings (``device_strings.py``). Portable output (``--portable``): the device is the host's,
@@ -23,6 +24,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed, binds_module
 from cuda2npu.core.nodes import attribute_chain, code_of, expression, with_args
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -40,6 +42,9 @@ STATE = {
     ("torch.set_autocast_enabled", 1): ("torch.npu.set_autocast_enabled", "torch.set_autocast_enabled"),
 }
 
+# functions whose references (not calls) mean the same with the NPU's function: the *_gpu_* ones
+REFERENCES = {name: functions for (name, _), functions in STATE.items() if "_gpu_" in name}
+
 
 @register
 class CudaAmpDefaults(Rule):
@@ -47,7 +52,12 @@ class CudaAmpDefaults(Rule):
     triggers = (r"GradScaler\(", r"_autocast_")
     portable_support = True
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._not_references: set[cst.CSTNode] = set()  # called functions, attribute and imported names
+
     def visit_Call(self, node: cst.Call) -> None:
+        self._not_references.add(node.func)
         qualified = self.resolver.qualified_name(node.func)
         if qualified is None or is_cuda_alternative(self.ctx, node):
             return
@@ -107,6 +117,44 @@ class CudaAmpDefaults(Rule):
                 updated.with_changes(func=attribute_chain(generic)), [cst.Arg(expression(device)), *updated.args]
             ),
             needs_torch_npu=False,
+        )
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_references.add(node.attr)
+        self._reference(node)
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        self._not_references.update(iter_nodes(node, cst.Name))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._reference(node)
+
+    def _reference(self, node: cst.Attribute | cst.Name) -> None:
+        """``dtype = torch.get_autocast_gpu_dtype`` (called later, without a device): the NPU's
+        function of the same arguments. (``torch.is_autocast_enabled`` may be called with a device
+        type: its references are left alone.)"""
+        if node in self._not_references:
+            return
+        qualified = self.resolver.qualified_name(node)
+        functions = REFERENCES.get(qualified or "")
+        if functions is None or is_cuda_alternative(self.ctx, node):
+            return
+        npu, _ = functions
+        what = f"`{qualified}` is CUDA's autocast state, not the NPU's"
+        if self.options.portable:
+            self.report(
+                "NPU106",
+                node,
+                f"{what}: not portable yet as a function value; use `{npu}` on Ascend hosts",
+                tier=Tier.MANUAL,
+            )
+            return
+        self.report(
+            "NPU106",
+            node,
+            f"{what} → `{npu}`",
+            lambda _: attribute_chain(npu),
+            imports=[] if binds_module(self.resolver, "torch") else [ImportNeed("torch")],
         )
 
     def leave_Module(self, original_node: cst.Module) -> None:
