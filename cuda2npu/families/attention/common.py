@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
@@ -475,6 +476,10 @@ def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
 # Removing imports of CUDA-only packages once nothing uses them
 
 
+# a comment that declares an import unused on purpose (a re-export): ruff/flake8's F401, pylint's
+REEXPORT = re.compile(r"#[^\n]*(?:unused-import|\bnoqa\b(?::[^\n]*\bF401\b|(?!:)))")
+
+
 def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` whose bound names are used nowhere: ``{Import node: unused names}``.
 
@@ -482,7 +487,9 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
     import inside ``try: ... except ImportError`` is a deliberate guard), only lines importing
     nothing but ``packages``, and never every statement of a module or function body. An ``if``
     body may be emptied (libcst writes ``pass``): ``if torch.cuda.is_available(): from flash_attn
-    import ...`` would import flash-attn on an NPU host once its test is rewritten.
+    import ...`` would import flash-attn on an NPU host once its test is rewritten. An import its
+    author marked as unused on purpose (``# noqa: F401``, ``# pylint: disable=unused-import``: a
+    re-export for other modules) stays.
     """
     per_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, cst.CSTNode, tuple[str, ...], bool]]] = {}
     for statement, block in facts.blocks.items():
@@ -496,7 +503,7 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
             names = [(a, module) for a in small.names]
         else:
             continue
-        if not all(full.split(".")[0] in packages for _, full in names):
+        if not all(full.split(".")[0] in packages for _, full in names) or REEXPORT.search(code_of(statement)):
             continue
         unused = tuple(b for b in (bound_name(a, small) for a, _ in names) if b and not facts.is_used(b))
         if unused:
