@@ -148,7 +148,9 @@ def remove_import_names(node: cst.CSTNode, unused: Sequence[str]):
         kept = [a for a in updated.names if bound_name(a, updated) not in unused]
         if not kept:
             return cst.RemoveFromParent()
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        # the last alias keeps the original last one's comma: none, or a parenthesized list's
+        # trailing comma and line break (`(\n    a,\n)` stays so)
+        kept[-1] = kept[-1].with_changes(comma=updated.names[-1].comma)
         return updated.with_changes(names=kept)
 
     return fix

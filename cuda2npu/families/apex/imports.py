@@ -36,6 +36,7 @@ from cuda2npu.core.imports import (
     has_import,
     import_root,
     imported_module,
+    remove_import_names,
 )
 from cuda2npu.core.names import NameUses, dotted_name, target_names
 from cuda2npu.core.nodes import is_pure
@@ -153,7 +154,7 @@ class ApexImports(Rule):
                 "NPU330",
                 node,
                 f"{names} removed from `{text}`: unused after the migration",
-                lambda updated: _drop_aliases(updated, gone),
+                remove_import_names(node, _bound(node, removable)),
                 tier=max(t for _, t in removable),
                 needs_torch_npu=False,
             )
@@ -195,8 +196,7 @@ class ApexImports(Rule):
     def _guard(self, statement, node, kept: list, removable: list, tier: Tier) -> None:
         """Portable output: the import of apex names kept for CUDA hosts, in ``try``/``except ImportError``."""
         names = [name for alias, name in _bound_names(node) if alias in kept]
-        gone = {dotted_name(alias.name) for alias, _ in removable}
-        edit = (lambda imported: _drop_aliases(imported, gone)) if gone else None  # replaces the import's own fix
+        edit = remove_import_names(node, _bound(node, removable)) if removable else None  # instead of its own fix
         portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, edit)
 
     def _report_flagged(self, statement, node, flags: list[str]) -> None:
@@ -318,12 +318,10 @@ def _import_text(module: cst.Module, node: cst.Import | cst.ImportFrom) -> str:
     return module.code_for_node(node).rstrip().rstrip(";")
 
 
-def _drop_aliases(node: cst.Import | cst.ImportFrom, names: set[str]):
-    kept = [a for a in node.names if dotted_name(a.name) not in names]
-    if not kept:
-        return cst.RemoveFromParent()
-    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return node.with_changes(names=kept)
+def _bound(node: cst.Import | cst.ImportFrom, removable: list) -> set[str]:
+    """The names the ``removable`` (alias, tier) pairs of ``node`` bind."""
+    aliases = [alias for alias, _ in removable]
+    return {name for alias, name in _bound_names(node) if alias in aliases}
 
 
 def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
