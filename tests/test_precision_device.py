@@ -38,6 +38,10 @@ def kept_strings(source: str) -> list[str]:
         ('self.is_cuda = d == "cuda"\nself.is_npu = d == "npu"\n', ["cuda"]),
         # a test handling both: its CUDA operand is kept, the body is no alternative
         ('if d == "cuda" or d == "npu":\n    a = "cuda"\n', ["cuda"]),
+        # branches taken only on another accelerator (mmengine's MUSA/MLU paths)
+        ('if d == "cuda":\n    a = "cuda"\nelif d == "musa":\n    a = "cuda"\n', ["cuda"]),
+        ('if is_mlu_available() and ok:\n    a = "cuda"\n', ["cuda"]),
+        ('if torch.backends.mps.is_available():\n    a = "cuda"\n', ["cuda"]),
     ],
 )
 def test_cuda_side_of_npu_aware_code_is_kept(source, kept):
@@ -50,6 +54,9 @@ def test_cuda_side_of_npu_aware_code_is_kept(source, kept):
         'if d == "cuda":\n    a = "cuda:0"\nelse:\n    a = "cpu"\n',  # no NPU alternative
         'if d == "cuda":\n    pass\nx = 1\nif d == "npu":\n    pass\n',  # not adjacent
         'ok = d in ("cuda", "cpu")\n',
+        'if not is_xpu_available():\n    a = "cuda"\n',  # taken on every other device
+        'if d != "mps":\n    a = "cuda"\n',
+        'if d == "musa" or force:\n    a = "cuda"\n',
     ],
 )
 def test_code_without_an_npu_alternative_is_not_kept(source):

@@ -14,6 +14,9 @@ The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or 
   of ``if is_torch_npu_available(): ... else: <CUDA code>`` (an NPU check first, no CUDA test);
 - the body of a branch taken only on the NPU (its test mentions the NPU, not CUDA): a CUDA
   name there is deliberate (``if device_type == "npu": device_type = "cuda"``, a table key);
+- the body of a branch taken only on another accelerator (``elif device_type == "musa":``,
+  ``if is_mlu_available():``): nothing there runs on the NPU (mmengine's MUSA autocast reads
+  ``torch.get_autocast_gpu_dtype()``);
 - ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too),
   and the ``else`` value of ``a if <NPU detected> else b`` (portable output's dispatch
   ``npu_call(x) if x.device.type == "npu" else cuda_call(x)``: ``b`` runs on every other device);
@@ -40,6 +43,10 @@ CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
 NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
+OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu")  # accelerators with branches of their own
+_OTHER = "|".join(word.decode() for word in OTHER_DEVICES)
+OTHER_DEVICE_WORD = re.compile(rf"(?:^|_)(?:{_OTHER})(?:_|$)", re.IGNORECASE)
+OTHER_DEVICE_STRING = re.compile(rf"(?:{_OTHER})(?::.*)?", re.DOTALL)
 OTHER_BACKEND_CLASS = re.compile(
     r"(?:^|_|(?<=[a-z]))(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)$", re.IGNORECASE
 )
@@ -49,12 +56,13 @@ class _Mentions(cst.CSTVisitor):
     """Whether an expression mentions CUDA and/or the NPU (strings and name words)."""
 
     def __init__(self) -> None:
-        self.cuda = self.npu = self.other_backend = False
+        self.cuda = self.npu = self.other_backend = self.other_device = False
 
     def _string(self, value: str | None) -> None:
         if value is not None:
             self.cuda |= CUDA_STRING.fullmatch(value) is not None
             self.npu |= NPU_STRING.fullmatch(value) is not None
+            self.other_device |= OTHER_DEVICE_STRING.fullmatch(value) is not None
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         self._string(string_value(node))
@@ -68,6 +76,7 @@ class _Mentions(cst.CSTVisitor):
         self.cuda |= CUDA_WORD.search(node.value) is not None
         self.npu |= NPU_WORD.search(node.value) is not None
         self.other_backend |= OTHER_BACKEND_CLASS.search(node.value) is not None
+        self.other_device |= OTHER_DEVICE_WORD.search(node.value) is not None
 
 
 def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
@@ -76,6 +85,27 @@ def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
     if node is not None:
         walk(node, found)
     return found.cuda, found.npu
+
+
+def _only_another_device(test: cst.BaseExpression) -> bool:
+    """A test true only on another accelerator: ``is_mlu_available()``, ``torch.musa.is_available()``,
+    ``x.is_mps``, ``device_type == "musa"`` (also ``and``-ed with other conditions). Its branch never
+    runs on CUDA or the NPU."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (
+            _only_another_device(test.left) or _only_another_device(test.right)
+        )
+    if isinstance(test, cst.Comparison):
+        if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, (cst.Equal, cst.In)):
+            return False
+        found = _Mentions()
+        walk(test, found)
+        return found.other_device and not found.cuda and not found.npu
+    name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
+    parts = name.split(".")
+    return any(OTHER_DEVICE_WORD.search(part) for part in parts) and (
+        "available" in name or parts[-1].startswith("is_")
+    )
 
 
 def _cuda_only(sides: list[tuple[cst.CSTNode, list[cst.CSTNode]]]) -> list[cst.CSTNode]:
@@ -107,6 +137,7 @@ class _Constructs(cst.CSTVisitor):
                 branches = _branches(run)
                 self.roots += _cuda_only([(t, [t, b]) for t, b in branches])
                 self.roots += [b for t, b in branches if mentions(t) == (False, True) and mentions(b)[0]]
+                self.roots += [b for t, b in branches if _only_another_device(t)]
                 self.roots += [e for chain in run if (e := _cuda_else(chain)) is not None]
                 run = []
         self._assignments(body)
@@ -222,7 +253,8 @@ def _assigned(small: cst.BaseSmallStatement) -> list[str]:
 
 
 # what a file must spell (lower-cased) for a name or string of it to mention the NPU or another backend
-NPU_TEXT = (re.compile(rb"npu(?![a-z0-9])"), re.compile(rb"hccl(?![a-z0-9])"))  # a word start is checked apart
+# (a word start is checked apart; other accelerators' names for their branches, see _only_another_device)
+NPU_TEXT = tuple(re.compile(rb"%s(?![a-z0-9])" % word) for word in (b"npu", b"hccl", *OTHER_DEVICES))
 BACKEND_CLASS_TEXT = re.compile(rb"(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)")
 
 
@@ -252,7 +284,7 @@ def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
     nodes: set[cst.CSTNode] = set()
     found = _Mentions()
     walk(ctx.module, found)
-    if found.npu or found.other_backend:  # most CUDA files name neither: nothing to keep
+    if found.npu or found.other_backend or found.other_device:  # most CUDA files name none: nothing to keep
         constructs = _Constructs()
         walk(ctx.module, constructs)
         for root in constructs.roots:

@@ -368,6 +368,8 @@ class TorchCudaApi(Rule):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             self._skip.add(alias.name)  # the dotted name of an import is not a use
+            if is_cuda_alternative(self.ctx, node):
+                continue  # `else: import torch.cuda.amp as amp` after `if is_npu_available(): ...`
             module = dotted_name(alias.name) or ""
             target = _npu_module(module)
             if target is not None and alias.asname is not None and not self.options.portable:
@@ -385,6 +387,8 @@ class TorchCudaApi(Rule):
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
         self._skip.add(node.module)  # the dotted module of an import is not a use
+        if is_cuda_alternative(self.ctx, node):
+            return  # `else: from torch.cuda.amp import GradScaler` after `if is_npu_available(): ...`
         module = dotted_name(node.module) or ""
         if self.options.portable and module != "torch._C":
             return  # the names it binds are replaced where they are read (_portable_member)
