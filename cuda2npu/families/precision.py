@@ -26,6 +26,7 @@ from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
@@ -61,6 +62,8 @@ class CudaAutocastBf16(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.options.precision != "bf16" or _callee_name(node) not in ("autocast", "custom_fwd"):
             return
+        if is_cuda_alternative(self.ctx, node):
+            return  # `elif is_cuda_available(): with torch.cuda.amp.autocast(): ...` after an NPU branch
         qualified = self.resolver.qualified_name(node.func)
         if qualified == CUDA_AUTOCAST:
             self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)
@@ -133,7 +136,11 @@ class GradScalerFp16InitScale(Rule):
     triggers = (r"GradScaler",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.options.precision != "fp16" or _callee_name(node) != "GradScaler":
+        if (
+            self.options.precision != "fp16"
+            or _callee_name(node) != "GradScaler"
+            or is_cuda_alternative(self.ctx, node)
+        ):
             return
         qualified = self.resolver.qualified_name(node.func)
         if qualified == CUDA_SCALER:
