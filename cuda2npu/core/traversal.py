@@ -20,6 +20,7 @@ import libcst as cst
 # Field-name prefixes of syntax-only fields (whitespace, comments, brackets, separators).
 _SYNTAX_FIELDS = (
     "whitespace",
+    "leading_whitespace",  # a one-line suite's (`if x: y`)
     "lpar",
     "rpar",
     "leading_lines",
@@ -65,7 +66,6 @@ _SOURCE_ORDER: dict[str, tuple[str, ...]] = {
     "MatchCase": ("pattern", "guard", "body"),
     "Param": ("star", "name", "annotation", "default"),
     "Parameters": ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params", "star_kwarg"),
-    "SimpleStatementSuite": ("leading_whitespace", "body"),
     "Slice": ("lower", "upper", "step"),
     "TemplatedString": ("start", "parts", "end"),
     "TemplatedStringExpression": ("expression", "conversion", "format_spec"),
