@@ -42,6 +42,12 @@ def kept_strings(source: str) -> list[str]:
         ('if d == "cuda":\n    a = "cuda"\nelif d == "musa":\n    a = "cuda"\n', ["cuda"]),
         ('if is_mlu_available() and ok:\n    a = "cuda"\n', ["cuda"]),
         ('if torch.backends.mps.is_available():\n    a = "cuda"\n', ["cuda"]),
+        ('d = "cuda" if is_torch_xla_available() else t\n', ["cuda"]),
+        # the NPU tested in a middle branch: the final `else` is CUDA's (accelerate)
+        (
+            'if is_mlu_available():\n    a = "mlu"\nelif is_npu_available():\n    a = "npu"\nelse:\n    a = "cuda"\n',
+            ["mlu", "cuda"],  # the MLU branch is another accelerator's
+        ),
     ],
 )
 def test_cuda_side_of_npu_aware_code_is_kept(source, kept):

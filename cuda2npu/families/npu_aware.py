@@ -11,12 +11,13 @@ The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or 
 
 - runs of adjacent ``if`` statements and their ``elif`` branches: a branch whose test mentions
   CUDA (not NPU), test and body, when another branch's test mentions the NPU; and the ``else``
-  of ``if is_torch_npu_available(): ... else: <CUDA code>`` (an NPU check first, no CUDA test);
+  of ``if is_torch_npu_available(): ... else: <CUDA code>`` (an NPU check in some branch, no
+  CUDA test);
 - the body of a branch taken only on the NPU (its test mentions the NPU, not CUDA): a CUDA
   name there is deliberate (``if device_type == "npu": device_type = "cuda"``, a table key);
 - the body of a branch taken only on another accelerator (``elif device_type == "musa":``,
-  ``if is_mlu_available():``): nothing there runs on the NPU (mmengine's MUSA autocast reads
-  ``torch.get_autocast_gpu_dtype()``);
+  ``if is_mlu_available():``, ``a if is_torch_xla_available() else b``): nothing there runs on
+  the NPU (mmengine's MUSA autocast reads ``torch.get_autocast_gpu_dtype()``);
 - ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too),
   and the ``else`` value of ``a if <NPU detected> else b`` (portable output's dispatch
   ``npu_call(x) if x.device.type == "npu" else cuda_call(x)``: ``b`` runs on every other device);
@@ -43,7 +44,7 @@ CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
 NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
-OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu")  # accelerators with branches of their own
+OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # accelerators with branches of their own
 _OTHER = "|".join(word.decode() for word in OTHER_DEVICES)
 OTHER_DEVICE_WORD = re.compile(rf"(?:^|_)(?:{_OTHER})(?:_|$)", re.IGNORECASE)
 OTHER_DEVICE_STRING = re.compile(rf"(?:{_OTHER})(?::.*)?", re.DOTALL)
@@ -170,6 +171,8 @@ class _Constructs(cst.CSTVisitor):
             return
         if _detects_npu(node.test) and not mentions(node.orelse)[1]:
             self.roots.append(node.orelse)
+        if _only_another_device(node.test):  # `"cuda" if <XLA on a GPU> else device.type`
+            self.roots.append(node.body)
         sides = []
         while isinstance(node, cst.IfExp):
             self._inner.add(node)
@@ -213,13 +216,16 @@ def _detects_npu(test: cst.BaseExpression) -> bool:
 
 
 def _cuda_else(chain: cst.If) -> cst.CSTNode | None:
-    """The ``else`` body of ``if <NPU detected>: ... else: <CUDA code>`` (no branch tests CUDA)."""
-    last = chain
+    """The ``else`` body of ``if <NPU detected>: ... else: <CUDA code>``, the NPU test in any
+    branch (``if is_mlu_available(): ... elif is_npu_available(): ... else: <CUDA>``), no branch
+    testing CUDA."""
+    last, tests = chain, [chain.test]
     while isinstance(last.orelse, cst.If):
         last = last.orelse
-    if not isinstance(last.orelse, cst.Else) or not _detects_npu(chain.test):
+        tests.append(last.test)
+    if not isinstance(last.orelse, cst.Else) or not any(_detects_npu(test) for test in tests):
         return None
-    if any(mentions(test)[0] for test, _ in _branches([chain])):
+    if any(mentions(test)[0] for test in tests):
         return None
     return last.orelse.body if mentions(last.orelse.body) == (True, False) else None
 

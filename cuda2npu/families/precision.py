@@ -52,6 +52,16 @@ def _device(bound: dict[str, cst.Arg], name: str, default: str | None) -> str | 
     return default if arg is None else string_value(arg.value)
 
 
+def _given_device(call: cst.Call) -> str | None:
+    """The device of ``torch.autocast(...)`` arguments that cannot all be bound (``**kwargs``): the
+    string, "" for another expression (``state.device.type``: not known to be CUDA), None if not
+    visible."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "device_type" or (arg.keyword is None and not arg.star):
+            return string_value(arg.value) or ""
+    return None
+
+
 @register
 class CudaAutocastBf16(Rule):
     """NPU340: CUDA autocast (call, context manager, decorator, ``custom_fwd``) → BF16 on NPU."""
@@ -76,7 +86,8 @@ class CudaAutocastBf16(Rule):
         try:
             bound = bind(node, params)
         except Unbindable as exc:
-            self.report("NPU340", node, f"CUDA autocast not migrated to BF16: {exc}", tier=Tier.MANUAL)
+            if cuda or _given_device(node) in ("cuda", None):  # None: `*args` may hold it
+                self.report("NPU340", node, f"CUDA autocast not migrated to BF16: {exc}", tier=Tier.MANUAL)
             return
         if not cuda and _device(bound, "device_type", None) != "cuda":
             return
