@@ -167,7 +167,7 @@ class Tf32Flags(Rule):
     triggers = (r"allow_tf32",)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "allow_tf32":
+        if node.attr.value != "allow_tf32" or is_cuda_alternative(self.ctx, node):
             return
         qualified = self.resolver.qualified_name(node)
         if qualified not in TF32_FLAGS:
