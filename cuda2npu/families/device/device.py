@@ -14,9 +14,9 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.npu_aware import CUDA_WORD, is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 
@@ -84,6 +84,7 @@ class CudaMethodCall(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._user_is_cuda: set[str] | None = None
+        self._cuda_implementations: dict[cst.Attribute, str] = {}  # `is_cuda` test -> the CUDA callee it chooses
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -136,6 +137,21 @@ class CudaMethodCall(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         portable.report_support(self, "NPU101")
 
+    def visit_If(self, node: cst.If) -> None:
+        """``if x.is_cuda: median_filter_cuda(x)`` (whisper): the test chooses a CUDA kernel of the
+        project's, a callee with a ``cuda`` word other than torch's (and than ``.cuda()``); its
+        ``is_cuda`` stays."""
+        tests = [n for n in iter_nodes(node.test, cst.Attribute) if n.attr.value == "is_cuda"]
+        if not tests:
+            return
+        for call in iter_nodes(node.body, cst.Call):
+            name = dotted_name(call.func) or ""
+            qualified = self.resolver.qualified_name(call.func) or name
+            last = name.rpartition(".")[2]
+            if CUDA_WORD.search(last) and last != "cuda" and not qualified.startswith("torch."):  # not `.cuda()`
+                self._cuda_implementations.update((test, name) for test in tests)
+                return
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):
             return
@@ -144,6 +160,16 @@ class CudaMethodCall(Rule):
             walk(self.ctx.module, users)
             self._user_is_cuda = users.names
         if dotted_name(node) in self._user_is_cuda:
+            return
+        callee = self._cuda_implementations.get(node)
+        if callee is not None:
+            self.report(
+                "NPU102",
+                node,
+                f"`.is_cuda` switches a CUDA-only implementation on (`{callee}` in its branch); not "
+                "rewritten: `.is_npu` would run it on NPU tensors, where the CUDA kernel is not there",
+                tier=Tier.REVIEW,
+            )
             return
         if self.options.portable:
             check = f"{portable.HELPER}.on_accelerator(...)"
