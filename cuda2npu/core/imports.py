@@ -275,12 +275,7 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
 def _binds_torch_npu(statement: cst.CSTNode) -> bool:
     """``import torch_npu`` (or ``import torch_npu.x``, ``import y as torch_npu``) on this line."""
     return isinstance(statement, cst.SimpleStatementLine) and any(
-        isinstance(small, cst.Import)
-        and any(
-            (alias.asname is None and (dotted_name(alias.name) or "").split(".")[0] == "torch_npu")
-            or (alias.asname is not None and getattr(alias.asname.name, "value", None) == "torch_npu")
-            for alias in small.names
-        )
+        isinstance(small, cst.Import) and any(bound_name(alias, small) == "torch_npu" for alias in small.names)
         for small in statement.body
     )
 

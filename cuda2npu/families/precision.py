@@ -57,7 +57,7 @@ def _given_device(call: cst.Call) -> str | None:
     string, "" for another expression (``state.device.type``: not known to be CUDA), None if not
     visible."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "device_type" or (arg.keyword is None and not arg.star):
+        if (arg.keyword is not None and arg.keyword.value == "device_type") or (arg.keyword is None and not arg.star):
             return string_value(arg.value) or ""
     return None
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from cuda2npu.core.diagnostics import FileResult, Summary
 
@@ -26,17 +27,22 @@ def collect_results(
     """Drain ``start(on_done)`` (the runner), updating the summary, with a progress bar on a terminal
     for big runs: the files done out of ``total``, counted as the workers finish them."""
     collected = []
-    if not (sys.stderr.isatty() and total >= PROGRESS_MIN_FILES):
-        for result in start(lambda done: None):
+    with _progress(total) as on_done:
+        for result in start(on_done):
             summary.add(result)
             collected.append(result)
-        return collected
+    return collected
+
+
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator[Callable[[int], None]]:
+    """``on_done(files)`` advancing a progress bar on a terminal for big runs, else doing nothing."""
+    if not (sys.stderr.isatty() and total >= PROGRESS_MIN_FILES):
+        yield lambda done: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # 25 ms: lazily
 
     columns = (TextColumn("cuda2npu"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task("cuda2npu", total=total)
-        for result in start(lambda done: progress.advance(task, done)):
-            summary.add(result)
-            collected.append(result)
-    return collected
+        yield lambda done: progress.advance(task, done)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import ImportNeed, binds_module
+from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.nodes import attribute_chain, code_of, expression, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
@@ -94,7 +94,7 @@ class CudaAmpDefaults(Rule):
                 node,
                 f"{what} → `{npu}()`",
                 lambda updated: updated.with_changes(func=attribute_chain(npu)),
-                imports=[] if binds_module(self.resolver, "torch") else [ImportNeed("torch")],
+                imports=[ImportNeed("torch")],  # added where missing
             )
             return
         target = portable.target_torch(self.options)
@@ -154,7 +154,7 @@ class CudaAmpDefaults(Rule):
             node,
             f"{what} → `{npu}`",
             lambda _: attribute_chain(npu),
-            imports=[] if binds_module(self.resolver, "torch") else [ImportNeed("torch")],
+            imports=[ImportNeed("torch")],  # added where missing
         )
 
     def leave_Module(self, original_node: cst.Module) -> None:
