@@ -14,8 +14,8 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import import_root
-from cuda2npu.core.names import NameUses, dotted_name
+from cuda2npu.core.imports import bound_name, import_root
+from cuda2npu.core.names import NameUses
 from cuda2npu.core.nodes import expression, root_name
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import APEX_ROOTS, FileEdits, enabled, import_guarded
@@ -96,14 +96,7 @@ def _apex_imports(module: cst.Module):
 
 
 def _bound(node: cst.Import | cst.ImportFrom) -> list[str]:
+    """The names an apex import binds (none for a star import)."""
     if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
         return []
-    names = []
-    for alias in node.names:
-        if alias.asname is not None:
-            names.append(dotted_name(alias.asname.name) or "")
-        elif isinstance(node, cst.Import):
-            names.append((dotted_name(alias.name) or "").split(".")[0])
-        else:
-            names.append(dotted_name(alias.name) or "")
-    return names
+    return [bound_name(alias, node) for alias in node.names]

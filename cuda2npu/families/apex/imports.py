@@ -154,7 +154,7 @@ class ApexImports(Rule):
                 "NPU330",
                 node,
                 f"{names} removed from `{text}`: unused after the migration",
-                remove_import_names(node, _bound(node, removable)),
+                remove_import_names(node, _removed_names(node, removable)),
                 tier=max(t for _, t in removable),
                 needs_torch_npu=False,
             )
@@ -196,7 +196,9 @@ class ApexImports(Rule):
     def _guard(self, statement, node, kept: list, removable: list, tier: Tier) -> None:
         """Portable output: the import of apex names kept for CUDA hosts, in ``try``/``except ImportError``."""
         names = [name for alias, name in _bound_names(node) if alias in kept]
-        edit = remove_import_names(node, _bound(node, removable)) if removable else None  # instead of its own fix
+        edit = (
+            remove_import_names(node, _removed_names(node, removable)) if removable else None
+        )  # instead of its own fix
         portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, edit)
 
     def _report_flagged(self, statement, node, flags: list[str]) -> None:
@@ -318,7 +320,7 @@ def _import_text(module: cst.Module, node: cst.Import | cst.ImportFrom) -> str:
     return module.code_for_node(node).rstrip().rstrip(";")
 
 
-def _bound(node: cst.Import | cst.ImportFrom, removable: list) -> set[str]:
+def _removed_names(node: cst.Import | cst.ImportFrom, removable: list) -> set[str]:
     """The names the ``removable`` (alias, tier) pairs of ``node`` bind."""
     aliases = [alias for alias, _ in removable]
     return {name for alias, name in _bound_names(node) if alias in aliases}
