@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from cli_helpers import cuda2npu, tree_digest
@@ -245,9 +246,15 @@ def test_project_extensions_and_other_frameworks(tmp_path):
         "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('pkg.nat', ['nat.cu'])\n"
     )
     (tmp_path / "use.py").write_text("import torch\nfrom pkg import nat\nx = torch.ones(1).cuda()\n")
+    (tmp_path / "plain.py").write_text("import pkg.nat\n\ny = pkg.nat.f()\n")  # no CUDA word at all
     (tmp_path / "flax_step.py").write_text("import jax\nimport flax\n\nDEVICE = jax.devices('cuda')[0]\n")
     data = json.loads(cuda2npu("check", tmp_path, "--format", "json", "--exit-zero").stdout)
-    assert ("NPU606", 2) in {(d["code"], d["line"]) for d in data["diagnostics"] if d["path"].endswith("use.py")}
+    found = {(Path(d["path"]).name, d["code"], d["line"]) for d in data["diagnostics"]}
+    assert {("use.py", "NPU606", 2), ("plain.py", "NPU606", 1)} <= found
     assert not [d for d in data["diagnostics"] if d["path"].endswith("flax_step.py")]
     result = cuda2npu("migrate", tmp_path, "--diff")
     assert "flax_step.py: skipped (not a PyTorch file: imports JAX and no torch module)" in result.stderr
+    # both imports marked, also in use.py, which mentions no CUDA once migrated (Swin-Transformer's unit test)
+    markers = result.stderr.split("markers (3): ")[1].split(" (--report")[0]
+    assert [Path(m).name for m in markers.split(", ")] == ["plain.py:1", "setup.py:2", "use.py:3"]
+    assert "+x = torch.ones(1).npu()" in result.stdout

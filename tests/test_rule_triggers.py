@@ -35,7 +35,7 @@ def test_search_form_drops_only_a_leading_boundary_or_quote_class():
 
 def test_a_rule_runs_only_where_its_triggers_occur():
     text = b"import torch\nx = torch.float64\n"
-    names = {rule.__name__ for rule in triggered(RULES, text)}
+    names = {rule.__name__ for rule in triggered(RULES, text, Options())}
     assert "Advisories" in names  # float64
     assert not any("Apex" in name or "Colossal" in name for name in names)
 

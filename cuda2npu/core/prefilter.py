@@ -10,14 +10,15 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # libcst: not needed to read a file and search it
+    from cuda2npu.core.options import Options
     from cuda2npu.core.rulebase import Rule
 
 SKIP_MARKERS = re.compile(rb"#\s*cuda2npu:\s*skip-file|@generated")
 
 
-def build(rules: list[type[Rule]]) -> re.Pattern[bytes]:
-    """A bytes regex matching any trigger of the given rules."""
-    triggers = sorted({t for rule in rules for t in rule.triggers})
+def build(rules: list[type[Rule]], options: Options) -> re.Pattern[bytes]:
+    """A bytes regex matching any trigger of the given rules in a run with ``options``."""
+    triggers = sorted({t for rule in rules for t in rule.triggers_for(options)})
     return re.compile("|".join(f"(?:{t})" for t in triggers).encode() or rb"(?!)")
 
 

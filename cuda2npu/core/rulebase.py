@@ -130,7 +130,7 @@ class Rule(cst.BatchableCSTVisitor):
     """Base class of every rule: subclasses define ``codes``, ``triggers`` and visit methods.
 
     ``triggers`` are regular-expression fragments; a file is parsed only when one of the enabled
-    rules' triggers occurs in its raw text (the prefilter).
+    rules' triggers (``triggers_for``) occurs in its raw text (the prefilter).
     """
 
     codes: ClassVar[tuple[str, ...]] = ()
@@ -140,6 +140,11 @@ class Rule(cst.BatchableCSTVisitor):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()
         self.ctx = ctx
+
+    @classmethod
+    def triggers_for(cls, options: Options) -> tuple[str, ...]:
+        """The triggers in a run with ``options``: ``triggers``, plus what the project's facts add."""
+        return cls.triggers
 
     def get_visitors(self) -> dict:
         """libcst's lookup (``inspect.getmembers`` on every instance, ~20 ms) cached per class."""

@@ -114,6 +114,13 @@ class CudaOnlyImports(Rule):
         r"_(?:cuda|CUDA)",
     )
 
+    @classmethod
+    def triggers_for(cls, options) -> tuple[str, ...]:
+        """Also the extension modules the project's setup.py declares (``swin_window_process``): a
+        file importing one may not mention CUDA at all, or no longer once its other calls are migrated."""
+        declared = {module.rsplit(".", 1)[-1] for module in options.cuda_extensions}
+        return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared))
+
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._guarded: set[cst.CSTNode] = set()  # try bodies catching ImportError, availability-probed if bodies

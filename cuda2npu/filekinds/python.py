@@ -54,7 +54,7 @@ def search_form(trigger: str) -> re.Pattern[bytes]:
     return pattern
 
 
-def triggered(rules: list[type[Rule]], text: bytes) -> list[type[Rule]]:
+def triggered(rules: list[type[Rule]], text: bytes, options: Options) -> list[type[Rule]]:
     """The rules whose own triggers occur in ``text`` (the per-rule prefilter).
 
     A rule can only report what its triggers announce, so a file that matched the prefilter for
@@ -68,13 +68,13 @@ def triggered(rules: list[type[Rule]], text: bytes) -> list[type[Rule]]:
             found[trigger] = search_form(trigger).search(text) is not None
         return found[trigger]
 
-    return [cls for cls in rules if any(occurs(trigger) for trigger in cls.triggers)]
+    return [cls for cls in rules if any(occurs(trigger) for trigger in cls.triggers_for(options))]
 
 
 def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], text: bytes | None = None) -> list[Report]:
     """Reports of ``rules`` in one batched traversal; with ``text`` (the module's bytes), only the triggered ones."""
     if text is not None:
-        rules = triggered(rules, text)
+        rules = triggered(rules, text, options)
         if not rules:
             return []
     try:

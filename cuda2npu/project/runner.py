@@ -28,7 +28,7 @@ PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
 def _pattern(options: Options):
     from cuda2npu.families import enabled_rules  # the rules load on the first cache miss only
 
-    return prefilter.build(enabled_rules(options))
+    return prefilter.build(enabled_rules(options), options)
 
 
 def process_file(path: Path, display: str, options: Options, cache: Cache | None = None) -> FileResult:
