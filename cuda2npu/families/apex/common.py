@@ -22,7 +22,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import catches_import_error, import_root
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import Rule
 from cuda2npu.core.statements import TreeIndex
@@ -345,14 +345,34 @@ def import_guarded(index: TreeIndex, statement: cst.CSTNode) -> bool:
 def behind_apex_import(index: TreeIndex, stmt: cst.CSTNode) -> bool:
     """``stmt`` is in the body of a ``try`` that imports apex and catches ImportError: where apex
     is missing (NPU hosts) that body stops at the import and ``stmt`` never runs."""
+    return apex_guard(index, stmt) is not None
+
+
+def apex_guard(index: TreeIndex, stmt: cst.CSTNode) -> cst.Try | None:
+    """The ``try`` importing apex and catching ImportError whose body holds ``stmt`` (None: none)."""
     block = index.placement[stmt].block if stmt in index.placement else None
     while block is not None and block in index.owner:
         owner, role = index.owner[block]
         if isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers):
             if any(_imports_apex(s) for s in owner.body.body):
-                return True
+                return owner
         block = index.placement[owner].block if owner in index.placement else None
-    return False
+    return None
+
+
+def is_fallback_assignment(guard: cst.Try, stmt: cst.CSTNode) -> bool:
+    """``stmt`` assigns a name that a handler of ``guard`` assigns too (``X = apex...`` / ``except: X = None``):
+    the availability pattern, whose ``try`` body runs on NPU hosts once its apex uses are migrated."""
+    assigned = _assigned_names(stmt)
+    return any(assigned & _assigned_names(s) for handler in guard.handlers for s in clause_statements(handler))
+
+
+def _assigned_names(stmt: cst.CSTNode) -> set[str]:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    return {
+        n for small in stmt.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)
+    }
 
 
 def _imports_apex(stmt: cst.CSTNode) -> bool:

@@ -37,10 +37,13 @@ from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
+    apex_guard,
     apex_name,
     behind_apex_import,
     canonical,
+    is_fallback_assignment,
 )
+from cuda2npu.families.value_uses import ValueUses
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
 TORCH_WITH_RMSNORM = (2, 4)
@@ -139,8 +142,9 @@ class ClassRenames(ApexRule):
 
 
 @register
-class FusedNorms(ClassRenames):
-    """NPU320 FusedLayerNorm, NPU321 FusedRMSNorm and their functional forms."""
+class FusedNorms(ValueUses, ClassRenames):
+    """NPU320 FusedLayerNorm, NPU321 FusedRMSNorm and their functional forms; the classes also where
+    they are values (``norm_layer = FusedLayerNorm``, Swin-Transformer), base classes and class tests."""
 
     codes = ("NPU320", "NPU321")
     triggers = (r"Fused(LayerNorm|RMSNorm)", r"fused_(layer|rms)_norm")
@@ -164,12 +168,48 @@ class FusedNorms(ClassRenames):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.active:
             return
-        self.class_arguments(node)
+        self.call_value_uses(node)
         name = self.apex(node.func)
         if name in self.RENAMES:
             self._module(node, name)
         elif name in self.FUNCTIONS:
             self._function(node, name)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self.active:
+            for base in node.bases:
+                self._use(base.value)
+
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        """The class passed around, subclassed or tested: torch's class where it is constructed the same way."""
+        name = self.apex(expr) if self.active else None
+        if name not in self.RENAMES:
+            return
+        code, torch_name = self.RENAMES[name]
+        short = name.rsplit(".", 1)[1]
+        if self._rms_unavailable(code, expr, f"`{short}`"):
+            return
+        if self._registration_behind_apex(self.ctx.statement):
+            return
+        if code == "NPU321" and not class_test:  # constructed elsewhere, maybe without eps
+            self.report(
+                code,
+                expr,
+                f"`{short}` as a class (not a call) is not renamed: `{torch_name}` defaults to eps=machine "
+                f"epsilon, apex to 1e-5; rename it and pass eps=1e-5 where it is constructed",
+                tier=Tier.MANUAL,
+            )
+            return
+        self._rename_reference(expr)
+
+    def _registration_behind_apex(self, statement: cst.CSTNode | None) -> bool:
+        """A simple statement behind `import apex` (``LEAF_MODULES.append(FusedLayerNorm)``): it never runs
+        where apex is missing; the availability pattern (``X = FusedLayerNorm`` / ``except: X = None``)
+        and definitions (a class subclassing it) run there once migrated."""
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        guard = apex_guard(self.edits.index, statement)
+        return guard is not None and not is_fallback_assignment(guard, statement)
 
     def _rms_unavailable(self, code: str, node: cst.CSTNode, what: str) -> bool:
         if code == "NPU321" and not self._has_rms_norm():

@@ -52,7 +52,6 @@ from cuda2npu.families.attention.common import (
     PORTABLE_NOTE,
     ROTARY_HELPER,
     ModuleFacts,
-    ValueUses,
     call_source,
     describe_support,
     dispatch,
@@ -70,6 +69,7 @@ from cuda2npu.families.attention.common import (
 )
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.value_uses import ValueUses
 
 OP = "npu_fusion_attention"
 QKV = ("q", "k", "v")

@@ -18,9 +18,9 @@ from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import as_keyword, as_positional, code_of, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.attention.common import ValueUses
 from cuda2npu.families.colossalai.plan import replaces_every_booster
 from cuda2npu.families.colossalai.support import REMOVABLE_KEEP, REMOVABLE_NATIVE, TRIGGERS, ImportEditor, symbol_of
+from cuda2npu.families.value_uses import ValueUses
 
 # Signatures (ColossalAI ≥ 0.3.x; positional order matters: FusedAdam puts adamw_mode before weight_decay).
 ADAM_PARAMS = {

@@ -53,7 +53,6 @@ from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.attention.common import (
     ModuleFacts,
-    ValueUses,
     describe_support,
     import_needs,
     missing_imports,
@@ -69,6 +68,7 @@ from cuda2npu.families.transformer_engine.generated import (
     MODULE,
 )
 from cuda2npu.families.transformer_engine.recipes import NO_RECIPES, assigned, describe_use, plan_recipes
+from cuda2npu.families.value_uses import ValueUses
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"
