@@ -9,7 +9,8 @@
 * :func:`support_fix` adds the module-level helpers a rewrite needs, idempotently (the imports
   it needs go on its report and the engine adds them);
 * :func:`plan_import_removals` finds imports of CUDA-only packages that nothing uses any more
-  (``core.imports.remove_import_names`` removes them);
+  (``core.imports.remove_import_names`` removes them), :func:`plan_fallback_removals` whole
+  ``try``/``except ImportError`` statements of such imports;
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
   fix (hoisting an argument) can rewrite the call inside it atomically;
 """
@@ -487,6 +488,44 @@ def plan_guard_removals(
         if emptied < len(guard.body.body):
             removals[node] = unused
     return removals
+
+
+def plan_fallback_removals(
+    facts: ModuleFacts, packages: tuple[str, ...], migrated: bool
+) -> dict[cst.Try, tuple[str, ...]]:
+    """``try:``/``except ImportError:`` statements that only import ``packages``, in the body and again
+    in a handler (LLaVA's flash-attn 1.x name, else 2.x's under the 1.x name), once the file's calls
+    were rewritten (``migrated``) and nothing uses the names: ``{Try: names}``. Both imports fail on an
+    NPU host and bind nothing anyone reads, so the whole statement goes."""
+    if not migrated:
+        return {}
+    removals: dict[cst.Try, tuple[str, ...]] = {}
+    for guard in dict.fromkeys(facts.guards.values()):
+        if guard.orelse is not None or guard.finalbody is not None:
+            continue
+        clauses = [_imported_only(guard.body, packages), *(_imported_only(h.body, packages) for h in guard.handlers)]
+        if any(names is None for names in clauses) or not any(clauses[1:]):
+            continue
+        names = tuple(dict.fromkeys(name for clause in clauses for name in clause))
+        if not any(facts.is_used(name) for name in names):
+            removals[guard] = names
+    return removals
+
+
+def _imported_only(block: cst.BaseSuite, packages: tuple[str, ...]) -> list[str] | None:
+    """The names a block of nothing but imports of ``packages`` binds (None: it holds something else)."""
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    names: list[str] = []
+    for line in block.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            return None
+        for small in line.body:
+            bound = package_names(small, packages) if isinstance(small, (cst.Import, cst.ImportFrom)) else None
+            if bound is None:
+                return None
+            names += bound
+    return names
 
 
 def package_names(node: cst.CSTNode, packages: tuple[str, ...]) -> list[str] | None:

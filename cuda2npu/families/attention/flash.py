@@ -63,6 +63,7 @@ from cuda2npu.families.attention.common import (
     node_path,
     one_minus,
     package_names,
+    plan_fallback_removals,
     plan_guard_removals,
     plan_import_removals,
     support_fix,
@@ -288,6 +289,14 @@ RMS_NORM = {
 }
 
 
+def _successor(qualified: str) -> str:
+    """flash-attn 2.x's name of a 1.x function (``flash_attn_unpadded_func`` → ``flash_attn_varlen_func``)."""
+    module, _, name = qualified.rpartition(".")
+    if module in FLASH_MODULES and name.startswith("flash_attn_unpadded_"):
+        return f"{module}.flash_attn_varlen_{name.removeprefix('flash_attn_unpadded_')}"
+    return qualified
+
+
 def flash_function(qualified: str | None) -> str | None:
     """``flash_attn_func`` for ``flash_attn.flash_attn_func`` / ``flash_attn.flash_attn_interface.flash_attn_func``."""
     if not qualified:
@@ -487,8 +496,9 @@ class FlashAttention(ValueUses, Rule):
         migrated = any(mark in ctx.code for mark in MIGRATED_MARKS)
         self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
         self.removals.update(self.guard_removals)
+        self.fallback_removals = plan_fallback_removals(self.facts, packages, migrated)
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
-            self.removals, self.guard_removals = {}, {}
+            self.removals, self.guard_removals, self.fallback_removals = {}, {}, {}
         self.flash_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # (import, its statement)
         self.target = parse_target(self.options.target_torch_npu)
         self.helpers: list[str] = []
@@ -500,7 +510,7 @@ class FlashAttention(ValueUses, Rule):
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
-        qualified = self.resolver.qualified_name(node.func)
+        qualified = self._callee(node)
         if qualified is None or is_cuda_alternative(self.ctx, node):
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
         function = flash_function(qualified)
@@ -512,6 +522,31 @@ class FlashAttention(ValueUses, Rule):
             self._rotary(node, qualified)
         elif qualified.split(".")[0] in ("flash_attn", "flash_attn_interface"):
             self._unsupported(node, qualified, function)
+
+    def _callee(self, node: cst.Call) -> str | None:
+        """The qualified name of the called function. A name bound to a flash-attn 1.x function or to
+        its 2.x successor (LLaVA's ``try: from flash_attn.flash_attn_interface import
+        flash_attn_unpadded_qkvpacked_func`` / ``except ImportError: ... import
+        flash_attn_varlen_qkvpacked_func as flash_attn_unpadded_qkvpacked_func``) calls the 2.x one when
+        its arguments mean the same to both (up to ``causal``); other names with several bindings are None,
+        reported when one of them is flash-attn's."""
+        names = self.resolver.qualified_names(node.func)
+        if len(names) <= 1:
+            return next(iter(names), None)
+        successors = {_successor(name) for name in names}
+        if not any(flash_function(name) for name in names):
+            return None
+        why = ""
+        if len(successors) == 1:
+            successor = next(iter(successors))
+            spec = SPECS.get(flash_function(successor) or "")
+            shared = spec.params.index("causal") + 1 if spec is not None else 0
+            if sum(1 for arg in node.args if arg.keyword is None) <= shared:
+                return successor
+            why = f", whose positional arguments after the {shared}th differ (return_attn_probs / window_size)"
+        bindings = " or ".join(f"`{n}`" for n in sorted(names))
+        self.report("NPU403", node, f"`{code_of(node.func)}` is bound to {bindings}{why}: migrate the call by hand")
+        return None
 
     def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
         if function in UNSUPPORTED:
@@ -847,6 +882,18 @@ class FlashAttention(ValueUses, Rule):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._import(node)
+
+    def visit_Try(self, node: cst.Try) -> None:
+        names = self.fallback_removals.get(node)
+        if names:
+            self.report(
+                "NPU405",
+                node,
+                f"flash-attn import of {', '.join(f'`{n}`' for n in names)} and its `except ImportError` fallback "
+                "are unused (flash-attn cannot be installed on an NPU host); removed",
+                lambda _: cst.RemoveFromParent(),
+                needs_torch_npu=False,
+            )
 
     def _import(self, node: cst.CSTNode) -> None:
         if self.options.portable and node not in self.facts.guards and _flash_names(node):
