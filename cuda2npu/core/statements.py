@@ -15,6 +15,7 @@ import libcst as cst
 from cuda2npu.core.traversal import flat_tree
 
 CLAUSES = (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
+_ROLES = {cst.Else: "orelse", cst.ExceptHandler: "handler", cst.ExceptStarHandler: "handler", cst.Finally: "finally"}
 
 
 @dataclass
@@ -109,27 +110,30 @@ class TreeIndex:
 
     def _enter_indented_block(self, node: cst.IndentedBlock) -> None:
         container = self._containers[-1]
-        if isinstance(container, (cst.ExceptHandler, cst.ExceptStarHandler)):
-            self.owner[node] = (self._containers[-2], "handler")
-        elif isinstance(container, cst.Else):
-            self.owner[node] = (self._containers[-2], "orelse")
-        elif isinstance(container, cst.Finally):
-            self.owner[node] = (self._containers[-2], "finally")
-        else:
-            self.owner[node] = (container, "body")
+        role = _ROLES.get(type(container))
+        self.owner[node] = (self._containers[-2], role) if role else (container, "body")
         self._enter_block(node)
 
     def ancestors(self, statement: cst.CSTNode) -> list[cst.CSTNode]:
         """Compound statements containing ``statement`` (or a one-line suite), innermost first."""
+        return [owner for owner, _ in self.enclosing(statement)]
+
+    def enclosing(self, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, str]]:
+        """``ancestors`` with the role of the block holding ``statement`` in each (``body``, ``orelse``,
+        ``handler``, ``finally``)."""
         found = []
         if isinstance(statement, cst.SimpleStatementSuite):  # `if x: y`: first the `if`
             owner = self.parents[statement]
-            statement = self.parents[owner] if isinstance(owner, CLAUSES) else owner
-            found.append(statement)
+            if isinstance(owner, CLAUSES):
+                found.append((self.parents[owner], _ROLES[type(owner)]))
+                statement = self.parents[owner]
+            else:
+                found.append((owner, "body"))
+                statement = owner
         block = self.placement[statement].block if statement in self.placement else None
         while block is not None and block in self.owner:
-            owner = self.owner[block][0]
-            found.append(owner)
+            owner, role = self.owner[block]
+            found.append((owner, role))
             block = self.placement[owner].block if owner in self.placement else None
         return found
 

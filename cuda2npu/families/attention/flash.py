@@ -44,6 +44,7 @@ from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families import portable
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
@@ -68,6 +69,7 @@ from cuda2npu.families.attention.common import (
     plan_import_removals,
     support_fix,
 )
+from cuda2npu.families.attention.probes import probe_flags, probes
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -197,6 +199,12 @@ SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
 MIGRATED_MARKS = ("npu_fusion_attention", "_npu_apply_rotary_emb", "npu_rms_norm")
 HOIST_NAMES = {"q": "query", "qkv": "qkv_packed", "kv": "kv_packed", "cu_seqlens": "cu_seqlens_npu"}
 FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
+FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
+NPU_KERNELS = (
+    "torch_npu.npu_fusion_attention",
+    "torch_npu.npu_rms_norm",
+    "torch_npu.npu_rotary_mul",
+)  # rewritten calls
 
 UNSUPPORTED = {
     "flash_attn_with_kvcache": (
@@ -484,14 +492,14 @@ def _maybe_paren(text: str) -> str:
 class FlashAttention(ValueUses, Rule):
     """NPU401–NPU405: flash-attn calls and imports."""
 
-    codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407")
+    codes = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU407", "NPU408")
     triggers = (r"flash_attn",)
     portable_support = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
-        packages = ("flash_attn", "flash_attn_interface")
+        packages = FLASH_PACKAGES
         self.removals = plan_import_removals(self.facts, packages)
         migrated = any(mark in ctx.code for mark in MIGRATED_MARKS)
         self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
@@ -506,6 +514,8 @@ class FlashAttention(ValueUses, Rule):
         self.rewrites: list[tuple[str, Tier]] = []
         self.value_refs: list[tuple[cst.BaseExpression, str, cst.CSTNode | None]] = []
         self.kept: set[str] = set()  # functions with a call left as it is (manual)
+        self.probe_flags = probe_flags(ctx.module)
+        self.probes_reported: set[cst.If] = set()
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
@@ -514,6 +524,8 @@ class FlashAttention(ValueUses, Rule):
         if qualified is None or is_cuda_alternative(self.ctx, node):
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
         function = flash_function(qualified)
+        if function in SPECS or qualified in RMS_NORM or qualified in ROTARY or qualified in NPU_KERNELS:
+            self._behind_probe()
         if function in SPECS:
             self._attention(node, function)
         elif qualified in RMS_NORM:
@@ -522,6 +534,24 @@ class FlashAttention(ValueUses, Rule):
             self._rotary(node, qualified)
         elif qualified.split(".")[0] in ("flash_attn", "flash_attn_interface"):
             self._unsupported(node, qualified, function)
+
+    def _behind_probe(self) -> None:
+        """NPU408 at each ``if`` whose test asks whether flash-attn is installed around the current call."""
+        statement = self.ctx.statement
+        if statement is None:
+            return
+        for owner, role in TreeIndex.of(self.ctx).enclosing(statement):
+            if isinstance(owner, cst.If) and role == "body" and owner not in self.probes_reported:
+                if probes(owner.test, self.probe_flags):
+                    self.probes_reported.add(owner)
+                    self.report_in(
+                        owner,
+                        "NPU408",
+                        owner.test,
+                        f"`{code_of(owner.test)}` asks whether flash-attn is installed: it cannot be on an NPU "
+                        "host, so this branch (with its flash-attn call, rewritten or not) never runs there; test "
+                        "for what the branch needs instead",
+                    )
 
     def _callee(self, node: cst.Call) -> str | None:
         """The qualified name of the called function. A name bound to a flash-attn 1.x function or to
@@ -882,6 +912,33 @@ class FlashAttention(ValueUses, Rule):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._import(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        """``if is_flash_attn_2_available(): from flash_attn import ...`` whose imports all go: the whole ``if``
+        goes (a probe has no side effect; libcst would leave ``if ...: pass``)."""
+        body = node.body
+        if (
+            node.orelse is not None
+            or not isinstance(body, cst.IndentedBlock)
+            or not probes(node.test, self.probe_flags)
+        ):
+            return
+        if all(self._removed_whole(line) for line in body.body):
+            self.report(
+                "NPU405",
+                node,
+                f"`if {code_of(node.test)}:` only imported flash-attn names nothing uses any more; removed",
+                lambda _: cst.RemoveFromParent(),
+                needs_torch_npu=False,
+            )
+
+    def _removed_whole(self, line: cst.BaseStatement) -> bool:
+        return isinstance(line, cst.SimpleStatementLine) and all(
+            isinstance(small, (cst.Import, cst.ImportFrom))
+            and small in self.removals
+            and len(self.removals[small]) == len(package_names(small, FLASH_PACKAGES) or ())
+            for small in line.body
+        )
 
     def visit_Try(self, node: cst.Try) -> None:
         names = self.fallback_removals.get(node)
