@@ -77,10 +77,16 @@ OPTION_CALLS = {
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
-    """Names and attributes such as ``device``, ``DEVICE``, ``self.dev``, ``train_device``."""
-    name = (
-        target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(target, cst.Attribute) else ""
-    )
+    """Names, attributes and string-keyed items such as ``device``, ``DEVICE``, ``self.dev``,
+    ``train_device``, ``kwargs["device_type"]`` (mamba's custom_fwd wrapper)."""
+    if isinstance(target, cst.Name):
+        name = target.value
+    elif isinstance(target, cst.Attribute):
+        name = target.attr.value
+    elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+        name = string_value(target.slice[0].slice.value) or ""
+    else:
+        name = ""
     return bool(name) and bool(DEVICE_NAME.search(name))
 
 
