@@ -186,14 +186,15 @@ def is_docstring(statement: cst.CSTNode) -> bool:
     )
 
 
-def _blocks(body: Sequence[cst.CSTNode]):
+def _blocks(body: Sequence[cst.CSTNode], functions: bool = True):
     """``body`` and, in source order, the statements of the blocks nested in it (``if``/``else``,
-    ``try`` bodies, ``with``, functions, classes), never an ``except`` handler: what runs when
-    the imports there succeed."""
+    ``try`` bodies, ``with``, classes, functions unless not ``functions``), never an ``except``
+    handler: what runs when the imports there succeed."""
     yield body
     for statement in body:
-        for block in _nested_bodies(statement):
-            yield from _blocks(block)
+        if functions or not isinstance(statement, cst.FunctionDef):
+            for block in _nested_bodies(statement):
+                yield from _blocks(block, functions)
 
 
 def _nested_bodies(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
@@ -208,9 +209,10 @@ def _nested_bodies(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     return bodies
 
 
-def has_plain_torch_npu_import(module: cst.Module) -> bool:
-    """``import torch_npu`` (unaliased) anywhere but an ``except`` handler."""
-    for block in _blocks(module.body):
+def has_plain_torch_npu_import(module: cst.Module, functions: bool = True) -> bool:
+    """``import torch_npu`` (unaliased) anywhere but an ``except`` handler (and function bodies,
+    unless ``functions``)."""
+    for block in _blocks(module.body, functions):
         for statement in block:
             if isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
@@ -250,7 +252,8 @@ def _after_torch_import(body: Sequence[cst.CSTNode], guarded: bool = False) -> l
 
 
 def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Module:
-    """Insert ``import torch_npu`` after the first module-level torch import, else after the first
+    """Insert ``import torch_npu`` after the first module-level torch import (unless one is imported
+    outside functions already), else after the first
     torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
     function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
     an ``except`` handler, never at module level of a file that imports torch only lazily; such a
@@ -261,11 +264,11 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     """
     if not TORCH_IMPORT.search(module.code):
         return module
-    imported = has_plain_torch_npu_import(module)
-    if not imported:
+    if not has_plain_torch_npu_import(module, functions=False):  # one in a function serves that function only
         body = _after_torch_import(module.body, guarded)
         if body is not None:
             return module.with_changes(body=body)
+    imported = has_plain_torch_npu_import(module)
     places = _TorchNpuPlaces()
     module.visit(places)
     blocks = places.blocks(first=not imported)

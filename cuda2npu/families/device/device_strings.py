@@ -19,6 +19,7 @@ which is "npu" on Ascend hosts and "cuda" elsewhere (cuda2npu/families/portable.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -32,12 +33,14 @@ from cuda2npu.core.literals import (
     string_value,
 )
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
+NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
 AMP_CALLS = {
     "torch.autocast",
@@ -239,17 +242,38 @@ class DeviceStrings(Rule):
         for target in node.comparisons:
             right = target.comparator
             if _is_device_type_expr(left):
-                self._rewrite_compared(right)
+                self._rewrite_compared(right, left)
             if _is_device_type_expr(right):  # `"cuda" in device`, `"cuda:" in device`: a part of it
-                self._rewrite_compared(left, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
+                self._rewrite_compared(left, right, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
             left = right
 
-    def _rewrite_compared(self, expr: cst.BaseExpression, prefix_ok: bool = False) -> None:
-        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
-            for element in expr.elements:
-                self._rewrite(element.value, why="device comparison")
-        else:
-            self._rewrite(expr, why="device comparison", prefix_ok=prefix_ok)
+    def _rewrite_compared(self, expr: cst.BaseExpression, device: cst.BaseExpression, prefix_ok: bool = False) -> None:
+        """``device`` compared with ``expr``: the accelerator, unless the file also compares the same
+        expression with ``"npu"`` (FastChat's ``if device != "cuda": warn("CPU-offloading is only enabled
+        when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself."""
+        sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
+        for element in [e.value for e in expr.elements] if sequence else [expr]:
+            if code_of(device) in self._compared_with_npu:
+                self._ambiguous(
+                    element, f'compared with `{code_of(device)}`, which this file also compares with "npu",'
+                )
+            else:
+                self._rewrite(element, why="device comparison", prefix_ok=prefix_ok and not sequence)
+
+    @functools.cached_property
+    def _compared_with_npu(self) -> frozenset[str]:
+        """The expressions this file compares with ``"npu"`` (the source of each)."""
+        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        if NPU_COMPARED.search(text) is None:
+            return frozenset()
+        found = set()
+        for node in iter_nodes(self.ctx.module, cst.Comparison):
+            operands = [node.left, *(target.comparator for target in node.comparisons)]
+            for first, second in zip(operands, operands[1:]):
+                for side, other in ((first, second), (second, first)):
+                    if string_value(other) == "npu":
+                        found.add(code_of(side))
+        return frozenset(found)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
