@@ -96,6 +96,8 @@ class CudaAutocastBf16(Rule):
         dtype = bound.get("dtype")
         if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "bfloat16"):
             return  # already BF16: NPU106 changes the device
+        if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "float32", "float"):
+            return  # a float32 region asked for: the precision policy does not apply
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
             self.report(
                 "NPU340",
