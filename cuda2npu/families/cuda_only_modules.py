@@ -49,6 +49,11 @@ def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[s
     matches = [p for p in data["modules"] if module == p or module.startswith(p + ".")]
     if matches:
         return data["modules"][max(matches, key=len)]
-    if module in declared or ("." not in module and EXTENSION_NAME.fullmatch(module)):
+    if is_cuda_extension(module, declared):
         return data["extension"]["note"]
     return None
+
+
+def is_cuda_extension(module: str, declared: tuple[str, ...] = ()) -> bool:
+    """A compiled CUDA extension: one the project's setup.py declares, or a top-level ``<name>_cuda``."""
+    return module in declared or ("." not in module and EXTENSION_NAME.fullmatch(module) is not None)

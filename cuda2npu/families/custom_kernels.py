@@ -11,7 +11,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.cuda_only_modules import cuda_only_module
+from cuda2npu.families.cuda_only_modules import cuda_only_module, is_cuda_extension
 
 CUDA_LIBRARIES = {
     "pycuda": "PyCUDA drives the CUDA driver API",
@@ -32,7 +32,7 @@ EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extensio
 
 def _mentions_cu_sources(node: cst.Call) -> bool:
     for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda"}:
+        if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda", "extra_cuda_cflags"}:
             return True
         for element in getattr(arg.value, "elements", ()):
             value = string_value(getattr(element, "value", None))
@@ -159,7 +159,7 @@ class CudaOnlyImports(Rule):
             return
         for alias in node.names:
             self._library(alias, dotted_name(alias.name) or "")
-        self._module_level(node, [dotted_name(alias.name) or "" for alias in node.names])
+        self._cuda_only(node, [dotted_name(alias.name) or "" for alias in node.names])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if self._depth["guarded"] or node.module is None or node.relative:
@@ -168,7 +168,7 @@ class CudaOnlyImports(Rule):
         names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
         candidates = [module, *(f"{module}.{n}" for n in names)]
         self._library(node, *candidates)
-        self._module_level(node, candidates)
+        self._cuda_only(node, candidates)
 
     def _library(self, node: cst.CSTNode, *candidates: str) -> None:
         for candidate in candidates:
@@ -177,11 +177,12 @@ class CudaOnlyImports(Rule):
                     self.report("NPU604", node, f"`{library}`: {reason}; no NPU equivalent")
                     return
 
-    def _module_level(self, node: cst.CSTNode, modules: list[str]) -> None:
-        if self._depth["function"]:
-            return
+    def _cuda_only(self, node: cst.CSTNode, modules: list[str]) -> None:
+        """NPU606 at module level; in a function only for a compiled extension (Megatron's fused softmax
+        imports its kernel in ``forward``: the call fails on an NPU host), not for a library imported lazily."""
+        declared = self.options.cuda_extensions
         for module in modules:
-            note = cuda_only_module(module, self.options.cuda_extensions, self.options.local_modules)
-            if note is not None:
+            note = cuda_only_module(module, declared, self.options.local_modules)
+            if note is not None and (not self._depth["function"] or is_cuda_extension(module, declared)):
                 self.report("NPU606", node, f"`{module}` cannot be imported on an NPU host: {note}")
                 return
