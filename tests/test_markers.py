@@ -88,7 +88,7 @@ def test_an_import_the_migration_removes_is_not_reported():
     assert "NPU606" in {f.code for f in checked.findings}, "check reports the file as it is"
 
 
-def test_cuda_only_imports_at_module_level_only():
+def test_cuda_only_imports_at_module_level_and_extensions_in_functions():
     source = dedent(
         """
         import torch
@@ -106,15 +106,19 @@ def test_cuda_only_imports_at_module_level_only():
 
 
         def lazy():
-            import xentropy_cuda
+            import xentropy_cuda  # an extension: the call fails
+
+
+        def lazy_library():
+            import triton  # a library imported lazily: left to the caller
         """
     )
     found = lambda options: {  # noqa: E731
         f.message.split("`")[1] for f in migrate_source(source.encode(), "a.py", options).findings if f.code == "NPU606"
     }
-    assert found(Options(fix=False)) == {"lightconv_cuda", "fused_dense_cuda"}
+    assert found(Options(fix=False)) == {"lightconv_cuda", "fused_dense_cuda", "xentropy_cuda"}
     declared = Options(fix=False, cuda_extensions=("fairseq.libnat_cuda",))
-    assert found(declared) == {"lightconv_cuda", "fairseq.libnat_cuda", "fused_dense_cuda"}
+    assert found(declared) == {"lightconv_cuda", "fairseq.libnat_cuda", "fused_dense_cuda", "xentropy_cuda"}
 
 
 def test_declared_extensions(tmp_path):
