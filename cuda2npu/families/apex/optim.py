@@ -142,6 +142,7 @@ class ApexFusedOptimizers(ApexRule):
         super().__init__(ctx)
         self._hazards: list[str] | None = None
         self._support_code: str | None = None  # portable output: the code of the first dispatch
+        self._callees: set[cst.CSTNode] = set()  # the callees of calls: not values
         self.bindings = ApexBindings.of(ctx) if self.active else None
 
     @property
@@ -211,11 +212,12 @@ class ApexFusedOptimizers(ApexRule):
         if module == "apex.optimizers":
             self.edits.need_import(code, tier, module, name)
             return lambda _: cst.Name(name)
-        if module.startswith("torch."):
-            self.edits.need_import(code, tier, "torch")
+        if module.startswith(("torch.", "torch_npu.")):
+            self.edits.need_import(code, tier, "torch")  # torch_npu is imported next to torch
         return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._callees.add(node.func)
         if not self.active or is_cuda_alternative(self.ctx, node):
             return  # also the apex call of portable output's `npu_call if <NPU host> else apex_call`
         name = self.apex(node.func)
@@ -243,6 +245,12 @@ class ApexFusedOptimizers(ApexRule):
             short = name.rsplit(".", 1)[1]
             message = f"`{short}` → `{MODULE}.{short}` {GENERATED}; {GENERATED_WHY[name]}"
             point_to_generated(self, OPTIMIZERS[name], node, short, message)
+        elif name == "apex.optimizers.FusedAdam" and node not in self._callees:
+            message = (
+                f"`FusedAdam` used as a value (Megatron-DeepSpeed's `adam_optimizer = Adam`) → `{MODULE}.FusedAdam` "
+                f"{GENERATED}; the torch_npu class of a call is chosen from its arguments, which are not in view here"
+            )
+            point_to_generated(self, "NPU301", node, "FusedAdam", message)
 
     def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
         """The call's arguments; positions beyond ``positional`` differ between apex releases."""
