@@ -18,6 +18,7 @@ from typing import Iterable, NamedTuple, Sequence
 import libcst as cst
 
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.traversal import iter_nodes
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -259,11 +260,12 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     an ``except`` handler, never at module level of a file that imports torch only lazily; such a
     file also gets it in each function whose code names ``torch_npu`` without seeing an import of it.
 
-    Files that never import torch need nothing: a device string they hold is used elsewhere.
+    Files that never import torch need nothing (a device string they hold is used elsewhere), unless
+    their code names ``torch_npu``: then it is imported with the file's other imports.
     ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
     if not TORCH_IMPORT.search(module.code):
-        return module
+        return add_imports(module, [ImportNeed("torch_npu")]) if _names_torch_npu(module) else module
     if not has_plain_torch_npu_import(module, functions=False):  # one in a function serves that function only
         body = _after_torch_import(module.body, guarded)
         if body is not None:
@@ -273,6 +275,12 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     module.visit(places)
     blocks = places.blocks(first=not imported)
     return module.visit(_NestedInsertion(blocks, guarded)) if blocks else module
+
+
+def _names_torch_npu(module: cst.Module) -> bool:
+    """The code reads the name ``torch_npu`` (a rewrite to ``torch_npu.optim.X`` in a file without a
+    torch import; comments and markers that mention it do not count)."""
+    return "torch_npu" in module.code and any(n.value == "torch_npu" for n in iter_nodes(module, cst.Name))
 
 
 def _binds_torch_npu(statement: cst.CSTNode) -> bool:

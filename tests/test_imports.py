@@ -1,0 +1,39 @@
+"""core.imports.ensure_torch_npu_import: where `import torch_npu` goes, and when it is needed."""
+
+from __future__ import annotations
+
+import libcst as cst
+from helpers import dedent
+
+from cuda2npu.core.imports import ensure_torch_npu_import
+
+
+def ensured(source: str) -> str:
+    return ensure_torch_npu_import(cst.parse_module(dedent(source))).code
+
+
+def test_an_import_inside_a_function_serves_only_that_function():
+    source = """
+        import torch
+
+
+        def load(device):
+            if device == "npu":
+                import torch_npu
+            return device
+
+
+        def sync():
+            torch.npu.synchronize()
+        """
+    assert ensured(source).startswith("import torch\nimport torch_npu\n")
+
+
+def test_a_file_without_a_torch_import_gets_one_only_when_its_code_names_torch_npu():
+    named = "from megatron import get_args\n\nopt = torch_npu.optim.NpuFusedSGD(params)\n"
+    assert (
+        ensured(named)
+        == "from megatron import get_args\nimport torch_npu\n\nopt = torch_npu.optim.NpuFusedSGD(params)\n"
+    )
+    mentioned = "x = 1  # TODO(cuda2npu): use torch_npu.npu_rms_norm\n"
+    assert ensured(mentioned) == mentioned
