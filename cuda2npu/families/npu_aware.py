@@ -7,7 +7,8 @@ Rewriting its CUDA side to NPU duplicates the NPU side and loses the CUDA one. R
 node for which :func:`is_cuda_alternative` is true.
 
 The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or names with a
-``cuda`` word, such as ``is_cuda`` and ``torch.cuda``; NPU likewise through ``npu``/``hccl``):
+``cuda`` word, such as ``is_cuda``, ``torch.cuda`` and ``CUDAFusedRMSNormWithHook``; NPU likewise
+through ``npu``/``hccl``):
 
 - runs of adjacent ``if`` statements and their ``elif`` branches: a branch whose test mentions
   CUDA (not NPU), test and body, when another branch's test mentions the NPU; and the ``else``
@@ -42,6 +43,8 @@ from cuda2npu.core.traversal import iter_nodes, walk
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
+CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
+NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")
 CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
 NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
 OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # accelerators with branches of their own
@@ -74,8 +77,8 @@ class _Mentions(cst.CSTVisitor):
             self._string(first.value)
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.cuda |= CUDA_WORD.search(node.value) is not None
-        self.npu |= NPU_WORD.search(node.value) is not None
+        self.cuda |= CUDA_WORD.search(node.value) is not None or CUDA_CAMEL.search(node.value) is not None
+        self.npu |= NPU_WORD.search(node.value) is not None or NPU_CAMEL.search(node.value) is not None
         self.other_backend |= OTHER_BACKEND_CLASS.search(node.value) is not None
         self.other_device |= OTHER_DEVICE_WORD.search(node.value) is not None
 
@@ -208,11 +211,14 @@ NPU_CHECK = re.compile(r"npu.*available|available.*npu", re.IGNORECASE)
 
 
 def _detects_npu(test: cst.BaseExpression) -> bool:
-    """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``."""
+    """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``,
+    a flag with an ``npu`` word (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works)."""
     if isinstance(test, cst.Comparison):
         return mentions(test) == (False, True)
     name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
-    return bool(NPU_CHECK.search(name)) or name.rpartition(".")[2] == "is_npu"
+    last = name.rpartition(".")[2]
+    flag = not isinstance(test, cst.Call) and NPU_WORD.search(last) is not None
+    return bool(NPU_CHECK.search(name)) or last == "is_npu" or flag
 
 
 def _cuda_else(chain: cst.If) -> cst.CSTNode | None:

@@ -32,7 +32,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import NameResolver, NameUses, dotted_name
 from cuda2npu.core.nodes import as_positional, atom, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk, walk_batched
+from cuda2npu.core.traversal import iter_nodes, walk, walk_batched
 from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
@@ -43,6 +43,7 @@ from cuda2npu.families.apex.common import (
     canonical,
     is_fallback_assignment,
 )
+from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
@@ -141,6 +142,26 @@ class ClassRenames(ApexRule):
                 self._rename_reference(element.value)
 
 
+def _passes_eps(cls: cst.ClassDef) -> bool:
+    """The class's ``__init__`` passes ``eps`` to ``super().__init__(...)`` (ColossalAI's
+    ``CUDAFusedRMSNormWithHook``): the base's default eps never applies."""
+    for statement in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            for call in iter_nodes(statement, cst.Call):
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == "__init__"
+                    and isinstance(func.value, cst.Call)
+                    and dotted_name(func.value.func) == "super"
+                ):
+                    try:
+                        return "eps" in bind(call, NORM_PARAMS)
+                    except Unbindable:
+                        return False
+    return False
+
+
 @register
 class FusedNorms(ValueUses, ClassRenames):
     """NPU320 FusedLayerNorm, NPU321 FusedRMSNorm and their functional forms; the classes also where
@@ -183,15 +204,17 @@ class FusedNorms(ValueUses, ClassRenames):
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         """The class passed around, subclassed or tested: torch's class where it is constructed the same way."""
         name = self.apex(expr) if self.active else None
-        if name not in self.RENAMES:
-            return
+        if name not in self.RENAMES or is_cuda_alternative(self.ctx, expr):
+            return  # also the CUDA side of NPU-aware code (ColossalAI's `else: class ...(ApexFusedRMSNorm)`)
         code, torch_name = self.RENAMES[name]
         short = name.rsplit(".", 1)[1]
         if self._rms_unavailable(code, expr, f"`{short}`"):
             return
-        if self._registration_behind_apex(self.ctx.statement):
+        statement = self.ctx.statement
+        subclassed = isinstance(statement, cst.ClassDef) and any(expr is base.value for base in statement.bases)
+        if not subclassed and self._behind_apex(statement):
             return
-        if code == "NPU321" and not class_test:  # constructed elsewhere, maybe without eps
+        if code == "NPU321" and not class_test and not (subclassed and _passes_eps(statement)):
             self.report(
                 code,
                 expr,
@@ -202,13 +225,11 @@ class FusedNorms(ValueUses, ClassRenames):
             return
         self._rename_reference(expr)
 
-    def _registration_behind_apex(self, statement: cst.CSTNode | None) -> bool:
-        """A simple statement behind `import apex` (``LEAF_MODULES.append(FusedLayerNorm)``): it never runs
-        where apex is missing; the availability pattern (``X = FusedLayerNorm`` / ``except: X = None``)
-        and definitions (a class subclassing it) run there once migrated."""
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return False
-        guard = apex_guard(self.edits.index, statement)
+    def _behind_apex(self, statement: cst.CSTNode | None) -> bool:
+        """A statement behind `import apex` (``LEAF_MODULES.append(FusedLayerNorm)``, a decorator
+        registering it): it never runs where apex is missing. The availability pattern (``X =
+        FusedLayerNorm`` / ``except: X = None``) runs there once migrated, and so do subclasses."""
+        guard = apex_guard(self.edits.index, statement) if statement is not None else None
         return guard is not None and not is_fallback_assignment(guard, statement)
 
     def _rms_unavailable(self, code: str, node: cst.CSTNode, what: str) -> bool:
