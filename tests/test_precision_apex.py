@@ -100,16 +100,16 @@ def test_an_alias_of_a_class_defined_in_the_try_is_not_a_flag():
         import torch
 
         try:
-            from apex.normalization import FusedRMSNorm as ApexRMSNorm
+            from apex.normalization import FusedLayerNorm as ApexLayerNorm
 
-            class HookedRMSNorm(ApexRMSNorm):
+            class HookedLayerNorm(ApexLayerNorm):
                 pass
 
-            RMSNormImpl = HookedRMSNorm
+            LayerNormImpl = HookedLayerNorm
         except ImportError:
-            RMSNormImpl = None
+            LayerNormImpl = None
     """)
-    assert "apex" not in text and "class HookedRMSNorm(torch.nn.RMSNorm):" in text
+    assert "apex" not in text and "class HookedLayerNorm(torch.nn.LayerNorm):" in text
 
 
 def test_a_flag_with_apex_uses_left_reports_only_the_uses():
