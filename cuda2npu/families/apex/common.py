@@ -360,6 +360,14 @@ def apex_guard(index: TreeIndex, stmt: cst.CSTNode) -> cst.Try | None:
     return None
 
 
+def apex_dependent(index: TreeIndex, stmt: cst.CSTNode | None) -> bool:
+    """``stmt`` is behind an apex import (``LEAF_MODULES.append(FusedLayerNorm)``, a decorator
+    registering it) and is not the availability pattern's assignment (``X = FusedLayerNorm`` /
+    ``except: X = None``): it never runs where apex is missing, so renaming in it changes nothing there."""
+    guard = apex_guard(index, stmt) if stmt is not None else None
+    return guard is not None and not is_fallback_assignment(guard, stmt)
+
+
 def is_fallback_assignment(guard: cst.Try, stmt: cst.CSTNode) -> bool:
     """``stmt`` assigns a name that a handler of ``guard`` assigns too (``X = apex...`` / ``except: X = None``):
     the availability pattern, whose ``try`` body runs on NPU hosts once its apex uses are migrated."""

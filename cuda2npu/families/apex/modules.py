@@ -37,11 +37,10 @@ from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
-    apex_guard,
+    apex_dependent,
     apex_name,
     behind_apex_import,
     canonical,
-    is_fallback_assignment,
 )
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -212,7 +211,7 @@ class FusedNorms(ValueUses, ClassRenames):
             return
         statement = self.ctx.statement
         subclassed = isinstance(statement, cst.ClassDef) and any(expr is base.value for base in statement.bases)
-        if not subclassed and self._behind_apex(statement):
+        if not subclassed and apex_dependent(self.edits.index, statement):
             return
         if code == "NPU321" and not class_test and not (subclassed and _passes_eps(statement)):
             self.report(
@@ -224,13 +223,6 @@ class FusedNorms(ValueUses, ClassRenames):
             )
             return
         self._rename_reference(expr)
-
-    def _behind_apex(self, statement: cst.CSTNode | None) -> bool:
-        """A statement behind `import apex` (``LEAF_MODULES.append(FusedLayerNorm)``, a decorator
-        registering it): it never runs where apex is missing. The availability pattern (``X =
-        FusedLayerNorm`` / ``except: X = None``) runs there once migrated, and so do subclasses."""
-        guard = apex_guard(self.edits.index, statement) if statement is not None else None
-        return guard is not None and not is_fallback_assignment(guard, statement)
 
     def _rms_unavailable(self, code: str, node: cst.CSTNode, what: str) -> bool:
         if code == "NPU321" and not self._has_rms_norm():

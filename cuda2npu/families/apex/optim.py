@@ -37,7 +37,7 @@ from cuda2npu.core.nodes import code_of, expression, keyword_arg, root_name, wit
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
-from cuda2npu.families.apex.common import ApexRule
+from cuda2npu.families.apex.common import ApexRule, apex_dependent
 from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -245,12 +245,20 @@ class ApexFusedOptimizers(ApexRule):
             short = name.rsplit(".", 1)[1]
             message = f"`{short}` → `{MODULE}.{short}` {GENERATED}; {GENERATED_WHY[name]}"
             point_to_generated(self, OPTIMIZERS[name], node, short, message)
-        elif name == "apex.optimizers.FusedAdam" and node not in self._callees:
+        elif name == "apex.optimizers.FusedAdam" and self._plain_value(node):
             message = (
                 f"`FusedAdam` used as a value (Megatron-DeepSpeed's `adam_optimizer = Adam`) → `{MODULE}.FusedAdam` "
                 f"{GENERATED}; the torch_npu class of a call is chosen from its arguments, which are not in view here"
             )
             point_to_generated(self, "NPU301", node, "FusedAdam", message)
+
+    def _plain_value(self, node: cst.BaseExpression) -> bool:
+        """Not a call's callee, not a base class (fairseq's ``FusedAdamV2(FusedAdam)`` reaches into apex's
+        internals) and not behind an apex import that stays."""
+        statement = self.ctx.statement
+        if node in self._callees or apex_dependent(self.edits.index, statement):
+            return False
+        return not (isinstance(statement, cst.ClassDef) and any(node is base.value for base in statement.bases))
 
     def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
         """The call's arguments; positions beyond ``positional`` differ between apex releases."""
