@@ -170,6 +170,14 @@ class CudaOnlyImports(Rule):
         self._library(node, *candidates)
         self._cuda_only(node, candidates)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer norm)."""
+        if self._depth["guarded"] or not node.args or node.args[0].keyword is not None:
+            return
+        module = string_value(node.args[0].value)
+        if module and self.resolver.qualified_name(node.func) == "importlib.import_module":
+            self._cuda_only(node, [module])
+
     def _library(self, node: cst.CSTNode, *candidates: str) -> None:
         for candidate in candidates:
             for library, reason in CUDA_LIBRARIES.items():
