@@ -900,10 +900,9 @@ class FlashAttention(ValueUses, Rule):
                 statement,
                 "NPU403",
                 expr,
-                f"`{code_of(expr)}` used other than by calling it: its calls are "
-                "rewritten for the NPU, this use still needs flash-attn, which cannot be installed on an NPU "
-                "host (a guard such as `is not None` is then False and the rewritten calls never run; a "
-                "call through an alias is not migrated): replace it by hand",
+                f"`{code_of(expr)}` used other than by calling it: this use still needs flash-attn, which cannot be "
+                "installed on an NPU host (a guard such as `is not None` is False there; direct calls are "
+                "rewritten, a call through an alias or an attribute is not): replace it by hand",
             )
 
     # ---------------------------------------------------------------- imports and module support
