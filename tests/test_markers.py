@@ -44,8 +44,9 @@ def test_an_existing_marker_is_recognised_whatever_its_reason():
 
 def test_which_findings_get_a_marker():
     options = Options()
-    assert marker_reason("NPU606", Tier.MANUAL, "what\nmore", options, applied=False) == "what"
-    assert marker_reason("NPU342", Tier.REVIEW, "what\nmore", options, applied=False) == "review: what"
+    # a message quoting multi-line code (an `if (\n a\n and b\n):` test) is one line in the marker
+    assert marker_reason("NPU606", Tier.MANUAL, "`(\n    a\n)` what", options, applied=False) == "`( a )` what"
+    assert marker_reason("NPU342", Tier.REVIEW, "what", options, applied=False) == "review: what"
     assert (
         marker_reason("NPU101", Tier.EXACT, "what\nmore", options, applied=False) == "review: what"
     )  # above --max-tier

@@ -134,7 +134,7 @@ def marker_reason(code: str, tier: Tier, message: str, options: Options, applied
     """The reason a finding's ``# TODO(cuda2npu)`` marker gives (None: no marker), see rules/tables/markers.toml."""
     if not options.markers:
         return None
-    reason = message.splitlines()[0]
+    reason = " ".join(message.split())  # one line: a message quoting multi-line code stays whole
     if tier is Tier.MANUAL and not applied:
         return reason
     if not options.review_markers:

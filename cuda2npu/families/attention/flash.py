@@ -69,7 +69,7 @@ from cuda2npu.families.attention.common import (
     plan_import_removals,
     support_fix,
 )
-from cuda2npu.families.attention.probes import probe_flags, probes
+from cuda2npu.families.attention.probes import find_probe, probe_flags
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -542,15 +542,16 @@ class FlashAttention(ValueUses, Rule):
             return
         for owner, role in TreeIndex.of(self.ctx).enclosing(statement):
             if isinstance(owner, cst.If) and role == "body" and owner not in self.probes_reported:
-                if probes(owner.test, self.probe_flags):
+                probe = find_probe(owner.test, self.probe_flags)
+                if probe is not None:
                     self.probes_reported.add(owner)
                     self.report_in(
                         owner,
                         "NPU408",
-                        owner.test,
-                        f"`{code_of(owner.test)}` asks whether flash-attn is installed: it cannot be on an NPU "
-                        "host, so this branch (with its flash-attn call, rewritten or not) never runs there; test "
-                        "for what the branch needs instead",
+                        probe,
+                        f"`{code_of(probe)}` asks whether flash-attn is installed: it cannot be on an NPU host, so "
+                        "this branch (with its flash-attn call, rewritten or not) never runs there; test for what "
+                        "the branch needs instead",
                     )
 
     def _callee(self, node: cst.Call) -> str | None:
@@ -919,7 +920,7 @@ class FlashAttention(ValueUses, Rule):
         if (
             node.orelse is not None
             or not isinstance(body, cst.IndentedBlock)
-            or not probes(node.test, self.probe_flags)
+            or find_probe(node.test, self.probe_flags) is None
         ):
             return
         if all(self._removed_whole(line) for line in body.body):

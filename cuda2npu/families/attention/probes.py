@@ -24,21 +24,18 @@ def probe_flags(module: cst.Module) -> frozenset[str]:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None and probes(small.value):
+            if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None and find_probe(small.value):
                 targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                 flags.update(name for target in targets for name in target_names(target))
     return frozenset(flags)
 
 
-def probes(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) -> bool:
-    """``test`` calls a probe or reads one of ``flags``."""
+def find_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) -> cst.CSTNode | None:
+    """The probe call in ``test``, or the name of one of ``flags`` it reads (None: neither)."""
     for node in iter_nodes(test, (cst.Call, cst.Name)):
-        if isinstance(node, cst.Name):
-            if node.value in flags:
-                return True
-        elif _is_probe_call(node):
-            return True
-    return False
+        if node.value in flags if isinstance(node, cst.Name) else _is_probe_call(node):
+            return node
+    return None
 
 
 def _is_probe_call(call: cst.Call) -> bool:
