@@ -14,6 +14,7 @@ fixes rebuild the autocast call on top of them, and nothing they emit is a CUDA 
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -24,7 +25,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -39,6 +40,12 @@ SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.Gra
 SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
 FP16_INIT_SCALE = "2.0**14"
 MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
+AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 renames the CUDA ones)
+    "torch.get_autocast_gpu_dtype",
+    "torch.get_autocast_dtype",
+    "torch.npu.get_autocast_dtype",
+    "torch_npu.npu.get_autocast_dtype",
+}
 
 
 def _callee_name(node: cst.Call) -> str | None:
@@ -82,11 +89,36 @@ class CudaAutocastBf16(Rule):
         elif qualified in CUSTOM_FWD:
             self._custom_fwd(node)
 
+    def _saved_autocast_state(self, node: cst.Call) -> bool:
+        """``autocast(**ctx.gpu_autocast_kwargs)`` where this file assigns ``ctx.gpu_autocast_kwargs`` a dict
+        whose ``"dtype"`` is the active region's (the checkpoint helper of Stable Diffusion derived code)."""
+        starred = [code_of(arg.value) for arg in node.args if arg.star == "**"]
+        return bool(starred) and all(name in self._state_dicts for name in starred)
+
+    @functools.cached_property
+    def _state_dicts(self) -> set[str]:
+        """The targets (as code) of dict literals whose ``"dtype"`` entry is an autocast dtype getter."""
+        found = set()
+        for node in iter_nodes(self.ctx.module, cst.Assign):
+            value = node.value
+            if isinstance(value, cst.Dict) and any(
+                isinstance(e, cst.DictElement)
+                and string_value(e.key) == "dtype"
+                and self._current_autocast_dtype(e.value)
+                for e in value.elements
+            ):
+                found.update(code_of(target.target) for target in node.targets)
+        return found
+
+    def _current_autocast_dtype(self, value: cst.BaseExpression) -> bool:
+        """``torch.get_autocast_gpu_dtype()`` and the other getters of the active autocast dtype."""
+        return isinstance(value, cst.Call) and self.resolver.qualified_name(value.func) in AUTOCAST_DTYPE_GETTERS
+
     def _autocast(self, node: cst.Call, params: tuple[str, ...], cuda: bool) -> None:
         try:
             bound = bind(node, params)
         except Unbindable as exc:
-            if cuda or _given_device(node) in ("cuda", None):  # None: `*args` may hold it
+            if (cuda or _given_device(node) in ("cuda", None)) and not self._saved_autocast_state(node):
                 self.report("NPU340", node, f"CUDA autocast not migrated to BF16: {exc}", tier=Tier.MANUAL)
             return
         if not cuda and _device(bound, "device_type", None) != "cuda":
@@ -98,6 +130,8 @@ class CudaAutocastBf16(Rule):
             return  # already BF16: NPU106 changes the device
         if dtype is not None and is_torch_dtype(self.resolver, dtype.value, "float32", "float"):
             return  # a float32 region asked for: the precision policy does not apply
+        if dtype is not None and self._current_autocast_dtype(dtype.value):
+            return  # the enclosing region's dtype (BF16 under the policy): a checkpoint re-entering autocast
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
             self.report(
                 "NPU340",
