@@ -142,7 +142,6 @@ class ApexFusedOptimizers(ApexRule):
         super().__init__(ctx)
         self._hazards: list[str] | None = None
         self._support_code: str | None = None  # portable output: the code of the first dispatch
-        self._callees: set[cst.CSTNode] = set()  # the callees of calls: not values
         self.bindings = ApexBindings.of(ctx) if self.active else None
 
     @property
@@ -217,7 +216,6 @@ class ApexFusedOptimizers(ApexRule):
         return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._callees.add(node.func)
         if not self.active or is_cuda_alternative(self.ctx, node):
             return  # also the apex call of portable output's `npu_call if <NPU host> else apex_call`
         name = self.apex(node.func)
@@ -253,12 +251,16 @@ class ApexFusedOptimizers(ApexRule):
             point_to_generated(self, "NPU301", node, "FusedAdam", message)
 
     def _plain_value(self, node: cst.BaseExpression) -> bool:
-        """Not a call's callee, not a base class (fairseq's ``FusedAdamV2(FusedAdam)`` reaches into apex's
-        internals) and not behind an apex import that stays."""
+        """The class assigned to a name to be called later (Megatron-DeepSpeed's ``adam_optimizer = Adam``,
+        also as a branch of ``a if c else b``), not behind an apex import that stays. Other uses are left:
+        a base class (fairseq's ``FusedAdamV2(FusedAdam)`` reaches into apex's internals), a class test
+        (DeepSpeed's ``fused_opts = (apex.optimizers.FusedAdam, FusedAdam)`` for ``isinstance``)."""
         statement = self.ctx.statement
-        if node in self._callees or apex_dependent(self.edits.index, statement):
+        if not isinstance(statement, cst.SimpleStatementLine) or apex_dependent(self.edits.index, statement):
             return False
-        return not (isinstance(statement, cst.ClassDef) and any(node is base.value for base in statement.bases))
+        small = statement.body[0]
+        value = small.value if isinstance(small, cst.Assign) and len(statement.body) == 1 else None
+        return value is node or (isinstance(value, cst.IfExp) and node in (value.body, value.orelse))
 
     def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
         """The call's arguments; positions beyond ``positional`` differ between apex releases."""
