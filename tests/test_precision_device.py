@@ -74,6 +74,8 @@ def test_else_of_an_npu_check_is_the_cuda_side():
     assert kept_strings(source) == ["cuda"]
     flag = 'if args.npu_fused:\n    a = "npu"\nelse:\n    a = "cuda"\n'  # a feature switch, not a device check
     assert kept_strings(flag) == []
+    detected = 'if SUPPORT_NPU:\n    a = "npu"\nelse:\n    a = "cuda"\n'  # ColossalAI: set where torch_npu imports
+    assert kept_strings(detected) == ["cuda"]
 
 
 def test_cuda_inside_a_branch_taken_only_on_npu_is_deliberate():

@@ -208,16 +208,20 @@ def _npu_word(match: re.Match) -> str:
 
 
 NPU_CHECK = re.compile(r"npu.*available|available.*npu", re.IGNORECASE)
+NPU_FLAG = re.compile(  # SUPPORT_NPU, HAS_NPU, use_npu, npu_enabled; not a feature such as `args.npu_fused`
+    r"(?:(?:is|has|use|using|with|on|support|supports|enable|enabled)_)+npu|npu_(?:enabled|supported|support)",
+    re.IGNORECASE,
+)
 
 
 def _detects_npu(test: cst.BaseExpression) -> bool:
     """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``,
-    a flag with an ``npu`` word (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works)."""
+    an NPU flag (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works)."""
     if isinstance(test, cst.Comparison):
         return mentions(test) == (False, True)
     name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
     last = name.rpartition(".")[2]
-    flag = not isinstance(test, cst.Call) and NPU_WORD.search(last) is not None
+    flag = not isinstance(test, cst.Call) and NPU_FLAG.fullmatch(last) is not None
     return bool(NPU_CHECK.search(name)) or last == "is_npu" or flag
 
 
