@@ -16,6 +16,8 @@ through ``npu``/``hccl``):
   CUDA test);
 - the body of a branch taken only on the NPU (its test mentions the NPU, not CUDA): a CUDA
   name there is deliberate (``if device_type == "npu": device_type = "cuda"``, a table key);
+- the test and body of a branch that rules the NPU out (``if x.device.type != "npu" and
+  is_cuda_available():``, ``not x.is_npu``);
 - the body of a branch taken only on another accelerator (``elif device_type == "musa":``,
   ``if is_mlu_available():``, ``a if is_torch_xla_available() else b``): nothing there runs on
   the NPU (mmengine's MUSA autocast reads ``torch.get_autocast_gpu_dtype()``);
@@ -91,6 +93,21 @@ def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
     return found.cuda, found.npu
 
 
+def _excludes_npu(test: cst.BaseExpression) -> bool:
+    """A test false on the NPU: an ``and`` with ``x.device.type != "npu"``, ``not x.is_npu`` or
+    ``not is_npu_available()`` (mmcv's ``if xyz.device.type != 'npu' and is_cuda_available():``)."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (_excludes_npu(test.left) or _excludes_npu(test.right))
+    if isinstance(test, cst.UnaryOperation):
+        return isinstance(test.operator, cst.Not) and _detects_npu(test.expression)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator, other = test.comparisons[0].operator, test.comparisons[0].comparator
+        if isinstance(operator, (cst.NotEqual, cst.IsNot)):
+            return "npu" in (string_value(test.left), string_value(other))
+        return isinstance(operator, cst.NotIn) and string_value(test.left) == "npu"  # "npu" not in str(device)
+    return False
+
+
 def _only_another_device(test: cst.BaseExpression) -> bool:
     """A test true only on another accelerator: ``is_mlu_available()``, ``torch.musa.is_available()``,
     ``x.is_mps``, ``device_type == "musa"`` (also ``and``-ed with other conditions). Its branch never
@@ -142,6 +159,7 @@ class _Constructs(cst.CSTVisitor):
                 self.roots += _cuda_only([(t, [t, b]) for t, b in branches])
                 self.roots += [b for t, b in branches if mentions(t) == (False, True) and mentions(b)[0]]
                 self.roots += [b for t, b in branches if _only_another_device(t)]
+                self.roots += [n for t, b in branches if _excludes_npu(t) for n in (t, b)]
                 self.roots += [e for chain in run if (e := _cuda_else(chain)) is not None]
                 run = []
         self._assignments(body)
