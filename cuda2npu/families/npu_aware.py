@@ -6,9 +6,9 @@ Multi-backend code tests for both devices (``if x.is_cuda: ... elif x.is_npu: ..
 Rewriting its CUDA side to NPU duplicates the NPU side and loses the CUDA one. Rules skip any
 node for which :func:`is_cuda_alternative` is true.
 
-The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings or names with a
-``cuda`` word, such as ``is_cuda``, ``torch.cuda`` and ``CUDAFusedRMSNormWithHook``; NPU likewise
-through ``npu``/``hccl``):
+The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings, names or
+identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda``,
+``CUDAFusedRMSNormWithHook`` and ``os.getenv("FORCE_CUDA")``; NPU likewise through ``npu``/``hccl``):
 
 - runs of adjacent ``if`` statements and their ``elif`` branches: a branch whose test mentions
   CUDA (not NPU), test and body, when another branch's test mentions the NPU; and the ``else``
@@ -47,6 +47,7 @@ CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
 NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
 NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
 OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # accelerators with branches of their own
@@ -69,6 +70,9 @@ class _Mentions(cst.CSTVisitor):
             self.cuda |= CUDA_STRING.fullmatch(value) is not None
             self.npu |= NPU_STRING.fullmatch(value) is not None
             self.other_device |= OTHER_DEVICE_STRING.fullmatch(value) is not None
+            if IDENTIFIER.fullmatch(value):  # an environment variable: mmcv's os.getenv("FORCE_NPU")
+                self.cuda |= CUDA_WORD.search(value) is not None
+                self.npu |= NPU_WORD.search(value) is not None
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         self._string(string_value(node))
