@@ -204,6 +204,20 @@ def test_diff_applies_with_git(tmp_path, source):
     )
 
 
+def test_diff_shows_only_changed_lines_in_a_long_file(tmp_path):
+    """difflib's autojunk would show frequent lines (here `atol=1e-3)` and blank lines) removed and added
+    again around the changes of a file longer than 200 lines (mmcv's tests)."""
+    block = "    check(\n        x.cuda(),\n        atol=1e-3)\n\n"
+    source = "import torch\n\n\ndef test(x):\n" + block * 60
+    (tmp_path / "m.py").write_text(source)
+    patch = cuda2npu("migrate", "m.py", "--diff", cwd=tmp_path).stdout
+    removed = [line[1:] for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == ["        x.cuda(),"] * 60
+    (tmp_path / "m.patch").write_text(patch)
+    subprocess.run(["git", "apply", "m.patch"], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "m.py").read_text().count("x.npu(),") == 60
+
+
 LEFTOVERS = "import torch\nimport triton\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
 
 

@@ -47,9 +47,7 @@ def test_which_findings_get_a_marker():
     # a message quoting multi-line code (an `if (\n a\n and b\n):` test) is one line in the marker
     assert marker_reason("NPU606", Tier.MANUAL, "`(\n    a\n)` what", options, applied=False) == "`( a )` what"
     assert marker_reason("NPU342", Tier.REVIEW, "what", options, applied=False) == "review: what"
-    assert (
-        marker_reason("NPU101", Tier.EXACT, "what", options, applied=False) == "review: what"
-    )  # above --max-tier
+    assert marker_reason("NPU101", Tier.EXACT, "what", options, applied=False) == "review: what"  # above --max-tier
     assert marker_reason("NPU005", Tier.REVIEW, "what", options, applied=False) is None
     # applied: only where the rule raised the tier of this finding, or the code is listed
     assert marker_reason("NPU103", Tier.REVIEW, "what", options, applied=True) == "review: what"
