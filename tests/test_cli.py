@@ -204,6 +204,22 @@ def test_diff_applies_with_git(tmp_path, source):
     )
 
 
+def test_a_cuda_class_whose_npu_class_the_project_implements_is_left_alone(tmp_path):
+    """ColossalAI's CudaAccelerator next to npu_accelerator.py's NpuAccelerator: a table picks one per host."""
+    (tmp_path / "cuda_accelerator.py").write_text(
+        "import torch\n\n\nclass CudaAccelerator:\n    def synchronize(self):\n        torch.cuda.synchronize()\n"
+    )
+    (tmp_path / "train.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
+    before = cuda2npu("migrate", ".", "--diff", cwd=tmp_path).stdout
+    assert "+++ b/cuda_accelerator.py" in before  # no NPU class in the project: migrated
+    (tmp_path / "npu_accelerator.py").write_text(
+        "import torch\nimport torch_npu\n\n\nclass NpuAccelerator:\n    def synchronize(self):\n"
+        "        torch.npu.synchronize()\n"
+    )
+    after = cuda2npu("migrate", ".", "--diff", cwd=tmp_path).stdout
+    assert "cuda_accelerator.py" not in after and "+torch.npu.synchronize()" in after
+
+
 def test_diff_shows_only_changed_lines_in_a_long_file(tmp_path):
     """difflib's autojunk would show frequent lines (here `atol=1e-3)` and blank lines) removed and added
     again around the changes of a file longer than 200 lines (mmcv's tests)."""

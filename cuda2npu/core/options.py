@@ -36,6 +36,7 @@ class Options:
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
     cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
     local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
+    npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":

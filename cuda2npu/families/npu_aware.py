@@ -30,7 +30,9 @@ identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda`
 - assignments to a name with a ``cuda`` word (``self.is_cuda``) when the same block also
   assigns its ``npu`` counterpart (``self.is_npu``);
 - whole classes implementing another backend of an accelerator abstraction (``CPU_Accelerator``,
-  ``HpuAccelerator``, ``MPSPlatform``): nothing there runs on the NPU.
+  ``HpuAccelerator``, ``MPSPlatform``): nothing there runs on the NPU; and the CUDA class of one
+  whose NPU class the project implements in another file (``CudaAccelerator`` next to
+  ``NpuAccelerator``: ``Options.npu_backend_classes``, a project fact).
 """
 
 from __future__ import annotations
@@ -317,9 +319,9 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
+    nodes: set[cst.CSTNode] = {node for body in _counterpart_classes(ctx) for node in iter_nodes(body)}
     if ctx.text is not None and not may_mention_another_device(ctx.text):
-        return frozenset()  # most CUDA files never spell the NPU: no walk needed
-    nodes: set[cst.CSTNode] = set()
+        return frozenset(nodes)  # most CUDA files never spell the NPU: no walk needed
     found = _Mentions()
     walk(ctx.module, found)
     if found.npu or found.other_backend or found.other_device:  # most CUDA files name none: nothing to keep
@@ -328,6 +330,26 @@ def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
         for root in constructs.roots:
             nodes.update(iter_nodes(root))
     return frozenset(nodes)
+
+
+def _counterpart_classes(ctx) -> list[cst.CSTNode]:
+    """The bodies of the module-level classes whose NPU counterpart the project implements in another
+    file (ColossalAI's ``CudaAccelerator`` next to ``npu_accelerator.py``'s ``NpuAccelerator``, DeepSpeed's
+    ``CUDA_Accelerator`` next to ``NPU_Accelerator``): an accelerator table picks one of them per host."""
+    wanted = {_backend_key(name) for name in ctx.options.npu_backend_classes}
+    if not wanted:
+        return []
+    return [
+        statement.body
+        for statement in ctx.module.body
+        if isinstance(statement, cst.ClassDef)
+        and "cuda" in statement.name.value.lower()
+        and _backend_key(statement.name.value).replace("cuda", "npu") in wanted
+    ]
+
+
+def _backend_key(name: str) -> str:
+    return name.lower().replace("_", "")
 
 
 def is_cuda_alternative(ctx, node: cst.CSTNode) -> bool:
