@@ -207,11 +207,11 @@ class FusedNorms(ValueUses, ClassRenames):
             return  # also the CUDA side of NPU-aware code (ColossalAI's `else: class ...(ApexFusedRMSNorm)`)
         code, torch_name = self.RENAMES[name]
         short = name.rsplit(".", 1)[1]
-        if self._rms_unavailable(code, expr, f"`{short}`"):
-            return
         statement = self.ctx.statement
         subclassed = isinstance(statement, cst.ClassDef) and any(expr is base.value for base in statement.bases)
         if not subclassed and apex_dependent(self.edits.index, statement):
+            return
+        if self._rms_unavailable(code, expr, f"`{short}`"):
             return
         if code == "NPU321" and not class_test and not (subclassed and _passes_eps(statement)):
             self.report(
