@@ -264,8 +264,9 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     their code names ``torch_npu``: then it is imported with the file's other imports.
     ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
-    if not TORCH_IMPORT.search(module.code):
-        return add_imports(module, [ImportNeed("torch_npu")]) if _names_torch_npu(module) else module
+    code = module.code  # generated anew on every access
+    if not TORCH_IMPORT.search(code):
+        return add_imports(module, [ImportNeed("torch_npu")]) if _names_torch_npu(module, code) else module
     if not has_plain_torch_npu_import(module, functions=False):  # one in a function serves that function only
         body = _after_torch_import(module.body, guarded)
         if body is not None:
@@ -277,10 +278,10 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     return module.visit(_NestedInsertion(blocks, guarded)) if blocks else module
 
 
-def _names_torch_npu(module: cst.Module) -> bool:
+def _names_torch_npu(module: cst.Module, code: str) -> bool:
     """The code reads the name ``torch_npu`` (a rewrite to ``torch_npu.optim.X`` in a file without a
     torch import; comments and markers that mention it do not count)."""
-    return "torch_npu" in module.code and any(n.value == "torch_npu" for n in iter_nodes(module, cst.Name))
+    return "torch_npu" in code and any(n.value == "torch_npu" for n in iter_nodes(module, cst.Name))
 
 
 def _binds_torch_npu(statement: cst.CSTNode) -> bool:

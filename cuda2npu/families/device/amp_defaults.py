@@ -27,12 +27,12 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.precision import SCALER  # torch's device-generic GradScaler names
 
 # the torch release with torch.is_autocast_enabled(device_type), get_autocast_dtype(device_type) and
 # set_autocast_dtype/set_autocast_enabled(device_type, ...), for which the *_gpu_* forms are deprecated
 # (pytorch/pytorch#125103, merged May 2024; the release, 2.4, INFERRED from that date)
 DEVICE_TYPE_FORMS = (2, 4)
-SCALERS = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
 # CUDA's autocast state: (torch function, positional arguments it takes) -> (torch.npu function,
 # torch's device-type form for portable output)
 STATE = {
@@ -61,7 +61,7 @@ class CudaAmpDefaults(Rule):
         qualified = self.resolver.qualified_name(node.func)
         if qualified is None or is_cuda_alternative(self.ctx, node):
             return
-        if qualified in SCALERS:
+        if qualified in SCALER:
             self._scaler(node)
             return
         if any(arg.keyword is not None or arg.star for arg in node.args):
