@@ -29,7 +29,7 @@ from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_impor
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
-from cuda2npu.core.source import SourceError, decode, parse, position
+from cuda2npu.core.source import SourceError, decode, parse, parse_module, position
 from cuda2npu.core.transform import FixApplier
 from cuda2npu.core.traversal import release, walk_batched
 from cuda2npu.families import enabled_rules
@@ -316,7 +316,8 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     for round_number in range(MAX_ROUNDS):
         reports = run_rules(current, options, rules, text)
         known: dict = {}  # positions already computed for this round's reports
-        if has_noqa:  # suppressed findings are neither reported nor fixed (cuda2npu/core/noqa.py)
+        if has_noqa and (reports or (round_number == 0 and noqa.unused_enabled(options))):
+            # suppressed findings are neither reported nor fixed (cuda2npu/core/noqa.py)
             known = positions_for(current, [report.node for report in reports])
             reports, unused = noqa.suppress(decode(text), known, reports, options, path, round_number == 0)
             unused_noqa += unused
@@ -337,7 +338,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         rounds_applied = round_number + 1
         try:
             text = candidate.bytes  # bytes keep the BOM and coding cookie
-            current = cst.parse_module(text)
+            current = parse_module(text)
         except cst.ParserSyntaxError as exc:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
@@ -389,7 +390,7 @@ def _output_problem(source: bytes, new_source: bytes) -> str | None:
     original that CPython accepts must still be accepted by CPython after the rewrite.
     """
     try:
-        cst.parse_module(new_source)
+        parse_module(new_source)
     except cst.ParserSyntaxError as exc:
         return f"does not parse ({exc.message})"
     try:
