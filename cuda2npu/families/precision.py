@@ -21,6 +21,7 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
@@ -28,6 +29,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.value_uses import ValueUses
 
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
@@ -70,13 +72,20 @@ def _given_device(call: cst.Call) -> str | None:
 
 
 @register
-class CudaAutocastBf16(Rule):
-    """NPU340: CUDA autocast (call, context manager, decorator, ``custom_fwd``) → BF16 on NPU."""
+class CudaAutocastBf16(ValueUses, Rule):
+    """NPU340: CUDA autocast (call, context manager, decorator, ``custom_fwd``, and the class as a
+    value: timm's ``amp_autocast = torch.cuda.amp.autocast``) → BF16 on NPU."""
 
     codes = ("NPU340",)
     triggers = (r"autocast", r"custom_fwd")
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._values: dict[cst.CSTNode, str | None] = {}  # CUDA autocast as a value -> why not rewritten
+
     def visit_Call(self, node: cst.Call) -> None:
+        if self.options.precision == "bf16":
+            self.call_value_uses(node)
         if self.options.precision != "bf16" or _callee_name(node) not in ("autocast", "custom_fwd"):
             return
         if is_cuda_alternative(self.ctx, node):
@@ -160,6 +169,55 @@ class CudaAutocastBf16(Rule):
             "scaling (--precision bf16)",
             fix,
             tier=tier,
+        )
+
+    def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
+        """Record a CUDA autocast class used as a value; reported when the traversal leaves it, after
+        NPU106 has renamed it (a fix on the same node applies in report order)."""
+        if (
+            class_test
+            or self.options.precision != "bf16"
+            or self.resolver.qualified_name(expr) != CUDA_AUTOCAST
+            or is_cuda_alternative(self.ctx, expr)
+        ):
+            return
+        call = self._enclosing_call(expr)
+        given = next((a for a in call.args if a.keyword and a.keyword.value == "dtype"), None) if call else None
+        self._values[expr] = None if given is None else f"passed with dtype={code_of(given.value)}"
+
+    def _enclosing_call(self, expr: cst.BaseExpression) -> cst.Call | None:
+        """The call ``expr`` is an argument of (``functools.partial(torch.cuda.amp.autocast, ...)``), if any."""
+        call = self.ctx.statement
+        for node in iter_nodes(call, cst.Call) if call is not None else ():
+            if any(arg.value is expr for arg in node.args):
+                return node
+        return None
+
+    def leave_Attribute(self, original_node: cst.Attribute) -> None:
+        self._report_value(original_node)
+
+    def leave_Name(self, original_node: cst.Name) -> None:
+        self._report_value(original_node)
+
+    def _report_value(self, node: cst.BaseExpression) -> None:
+        if node not in self._values:
+            return
+        why = self._values.pop(node)
+        if why is not None:
+            message = f"CUDA autocast {why}: the BF16 policy wants dtype=torch.bfloat16 here"
+            self.report("NPU340", node, message, tier=Tier.REVIEW)
+            return
+        self.report(
+            "NPU340",
+            node,
+            f"CUDA autocast used as a value (`{code_of(node)}`) → `functools.partial(..., dtype=torch.bfloat16)`: "
+            "NPU autocast defaults to float16, the BF16 policy wants bfloat16 where it is entered; a `dtype=` "
+            "given where it is entered still wins (--precision bf16)",
+            lambda updated: cst.Call(
+                func=expression("functools.partial"), args=[cst.Arg(updated), keyword_arg("dtype", "torch.bfloat16")]
+            ),
+            tier=Tier.NUMERIC,
+            imports=[ImportNeed("functools"), ImportNeed("torch")],
         )
 
     def _custom_fwd(self, node: cst.Call) -> None:

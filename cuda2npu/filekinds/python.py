@@ -203,15 +203,19 @@ def _innermost_statements(module: cst.Module, lines: set[int]) -> dict[int, cst.
     return {line: node for line, (_, node) in best.items()}
 
 
-def _orphans(source: bytes, module: cst.Module, orphans: list[Finding], options: Options):
-    """Markers for unfixed findings of the first round that the last round no longer reports (a
-    rewrite hid the construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"),
-    found through a line diff: ([(statement, code, reason)], the findings whose line was deleted)."""
-    mapping = _line_map(decode(source), module.code)
-    statements = _innermost_statements(module, {mapping[f.line] for f in orphans if f.line in mapping})
+def _orphans(module: cst.Module, orphans: list[tuple[Finding, bytes]], options: Options):
+    """Markers for unfixed findings that the last round no longer reports (a rewrite hid the
+    construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"), each given with the
+    text it is positioned in (the original file's, or the round's that found it), found through a
+    line diff: ([(statement, code, reason)], the findings whose line was deleted)."""
+    mappings: dict[bytes, dict[int, int]] = {}
+    for _, text in orphans:
+        if text not in mappings:
+            mappings[text] = _line_map(decode(text), module.code)
+    statements = _innermost_statements(module, {mappings[text].get(f.line, 0) for f, text in orphans} - {0})
     extra, gone = [], []
-    for finding in orphans:
-        statement = statements.get(mapping.get(finding.line, 0))
+    for finding, text in orphans:
+        statement = statements.get(mappings[text].get(finding.line, 0))
         reason = marker_reason(finding.code, finding.tier, finding.message, options, applied=False)
         if statement is None:
             gone.append(finding)
@@ -313,6 +317,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     rounds_applied = 0  # rounds whose fixes changed the code
     at_imports: set[int] = set()  # ids of unfixed findings at an import statement (see _still_open)
     first_round: set[int] = set()  # ids of the findings positioned in the original file
+    positioned_in: dict[int, bytes] = {}  # id of a later round's finding -> the text it is positioned in
     for round_number in range(MAX_ROUNDS):
         reports = run_rules(current, options, rules, text)
         known: dict = {}  # positions already computed for this round's reports
@@ -330,7 +335,9 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
             findings += _positioned(path, current, reports, options, applied, at_imports, known)
             first_round = {id(f) for f in findings}
         else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
-            findings += _later_round_findings(path, current, reports, applied, findings, options, at_imports)
+            later = _later_round_findings(path, current, reports, applied, findings, options, at_imports)
+            positioned_in.update((id(f), text) for f in later)
+            findings += later
         needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
         companions.update(reports[i].companion for i in applied if reports[i].companion)
         if candidate.code == current.code:
@@ -353,7 +360,8 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         findings, orphans = _still_open(path, current, findings, reports, options, at_imports, first_round)
     extra: list = []
     if orphans:
-        extra, gone = _orphans(source, current, [f for f in orphans if id(f) in first_round], options)
+        texts = [(f, source if id(f) in first_round else positioned_in.get(id(f))) for f in orphans]
+        extra, gone = _orphans(current, [(f, text) for f, text in texts if text is not None], options)
         findings = [f for f in findings if all(f is not g for g in gone)]
     findings += unused_noqa
     if options.fix:

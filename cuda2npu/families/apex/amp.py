@@ -584,10 +584,15 @@ class AmpPlan:
             if not (
                 isinstance(owner, cst.If) and role == "body" and is_pure(owner.test) and owner in self.index.placement
             ):
-                kind = type(owner).__name__.lower()
+                if isinstance(owner, cst.Else) or (isinstance(owner, cst.If) and owner not in self.index.placement):
+                    where = "an `elif`/`else` branch"
+                elif isinstance(owner, cst.If):
+                    where = "an `if` whose test is not a plain condition"
+                else:
+                    where = f"a `{type(owner).__name__.lower()}` block"
                 raise NotMigrated(
                     stmt,
-                    f"apex.amp not migrated: amp.initialize inside a `{kind}` block "
+                    f"apex.amp not migrated: amp.initialize inside {where} "
                     "(only `if <condition>:` guards can become `enabled=` arguments)",
                 )
             conditions.insert(0, owner.test)
@@ -1207,7 +1212,7 @@ class AmpPlan:
                 problem.node, lambda p=problem, code=code: self.rule.report(code, p.node, str(p), tier=Tier.MANUAL)
             )
         init = self.collector.initializes[0] if self.collector.initializes else None
-        if init is not None and init not in flagged:
+        if init is not None and not {init, self._statement(init)} & flagged:  # no second marker on its line
             summary = f"apex.amp not migrated (all or nothing): {self.problems[0]}".replace(
                 "apex.amp not migrated: ", ""
             )

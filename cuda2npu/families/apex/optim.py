@@ -252,14 +252,20 @@ class ApexFusedOptimizers(ApexRule):
 
     def _plain_value(self, node: cst.BaseExpression) -> bool:
         """The class assigned to a name to be called later (Megatron-DeepSpeed's ``adam_optimizer = Adam``,
-        also as a branch of ``a if c else b``), not behind an apex import that stays. Other uses are left:
-        a base class (fairseq's ``FusedAdamV2(FusedAdam)`` reaches into apex's internals), a class test
-        (DeepSpeed's ``fused_opts = (apex.optimizers.FusedAdam, FusedAdam)`` for ``isinstance``)."""
+        also as a branch of ``a if c else b`` or a value of a dict of classes, DeepLearningExamples'
+        ``proto = {'adam': FusedAdam, 'lamb': FusedLAMB}[args.optimizer]``), not behind an apex import
+        that stays. Other uses are left: a base class (fairseq's ``FusedAdamV2(FusedAdam)`` reaches into
+        apex's internals), a class test (DeepSpeed's ``fused_opts = (apex.optimizers.FusedAdam, FusedAdam)``
+        for ``isinstance``)."""
         statement = self.ctx.statement
         if not isinstance(statement, cst.SimpleStatementLine) or apex_dependent(self.edits.index, statement):
             return False
         small = statement.body[0]
         value = small.value if isinstance(small, cst.Assign) and len(statement.body) == 1 else None
+        if isinstance(value, cst.Subscript):
+            value = value.value
+        if isinstance(value, cst.Dict):
+            return any(isinstance(e, cst.DictElement) and e.value is node for e in value.elements)
         return value is node or (isinstance(value, cst.IfExp) and node in (value.body, value.orelse))
 
     def _bind(self, code: str, node: cst.Call, params, positional: int, what: str):
@@ -271,6 +277,10 @@ class ApexFusedOptimizers(ApexRule):
             return None
 
     def _adam(self, node: cst.Call) -> None:
+        if _hidden_keywords(node, 5):  # FastPitch's `FusedAdam(model.parameters(), **kw)`
+            why = "`**` arguments hide the parameters the torch_npu class would be chosen from"
+            self._adam_generated(node, {}, why)  # it takes apex's parameters (and fails on capturable=True)
+            return
         bound = self._bind("NPU301", node, ADAM_PARAMS, 5, "FusedAdam")
         if bound is None:
             return
@@ -378,6 +388,14 @@ class ApexFusedOptimizers(ApexRule):
     def _dropped(bound) -> list[str]:
         dropped = [f"`{name}` ({why})" for name, why in NO_EFFECT.items() if name in bound]
         return [f"dropped: {', '.join(dropped)}"] if dropped else []
+
+
+def _hidden_keywords(node: cst.Call, positional: int) -> bool:
+    """A call whose keyword arguments come (at least partly) from ``**`` and whose at most
+    ``positional`` positional arguments are all visible (no ``*``)."""
+    star = [arg.star for arg in node.args]
+    plain = sum(1 for arg in node.args if arg.keyword is None and not arg.star)
+    return "**" in star and "*" not in star and plain <= positional
 
 
 @register

@@ -16,6 +16,7 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
+from cuda2npu.families.cuda_only_modules import is_cuda_extension
 from cuda2npu.families.npu_aware import CUDA_WORD, is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
@@ -63,6 +64,11 @@ class _UserIsCuda(cst.CSTVisitor):
                 self.names.add("self.is_cuda")
 
 
+def _is_cuda_tests(expr: cst.BaseExpression) -> list[cst.Attribute]:
+    """The ``x.is_cuda`` attributes of a test or a flag's value."""
+    return [n for n in iter_nodes(expr, cst.Attribute) if n.attr.value == "is_cuda"]
+
+
 def _assigned_names(statement: cst.Assign | cst.AnnAssign) -> set[str]:
     targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
     return {t.value for t in targets if isinstance(t, cst.Name)}
@@ -85,6 +91,7 @@ class CudaMethodCall(Rule):
         super().__init__(ctx)
         self._user_is_cuda: set[str] | None = None
         self._cuda_implementations: dict[cst.Attribute, str] = {}  # `is_cuda` test -> the CUDA callee it chooses
+        self._kernel_flags: list[dict[str, str]] = []  # per enclosing function: flag name -> the CUDA callee it chooses
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -138,19 +145,51 @@ class CudaMethodCall(Rule):
         portable.report_support(self, "NPU101")
 
     def visit_If(self, node: cst.If) -> None:
-        """``if x.is_cuda: median_filter_cuda(x)`` (whisper): the test chooses a CUDA kernel of the
-        project's, a callee with a ``cuda`` word other than torch's (and than ``.cuda()``); its
-        ``is_cuda`` stays."""
-        tests = [n for n in iter_nodes(node.test, cst.Attribute) if n.attr.value == "is_cuda"]
-        if not tests:
-            return
-        for call in iter_nodes(node.body, cst.Call):
+        """``if x.is_cuda: median_filter_cuda(x)`` (whisper), ``if box.is_cuda: _C.box_iou(...)``
+        (maskrcnn-benchmark): the test chooses a CUDA kernel of the project's; its ``is_cuda`` stays."""
+        tests = _is_cuda_tests(node.test)
+        callee = self._kernel_callee(node) if tests else None
+        if callee is not None:
+            self._cuda_implementations.update((test, callee) for test in tests)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """``fast = a.is_cuda and b.is_cuda`` … ``if fast: C.GeneratePreNMSUprightBoxes(...)``
+        (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel."""
+        flags = {}
+        for statement in iter_nodes(node.body, cst.If):
+            callee = self._kernel_callee(statement) if isinstance(statement.test, cst.Name) else None
+            if callee is not None:
+                flags.setdefault(statement.test.value, callee)
+        self._kernel_flags.append(flags)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._kernel_flags.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        flags = self._kernel_flags[-1] if self._kernel_flags else {}
+        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name) and t.target.value in flags]
+        if names:
+            self._cuda_implementations.update((test, flags[names[0]]) for test in _is_cuda_tests(node.value))
+
+    def _kernel_callee(self, node: cst.If) -> str | None:
+        """The first call of a CUDA kernel of the project's in the branch ``node``'s test selects:
+        a callee with a ``cuda`` word other than torch's (and than ``.cuda()``), or a function of a
+        compiled extension (a ``_C`` module of the project's, one its setup.py builds with
+        CUDAExtension, a ``<name>_cuda`` module)."""
+        branch = node.orelse if isinstance(node.test, cst.UnaryOperation) else node.body
+        for call in iter_nodes(branch, cst.Call) if branch is not None else ():
             name = dotted_name(call.func) or ""
             qualified = self.resolver.qualified_name(call.func) or name
+            if qualified.startswith("torch."):
+                continue
             last = name.rpartition(".")[2]
-            if CUDA_WORD.search(last) and last != "cuda" and not qualified.startswith("torch."):  # not `.cuda()`
-                self._cuda_implementations.update((test, name) for test in tests)
-                return
+            module = qualified.rpartition(".")[0]
+            if (CUDA_WORD.search(last) and last != "cuda") or (
+                module
+                and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, self.options.cuda_extensions))
+            ):
+                return name
+        return None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):
