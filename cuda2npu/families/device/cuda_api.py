@@ -38,6 +38,8 @@ from cuda2npu.families.device.cuda_api_checks import (
 )
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
+CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
+
 
 @dataclass(frozen=True)
 class Api:
@@ -119,7 +121,7 @@ class TorchCudaApi(Rule):
         self._mark_switch(node.test, lambda: _operand_feature(node.test))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._mark_switch(node.test, lambda: _operand_feature(node.test))
+        self._mark_switch(node.test, lambda: _operand_feature(node.test), capability=not _device_choice(node))
 
     def leave_If(self, original_node: cst.If) -> None:
         if self._guards and self._guards[-1][0] is original_node:
@@ -155,9 +157,11 @@ class TorchCudaApi(Rule):
         function = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), None)
         return function is not None and name in _returned_names(function)
 
-    def _mark_switch(self, value: cst.BaseExpression | None, word_and_place) -> None:
+    def _mark_switch(self, value: cst.BaseExpression | None, word_and_place, capability: bool = True) -> None:
         """Record the ``torch.cuda.is_available()`` calls ``value`` is made of as a feature switch,
-        when ``word_and_place()`` (called only then) names a CUDA-only feature."""
+        when ``word_and_place()`` (called only then) names a CUDA-only feature or, with ``capability``,
+        when ``value`` also tests the CUDA compute capability (torchtitan's ``has_cuda_capability``:
+        ``torch.npu.get_device_capability()`` is None, so the rewritten comparison would raise)."""
         if value is None or _device_choice(value):
             return
         calls = [
@@ -171,9 +175,17 @@ class TorchCudaApi(Rule):
         if not calls:
             return
         word, where = word_and_place()
+        if not word and capability and not self._switches.keys() >= set(calls) and self._tests_capability(value):
+            word, where = "compute capability", "`torch.cuda.get_device_capability()` in the same test"
         if word:
             self._switches.update((func, f"{where}: {word}") for func in calls)
             self._switch_parts.update(_attributes(value))  # `... and torch.cuda.get_device_capability()[0] >= 7`
+
+    def _tests_capability(self, value: cst.BaseExpression) -> bool:
+        """``value`` reads the CUDA compute capability (``get_device_capability()``, ``get_device_properties()``)."""
+        return any(
+            self.resolver.qualified_name(call.func) in CAPABILITY_QUERIES for call in iter_nodes(value, cst.Call)
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
