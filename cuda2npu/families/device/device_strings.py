@@ -9,8 +9,10 @@ comparisons with ``x.device.type`` (also ``device.startswith("cuda:")``, ``"cuda
 ``device: str = field(default="cuda")``, ``{"device": "cuda"}``, ``--device`` option defaults
 and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", [...])``, device
 arguments of ``torch.cuda.*`` functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if
-torch.cuda.is_available() else "cpu"``. Log text, keys and file names are left alone, and so is
-the CUDA side of code that already handles the NPU (``npu_aware``).
+torch.cuda.is_available() else "cpu"``; a device with an index (``"cuda:0"``, ``f"cuda:{i}"``)
+wherever a bare ``"cuda"`` would be NPU109, and as an item key (``table["cuda:0"]``). Log text,
+dictionary-display keys and file names are left alone, and so is the CUDA side of code that
+already handles the NPU (``npu_aware``).
 
 Portable output (``--portable``): the ``cuda`` of those strings becomes the accelerator's type,
 ``portable_device.device_type()`` (``"cuda"`` → that call, ``"cuda:0"`` → an f-string of it),
@@ -176,7 +178,14 @@ class DeviceStrings(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         portable.report_support(self, "NPU104")
 
-    def _ambiguous(self, expr: cst.BaseExpression | None, where: str) -> None:
+    def _ambiguous(self, expr: cst.BaseExpression | None, where: str, indexed_is_device: bool = True) -> None:
+        """NPU109 for a ``"cuda"`` whose role is unclear. A device with an index (``"cuda:0"``,
+        ``f"cuda:{i}"``, ``"cuda:%d" % i``) names nothing but a device: it is rewritten like one
+        (ParlAI's model-parallel helper keeps ``f"cuda:{i}"`` names in a list and a dict and passes
+        them to ``.to()``: they must all change), unless ``indexed_is_device`` is False."""
+        if expr is not None and indexed_is_device and _indexed_device(expr):
+            self._rewrite(expr, why=f"indexed device ({where})")
+            return
         value = string_value(expr) if expr is not None else None
         if value is None or not DEVICE_STRING.fullmatch(value) or expr in self._seen:
             return
@@ -255,7 +264,9 @@ class DeviceStrings(Rule):
         for element in [e.value for e in expr.elements] if sequence else [expr]:
             if code_of(device) in self._compared_with_npu:
                 self._ambiguous(
-                    element, f'compared with `{code_of(device)}`, which this file also compares with "npu",'
+                    element,
+                    f'compared with `{code_of(device)}`, which this file also compares with "npu",',
+                    indexed_is_device=False,
                 )
             else:
                 self._rewrite(element, why="device comparison", prefix_ok=prefix_ok and not sequence)
@@ -315,6 +326,29 @@ class DeviceStrings(Rule):
 
     def visit_Return(self, node: cst.Return) -> None:
         self._ambiguous(node.value, "returned")
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """``allocations["cuda:0"]``: a table keyed by device names (ParlAI), whose keys change with
+        the devices they were made from."""
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if _indexed_device(key):
+                self._rewrite(key, why="device-keyed item")
+
+
+def _indexed_device(expr: cst.BaseExpression) -> bool:
+    """``"cuda:0"``, ``f"cuda:{i}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)``."""
+    if isinstance(expr, cst.SimpleString):
+        value = string_value(expr)
+        return value is not None and value.startswith("cuda:") and DEVICE_STRING.fullmatch(value) is not None
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        return isinstance(first, cst.FormattedStringText) and first.value == "cuda:" and len(expr.parts) == 2
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Modulo)):
+        return string_value(expr.left) in ("cuda:", "cuda:%d", "cuda:%s", "cuda:%i")
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format":
+        return string_value(expr.func.value) == "cuda:{}"
+    return False
 
 
 def _is_device_string(expr: cst.BaseExpression) -> bool:
