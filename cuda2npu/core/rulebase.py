@@ -97,6 +97,10 @@ class RuleContext(cst.BatchableCSTVisitor):
     def statement(self) -> cst.CSTNode | None:
         return self._statements[-1] if self._statements else None
 
+    def inside_definition_of(self, name: str) -> bool:
+        """Whether the traversal is inside a class or function named ``name``."""
+        return any(isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value == name for s in self._statements)
+
     def report(
         self,
         code: str,

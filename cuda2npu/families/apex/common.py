@@ -455,6 +455,12 @@ class ApexRule(Rule):
         self.active = self.edits.apex_imported
 
     def apex(self, node: cst.BaseExpression) -> str | None:
+        """The apex name ``node`` reads; None also inside a class or function of its root name
+        (``try: from apex... import FusedLayerNorm as BertLayerNorm / except ImportError: class
+        BertLayerNorm(nn.Module): ... super(BertLayerNorm, self)``: the fallback's own name)."""
+        root = root_name(node)
+        if root is not None and self.ctx.inside_definition_of(root.value):
+            return None
         return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
 
     def replaced(self, code: str, node: cst.CSTNode, reference: cst.BaseExpression, message: str, fix) -> None:

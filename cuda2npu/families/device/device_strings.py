@@ -184,7 +184,7 @@ class DeviceStrings(Rule):
         (ParlAI's model-parallel helper keeps ``f"cuda:{i}"`` names in a list and a dict and passes
         them to ``.to()``: they must all change), unless ``indexed_is_device`` is False."""
         if expr is not None and indexed_is_device and _indexed_device(expr):
-            self._rewrite(expr, why=f"indexed device ({where})")
+            self._rewrite(expr, why=f"device ({where}, with an index)")
             return
         value = string_value(expr) if expr is not None else None
         if value is None or not DEVICE_STRING.fullmatch(value) or expr in self._seen:
