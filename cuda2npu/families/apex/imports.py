@@ -39,7 +39,7 @@ from cuda2npu.core.imports import (
     remove_import_names,
 )
 from cuda2npu.core.names import NameUses, dotted_name, target_names
-from cuda2npu.core.nodes import is_pure
+from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
@@ -161,7 +161,8 @@ class ApexImports(Rule):
         if guard is not None:
             self._guard(at, node, kept, removable, guard)
         elif kept and self.options.apex == "native" and not import_guarded(edits.index, statement):
-            self._report_kept(at, node, kept)
+            left = [use for alias, name in _bound_names(node) if alias in kept for use in uses.get(name, [])]
+            self._report_kept(at, node, kept, [use for use in left if use not in edits.removed_refs])
 
     def _remove_from_suite(self, edits: FileEdits, suite: cst.SimpleStatementSuite, node, message: str, tier) -> None:
         """Remove an import from a one-line suite: ``try: <import>`` goes as the indented form does
@@ -224,20 +225,22 @@ class ApexImports(Rule):
         tiers = [self._removable(edits, uses[name]) for name in read]
         return None if any(t is None for t in tiers) else max(tiers)
 
-    def _report_kept(self, statement, node: cst.Import | cst.ImportFrom, kept: list) -> None:
-        """A kept apex import no other rule explains (CUDA-only modules are NPU324's)."""
+    def _report_kept(self, statement, node: cst.Import | cst.ImportFrom, kept: list, left: list[cst.Name]) -> None:
+        """A kept apex import no other rule explains (CUDA-only modules are NPU324's); ``left``: the
+        uses of its names that were not migrated, the first of which the message quotes."""
         if isinstance(node.names, cst.ImportStar):
             qualified = [dotted_name(node.module) or ""]
         else:
             qualified = [imported_module(alias, node) for alias in kept]
         unexplained = [name for name in qualified if cuda_only_note(name) is None]
         if unexplained:
+            such_as = f", such as `{_use_text(FileEdits.of(self.ctx).index, left[0])}`" if left else ""
             self.report_in(
                 statement,
                 "NPU330",
                 node,
                 f"apex import stays: {', '.join(f'`{n}`' for n in unexplained)} still used by code that was "
-                "not migrated (see the other NPU3xx findings); apex is not installed on NPU hosts",
+                f"not migrated{such_as} (see the other NPU3xx findings); apex is not installed on NPU hosts",
                 tier=Tier.MANUAL,
             )
 
@@ -410,3 +413,16 @@ def _marked_statement(index, statement: cst.SimpleStatementLine | cst.SimpleStat
     """The statement a finding on an import of ``statement`` is marked above: the line itself, or
     the compound statement of a one-line suite (``if x: from apex ... import ...``)."""
     return statement if isinstance(statement, cst.SimpleStatementLine) else index.ancestors(statement)[0]
+
+
+def _use_text(index, use: cst.Name) -> str:
+    """Where ``use`` is read: the call it is the callee or an argument of (DeepSpeed-Domino's
+    ``isinstance(optimizer, Adam)``), else its attribute chain; one line, at most 60 characters."""
+    node: cst.CSTNode = use
+    while isinstance(index.parents.get(node), cst.Attribute):
+        node = index.parents[node]
+    parent = index.parents.get(node)
+    if isinstance(parent, cst.Arg):
+        parent = index.parents.get(parent)
+    text = " ".join(code_of(parent if isinstance(parent, cst.Call) else node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
