@@ -66,3 +66,37 @@ def test_rules_run_in_families_order_however_the_modules_were_imported():
     }
     assert len(orders) == 1
     assert orders.pop().split() == [cls.__name__ for cls in RULES]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Megatron's own classes and helpers of apex's names: the apex rules run only where apex is imported
+        "from megatron.core.fusions.fused_layer_norm import FusedLayerNorm\nnorm = FusedLayerNorm(8)\n",
+        "import torch\nbn = torch.nn.SyncBatchNorm(8)\nddp = torch.nn.parallel.DistributedDataParallel(m)\n",
+        "from megatron.core.utils import local_multi_tensor_applier as multi_tensor_applier\n",
+        # advisories: a host sync outside any training loop, `re.compile`, DistributedDataParallel
+        "import re\nPATTERN = re.compile('x')\ndef f(t):\n    return t.item()\n",
+    ],
+)
+def test_files_no_rule_could_report_on_are_not_parsed(text):
+    from cuda2npu.project.runner import _pattern
+
+    assert _pattern(Options(fix=False)).search(text.encode()) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "from apex.normalization import FusedLayerNorm\n",
+        "import amp_C\n",
+        "for x in loader:\n    loss.backward()\n    print(loss.item())\n",
+        "from torch import compile\nmodel = compile(model)\n",
+        "model = torch.nn.DataParallel(model)\n",
+        "x = t.double()\n",
+    ],
+)
+def test_files_a_rule_may_report_on_are_parsed(text):
+    from cuda2npu.project.runner import _pattern
+
+    assert _pattern(Options(fix=False)).search(text.encode()) is not None

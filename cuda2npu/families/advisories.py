@@ -56,12 +56,15 @@ class _LoopCalls(cst.CSTVisitor):
 @register
 class Advisories(Rule):
     codes = ("NPU801", "NPU802", "NPU803", "NPU804", "NPU805", "NPU806")
+    # What each report needs in the text: `torch.compile` or a `compile` imported from torch (not
+    # `re.compile`), `.float64`/`.double` attributes, `nn.DataParallel` (not DistributedDataParallel),
+    # a training loop's `.backward(`/`.step(` (the host syncs it flags are in every file), ...
     triggers = (
-        r"\bcompile\b",
-        r"float64",
-        r"\bdouble\b",
-        r"DataParallel",
-        r"\.(item|cpu|tolist|numpy)\(",
+        r"(?<!re\.)\bcompile\b",
+        r"\.\s*float64\b",
+        r"\.\s*double\b",
+        r"\bDataParallel\b",
+        r"\.\s*(backward|step)\s*\(",
         r"cudnn\.benchmark",
         r"channels_last",
     )

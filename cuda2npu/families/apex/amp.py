@@ -1441,7 +1441,6 @@ class ApexAmp(ApexRule):
     """NPU310–NPU317: reports the :class:`AmpPlan` of the file where each part is visited."""
 
     codes = ("NPU310", "NPU311", "NPU312", "NPU313", "NPU314", "NPU315", "NPU316", "NPU317")
-    triggers = (r"\bamp\b",)
     portable_support = True  # native AMP with the host's device type (AmpPlan.device)
 
     def __init__(self, ctx) -> None:

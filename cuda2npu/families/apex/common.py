@@ -446,8 +446,18 @@ def enabled(ctx, code: str) -> bool:
     return ctx.options.code_enabled(code, rule_doc(code).opt_in)
 
 
+APEX_IMPORTS = (r"\bapex\b", r"\bamp_C\b", r"fused_layer_norm_cuda", r"fused_adam_cuda", r"\bsyncbn\b")
+
+
 class ApexRule(Rule):
-    """A rule that only looks at files importing apex, with apex name resolution and the file's edits."""
+    """A rule that only looks at files importing apex, with apex name resolution and the file's edits.
+
+    It reports nothing in a file without an apex import (``active``), so the words of those imports
+    are its triggers: a file that only names ``FusedLayerNorm``, ``SyncBatchNorm`` or
+    ``multi_tensor_applier`` of its own (Megatron's) is not parsed for it.
+    """
+
+    triggers = APEX_IMPORTS
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

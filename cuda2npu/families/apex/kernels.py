@@ -33,7 +33,6 @@ class ApexMultiTensorKernels(ApexRule):
     """NPU306: ``amp_C.multi_tensor_*`` kernels and ``multi_tensor_applier`` → the generated module."""
 
     codes = ("NPU306",)
-    triggers = (r"\bamp_C\b", r"multi_tensor_appl")
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

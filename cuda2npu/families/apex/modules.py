@@ -167,7 +167,6 @@ class FusedNorms(ValueUses, ClassRenames):
     they are values (``norm_layer = FusedLayerNorm``, Swin-Transformer), base classes and class tests."""
 
     codes = ("NPU320", "NPU321")
-    triggers = (r"Fused(LayerNorm|RMSNorm)", r"fused_(layer|rms)_norm")
     portable_support = True  # torch.nn / torch.nn.functional run on both hosts
     RENAMES = {
         "apex.normalization.FusedLayerNorm": ("NPU320", "torch.nn.LayerNorm"),
@@ -307,7 +306,6 @@ class ApexDistributedDataParallel(ClassRenames):
     """
 
     codes = ("NPU322",)
-    triggers = (r"DistributedDataParallel", r"apex\.parallel")
     RENAMES = {"apex.parallel.DistributedDataParallel": ("NPU322", "torch.nn.parallel.DistributedDataParallel")}
 
     def __init__(self, ctx) -> None:
@@ -513,7 +511,6 @@ class ApexSyncBatchNorm(ClassRenames):
     """NPU323: ``convert_syncbn_model`` and ``SyncBatchNorm`` → ``torch.nn.SyncBatchNorm``."""
 
     codes = ("NPU323",)
-    triggers = (r"convert_syncbn_model", r"SyncBatchNorm")
     RENAMES = {"apex.parallel.SyncBatchNorm": ("NPU323", "torch.nn.SyncBatchNorm")}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -586,7 +583,6 @@ class CudaOnlyApex(ApexRule):
     """NPU324: apex parts that only exist as CUDA kernels (manual, with the nearest alternative)."""
 
     codes = ("NPU324",)
-    triggers = (r"\bapex\b", r"\bamp_C\b", r"fused_layer_norm_cuda", r"fused_adam_cuda", r"\bsyncbn\b")
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -674,7 +670,6 @@ class ToPythonFloat(ApexRule):
     """NPU326: ``apex.fp16_utils.to_python_float(t)`` → ``t.item()``."""
 
     codes = ("NPU326",)
-    triggers = (r"to_python_float",)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.active or self.apex(node.func) != "apex.fp16_utils.to_python_float":

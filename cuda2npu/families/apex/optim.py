@@ -135,7 +135,6 @@ class ApexFusedOptimizers(ApexRule):
     """NPU301 FusedAdam, NPU302 FusedLAMB, NPU303 FusedSGD, NPU304 the other apex optimizers."""
 
     codes = ("NPU301", "NPU302", "NPU303", "NPU304")
-    triggers = (r"Fused(Adam|LAMB|SGD|Adagrad|NovoGrad|MixedPrecisionLamb|LARS|LANS)\b",)
     portable_support = True
 
     def __init__(self, ctx) -> None:
