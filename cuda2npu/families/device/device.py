@@ -16,8 +16,8 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.cuda_only_modules import is_cuda_extension
-from cuda2npu.families.npu_aware import CUDA_WORD, is_cuda_alternative
+from cuda2npu.families.device.kernel_switch import kernel_call
+from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 
@@ -172,24 +172,7 @@ class CudaMethodCall(Rule):
             self._cuda_implementations.update((test, flags[names[0]]) for test in _is_cuda_tests(node.value))
 
     def _kernel_callee(self, node: cst.If) -> str | None:
-        """The first call of a CUDA kernel of the project's in the branch ``node``'s test selects:
-        a callee with a ``cuda`` word other than torch's (and than ``.cuda()``), or a function of a
-        compiled extension (a ``_C`` module of the project's, one its setup.py builds with
-        CUDAExtension, a ``<name>_cuda`` module)."""
-        branch = node.orelse if isinstance(node.test, cst.UnaryOperation) else node.body
-        for call in iter_nodes(branch, cst.Call) if branch is not None else ():
-            name = dotted_name(call.func) or ""
-            qualified = self.resolver.qualified_name(call.func) or name
-            if qualified.startswith("torch."):
-                continue
-            last = name.rpartition(".")[2]
-            module = qualified.rpartition(".")[0]
-            if (CUDA_WORD.search(last) and last != "cuda") or (
-                module
-                and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, self.options.cuda_extensions))
-            ):
-                return name
-        return None
+        return kernel_call(self.resolver, self.options.cuda_extensions, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):

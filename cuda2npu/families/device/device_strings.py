@@ -39,6 +39,7 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
+from cuda2npu.families.device.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
@@ -137,6 +138,7 @@ class DeviceStrings(Rule):
         super().__init__(ctx)
         self._device_variable_names: set[str] | None = None
         self._seen: set[cst.CSTNode] = set()
+        self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
 
     @property
     def _device_variables(self) -> set[str]:
@@ -160,6 +162,15 @@ class DeviceStrings(Rule):
             if literal in self._seen or is_cuda_alternative(self.ctx, literal):
                 continue
             self._seen.add(literal)
+            if literal in self._kernel_switches:
+                self.report(
+                    code,
+                    literal,
+                    f'"cuda" in a test that switches a CUDA-only implementation on (`{self._kernel_switches[literal]}` '
+                    'in its branch); not rewritten: "npu" would run it on NPU tensors, where the CUDA kernel is not there',
+                    tier=Tier.REVIEW,
+                )
+                continue
             if self.options.portable:
                 portable.need(self, Tier.EXACT, portable.device_type())
                 self.report(
@@ -262,7 +273,7 @@ class DeviceStrings(Rule):
         when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself."""
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
         for element in [e.value for e in expr.elements] if sequence else [expr]:
-            if code_of(device) in self._compared_with_npu:
+            if code_of(device) in self._compared_with_npu and element not in self._kernel_switches:
                 self._ambiguous(
                     element,
                     f'compared with `{code_of(device)}`, which this file also compares with "npu",',
@@ -285,6 +296,20 @@ class DeviceStrings(Rule):
                     if string_value(other) == "npu":
                         found.add(code_of(side))
         return frozenset(found)
+
+    def visit_If(self, node: cst.If) -> None:
+        """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
+        the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
+        comparisons = list(iter_nodes(node.test, cst.Comparison))
+        callee = kernel_call(self.resolver, self.options.cuda_extensions, node) if comparisons else None
+        if callee is None:
+            return
+        for comparison in comparisons:
+            operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
+            for first, second in zip(operands, operands[1:]):
+                for device, literal in ((first, second), (second, first)):
+                    if _is_device_type_expr(device) and string_value(literal) == "cuda":
+                        self._kernel_switches[literal] = callee
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
