@@ -154,12 +154,14 @@ class CudaMethodCall(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """``fast = a.is_cuda and b.is_cuda`` … ``if fast: C.GeneratePreNMSUprightBoxes(...)``
-        (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel."""
+        (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel (looked
+        for only in a function that reads ``is_cuda``)."""
         flags = {}
-        for statement in iter_nodes(node.body, cst.If):
-            callee = self._kernel_callee(statement) if isinstance(statement.test, cst.Name) else None
-            if callee is not None:
-                flags.setdefault(statement.test.value, callee)
+        if (self.ctx.text is None or b"is_cuda" in self.ctx.text) and _is_cuda_tests(node.body):
+            for statement in iter_nodes(node.body, cst.If):
+                callee = self._kernel_callee(statement) if isinstance(statement.test, cst.Name) else None
+                if callee is not None:
+                    flags.setdefault(statement.test.value, callee)
         self._kernel_flags.append(flags)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:

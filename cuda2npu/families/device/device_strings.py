@@ -290,8 +290,7 @@ class DeviceStrings(Rule):
             return frozenset()
         found = set()
         for node in iter_nodes(self.ctx.module, cst.Comparison):
-            operands = [node.left, *(target.comparator for target in node.comparisons)]
-            for first, second in zip(operands, operands[1:]):
+            for first, second in _neighbours(node):
                 for side, other in ((first, second), (second, first)):
                     if string_value(other) == "npu":
                         found.add(code_of(side))
@@ -300,16 +299,16 @@ class DeviceStrings(Rule):
     def visit_If(self, node: cst.If) -> None:
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
-        comparisons = list(iter_nodes(node.test, cst.Comparison))
-        callee = kernel_call(self.resolver, self.options.cuda_extensions, node) if comparisons else None
-        if callee is None:
-            return
-        for comparison in comparisons:
-            operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
-            for first, second in zip(operands, operands[1:]):
-                for device, literal in ((first, second), (second, first)):
-                    if _is_device_type_expr(device) and string_value(literal) == "cuda":
-                        self._kernel_switches[literal] = callee
+        literals = [
+            literal
+            for comparison in iter_nodes(node.test, cst.Comparison)
+            for first, second in _neighbours(comparison)
+            for device, literal in ((first, second), (second, first))
+            if string_value(literal) == "cuda" and _is_device_type_expr(device)
+        ]
+        callee = kernel_call(self.resolver, self.options.cuda_extensions, node) if literals else None
+        if callee is not None:
+            self._kernel_switches.update((literal, callee) for literal in literals)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
@@ -359,6 +358,12 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _neighbours(comparison: cst.Comparison) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """The operand pairs a comparison compares (``a < b < c``: ``(a, b)``, ``(b, c)``)."""
+    operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
+    return list(zip(operands, operands[1:]))
 
 
 def _indexed_device(expr: cst.BaseExpression) -> bool:
