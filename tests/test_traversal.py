@@ -37,6 +37,7 @@ SYNTAX = (
     cst.SimpleWhitespace,
 )
 EXTRA = """
+from package.module import *
 @decorator
 async def f[T](a, /, b: int = 1, *args, c, **kw) -> T:
     async for x in y:

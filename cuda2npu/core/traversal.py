@@ -90,10 +90,11 @@ _IS_NODE: dict[type, bool] = {}
 
 
 def _is_node(value_type: type) -> bool:
-    """``issubclass(value_type, cst.CSTNode)``, cached: an ABC check per field costs more than the walk."""
+    """``issubclass(value_type, cst.CSTNode)``, cached: an ABC check per field costs more than the walk.
+    ``ImportStar`` (the ``*`` of ``from m import *``) is not one: libcst does not visit it either."""
     found = _IS_NODE.get(value_type)
     if found is None:
-        found = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode)
+        found = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode) and value_type is not cst.ImportStar
     return found
 
 
