@@ -137,6 +137,13 @@ class TreeIndex:
             block = self.placement[owner].block if owner in self.placement else None
         return found
 
+    def call_of(self, node: cst.CSTNode) -> cst.Call | None:
+        """The call ``node`` is the callee or an argument of (None: neither)."""
+        parent = self.parents.get(node)
+        if isinstance(parent, cst.Arg):
+            parent = self.parents.get(parent)
+        return parent if isinstance(parent, cst.Call) else None
+
     def calls_to(self, name: str) -> list[cst.Call]:
         """Calls of the plain name ``name`` (``name(...)``)."""
         return [c for c in self.calls if isinstance(c.func, cst.Name) and c.func.value == name]

@@ -26,6 +26,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
 from cuda2npu.families.npu_aware import is_cuda_alternative
@@ -181,17 +182,9 @@ class CudaAutocastBf16(ValueUses, Rule):
             or is_cuda_alternative(self.ctx, expr)
         ):
             return
-        call = self._enclosing_call(expr)
+        call = TreeIndex.of(self.ctx).call_of(expr)  # `functools.partial(torch.cuda.amp.autocast, ...)`
         given = next((a for a in call.args if a.keyword and a.keyword.value == "dtype"), None) if call else None
         self._values[expr] = None if given is None else f"passed with dtype={code_of(given.value)}"
-
-    def _enclosing_call(self, expr: cst.BaseExpression) -> cst.Call | None:
-        """The call ``expr`` is an argument of (``functools.partial(torch.cuda.amp.autocast, ...)``), if any."""
-        call = self.ctx.statement
-        for node in iter_nodes(call, cst.Call) if call is not None else ():
-            if any(arg.value is expr for arg in node.args):
-                return node
-        return None
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
         self._report_value(original_node)

@@ -421,8 +421,5 @@ def _use_text(index, use: cst.Name) -> str:
     node: cst.CSTNode = use
     while isinstance(index.parents.get(node), cst.Attribute):
         node = index.parents[node]
-    parent = index.parents.get(node)
-    if isinstance(parent, cst.Arg):
-        parent = index.parents.get(parent)
-    text = " ".join(code_of(parent if isinstance(parent, cst.Call) else node).split())
+    text = " ".join(code_of(index.call_of(node) or node).split())
     return text if len(text) <= 60 else text[:57] + "..."

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg, positional_count, remap_args
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import dotted_name
@@ -393,8 +393,7 @@ def _hidden_keywords(node: cst.Call, positional: int) -> bool:
     """A call whose keyword arguments come (at least partly) from ``**`` and whose at most
     ``positional`` positional arguments are all visible (no ``*``)."""
     star = [arg.star for arg in node.args]
-    plain = sum(1 for arg in node.args if arg.keyword is None and not arg.star)
-    return "**" in star and "*" not in star and plain <= positional
+    return "**" in star and "*" not in star and positional_count(node) <= positional
 
 
 @register
