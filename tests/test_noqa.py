@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from helpers import dedent, migrate_text
 
 from cuda2npu.commands.cli import main
-from cuda2npu.core.noqa import NoqaMap, add_noqa, parse_comment
+from cuda2npu.core.noqa import NoqaMap, add_noqa, may_concern_us, parse_comment
 from cuda2npu.core.options import Options
 
 
@@ -34,6 +34,31 @@ def cli(*args):
 def test_directives_parse_like_ruff(comment, codes):
     directive = parse_comment(comment)
     assert directive is not None and directive.codes == codes
+
+
+@pytest.mark.parametrize(
+    ("text", "concerns_us"),
+    [
+        (b"import x  # noqa: F401\nimport y  # NOQA:E402\n", False),
+        (b"s = '# noqa '\n", True),  # a blanket directive's look-alike: the tokenizer decides
+        (b"x = y.cuda()  # noqa: E501 NPU103\n", True),
+        (b"x = y.cuda()  # noqa: N\n", True),  # a prefix of every NPU code
+        (b"x = 1  # noqa: F401 # noqa: NPU1\n", True),  # each "# noqa" read: the tokenizer decides
+        (b"s = '# noqa: F401 x'  # noqa: NPU1\n", True),  # a string's look-alike hides no comment
+        (b"x = 1  # reason # noqa\r", True),
+        (b"x = 1  # noqa: F401 \xc3\xa9\n", True),  # not ASCII: taken to matter
+        (b"x = 1  # noqa123\n", False),
+        (b"x = 1\n", False),
+    ],
+)
+def test_only_directives_that_may_concern_our_codes_are_tokenized(text, concerns_us):
+    assert may_concern_us(text) is concerns_us
+
+
+def test_foreign_directives_leave_findings_reported():
+    _, result = migrate_text("import torch\nx = torch.cuda.is_available()  # noqa: E501\n")
+    _, blanket = migrate_text("import torch\nx = torch.cuda.is_available()  # noqa\n")
+    assert [f.code for f in result.findings] == ["NPU103"] and not blanket.findings
 
 
 @pytest.mark.parametrize("comment", ["# noqa123", "# noqa:", "# noqanything", "# not a directive", "# noqa: lowercase"])

@@ -8,12 +8,13 @@ import pytest
 from helpers import dedent
 
 from cuda2npu.core.catalogue import all_rules
+from cuda2npu.core.diagnostics import PREFILTER_REASON
 from cuda2npu.core.options import Options
 from cuda2npu.families import enabled_rules
 from cuda2npu.filekinds.python import search_form, triggered
 
 RULES = enabled_rules(Options(fix=False))
-TRIGGERS = sorted({trigger for rule in RULES for trigger in rule.triggers})
+TRIGGERS = sorted({trigger for rule in RULES for trigger in (*rule.triggers, *rule.requires)})
 TEXTS = [dedent(example.before) for doc in all_rules().values() for example in doc.examples] + [
     dedent(text) for doc in all_rules().values() for text in doc.valid
 ]
@@ -100,3 +101,20 @@ def test_files_a_rule_may_report_on_are_parsed(text):
     from cuda2npu.project.runner import _pattern
 
     assert _pattern(Options(fix=False)).search(text.encode()) is not None
+    assert triggered(RULES, text.encode(), Options(fix=False))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NPU804 needs a training call and a host sync: a scheduler's `.step(` alone is not parsed
+        "class Scheduler:\n    def __init__(self):\n        self.step(0)\n",
+        "for epoch in range(3):\n    scheduler.step()\n",
+    ],
+)
+def test_a_file_whose_trigger_lacks_what_its_rule_requires_is_not_parsed(text, monkeypatch):
+    from cuda2npu.filekinds import python
+
+    monkeypatch.setattr(python, "parse", lambda source: pytest.fail("parsed"))
+    result = python.migrate_source(text.encode(), "x.py", Options(fix=False))
+    assert (result.status, result.reason) == ("skipped", PREFILTER_REASON)

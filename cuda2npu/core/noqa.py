@@ -25,7 +25,9 @@ from cuda2npu.core.diagnostics import Finding
 UNUSED_CODE = "NPU005"
 DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
 CODE = re.compile(r"[A-Z]+[0-9]*")
-QUICK = re.compile(rb"noqa", re.IGNORECASE)
+# from each "# noqa" (overlapping: one in a string does not hide the comment after it) to the line's
+# end; [\s\x1c-\x1f] is str's \s in ASCII
+QUICK = re.compile(rb"(?=(#[\s\x1c-\x1f]*noqa[^\r\n]*))", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,28 @@ def split_lines(text: str) -> list[str]:
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
 
 
-def may_contain(source: bytes | str) -> bool:
-    """Cheap test: can this text hold a noqa directive at all?"""
-    if isinstance(source, str):
-        return "noqa" in source.lower()
-    return QUICK.search(source) is not None
+def may_concern_us(source: bytes) -> bool:
+    """Cheap test: can this text hold a directive that suppresses or names one of our codes?
+
+    Each ``# noqa`` of the raw text is read as the comment it would start (comments end at ``\r``
+    or ``\n``), a superset of the comments the tokenizer finds: only a blanket directive or one
+    naming an ``NPU`` code or a prefix of one (``N``) can matter, so a file whose directives are all
+    ``# noqa: F401`` is not tokenized. A line that is not ASCII is taken to matter (its encoding
+    is not known here).
+    """
+    for match in QUICK.finditer(source):
+        comment = match.group(1)
+        if not comment.isascii():
+            return True
+        directive = parse_comment(comment.decode("ascii"))
+        if directive is not None and (directive.codes is None or any(_ours(c) for c in directive.codes)):
+            return True
+    return False
+
+
+def _ours(code: str) -> bool:
+    """Whether a directive's code (or code prefix) can match one of our ``NPU…`` codes."""
+    return code.startswith("NPU") or "NPU".startswith(code)
 
 
 # --- the engine's part ---------------------------------------------------------------------

@@ -134,11 +134,13 @@ class Rule(cst.BatchableCSTVisitor):
     """Base class of every rule: subclasses define ``codes``, ``triggers`` and visit methods.
 
     ``triggers`` are regular-expression fragments; a file is parsed only when one of the enabled
-    rules' triggers (``triggers_for``) occurs in its raw text (the prefilter).
+    rules' triggers (``triggers_for``) occurs in its raw text (the prefilter) and, for that rule,
+    every fragment of ``requires`` too (a conjunction: NPU804 needs a training call *and* a host sync).
     """
 
     codes: ClassVar[tuple[str, ...]] = ()
     triggers: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
     portable_support: ClassVar[bool] = False  # its fixes write portable code under --portable (see report)
 
     def __init__(self, ctx: RuleContext) -> None:

@@ -55,16 +55,14 @@ class _LoopCalls(cst.CSTVisitor):
 
 @register
 class Advisories(Rule):
-    codes = ("NPU801", "NPU802", "NPU803", "NPU804", "NPU805", "NPU806")
+    codes = ("NPU801", "NPU802", "NPU803", "NPU805", "NPU806")
     # What each report needs in the text: `torch.compile` or a `compile` imported from torch (not
-    # `re.compile`), `.float64`/`.double` attributes, `nn.DataParallel` (not DistributedDataParallel),
-    # a training loop's `.backward(`/`.step(` (the host syncs it flags are in every file), ...
+    # `re.compile`), `.float64`/`.double` attributes, `nn.DataParallel` (not DistributedDataParallel), ...
     triggers = (
         r"(?<!re\.)\bcompile\b",
         r"\.\s*float64\b",
         r"\.\s*double\b",
         r"\bDataParallel\b",
-        r"\.\s*(backward|step)\s*\(",
         r"cudnn\.benchmark",
         r"channels_last",
     )
@@ -106,6 +104,16 @@ class Advisories(Rule):
                 "`channels_last` is not a format the NPU kernels prefer (Ascend's migration "
                 "guide lists it as needing manual change); the default contiguous format is usually faster",
             )
+
+
+@register
+class TrainingLoopSyncs(Rule):
+    """NPU804: a host synchronisation (``.item()``, ``.cpu()``, ...) in a training loop."""
+
+    codes = ("NPU804",)
+    # a training call and a host sync, both: `.item()` alone is in every file, `.step(` in schedulers
+    triggers = (r"\.\s*(backward|step)\s*\(",)
+    requires = (r"\.\s*(item|cpu|tolist|numpy)\s*\(",)
 
     def visit_For(self, node: cst.For) -> None:
         self._training_loop(node.body)

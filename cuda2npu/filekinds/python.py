@@ -24,7 +24,7 @@ from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.deep_stack import run_deep
-from cuda2npu.core.diagnostics import FileResult, Finding, Tier
+from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding, Tier
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
@@ -68,15 +68,18 @@ def triggered(rules: list[type[Rule]], text: bytes, options: Options) -> list[ty
             found[trigger] = search_form(trigger).search(text) is not None
         return found[trigger]
 
-    return [cls for cls in rules if any(occurs(trigger) for trigger in cls.triggers_for(options))]
+    return [
+        cls
+        for cls in rules
+        if any(occurs(trigger) for trigger in cls.triggers_for(options)) and all(occurs(r) for r in cls.requires)
+    ]
 
 
 def run_rules(module: cst.Module, options: Options, rules: list[type[Rule]], text: bytes | None = None) -> list[Report]:
-    """Reports of ``rules`` in one batched traversal; with ``text`` (the module's bytes), only the triggered ones."""
-    if text is not None:
-        rules = triggered(rules, text, options)
-        if not rules:
-            return []
+    """Reports of ``rules`` in one batched traversal; ``text``: the bytes ``module`` was parsed from,
+    for the rules' cheap regex prechecks (the caller keeps to the rules :func:`triggered` there)."""
+    if not rules:
+        return []
     try:
         ctx = RuleContext(module, options, text)
         walk_batched(module, [ctx.resolver, ctx, *(cls(ctx) for cls in rules)])
@@ -299,14 +302,17 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     reason = prefilter.other_framework(source)
     if reason is not None:  # PyTorch rules do not apply (a JAX file's side-effect imports are deliberate)
         return FileResult(path, "skipped", reason)
+    rules = enabled_rules(options)
+    active = triggered(rules, source, options)
+    if not active:  # the prefilter's one pattern cannot say a rule's `requires` (a parse is the cost)
+        return FileResult(path, "skipped", PREFILTER_REASON)
     try:
         module = parse(source)
     except SourceError as exc:
         finding = _engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
         return FileResult(path, "failed", str(exc), [finding])
 
-    rules = enabled_rules(options)
-    has_noqa = noqa.may_contain(source)
+    has_noqa = noqa.may_concern_us(source)
     findings: list[Finding] = []
     unused_noqa: list[Finding] = []
     needs_torch_npu = False
@@ -319,7 +325,9 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     first_round: set[int] = set()  # ids of the findings positioned in the original file
     positioned_in: dict[int, bytes] = {}  # id of a later round's finding -> the text it is positioned in
     for round_number in range(MAX_ROUNDS):
-        reports = run_rules(current, options, rules, text)
+        if round_number:  # a rewrite may bring a rule's trigger or take one away
+            active = triggered(rules, text, options)
+        reports = run_rules(current, options, active, text)
         known: dict = {}  # positions already computed for this round's reports
         if has_noqa and (reports or (round_number == 0 and noqa.unused_enabled(options))):
             # suppressed findings are neither reported nor fixed (cuda2npu/core/noqa.py)
