@@ -6,12 +6,15 @@ import re
 
 import pytest
 from helpers import dedent
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import PREFILTER_REASON
 from cuda2npu.core.options import Options
+from cuda2npu.core.prefilter import build, search_form
 from cuda2npu.families import enabled_rules
-from cuda2npu.filekinds.python import search_form, triggered
+from cuda2npu.filekinds.python import triggered
 
 RULES = enabled_rules(Options(fix=False))
 TRIGGERS = sorted({trigger for rule in RULES for trigger in (*rule.triggers, *rule.requires)})
@@ -32,6 +35,53 @@ def test_search_form_drops_only_a_leading_boundary_or_quote_class():
     assert search_form(r"\bamp\b").pattern == rb"amp\b"
     assert search_form(r"""["']apex\.""").pattern == rb"apex\."
     assert search_form(r"\.cuda\b").pattern == rb"\.cuda\b"  # starts with a literal already
+    assert search_form(r"(?<!re\.)\bcompile\b").pattern == rb"compile\b"
+
+
+PIECES = [
+    "cuda",
+    "CUDA_",
+    "VISIBLE",
+    "_cuda",
+    "nccl",
+    "NCCL",
+    "apex",
+    "amp",
+    "compile",
+    "re.",
+    "float64",
+    "step(",
+    "backward",
+    "(",
+    "transformer_engine",
+    "triton",
+    "'",
+    '"',
+    "_",
+    ".",
+    " ",
+    "x",
+    "\n",
+    "#",
+    "noqa",
+]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=12))
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_the_prefilter_answers_as_the_alternation_of_the_triggers(pieces):
+    prefilter = build(RULES, Options(fix=False))
+    text = "".join(pieces).encode()
+    exact = prefilter.exact.search(text)
+    found = prefilter.search(text)
+    assert (found is None) == (exact is None)
+    assert found is None or prefilter.exact.match(text, found.start())
+
+
+def test_the_prefilter_answers_as_the_alternation_on_every_example():
+    prefilter = build(RULES, Options(fix=False))
+    for text in TEXTS:
+        assert (prefilter.search(text.encode()) is None) == (prefilter.exact.search(text.encode()) is None)
 
 
 def test_a_rule_runs_only_where_its_triggers_occur():

@@ -1,7 +1,7 @@
-"""The prefilter: one compiled regex over the raw bytes decides whether a file is parsed.
+"""The prefilter: whether any trigger occurs in a file's raw bytes decides whether it is parsed.
 
-Measured on this machine: regex ≈ 140 MB/s against libcst parse ≈ 0.45 MB/s per core, and only
-about a third of the files of a CUDA-heavy corpus match.
+Measured on this machine: a regex scan with a literal prefix ≈ 140 MB/s or more against libcst
+parse ≈ 0.45 MB/s per core, and only about a third of the files of a CUDA-heavy corpus match.
 """
 
 from __future__ import annotations
@@ -16,10 +16,53 @@ if TYPE_CHECKING:  # libcst: not needed to read a file and search it
 SKIP_MARKERS = re.compile(rb"#\s*cuda2npu:\s*skip-file|@generated")
 
 
-def build(rules: list[type[Rule]], options: Options) -> re.Pattern[bytes]:
-    """A bytes regex matching any trigger of the given rules in a run with ``options``."""
-    triggers = sorted({t for rule in rules for t in rule.triggers_for(options)})
-    return re.compile("|".join(f"(?:{t})" for t in triggers).encode() or rb"(?!)")
+_LEADING_GUARD = re.compile(r"""^(?:\\b|\[["']+\]|\(\?<[!=][^()]*\))+""")  # \b, a quote class, a lookbehind
+_SEARCH_FORMS: dict[str, re.Pattern[bytes]] = {}
+
+
+def search_form(trigger: str) -> re.Pattern[bytes]:
+    """The pattern searched for ``trigger``: without its leading ``\\b``, quote class or lookbehind.
+
+    It matches wherever the trigger does (and a little more), at most one character later; a
+    pattern that starts with a literal is searched with a fast literal scan, about 10x faster than
+    one that starts with ``\\b`` (measured on megatron-core: 0.73 s -> 0.1 s).
+    """
+    pattern = _SEARCH_FORMS.get(trigger)
+    if pattern is None:
+        pattern = _SEARCH_FORMS[trigger] = re.compile(_LEADING_GUARD.sub("", trigger).encode())
+    return pattern
+
+
+class Triggers:
+    """``search(data)``: a match of any of ``triggers`` in ``data``, or None, as the one regex of
+    their alternation answers, 2-5× faster.
+
+    That alternation runs at ≈ 15 MB/s on the corpus: its guarded alternatives (``\\b``,
+    lookbehinds) defeat the regex engine's scan for a first character. The alternation of the
+    search forms runs at ≈ 70 MB/s; at each place it matches, the exact alternation is tried where
+    a trigger would have started (there or one character before, for a quote class).
+    """
+
+    def __init__(self, triggers: list[str]) -> None:
+        union = "|".join(f"(?:{t})" for t in triggers)
+        self.exact = re.compile(union.encode() or rb"(?!)")
+        loose = "|".join(f"(?:{search_form(t).pattern.decode()})" for t in triggers)
+        self.candidates = re.compile(loose.encode() or rb"(?!)")
+
+    def search(self, data: bytes) -> re.Match[bytes] | None:
+        candidate = self.candidates.search(data)
+        while candidate is not None:  # every place a search form matches, overlapping ones too
+            start = candidate.start()
+            found = self.exact.match(data, start) or (start and self.exact.match(data, start - 1))
+            if found:
+                return found
+            candidate = self.candidates.search(data, start + 1)
+        return None
+
+
+def build(rules: list[type[Rule]], options: Options) -> Triggers:
+    """The prefilter of the given rules in a run with ``options``: is any of their triggers there?"""
+    return Triggers(sorted({t for rule in rules for t in rule.triggers_for(options)}))
 
 
 def skip_reason(source: bytes) -> str | None:

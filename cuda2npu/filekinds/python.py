@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import re
 from collections import Counter
 
 import libcst as cst
@@ -28,6 +27,7 @@ from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding, Tie
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
+from cuda2npu.core.prefilter import search_form
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
 from cuda2npu.core.source import SourceError, decode, parse, parse_module, position
 from cuda2npu.core.transform import FixApplier
@@ -35,23 +35,6 @@ from cuda2npu.core.traversal import release, walk_batched
 from cuda2npu.families import enabled_rules
 
 MAX_ROUNDS = 6
-
-
-_TRIGGERS: dict[str, re.Pattern[bytes]] = {}
-_LEADING_GUARD = re.compile(r"""^(?:\\b|\[["']+\])""")  # a leading ``\b`` or quote class, as in ``\bamp\b``
-
-
-def search_form(trigger: str) -> re.Pattern[bytes]:
-    """The pattern searched for ``trigger``: without a leading ``\\b`` or quote class.
-
-    It matches wherever the trigger does (and a little more, so a rule may run on a file where it
-    finds nothing); a pattern that starts with a literal is searched with a fast literal scan,
-    about 10x faster than one that starts with ``\\b`` (measured on megatron-core: 0.73 s -> 0.1 s).
-    """
-    pattern = _TRIGGERS.get(trigger)
-    if pattern is None:
-        pattern = _TRIGGERS[trigger] = re.compile(_LEADING_GUARD.sub("", trigger).encode())
-    return pattern
 
 
 def triggered(rules: list[type[Rule]], text: bytes, options: Options) -> list[type[Rule]]:
