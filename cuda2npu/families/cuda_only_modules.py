@@ -13,7 +13,8 @@ from cuda2npu.core.catalogue import table
 
 APEX_ROOTS = ("apex", "amp_C")
 APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
-EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?")
+EXTENSION_SUFFIX = r"_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?"
+EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*" + EXTENSION_SUFFIX)
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
 
 

@@ -11,7 +11,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.cuda_only_modules import cuda_only_module, is_cuda_extension
+from cuda2npu.families.cuda_only_modules import EXTENSION_SUFFIX, cuda_only_module, is_cuda_extension
 
 CUDA_LIBRARIES = {
     "pycuda": "PyCUDA drives the CUDA driver API",
@@ -107,11 +107,11 @@ class CudaOnlyImports(Rule):
         r"cupy",
         r"numba",
         r"\btriton\b",
-        r"transformer_engine",
+        r"(?<![\w.])transformer_engine",  # a module's first name, not megatron's `extensions.transformer_engine`
         r"flash_attn",
         r"xformers",
         r"\bcuda\b",
-        r"_(?:cuda|CUDA)",
+        EXTENSION_SUFFIX + r"\b",  # the end of a compiled extension's name, not `get_cuda_rng_tracker`
     )
 
     @classmethod

@@ -300,7 +300,9 @@ def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
 @register
 class NcclBackend(Rule):
     codes = ("NPU201",)
-    triggers = (r"nccl", r"NCCL\b")
+    # what a report reads: the string "nccl" (or "cuda:nccl" in a mixed one), is_nccl_available,
+    # Backend.NCCL; not the word in comments, torch.cuda.nccl or NCCL_* variables (NPU106's)
+    triggers = (r"""["']nccl\b""", r":nccl\b", r"is_nccl_available", r"\.\s*NCCL\b")
     portable_support = True
 
     def __init__(self, ctx) -> None:

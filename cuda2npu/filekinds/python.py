@@ -27,7 +27,7 @@ from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding, Tie
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
-from cuda2npu.core.prefilter import search_form
+from cuda2npu.core.prefilter import trigger
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
 from cuda2npu.core.source import SourceError, decode, parse, parse_module, position
 from cuda2npu.core.transform import FixApplier
@@ -46,10 +46,10 @@ def triggered(rules: list[type[Rule]], text: bytes, options: Options) -> list[ty
     """
     found: dict[str, bool] = {}
 
-    def occurs(trigger: str) -> bool:
-        if trigger not in found:
-            found[trigger] = search_form(trigger).search(text) is not None
-        return found[trigger]
+    def occurs(pattern: str) -> bool:
+        if pattern not in found:
+            found[pattern] = trigger(pattern).search(text) is not None
+        return found[pattern]
 
     return [
         cls

@@ -255,7 +255,9 @@ def _te_only_arguments(bound: dict[str, cst.Arg], kept, renamed=None) -> list[tu
 @register
 class TransformerEngine(ValueUses, Rule):
     codes = ("NPU411", "NPU412", "NPU413", "NPU414", "NPU415", "NPU416", "NPU417", "NPU418")
-    triggers = (r"transformer_engine",)
+    # the first name of an import (`import transformer_engine.pytorch as te`), not a string or
+    # megatron's `megatron.core.extensions.transformer_engine`: every report reads an imported name
+    triggers = (r"(?<![\w.'\"])transformer_engine",)
     portable_support = True  # the NPU rewrites run on Ascend hosts only, TE's code elsewhere (_report_rewrite)
 
     def __init__(self, ctx) -> None:
