@@ -37,6 +37,7 @@ FAMILIES = (
     "device.device",
     "device.device_strings",
     "device.env_vars",
+    "device.profiler",
     "transformer_engine.rules",
 )
 
