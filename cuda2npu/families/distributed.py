@@ -308,6 +308,7 @@ class NcclBackend(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._flow: _BackendFlow | None = None
+        self._backend_tests: set[cst.Call] = set()  # is_nccl_available() choosing "nccl": rewritten
 
     @property
     def flow(self) -> _BackendFlow:
@@ -354,7 +355,45 @@ class NcclBackend(Rule):
             return
         self.report("NPU201", node, 'NCCL does not exist on NPU; the collective backend is "hccl"', fix)
 
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        """``"nccl" if dist.is_nccl_available() else "gloo"``: the test chooses the backend this
+        rule renames, so it asks for HCCL (``is_backend_available``, torch >= 2.3)."""
+        test = node.test
+        if (
+            self.options.portable
+            or not isinstance(test, cst.Call)
+            or test.args
+            or not isinstance(test.func, cst.Attribute)  # `dist.X`: its module names the new function too
+            or self.resolver.qualified_name(test.func) != "torch.distributed.is_nccl_available"
+            or string_value(node.body) != "nccl"
+            or not self._renamed(node.body)
+            or (portable.target_torch(self.options) or (99, 0)) < (2, 3)
+        ):
+            return
+        self._backend_tests.add(test)
+        self.report(
+            "NPU201",
+            test,
+            "`is_nccl_available()` is False on NPU: the backend choice asks whether HCCL is there "
+            '(`is_backend_available("hccl")`, torch >= 2.3)',
+            lambda call: call.with_changes(
+                func=call.func.with_changes(attr=cst.Name("is_backend_available")),
+                args=[cst.Arg(cst.SimpleString('"hccl"'))],
+            ),
+        )
+
+    def _renamed(self, node: cst.BaseExpression) -> bool:
+        """Whether the ``"nccl"`` string ``node`` becomes ``"hccl"`` (it reaches torch.distributed)."""
+        return (
+            not is_cuda_alternative(self.ctx, node)
+            and node not in self.flow.ignore
+            and node not in self.flow.uncertain
+            and node in self.flow.rewrite
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
+        if node in self._backend_tests:
+            return
         if self.resolver.qualified_name(node.func) == "torch.distributed.is_nccl_available":
             self.report(
                 "NPU201",
