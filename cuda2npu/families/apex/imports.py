@@ -240,7 +240,7 @@ class ApexImports(Rule):
                 "NPU330",
                 node,
                 f"apex import stays: {', '.join(f'`{n}`' for n in unexplained)} still used by code that was "
-                f"not migrated{such_as} (see the other NPU3xx findings); apex is not installed on NPU hosts",
+                f"not migrated{such_as}; apex is not installed on NPU hosts",
                 tier=Tier.MANUAL,
             )
 

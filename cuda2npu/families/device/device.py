@@ -148,7 +148,7 @@ class CudaMethodCall(Rule):
         """``if x.is_cuda: median_filter_cuda(x)`` (whisper), ``if box.is_cuda: _C.box_iou(...)``
         (maskrcnn-benchmark): the test chooses a CUDA kernel of the project's; its ``is_cuda`` stays."""
         tests = _is_cuda_tests(node.test)
-        callee = self._kernel_callee(node) if tests else None
+        callee = kernel_call(self.ctx, node) if tests else None
         if callee is not None:
             self._cuda_implementations.update((test, callee) for test in tests)
 
@@ -159,7 +159,7 @@ class CudaMethodCall(Rule):
         flags = {}
         if (self.ctx.text is None or b"is_cuda" in self.ctx.text) and _is_cuda_tests(node.body):
             for statement in iter_nodes(node.body, cst.If):
-                callee = self._kernel_callee(statement) if isinstance(statement.test, cst.Name) else None
+                callee = kernel_call(self.ctx, statement) if isinstance(statement.test, cst.Name) else None
                 if callee is not None:
                     flags.setdefault(statement.test.value, callee)
         self._kernel_flags.append(flags)
@@ -172,9 +172,6 @@ class CudaMethodCall(Rule):
         names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name) and t.target.value in flags]
         if names:
             self._cuda_implementations.update((test, flags[names[0]]) for test in _is_cuda_tests(node.value))
-
-    def _kernel_callee(self, node: cst.If) -> str | None:
-        return kernel_call(self.resolver, self.options.cuda_extensions, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):

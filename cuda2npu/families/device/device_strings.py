@@ -306,7 +306,7 @@ class DeviceStrings(Rule):
             for device, literal in ((first, second), (second, first))
             if string_value(literal) == "cuda" and _is_device_type_expr(device)
         ]
-        callee = kernel_call(self.resolver, self.options.cuda_extensions, node) if literals else None
+        callee = kernel_call(self.ctx, node) if literals else None
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
 
