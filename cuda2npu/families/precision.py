@@ -273,13 +273,16 @@ class ModelHalfUnderBf16(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.trains = _Backward.found(ctx.module) if self.options.precision == "bf16" else False
+        self._restored: set[cst.Call] = set()  # `model.half().float()`: rounds values, trains in float32
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.trains or not isinstance(node.func, cst.Attribute):
             return
         method = node.func.attr.value
         receiver = node.func.value
-        if not _looks_like_model(receiver):
+        if method == "float" and isinstance(receiver, cst.Call):  # visited before the call it reads
+            self._restored.add(receiver)
+        if node in self._restored or not _looks_like_model(receiver):
             return
         if method == "half" and not node.args:
             cast = ".half()"

@@ -192,6 +192,8 @@ class TorchCudaApi(Rule):
             name = _target_name(target.target)
             self._mark_switch(node.value, lambda n=name: (feature_word(n), f"`{n}`"))
             self._mark_switch(node.value, lambda n=name: self._scope_feature() if self._returns(n) else (None, ""))
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self._properties_variable(node.targets[0].target.value, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         name = _target_name(node.target)
@@ -298,6 +300,26 @@ class TorchCudaApi(Rule):
             return
         field = node.attr.value
         self._properties[call.func] = None if field in table("torch_cuda_api")["device_properties"]["filled"] else field
+
+    def _properties_variable(self, name: str, value: cst.BaseExpression) -> None:
+        """``p = torch.cuda.get_device_properties(i)`` read only as ``p.<field>`` in its function (or
+        module), bound once there: the fields read decide, as for ``get_device_properties(i).<field>``."""
+        if (
+            not isinstance(value, cst.Call)
+            or self.resolver.qualified_name(value.func) != "torch.cuda.get_device_properties"
+        ):
+            return
+        scope = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), self.ctx.module)
+        bases = {a.value: a.attr.value for a in iter_nodes(scope, cst.Attribute) if isinstance(a.value, cst.Name)}
+        uses = [n for n in iter_nodes(scope, cst.Name) if n.value == name]
+        bound = [
+            t for t in iter_nodes(scope, cst.AssignTarget) if isinstance(t.target, cst.Name) and t.target.value == name
+        ]
+        reads = [n for n in uses if all(n is not t.target for t in bound)]
+        if len(bound) != 1 or not reads or any(n not in bases for n in reads):
+            return  # rebound, unread, or used whole (printed, passed on): the general review stays
+        filled = table("torch_cuda_api")["device_properties"]["filled"]
+        self._properties[value.func] = next((bases[n] for n in reads if bases[n] not in filled), None)
 
     def _member(self, node: cst.Attribute, sub: str, name: str) -> None:
         api = _api(sub, name)
