@@ -5,6 +5,7 @@ No libcst here: the project facts of every run (even one answered from the resul
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 from typing import Iterable
@@ -58,3 +59,20 @@ def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[s
 def is_cuda_extension(module: str, declared: tuple[str, ...] = ()) -> bool:
     """A compiled CUDA extension: one the project's setup.py declares, or a top-level ``<name>_cuda``."""
     return module in declared or ("." not in module and EXTENSION_NAME.fullmatch(module) is not None)
+
+
+def normalize_distribution(name: str) -> str:
+    """A distribution's normalized PyPI name (lower case, runs of ``-_.`` as ``-``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def cuda_only_distribution(name: str) -> tuple[tuple[str, ...], str] | None:
+    """(modules it installs, advice) for a distribution rules/tables/cuda_only_distributions.toml
+    names as CUDA-only, else None."""
+    data = table("cuda_only_distributions")
+    name = normalize_distribution(name)
+    if name in data["not_cuda"]["names"]:
+        return None
+    entries = data["distribution"]
+    entry = entries.get(name) or next((e for p, e in entries.items() if fnmatch.fnmatchcase(name, p)), None)
+    return (tuple(entry["modules"]), entry["advice"]) if entry else None

@@ -32,7 +32,6 @@ project. Poetry's ``[tool.poetry.dependencies]`` tables are not read.
 from __future__ import annotations
 
 import ast
-import fnmatch
 import re
 import sys
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
+from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
+from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
 from cuda2npu.filekinds import depfiles_versions as versions
 
 if sys.version_info >= (3, 11):
@@ -60,21 +61,6 @@ COMPILE_COMMAND = re.compile(r"(?m)^#\s+(?:pip-compile|uv pip compile)\b(.*)$")
 VIA = re.compile(r"(?m)^[ \t]+# via\b")
 INDENTED_COMMENT = re.compile(r"[ \t]+#[^\n]*(?:\n|$)")
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def cuda_only(name: str) -> tuple[tuple[str, ...], str] | None:
-    """(modules it installs, advice) for a distribution the table names as CUDA-only, else None."""
-    data = table("cuda_only_distributions")
-    name = normalize(name)
-    if name in data["not_cuda"]["names"]:
-        return None
-    entries = data["distribution"]
-    entry = entries.get(name) or next((e for p, e in entries.items() if fnmatch.fnmatchcase(name, p)), None)
-    return (tuple(entry["modules"]), entry["advice"]) if entry else None
 
 
 def unknown_nvidia(name: str) -> bool:
