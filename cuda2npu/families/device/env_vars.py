@@ -16,7 +16,10 @@ import libcst as cst
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import rename_fix, string_value
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 
@@ -43,6 +46,19 @@ class EnvironmentVariables(Rule):
             )
         elif name in env["cuda"]:
             new = env["cuda"][name]
+            value = _set_value(TreeIndex.of(self.ctx), node) if name == "CUDA_VISIBLE_DEVICES" else None
+            why = _out_of_order(value) if value is not None else None
+            if why is not None:
+                self.report(
+                    "NPU202",
+                    node,
+                    f"`{name}` → `{new}`; its IDs must be ascending (parsing stops at the first one out of "
+                    f"order), and `{code_of(value)}` {why}",
+                    rename_fix(name, new),
+                    tier=Tier.REVIEW,
+                    needs_torch_npu=False,
+                )
+                return
             self.report("NPU202", node, f"`{name}` → `{new}`", rename_fix(name, new), needs_torch_npu=False)
         elif name in env["nccl"]:
             new = env["nccl"][name]
@@ -55,3 +71,37 @@ class EnvironmentVariables(Rule):
             )
         elif name in env["nccl_manual"]:
             self.report("NPU203", node, f"`{name}`: {env['nccl_manual'][name]}", tier=Tier.MANUAL)
+
+
+def _set_value(index: TreeIndex, name: cst.SimpleString) -> cst.BaseExpression | None:
+    """The value a variable named by ``name`` is set to: ``os.environ[name] = v``, ``{name: v}``,
+    ``os.environ.setdefault(name, v)``, ``os.putenv(name, v)`` (None: a read, or not known)."""
+    parent = index.parents.get(name)
+    if isinstance(parent, cst.DictElement) and parent.key is name:
+        return parent.value
+    if isinstance(parent, cst.Arg):
+        call = index.parents.get(parent)
+        if isinstance(call, cst.Call) and len(call.args) >= 2 and call.args[0] is parent:
+            method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+            return call.args[1].value if method in ("setdefault", "putenv") else None
+        return None
+    while parent is not None and not isinstance(parent, (cst.Subscript, cst.BaseStatement)):
+        parent = index.parents.get(parent)
+    target = index.parents.get(parent) if isinstance(parent, cst.Subscript) else None
+    assign = index.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    return assign.value if isinstance(assign, cst.Assign) else None
+
+
+def _out_of_order(value: cst.BaseExpression) -> str | None:
+    """Why the device list ``value`` may not be ascending: a literal that is not, or one built at
+    run time (a ``join``, a comma in its text); None: one ID, or an ascending literal."""
+    literal = string_value(value)
+    if literal is not None:
+        ids = [part.strip() for part in literal.split(",")]
+        ascending = not all(i.isdigit() for i in ids) or [int(i) for i in ids] == sorted(int(i) for i in ids)
+        return None if ascending else "is not"
+    texts = [string_value(s) or "" for s in iter_nodes(value, cst.SimpleString)]
+    texts += [part.value for part in iter_nodes(value, cst.FormattedStringText)]
+    if ".join(" in code_of(value) or any("," in text for text in texts):
+        return "may list them in another order (one list per worker, rotated)"
+    return None
