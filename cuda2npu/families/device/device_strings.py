@@ -39,6 +39,7 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
+from cuda2npu.families.device.cuda_api_checks import feature_word
 from cuda2npu.families.device.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -139,6 +140,7 @@ class DeviceStrings(Rule):
         self._device_variable_names: set[str] | None = None
         self._seen: set[cst.CSTNode] = set()
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
+        self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
 
     @property
     def _device_variables(self) -> set[str]:
@@ -162,6 +164,15 @@ class DeviceStrings(Rule):
             if literal in self._seen or is_cuda_alternative(self.ctx, literal):
                 continue
             self._seen.add(literal)
+            if literal in self._feature_switches:
+                self.report(
+                    code,
+                    literal,
+                    f'"cuda" in a test that switches a CUDA-only feature on ({self._feature_switches[literal]}); '
+                    'not rewritten: "npu" would turn it on on NPU, where it may not exist',
+                    tier=Tier.REVIEW,
+                )
+                continue
             if literal in self._kernel_switches:
                 self.report(
                     code,
@@ -273,7 +284,8 @@ class DeviceStrings(Rule):
         when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself."""
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
         for element in [e.value for e in expr.elements] if sequence else [expr]:
-            if code_of(device) in self._compared_with_npu and element not in self._kernel_switches:
+            switch = element in self._kernel_switches or element in self._feature_switches
+            if code_of(device) in self._compared_with_npu and not switch:
                 self._ambiguous(
                     element,
                     f'compared with `{code_of(device)}`, which this file also compares with "npu",',
@@ -328,6 +340,15 @@ class DeviceStrings(Rule):
         self._assignment(node.target, node.value)
 
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        word = feature_word(target.value) if isinstance(target, cst.Name) and value is not None else None
+        if word:  # nanoGPT's `use_fused = fused_available and device_type == "cuda"`: a feature switch
+            self._feature_switches.update(
+                (literal, f"`{target.value}`: {word}")
+                for comparison in iter_nodes(value, cst.Comparison)
+                for first, second in _neighbours(comparison)
+                for device, literal in ((first, second), (second, first))
+                if string_value(literal) == "cuda" and _is_device_type_expr(device)
+            )
         if looks_like_device(target):
             self._rewrite(field_default(value), why="device variable")
         elif value is None or not (device_literals(value) or _is_device_string(value)):
