@@ -12,6 +12,7 @@ Portable output (``--portable``): cuda2npu/families/device/cuda_api_portable.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -39,6 +40,8 @@ from cuda2npu.families.device.cuda_api_checks import (
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
+# strings that choose another library's CUDA runtime: ONNX Runtime's providers, the GPU builds on PyPI
+CUDA_RUNTIME = re.compile(r"CUDAExecutionProvider|TensorrtExecutionProvider|\b[\w.]+-gpu\b")
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,22 @@ class TorchCudaApi(Rule):
             self._mark_switch(node.value, lambda n=name: (feature_word(n), f"`{n}`"))
             self._mark_switch(node.value, lambda n=name: self._scope_feature() if self._returns(n) else (None, ""))
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            self._properties_variable(node.targets[0].target.value, node.value)
+            name = node.targets[0].target.value
+            self._mark_switch(node.value, lambda: self._chooses_cuda_runtime(name))
+            self._properties_variable(name, node.value)
+
+    def _chooses_cuda_runtime(self, name: str) -> tuple[str | None, str]:
+        """``cuda = torch.cuda.is_available()`` read by a test choosing a CUDA-only runtime of another
+        library (yolov5: ``"onnxruntime-gpu" if cuda else "onnxruntime"``, ``CUDAExecutionProvider``)."""
+        scope = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), self.ctx.module)
+        for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
+            if not any(n.value == name for n in iter_nodes(choice.test, cst.Name)):
+                continue
+            for string in iter_nodes(choice.body, cst.SimpleString):
+                found = CUDA_RUNTIME.search(string_value(string) or "")
+                if found:
+                    return "another library's CUDA runtime", f"`{name}` chooses `{found.group()}`"
+        return None, ""
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         name = _target_name(node.target)
