@@ -241,8 +241,8 @@ class CudaOnlyDistributionLookups(Rule):
         self.report(
             "NPU607",
             node,
-            f"`{code_of(node.func)}({name!r})` raises {error} on an NPU host, where `{name}` cannot be "
-            f"installed: drop the check or answer it without the package; {found[1]}",
+            f"`{code_of(node.func)}({name!r})` raises {error} where `{name}` is not installed, as on an NPU "
+            f"host ({found[1].split(' (')[0]}): drop the check or answer it without the package",
         )
 
     def _guarded(self, node: cst.Call, modules: tuple[str, ...]) -> bool:
