@@ -321,7 +321,8 @@ class TorchCudaApi(Rule):
 
     def _properties_variable(self, name: str, value: cst.BaseExpression) -> None:
         """``p = torch.cuda.get_device_properties(i)`` read only as ``p.<field>`` in its function (or
-        module), bound once there: the fields read decide, as for ``get_device_properties(i).<field>``."""
+        module): the fields read decide, as for ``get_device_properties(i).<field>`` (reads after
+        another binding of ``p``, such as diffusers' ``torch.xpu`` branch, count too)."""
         if (
             not isinstance(value, cst.Call)
             or self.resolver.qualified_name(value.func) != "torch.cuda.get_device_properties"
@@ -334,8 +335,8 @@ class TorchCudaApi(Rule):
             t for t in iter_nodes(scope, cst.AssignTarget) if isinstance(t.target, cst.Name) and t.target.value == name
         ]
         reads = [n for n in uses if all(n is not t.target for t in bound)]
-        if len(bound) != 1 or not reads or any(n not in bases for n in reads):
-            return  # rebound, unread, or used whole (printed, passed on): the general review stays
+        if not reads or any(n not in bases for n in reads):
+            return  # unread, or used whole (printed, passed on): the general review stays
         filled = table("torch_cuda_api")["device_properties"]["filled"]
         self._properties[value.func] = next((bases[n] for n in reads if bases[n] not in filled), None)
 
