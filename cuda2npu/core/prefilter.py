@@ -35,7 +35,7 @@ class Triggers:
 
     That alternation runs at ≈ 15 MB/s on the corpus: its guarded alternatives (``\\b``,
     lookbehinds) defeat the regex engine's scan for a first character. The alternation of the
-    search forms runs at ≈ 70 MB/s; at each place it matches, the exact alternation is tried where
+    search forms runs at ≈ 64 MB/s; at each place it matches, the exact alternation is tried where
     a trigger would have started (there or one character before, for a quote class).
     """
 
