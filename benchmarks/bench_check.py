@@ -9,8 +9,9 @@ start-up included, as users see it). cuda2npu's bytecode is compiled first, as `
 does: an editable install under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module
 on every run (0.15 s of start-up), which no installed user pays.
 
-* floor: read every file + prefilter + parse the matching files (decode check, nesting guard and
-  ``libcst.parse_module``: what any libcst tool must pay), one process;
+* floor: read every file + prefilter (the triggers, and each rule's ``requires``) + parse the
+  matching files (decode check, nesting guard and ``libcst.parse_module``: what any libcst tool
+  must pay), one process;
 * cold ``check --jobs 1 --no-cache`` and ``--jobs 2 --no-cache``;
 * warm ``check --jobs 1`` on an unchanged tree (the pre-commit case; a first run fills the cache);
 * with ``--peers DIR`` holding ``ruff`` and ``torchfix`` (``pip install ruff torchfix`` into a
@@ -46,12 +47,15 @@ from cuda2npu.project.discovery import discover
 from cuda2npu.core.source import SourceError, parse
 from cuda2npu.core.options import Options
 from cuda2npu.core.prefilter import skip_reason
+from cuda2npu.families import enabled_rules
+from cuda2npu.filekinds.python import triggered
 from cuda2npu.project.runner import _pattern
-pattern = _pattern(Options(fix=False))
+options = Options(fix=False)
+pattern, rules = _pattern(options), enabled_rules(options)
 parsed = 0
 for path in discover([Path(p) for p in sys.argv[1:]]).files:
     data = path.read_bytes()
-    if skip_reason(data) is None and pattern.search(data):
+    if skip_reason(data) is None and pattern.search(data) and triggered(rules, data, options):
         parsed += 1
         try:
             parse(data)
