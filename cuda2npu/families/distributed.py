@@ -301,7 +301,7 @@ def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
 class NcclBackend(Rule):
     codes = ("NPU201",)
     # what a report reads: the string "nccl" (or "cuda:nccl" in a mixed one), is_nccl_available,
-    # Backend.NCCL; not the word in comments, torch.cuda.nccl or NCCL_* variables (NPU106's)
+    # Backend.NCCL; not the word in comments, torch.cuda.nccl or NCCL_* variables (NPU203's)
     triggers = (r"""["']nccl\b""", r":nccl\b", r"is_nccl_available", r"\.\s*NCCL\b")
     portable_support = True
 
