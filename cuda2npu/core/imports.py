@@ -25,10 +25,15 @@ IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "B
 
 def catches_import_error(handler: cst.ExceptHandler) -> bool:
     """A bare ``except`` or one catching ImportError (or a base class of it)."""
+    return catches(handler, IMPORT_ERRORS)
+
+
+def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
+    """A bare ``except`` or one catching an exception class named one of ``names``."""
     if handler.type is None:
         return True
     kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
-    return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in IMPORT_ERRORS for k in kinds)
+    return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in names for k in kinds)
 
 
 def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.imports import IMPORT_ERRORS, catches, catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
@@ -213,7 +213,7 @@ DISTRIBUTION_LOOKUPS = {
     "importlib_metadata.distribution": "PackageNotFoundError",
     "pkg_resources.get_distribution": "DistributionNotFound",
 }
-LOOKUP_ERRORS = {"PackageNotFoundError", "DistributionNotFound"}
+LOOKUP_ERRORS = IMPORT_ERRORS | {"PackageNotFoundError", "DistributionNotFound"}  # ImportError: their base
 DISTRIBUTIONS = table("cuda_only_distributions")["distribution"]
 
 
@@ -271,15 +271,8 @@ class CudaOnlyDistributionLookups(Rule):
         for owner, role in index.enclosing(self.ctx.statement):
             if role != "body":
                 continue
-            if isinstance(owner, cst.Try) and any(_catches_lookup_error(h) for h in owner.handlers):
+            if isinstance(owner, cst.Try) and any(catches(h, LOOKUP_ERRORS) for h in owner.handlers):
                 return True
             if isinstance(owner, cst.If) and _guards_import(owner.test):
                 return True
         return False
-
-
-def _catches_lookup_error(handler: cst.ExceptHandler) -> bool:
-    if catches_import_error(handler):
-        return True
-    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
-    return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in LOOKUP_ERRORS for k in kinds)

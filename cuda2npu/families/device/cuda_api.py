@@ -155,9 +155,13 @@ class TorchCudaApi(Rule):
                 return word, f"`{scope.name.value}`"
         return None, ""
 
+    def _function(self) -> cst.FunctionDef | None:
+        """The innermost function the traversal is in."""
+        return next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), None)
+
     def _returns(self, name: str | None) -> bool:
         """Whether the innermost function returns the local ``name`` (``return cuda_available``)."""
-        function = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), None)
+        function = self._function()
         return function is not None and name in _returned_names(function)
 
     def _mark_switch(self, value: cst.BaseExpression | None, word_and_place, capability: bool = True) -> None:
@@ -203,7 +207,7 @@ class TorchCudaApi(Rule):
     def _chooses_cuda_runtime(self, name: str) -> tuple[str | None, str]:
         """``cuda = torch.cuda.is_available()`` read by a test choosing a CUDA-only runtime of another
         library (yolov5: ``"onnxruntime-gpu" if cuda else "onnxruntime"``, ``CUDAExecutionProvider``)."""
-        scope = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), self.ctx.module)
+        scope = self._function() or self.ctx.module
         for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
             if not any(n.value == name for n in iter_nodes(choice.test, cst.Name)):
                 continue
@@ -328,7 +332,7 @@ class TorchCudaApi(Rule):
             or self.resolver.qualified_name(value.func) != "torch.cuda.get_device_properties"
         ):
             return
-        scope = next((s for s in reversed(self._scopes) if isinstance(s, cst.FunctionDef)), self.ctx.module)
+        scope = self._function() or self.ctx.module
         bases = {a.value: a.attr.value for a in iter_nodes(scope, cst.Attribute) if isinstance(a.value, cst.Name)}
         uses = [n for n in iter_nodes(scope, cst.Name) if n.value == name]
         bound = [

@@ -311,13 +311,7 @@ class DeviceStrings(Rule):
     def visit_If(self, node: cst.If) -> None:
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
-        literals = [
-            literal
-            for comparison in iter_nodes(node.test, cst.Comparison)
-            for first, second in _neighbours(comparison)
-            for device, literal in ((first, second), (second, first))
-            if string_value(literal) == "cuda" and _is_device_type_expr(device)
-        ]
+        literals = _cuda_type_literals(node.test)
         callee = kernel_call(self.ctx, node) if literals else None
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
@@ -343,11 +337,7 @@ class DeviceStrings(Rule):
         word = feature_word(target.value) if isinstance(target, cst.Name) and value is not None else None
         if word:  # nanoGPT's `use_fused = fused_available and device_type == "cuda"`: a feature switch
             self._feature_switches.update(
-                (literal, f"`{target.value}`: {word}")
-                for comparison in iter_nodes(value, cst.Comparison)
-                for first, second in _neighbours(comparison)
-                for device, literal in ((first, second), (second, first))
-                if string_value(literal) == "cuda" and _is_device_type_expr(device)
+                (literal, f"`{target.value}`: {word}") for literal in _cuda_type_literals(value)
             )
         if looks_like_device(target):
             self._rewrite(field_default(value), why="device variable")
@@ -379,6 +369,17 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _cuda_type_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``)."""
+    return [
+        literal
+        for comparison in iter_nodes(expr, cst.Comparison)
+        for first, second in _neighbours(comparison)
+        for device, literal in ((first, second), (second, first))
+        if string_value(literal) == "cuda" and _is_device_type_expr(device)
+    ]
 
 
 def _neighbours(comparison: cst.Comparison) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
