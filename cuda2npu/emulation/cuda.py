@@ -87,6 +87,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from cuda2npu.emulation import standins
+from cuda2npu.emulation.controls import mark_emulated_cuda
 
 __all__ = ["CudaEmulation", "emulate_cuda", "to_cpu_device"]
 
@@ -137,23 +138,30 @@ def _tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.pres
 
 
 class _CudaToCpuMode(TorchFunctionMode):
-    """Rewrite CUDA device arguments of every torch call to the CPU."""
+    """Rewrite CUDA device arguments of every torch call to the CPU; mark what they return as put
+    on the emulated CUDA device (:func:`cuda2npu.emulation.controls.mark_emulated_cuda`)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func is _TENSOR_CUDA:
-            return _tensor_cuda(*args, **kwargs)
+            return mark_emulated_cuda(_tensor_cuda(*args, **kwargs))
         if func is _TENSOR_PIN_MEMORY:
             return args[0]
+        on_cuda = False
         if func is _TENSOR_TO and len(args) > 1:
-            args = (args[0], to_cpu_device(args[1]), *args[2:])
+            target = to_cpu_device(args[1])
+            on_cuda = target is not args[1]
+            args = (args[0], target, *args[2:])
         elif func is _TENSOR_TYPE and len(args) > 1 and isinstance(args[1], str):
             args = (args[0], args[1].replace("torch.cuda.", "torch."), *args[2:])
         if "device" in kwargs:
-            kwargs["device"] = to_cpu_device(kwargs["device"])
+            target = to_cpu_device(kwargs["device"])
+            on_cuda = on_cuda or target is not kwargs["device"]
+            kwargs["device"] = target
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        return mark_emulated_cuda(result) if on_cuda else result
 
 
 def _for_the_program(original: Callable, answer: Callable) -> Callable:

@@ -8,6 +8,15 @@ Usage::
     with emulate_npu():              # or: install, and on exit remove what can be removed
         import torch_npu
         x = torch.randn(2, 3).npu()
+    emulate_npu(autoload=False)      # the device appears at `import torch_npu` only
+
+``autoload`` follows torch_npu: since TorchNPU 2.5.1 torch imports it through the
+``torch.backends`` entry point at ``import torch`` (docs/reference/torch_npu.md §4.1), so the
+``npu`` device and ``torch.npu`` exist at once (``autoload=True``, the default). With
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` or an older release they exist only after some module ran
+``import torch_npu``: ``autoload=False`` defers the whole installation to that import, so code
+that needs the device without importing torch_npu fails as it would there (``torch.npu`` is
+missing, ``"npu"`` is not a device type).
 
 What gets installed (docs/design.md §6, docs/reference/torch_npu.md §4):
 
@@ -43,6 +52,7 @@ auto-loads it at ``import torch``), and emulating next to it would be unsound.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import sys
 
@@ -151,15 +161,36 @@ def _remove_torch_npu_modules() -> None:
     global _finder
     for name in [n for n in sys.modules if n == "torch_npu" or n.startswith("torch_npu.")]:
         del sys.modules[name]
-    if _finder in sys.meta_path:
-        sys.meta_path.remove(_finder)
+    for finder in (_finder, _DEFERRED):
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
     _finder = None
 
 
-def emulate_npu() -> NpuEmulation:
-    """Install the CPU emulation of the npu device and torch_npu (see module docstring)."""
-    if _real_torch_npu_works():
-        return NpuEmulation(emulated=False, installed_modules=False, installed_patches=False)
+class _DeferredTorchNpu(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import torch_npu`` installs the emulation, as importing the real package registers the
+    device where torch does not auto-load it (``emulate_npu(autoload=False)``)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch_npu":
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        sys.meta_path.remove(self)
+        _install_device()
+        _install_torch_npu_modules()
+        return sys.modules["torch_npu"]
+
+    def exec_module(self, module) -> None:
+        return None
+
+
+_DEFERRED = _DeferredTorchNpu()
+
+
+def _install_device() -> bool:
+    """The backend (once per process) and the patches; True if this call applied the patches."""
     backend = torch._C._get_privateuse1_backend_name()
     if not _backend_libraries:
         if backend != "privateuseone":
@@ -170,9 +201,22 @@ def emulate_npu() -> NpuEmulation:
         _install_backend()
     from cuda2npu.emulation import npu_patches
 
-    installed_patches = not npu_patches.patches_applied()
-    if installed_patches:
-        npu_patches.apply_patches()
+    if npu_patches.patches_applied():
+        return False
+    npu_patches.apply_patches()
+    return True
+
+
+def emulate_npu(autoload: bool = True) -> NpuEmulation:
+    """Install the CPU emulation of the npu device and torch_npu (see module docstring); with
+    ``autoload=False`` only once something imports ``torch_npu``."""
+    if _real_torch_npu_works():
+        return NpuEmulation(emulated=False, installed_modules=False, installed_patches=False)
+    if not autoload and not _backend_libraries and "torch_npu" not in sys.modules:
+        if _DEFERRED not in sys.meta_path:
+            sys.meta_path.insert(0, _DEFERRED)
+        return NpuEmulation(emulated=True, installed_modules=True, installed_patches=True)
+    installed_patches = _install_device()
     return NpuEmulation(
         emulated=True, installed_modules=_install_torch_npu_modules(), installed_patches=installed_patches
     )

@@ -49,6 +49,7 @@ import warnings
 import torch
 
 from cuda2npu.emulation import npu_device
+from cuda2npu.emulation.controls import attention_called, drop_probability
 
 __all__ = ["npu_fusion_attention"]
 
@@ -238,6 +239,9 @@ def npu_fusion_attention(
     layout = str(input_layout).upper()
     _check(layout in _LAYOUTS, f"The input_layout should be BSH/SBH/BNSD/BSND/TND, but got {input_layout}")
     _check(head_num > 0, f"head_num must be > 0, got {head_num}")
+    _check(0 < keep_prob <= 1, f"The keep_prob value must be in range of (0, 1], but got {keep_prob}")
+    attention_called("npu_fusion_attention", 1.0 - keep_prob, scale)
+    keep_prob = 1.0 - drop_probability(1.0 - keep_prob)
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         _check(
             tensor.dim() == (3 if layout in ("BSH", "SBH", "TND") else 4),
@@ -248,7 +252,6 @@ def npu_fusion_attention(
         f"query dtype must be float16, bfloat16 or float32, got {query.dtype}",
     )
     _check(key.dtype == query.dtype and value.dtype == query.dtype, "query, key and value must share one dtype")
-    _check(0 < keep_prob <= 1, f"The keep_prob value must be in range of (0, 1], but got {keep_prob}")
     _check(padding_mask is None, "padding_mask is not supported and must be None")
     if layout == "TND":
         _check(

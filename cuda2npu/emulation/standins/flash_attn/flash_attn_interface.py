@@ -42,6 +42,8 @@ from typing import Optional
 
 import torch
 
+from cuda2npu.emulation.controls import CONTROLS, attention_called, drop_probability
+
 from ._masked_attention import AttentionResult, masked_attention
 
 __all__ = [
@@ -56,7 +58,7 @@ __all__ = [
 
 
 def _check_inputs(q, k, v, softcap, dropout_p, alibi_slopes) -> None:
-    if q.dtype not in (torch.float16, torch.bfloat16):
+    if CONTROLS.half_only and q.dtype not in (torch.float16, torch.bfloat16):
         raise RuntimeError("FlashAttention only support fp16 and bf16 data type")
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise RuntimeError("query, key and value must have the same dtype")
@@ -118,6 +120,8 @@ def _batched(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, al
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k = k.shape[1]
     scale = headdim**-0.5 if softmax_scale is None else softmax_scale
+    attention_called("flash_attn", dropout_p, scale)
+    dropout_p = drop_probability(dropout_p)
     window = _normalized_window(window_size, causal, seqlen_q, seqlen_k, alibi_slopes is not None)
     bias = None
     if alibi_slopes is not None:
@@ -164,6 +168,8 @@ def _varlen(
     _check_inputs(q, k, v, softcap, dropout_p, alibi_slopes)
     nheads, headdim = q.shape[1], q.shape[2]
     scale = headdim**-0.5 if softmax_scale is None else softmax_scale
+    attention_called("flash_attn_varlen", dropout_p, scale)
+    dropout_p = drop_probability(dropout_p)
     starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     batch = len(starts_q) - 1
     window = _normalized_window(window_size, causal, max_seqlen_q, max_seqlen_k, alibi_slopes is not None)

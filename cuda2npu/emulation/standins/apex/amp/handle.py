@@ -1,7 +1,8 @@
 """``amp.scale_loss`` and ``amp.disable_casts`` (``NVIDIA/apex`` ``apex/amp/handle.py``).
 
 ``scale_loss`` yields ``loss.float() * loss_scale`` (just ``loss`` when amp is disabled, and
-``loss.float()`` for a static scale of 1 without master weights). On exit, unless
+``loss.float()`` for a static scale of 1 without master weights), marked with its scale
+(:func:`cuda2npu.emulation.controls.mark_loss_scale`) so that the validation records the loss unscaled. On exit, unless
 ``delay_unscale``, the optimizers' gradients are unscaled (see ``_process_optimizer``), the
 scaler is updated, and on overflow each optimizer's next ``step()`` is replaced by a one-shot
 skip, exactly as apex does.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import contextlib
 
 import torch
+
+from cuda2npu.emulation.controls import mark_loss_scale
 
 from ._amp_state import _amp_state
 
@@ -38,7 +41,7 @@ def scale_loss(loss, optimizers, loss_id=0, model=None, delay_unscale=False, del
         for optimizer in optimizers:
             if not optimizer._amp_stash.params_have_scaled_gradients:
                 optimizer._prepare_amp_backward()
-    yield loss.float() * loss_scale
+    yield mark_loss_scale(loss.float() * loss_scale, loss_scale)
     if delay_unscale:
         for optimizer in optimizers:
             optimizer._amp_stash.params_have_scaled_gradients = True

@@ -42,6 +42,7 @@ import math
 
 import torch
 
+from cuda2npu.emulation.controls import attention_called, drop_probability
 from cuda2npu.emulation.standins.flash_attn._masked_attention import masked_attention
 
 from ..module.base import StandinModule, check_options
@@ -184,6 +185,8 @@ class DotProductAttention(StandinModule):
             alibi_slopes=alibi_slopes,
             dropout_p=self.attention_dropout if self.training else 0.0,
         )
+        attention_called("te_dot_product_attention", settings["dropout_p"], self.softmax_scale)
+        settings["dropout_p"] = drop_probability(settings["dropout_p"])
         if qkv_format == "thd":
             return self._packed(query_layer, key_layer, value_layer, cu_seqlens_q, cu_seqlens_kv, settings)
         if qkv_format not in ("sbhd", "bshd"):
