@@ -329,10 +329,11 @@ def run_case(case: Case, work: Path) -> Outcome:
 
 PLAIN = """\
 import runpy, sys, time
-from cuda2npu.validation.side import emulate_backend
+from pathlib import Path
+from cuda2npu.validation.strict_host import install_host
 role, out = sys.argv[1], sys.argv[2]
 if role != "cpu":
-    emulate_backend(role)
+    install_host(role, Path("."))
 sys.argv = sys.argv[3:]
 sys.path.insert(0, ".")
 start = time.perf_counter()

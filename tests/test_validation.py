@@ -246,7 +246,8 @@ def deep_bf16(tmp_path_factory):
     }
     for name, source in trees.items():
         (root / name).mkdir()
-        (root / name / "model.py").write_text("import contextlib\n" + source)
+        imports = "import contextlib\n" + ("" if name == "original" else "import torch_npu  # noqa: F401\n")
+        (root / name / "model.py").write_text(imports + source)
     return root
 
 

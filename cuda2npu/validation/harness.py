@@ -16,7 +16,7 @@ from cuda2npu.validation.compare import (
     compare_records,
     detect_precision,
 )
-from cuda2npu.validation.side import MISSING_DEPENDENCY
+from cuda2npu.validation.failures import MISSING_DEPENDENCY
 
 EXIT_EQUIVALENT, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 SIDE_TIMEOUT_S = 600
@@ -64,7 +64,8 @@ def run_child(
         return "timeout", f"{role} side: timed out after {timeout} s"
     if error_file.exists():
         error = json.loads(error_file.read_text())
-        return error["error"], f"{role} side: {error['error']}: {error['message']}"
+        where = f" (at {error['location']})" if error.get("location") else ""
+        return error["error"], f"{role} side: {error['error']}: {error['message']}{where}"
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         return "exit", f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
@@ -72,7 +73,14 @@ def run_child(
 
 
 def _run_side(
-    role: str, tree: Path, entry: str, exchange: Path, seed: int, dropout_runs: int, autocast: str | None = None
+    role: str,
+    tree: Path,
+    entry: str,
+    exchange: Path,
+    seed: int,
+    dropout_runs: int,
+    autocast: str | None = None,
+    autoload: bool = False,
 ) -> tuple[str, str] | None:
     """Run one side (``autocast``: the original's forward at that precision, recorded apart);
     None on success, else (error kind, description)."""
@@ -86,6 +94,7 @@ def _run_side(
         "seed": seed,
         "dropout_runs": dropout_runs,
         "autocast": autocast,
+        "autoload": autoload,
     }
     return run_child(
         "cuda2npu.validation.side",
@@ -99,7 +108,13 @@ def _run_side(
 
 
 def validate(
-    original: Path, migrated: Path, entry: str, precision: str | None = None, seed: int = 0, dropout_runs: int = 0
+    original: Path,
+    migrated: Path,
+    entry: str,
+    precision: str | None = None,
+    seed: int = 0,
+    dropout_runs: int = 0,
+    autoload: bool = False,
 ) -> ValidationResult:
     """Run ``entry`` in both trees and compare; never raises for problems of the user's code."""
     import torch
@@ -107,7 +122,7 @@ def validate(
     with tempfile.TemporaryDirectory(prefix="cuda2npu-validate-") as tmp:
         exchange = Path(tmp)
         for role, tree in (("original", original), ("migrated", migrated)):
-            error = _run_side(role, tree, entry, exchange, seed, dropout_runs)
+            error = _run_side(role, tree, entry, exchange, seed, dropout_runs, autoload=autoload)
             if error is not None:
                 kind, message = error
                 # An optional package the original needs and this machine lacks proves nothing either way.

@@ -6,9 +6,10 @@ CPU: the state dict, the inputs, the eval-mode outputs, the gradients of a fixed
 of the outputs, the parameters after one optimizer step and (optionally) train-mode output
 variance for the dropout check. The migrated side first loads the original's weights and inputs.
 
-The original side runs with :func:`cuda2npu.emulation.emulate_cuda` when CUDA is missing; the
-migrated side with real torch_npu, or :func:`cuda2npu.emulation.emulate_npu` when it is missing.
-Failures are written as ``{"error": kind, "message": ..., "traceback": ...}``; exit status 2.
+Each side runs on its strict host (:mod:`cuda2npu.validation.strict_host`): the original with
+real CUDA or the CUDA emulation, the migrated with real torch_npu or the NPU emulation, where
+CUDA-only packages cannot be imported. Failures are written as
+:func:`cuda2npu.validation.failures.describe` says; exit status 2.
 """
 
 from __future__ import annotations
@@ -17,29 +18,15 @@ import contextlib
 import importlib
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import torch
 
+from cuda2npu.validation.failures import NoExampleInputs, describe
 from cuda2npu.validation.keys import map_state_dict
+from cuda2npu.validation.strict_host import install_host
 
 PROJECTION_SEED = 1000
-
-
-def emulate_backend(role: str) -> str:
-    """Install the stand-ins this side needs; return what runs it (for the report)."""
-    if role == "original":
-        if torch.cuda.is_available():
-            return "cuda"
-        from cuda2npu.emulation import emulate_cuda
-
-        emulate_cuda()
-        return "cpu (emulated cuda)"
-    from cuda2npu.emulation import emulate_npu
-
-    emulation = emulate_npu()
-    return "npu (emulated)" if getattr(emulation, "emulated", True) else "npu"
 
 
 def _unpack(built):
@@ -64,10 +51,6 @@ def _build(target):
             raise NoExampleInputs(f"{target.__name__} has no example_inputs(); add a validate entry for it")
         return model, example() if callable(example) else example
     return target()
-
-
-class NoExampleInputs(LookupError):
-    """A module class was given as entry but says nothing about its inputs."""
 
 
 def _call(model, inputs):
@@ -138,7 +121,7 @@ def _autocast(precision: str | None):
 def run_side(spec: dict) -> dict:
     role, exchange = spec["role"], Path(spec["exchange"])
     sys.path.insert(0, spec["tree"])
-    backend = emulate_backend(role)
+    backend = install_host(role, Path(spec["tree"]), spec.get("autoload", False))
     module_name, _, function_name = spec["entry"].partition(":")
     torch.manual_seed(spec["seed"])
     module = importlib.import_module(module_name)
@@ -171,27 +154,6 @@ def run_side(spec: dict) -> dict:
     return record
 
 
-MISSING_DEPENDENCY = "missing dependency of the original"
-
-
-def classify(exc: BaseException, role: str) -> str:
-    """A short name for what went wrong, pointing at the likely cause."""
-    text = str(exc)
-    if "same device" in text:
-        return "device mixing (a tensor was left on another device; look for a missed .cuda()/.to())"
-    if role == "migrated" and ("CUDA" in text or "cuda" in text):
-        return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
-    if isinstance(exc, NoExampleInputs):
-        return "no example inputs"
-    if role == "original" and isinstance(exc, ModuleNotFoundError):
-        return MISSING_DEPENDENCY
-    if isinstance(exc, (ImportError, LookupError)):
-        return "entry not found" if isinstance(exc, LookupError) else "import failure"
-    if isinstance(exc, RuntimeError) and "state_dict" in text:
-        return "weights do not load (parameter names or shapes differ)"
-    return "the model code raised"
-
-
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
     exchange = Path(spec["exchange"])
@@ -199,11 +161,7 @@ def main(argv: list[str]) -> int:
     try:
         record = run_side(spec)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised
-        error = {
-            "error": classify(exc, spec["role"]),
-            "message": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc(),
-        }
+        error = describe(exc, spec["role"], Path(spec["tree"]))
         (exchange / f"{name}.error.json").write_text(json.dumps(error))
         return 2
     torch.save(record, exchange / f"{name}.pt")

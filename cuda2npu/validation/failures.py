@@ -1,0 +1,61 @@
+"""What went wrong in a side's child process, said so that a user can act on it: a short name for
+the cause, the innermost line of the side's own tree that was running, and the traceback (the
+tree's frames only, and whole)."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+MISSING_DEPENDENCY = "missing dependency of the original"
+CUDA_ONLY_IMPORT = "CUDA-only import on the migrated side (it fails on an NPU host)"
+
+
+class NoExampleInputs(LookupError):
+    """A module class was given as entry but says nothing about its inputs."""
+
+
+def classify(exc: BaseException, role: str) -> str:
+    """A short name for what went wrong, pointing at the likely cause."""
+    text = str(exc)
+    if isinstance(exc, ModuleNotFoundError) and "on an NPU host" in text:
+        return CUDA_ONLY_IMPORT
+    if "same device" in text:
+        return "device mixing (a tensor was left on another device; look for a missed .cuda()/.to())"
+    if role == "migrated" and ("CUDA" in text or "cuda" in text):
+        return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
+    if role == "migrated" and ("npu" in text and ("device type" in text or "has no attribute 'npu'" in text)):
+        return "the npu device is not registered (is `import torch_npu` missing?)"
+    if isinstance(exc, NoExampleInputs):
+        return "no example inputs"
+    if role == "original" and isinstance(exc, ModuleNotFoundError):
+        return MISSING_DEPENDENCY
+    if isinstance(exc, (ImportError, LookupError)):
+        return "entry not found" if isinstance(exc, LookupError) else "import failure"
+    if isinstance(exc, RuntimeError) and "state_dict" in text:
+        return "weights do not load (parameter names or shapes differ)"
+    return "the model code raised"
+
+
+def describe(exc: BaseException, role: str, tree: Path) -> dict:
+    """The error file a child writes: kind, message, location, short and full traceback."""
+    prefix = str(tree.resolve()) + "/"
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [frame for frame in frames if frame.filename.startswith(prefix)]
+    location = ""
+    if own:
+        last = own[-1]
+        location = f"{last.filename[len(prefix) :]}:{last.lineno}"
+    short = [
+        f"  {frame.filename[len(prefix) :]}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+        for frame in own
+    ]
+    message = f"{type(exc).__name__}: {exc}"
+    return {
+        "error": classify(exc, role),
+        "message": message,
+        "location": location,
+        "short_traceback": "\n".join([*short[-6:], f"  {message}"]),
+        "traceback": "".join(traceback.format_exception(exc)),
+        "module": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None,
+    }
