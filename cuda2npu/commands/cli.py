@@ -469,9 +469,23 @@ class _OriginalTree(click.ParamType):
 @click.option(
     "--steps", type=click.IntRange(min=1), default=2, show_default=True, help="Optimizer steps recorded with --run."
 )
-@click.option("--verbose", "-v", is_flag=True, help="Print every compared tensor, not only the mismatches.")
+@click.option(
+    "--npu-autoload/--no-npu-autoload",
+    default=False,
+    show_default=True,
+    help="Emulate torch auto-loading torch_npu at `import torch` (TorchNPU >= 2.5.1); without it the npu "
+    "device exists only once the migrated code imports torch_npu, the strictest host.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print every compared tensor (every divergence with --run) and whole tracebacks, not only the mismatches.",
+)
 @color_option
-def validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose):
+def validate(
+    original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, npu_autoload, verbose
+):
     """Run ENTRY (or a script with --run) in the ORIGINAL and MIGRATED trees and compare outputs,
     gradients and optimizer steps. ORIGINAL is a directory, or git:REV for the MIGRATED tree at a
     git revision (after an in-place migration: git:HEAD before committing it)."""
@@ -480,12 +494,26 @@ def validate(original, migrated, entries, precision, dropout_check, json_file, s
 
     try:
         with original_tree(original, migrated) as tree:
-            _validate(tree, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose)
+            _validate(
+                tree,
+                migrated,
+                entries,
+                precision,
+                dropout_check,
+                json_file,
+                seed,
+                command,
+                steps,
+                npu_autoload,
+                verbose,
+            )
     except RevisionError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def _validate(original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, verbose):
+def _validate(
+    original, migrated, entries, precision, dropout_check, json_file, seed, command, steps, npu_autoload, verbose
+):
     if command is None and not entries:
         from cuda2npu.core.config import load_config
 
@@ -494,8 +522,8 @@ def _validate(original, migrated, entries, precision, dropout_check, json_file, 
         from cuda2npu.validation.render import render_script
         from cuda2npu.validation.script import validate_script
 
-        result = validate_script(original, migrated, command, steps, precision, seed)
-        render_script(result, _console())
+        result = validate_script(original, migrated, command, steps, precision, seed, npu_autoload)
+        render_script(result, _console(), verbose=verbose)
         if json_file is not None:
             json_file.write_text(json.dumps({"version": 1, "results": [result.to_json()]}, indent=2) + "\n")
         sys.exit(result.exit_code)
@@ -514,7 +542,9 @@ def _validate(original, migrated, entries, precision, dropout_check, json_file, 
     console = _console()
     results = []
     for entry in entries:  # each printed as soon as it is known
-        results.append(run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0))
+        results.append(
+            run_validation(original, migrated, entry, precision, seed, 20 if dropout_check else 0, npu_autoload)
+        )
         render(results[-1], console, verbose)
     render_summary(results, console)
     if json_file is not None:

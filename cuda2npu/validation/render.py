@@ -76,34 +76,33 @@ def render_summary(results: list, console: Console) -> None:
     console.print(f"cuda2npu validate: {len(results)} {plural}: {parts}")
 
 
-def render_script(result: ScriptResult, console: Console, shown: int = 10) -> None:
-    """One line when equivalent; the first divergence and a table of the first ``shown`` ones otherwise."""
+def render_script(result: ScriptResult, console: Console, shown: int = 10, verbose: bool = False) -> None:
+    """The status and what was compared; the first divergence and a table of the first ``shown`` (all
+    with ``verbose``); an error's place and traceback (whole with ``verbose``); notes and problems."""
     title = f"{escape(result.command)}: {_status(result.status)}"
     if result.backends:
         title += escape(
-            f"  ({result.compared} tensors over {result.steps} steps; original on {result.backends['original']}, "
-            f"migrated on {result.backends['migrated']}, bounds {result.precision})"
+            f"  ({result.compared} records over {result.steps} steps; original on {result.backends['original']}, "
+            f"migrated on {result.backends['migrated']}; modes: {', '.join(result.modes)})"
         )
     console.print(title)
+    if result.checked:
+        console.print(escape(f"  checked: {result.checked_summary()}"))
+        if result.canary:
+            flagged = sum(result.canary.values())
+            console.print(
+                escape(
+                    f"  canary: an error of 10x the floor injected into one record of each kind was flagged for "
+                    f"{flagged} of {len(result.canary)} kinds"
+                )
+            )
     if result.divergences:
         console.print(f"[red]  first divergence: {escape(result.divergences[0].describe())}[/red]")
-        header = ["step", "event", "module", "call", "tensor", "max abs err", "bound"]
-        cells = [
-            [
-                str(row.step),
-                row.kind,
-                row.module,
-                str(row.call),
-                str(row.tensor),
-                f"{row.max_abs:.3g}",
-                f"{row.bound:.3g}",
-            ]
-            for row in result.divergences[:shown]
-        ]
-        for line in _columns([header, *cells]):
-            console.print("  " + escape(line))
-        if len(result.divergences) > shown:
-            console.print(f"  ... and {len(result.divergences) - shown} more")
+        rows = result.divergences if verbose else result.divergences[:shown]
+        for divergence in rows[1:]:
+            console.print("  " + escape(divergence.describe()))
+        if len(result.divergences) > len(rows):
+            console.print(f"  ... and {len(result.divergences) - len(rows)} more (--verbose lists them)")
     for label, paths in (
         ("only in the original", result.only_original),
         ("only in the migrated", result.only_migrated),
@@ -112,5 +111,14 @@ def render_script(result: ScriptResult, console: Console, shown: int = 10) -> No
             console.print(
                 escape(f"  modules {label} (not compared): {', '.join(paths[:8])}" + (" ..." if len(paths) > 8 else ""))
             )
+    for note in result.notes:
+        console.print(f"  {escape(note)}")
     for problem in result.problems:
         console.print(f"[red]  {escape(problem)}[/red]")
+    trace = result.full_traceback if verbose else result.traceback
+    if trace:
+        console.print(
+            escape(
+                ("  traceback:\n" if verbose else "  traceback (the tree's own frames; -v: whole):\n") + trace.rstrip()
+            )
+        )

@@ -1,10 +1,16 @@
 """The whole-script A/B (``cuda2npu validate ORIGINAL MIGRATED --run "train.py --steps 2"``).
 
-The command runs in each tree under its backend (:mod:`cuda2npu.validation.trace` records it);
-the two traces are compared event by event in the original's order, and the first event whose
-tensors differ beyond the bounds is the *first divergence*: step, module path, call index, tensor,
-error and bound. Events only one side has (modules the migration replaced by ones with other
-children) are listed, not counted as divergences.
+The command runs in each tree, each side in its own child process on its strict host
+(:mod:`cuda2npu.validation.trace`), first in the ``exact`` mode (float32, dropout off: compared at
+float32 bounds, with the probes), then, when either side asked for reduced precision (autocast, a
+float16 or bfloat16 module), in the ``policy`` mode (the script's own precision, dropout off:
+compared at that precision's bounds, for the dtype each module computes in and for loss scaling).
+The migrated run is stopped once it makes more backward passes or model calls than the original's
+whole run did, so a migration that lost its optimizer step still ends.
+
+:mod:`cuda2npu.validation.trace_compare` finds the divergences; the first one is what the user sees
+first. No run is called equivalent without saying what it compared, how small an error each kind
+of record could have shown, and that the canary was flagged.
 """
 
 from __future__ import annotations
@@ -12,37 +18,25 @@ from __future__ import annotations
 import json
 import shlex
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda2npu.validation.compare import TOLERANCES
+from cuda2npu.validation.failures import CUDA_ONLY_IMPORT, MISSING_DEPENDENCY
 from cuda2npu.validation.harness import run_child
-from cuda2npu.validation.side import MISSING_DEPENDENCY
+from cuda2npu.validation.lines import LineMap
+from cuda2npu.validation.missing import missing_packages
+from cuda2npu.validation.trace_compare import LOW_PRECISION, Divergence, TraceComparison, canary
 
 SCRIPT_TIMEOUT_S = 1800
-LOW_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
-
-
-@dataclass
-class Divergence:
-    step: int
-    kind: str  # forward | loss | grad | param
-    module: str
-    call: int
-    tensor: int
-    max_abs: float
-    bound: float
-    note: str = ""
-
-    def describe(self) -> str:
-        where = {
-            "forward": f"output of {self.module or '<root>'} (call {self.call})",
-            "loss": f"loss {self.call}",
-            "grad": f"gradient norm of {self.module}",
-            "param": f"{self.module} after the optimizer step",
-        }
-        text = f"step {self.step}, {where[self.kind]}, tensor {self.tensor}: max abs error {self.max_abs:.3g} > bound {self.bound:.3g}"
-        return f"{text} ({self.note})" if self.note else text
+KIND_LABELS = {
+    "forward": "module outputs",
+    "loss": "losses",
+    "grad": "gradients",
+    "update": "updates",
+    "kernel": "attention calls",
+    "probe": "probe outputs",
+}
 
 
 @dataclass
@@ -57,19 +51,40 @@ class ScriptResult:
     only_original: list[str] = field(default_factory=list)
     only_migrated: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     backends: dict = field(default_factory=dict)
+    modes: list[str] = field(default_factory=list)
+    checked: dict = field(default_factory=dict)  # kind -> records compared
+    floors: dict = field(default_factory=dict)  # kind -> smallest relative error it could show
+    canary: dict = field(default_factory=dict)  # kind -> flagged
+    location: str = ""  # the failing line of an error, path:line in its tree
+    traceback: str = ""  # the child's traceback (short form; the full one with -v)
+    full_traceback: str = ""
 
     @property
     def exit_code(self) -> int:
         return {"equivalent": 0, "mismatch": 1}.get(self.status, 2)
+
+    def checked_summary(self) -> str:
+        """What was compared, per kind, with its detection floor."""
+        parts = []
+        for kind, label in KIND_LABELS.items():
+            if self.checked.get(kind):
+                floor = self.floors.get(kind)
+                parts.append(f"{self.checked[kind]} {label}" + (f" (>= {floor:.1g} relative)" if floor else ""))
+        return ", ".join(parts)
 
     def to_json(self) -> dict:
         return {
             "status": self.status,
             "command": self.command,
             "precision": self.precision,
+            "modes": self.modes,
             "steps": self.steps,
             "compared": self.compared,
+            "checked": self.checked,
+            "detection_floor": self.floors,
+            "canary": self.canary,
             "max_abs_error": self.max_abs,
             "backends": self.backends,
             "first_divergence": vars(self.divergences[0]) if self.divergences else None,
@@ -77,31 +92,49 @@ class ScriptResult:
             "only_original": self.only_original,
             "only_migrated": self.only_migrated,
             "problems": self.problems,
+            "notes": self.notes,
+            "location": self.location,
+            "traceback": self.full_traceback,
         }
 
 
-def _run(role: str, tree: Path, argv: list[str], steps: int, seed: int, exchange: Path) -> dict | tuple[str, str]:
-    """A side's trace, or (error kind, description)."""
-    out = exchange / f"{role}.trace.json"
-    spec = {"role": role, "tree": str(tree.resolve()), "command": argv, "steps": steps, "seed": seed, "out": str(out)}
-    error = run_child(
-        "cuda2npu.validation.trace",
-        role,
-        tree,
-        spec,
-        exchange / f"{role}.trace-spec.json",
-        out.with_suffix(".error.json"),
-        SCRIPT_TIMEOUT_S,
+class SideFailed(Exception):
+    def __init__(self, role: str, error: dict) -> None:
+        super().__init__(error.get("message", ""))
+        self.role = role
+        self.error = error
+
+
+def _run(role: str, tree: Path, spec: dict, exchange: Path) -> dict:
+    """A side's trace; SideFailed with the child's error description otherwise."""
+    name = f"{role}-{spec['mode']}"
+    out = exchange / f"{name}.trace.json"
+    error_file = out.with_suffix(".error.json")
+    spec = {**spec, "role": role, "tree": str(tree.resolve()), "out": str(out)}
+    failure = run_child(
+        "cuda2npu.validation.trace", role, tree, spec, exchange / f"{name}.spec.json", error_file, SCRIPT_TIMEOUT_S
     )
-    if error is not None:
-        return error
+    if failure is not None:
+        error = (
+            json.loads(error_file.read_text()) if error_file.exists() else {"error": failure[0], "message": failure[1]}
+        )
+        raise SideFailed(role, error)
     if not out.exists():
-        return "exit", f"{role} side wrote no trace"
+        raise SideFailed(role, {"error": "exit", "message": f"{role} side wrote no trace"})
     return json.loads(out.read_text())
 
 
-def _key(event: dict) -> tuple:
-    return event["step"], event["kind"], event["module"], event["call"]
+def _limits(trace: dict) -> dict | None:
+    """How far the migrated run may go: no further than the original's whole run (when it was stopped)."""
+    if trace["status"] != "steps reached":
+        return None
+    return {"backward": trace["totals"].get("backward", 0), "root calls": trace["totals"].get("root calls", 0)}
+
+
+def _pair(original: Path, migrated: Path, spec: dict, exchange: Path) -> tuple[dict, dict]:
+    first = _run("original", original, spec, exchange)
+    second = _run("migrated", migrated, {**spec, "limits": _limits(first)}, exchange)
+    return first, second
 
 
 def detect_precision(events: list[dict]) -> str:
@@ -109,97 +142,121 @@ def detect_precision(events: list[dict]) -> str:
     return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
 
 
-def _noise_level(grad: dict | None, other: dict | None, precision: str) -> list[bool] | None:
-    """Sampled gradient elements that are zero within tolerance or whose two values differ by half
-    their size: Adam-type steps there have an arbitrary sign (see compare.py), so the parameters
-    after the step are not compared at those elements."""
-    if grad is None or other is None or len(grad["sample"]) != len(other["sample"]):
-        return None
-    _, atol = TOLERANCES[precision]
-    tiny = atol * max(1.0, grad["stats"][2])
-    return [abs(g) <= tiny or abs(g - h) * 2 >= abs(g) for g, h in zip(grad["sample"], other["sample"])]
+def migration_policy(migrated: Path) -> str:
+    """The precision policy the migration used (its report says), else any low precision."""
+    try:
+        report = json.loads((migrated / "cuda2npu_report.json").read_text())
+        return report["options"]["precision"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "any"
 
 
-def compare_summaries(
-    expected: dict, actual: dict, precision: str, noise: list[bool] | None = None
-) -> tuple[bool, float, float, str]:
-    """(ok, max abs error, bound, note) of two tensor summaries: statistics and samples, or with a
-    ``noise`` mask (parameters after a step) the sample elements outside it only."""
-    if expected["shape"] != actual["shape"]:
-        return False, float("inf"), 0.0, f"shape {actual['shape']} != original {expected['shape']}"
-    rtol, atol = TOLERANCES[precision]
-    scale = max(1.0, abs(expected["stats"][2]))
-    worst, worst_bound = 0.0, atol * scale
-    pairs = list(zip(expected["sample"], actual["sample"]))
-    if noise is None:
-        pairs += list(zip(expected["stats"][1:], actual["stats"][1:]))
-    else:
-        pairs = [pair for pair, skip in zip(pairs, noise) if not skip]
-    ok = True
-    for want, got in pairs:
-        if want != want or got != got:  # NaN: fine only when both sides have it
-            if (want != want) != (got != got):
-                ok, worst, worst_bound = False, float("inf"), atol * scale
-            continue
-        error, bound = abs(got - want), atol * scale + rtol * abs(want)
-        ok = ok and error <= bound
-        if error > worst:
-            worst, worst_bound = error, bound
-    return ok, worst, worst_bound, ""
-
-
-def compare_traces(original: dict, migrated: dict, precision: str | None) -> ScriptResult:
-    events = {_key(e): e for e in migrated["events"]}
-    original_events = {_key(e): e for e in original["events"]}
-    precision = precision or detect_precision(migrated["events"])
-    result = ScriptResult("equivalent", "", precision, min(original["steps"], migrated["steps"]))
-    seen = set()
-    for event in original["events"]:
-        other = events.get(_key(event))
-        if other is None:
-            if event["kind"] == "forward":
-                result.only_original.append(event["module"])
-            continue
-        seen.add(_key(event))
-        noise = None
-        if event["kind"] == "param":
-            grad_key = (event["step"], "grad", event["module"], 0)
-            grads = original_events.get(grad_key), events.get(grad_key)
-            noise = _noise_level(*(g["tensors"][0] if g else None for g in grads), precision)
-        for index, (want, got) in enumerate(zip(event["tensors"], other["tensors"])):
-            ok, error, bound, note = compare_summaries(want, got, precision, noise)
-            result.compared += 1
-            result.max_abs = max(result.max_abs, error)
-            if not ok:
-                result.divergences.append(
-                    Divergence(event["step"], event["kind"], event["module"], event["call"], index, error, bound, note)
-                )
-    result.only_migrated = sorted({e["module"] for k, e in events.items() if k not in seen and e["kind"] == "forward"})
-    result.only_original = sorted(set(result.only_original))
-    if result.divergences:
-        result.status = "mismatch"
-    elif not result.compared:
-        result.status, result.problems = "error", ["the two runs recorded nothing in common to compare"]
-    for side, trace in (("original", original), ("migrated", migrated)):
-        if trace["dropped"]:
-            result.problems.append(f"{side}: {trace['dropped']} events past the recording budget were not compared")
+def _failure_result(command: str, failure: SideFailed, original: Path, migrated: Path, start: str) -> ScriptResult:
+    error = failure.error
+    location = error.get("location", "")
+    message = f"{failure.role} side: {error['error']}: {error['message']}" + (f" (at {location})" if location else "")
+    result = ScriptResult(
+        "error",
+        command,
+        problems=[message],
+        location=location,
+        traceback=error.get("short_traceback", ""),
+        full_traceback=error.get("traceback", ""),
+    )
+    if error.get("module") or error["error"] in (MISSING_DEPENDENCY, CUDA_ONLY_IMPORT):
+        found = missing_packages(original, migrated, start)
+        if found:
+            result.problems.append(
+                "what each side's run imports and its host lacks (read from the code the runs reach):"
+            )
+            result.problems += [f"  {item.describe()}" for item in found]
+        migration_made = any(item.cuda_only or "original" not in item.places for item in found)
+        if error["error"] == MISSING_DEPENDENCY and not migration_made:
+            result.status = "skipped"  # a package the original needs and this machine lacks proves nothing
     return result
 
 
 def validate_script(
-    original: Path, migrated: Path, command: str, steps: int = 2, precision: str | None = None, seed: int = 0
+    original: Path,
+    migrated: Path,
+    command: str,
+    steps: int = 2,
+    precision: str | None = None,
+    seed: int = 0,
+    autoload: bool = False,
 ) -> ScriptResult:
     """Run ``command`` (a script path relative to each tree, then its arguments) in both trees."""
     argv = shlex.split(command)
-    traces = {}
+    lines = LineMap(original, migrated)
+    spec = {"command": argv, "steps": steps, "seed": seed, "autoload": autoload}
     with tempfile.TemporaryDirectory(prefix="cuda2npu-run-") as tmp:
-        for role, tree in (("original", original), ("migrated", migrated)):
-            trace = _run(role, tree, argv, steps, seed, Path(tmp))
-            if isinstance(trace, tuple):
-                kind, message = trace
-                return ScriptResult("skipped" if kind == MISSING_DEPENDENCY else "error", command, problems=[message])
-            traces[role] = trace
-    result = compare_traces(traces["original"], traces["migrated"], precision)
-    result.command = command
-    result.backends = {role: trace["backend"] for role, trace in traces.items()}
+        try:
+            exact = _pair(original, migrated, {**spec, "mode": "exact"}, Path(tmp))
+            low = exact[0]["low_precision"] or exact[1]["low_precision"]
+            policy = _pair(original, migrated, {**spec, "mode": "policy"}, Path(tmp)) if low else None
+        except SideFailed as failure:
+            return _failure_result(command, failure, original, migrated, argv[0])
+    result = ScriptResult(
+        "equivalent", command, backends={role: t["backend"] for role, t in zip(("original", "migrated"), exact)}
+    )
+    _merge(result, exact, detect_precision(exact[1]["events"]), lines)
+    if policy is not None:
+        used = precision or detect_precision(policy[1]["events"])
+        _merge(result, policy, used, lines, migration_policy(migrated), exact)
+        result.precision = used
+    _conclude(result, exact)
     return result
+
+
+def _merge(
+    result: ScriptResult,
+    traces: tuple[dict, dict],
+    precision: str,
+    lines: LineMap,
+    policy: str | None = None,
+    exact: tuple[dict, dict] | None = None,
+) -> None:
+    original, migrated = traces
+    mode = "policy" if policy is not None else "exact"
+    comparison = TraceComparison(original, migrated, precision, lines, policy, exact).run()
+    for divergence in comparison.divergences:
+        if mode == "policy":
+            divergence.note = "; ".join(filter(None, [divergence.note, f"at the script's precision ({precision})"]))
+        result.divergences.append(divergence)
+    result.modes.append(f"{mode} ({precision})")
+    result.compared += sum(comparison.compared.values())
+    result.max_abs = max(result.max_abs, comparison.max_abs)
+    result.steps = max(result.steps, min(original["steps"], migrated["steps"]))
+    result.only_original = sorted(set(result.only_original) | set(comparison.only_original))
+    result.only_migrated = sorted(set(result.only_migrated) | set(comparison.only_migrated))
+    result.notes += [note for note in comparison.notes if note not in result.notes]
+    if mode == "exact":
+        result.checked = dict(comparison.compared)
+        result.floors = comparison.floors
+        result.canary = canary(original, migrated, precision)
+        result.precision = precision
+    for side, trace in (("original", original), ("migrated", migrated)):
+        if trace["dropped"]:
+            result.problems.append(
+                f"{side} ({mode}): {trace['dropped']} events past the recording budget were not compared"
+            )
+
+
+def _conclude(result: ScriptResult, exact: tuple[dict, dict]) -> None:
+    original, migrated = exact
+    if result.divergences:
+        result.status = "mismatch"
+    elif not result.checked.get("forward"):
+        result.status = "error"
+        result.problems.append("the two runs recorded no module output in common: nothing was compared")
+    if original["steps"] == 0:
+        result.notes.append("the original made no optimizer step: gradients and updates were not compared")
+    missed = sorted(kind for kind, flagged in result.canary.items() if not flagged)
+    if missed:
+        result.problems.append(f"the canary was not flagged for: {', '.join(missed)} (report this as a bug)")
+        result.status = "error" if result.status == "equivalent" else result.status
+    counts = Counter(p["kind"] for p in original.get("probes", []) if "tensors" in p)
+    if counts:
+        result.notes.append(
+            "probes: " + ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(counts.items()))
+        )

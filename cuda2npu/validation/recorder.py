@@ -1,0 +1,426 @@
+"""What a training script computes, recorded through torch's global hooks (``validate --run``).
+
+One :class:`Recorder` per side, in the child process that runs the script. It records, in order,
+events keyed by (step, kind, module, call):
+
+* ``forward``: every module call's floating output tensors, keyed by the project's own module path
+  (``blocks.0.attn``, from ``named_modules()`` of the outermost module called) and the call's index
+  within the step, with the device type of the module's own parameters;
+* ``loss``: every scalar ``backward()`` is called on, divided by the loss scale where a scaler
+  made it (``GradScaler.scale``, apex's ``scale_loss``), and ``scale``: that scale;
+* ``kernel``: every attention kernel call (the emulated flash-attn, TransformerEngine and
+  ``npu_fusion_attention`` kernels, and ``F.scaled_dot_product_attention``) with the drop
+  probability and softmax scale it was given, and the line that called it;
+* ``grad``: each parameter's gradient before an optimizer step; ``update``: what the step added
+  to it (the parameters themselves show in the next step's outputs); ``step``: the line that
+  stepped.
+
+Besides the events (at most ``MAX_EVENTS``; later ones are counted, not kept) it keeps what the
+comparison needs to judge and to locate them: per step, how many backward passes, kernel calls and
+calls of each module path there were; each module path's class, where the class is defined and
+where the module was built; each optimizer's class, hyper-parameters and where it was built; the
+inputs of the first call of each normalization and attention module (for the probes,
+:mod:`cuda2npu.validation.probes`). A place is ``path:line`` relative to the side's tree, the
+innermost frame of the tree's own code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import torch
+
+from cuda2npu.emulation.controls import CONTROLS, device_type, loss_scale_of, mark_loss_scale
+
+SAMPLE = 64
+MAX_EVENTS = 20_000
+PROBED_CLASS = re.compile(r"Norm|Attention|Attn|MHA")
+
+
+class TraceComplete(BaseException):
+    """Raised from a hook to stop the script: the steps were reached, or a limit passed."""
+
+
+def tensor_summary(tensor: torch.Tensor, sample: int = SAMPLE) -> dict:
+    """Statistics (sum, mean |x|, max |x|, norm) and a fixed strided sample, on the CPU in float64."""
+    data = tensor.detach().cpu()
+    summary = {"shape": list(data.shape), "dtype": str(data.dtype).removeprefix("torch.")}
+    values = data.double().reshape(-1) if not data.is_complex() else data.abs().double().reshape(-1)
+    if values.numel() == 0:
+        return {**summary, "stats": [0.0, 0.0, 0.0, 0.0], "sample": []}
+    stride = max(1, values.numel() // sample)
+    summary["stats"] = [
+        float(values.sum()),
+        float(values.abs().mean()),
+        float(values.abs().max()),
+        float(values.norm()),
+    ]
+    summary["sample"] = values[::stride][:sample].tolist()
+    return summary
+
+
+def output_tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, dict):
+        return [t for key in sorted(value, key=str) for t in output_tensors(value[key])]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in output_tensors(item)]
+    return []
+
+
+class Places:
+    """``path:line`` of the innermost frame inside a tree, and where classes are defined there."""
+
+    def __init__(self, tree: Path) -> None:
+        self.tree = tree.resolve()
+        self.prefix = str(self.tree) + "/"
+        self._classes: dict[type, str | None] = {}
+
+    def relative(self, filename: str) -> str | None:
+        filename = os.path.abspath(filename)
+        return filename[len(self.prefix) :] if filename.startswith(self.prefix) else None
+
+    def caller(self) -> str | None:
+        frame = sys._getframe(2)
+        while frame is not None:
+            path = self.relative(frame.f_code.co_filename)
+            if path is not None:
+                return f"{path}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def definition(self, cls: type) -> str | None:
+        """``path:first-last`` of a class defined in the tree, else None."""
+        if cls not in self._classes:
+            self._classes[cls] = None
+            try:
+                path = self.relative(str(Path(inspect.getsourcefile(cls) or "").resolve()))
+                lines, first = inspect.getsourcelines(cls)
+            except (OSError, TypeError):
+                path = None
+            if path is not None:
+                self._classes[cls] = f"{path}:{first}-{first + len(lines) - 1}"
+        return self._classes[cls]
+
+
+def _own_parameter(module: torch.nn.Module) -> torch.Tensor | None:
+    return next(module.parameters(recurse=False), None)
+
+
+class Recorder:
+    """The global hooks and what they record (see the module docstring)."""
+
+    def __init__(self, steps: int, tree: Path, limits: dict | None = None) -> None:
+        self.steps = steps
+        self.places = Places(tree)
+        self.limits = limits or {}
+        self.step = 0
+        self.events: list[dict] = []
+        self.dropped = 0
+        self.names: dict[int, str] = {}  # id(module) -> path within its root
+        self.param_names: dict[int, str] = {}
+        self.modules: dict[str, dict] = {}  # path -> class, defined, built
+        self.roots: list[int] = []
+        self.depth = 0
+        self.counts: dict[int, Counter] = defaultdict(Counter)  # step -> "backward", "kernel", "forward <path>"
+        self.totals: Counter = Counter()  # "backward", "root calls"
+        self.optimizers: list[dict] = []  # class, built, hyper-parameters, the object
+        self.first_calls: dict[str, tuple] = {}  # path -> (module, args, kwargs) of probed modules
+        self.low_precision = False
+        self.before: dict[int, torch.Tensor] = {}
+        self.handles: list = []
+        self.in_backward = False
+        self.restore: list[tuple] = []  # (owner, name, what it had before install)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def add(self, event: dict) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append({"step": self.step, **event})
+        else:
+            self.dropped += 1
+
+    def _index(self, name: str) -> int:
+        counts = self.counts[self.step]
+        counts[name] += 1
+        return counts[name] - 1
+
+    # -- modules --------------------------------------------------------------------------------
+
+    def _register_root(self, module: torch.nn.Module) -> None:
+        ordinal = len(self.roots)
+        self.roots.append(id(module))
+        prefix = "" if ordinal == 0 else f"<root {ordinal}>."
+        for name, sub in module.named_modules():
+            path = (prefix + name) if name else (prefix.rstrip(".") or "<root>")
+            if self.names.setdefault(id(sub), path) == path:
+                self.modules[path] = {
+                    "class": type(sub).__name__,
+                    "defined": self.places.definition(type(sub)),
+                    "built": sub.__dict__.get("_cuda2npu_built"),
+                }
+                if PROBED_CLASS.search(type(sub).__name__):
+                    self._keep_first_call(path, sub)
+        for name, parameter in module.named_parameters():
+            self.param_names.setdefault(id(parameter), prefix + name)
+
+    def _keep_first_call(self, path: str, module: torch.nn.Module) -> None:
+        """The arguments of the module's first call, for its probe (global hooks see no keywords)."""
+
+        def keep(module, args, kwargs):
+            handle.remove()
+            self.first_calls.setdefault(path, (module, _detached(args), _detached(kwargs)))
+
+        handle = module.register_forward_pre_hook(keep, with_kwargs=True)
+
+    def pre_forward(self, module, args) -> None:
+        if self.depth == 0:
+            if id(module) not in self.names:
+                self._register_root(module)
+            self.totals["root calls"] += 1
+            if self.totals["root calls"] > self.limits.get("root calls", float("inf")):
+                raise TraceComplete("more calls of the model than the original made")
+        self.depth += 1
+
+    def post_forward(self, module, args, output) -> None:
+        self.depth -= 1
+        path = self.names.get(id(module)) or f"<unnamed {type(module).__name__}>"
+        index = self._index(f"forward {path}")
+        tensors = output_tensors(output)
+        if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
+            self.low_precision = True
+        if tensors:
+            own = _own_parameter(module)
+            self.add(
+                {
+                    "kind": "forward",
+                    "module": path,
+                    "call": index,
+                    "device": device_type(own) if own is not None else None,
+                    "tensors": [tensor_summary(t) for t in tensors],
+                }
+            )
+
+    def module_built(self, module: torch.nn.Module) -> None:
+        module.__dict__["_cuda2npu_built"] = self.places.caller()
+
+    # -- losses, kernels ------------------------------------------------------------------------
+
+    def backward(self, tensor: torch.Tensor) -> None:
+        self.totals["backward"] += 1
+        if self.totals["backward"] > self.limits.get("backward", float("inf")):
+            raise TraceComplete("more backward passes than the original made")
+        self._index("backward")
+        if tensor.numel() != 1:
+            return
+        site = self.places.caller()
+        scale = loss_scale_of(tensor)
+        index = self._index("loss")
+        loss = tensor.detach().double() / scale if scale else tensor
+        self.add({"kind": "loss", "module": "", "call": index, "site": site, "tensors": [tensor_summary(loss)]})
+        if scale:
+            self.add({"kind": "scale", "module": "", "call": index, "site": site, "value": scale})
+
+    def kernel(self, op: str, drop: float, scale: float) -> None:
+        index = self._index("kernel")
+        self.add(
+            {
+                "kind": "kernel",
+                "module": "",
+                "call": index,
+                "op": op,
+                "drop": drop,
+                "scale": scale,
+                "site": self.places.caller(),
+            }
+        )
+
+    # -- optimizers -----------------------------------------------------------------------------
+
+    def optimizer_built(self, optimizer) -> None:
+        self.optimizers.append(
+            {
+                "class": type(optimizer).__name__,
+                "built": self.places.caller(),
+                "groups": [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups],
+                "object": optimizer,
+            }
+        )
+
+    def _named_parameters(self, optimizer) -> list[tuple[str, torch.Tensor]]:
+        found = []
+        for group_index, group in enumerate(optimizer.param_groups):
+            for index, parameter in enumerate(group["params"]):
+                found.append((self.param_names.get(id(parameter), f"<group {group_index} param {index}>"), parameter))
+        return found
+
+    def _optimizer_index(self, optimizer) -> int:
+        return next((i for i, record in enumerate(self.optimizers) if record["object"] is optimizer), 0)
+
+    def pre_step(self, optimizer, args, kwargs) -> None:
+        self.before = {}
+        number = self._optimizer_index(optimizer)
+        for name, parameter in self._named_parameters(optimizer):
+            self.before[id(parameter)] = parameter.detach().clone()
+            if parameter.grad is not None:
+                self.add(
+                    {
+                        "kind": "grad",
+                        "module": name,
+                        "call": 0,
+                        "optimizer": number,
+                        "tensors": [tensor_summary(parameter.grad)],
+                    }
+                )
+
+    def post_step(self, optimizer, args, kwargs) -> None:
+        self.add({"kind": "step", "module": "", "call": self._index("optimizer step"), "site": self.places.caller()})
+        number = self._optimizer_index(optimizer)
+        for name, parameter in self._named_parameters(optimizer):
+            before = self.before.get(id(parameter))
+            if before is not None:
+                update = parameter.detach().double() - before.double()
+                self.add(
+                    {
+                        "kind": "update",
+                        "module": name,
+                        "call": 0,
+                        "optimizer": number,
+                        "tensors": [tensor_summary(update)],
+                    }
+                )
+            self.add(
+                {
+                    "kind": "param",
+                    "module": name,
+                    "call": 0,
+                    "optimizer": number,
+                    "tensors": [tensor_summary(parameter)],
+                }
+            )
+        self.before = {}
+        self.step += 1
+        if self.step >= self.steps:
+            raise TraceComplete("steps reached")
+
+    # -- installation ---------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Register the hooks and wrap what has no hook (backward, the scalers, constructors, SDPA)."""
+        from torch.nn.modules import module as modules
+        from torch.optim import optimizer as optimizers
+
+        self.handles = [
+            modules.register_module_forward_pre_hook(self.pre_forward),
+            modules.register_module_forward_hook(self.post_forward),
+            optimizers.register_optimizer_step_pre_hook(self.pre_step),
+            optimizers.register_optimizer_step_post_hook(self.post_step),
+        ]
+        CONTROLS.observer = self.kernel
+        recorder = self
+
+        original_backward = torch.Tensor.backward
+
+        def backward(tensor, *args, **kwargs):
+            if recorder.in_backward:  # a TorchFunctionMode (the CUDA emulation) calls it once more
+                return original_backward(tensor, *args, **kwargs)
+            recorder.backward(tensor)
+            recorder.in_backward = True
+            try:
+                return original_backward(tensor, *args, **kwargs)
+            finally:
+                recorder.in_backward = False
+
+        original_scale = torch.amp.grad_scaler.GradScaler.scale
+
+        def scale(scaler, outputs):
+            scaled = original_scale(scaler, outputs)
+            if isinstance(scaled, torch.Tensor) and scaler.is_enabled():
+                mark_loss_scale(scaled, scaler.get_scale())
+            return scaled
+
+        original_module_init = torch.nn.Module.__init__
+
+        def module_init(module, *args, **kwargs):
+            original_module_init(module, *args, **kwargs)
+            recorder.module_built(module)
+
+        original_optimizer_init = torch.optim.Optimizer.__init__
+
+        def optimizer_new(cls, *args, **kwargs):
+            instance = object.__new__(cls)
+            instance.__dict__["_cuda2npu_arguments"] = (args, kwargs)
+            return instance
+
+        def optimizer_init(optimizer, *args, **kwargs):
+            original_optimizer_init(optimizer, *args, **kwargs)
+            recorder.optimizer_built(optimizer)
+
+        original_sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+            recorder.kernel(
+                "scaled_dot_product_attention", dropout_p, query.shape[-1] ** -0.5 if scale is None else scale
+            )
+            dropout_p = dropout_p if CONTROLS.dropout else 0.0
+            return original_sdpa(
+                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kwargs
+            )
+
+        replacements = [
+            (torch.Tensor, "backward", backward),
+            (torch.amp.grad_scaler.GradScaler, "scale", scale),
+            (torch.nn.Module, "__init__", module_init),
+            (torch.optim.Optimizer, "__init__", optimizer_init),
+            (torch.nn.functional, "scaled_dot_product_attention", sdpa),
+        ]
+        for owner, name, replacement in replacements:
+            self.restore.append((owner, name, owner.__dict__.get(name)))
+            setattr(owner, name, replacement)
+        # Not undone: once a class has had a __new__, deleting it leaves CPython calling
+        # object.__new__ with the constructor's arguments, which it refuses; the probes build
+        # optimizers after the recording.
+        torch.optim.Optimizer.__new__ = optimizer_new
+
+    def uninstall(self) -> None:
+        """Stop recording: remove the hooks and put back what :meth:`install` wrapped."""
+        for handle in self.handles:
+            handle.remove()
+        CONTROLS.observer = None
+        for owner, name, original in reversed(self.restore):
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self.handles, self.restore = [], []
+
+    # -- the trace ------------------------------------------------------------------------------
+
+    def trace(self) -> dict:
+        return {
+            "steps": self.step,
+            "events": self.events,
+            "dropped": self.dropped,
+            "modules": self.modules,
+            "counts": {step: dict(counts) for step, counts in self.counts.items()},
+            "totals": dict(self.totals),
+            "optimizers": [{k: v for k, v in o.items() if k in ("class", "built")} for o in self.optimizers],
+            "low_precision": self.low_precision,
+        }
+
+
+def _detached(value):
+    """Tensors (nested in tuples, lists, dicts) detached and cloned; other values as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(v) for v in value)
+    return value
