@@ -63,6 +63,21 @@ class GitSource:
         return f"{self.repo}@{self.commit[:10]}"
 
 
+@dataclass(frozen=True)
+class LocalSource:
+    """A fixture of this repository (``fixtures/validation/<name>``): a script written for the case."""
+
+    name: str
+
+    @property
+    def directory(self) -> Path:
+        return HERE.parent / "fixtures" / "validation" / self.name
+
+    @property
+    def pin(self) -> str:
+        return f"fixtures/validation/{self.name}"
+
+
 def _pypi_pin(project: corpus.Project) -> str:
     return f"{project.name}=={project.version}"
 
@@ -96,8 +111,8 @@ WLM_ARGS = "--cuda --dry-run --data data/tiny --emsize 16 --nhid 16 --nlayers 2 
 @dataclass(frozen=True)
 class Case:
     name: str
-    source: GitSource | corpus.Project
-    files: str  # benchmarks/validate_cases/<files>/, copied into the tree's root
+    source: GitSource | corpus.Project | LocalSource
+    files: str  # benchmarks/validate_cases/<files>/, copied into the tree's root ("" for none)
     entry: str = ""  # module:function
     run: str = ""  # a --run command
     root: str = ""  # the project directory within the source that becomes the tree
@@ -106,6 +121,7 @@ class Case:
     requires: tuple[str, ...] = ()  # modules this interpreter must have
     expected: str = "equivalent"  # the status a correct migration gives
     remark: str = ""  # why, where that is not obvious from the note
+    migrate_args: tuple[str, ...] = ()  # options of `cuda2npu migrate`
 
     @property
     def what(self) -> str:
@@ -171,6 +187,21 @@ CASES = (
     ),
     Case("timm-vit", TIMM, "timm", entry="timm_entry:vit", requires=("torchvision",)),
     Case("timm-resnet", TIMM, "timm", entry="timm_entry:resnet", requires=("torchvision",)),
+    Case(
+        "apex-flash-o1",
+        LocalSource("apex_flash"),
+        "",
+        run="train.py --steps 2",
+        remark="apex O1 + FusedAdam + flash-attn with dropout 0.1 -> BF16 autocast, NpuFusedAdamW, npu_fusion_attention",
+    ),
+    Case(
+        "amp-scaler-fp16",
+        LocalSource("amp_scaler"),
+        "",
+        run="train.py --steps 2",
+        migrate_args=("--precision", "fp16"),
+        remark="torch.cuda.amp float16 + GradScaler, dropout 0.1, LR warm-up; migrated with --precision fp16",
+    ),
 )
 TIMED_CASE = "nanogpt-train"
 
@@ -209,7 +240,7 @@ class Outcome:
 
 
 def _pin(source) -> str:
-    return source.pin if isinstance(source, GitSource) else _pypi_pin(source)
+    return source.pin if isinstance(source, (GitSource, LocalSource)) else _pypi_pin(source)
 
 
 # --- sources ----------------------------------------------------------------------------------
@@ -229,7 +260,7 @@ def _how_to_get(source) -> str:
 
 def missing_sources(cases) -> list:
     """The sources of ``cases`` (and their dependencies) not extracted in the corpus, each once."""
-    needed = {_pin(s): s for case in cases for s in (case.source, *case.deps)}
+    needed = {_pin(s): s for case in cases for s in (case.source, *case.deps) if not isinstance(s, LocalSource)}
     return [s for s in needed.values() if not (s.directory / ".extracted").exists()]
 
 
@@ -291,11 +322,12 @@ def _summary(result: dict) -> tuple[float | None, str]:
             f"first divergence: step {first['step']} {first['kind']} {first['module'] or '<loss>'}"
             f" (call {first['call']})"
         )
-    note = f"{result['compared']} tensors over {result['steps']} steps, bounds {result['precision']}"
+    note = f"{result['compared']} records over {result['steps']} steps, modes: {', '.join(result['modes'])}"
     return result["max_abs_error"], (result["problems"][0] if result["problems"] else note)
 
 
-def run_case(case: Case, work: Path) -> Outcome:
+def prepare_case(case: Case, work: Path) -> tuple[Path, Path, dict, float] | Outcome:
+    """(original tree, migrated tree, environment, migrate seconds), or the Outcome that stops the case."""
     tree = case.source.directory / case.root
     deps = [dep.directory for dep in case.deps]
     missing = _missing(case.requires, [str(p) for p in deps])
@@ -303,23 +335,42 @@ def run_case(case: Case, work: Path) -> Outcome:
         return Outcome(case, "unavailable", note=f"needs {', '.join(missing)}, which this interpreter lacks")
     env = _environment(deps)
     original, migrated = work / case.name / "original", work / case.name / "migrated"
-    shutil.copytree(tree, original, ignore=shutil.ignore_patterns(".extracted"))
-    shutil.copytree(CASES_DIR / case.files, original, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(tree, original, ignore=shutil.ignore_patterns(".extracted", "__pycache__"))
+    if case.files:
+        shutil.copytree(
+            CASES_DIR / case.files, original, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
     if case.prepare:
         subprocess.run([sys.executable, case.prepare], cwd=original, env=env, check=True, capture_output=True)
-    proc, migrate_s = _cuda2npu("migrate", original, "--out", migrated, env=env)
+    proc, migrate_s = _cuda2npu("migrate", original, "--out", migrated, *case.migrate_args, env=env)
     if proc.returncode != 0 or not migrated.is_dir():
         return Outcome(case, "error", migrate_s=migrate_s, note=f"migrate failed: {_first_problem(proc)}")
-    edits, manual = _counts(migrated / "cuda2npu_report.json")
-    result_file = work / case.name / "validate.json"
+    return original, migrated, env, migrate_s
+
+
+def validate_case(
+    case: Case, original: Path, migrated: Path, env: dict, result_file: Path
+) -> tuple[dict | None, float, str]:
+    """(the validate result's JSON, seconds, the problem when there is no result)."""
     mode = ["--run", case.run] if case.run else ["--entry", case.entry]
     try:
         proc, validate_s = _cuda2npu("validate", original, migrated, *mode, "--json", result_file, env=env)
     except subprocess.TimeoutExpired:
-        return Outcome(case, "error", None, migrate_s, SIDE_TIMEOUT_S, edits, manual, "validate timed out")
+        return None, SIDE_TIMEOUT_S, "validate timed out"
     if not result_file.exists():
-        return Outcome(case, "error", None, migrate_s, validate_s, edits, manual, f"no result: {_first_problem(proc)}")
-    result = json.loads(result_file.read_text())["results"][0]
+        return None, validate_s, f"no result: {_first_problem(proc)}"
+    return json.loads(result_file.read_text())["results"][0], validate_s, ""
+
+
+def run_case(case: Case, work: Path) -> Outcome:
+    prepared = prepare_case(case, work)
+    if isinstance(prepared, Outcome):
+        return prepared
+    original, migrated, env, migrate_s = prepared
+    edits, manual = _counts(migrated / "cuda2npu_report.json")
+    result, validate_s, problem = validate_case(case, original, migrated, env, work / case.name / "validate.json")
+    if result is None:
+        return Outcome(case, "error", None, migrate_s, validate_s, edits, manual, problem)
     max_abs, note = _summary(result)
     status = {"skipped": "unavailable"}.get(result["status"], result["status"])
     return Outcome(case, status, max_abs, migrate_s, validate_s, edits, manual, note, (original, migrated))

@@ -26,7 +26,8 @@ from cuda2npu.validation.sites_find import absolute, find_sites
 FIXTURE = REPO / "fixtures" / "validation" / "sites"
 # the fused rewrites of the numeric tier (rules/*.toml) and the other call rewrites the checks cover
 NUMERIC_FUSED = {"NPU401", "NPU402", "NPU404", "NPU407", "NPU320", "NPU321"}
-UNBINDABLE = "lm/attention.py:78:flash_attn_func"  # `x.view(b, s, heads, -1)`: skipped with the reason
+UNBINDABLE = "lm/attention.py:138:flash_attn_func"  # `x.view(b, s, heads, -1)`: skipped with the reason
+# site ids carry the migrated file's line (the one a user opens): attention.py:138 was line 78 originally
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def test_every_rewritten_call_is_a_site(migrated):
     sites = json.loads((migrated / "npu_validation" / "sites.json").read_text())["sites"]
     ids = {site["id"] for site in sites}
     assert len(ids) == len(sites)
-    assert "lm/fused_norm.py:10:FusedLayerNorm(FusedLayerNorm)" in ids  # a subclass of apex's module is a site
+    assert "lm/fused_norm.py:12:FusedLayerNorm(FusedLayerNorm)" in ids  # a subclass of apex's module is a site
     families = {site["family"] for site in sites}
     assert families >= {
         "attention",
@@ -119,7 +120,7 @@ EDITS = [
         "def sliding_window",
         "        scale=0.125,\n",
         "",
-        "lm/attention.py:37:flash_attn_func",
+        "lm/attention.py:47:flash_attn_func",
         "max abs error",
     ),
     (
@@ -127,7 +128,7 @@ EDITS = [
         "def packed",
         "keep_prob=0.9",
         "keep_prob=0.8",
-        "lm/attention.py:42:flash_attn_qkvpacked_func",
+        "lm/attention.py:60:flash_attn_qkvpacked_func",
         "keep_prob must be 1 - dropout_p = 0.9",
     ),
     (
@@ -135,7 +136,7 @@ EDITS = [
         "def decoder_sdpa",
         "sparse_mode=2",
         "sparse_mode=3",
-        "lm/attention.py:56:scaled_dot_product_attention",
+        "lm/attention.py:90:scaled_dot_product_attention",
         "Sq<Sk",
     ),
     (
@@ -143,7 +144,7 @@ EDITS = [
         "class SelfAttention",
         "next_tockens=0 if self.causal",
         "next_tockens=0 if not self.causal",
-        "lm/attention.py:26:flash_attn_func",
+        "lm/attention.py:33:flash_attn_func",
         "self.causal",
     ),
     (
@@ -151,7 +152,7 @@ EDITS = [
         "def cross_kv_packed",
         "sparse_mode=3",
         "sparse_mode=2",
-        "lm/attention.py:61:flash_attn_kvpacked_func",
+        "lm/attention.py:101:flash_attn_kvpacked_func",
         "GQA",
     ),
     (
@@ -159,7 +160,7 @@ EDITS = [
         "def hf_layout",
         "def hf_layout(",
         "def hf_layout_renamed(",
-        "lm/attention.py:71:flash_attn_func",
+        "lm/attention.py:124:flash_attn_func",
         "`hf_layout` is not in the migrated file any more",
     ),
     (
@@ -167,17 +168,17 @@ EDITS = [
         "class Block",
         "torch.nn.LayerNorm(dim, eps=1e-3)",
         "torch.nn.LayerNorm(dim)",
-        "lm/layers.py:15:FusedLayerNorm",
+        "lm/layers.py:30:FusedLayerNorm",
         "max abs error",
     ),
-    ("lm/layers.py", "def optimizer", "NpuFusedAdamW(", "NpuFusedAdam(", "lm/layers.py:30:FusedAdam", "param0"),
+    ("lm/layers.py", "def optimizer", "NpuFusedAdamW(", "NpuFusedAdam(", "lm/layers.py:45:FusedAdam", "param0"),
     # the project's own subclass of a fused module: its forward, on the NPU branch, as edited
     (
         "lm/fused_norm.py",
         "class FusedLayerNorm",
         "(x.device):\n                    return super().forward(x)",
         "(x.device):\n                    return super().forward(x) * 2",
-        "lm/fused_norm.py:10:FusedLayerNorm(FusedLayerNorm)",
+        "lm/fused_norm.py:12:FusedLayerNorm(FusedLayerNorm)",
         "max abs error",
     ),
 ]
@@ -232,7 +233,8 @@ def attention(q, k, v, slopes):
 
 def test_a_call_left_as_it_was_is_no_site_and_the_next_one_pairs():
     (site,) = find_sites(ORIGINAL, MIGRATED, "m.py")
-    assert (site["scope"], site["ordinal"], site["line"]) == ("attention", 0, 7)
+    assert (site["scope"], site["ordinal"], site["line"], site["original_line"]) == ("attention", 0, 8, 7)
+    assert site["id"] == "m.py:8:flash_attn_func"
     assert site["original"] == "flash_attn_func(a, k, v, causal=True)" and "skip" not in site
 
 
@@ -265,9 +267,9 @@ def test_a_missing_optional_dependency_is_a_skip_with_the_reason(tmp_path):
     result = cuda2npu("migrate", project, "--out", out, "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     outcomes = _run_checks(out, tmp_path)
-    outcome, message = outcomes["attn.py:8:flash_attn_func"]
+    outcome, message = outcomes["attn.py:15:flash_attn_func"]
     assert outcome == "skipped" and "absent_optional_package" in message, (outcome, message)
-    assert outcomes["attn.py:12:flash_attn_func"][0] == "passed", outcomes
+    assert outcomes["attn.py:25:flash_attn_func"][0] == "passed", outcomes
 
 
 def test_the_bundled_project_site_passes(tmp_path):
@@ -276,7 +278,7 @@ def test_the_bundled_project_site_passes(tmp_path):
     result = cuda2npu("migrate", REPO / "fixtures" / "projects" / "ddp_train", "--out", out, "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     outcomes = _run_checks(out, tmp_path)
-    assert outcomes == {"ddp_train/te_block.py:20:LayerNormLinear": ("passed", "")}, outcomes
+    assert outcomes == {"ddp_train/te_block.py:18:LayerNormLinear": ("passed", "")}, outcomes
 
 
 def test_a_function_level_import_is_resolved_in_its_scope():
@@ -337,12 +339,12 @@ def test_the_library_s_own_tests_check_against_the_stand_in(tmp_path):
     result = cuda2npu("migrate", project, "--out", out, "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     outcomes = _run_checks(out, tmp_path)
-    assert outcomes == {"tests/test_attn.py:7:flash_attn_func": ("passed", "")}, outcomes
+    assert outcomes == {"tests/test_attn.py:14:flash_attn_func": ("passed", "")}, outcomes
     # a hand edit of the migrated test's call fails against the stand-in: the original did run
     test = out / "tests" / "test_attn.py"
     test.write_text(test.read_text().replace("sparse_mode=", "sparse_mode=0 * "))
     outcomes = _run_checks(out, tmp_path)
-    assert outcomes["tests/test_attn.py:7:flash_attn_func"][0] == "failure", outcomes
+    assert outcomes["tests/test_attn.py:14:flash_attn_func"][0] == "failure", outcomes
 
 
 PACKAGE_INIT = """
@@ -473,14 +475,15 @@ def test_a_migrated_call_whose_module_is_imported_only_elsewhere_fails(tmp_path)
     out = tmp_path / "migrated"
     result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
+    (generated,) = json.loads((out / "npu_validation" / "sites.json").read_text())["sites"]
     (out / "ext.py").write_text(EXTENSION_MIGRATED)
-    outcome, message = _run_checks(out, tmp_path)[site["id"]]
+    outcome, message = _run_checks(out, tmp_path)[generated["id"]]
     assert outcome == "failure" and "imports it only elsewhere: line 9" in message, (outcome, message)
     fixed = EXTENSION_MIGRATED.replace(
         "        import torch\n\n        def", "        import torch\n        import torch_npu\n\n        def"
     )
     (out / "ext.py").write_text(fixed)
-    assert _run_checks(out, tmp_path)[site["id"]] == ("passed", "")
+    assert _run_checks(out, tmp_path)[generated["id"]] == ("passed", "")
 
 
 POWER_POOL = """
@@ -503,9 +506,41 @@ def test_a_scalar_of_an_elementwise_method_in_a_tensor_argument_takes_a_value(tm
     out = tmp_path / "migrated"
     result = cuda2npu("migrate", project, "--out", out, "--fuse-sdpa", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
-    site = "pool.py:8:scaled_dot_product_attention"
+    site = "pool.py:9:scaled_dot_product_attention"
     assert _run_checks(out, tmp_path) == {site: ("passed", "")}
     pool = out / "pool.py"
     pool.write_text(pool.read_text().replace("v.pow(self.gamma)", "v"))
+    outcome, message = _run_checks(out, tmp_path)[site]
+    assert outcome == "failure" and "max abs error" in message, (outcome, message)
+
+
+HEADS_SCALE = """
+import torch
+from flash_attn import flash_attn_func
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q, k, v, d):
+        return flash_attn_func(q, k, v, softmax_scale=(d // self.heads) ** -0.5)
+"""
+
+
+def test_names_of_one_role_in_an_expression_take_distinct_values(tmp_path):
+    """`(d // self.heads) ** -0.5` at d = self.heads = 8 is a scale of 1, npu_fusion_attention's default:
+    a dropped `scale=` would pass. The two names take different values, so it fails; the site id
+    carries the migrated file's line."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "attn.py").write_text(HEADS_SCALE)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    source = (out / "attn.py").read_text()
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "npu_fusion_attention(" in text)
+    site = f"attn.py:{line}:flash_attn_func"
+    assert _run_checks(out, tmp_path) == {site: ("passed", "")}
+    dropped = "\n".join(text for text in source.splitlines() if not text.strip().startswith("scale="))
+    assert dropped != source
+    (out / "attn.py").write_text(dropped + "\n")
     outcome, message = _run_checks(out, tmp_path)[site]
     assert outcome == "failure" and "max abs error" in message, (outcome, message)

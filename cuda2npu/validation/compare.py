@@ -18,6 +18,10 @@ difference between the original and itself at that precision, where that is larg
 that only changes precision therefore passes however much the model amplifies rounding, and one
 that changes the math still fails wherever the math moves more than precision alone does.
 
+The optimizer's probe (a new optimizer like the factory's, three steps over synthetic parameters
+and gradients spanning 1e-8 to 1) is compared update by update at float32 bounds relative to each
+update's size: one step from the model's weights hides betas and eps.
+
 Parameters after the optimizer step are compared only where the gradient is above the gradient
 tolerance and the two sides' gradients agree on sign and size (the difference is under half the
 gradient): Adam-type optimizers normalise
@@ -46,6 +50,7 @@ class TensorComparison:
     max_rel: float
     ok: bool
     note: str = ""
+    where: str = ""  # the place in the migrated tree to look at (path:line or path:first-last)
 
     def to_json(self) -> dict:
         return {
@@ -56,6 +61,7 @@ class TensorComparison:
             "max_rel_error": self.max_rel,
             "ok": self.ok,
             "note": self.note,
+            "where": self.where,
         }
 
 
@@ -153,7 +159,30 @@ def compare_records(
             ignore = _noise_level(*grads, precision) if group == "params_after_step" and None not in grads else None
             floor = _self_difference(left[name], calibration.get(group, {}).get(name), ignore)
             rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore, floor))
+    rows += _probe_rows(original.get("optimizer_probe"), migrated.get("optimizer_probe"), problems)
+    places = migrated.get("places", {})
+    for row in rows:
+        place = places.get(row.group, "")
+        row.where = place.get(row.name, "") if isinstance(place, dict) else place
     return precision, rows, problems
+
+
+def _probe_rows(original: list | None, migrated: list | None, problems: list[str]) -> list[TensorComparison]:
+    """The optimizers' probes (three steps over synthetic parameters), update by update."""
+    from cuda2npu.validation.trace_compare import PROBE_TOLERANCE, compare_summaries
+
+    if original is None or migrated is None:
+        if (original is None) != (migrated is None):
+            problems.append("optimizer probe: only one side's optimizer could be probed")
+        return []
+    rows = []
+    for index, (want, got) in enumerate(zip(original, migrated)):
+        ok, error, bound, note = compare_summaries(want, got, PROBE_TOLERANCE, relative=True)
+        relative = error / abs(want["stats"][2]) if want["stats"][2] else error
+        rows.append(
+            TensorComparison("optimizer probe", f"update {index}", tuple(want["shape"]), error, relative, ok, note)
+        )
+    return rows
 
 
 def compare_dropout(original: float | None, migrated: float | None, band: float = 1.5) -> str | None:

@@ -4,11 +4,13 @@ tree's frames only, and whole)."""
 
 from __future__ import annotations
 
+import ast
 import traceback
 from pathlib import Path
 
 MISSING_DEPENDENCY = "missing dependency of the original"
 CUDA_ONLY_IMPORT = "CUDA-only import on the migrated side (it fails on an NPU host)"
+NPU_NOT_REGISTERED = "the npu device is not registered (is `import torch_npu` missing?)"
 
 
 class NoExampleInputs(LookupError):
@@ -25,7 +27,7 @@ def classify(exc: BaseException, role: str) -> str:
     if role == "migrated" and ("CUDA" in text or "cuda" in text):
         return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
     if role == "migrated" and ("npu" in text and ("device type" in text or "has no attribute 'npu'" in text)):
-        return "the npu device is not registered (is `import torch_npu` missing?)"
+        return NPU_NOT_REGISTERED
     if isinstance(exc, NoExampleInputs):
         return "no example inputs"
     if role == "original" and isinstance(exc, ModuleNotFoundError):
@@ -42,20 +44,33 @@ def describe(exc: BaseException, role: str, tree: Path) -> dict:
     prefix = str(tree.resolve()) + "/"
     frames = traceback.extract_tb(exc.__traceback__)
     own = [frame for frame in frames if frame.filename.startswith(prefix)]
-    location = ""
-    if own:
+    kind = classify(exc, role)
+    location = getattr(exc, "cuda2npu_place", None) or ""  # the recorder's better place (devices mixed)
+    if own and not location:
         last = own[-1]
         location = f"{last.filename[len(prefix) :]}:{last.lineno}"
+        if kind == NPU_NOT_REGISTERED:
+            location = _imports_span(Path(last.filename), last.filename[len(prefix) :]) or location
     short = [
         f"  {frame.filename[len(prefix) :]}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
         for frame in own
     ]
     message = f"{type(exc).__name__}: {exc}"
     return {
-        "error": classify(exc, role),
+        "error": kind,
         "message": message,
         "location": location,
         "short_traceback": "\n".join([*short[-6:], f"  {message}"]),
         "traceback": "".join(traceback.format_exception(exc)),
         "module": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None,
     }
+
+
+def _imports_span(path: Path, relative: str) -> str | None:
+    """``path:first-last`` of a file's module-level imports: where a missing ``import torch_npu`` goes."""
+    try:
+        body = ast.parse(path.read_bytes()).body
+    except (OSError, SyntaxError, ValueError):
+        return None
+    lines = [node.lineno for node in body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return f"{relative}:{min(lines)}-{max(lines)}" if lines else None

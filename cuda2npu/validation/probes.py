@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import copy
 import zlib
+from typing import Callable
 
 import torch
 
-from cuda2npu.validation.recorder import tensor_summary
+from cuda2npu.validation.summaries import output_tensors, tensor_summary
 
 PROBE_SEED = 20_251
 OPTIMIZER_STEPS = 3
@@ -37,6 +38,46 @@ MAX_PROBE_ELEMENTS = 1 << 16
 # Optimizer probes: parameters this small keep float32 rounding (an ulp of the parameter) far below
 # the updates, while weight decay (1e-3 of an update at wd 0.1) still shows.
 PARAMETER_SCALE = 1e-2
+
+
+ARGUMENTS = "_cuda2npu_arguments"
+
+
+def capture_optimizers(built: Callable[[torch.optim.Optimizer], None]) -> Callable[[], None]:
+    """From now on every optimizer keeps its constructor's arguments (its probe builds another like
+    it) and is passed to ``built`` once constructed; returns what stops calling ``built``."""
+    original_init = torch.optim.Optimizer.__init__
+
+    def new(cls, *args, **kwargs):
+        instance = object.__new__(cls)
+        instance.__dict__[ARGUMENTS] = (args, kwargs)
+        return instance
+
+    def init(optimizer, *args, **kwargs):
+        original_init(optimizer, *args, **kwargs)
+        built(optimizer)
+
+    # Never undone: once a class has had a __new__, deleting it leaves CPython calling
+    # object.__new__ with the constructor's arguments, which it refuses.
+    torch.optim.Optimizer.__new__ = new
+    torch.optim.Optimizer.__init__ = init
+
+    def stop() -> None:
+        torch.optim.Optimizer.__init__ = original_init
+
+    return stop
+
+
+def optimizer_record(optimizer: torch.optim.Optimizer, built: str | None) -> dict:
+    """What a probe needs of an optimizer, taken at construction (a schedule changes the groups later)."""
+    return {
+        "class": type(optimizer).__name__,
+        "built": built,
+        "groups": [
+            {k: copy.deepcopy(v) for k, v in group.items() if k != "params"} for group in optimizer.param_groups
+        ],
+        "object": optimizer,
+    }
 
 
 def _generator(name: str) -> torch.Generator:
@@ -55,7 +96,7 @@ def _device_of(optimizer_record: dict) -> torch.device:
 def probe_optimizer(index: int, record: dict) -> list[dict]:
     """Three steps of a new optimizer like ``record``'s over synthetic parameters: each step's updates."""
     optimizer = record["object"]
-    args, kwargs = optimizer.__dict__.get("_cuda2npu_arguments", ((), {}))
+    args, kwargs = optimizer.__dict__.get(ARGUMENTS, ((), {}))
     kwargs = {k: v for k, v in kwargs.items() if k != "params"}
     args = args[1:] if args else ()
     device = _device_of(record)
@@ -64,7 +105,7 @@ def probe_optimizer(index: int, record: dict) -> list[dict]:
     for number, hyper in enumerate(record["groups"]):
         vector = _synthetic(f"opt{index}.g{number}.vector", (64,), PARAMETER_SCALE).float().to(device).requires_grad_()
         matrix = _synthetic(f"opt{index}.g{number}.matrix", (8, 8), PARAMETER_SCALE).float().to(device).requires_grad_()
-        groups.append({**copy.deepcopy(hyper), "params": [vector, matrix]})
+        groups.append({**hyper, "params": [vector, matrix]})
         params += [vector, matrix]
     probe = type(optimizer)(groups, *args, **kwargs)
     updates = []
@@ -122,8 +163,6 @@ def _elements(value) -> int:
 
 def probe_module(path: str, module: torch.nn.Module, args, kwargs) -> list[dict]:
     """The outputs of a synthetic copy of ``module`` on synthetic inputs shaped like its first call's."""
-    from cuda2npu.validation.recorder import output_tensors
-
     if _elements((args, kwargs)) > MAX_PROBE_ELEMENTS:
         raise ValueError(f"its inputs have more than {MAX_PROBE_ELEMENTS} elements")
     clone = copy.deepcopy(module).float().eval()

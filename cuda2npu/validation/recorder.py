@@ -13,7 +13,7 @@ events keyed by (step, kind, module, call):
   probability and softmax scale it was given, and the line that called it;
 * ``grad``: each parameter's gradient before an optimizer step; ``update``: what the step added
   to it (the parameters themselves show in the next step's outputs); ``step``: the line that
-  stepped.
+  stepped; ``autocast``: where autocast was entered, with which dtype and whether enabled.
 
 Besides the events (at most ``MAX_EVENTS``; later ones are counted, not kept) it keeps what the
 comparison needs to judge and to locate them: per step, how many backward passes, kernel calls and
@@ -27,6 +27,7 @@ innermost frame of the tree's own code.
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
 import re
 import sys
@@ -36,42 +37,15 @@ from pathlib import Path
 import torch
 
 from cuda2npu.emulation.controls import CONTROLS, device_type, loss_scale_of, mark_loss_scale
+from cuda2npu.validation.probes import capture_optimizers, optimizer_record
+from cuda2npu.validation.summaries import output_tensors, tensor_summary
 
-SAMPLE = 64
 MAX_EVENTS = 20_000
 PROBED_CLASS = re.compile(r"Norm|Attention|Attn|MHA")
 
 
 class TraceComplete(BaseException):
     """Raised from a hook to stop the script: the steps were reached, or a limit passed."""
-
-
-def tensor_summary(tensor: torch.Tensor, sample: int = SAMPLE) -> dict:
-    """Statistics (sum, mean |x|, max |x|, norm) and a fixed strided sample, on the CPU in float64."""
-    data = tensor.detach().cpu()
-    summary = {"shape": list(data.shape), "dtype": str(data.dtype).removeprefix("torch.")}
-    values = data.double().reshape(-1) if not data.is_complex() else data.abs().double().reshape(-1)
-    if values.numel() == 0:
-        return {**summary, "stats": [0.0, 0.0, 0.0, 0.0], "sample": []}
-    stride = max(1, values.numel() // sample)
-    summary["stats"] = [
-        float(values.sum()),
-        float(values.abs().mean()),
-        float(values.abs().max()),
-        float(values.norm()),
-    ]
-    summary["sample"] = values[::stride][:sample].tolist()
-    return summary
-
-
-def output_tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() else []
-    if isinstance(value, dict):
-        return [t for key in sorted(value, key=str) for t in output_tensors(value[key])]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in output_tensors(item)]
-    return []
 
 
 class Places:
@@ -86,12 +60,14 @@ class Places:
         filename = os.path.abspath(filename)
         return filename[len(self.prefix) :] if filename.startswith(self.prefix) else None
 
-    def caller(self) -> str | None:
+    def caller(self, skip_self: object = None) -> str | None:
+        """The innermost frame of the tree's code on the stack (``path:line``, ``path:first-last`` for a
+        statement over several lines); frames whose ``self`` is ``skip_self`` do not count."""
         frame = sys._getframe(2)
         while frame is not None:
             path = self.relative(frame.f_code.co_filename)
-            if path is not None:
-                return f"{path}:{frame.f_lineno}"
+            if path is not None and (skip_self is None or frame.f_locals.get("self") is not skip_self):
+                return f"{path}:{_lines(frame)}"
             frame = frame.f_back
         return None
 
@@ -107,6 +83,14 @@ class Places:
             if path is not None:
                 self._classes[cls] = f"{path}:{first}-{first + len(lines) - 1}"
         return self._classes[cls]
+
+
+def _lines(frame) -> str:
+    """The line (or first-last lines) of the instruction a frame is executing."""
+    positions = list(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, frame.f_lasti // 2 + 1))
+    first, last = positions[0][:2] if positions else (None, None)
+    first = first or frame.f_lineno
+    return f"{first}-{last}" if last and last > first else str(first)
 
 
 def _own_parameter(module: torch.nn.Module) -> torch.Tensor | None:
@@ -127,7 +111,8 @@ class Recorder:
         self.param_names: dict[int, str] = {}
         self.modules: dict[str, dict] = {}  # path -> class, defined, built
         self.roots: list[int] = []
-        self.depth = 0
+        self.stack: list[torch.nn.Module] = []  # the modules being called, outermost first
+        self.root_call: str | None = None  # where the outermost module was last called
         self.counts: dict[int, Counter] = defaultdict(Counter)  # step -> "backward", "kernel", "forward <path>"
         self.totals: Counter = Counter()  # "backward", "root calls"
         self.optimizers: list[dict] = []  # class, built, hyper-parameters, the object
@@ -180,16 +165,17 @@ class Recorder:
         handle = module.register_forward_pre_hook(keep, with_kwargs=True)
 
     def pre_forward(self, module, args) -> None:
-        if self.depth == 0:
+        if not self.stack:
             if id(module) not in self.names:
                 self._register_root(module)
             self.totals["root calls"] += 1
             if self.totals["root calls"] > self.limits.get("root calls", float("inf")):
                 raise TraceComplete("more calls of the model than the original made")
-        self.depth += 1
+            self.root_call = self.places.caller()
+        self.stack.append(module)
 
     def post_forward(self, module, args, output) -> None:
-        self.depth -= 1
+        self.stack.pop()
         path = self.names.get(id(module)) or f"<unnamed {type(module).__name__}>"
         index = self._index(f"forward {path}")
         tensors = output_tensors(output)
@@ -208,7 +194,20 @@ class Recorder:
             )
 
     def module_built(self, module: torch.nn.Module) -> None:
-        module.__dict__["_cuda2npu_built"] = self.places.caller()
+        """Where the module was constructed: the innermost line of the tree outside its own ``__init__``."""
+        module.__dict__["_cuda2npu_built"] = self.places.caller(skip_self=module)
+
+    def device_place(self) -> str | None:
+        """For an error where devices mix: where the model was built when all its parameters are on
+        the CPU (a model left there), else where the module being called with parameters on the CPU
+        was built, else where the model was called (an input left there)."""
+        if self.stack and all(p.device.type == "cpu" for p in self.stack[0].parameters()):
+            return self.stack[0].__dict__.get("_cuda2npu_built") or self.root_call
+        for module in self.stack:
+            own = _own_parameter(module)
+            if own is not None and own.device.type == "cpu":
+                return module.__dict__.get("_cuda2npu_built")
+        return self.root_call
 
     # -- losses, kernels ------------------------------------------------------------------------
 
@@ -227,6 +226,21 @@ class Recorder:
         if scale:
             self.add({"kind": "scale", "module": "", "call": index, "site": site, "value": scale})
 
+    def autocast(self, device_type: str, dtype, enabled: bool) -> None:
+        """Where the script enters autocast, and how (the place a precision divergence points to)."""
+        self.add(
+            {
+                "kind": "autocast",
+                "module": "",
+                "call": self._index("autocast"),
+                "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None,
+                "enabled": bool(enabled),
+                "site": self.places.caller(),
+            }
+        )
+        if enabled and (dtype is None or dtype in (torch.float16, torch.bfloat16)):
+            self.low_precision = True
+
     def kernel(self, op: str, drop: float, scale: float) -> None:
         index = self._index("kernel")
         self.add(
@@ -244,14 +258,7 @@ class Recorder:
     # -- optimizers -----------------------------------------------------------------------------
 
     def optimizer_built(self, optimizer) -> None:
-        self.optimizers.append(
-            {
-                "class": type(optimizer).__name__,
-                "built": self.places.caller(),
-                "groups": [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups],
-                "object": optimizer,
-            }
-        )
+        self.optimizers.append(optimizer_record(optimizer, self.places.caller()))
 
     def _named_parameters(self, optimizer) -> list[tuple[str, torch.Tensor]]:
         found = []
@@ -351,16 +358,11 @@ class Recorder:
             original_module_init(module, *args, **kwargs)
             recorder.module_built(module)
 
-        original_optimizer_init = torch.optim.Optimizer.__init__
+        original_autocast_init = torch.amp.autocast_mode.autocast.__init__
 
-        def optimizer_new(cls, *args, **kwargs):
-            instance = object.__new__(cls)
-            instance.__dict__["_cuda2npu_arguments"] = (args, kwargs)
-            return instance
-
-        def optimizer_init(optimizer, *args, **kwargs):
-            original_optimizer_init(optimizer, *args, **kwargs)
-            recorder.optimizer_built(optimizer)
+        def autocast_init(context, device_type, dtype=None, enabled=True, cache_enabled=None):
+            recorder.autocast(device_type, dtype, enabled)
+            original_autocast_init(context, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
         original_sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -377,19 +379,17 @@ class Recorder:
             (torch.Tensor, "backward", backward),
             (torch.amp.grad_scaler.GradScaler, "scale", scale),
             (torch.nn.Module, "__init__", module_init),
-            (torch.optim.Optimizer, "__init__", optimizer_init),
             (torch.nn.functional, "scaled_dot_product_attention", sdpa),
+            (torch.amp.autocast_mode.autocast, "__init__", autocast_init),
         ]
         for owner, name, replacement in replacements:
             self.restore.append((owner, name, owner.__dict__.get(name)))
             setattr(owner, name, replacement)
-        # Not undone: once a class has had a __new__, deleting it leaves CPython calling
-        # object.__new__ with the constructor's arguments, which it refuses; the probes build
-        # optimizers after the recording.
-        torch.optim.Optimizer.__new__ = optimizer_new
+        self.stop_capture = capture_optimizers(self.optimizer_built)
 
     def uninstall(self) -> None:
         """Stop recording: remove the hooks and put back what :meth:`install` wrapped."""
+        self.stop_capture()
         for handle in self.handles:
             handle.remove()
         CONTROLS.observer = None

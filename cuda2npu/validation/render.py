@@ -41,7 +41,7 @@ def render(result: ValidationResult, console: Console, verbose: bool = False) ->
     )
     shown = [row for row in result.rows if verbose or not row.ok]
     if shown:
-        header = ["", "group", "tensor", "shape", "max abs err", "max rel err", "note"]
+        header = ["", "group", "tensor", "shape", "max abs err", "max rel err", "note", "at"]
         cells = [
             [
                 ("ok" if row.ok else "MISMATCH"),
@@ -51,6 +51,7 @@ def render(result: ValidationResult, console: Console, verbose: bool = False) ->
                 f"{row.max_abs:.3g}",
                 f"{row.max_rel:.3g}",
                 row.note,
+                row.where,
             ]
             for row in shown
         ]

@@ -3,8 +3,9 @@
 ``python -m cuda2npu.validation.side SPEC.json`` imports ``ENTRY = module:function`` from the
 given tree, calls it (seeded) to get ``(model, inputs[, optimizer_factory])`` and records, on the
 CPU: the state dict, the inputs, the eval-mode outputs, the gradients of a fixed random projection
-of the outputs, the parameters after one optimizer step and (optionally) train-mode output
-variance for the dropout check. The migrated side first loads the original's weights and inputs.
+of the outputs, the parameters after one optimizer step, the optimizer's probe
+(:func:`cuda2npu.validation.probes.probe_optimizer`) and (optionally) train-mode output variance
+for the dropout check. The migrated side first loads the original's weights and inputs.
 
 Each side runs on its strict host (:mod:`cuda2npu.validation.strict_host`): the original with
 real CUDA or the CUDA emulation, the migrated with real torch_npu or the NPU emulation, where
@@ -24,9 +25,25 @@ import torch
 
 from cuda2npu.validation.failures import NoExampleInputs, describe
 from cuda2npu.validation.keys import map_state_dict
+from cuda2npu.validation.probes import capture_optimizers, optimizer_record, probe_optimizer
+from cuda2npu.validation.recorder import Places
 from cuda2npu.validation.strict_host import install_host
 
 PROJECTION_SEED = 1000
+
+
+def model_places(model: torch.nn.Module, places) -> dict:
+    """Where to look for each compared tensor: the model's class for its outputs, and for each
+    parameter's gradient the class of the innermost module of the tree's own that holds it."""
+    defined = {name: places.definition(type(module)) for name, module in model.named_modules()}
+    output = defined.get("", "") or ""
+    grads = {}
+    for name, _ in model.named_parameters():
+        path = name.rpartition(".")[0]
+        while path and not defined.get(path):
+            path = path.rpartition(".")[0]
+        grads[name] = defined.get(path) or output
+    return {"output": output, "grad": grads}
 
 
 def _unpack(built):
@@ -146,9 +163,20 @@ def run_side(spec: dict) -> dict:
     record["outputs"] = [_cpu(o) for o in outputs]
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
+    places = Places(Path(spec["tree"]))
+    record["places"] = model_places(model, places)
     if factory is not None:
-        factory(model).step()
+        built: list = []
+        stop = capture_optimizers(lambda optimizer: built.append(optimizer_record(optimizer, places.caller())))
+        optimizer = factory(model)
+        stop()
+        optimizer.step()
         record["params_after_step"] = {n: _cpu(p) for n, p in model.named_parameters()}
+        if built:  # one step from these weights hides betas, eps...: the probe's three steps show them
+            record["optimizer_probe"] = probe_optimizer(0, built[-1])
+            record["places"].update(
+                {"after step": built[-1]["built"] or "", "optimizer probe": built[-1]["built"] or ""}
+            )
     if spec.get("dropout_runs"):
         record["dropout_variance"] = _dropout_variance(model, inputs, spec["dropout_runs"])
     return record

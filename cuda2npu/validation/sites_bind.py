@@ -234,6 +234,7 @@ def _same(left: list, right: list) -> bool:
 def combinations(leaves: list[Leaf], dims: dict) -> list[dict[str, object]]:
     """Every assignment of representative values to the scalar leaves (at most MAX_COMBINATIONS)."""
     choices = []
+    parts: dict[str, int] = {}  # role -> free names that took its value inside an expression so far
     for leaf in leaves:
         if leaf.is_tensor:
             continue
@@ -245,6 +246,13 @@ def combinations(leaves: list[Leaf], dims: dict) -> list[dict[str, object]]:
             if not _same(values[0], other):
                 raise NotApplicable(f"`{leaf.text}` would need two different values")
         chosen = values[0] if values else roles.FLAGS
+        part = {spec for _, spec, context, _ in leaf.uses if context == "part"}
+        if not whole and len(part) == 1 and len(leaf.uses) == 1:
+            # ``(d // self.heads) ** -0.5``: two names of one role get different values, or the
+            # expression may land on the API's default (here a scale of 1) and hide a dropped argument
+            role = part.pop()
+            chosen = roles.distinct_part(role, parts.get(role, 0), chosen)
+            parts[role] = parts.get(role, 0) + 1
         choices.append([(leaf.text, value) for value in chosen])
     return [dict(combo) for combo in itertools.islice(itertools.product(*choices), MAX_COMBINATIONS)]
 

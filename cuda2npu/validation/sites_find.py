@@ -363,9 +363,11 @@ def find_sites(original: str, migrated: str, relative: str) -> list[dict]:
                     path = path_to(call, up)
                     site = _record(relative, scope, family, call, api, ordinal, path, imports_before)
                     try:
-                        locate(after, scope, family, ordinal, path)
+                        migrated_call = locate(after, scope, family, ordinal, path).call
                     except SiteMissing as exc:
                         site["skip"] = str(exc)
+                    else:  # the id names the line a user opens: the migrated file's
+                        site.update(id=f"{relative}:{migrated_call.lineno}:{api.final}", line=migrated_call.lineno)
                     sites.append(site)
                 ordinal += 1
     return sites
@@ -394,6 +396,7 @@ def _record(relative, scope, family, call, api, ordinal, path, imports, skip=Non
         "id": f"{relative}:{call.lineno}:{api.final}",
         "file": relative,
         "line": call.lineno,
+        "original_line": call.lineno,
         "scope": scope,
         "family": family,
         "api": name,

@@ -176,7 +176,19 @@ PART = {
     "width": [12],
     "hidden": [16],
 }
+# the values of a second, third... free name of the same role inside one expression
+PART_ALTERNATIVES = {"scale": [2, 32], "operand": [3, 5], "width": [20], "hidden": [24], "dropout": [0.2]}
 FLAGS = [True, False]
+
+
+def distinct_part(role: str, ordinal: int, values: list) -> list:
+    """The values of the ``ordinal``-th free name of ``role`` in an expression (0: ``values``)."""
+    alternatives = PART_ALTERNATIVES.get(role)
+    if ordinal == 0 or not alternatives:
+        return values
+    return [alternatives[(ordinal - 1) % len(alternatives)]]
+
+
 OPERAND = "operand"
 ELEMENTWISE = {"pow", "mul", "div", "add", "sub", "true_divide", "clamp", "clamp_min", "clamp_max"}
 ANY_SIZE = {"width", "hidden"}  # any size works: a name also used as D takes D

@@ -63,11 +63,13 @@ def find_subclass_sites(original: str, migrated_source: str, relative: str) -> l
         if not any(is_target(base, FAMILIES[api.family]) for base in _bases(migrated[name], imports_after, defs_after)):
             continue  # the base was kept (or rewritten to something this check does not know)
         roots = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
+        line = migrated[name].lineno  # the migrated file's, which a user opens
         sites.append(
             {
-                "id": f"{relative}:{cls.lineno}:{name}({api.final})",
+                "id": f"{relative}:{line}:{name}({api.final})",
                 "file": relative,
-                "line": cls.lineno,
+                "line": line,
+                "original_line": cls.lineno,
                 "scope": name,
                 "family": api.family,
                 "api": f"{api.prefix}.{api.final}",

@@ -65,14 +65,13 @@ def switch_dropout_off() -> None:
     CONTROLS.dropout = False
 
 
-def force_full_precision(recorder: Recorder) -> None:
-    """Autocast is entered disabled (noting that the script asked for it); half-only kernels take float32."""
+def force_full_precision() -> None:
+    """Autocast is entered disabled (the recorder, installed after, still notes what the script asked
+    for); half-only kernels take float32."""
     autocast = torch.amp.autocast_mode.autocast
     original_init = autocast.__init__
 
     def init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
-        if enabled and (dtype is None or dtype in (torch.float16, torch.bfloat16)):
-            recorder.low_precision = True
         original_init(self, device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
 
     autocast.__init__ = init
@@ -95,7 +94,7 @@ def run(spec: dict) -> dict:
     switch_dropout_off()
     exact = spec["mode"] == "exact"
     if exact:
-        force_full_precision(recorder)
+        force_full_precision()
     recorder.install()
     argv = spec["command"]
     sys.argv = list(argv)
@@ -107,6 +106,10 @@ def run(spec: dict) -> dict:
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise
+    except BaseException as exc:
+        if "same device" in str(exc):  # the line that mixed them is not the line to fix
+            exc.cuda2npu_place = recorder.device_place()
+        raise
     recorder.uninstall()
     return {
         "backend": backend,

@@ -448,11 +448,19 @@ class TraceComparison:
                         want["module"],
                         what=f"{want['module']} computes in {b['dtype']}, the original in {a['dtype']}"
                         + (f" (the {self.policy} policy wants {expected})" if expected else " (autocast removed?)"),
-                        where=module_place(self.migrated, want["module"]),
+                        where=self._autocast_place(),
                     )
                 )
                 return True
         return False
+
+    def _autocast_place(self) -> str:
+        """Where the migrated run enters autocast, else where the original does (in the migrated tree)."""
+        for trace, place in ((self.migrated, lambda p: p), (self.original, self._original_place)):
+            sites = self._sites(trace, "autocast", 0)
+            if sites and sites[0]:
+                return place(sites[0])
+        return ""
 
     def _scales(self) -> None:
         scaled = [e for e in self.original["events"] if e["kind"] == "scale"]
