@@ -544,3 +544,16 @@ def test_names_of_one_role_in_an_expression_take_distinct_values(tmp_path):
     (out / "attn.py").write_text(dropped + "\n")
     outcome, message = _run_checks(out, tmp_path)[site]
     assert outcome == "failure" and "max abs error" in message, (outcome, message)
+
+
+def test_the_project_s_own_conftest_does_not_break_the_checks(tmp_path):
+    """A project conftest.py that imports torch_npu (or anything this host lacks) is not loaded."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "attn.py").write_text(HEADS_SCALE)
+    (project / "conftest.py").write_text("import package_only_on_the_team_s_machines  # noqa: F401\n")
+    out = tmp_path / "migrated"
+    assert cuda2npu("migrate", project, "--out", out, "--quiet").returncode == 0
+    assert (out / "npu_validation" / "pytest.ini").is_file()
+    (outcome,) = {outcome for outcome, _ in _run_checks(out, tmp_path).values()}
+    assert outcome == "passed"

@@ -1,6 +1,7 @@
 """Writing ``<out>/npu_validation/`` after ``migrate --out``: a README, a pytest file that runs
-the harness for every configured entry and every argument-free ``nn.Module`` in changed files, and
-the per-site checks of the rewritten fused calls (``sites.json`` + ``test_sites.py``)."""
+the harness for every configured entry and every argument-free ``nn.Module`` in changed files,
+the per-site checks of the rewritten fused calls (``sites.json`` + ``test_sites.py``), and a
+``pytest.ini`` that keeps the project's own ``conftest.py`` files out of them."""
 
 from __future__ import annotations
 
@@ -110,6 +111,13 @@ def test_site(site):
 '''
 
 
+# An ini file here makes this directory pytest's rootdir and conftest boundary: the project's own
+# conftest.py files (which may import torch_npu, or CUDA-only packages) stay out of these checks.
+PYTEST_INI = """[pytest]
+# cuda2npu: the project's own conftest.py files are not loaded for these checks
+"""
+
+
 def rewritten_sites(original: Path, out: Path, changed: list[str]) -> list[dict]:
     """The fused calls rewritten in the changed Python files (:func:`~.sites_find.find_sites`)."""
     sites = []
@@ -185,4 +193,5 @@ def write_validation_package(original: Path, out: Path, changed: list[str], prec
     sites = rewritten_sites(original, out, changed)
     (target / "sites.json").write_text(json.dumps({"version": 1, "sites": sites}, indent=1) + "\n", encoding="utf-8")
     (target / "test_sites.py").write_text(SITES_TEMPLATE.format(name=original.resolve().name), encoding="utf-8")
+    (target / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
     return target
