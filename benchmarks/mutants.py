@@ -165,6 +165,9 @@ def _remove_scaler(text: str, usable: Callable[[int], bool]) -> tuple[int, str] 
     return _line_of(text, match.start()), new
 
 
+TORCH_NPU_IMPORT = re.compile(r"^\s*(?:import torch_npu\b|from torch_npu\b)", re.MULTILINE)
+
+
 def _remove_import_torch_npu(text: str, usable: Callable[[int], bool]) -> tuple[int, str] | None:
     """The file's ``import torch_npu``, where nothing else in the file names torch_npu."""
     match = re.search(r"^import torch_npu[^\n]*\n", text, re.MULTILINE)
@@ -332,9 +335,25 @@ def executed_lines(case: validate_real.Case, tree: Path, env: dict, work: Path) 
     return {path: set(lines) for path, lines in json.loads(out.read_text()).items()}
 
 
-def _usable(text: str, executed: set[int]) -> Callable[[int], bool]:
+# Places where an operator's edit changes nothing the run computes, although the line runs (read
+# and judged by a person; the mutant is applied at the operator's next place instead): path -> the
+# line's text -> why.
+EQUIVALENT_PLACES = {
+    "te_entry.py": {
+        'self.projection = torch.nn.Linear(HIDDEN, HIDDEN, bias=True, device="npu")': "the entry moves the "
+        "whole block to the device after building it",
+    },
+    "x_transformers/attend.py": {
+        "scale = default(self.scale, q.shape[-1] ** -0.5)": "Attention always passes its scale (dim_head ** -0.5) "
+        "to Attend, so the default after it is never used",
+    },
+}
+
+
+def _usable(text: str, executed: set[int], path: str = "") -> Callable[[int], bool]:
     """May the character at an offset be edited: code (not a comment or a string over several lines)
-    in a statement the case runs (its line, or the first line of the statement holding it)."""
+    in a statement the case runs (its line, or the first line of the statement holding it), not a
+    place of :data:`EQUIVALENT_PLACES`."""
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
@@ -354,10 +373,15 @@ def _usable(text: str, executed: set[int]) -> Callable[[int], bool]:
         for line in range(node.lineno, last + 1):
             first_line[line] = node.lineno
 
+    equivalent = EQUIVALENT_PLACES.get(path, {})
+    lines = text.splitlines()
+
     def usable(offset: int) -> bool:
         if any(start <= offset < end for start, end in masked):
             return False
         line = bisect.bisect_right(starts, offset)
+        if lines[line - 1].strip() in equivalent:
+            return False
         return line in executed or first_line.get(line) in executed
 
     return usable
@@ -372,7 +396,7 @@ def _candidate_files(case: validate_real.Case, tree: Path) -> list[Path]:
 
 def mutate(case: validate_real.Case, operator: Operator, tree: Path, executed: dict[str, set[int]]) -> Edit | None:
     """The operator applied at the first place it changes code that the case runs."""
-    importing = [p for p in executed if re.search(r"^import torch_npu", (tree / p).read_text(), re.MULTILINE)]
+    importing = [p for p in executed if TORCH_NPU_IMPORT.search((tree / p).read_text())]
     for path in _candidate_files(case, tree):
         relative = path.relative_to(tree).as_posix()
         if relative not in executed:
@@ -380,7 +404,7 @@ def mutate(case: validate_real.Case, operator: Operator, tree: Path, executed: d
         if operator.needs == "the only torch_npu import" and importing != [relative]:
             continue  # another module the run imports registers the device: removing this one changes nothing
         text = path.read_text()
-        applied = operator.apply(text, _usable(text, executed[relative]))
+        applied = operator.apply(text, _usable(text, executed[relative], relative))
         if applied is not None:
             line, mutated = applied
             return Edit(relative, line, mutated)
@@ -449,10 +473,9 @@ def _validate_place(result: dict) -> str:
         return first.get("where") or ""
     if result.get("location"):
         return result["location"]
-    if "tensors" in result:  # an entry: the first tensor out of bounds, else the error's line
-        bad = [row for row in result["tensors"] if not row["ok"]]
-        if bad:
-            return bad[0].get("where") or "n/a"
+    if "tensors" in result:  # an entry: the place it says to look at first, else the error's line
+        if result.get("where"):
+            return result["where"]
         match = re.search(r"\(at ([^()]+:\d+(?:-\d+)?)\)", " ".join(result.get("problems", [])))
         return match.group(1) if match else "n/a"
     return ""

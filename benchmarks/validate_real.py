@@ -29,7 +29,6 @@ Ratios are measured in this one run (best of ``--repeats``); the machine's load 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -264,22 +263,25 @@ def missing_sources(cases) -> list:
     return [s for s in needed.values() if not (s.directory / ".extracted").exists()]
 
 
-def _missing(requires: tuple[str, ...], path: list[str]) -> list[str]:
-    saved = sys.path[:]
-    sys.path[:0] = path
-    try:
-        return [name for name in requires if importlib.util.find_spec(name) is None]
-    finally:
-        sys.path[:] = saved
+def _missing(requires: tuple[str, ...], path: list[str], python: str = sys.executable) -> list[str]:
+    """The modules of ``requires`` that ``python`` (with ``path`` first on sys.path) cannot find."""
+    probe = (
+        "import importlib.util, sys; print(' '.join(n for n in sys.argv[1:] if importlib.util.find_spec(n) is None))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run([python, "-c", probe, *requires], capture_output=True, text=True, env=env)
+    return proc.stdout.split()
 
 
 # --- one case ---------------------------------------------------------------------------------
 
 
-def _cuda2npu(*args, env: dict, timeout: int = SIDE_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, float]:
+def _cuda2npu(
+    *args, env: dict, timeout: int = SIDE_TIMEOUT_S, python: str = sys.executable
+) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "cuda2npu", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+        [python, "-m", "cuda2npu", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
     )
     return proc, time.perf_counter() - start
 
@@ -326,11 +328,14 @@ def _summary(result: dict) -> tuple[float | None, str]:
     return result["max_abs_error"], (result["problems"][0] if result["problems"] else note)
 
 
-def prepare_case(case: Case, work: Path) -> tuple[Path, Path, dict, float] | Outcome:
-    """(original tree, migrated tree, environment, migrate seconds), or the Outcome that stops the case."""
+def prepare_case(
+    case: Case, work: Path, cases_dir: Path = CASES_DIR, python: str = sys.executable
+) -> tuple[Path, Path, dict, float] | Outcome:
+    """(original tree, migrated tree, environment, migrate seconds), or the Outcome that stops the case;
+    ``case.files`` are read from ``cases_dir``; ``python`` runs the case's scripts."""
     tree = case.source.directory / case.root
     deps = [dep.directory for dep in case.deps]
-    missing = _missing(case.requires, [str(p) for p in deps])
+    missing = _missing(case.requires, [str(p) for p in deps], python)
     if missing:
         return Outcome(case, "unavailable", note=f"needs {', '.join(missing)}, which this interpreter lacks")
     env = _environment(deps)
@@ -338,10 +343,18 @@ def prepare_case(case: Case, work: Path) -> tuple[Path, Path, dict, float] | Out
     shutil.copytree(tree, original, ignore=shutil.ignore_patterns(".extracted", "__pycache__"))
     if case.files:
         shutil.copytree(
-            CASES_DIR / case.files, original, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+            cases_dir / case.files, original, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
         )
     if case.prepare:
-        subprocess.run([sys.executable, case.prepare], cwd=original, env=env, check=True, capture_output=True)
+        prepared = subprocess.run(
+            [python, case.prepare],
+            cwd=original,
+            env={**env, "CUDA2NPU_E2E_CASES": str(cases_dir)},
+            capture_output=True,
+            text=True,
+        )
+        if prepared.returncode != 0:
+            return Outcome(case, "error", note=f"{case.prepare} failed: {_first_problem(prepared)}")
     proc, migrate_s = _cuda2npu("migrate", original, "--out", migrated, *case.migrate_args, env=env)
     if proc.returncode != 0 or not migrated.is_dir():
         return Outcome(case, "error", migrate_s=migrate_s, note=f"migrate failed: {_first_problem(proc)}")
@@ -349,12 +362,14 @@ def prepare_case(case: Case, work: Path) -> tuple[Path, Path, dict, float] | Out
 
 
 def validate_case(
-    case: Case, original: Path, migrated: Path, env: dict, result_file: Path
+    case: Case, original: Path, migrated: Path, env: dict, result_file: Path, python: str = sys.executable
 ) -> tuple[dict | None, float, str]:
     """(the validate result's JSON, seconds, the problem when there is no result)."""
     mode = ["--run", case.run] if case.run else ["--entry", case.entry]
     try:
-        proc, validate_s = _cuda2npu("validate", original, migrated, *mode, "--json", result_file, env=env)
+        proc, validate_s = _cuda2npu(
+            "validate", original, migrated, *mode, "--json", result_file, env=env, python=python
+        )
     except subprocess.TimeoutExpired:
         return None, SIDE_TIMEOUT_S, "validate timed out"
     if not result_file.exists():

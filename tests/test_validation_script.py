@@ -126,16 +126,22 @@ def test_updates_are_bounded_relative_to_their_own_size():
 
 
 def test_the_policy_mode_checks_dtypes_and_loss_scaling():
-    low = _trace([_event(0, "forward", "norm", [1.0], dtype="float16"), _event(0, "scale", value=65536.0)])
-    removed = _trace([_event(0, "forward", "norm", [1.0], dtype="float32"), _event(0, "loss", site="train.py:9")])
+    def forward(dtype, parameters="float32"):
+        return _event(0, "forward", "norm", [1.0], dtype=dtype, parameters=parameters)
+
+    low = _trace([forward("float16"), _event(0, "scale", value=65536.0)])
+    removed = _trace([forward("float32"), _event(0, "loss", site="train.py:9")])
     described = [d.describe() for d in _compare(low, removed, "fp16", policy="bf16").divergences]
     assert "norm computes in float32, the original in float16 (the bf16 policy wants bfloat16)" in described[0]
-    fp16 = _trace([_event(0, "forward", "norm", [1.0], dtype="float16"), _event(0, "loss", site="train.py:9")])
+    fp16 = _trace([forward("float16"), _event(0, "loss", site="train.py:9")])
     unscaled = _compare(low, fp16, "fp16", policy="fp16")
     assert [d.kind for d in unscaled.divergences] == ["scale"] and unscaled.divergences[0].where == "train.py:9"
-    bf16 = _trace([_event(0, "forward", "norm", [1.0], dtype="bfloat16")])
+    bf16 = _trace([forward("bfloat16")])
     policy = _compare(low, bf16, "bf16", policy="bf16")
     assert not policy.divergences and "not needed outside float16" in policy.notes[0]
+    # a model the script itself loads in float16 is the script's choice, not autocast's
+    halved = _trace([forward("float16", parameters="float16")])
+    assert not _compare(_trace([forward("float16", parameters="float16")]), halved, "fp16", policy="bf16").divergences
 
 
 def test_a_module_left_on_the_cpu_is_a_divergence():

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 __all__ = [
+    "observed_sdpa",
     "CONTROLS",
     "KernelControls",
     "attention_called",
@@ -84,3 +85,24 @@ def mark_emulated_cuda(value):
 def device_type(tensor) -> str:
     """The tensor's device type as the program sees it: "cuda" for one on the emulated CUDA device."""
     return "cuda" if getattr(tensor, EMULATED_CUDA, False) else tensor.device.type
+
+
+def observed_sdpa(original):
+    """``torch.nn.functional.scaled_dot_product_attention`` that reports each call to the observer
+    (its drop probability, and its scale with the default ``1/sqrt(d)`` made explicit) and draws no
+    dropout while dropout is switched off."""
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+        attention_called("scaled_dot_product_attention", dropout_p, query.shape[-1] ** -0.5 if scale is None else scale)
+        return original(
+            query,
+            key,
+            value,
+            attn_mask=attn_mask,
+            dropout_p=drop_probability(dropout_p),
+            is_causal=is_causal,
+            scale=scale,
+            **kwargs,
+        )
+
+    return sdpa

@@ -29,11 +29,14 @@ What is mapped
 * ``torch.set_default_device``: CUDA devices map to the CPU.
 * ``torch.cuda``: ``is_available()`` -> True, ``device_count()`` -> 1, ``current_device()`` -> 0,
   ``set_device`` / ``synchronize`` / ``device(...)`` accept index 0 (CPU kernels are already
-  synchronous), ``get_device_name()`` says it is an emulation, ``is_bf16_supported()`` -> True.
+  synchronous), ``get_device_name()`` says it is an emulation, ``is_bf16_supported()`` -> True;
+  ``get_device_capability()`` -> (8, 0), ``get_device_properties()`` and ``mem_get_info()`` describe
+  an 80 GiB device (:data:`DEVICE_PROPERTIES`), ``memory_stats()`` answers 0 for every key
+  (``"active_bytes.all.peak"``...), and the peak-statistics resets do nothing.
   The CUDA random stream IS the CPU generator: ``manual_seed(_all)``, ``seed(_all)``,
   ``initial_seed``, ``get/set_rng_state(_all)`` act on ``torch.default_generator`` (without
   calling ``torch.manual_seed``, which itself calls ``torch.cuda.manual_seed_all``).
-  Memory statistics keep torch's own CPU-build behaviour (0, CUDA is never initialised).
+  The other memory statistics keep torch's own CPU-build behaviour (0, CUDA is never initialised).
 * Autocast: ``torch.autocast("cuda", ...)``, ``torch.amp.autocast("cuda")`` and
   ``torch.cuda.amp.autocast(...)`` become CPU autocast with the same dtype (CUDA's default
   float16 when none is given). CPU autocast's op lists differ slightly from CUDA's (see
@@ -72,15 +75,16 @@ What is deliberately not emulated
   ``torch.accelerator.current_stream()``, the DataLoader pins memory) into C++ paths a CPU
   build cannot serve. ``torch.get_device_module()`` without a device, answered in C++, still
   says ``cpu``.
-* ``torch.cuda.Stream/Event/stream/current_stream``, ``get_device_capability``,
-  ``get_device_properties``, ``mem_get_info``, CUDA graphs, NCCL, ``torch.Generator("cuda")``
-  and ``DataParallel`` (which queries device properties) are not mapped and raise as on any
-  CPU-only build.
+* ``torch.cuda.Stream/Event/stream/current_stream``, CUDA graphs, NCCL,
+  ``torch.Generator("cuda")`` and ``DataParallel`` are not mapped and raise as on any CPU-only
+  build.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -93,6 +97,20 @@ __all__ = ["CudaEmulation", "emulate_cuda", "to_cpu_device"]
 
 _CPU = torch.device("cpu")
 _EMULATED_DEVICE_NAME = "CPU (cuda2npu CUDA emulation)"
+# The emulated device answers as an 80 GiB compute-capability-8.0 GPU (bfloat16 and TF32 capable, as
+# is_bf16_supported() says): code that asks before choosing a path takes the one a current data-centre
+# GPU takes.
+DEVICE_CAPABILITY = (8, 0)
+DEVICE_MEMORY = 80 * 2**30
+DEVICE_PROPERTIES = SimpleNamespace(
+    name=_EMULATED_DEVICE_NAME,
+    major=DEVICE_CAPABILITY[0],
+    minor=DEVICE_CAPABILITY[1],
+    total_memory=DEVICE_MEMORY,
+    multi_processor_count=108,
+    is_integrated=False,
+    is_multi_gpu_board=False,
+)
 
 
 def _check_index(index: int | None) -> None:
@@ -259,6 +277,17 @@ class _Patches:
             (cuda, "synchronize", lambda device=None: _check_index(_cuda_index(device))),
             (cuda, "get_device_name", lambda device=None: _EMULATED_DEVICE_NAME),
             (cuda, "is_bf16_supported", lambda including_emulation=True: True),
+            (cuda, "get_device_capability", lambda device=None: _check_index(_cuda_index(device)) or DEVICE_CAPABILITY),
+            (cuda, "get_device_properties", lambda device=None: _check_index(_cuda_index(device)) or DEVICE_PROPERTIES),
+            (
+                cuda,
+                "mem_get_info",
+                lambda device=None: _check_index(_cuda_index(device)) or (DEVICE_MEMORY, DEVICE_MEMORY),
+            ),
+            (cuda, "memory_stats", lambda device=None: _check_index(_cuda_index(device)) or defaultdict(int)),
+            (cuda, "reset_peak_memory_stats", lambda device=None: _check_index(_cuda_index(device))),
+            (cuda, "reset_accumulated_memory_stats", lambda device=None: _check_index(_cuda_index(device))),
+            (cuda, "reset_max_memory_allocated", lambda device=None: _check_index(_cuda_index(device))),
             (cuda.device, "__enter__", device_enter),
             (cuda.device, "__exit__", lambda self, *exc: False),
             (cuda, "manual_seed", manual_seed),

@@ -33,7 +33,15 @@
   torch_npu's test/distributed/test_data_parallel.py; older Ascend migration guides said it was
   unsupported.)
 
-The first six are undone by :func:`remove_patches`; the deserializer is permanent, like the
+* ``Tensor.data = value`` where either is an npu tensor (PEFT assigns npu tensors to the ``.data``
+  of adapter weights still on the CPU, and new values to the ``.data`` of npu weights): on
+  hardware both are dense tensors and torch moves the variable. The emulated npu tensor is a
+  Python wrapper: ``set_data`` refuses a CPU/npu pair ("incompatible tensor type") and, between
+  two wrappers, changes the wrapper's metadata but not the CPU tensor it holds. The patched setter
+  swaps the variable with a tensor of the value (``torch.utils.swap_tensors``, as ``Module.to``
+  does here), keeping ``requires_grad``.
+
+The first seven are undone by :func:`remove_patches`; the deserializer is permanent, like the
 device it belongs to.
 """
 
@@ -92,6 +100,31 @@ def _data_parallel_forward(self, *inputs, **kwargs):
     return self.module(*inputs, **kwargs)
 
 
+_DATA = torch._C.TensorBase.data
+
+
+def _is_npu(tensor) -> bool:
+    from cuda2npu.emulation.npu_tensor import NpuTensor
+
+    return isinstance(tensor, NpuTensor)
+
+
+def _set_data(self, value) -> None:
+    """``self.data = value``, also between a CPU tensor and an npu one (see the module docstring)."""
+    if not isinstance(value, torch.Tensor) or not (_is_npu(self) or _is_npu(value)):
+        _DATA.__set__(self, value)
+        return
+    replacement = value.detach()
+    if isinstance(self, torch.nn.Parameter):
+        replacement = torch.nn.Parameter(replacement, requires_grad=self.requires_grad)
+    else:
+        replacement.requires_grad_(self.requires_grad)
+    torch.utils.swap_tensors(self, replacement)
+
+
+_DATA_PROPERTY = property(_DATA.__get__, _set_data, doc=_DATA.__doc__)
+
+
 # torch.accelerator function -> the torch.npu function answering it (same arguments).
 _ACCELERATOR_FUNCTIONS = {
     "synchronize": npu_device.synchronize,
@@ -117,6 +150,7 @@ _HAD_NPU_BACKEND = "npu" in _BACKEND_MAP
 
 def apply_patches() -> None:
     torch.Generator = _Generator
+    torch.Tensor.data = _DATA_PROPERTY
     torch.Tensor.pin_memory = _pin_memory
     torch.nn.RNNBase._load_from_state_dict = _rnn_load_from_state_dict
     torch.nn.DataParallel.forward = _data_parallel_forward
@@ -128,6 +162,8 @@ def apply_patches() -> None:
 
 def remove_patches() -> None:
     torch.Generator = _ORIGINAL_GENERATOR
+    if "data" in vars(torch.Tensor):
+        del torch.Tensor.data
     torch.Tensor.pin_memory = _ORIGINAL_PIN_MEMORY
     torch.nn.RNNBase._load_from_state_dict = _ORIGINAL_RNN_LOAD
     torch.nn.DataParallel.forward = _ORIGINAL_DATA_PARALLEL_FORWARD

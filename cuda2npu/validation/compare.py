@@ -160,10 +160,11 @@ def compare_records(
             floor = _self_difference(left[name], calibration.get(group, {}).get(name), ignore)
             rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore, floor))
     rows += _probe_rows(original.get("optimizer_probe"), migrated.get("optimizer_probe"), problems)
+    rows += _attention_rows(original.get("attention_calls"), migrated.get("attention_calls"), problems)
     places = migrated.get("places", {})
     for row in rows:
         place = places.get(row.group, "")
-        row.where = place.get(row.name, "") if isinstance(place, dict) else place
+        row.where = row.where or (place.get(row.name, "") if isinstance(place, dict) else place)
     return precision, rows, problems
 
 
@@ -182,6 +183,32 @@ def _probe_rows(original: list | None, migrated: list | None, problems: list[str
         rows.append(
             TensorComparison("optimizer probe", f"update {index}", tuple(want["shape"]), error, relative, ok, note)
         )
+    return rows
+
+
+def _attention_rows(original: list | None, migrated: list | None, problems: list[str]) -> list[TensorComparison]:
+    """The attention calls of a train-mode forward: each one's drop probability and scale, exactly."""
+    if original is None or migrated is None:
+        return []
+    if len(original) != len(migrated):
+        problems.append(
+            f"attention calls in train mode: the original makes {len(original)}, the migrated model {len(migrated)}"
+        )
+    rows = []
+    for index, (want, got) in enumerate(zip(original, migrated)):
+        drop, scale = abs(want["drop"] - got["drop"]), abs(want["scale"] - got["scale"])
+        ok = drop <= 1e-6 and scale <= 1e-5 * abs(want["scale"])
+        note = (
+            ""
+            if ok
+            else (
+                f"{got['op']}: drop probability {got['drop']:.4g} (original {want['drop']:.4g}), "
+                f"scale {got['scale']:.4g} (original {want['scale']:.4g})"
+            )
+        )
+        row = TensorComparison("attention call", f"call {index} ({want['op']})", (), max(drop, scale), 0.0, ok, note)
+        row.where = got["site"]
+        rows.append(row)
     return rows
 
 

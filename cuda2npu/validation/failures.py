@@ -39,8 +39,21 @@ def classify(exc: BaseException, role: str) -> str:
     return "the model code raised"
 
 
+def _explain_missing(exc: BaseException, role: str, tree: Path) -> None:
+    """A CUDA-only module missing on the migrated side: say so in the exception's message."""
+    from cuda2npu.validation.strict_host import npu_host_reason
+
+    name = getattr(exc, "name", None)
+    if role == "migrated" and isinstance(exc, ModuleNotFoundError) and name and "on an NPU host" not in str(exc):
+        why = npu_host_reason(tree)(name)
+        if why:
+            exc.msg = f"No module named {name!r} on an NPU host: {why}"  # what str() of an ImportError shows
+            exc.args = (exc.msg,)
+
+
 def describe(exc: BaseException, role: str, tree: Path) -> dict:
     """The error file a child writes: kind, message, location, short and full traceback."""
+    _explain_missing(exc, role, tree)
     prefix = str(tree.resolve()) + "/"
     frames = traceback.extract_tb(exc.__traceback__)
     own = [frame for frame in frames if frame.filename.startswith(prefix)]

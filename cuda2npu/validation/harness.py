@@ -37,6 +37,17 @@ class ValidationResult:
     def exit_code(self) -> int:
         return {"equivalent": EXIT_EQUIVALENT, "mismatch": EXIT_MISMATCH}.get(self.status, EXIT_ERROR)
 
+    @property
+    def where(self) -> str:
+        """The place to look at first: an attention call whose arguments differ, else the narrowest of
+        the places the model's tensors out of bounds name (outputs, gradients), else of those the
+        optimizer's name (its step follows the model)."""
+        for groups in (("attention call",), ("output", "grad"), ("after step", "optimizer probe")):
+            places = {row.where for row in self.rows if not row.ok and row.where and row.group in groups}
+            if places:
+                return min(places, key=_span)
+        return ""
+
     def to_json(self) -> dict:
         return {
             "status": self.status,
@@ -46,8 +57,18 @@ class ValidationResult:
             "problems": self.problems,
             "dropped_keys": self.dropped_keys,
             "notes": self.notes,
+            "where": self.where,
             "tensors": [row.to_json() for row in self.rows],
         }
+
+
+def _span(place: str) -> int:
+    """How many lines ``path:first-last`` covers (1 for ``path:line``)."""
+    lines = place.rpartition(":")[2].split("-")
+    try:
+        return int(lines[-1]) - int(lines[0]) + 1
+    except ValueError:
+        return 1 << 30
 
 
 def run_child(

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from cuda2npu.emulation.controls import CONTROLS, device_type, loss_scale_of, mark_loss_scale
+from cuda2npu.emulation.controls import CONTROLS, device_type, loss_scale_of, mark_loss_scale, observed_sdpa
 from cuda2npu.validation.probes import capture_optimizers, optimizer_record
 from cuda2npu.validation.summaries import output_tensors, tensor_summary
 
@@ -71,8 +71,8 @@ class Places:
             frame = frame.f_back
         return None
 
-    def definition(self, cls: type) -> str | None:
-        """``path:first-last`` of a class defined in the tree, else None."""
+    def definition(self, cls) -> str | None:
+        """``path:first-last`` of a class (or function) defined in the tree, else None."""
         if cls not in self._classes:
             self._classes[cls] = None
             try:
@@ -189,6 +189,7 @@ class Recorder:
                     "module": path,
                     "call": index,
                     "device": device_type(own) if own is not None else None,
+                    "parameters": str(own.dtype).removeprefix("torch.") if own is not None else None,
                     "tensors": [tensor_summary(t) for t in tensors],
                 }
             )
@@ -364,22 +365,15 @@ class Recorder:
             recorder.autocast(device_type, dtype, enabled)
             original_autocast_init(context, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-        original_sdpa = torch.nn.functional.scaled_dot_product_attention
-
-        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
-            recorder.kernel(
-                "scaled_dot_product_attention", dropout_p, query.shape[-1] ** -0.5 if scale is None else scale
-            )
-            dropout_p = dropout_p if CONTROLS.dropout else 0.0
-            return original_sdpa(
-                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kwargs
-            )
-
         replacements = [
             (torch.Tensor, "backward", backward),
             (torch.amp.grad_scaler.GradScaler, "scale", scale),
             (torch.nn.Module, "__init__", module_init),
-            (torch.nn.functional, "scaled_dot_product_attention", sdpa),
+            (
+                torch.nn.functional,
+                "scaled_dot_product_attention",
+                observed_sdpa(torch.nn.functional.scaled_dot_product_attention),
+            ),
             (torch.amp.autocast_mode.autocast, "__init__", autocast_init),
         ]
         for owner, name, replacement in replacements:

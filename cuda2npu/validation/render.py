@@ -60,6 +60,8 @@ def render(result: ValidationResult, console: Console, verbose: bool = False) ->
             console.print("  " + (f"[red]{escape(line)}[/]" if mismatch else escape(line)))
         if not verbose and len(shown) < len(result.rows):
             console.print(f"  ({len(result.rows) - len(shown)} other tensors within bounds; --verbose lists them)")
+    if result.where:
+        console.print(f"  look first at: {escape(result.where)}")
     for key, reason in result.dropped_keys.items():
         console.print(f"  dropped key {escape(key)}: {escape(reason)}")
     for note in result.notes:

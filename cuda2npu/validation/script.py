@@ -16,6 +16,7 @@ of record could have shown, and that the canary was flagged.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import tempfile
 from collections import Counter
@@ -251,6 +252,9 @@ def _conclude(result: ScriptResult, exact: tuple[dict, dict]) -> None:
         result.problems.append("the two runs recorded no module output in common: nothing was compared")
     if original["steps"] == 0:
         result.notes.append("the original made no optimizer step: gradients and updates were not compared")
+    losses = [e for e in original["events"] if e["kind"] == "loss"]
+    if losses and not any(math.isfinite(e["tensors"][0]["stats"][0]) for e in losses):
+        result.notes.append("every loss of the original is NaN or infinite: nothing could show in the losses")
     missed = sorted(kind for kind, flagged in result.canary.items() if not flagged)
     if missed:
         result.problems.append(f"the canary was not flagged for: {', '.join(missed)} (report this as a bug)")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from cuda2npu.emulation.controls import CONTROLS, observed_sdpa
 from cuda2npu.validation.failures import NoExampleInputs, describe
 from cuda2npu.validation.keys import map_state_dict
 from cuda2npu.validation.probes import capture_optimizers, optimizer_record, probe_optimizer
@@ -158,12 +159,17 @@ def run_side(spec: dict) -> dict:
         "inputs": _cpu(inputs),
     }
     model.eval()
-    with _autocast(spec.get("autocast")):
-        outputs = _tensors(_call(model, inputs))
+    places = Places(Path(spec["tree"]))
+    try:
+        with _autocast(spec.get("autocast")):
+            outputs = _tensors(_call(model, inputs))
+    except RuntimeError as exc:
+        if "same device" in str(exc):  # the entry put the model or its inputs there: look at it first
+            exc.cuda2npu_place = places.definition(getattr(module, function_name))
+        raise
     record["outputs"] = [_cpu(o) for o in outputs]
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
-    places = Places(Path(spec["tree"]))
     record["places"] = model_places(model, places)
     if factory is not None:
         built: list = []
@@ -179,7 +185,30 @@ def run_side(spec: dict) -> dict:
             )
     if spec.get("dropout_runs"):
         record["dropout_variance"] = _dropout_variance(model, inputs, spec["dropout_runs"])
+    record["attention_calls"] = _attention_calls(model, inputs, places)
     return record
+
+
+def _attention_calls(model, inputs, places) -> list[dict]:
+    """The attention kernels a train-mode forward calls, with their drop probability and scale (the
+    eval-mode comparison cannot see a ``keep_prob`` that is not ``1 - dropout_p``); no dropout is drawn."""
+    calls: list[dict] = []
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+    CONTROLS.observer = lambda op, drop, scale: calls.append(
+        {"op": op, "drop": drop, "scale": scale, "site": places.caller() or ""}
+    )
+    CONTROLS.dropout = False
+    functional.scaled_dot_product_attention = observed_sdpa(original)
+    model.train()
+    try:
+        with torch.no_grad():
+            _call(model, inputs)
+    finally:
+        functional.scaled_dot_product_attention = original
+        CONTROLS.observer, CONTROLS.dropout = None, True
+        model.eval()
+    return calls
 
 
 def main(argv: list[str]) -> int:

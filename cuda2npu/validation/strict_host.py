@@ -29,7 +29,13 @@ TORCH_NPU_NOTE = "torch_npu exists only on Ascend hosts"
 
 
 class Unavailable(importlib.abc.MetaPathFinder):
-    """Fails the import of every module ``reason`` names, with that reason, as the host would."""
+    """Hides every module ``reason`` names, as the host would not have it installed.
+
+    A module that no other finder finds is absent already: the import fails as usual and
+    ``importlib.util.find_spec`` answers None (libraries probe packages that way, transformers'
+    ``is_torch_npu_available`` among them). One that this machine does have installed is refused
+    with the reason (``find_spec`` raises then: the only way a finder can hide an installed module).
+    """
 
     def __init__(self, host: str, reason: Callable[[str], str | None]) -> None:
         self.host = host
@@ -37,9 +43,13 @@ class Unavailable(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         why = self.reason(fullname)
-        if why is None:
+        if why is None or not self._installed(fullname, path, target):
             return None
         raise ModuleNotFoundError(f"No module named {fullname!r} on {self.host}: {why}", name=fullname)
+
+    def _installed(self, fullname, path, target) -> bool:
+        others = [finder for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec")]
+        return any(finder.find_spec(fullname, path, target) is not None for finder in others)
 
 
 def _local(tree: Path, module: str) -> bool:
