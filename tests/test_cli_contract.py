@@ -450,3 +450,23 @@ def test_readme_summary_example_is_what_migrate_prints(tmp_path):
     result = run("migrate", "./repo", "--out", "../repo-npu", cwd=tmp_path / "ex")
     assert result.returncode == 1
     assert result.stderr == example
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("migrate", "{tree}", "--report", "{missing}/r.json"),
+        ("check", "{tree}", "-o", "{missing}/out.json"),
+        ("check", "{tree}", "-o", "{tree}"),
+        ("validate", "{tree}", "{tree}", "--run", "a.py", "--json", "{missing}/v.json"),
+    ],
+    ids=["migrate-report", "check-output", "check-output-is-a-directory", "validate-json"],
+)
+def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_anything_is_written(tmp_path, args):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text(CUDA)
+    result = run(*(a.format(tree=tree, missing=tmp_path / "nonexistent") for a in args))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot write" in result.stderr and "internal error" not in result.stderr
+    assert (tree / "a.py").read_text() == CUDA

@@ -261,12 +261,32 @@ def with_selection(func):
     return wrapper
 
 
+def _writable(ctx, param, value: Path | None) -> Path | None:
+    """An output file's path, refused (usage error, exit 2) before anything runs when it cannot be written."""
+    if value is None:
+        return None
+    directory = value.parent
+    if value.is_dir():
+        raise click.BadParameter(f"cannot write {value}: it is a directory")
+    if not directory.is_dir():
+        raise click.BadParameter(f"cannot write {value}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK) or (value.exists() and not os.access(value, os.W_OK)):
+        raise click.BadParameter(f"cannot write {value}: permission denied")
+    return value
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write a migrated copy of the tree here.")
 @click.option("--diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if anything would change.")
-@click.option("--report", "report_file", type=click.Path(path_type=Path), help="Write the JSON migration report here.")
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(path_type=Path),
+    callback=_writable,
+    help="Write the JSON migration report here.",
+)
 @click.option("--max-tier", type=click.Choice(["exact", "numeric", "review"]), default="review", show_default=True)
 @click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at all.")
 @click.option(
@@ -346,7 +366,13 @@ def _no_fix(ctx, param, value) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings only, without the closing summary line.")
 @click.option("--fix", is_flag=True, hidden=True, expose_value=False, callback=_no_fix)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--output-file", "-o", type=click.Path(path_type=Path), help="Write the output here instead of stdout.")
+@click.option(
+    "--output-file",
+    "-o",
+    type=click.Path(path_type=Path),
+    callback=_writable,
+    help="Write the output here instead of stdout.",
+)
 @click.option(
     "--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments on the lines of the current findings; report nothing."
 )
@@ -458,7 +484,13 @@ class _OriginalTree(click.ParamType):
 @click.option(
     "--dropout-check", is_flag=True, help="Also compare train-mode output variance (catches un-inverted keep_prob)."
 )
-@click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the comparison as JSON here.")
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(path_type=Path),
+    callback=_writable,
+    help="Write the comparison as JSON here.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--run",
