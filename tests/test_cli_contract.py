@@ -311,7 +311,7 @@ def test_unknown_codes_name_the_option_and_suggest_close_ones(tmp_path):
 
 MODEL = """
 import torch
-from torch import nn
+{imports}from torch import nn
 
 
 class Model(nn.Module):
@@ -332,7 +332,8 @@ def build():
 def test_validate_prints_one_line_per_passing_entry_and_the_detail_of_a_mismatch(tmp_path):
     for name, device, change in (("orig", "cuda", ""), ("good", "npu", ""), ("bad", "npu", " * 1.5")):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "model.py").write_text(MODEL.format(device=device, change=change))
+        imports = "import torch_npu  # noqa: F401\n" if device == "npu" else ""  # what the migration adds
+        (tmp_path / name / "model.py").write_text(MODEL.format(device=device, change=change, imports=imports))
     good = run("validate", tmp_path / "orig", tmp_path / "good", "--entry", "model:build")
     assert good.returncode == 0, good.stdout + good.stderr
     lines = good.stdout.splitlines()
@@ -470,3 +471,12 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_anything_
     assert result.returncode == 2, result.stdout + result.stderr
     assert "cannot write" in result.stderr and "internal error" not in result.stderr
     assert (tree / "a.py").read_text() == CUDA
+
+
+def test_version_flag_and_a_path_without_python_files(tmp_path):
+    assert run("-V").stdout.strip() == run("--version").stdout.strip() != ""
+    for command in ("check", "migrate"):
+        result = run(command, tmp_path)
+        assert result.returncode == 0 and "warning: No Python files found under the given path(s)" in result.stderr
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert "No Python files" not in run("check", tmp_path).stderr

@@ -63,6 +63,7 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
     from cuda2npu.filekinds import depfiles
 
     found = request.files.discover(request.paths)
+    style.warn_if_empty(found.files)
     options = with_project_facts(request.options, found.files)
     names = {path: display_name(path) for path in found.files}
     sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]

@@ -111,7 +111,7 @@ color_option = click.option(
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cuda2npu")
+@click.version_option(__version__, "-V", "--version", prog_name="cuda2npu")
 @color_option
 def main() -> None:
     """Migrate PyTorch CUDA projects to Huawei Ascend NPUs."""

@@ -360,6 +360,7 @@ def run_migrate(request: MigrateRequest) -> int:
         if problem:
             return _fail(problem)
     found = request.files.discover(request.paths)
+    style.warn_if_empty(found.files)
     request.options = with_project_facts(request.options, found.files)
     root = request.paths[0] if request.out_dir is not None else None
 

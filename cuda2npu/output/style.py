@@ -109,3 +109,9 @@ def wrap(line: str, indent: str = "    ") -> str:
         break_long_words=False,
         break_on_hyphens=False,
     )
+
+
+def warn_if_empty(files) -> None:
+    """A path that holds nothing to look at is probably mistyped: say so on stderr, as ruff does."""
+    if not files:
+        echo("warning: No Python files found under the given path(s)", err=True)
