@@ -15,14 +15,16 @@ Activations nest: the first call installs, the last close uninstalls.
 What is mapped
 --------------
 * Every torch function call goes through a :class:`torch.overrides.TorchFunctionMode` that
-  rewrites CUDA devices to ``cpu``: ``device=`` keywords of factory functions
+  rewrites CUDA devices to ``cpu`` (and ``torch.device(0)``, which names the current accelerator,
+  to ``cuda:0`` as on a CUDA machine, where a CPU build has none): ``device=`` keywords of factory functions
   (``zeros/ones/empty/full/rand/randn/randint/arange/linspace/eye/tensor/as_tensor/*_like``,
   ``new_*``), the device argument of ``Tensor.to``, ``Tensor.cuda()`` / ``Module.cuda()``
   (``Module.to``/``cuda`` call the tensor methods), ``Tensor.type("torch.cuda.*Tensor")``.
   ``pin_memory`` becomes a no-op (page-locked memory only speeds up host-to-GPU copies).
-  Only device index 0 exists: ``cuda:1`` raises, as on a one-GPU machine. The mode is
-  thread-local (torch keeps the mode stack per thread; autograd worker threads inherit it),
-  so code must run in the thread that called ``emulate_cuda``.
+  Only device index 0 exists: ``cuda:1`` raises, as on a one-GPU machine. torch keeps the mode
+  stack per thread: threads started while the emulation is active (``threading.Thread``, so
+  thread pools too: transformers loads weights in one) enter a mode of their own; threads that
+  already ran before it do not.
 * ``torch.load``: every ``map_location`` that is not explicitly a non-CUDA device (None, a
   CUDA device, a dict, a callable) becomes ``"cpu"``; checkpoints saved from CUDA load onto
   the CPU. A callable ``map_location`` is therefore not called.
@@ -83,6 +85,7 @@ What is deliberately not emulated
 from __future__ import annotations
 
 import sys
+import threading
 from collections import defaultdict
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -165,6 +168,9 @@ class _CudaToCpuMode(TorchFunctionMode):
             return mark_emulated_cuda(_tensor_cuda(*args, **kwargs))
         if func is _TENSOR_PIN_MEMORY:
             return args[0]
+        if func is torch.device and len(args) == 1 and isinstance(args[0], int) and not isinstance(args[0], bool):
+            _check_index(args[0])  # a bare index names the current accelerator: the emulated CUDA device
+            return torch.device("cuda", args[0])
         on_cuda = False
         if func is _TENSOR_TO and len(args) > 1:
             target = to_cpu_device(args[1])
@@ -370,6 +376,7 @@ class _Installation:
             self.mode = _CudaToCpuMode()
             self.mode.__enter__()
             standins.install_finder()
+            threading.Thread.run = _run_in_mode
         self.depth += 1
 
     def release(self) -> None:
@@ -379,12 +386,22 @@ class _Installation:
         if self.depth > 0:
             return
         standins.uninstall_finder()
+        threading.Thread.run = _THREAD_RUN
         self.mode.__exit__(None, None, None)
         self.mode = None
         self.patches.restore()
 
 
 _INSTALLATION = _Installation()
+_THREAD_RUN = threading.Thread.run
+
+
+def _run_in_mode(thread: threading.Thread) -> None:
+    """A thread started under the emulation maps CUDA to the CPU too (modes are per thread)."""
+    if _INSTALLATION.mode is None:
+        return _THREAD_RUN(thread)
+    with _CudaToCpuMode():
+        return _THREAD_RUN(thread)
 
 
 class CudaEmulation:

@@ -198,3 +198,37 @@ def test_nested_activations_and_restore():
     assert "__enter__" in vars(torch.cuda.device)
     with pytest.raises((RuntimeError, AssertionError)):
         torch.zeros(1, device="cuda")
+
+
+def test_the_emulated_device_answers_queries_as_an_80_gib_sm80_gpu():
+    from cuda2npu.emulation.controls import device_type
+
+    with emulate_cuda():
+        assert torch.cuda.get_device_capability() == (8, 0) and torch.cuda.get_device_capability(0) == (8, 0)
+        properties = torch.cuda.get_device_properties(0)
+        assert properties.total_memory == 80 * 2**30 and (properties.major, properties.minor) == (8, 0)
+        assert torch.cuda.mem_get_info() == (80 * 2**30, 80 * 2**30)
+        assert torch.cuda.memory_stats()["active_bytes.all.peak"] == 0
+        torch.cuda.reset_peak_memory_stats()
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            torch.cuda.get_device_properties(1)
+        assert torch.device(0) == torch.device("cuda", 0)
+        assert device_type(torch.nn.Linear(2, 2).cuda().weight) == "cuda"
+    with pytest.raises(RuntimeError):
+        torch.device(0)  # a CPU build has no accelerator to index
+
+
+def test_threads_started_under_the_emulation_map_cuda_too():
+    import threading
+
+    results = []
+
+    def work():
+        results.append(torch.ones(2, device="cuda").to(device=0).device)
+
+    with emulate_cuda():
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert results == [torch.device("cpu")]
+    assert threading.Thread.run is not None and "emulation" not in (threading.Thread.run.__doc__ or "")
