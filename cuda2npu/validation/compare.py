@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cuda2npu.validation.summaries import PROBE_TOLERANCE, compare_summaries
+
 TOLERANCES = {"fp32": (1e-5, 1e-6), "bf16": (2e-2, 2e-2), "fp16": (2e-3, 2e-3)}
 CALIBRATION_MARGIN = 2.0
 DTYPE_PRECISION = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -170,8 +172,6 @@ def compare_records(
 
 def _probe_rows(original: list | None, migrated: list | None, problems: list[str]) -> list[TensorComparison]:
     """The optimizers' probes (three steps over synthetic parameters), update by update."""
-    from cuda2npu.validation.trace_compare import PROBE_TOLERANCE, compare_summaries
-
     if original is None or migrated is None:
         if (original is None) != (migrated is None):
             problems.append("optimizer probe: only one side's optimizer could be probed")

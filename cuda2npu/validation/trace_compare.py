@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 from cuda2npu.validation.compare import TOLERANCES
 from cuda2npu.validation.lines import LineMap
+from cuda2npu.validation.summaries import PROBE_TOLERANCE, compare_summaries, summary_values, worst_error
 
 LOW_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
 POLICY_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 RUN_TOLERANCES = {**TOLERANCES, "fp32": (1e-4, 1e-5)}  # two runs of a script: errors add up over layers and steps
-PROBE_TOLERANCE = (1e-4, 1e-5)  # rtol, atol relative to the tensor's largest element
 UPDATE_STATISTICS = 1e-2
 CALIBRATION_MARGIN = 2.0
 DROP_TOLERANCE = 1e-6
@@ -93,59 +93,11 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
 
-def _worst(pairs, bounds) -> tuple[bool, float, float]:
-    """(ok, error, bound): the worst violation when there is one, else the largest error and its bound."""
-    worst, violation = (0.0, 0.0, 0.0), None
-    for (want, got), bound in zip(pairs, bounds):
-        if want != want or got != got:  # NaN: fine only when both sides have it
-            if (want != want) != (got != got):
-                return False, math.inf, bound
-            continue
-        error = abs(got - want)
-        ratio = error / bound if bound else (math.inf if error else 0.0)
-        if error > bound and (violation is None or ratio > violation[2]):
-            violation = (error, bound, ratio)
-        if error > worst[0] or not worst[1]:
-            worst = (error, bound, ratio)
-    error, bound, _ = violation or worst
-    return violation is None, error, bound
-
-
-def _values(summary: dict) -> list[float]:
-    return [*summary["sample"], *summary["stats"]]
-
-
-def compare_summaries(
-    expected: dict,
-    actual: dict,
-    tolerance: tuple[float, float],
-    relative: bool = False,
-    floors: list[float] | None = None,
-) -> tuple[bool, float, float, str]:
-    """(ok, error, bound, note) of two tensor summaries, statistics and samples, each value within
-    ``atol * max(1, max |x|) + rtol * |x|``; ``relative``: ``atol * max |x|`` (probes); ``floors``:
-    a smallest bound per value (the calibration)."""
-    if expected["shape"] != actual["shape"]:
-        return False, math.inf, 0.0, f"shape {actual['shape']} != original {expected['shape']}"
-    rtol, atol = tolerance
-    top = abs(expected["stats"][2])
-    scale = top if relative else max(1.0, top)
-    pairs = list(zip(_values(expected), _values(actual)))
-    bounds = [atol * scale + rtol * abs(want) for want, _ in pairs]
-    note = ""
-    if floors is not None and len(floors) == len(bounds):
-        widened = [max(bound, floor) for bound, floor in zip(bounds, floors)]
-        note = "bound calibrated" if widened != bounds else ""
-        bounds = widened
-    ok, error, bound = _worst(pairs, bounds)
-    return ok, error, bound, note
-
-
 def calibration_floors(pairs: list[tuple[dict, dict]]) -> list[float] | None:
     """``CALIBRATION_MARGIN`` x how far each side's value moved from its float32 run: a migration
     that changes only the precision differs from the original no more than the two differ from the
     float32 result they share (the exact mode checked that they share it)."""
-    values = [(_values(low), _values(full)) for low, full in pairs if low["shape"] == full["shape"]]
+    values = [(summary_values(low), summary_values(full)) for low, full in pairs if low["shape"] == full["shape"]]
     if len(values) != len(pairs) or len({len(v) for pair in values for v in pair}) != 1:
         return None
     return [CALIBRATION_MARGIN * sum(abs(low[i] - full[i]) for low, full in values) for i in range(len(values[0][0]))]
@@ -181,7 +133,7 @@ def compare_update(
         statistics = list(zip(expected["stats"][1:], actual["stats"][1:]))
         pairs += statistics
         bounds += [UPDATE_STATISTICS * abs(want) + atol * top for want, _ in statistics]
-    ok, error, bound = _worst(pairs, bounds)
+    ok, error, bound = worst_error(pairs, bounds)
     return (
         ok,
         error,
@@ -552,7 +504,7 @@ def canary(original: dict, migrated: dict, precision: str) -> dict[str, bool]:
         if kind not in VALUE_KINDS or kind in flagged or other is None or not event["tensors"]:
             continue
         want, got = event["tensors"][0], dict(other["tensors"][0])
-        if not want["sample"] or not want["stats"][2] or not all(map(math.isfinite, _values(want))):
+        if not want["sample"] or not want["stats"][2] or not all(map(math.isfinite, summary_values(want))):
             continue  # nothing shows in an empty, all-zero or non-finite record: try the next one
         compare = (lambda a, b: compare_update(a, b, None, tolerance)) if kind == "update" else None
         compare = compare or (lambda a, b: compare_summaries(a, b, tolerance))
