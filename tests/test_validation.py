@@ -53,7 +53,7 @@ def test_correct_migration_is_equivalent(mlp, tmp_path):
     data = json.loads(report.read_text())["results"][0]
     assert data["status"] == "equivalent" and data["precision"] == "fp32"
     groups = {row["group"] for row in data["tensors"]}
-    assert groups == {"output", "grad", "after step", "optimizer probe"}
+    assert groups == {"output", "grad", "after step", "optimizer probe", "device"}
     assert data["backends"]["migrated"].startswith("npu")
 
 
@@ -280,3 +280,18 @@ def test_calibrated_bounds_still_catch_a_changed_computation(deep_bf16):
         "validate", deep_bf16 / "original", deep_bf16 / "broken", "--entry", "model:build", "--precision", "bf16"
     )
     assert result.returncode == 1 and "MISMATCH" in result.stdout
+
+
+def test_a_model_left_on_the_cpu_is_a_mismatch_at_its_entry(mlp, tmp_path):
+    original, migrated = mlp
+    broken = _break(migrated, tmp_path, "model = MLP().npu()", "model = MLP()")
+    source = (broken / "model.py").read_text().replace('device="npu"', 'device="cpu"')
+    (broken / "model.py").write_text(source)  # model and inputs on the CPU: it runs, but not on the NPU
+    result = validate(original, broken, "model:build")
+    assert result.status == "mismatch"
+    (row,) = [row for row in result.rows if not row.ok]
+    assert row.group == "device" and "on cpu, the original's on cuda" in row.note
+    assert (
+        result.where.startswith("model.py:")
+        and "def build" in source.splitlines()[int(result.where.split(":")[1].split("-")[0]) - 1]
+    )

@@ -87,7 +87,7 @@ def test_apex_migration_is_equivalent_in_float32(apex, tmp_path):
     assert code == 0, output
     data = results[0]
     assert data["status"] == "equivalent" and data["precision"] == "fp32"
-    assert {row["group"] for row in data["tensors"]} == {"output", "grad", "after step", "optimizer probe"}
+    assert {row["group"] for row in data["tensors"]} == {"output", "grad", "after step", "optimizer probe", "device"}
 
 
 @pytest.mark.parametrize(

@@ -163,6 +163,7 @@ def compare_records(
             rows.append(compare_tensors(label, name, left[name], right[name], precision, ignore, floor))
     rows += _probe_rows(original.get("optimizer_probe"), migrated.get("optimizer_probe"), problems)
     rows += _attention_rows(original.get("attention_calls"), migrated.get("attention_calls"), problems)
+    rows += _device_rows(original.get("device"), migrated.get("device"))
     places = migrated.get("places", {})
     for row in rows:
         place = places.get(row.group, "")
@@ -210,6 +211,16 @@ def _attention_rows(original: list | None, migrated: list | None, problems: list
         row.where = got["site"]
         rows.append(row)
     return rows
+
+
+def _device_rows(original: str | None, migrated: str | None) -> list[TensorComparison]:
+    """The device of the models' parameters: where the original's were on CUDA, the migrated ones on the NPU."""
+    expected = {"cuda": "npu"}.get(original, original)
+    if expected is None or migrated is None:
+        return []
+    ok = migrated == expected
+    note = "" if ok else f"the migrated model's parameters are on {migrated}, the original's on {original}"
+    return [TensorComparison("device", "parameters", (), 0.0 if ok else 1.0, 0.0, ok, note)]
 
 
 def compare_dropout(original: float | None, migrated: float | None, band: float = 1.5) -> str | None:

@@ -24,10 +24,10 @@ def classify(exc: BaseException, role: str) -> str:
         return CUDA_ONLY_IMPORT
     if "same device" in text:
         return "device mixing (a tensor was left on another device; look for a missed .cuda()/.to())"
+    if role == "migrated" and ("npu" in text and ("device type" in text or "has no attribute 'npu'" in text)):
+        return NPU_NOT_REGISTERED  # before the CUDA test: torch's message lists "cuda" among the device types
     if role == "migrated" and ("CUDA" in text or "cuda" in text):
         return "CUDA call on the migrated side (a CUDA-only call survived the migration)"
-    if role == "migrated" and ("npu" in text and ("device type" in text or "has no attribute 'npu'" in text)):
-        return NPU_NOT_REGISTERED
     if isinstance(exc, NoExampleInputs):
         return "no example inputs"
     if role == "original" and isinstance(exc, ModuleNotFoundError):

@@ -39,10 +39,10 @@ class ValidationResult:
 
     @property
     def where(self) -> str:
-        """The place to look at first: an attention call whose arguments differ, else the narrowest of
-        the places the model's tensors out of bounds name (outputs, gradients), else of those the
-        optimizer's name (its step follows the model)."""
-        for groups in (("attention call",), ("output", "grad"), ("after step", "optimizer probe")):
+        """The place to look at first: parameters on the wrong device or an attention call whose
+        arguments differ, else the narrowest of the places the model's tensors out of bounds name
+        (outputs, gradients), else of those the optimizer's name (its step follows the model)."""
+        for groups in (("device", "attention call"), ("output", "grad"), ("after step", "optimizer probe")):
             places = {row.where for row in self.rows if not row.ok and row.where and row.group in groups}
             if places:
                 return min(places, key=_span)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from cuda2npu.emulation.controls import CONTROLS, observed_sdpa
+from cuda2npu.emulation.controls import CONTROLS, device_type, observed_sdpa
 from cuda2npu.validation.failures import NoExampleInputs, describe
 from cuda2npu.validation.keys import map_state_dict
 from cuda2npu.validation.probes import capture_optimizers, optimizer_record, probe_optimizer
@@ -152,11 +152,13 @@ def run_side(spec: dict) -> dict:
         state, mapping = map_state_dict(reference["state_dict"], model.state_dict())
         model.load_state_dict(state)
         inputs = _place_like(reference["inputs"], inputs)
+    first = next(model.parameters(), None)
     record = {
         "backend": backend,
         "key_mapping": mapping,
         "state_dict": _cpu(model.state_dict()),
         "inputs": _cpu(inputs),
+        "device": device_type(first) if first is not None else None,
     }
     model.eval()
     places = Places(Path(spec["tree"]))
@@ -170,7 +172,7 @@ def run_side(spec: dict) -> dict:
     record["outputs"] = [_cpu(o) for o in outputs]
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
-    record["places"] = model_places(model, places)
+    record["places"] = {**model_places(model, places), "device": places.definition(getattr(module, function_name))}
     if factory is not None:
         built: list = []
         stop = capture_optimizers(lambda optimizer: built.append(optimizer_record(optimizer, places.caller())))
