@@ -360,6 +360,7 @@ def print_table(rows: list[Row], markdown: bool) -> None:
         "runs out of the box",
         "first failure",
         "validate",
+        "compared",
         "note",
     )
     cells = [
@@ -383,16 +384,7 @@ def print_table(rows: list[Row], markdown: bool) -> None:
         f"({100 * ran / max(1, len(counted)):.0f} %); validate: "
         + ", ".join(f"{sum(r.validate == s for r in counted)} {s}" for s in ("equivalent", "mismatch", "error"))
     )
-    if markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for row in cells:
-            print("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in row) + " |")
-        print(f"\n{summary}")
-        return
-    for row in cells:
-        print("  ".join(row))
-    print(summary)
+    validate_real.print_rows(header, cells, markdown, summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -567,17 +567,7 @@ def print_tables(verdicts: list[Verdict], markdown: bool) -> None:
         f"line {located['yes']}, file only {located['file']}, an entry's tensors (no line) {located['n/a']}, "
         f"elsewhere {located['no']}"
     )
-    if markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for row in rows:
-            print("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-        print(f"\n{summary}")
-        return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)] if rows else [0] * len(header)
-    for row in (header, *rows):
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(summary)
+    validate_real.print_rows(header, rows, markdown, summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -473,6 +473,21 @@ def measure_emulator(repeats: int) -> list[dict]:
 # --- output -----------------------------------------------------------------------------------
 
 
+def print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool, summary: str) -> None:
+    """A table (Markdown, or aligned columns) and its summary line: the other benchmarks' output."""
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |")
+        print(f"\n{summary}")
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)] if rows else [0] * len(header)
+    for row in (header, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print(summary)
+
+
 def _error_text(value: float | None) -> str:
     return "" if value is None else f"{value:.2g}"
 

@@ -1,10 +1,13 @@
-"""A tiny Llama checkpoint and tokenizer on local disk, for the e2e cases built on transformers.
+"""A tiny Llama checkpoint and tokenizer on local disk, and tiny instruction data, for the e2e
+cases built on transformers.
 
     python tiny_hf.py OUT_DIR [TEXT_FILE]
 
 Writes ``OUT_DIR`` (config, random weights, a BPE tokenizer trained on ``TEXT_FILE`` or a built-in
 text): nothing comes from a model hub, so the cases run offline. 2 layers, hidden size 32, 4 heads
-(2 key/value heads): seconds per step on a CPU.
+(2 key/value heads): seconds per step on a CPU. The cases' ``prepare_tiny.py`` scripts import it
+(``CUDA2NPU_E2E_CASES`` names this directory) for :func:`build` and :data:`PAIRS`, which each writes in
+its project's data format.
 """
 
 from __future__ import annotations
@@ -12,6 +15,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# (instruction, answer) pairs, 16 examples
+PAIRS = [
+    ("Give three tips for staying healthy.", "Eat well, exercise and sleep."),
+    ("What is the capital of France?", "Paris."),
+    ("Add 2 and 3.", "5."),
+    ("Name a colour.", "Blue."),
+] * 4
 TEXT = (
     "Below is an instruction that describes a task. Write a response that appropriately completes "
     "the request. Give three tips for staying healthy. Eat a balanced diet, exercise regularly and "
@@ -47,6 +57,11 @@ def build(out: Path, text: str) -> None:
         pad_token_id=wrapped.pad_token_id,
     )
     LlamaForCausalLM(config).save_pretrained(out)
+
+
+def build_tiny_llama(directory: str = "tiny-llama") -> None:
+    """The tiny model and tokenizer in ``directory``, on the built-in text."""
+    build(Path(directory), TEXT)
 
 
 if __name__ == "__main__":

@@ -2,29 +2,15 @@
 
 import json
 import os
-import runpy
 import sys
 
-CONVERSATIONS = [
-    {
-        "id": f"tiny-{index}",
-        "conversations": [
-            {"from": "human", "value": question},
-            {"from": "gpt", "value": answer},
-        ],
-    }
-    for index, (question, answer) in enumerate(
-        [
-            ("Give three tips for staying healthy.", "Eat well, exercise and sleep."),
-            ("What is the capital of France?", "Paris."),
-            ("Add 2 and 3.", "5."),
-            ("Name a colour.", "Blue."),
-        ]
-        * 4
-    )
-]
+sys.path.insert(0, os.environ["CUDA2NPU_E2E_CASES"])
+from tiny_hf import PAIRS, build_tiny_llama  # noqa: E402
 
+conversations = [
+    {"id": f"tiny-{index}", "conversations": [{"from": "human", "value": question}, {"from": "gpt", "value": answer}]}
+    for index, (question, answer) in enumerate(PAIRS)
+]
 with open("tiny_sharegpt.json", "w") as handle:
-    json.dump(CONVERSATIONS, handle)
-sys.argv = ["tiny_hf.py", "tiny-llama"]
-runpy.run_path(os.path.join(os.environ["CUDA2NPU_E2E_CASES"], "tiny_hf.py"), run_name="__main__")
+    json.dump(conversations, handle)
+build_tiny_llama()

@@ -1,8 +1,12 @@
-"""A tiny local Llama for llama-cookbook's finetuning.py (its custom dataset is tiny_dataset.py)."""
+"""A tiny local Llama for llama-cookbook's finetuning.py, and its tiny texts (read by tiny_dataset.py)."""
 
+import json
 import os
-import runpy
 import sys
 
-sys.argv = ["tiny_hf.py", "tiny-llama"]
-runpy.run_path(os.path.join(os.environ["CUDA2NPU_E2E_CASES"], "tiny_hf.py"), run_name="__main__")
+sys.path.insert(0, os.environ["CUDA2NPU_E2E_CASES"])
+from tiny_hf import PAIRS, build_tiny_llama  # noqa: E402
+
+with open("tiny_texts.json", "w") as handle:
+    json.dump([f"Question: {question} Answer: {answer}" for question, answer in PAIRS], handle)
+build_tiny_llama()
