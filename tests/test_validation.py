@@ -295,3 +295,47 @@ def test_a_model_left_on_the_cpu_is_a_mismatch_at_its_entry(mlp, tmp_path):
         result.where.startswith("model.py:")
         and "def build" in source.splitlines()[int(result.where.split(":")[1].split("-")[0]) - 1]
     )
+
+
+NESTED = """
+import torch
+{imports}from torch import nn
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.linear(x)){change}
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.inner = Inner()
+        self.last = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.last(self.inner(self.first(x)))
+
+
+def build():
+    torch.manual_seed(0)
+    return Outer().{device}(), (torch.randn(3, 4, device="{device}"),)
+"""
+
+
+def test_a_mismatch_points_at_the_first_module_of_the_forward_that_differs(tmp_path):
+    trees = {"original": ("", "cuda", ""), "migrated": ("import torch_npu  # noqa: F401\n", "npu", " * 1.01")}
+    for name, (imports, device, change) in trees.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.py").write_text(NESTED.format(imports=imports, device=device, change=change))
+    result = validate(tmp_path / "original", tmp_path / "migrated", "model:build")
+    assert result.status == "mismatch"
+    lines = (tmp_path / "migrated" / "model.py").read_text().splitlines()
+    first = next(n for n, text in enumerate(lines, 1) if text.startswith("class Inner"))
+    last = next(n for n, text in enumerate(lines, 1) if "torch.tanh" in text)
+    assert result.where == f"model.py:{first}-{last}", result.where  # Inner, not Outer nor a grad's class

@@ -213,6 +213,25 @@ def _attention_rows(original: list | None, migrated: list | None, problems: list
     return rows
 
 
+def first_module_divergence(original: dict, migrated: dict, precision: str) -> str:
+    """The place (in the migrated tree) of the first module call, in the forward's order, whose outputs
+    differ beyond the bounds: where a change shows first. Empty when none does."""
+    calls = {}
+    for path, summaries in migrated.get("module_outputs", []):
+        calls.setdefault(path, []).append(summaries)
+    seen: dict[str, int] = {}
+    places = migrated.get("places", {}).get("module", {})
+    for path, summaries in original.get("module_outputs", []):
+        index = seen[path] = seen.get(path, -1) + 1
+        others = calls.get(path, [])
+        if index >= len(others):
+            continue
+        for want, got in zip(summaries, others[index]):
+            if not compare_summaries(want, got, TOLERANCES[precision])[0]:
+                return places.get(path, "")
+    return ""
+
+
 def _device_rows(original: str | None, migrated: str | None) -> list[TensorComparison]:
     """The device of the models' parameters: where the original's were on CUDA, the migrated ones on the NPU."""
     expected = {"cuda": "npu"}.get(original, original)

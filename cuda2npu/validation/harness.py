@@ -15,6 +15,7 @@ from cuda2npu.validation.compare import (
     compare_dropout,
     compare_records,
     detect_precision,
+    first_module_divergence,
 )
 from cuda2npu.validation.failures import MISSING_DEPENDENCY
 
@@ -32,6 +33,7 @@ class ValidationResult:
     backends: dict = field(default_factory=dict)
     dropped_keys: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    first_module: str = ""  # the place of the first module of the forward whose outputs differ
 
     @property
     def exit_code(self) -> int:
@@ -40,10 +42,13 @@ class ValidationResult:
     @property
     def where(self) -> str:
         """The place to look at first: parameters on the wrong device or an attention call whose
-        arguments differ, else the narrowest of the places the model's tensors out of bounds name
-        (outputs, gradients), else of those the optimizer's name (its step follows the model)."""
+        arguments differ, else the first module of the forward whose outputs differ (or the
+        narrowest place the model's tensors out of bounds name), else the optimizer's."""
+        failing = {row.group: row.where for row in reversed(self.rows) if not row.ok and row.where}
         for groups in (("device", "attention call"), ("output", "grad"), ("after step", "optimizer probe")):
-            places = {row.where for row in self.rows if not row.ok and row.where and row.group in groups}
+            places = {failing[group] for group in groups if group in failing}
+            if groups[0] == "output" and places and self.first_module:
+                return self.first_module
             if places:
                 return min(places, key=_span)
         return ""
@@ -159,7 +164,10 @@ def validate(
         problems.append(dropout)
     status = "equivalent" if not problems and all(r.ok for r in rows) else "mismatch"
     backends = {"original": left["backend"], "migrated": right["backend"]}
-    return ValidationResult(status, entry, used, rows, problems, backends, right.get("key_mapping", {}), notes)
+    result = ValidationResult(status, entry, used, rows, problems, backends, right.get("key_mapping", {}), notes)
+    if status == "mismatch":
+        result.first_module = first_module_divergence(left, right, used)
+    return result
 
 
 def _calibration(

@@ -29,22 +29,49 @@ from cuda2npu.validation.keys import map_state_dict
 from cuda2npu.validation.probes import capture_optimizers, optimizer_record, probe_optimizer
 from cuda2npu.validation.recorder import Places
 from cuda2npu.validation.strict_host import install_host
+from cuda2npu.validation.summaries import output_tensors, tensor_summary
 
 PROJECTION_SEED = 1000
 
 
 def model_places(model: torch.nn.Module, places) -> dict:
-    """Where to look for each compared tensor: the model's class for its outputs, and for each
-    parameter's gradient the class of the innermost module of the tree's own that holds it."""
+    """Where to look for each compared tensor: the model's class for its outputs, for each parameter's
+    gradient and each module's output the class of the innermost module of the tree's own holding it."""
     defined = {name: places.definition(type(module)) for name, module in model.named_modules()}
     output = defined.get("", "") or ""
-    grads = {}
-    for name, _ in model.named_parameters():
-        path = name.rpartition(".")[0]
+
+    def innermost(path: str) -> str:
         while path and not defined.get(path):
             path = path.rpartition(".")[0]
-        grads[name] = defined.get(path) or output
-    return {"output": output, "grad": grads}
+        return defined.get(path) or output
+
+    return {
+        "output": output,
+        "grad": {name: innermost(name.rpartition(".")[0]) for name, _ in model.named_parameters()},
+        "module": {name or "<root>": innermost(name) for name, _ in model.named_modules()},
+    }
+
+
+class ModuleOutputs:
+    """The floating outputs of every module call of one forward, in call order (module path, summaries):
+    where the two sides first part, in the forward's order."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.names = {id(module): name or "<root>" for name, module in model.named_modules()}
+        self.calls: list[tuple[str, list[dict]]] = []
+
+    def __enter__(self) -> ModuleOutputs:
+        self.handle = torch.nn.modules.module.register_module_forward_hook(self.record)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
+
+    def record(self, module, args, output) -> None:
+        path = self.names.get(id(module))
+        tensors = output_tensors(output)
+        if path is not None and tensors:
+            self.calls.append((path, [tensor_summary(t.float()) for t in tensors]))
 
 
 def _unpack(built):
@@ -163,13 +190,14 @@ def run_side(spec: dict) -> dict:
     model.eval()
     places = Places(Path(spec["tree"]))
     try:
-        with _autocast(spec.get("autocast")):
+        with _autocast(spec.get("autocast")), ModuleOutputs(model) as forward:
             outputs = _tensors(_call(model, inputs))
     except RuntimeError as exc:
         if "same device" in str(exc):  # the entry put the model or its inputs there: look at it first
             exc.cuda2npu_place = places.definition(getattr(module, function_name))
         raise
     record["outputs"] = [_cpu(o) for o in outputs]
+    record["module_outputs"] = forward.calls
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
     record["places"] = {**model_places(model, places), "device": places.definition(getattr(module, function_name))}
