@@ -16,9 +16,9 @@ wrong rewrite or a careless hand edit after the migration would, and the mutant 
   caught when a check fails.
 
 A caught mutant has the right location when the tool names the mutated file and a line within
-``NEAR`` lines of the edit (or a line span holding it): the first divergence's place or the
-error's line for ``validate``, a failing site's file for the harness. An entry's mismatch names
-tensors, not lines: its location is "n/a". The operators are applied to the correct migration
+``NEAR`` lines of the edit, a line span holding it (a class), or a line of the same innermost
+function: the first divergence's place or the error's line for ``validate`` (for an entry, the
+place it says to look at first), a failing site's file for the harness ("file": the file only). The operators are applied to the correct migration
 only where they change it (an operator with no place in a case is "not applicable").
 
 The score is the share of applicable mutants caught by validate or the harness; the table lists
@@ -411,12 +411,29 @@ def mutate(case: validate_real.Case, operator: Operator, tree: Path, executed: d
     return None
 
 
+def _innermost_definition(text: str, line: int) -> tuple[int, int] | None:
+    """(first, last) line of the innermost function or class of ``text`` holding ``line``."""
+    try:
+        nodes = [
+            n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
+    except SyntaxError:
+        return None
+    holding = [(n.lineno, n.end_lineno) for n in nodes if n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return min(holding, key=lambda span: span[1] - span[0], default=None)
+
+
 def _place_matches(place: str, edit: Edit) -> bool:
+    """The place names the edit: a line within ``NEAR`` of it, a span holding it, or a line of the
+    same innermost function (the function to read: an optimizer built a few lines below its groups)."""
     match = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", place or "")
     if match is None or match.group(1) != edit.path:
         return False
     first, last = int(match.group(2)), int(match.group(3) or match.group(2))
-    return first - NEAR <= edit.line <= last + NEAR
+    if first - NEAR <= edit.line <= last + NEAR:
+        return True
+    function = _innermost_definition(edit.text, edit.line)
+    return first == last and function is not None and function == _innermost_definition(edit.text, first)
 
 
 @dataclass
