@@ -20,9 +20,9 @@ directories named). Exit 1 when a case ends otherwise than a correct migration s
 reported "unavailable" with the reason. Pure-Python dependencies (einops) are corpus sdists put on
 ``PYTHONPATH``.
 
-The measurements after the table: ``--run`` on the 2-layer nanoGPT training script (2 steps) against
-running both scripts plainly (each under its backend, nothing recorded), and the emulated NPU
-against plain CPU (``benchmarks/emulator_overhead.py``, plus the same training script's body).
+The measurements after the table: ``--run`` on the 2-layer nanoGPT training script (2 steps; in
+float32 and in bfloat16, where the policy mode runs too) against running both scripts plainly (each
+under its backend, nothing recorded), and the emulated NPU against plain CPU (``benchmarks/emulator_overhead.py``, plus the same training script's body).
 Ratios are measured in this one run (best of ``--repeats``); the machine's load moves them.
 """
 
@@ -202,7 +202,8 @@ CASES = (
         remark="torch.cuda.amp float16 + GradScaler, dropout 0.1, LR warm-up; migrated with --precision fp16",
     ),
 )
-TIMED_CASE = "nanogpt-train"
+# the --run overhead: float32 (the exact mode only) and bfloat16 (the exact and the policy mode)
+TIMED_CASES = ("nanogpt-train", "nanogpt-train-bf16")
 
 
 @dataclass
@@ -531,9 +532,9 @@ def print_table(outcomes: list[Outcome], markdown: bool) -> None:
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
 
 
-def print_measurements(run: dict | None, emulator: list[dict], markdown: bool) -> None:
+def print_measurements(runs: list[dict], emulator: list[dict], markdown: bool) -> None:
     lines = []
-    if run:
+    for run in runs:
         lines.append(
             (
                 "`validate --run` / both scripts run plainly",
@@ -541,6 +542,7 @@ def print_measurements(run: dict | None, emulator: list[dict], markdown: bool) -
                 f"{run['run_ratio']:.2f} ({run['validate_s']:.1f} s / {run['plain_s']:.1f} s, `{run['case']}`)",
             )
         )
+    for run in runs[:1]:
         lines.append(
             (
                 "training script body on emulated npu / on plain CPU",
@@ -599,16 +601,16 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(run_case(case, Path(tmp)))
             print(f"{case.name}: {outcomes[-1].status}", file=sys.stderr)
         print_table(outcomes, args.markdown)
-        run, emulator = None, []
+        runs, emulator = [], []
         if not args.no_measure:
-            timed = next((o for o in outcomes if o.case.name == TIMED_CASE and o.trees), None)
-            run = measure_run_overhead(timed, args.repeats) if timed else None
+            timed = [o for o in outcomes if o.case.name in TIMED_CASES and o.trees]
+            runs = [measure_run_overhead(outcome, args.repeats) for outcome in timed]
             emulator = measure_emulator(max(args.repeats, 5))
             print()
-            print_measurements(run, emulator, args.markdown)
+            print_measurements(runs, emulator, args.markdown)
     if args.json:
         args.json.write_text(
-            json.dumps({"cases": [o.to_json() for o in outcomes], "run_overhead": run, "emulator": emulator}, indent=2)
+            json.dumps({"cases": [o.to_json() for o in outcomes], "run_overhead": runs, "emulator": emulator}, indent=2)
             + "\n"
         )
     return 0 if all(o.as_expected for o in outcomes) else 1
