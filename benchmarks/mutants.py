@@ -4,6 +4,7 @@
     python benchmarks/mutants.py apex-flash-o1 nanogpt-train --operators keep_prob,scale_dropped
     python benchmarks/mutants.py --markdown           # the tables as README shows them
     python benchmarks/mutants.py --list               # the operators
+    python benchmarks/mutants.py --from-json run.json --markdown   # an earlier run's tables
 
 Each case of ``benchmarks/validate_real.py`` is set up and migrated as that benchmark does (its
 sources must be in the corpus). Each operator then edits the migrated tree at the first place it
@@ -561,30 +562,52 @@ def run_mutant(
     return verdict
 
 
-def print_tables(verdicts: list[Verdict], markdown: bool) -> None:
+def print_tables(verdicts: list[dict], markdown: bool) -> None:
+    """Per operator (what each kind of bug gets), then per mutant; ``verdicts`` in their JSON form."""
+    by_operator: dict[str, list[dict]] = {}
+    for verdict in verdicts:
+        by_operator.setdefault(verdict["operator"], []).append(verdict)
+    summary_rows = [
+        (
+            name,
+            next((o.what for o in OPERATORS if o.name == name), ""),
+            str(len(group)),
+            str(sum(v["caught"] for v in group)),
+            str(sum(v["validate"]["caught"] for v in group)),
+            str(sum(v["harness"]["caught"] for v in group)),
+            str(sum(v["located"] == "yes" for v in group)),
+            ", ".join(
+                f"{v['case']} ({'missed' if not v['caught'] else v['located']})" for v in group if v["located"] != "yes"
+            ),
+        )
+        for name, group in by_operator.items()
+    ]
+    header = ("operator", "bug", "mutants", "caught", "by validate", "by the harness", "at the line", "the others")
+    caught = sum(v["caught"] for v in verdicts)
+    located = {kind: sum(v["located"] == kind for v in verdicts) for kind in ("yes", "file", "n/a", "no")}
+    summary = (
+        f"{caught} of {len(verdicts)} mutants caught ({100 * caught / max(1, len(verdicts)):.0f} %): "
+        f"validate {sum(v['validate']['caught'] for v in verdicts)}, harness "
+        f"{sum(v['harness']['caught'] for v in verdicts)}; where the catching tool points: the edited line "
+        f"{located['yes']}, its file only {located['file']}, an entry's tensors (no line) {located['n/a']}, "
+        f"elsewhere {located['no']}"
+    )
+    validate_real.print_rows(header, summary_rows, markdown, summary)
+    print()
     rows = [
         (
-            v.case,
-            v.operator,
-            f"{v.edit.path}:{v.edit.line}",
-            f"{v.validate_status}" + (f" @ {v.validate_place}" if v.validate_place else ""),
-            f"{v.harness_status}" + (f" @ {v.harness_place}" if v.harness_place else ""),
-            "yes" if v.caught else "NO",
-            v.located,
+            v["case"],
+            v["operator"],
+            v["edit"],
+            v["validate"]["status"] + (f" @ {v['validate']['place']}" if v["validate"]["place"] else ""),
+            v["harness"]["status"] + (f" @ {v['harness']['place']}" if v["harness"]["place"] else ""),
+            "yes" if v["caught"] else "NO",
+            v["located"],
         )
         for v in verdicts
     ]
     header = ("case", "operator", "edit", "validate", "harness", "caught", "location")
-    caught = sum(v.caught for v in verdicts)
-    by_validate = sum(v.validate_caught for v in verdicts)
-    located = {kind: sum(v.located == kind for v in verdicts) for kind in ("yes", "file", "n/a", "no")}
-    summary = (
-        f"{caught} of {len(verdicts)} mutants caught ({100 * caught / max(1, len(verdicts)):.0f} %): "
-        f"validate {by_validate}, harness {sum(v.harness_caught for v in verdicts)}; location of the caught: "
-        f"line {located['yes']}, file only {located['file']}, an entry's tensors (no line) {located['n/a']}, "
-        f"elsewhere {located['no']}"
-    )
-    validate_real.print_rows(header, rows, markdown, summary)
+    validate_real.print_rows(header, rows, markdown, "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -594,8 +617,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the operators, then exit")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", type=Path, help="write the verdicts here")
+    parser.add_argument("--from-json", type=Path, help="print the tables of an earlier run's --json, run nothing")
     args = parser.parse_args(argv)
     operators = {o.name: o for o in OPERATORS}
+    if args.from_json:
+        print_tables(json.loads(args.from_json.read_text()), args.markdown)
+        return 0
     if args.list:
         for operator in OPERATORS:
             print(f"{operator.name:26} {operator.what}")
@@ -632,9 +659,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"{case.name} {operator.name}: {'caught' if verdict.caught else 'MISSED'} {verdict.located}",
                         file=sys.stderr,
                     )
-    print_tables(verdicts, args.markdown)
+    found = [v.to_json() for v in verdicts]
+    print_tables(found, args.markdown)
     if args.json:
-        args.json.write_text(json.dumps([v.to_json() for v in verdicts], indent=2) + "\n")
+        args.json.write_text(json.dumps(found, indent=2) + "\n")
     return 0
 
 

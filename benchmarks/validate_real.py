@@ -481,12 +481,14 @@ def print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: b
         print("|" + "---|" * len(header))
         for row in rows:
             print("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |")
-        print(f"\n{summary}")
+        if summary:
+            print(f"\n{summary}")
         return
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)] if rows else [0] * len(header)
     for row in (header, *rows):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(summary)
+    if summary:
+        print(summary)
 
 
 def _error_text(value: float | None) -> str:
