@@ -339,3 +339,23 @@ def test_a_mismatch_points_at_the_first_module_of_the_forward_that_differs(tmp_p
     first = next(n for n, text in enumerate(lines, 1) if text.startswith("class Inner"))
     last = next(n for n, text in enumerate(lines, 1) if "torch.tanh" in text)
     assert result.where == f"model.py:{first}-{last}", result.where  # Inner, not Outer nor a grad's class
+
+
+def test_the_smoke_test_runs_the_migrated_tree_alone_on_the_npu_host(mlp, tmp_path):
+    from cuda2npu.validation.smoke import smoke
+
+    _, migrated = mlp
+    result = smoke(migrated, "model:build")
+    assert result.status == "ok", result.report()
+    assert "parameters on npu" in result.checks and any("outputs finite" in c for c in result.checks)
+    assert smoke(migrated, "model:MLP").status == "ok"  # a class: moved to the device, no inputs to run
+    on_cpu = _break(migrated, tmp_path, "model = MLP().npu()", "model = MLP()")
+    (on_cpu / "model.py").write_text((on_cpu / "model.py").read_text().replace('device="npu"', 'device="cpu"'))
+    assert "not npu" in smoke(on_cpu, "model:build").problem
+    nan = tmp_path / "nan"
+    shutil.copytree(migrated, nan)
+    (nan / "model.py").write_text(
+        (nan / "model.py").read_text().replace("return self.net(x)", "return self.net(x) * float('nan')")
+    )
+    failed = smoke(nan, "model:build")
+    assert failed.status == "failed" and "outputs [0] are not finite" in failed.problem

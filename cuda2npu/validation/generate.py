@@ -33,7 +33,9 @@ Entries come from `[tool.cuda2npu.validate] entries = ["module:function"]` in th
 project's pyproject.toml (or `[validate]` in cuda2npu.toml): each function takes no argument and
 returns `(model, inputs)` or `(model, inputs, optimizer_factory)`. Module classes found in changed
 files are validated when they can be built without arguments and define `example_inputs()`;
-the others are skipped with the reason.
+the others are skipped with the reason. `test_smoke` runs each of them on the migrated tree alone
+(no original needed): it builds on the NPU host, its parameters are on the npu device, and forward,
+backward and the optimizer step give finite values.
 
 `test_sites.py` needs no configuration: `sites.json` lists every fused call the migration
 rewrote (flash-attn and SDPA attention, RMSNorm, rotary, apex norms and optimizers,
@@ -52,6 +54,7 @@ from pathlib import Path
 import pytest
 
 from cuda2npu.validation.harness import validate
+from cuda2npu.validation.smoke import smoke
 
 MIGRATED = Path(__file__).resolve().parent.parent
 # The original tree: $CUDA2NPU_ORIGINAL, else this path relative to the migrated tree (copy both
@@ -83,6 +86,15 @@ def test_module_class(entry):
     if result.status == "error" and "no example inputs" in " ".join(result.problems):
         pytest.skip(result.problems[0])
     assert result.status == "equivalent", result.to_json()
+
+
+@pytest.mark.parametrize("entry", ENTRIES + MODULE_CLASSES)
+def test_smoke(entry):
+    """The migrated tree alone on the NPU host: builds, on the device, forward/backward/step finite."""
+    result = smoke(MIGRATED, entry)
+    if result.status == "skipped":
+        pytest.skip(result.problem)
+    assert result.status == "ok", result.report()
 '''
 
 
