@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -617,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the operators, then exit")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", type=Path, help="write the verdicts here")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants checked at once (default: 2)")
     parser.add_argument("--from-json", type=Path, help="print the tables of an earlier run's --json, run nothing")
     args = parser.parse_args(argv)
     operators = {o.name: o for o in OPERATORS}
@@ -651,12 +653,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name}: the correct migration is not equivalent ({status}): no mutants", file=sys.stderr)
                 continue
             executed = executed_lines(case, migrated, env, work)
-            for operator in (o for o in chosen if applies(o, baseline)):
-                verdict = run_mutant(case, operator, (original, migrated), env, work, executed)
-                if verdict is not None:
+            operators = [o for o in chosen if applies(o, baseline)]
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each mutant runs in subprocesses
+                found = pool.map(
+                    lambda operator: run_mutant(case, operator, (original, migrated), env, work, executed), operators
+                )
+                for verdict in filter(None, found):
                     verdicts.append(verdict)
                     print(
-                        f"{case.name} {operator.name}: {'caught' if verdict.caught else 'MISSED'} {verdict.located}",
+                        f"{case.name} {verdict.operator}: {'caught' if verdict.caught else 'MISSED'} {verdict.located}",
                         file=sys.stderr,
                     )
     found = [v.to_json() for v in verdicts]
