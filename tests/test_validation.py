@@ -134,11 +134,14 @@ def test_missing_optional_dependency_of_the_original_is_a_skip(tmp_path):
         tree.mkdir()
         (tree / "model.py").write_text(
             "import torch\n\n\ndef build():\n    import gymnasium_absent_here  # noqa: F401\n"
+            "    import sentencepiece_absent_here  # noqa: F401\n"
             "    return torch.nn.Linear(2, 2), (torch.ones(1, 2),)\n"
         )
     result = validate(original, migrated, "model:build")
     assert result.status == "skipped" and "gymnasium_absent_here" in result.problems[0]
     assert result.exit_code == 2  # the command line still says nothing was proven
+    listed = "\n".join(result.problems[1:])  # every missing package at once, with who needs it and where
+    assert "gymnasium_absent_here: needed by the original and migrated" in listed and "model.py:6" in listed
 
 
 def test_tolerances_are_dtype_aware():

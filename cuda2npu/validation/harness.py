@@ -17,7 +17,8 @@ from cuda2npu.validation.compare import (
     detect_precision,
     first_module_divergence,
 )
-from cuda2npu.validation.failures import MISSING_DEPENDENCY
+from cuda2npu.validation.failures import CUDA_ONLY_IMPORT, MISSING_DEPENDENCY
+from cuda2npu.validation.missing import missing_report, start_file
 
 EXIT_EQUIVALENT, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 SIDE_TIMEOUT_S = 600
@@ -151,9 +152,12 @@ def validate(
             error = _run_side(role, tree, entry, exchange, seed, dropout_runs, autoload=autoload)
             if error is not None:
                 kind, message = error
-                # An optional package the original needs and this machine lacks proves nothing either way.
-                status = "skipped" if kind == MISSING_DEPENDENCY else "error"
-                return ValidationResult(status, entry, problems=[message])
+                problems, skipped = [message], False
+                if kind in (MISSING_DEPENDENCY, CUDA_ONLY_IMPORT):  # every missing package, at once
+                    module = entry.partition(":")[0]
+                    lines, skipped = missing_report(original, migrated, start_file(original, module), kind)
+                    problems += lines
+                return ValidationResult("skipped" if skipped else "error", entry, problems=problems)
         left = torch.load(exchange / "original.pt", weights_only=False)
         right = torch.load(exchange / "migrated.pt", weights_only=False)
         used = precision or detect_precision(right["outputs"])

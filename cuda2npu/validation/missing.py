@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda2npu.validation.failures import MISSING_DEPENDENCY
 from cuda2npu.validation.strict_host import cuda_host_reason, npu_host_reason
 
 GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -134,3 +135,16 @@ def start_file(tree: Path, script_or_module: str) -> str:
         return script_or_module
     local = _local_file(tree, script_or_module)
     return str(local.relative_to(tree)) if local else script_or_module
+
+
+def missing_report(original: Path, migrated: Path, start: str, kind: str) -> tuple[list[str], bool]:
+    """The lines naming every package the runs starting at ``start`` lack, and whether the run is
+    SKIPPED (the original misses packages the migrated tree needs too, none of them CUDA-only: this
+    machine lacks them, which proves nothing) rather than an ERROR of the migration."""
+    found = missing_packages(original, migrated, start)
+    lines = []
+    if found:
+        lines.append("what each side's run imports and its host lacks (read from the code the runs reach):")
+        lines += [f"  {item.describe()}" for item in found]
+    migration_made = any(item.cuda_only or "original" not in item.places for item in found)
+    return lines, kind == MISSING_DEPENDENCY and not migration_made

@@ -26,7 +26,7 @@ from pathlib import Path
 from cuda2npu.validation.failures import CUDA_ONLY_IMPORT, MISSING_DEPENDENCY
 from cuda2npu.validation.harness import run_child
 from cuda2npu.validation.lines import LineMap
-from cuda2npu.validation.missing import missing_packages
+from cuda2npu.validation.missing import missing_report
 from cuda2npu.validation.trace_compare import LOW_PRECISION, Divergence, TraceComparison, canary
 
 SCRIPT_TIMEOUT_S = 1800
@@ -165,15 +165,9 @@ def _failure_result(command: str, failure: SideFailed, original: Path, migrated:
         full_traceback=error.get("traceback", ""),
     )
     if error.get("module") or error["error"] in (MISSING_DEPENDENCY, CUDA_ONLY_IMPORT):
-        found = missing_packages(original, migrated, start)
-        if found:
-            result.problems.append(
-                "what each side's run imports and its host lacks (read from the code the runs reach):"
-            )
-            result.problems += [f"  {item.describe()}" for item in found]
-        migration_made = any(item.cuda_only or "original" not in item.places for item in found)
-        if error["error"] == MISSING_DEPENDENCY and not migration_made:
-            result.status = "skipped"  # a package the original needs and this machine lacks proves nothing
+        lines, skipped = missing_report(original, migrated, start, error["error"])
+        result.problems += lines
+        result.status = "skipped" if skipped else result.status
     return result
 
 
