@@ -201,6 +201,31 @@ def _layernorm_eps(text: str, usable: Callable[[int], bool]) -> tuple[int, str] 
     return None
 
 
+def _signature_lines(text: str) -> set[int]:
+    """The lines of function signatures (a default there depends on what the callers pass)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    return {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+        for line in range(node.lineno, node.body[0].lineno)
+    }
+
+
+def _tensor_on_cpu(text: str, usable: Callable[[int], bool]) -> tuple[int, str] | None:
+    """``device="npu"`` of a call (a tensor factory, a module) turned into ``device="cpu"``; not a
+    signature's default."""
+    signatures = _signature_lines(text)
+    for match in re.finditer(r'device\s*=\s*"npu(?::0)?"', text):
+        line = _line_of(text, match.start())
+        if line not in signatures and usable(match.start()):
+            return line, text[: match.start()] + 'device="cpu"' + text[match.end() :]
+    return None
+
+
 OPERATORS = (
     Operator("keep_prob", "keep_prob = dropout_p (not 1 - p)", _sub(r"keep_prob\s*=\s*1(?:\.0)?\s*-\s*", "keep_prob=")),
     Operator(
@@ -251,11 +276,7 @@ OPERATORS = (
         "the model not moved to the device",
         _sub(r"^(\s*\w+\s*=\s*[\w.]+\([^\n]*\))\.(?:npu\(\)|to\([^()\n]*\))$", r"\1"),
     ),
-    Operator(
-        "tensor_on_cpu",
-        "a tensor created on the CPU instead of the device",
-        _sub(r'device\s*=\s*"npu(?::0)?"', 'device="cpu"'),
-    ),
+    Operator("tensor_on_cpu", "a tensor created on the CPU instead of the device", _tensor_on_cpu),
     Operator(
         "import_torch_npu_removed",
         "the run's only `import torch_npu` removed",

@@ -272,3 +272,17 @@ def test_an_error_of_the_model_code_names_its_migrated_line_and_traceback(gpt, t
     assert f"(at train.py:{line})" in result.stdout and "return self.head(x.t())" in result.stdout
     verbose = cuda2npu("validate", original, broken, "--run", "train.py --steps 1", "--steps", "1", "-v")
     assert "Traceback (most recent call last)" in verbose.stdout
+
+
+def test_what_the_original_runs_in_fp8_must_follow_the_policy_in_the_migrated_run():
+    def forward(module, dtype, fp8=False):
+        return _event(0, "forward", module, [1.0], dtype=dtype, parameters="float32", fp8=fp8)
+
+    original = _trace([forward("ln", "float32", fp8=True), forward("fc", "float32", fp8=True)], modules=("ln", "fc"))
+    good = _trace([forward("ln", "float32"), forward("fc", "bfloat16")], modules=("ln", "fc"))
+    assert not _compare(original, good, "bf16", policy="bf16").divergences  # a norm stays float32 under autocast
+    removed = _trace([forward("ln", "float32"), forward("fc", "float32")], modules=("ln", "fc"))
+    (divergence,) = _compare(original, removed, "bf16", policy="bf16").divergences
+    assert divergence.kind == "dtype" and "original runs in FP8 computes in float32" in divergence.describe()
+    half = _trace([forward("ln", "float32"), forward("fc", "float16")], modules=("ln", "fc"))
+    assert _compare(original, half, "bf16", policy="bf16").divergences[0].kind == "dtype"

@@ -12,6 +12,8 @@ documented.
   compute in float32 too.
 * ``CONTROLS.observer``: called once per kernel call as ``observer(kernel, drop, scale)`` with
   the drop probability and the softmax scale the call asked for (before the switches above).
+* ``CONTROLS.fp8``: above 0 while the program is in a TransformerEngine FP8 region (the stand-in
+  computes in high precision; the validation still needs to know what the program asked for).
 
 The CUDA emulation marks every tensor the program moved to (or created on) a CUDA device with
 :func:`mark_emulated_cuda`: its tensors live on the CPU, and the recorder still needs to know
@@ -48,6 +50,7 @@ class KernelControls:
     dropout: bool = True
     half_only: bool = True
     observer: Callable[[str, float, float], None] | None = None
+    fp8: int = 0  # how many FP8 regions (TransformerEngine's fp8_autocast) the program is in
 
 
 CONTROLS = KernelControls()

@@ -179,7 +179,7 @@ class Recorder:
         path = self.names.get(id(module)) or f"<unnamed {type(module).__name__}>"
         index = self._index(f"forward {path}")
         tensors = output_tensors(output)
-        if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
+        if CONTROLS.fp8 or any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
             self.low_precision = True
         if tensors:
             own = _own_parameter(module)
@@ -190,6 +190,7 @@ class Recorder:
                     "call": index,
                     "device": device_type(own) if own is not None else None,
                     "parameters": str(own.dtype).removeprefix("torch.") if own is not None else None,
+                    "fp8": bool(CONTROLS.fp8),
                     "tensors": [tensor_summary(t) for t in tensors],
                 }
             )

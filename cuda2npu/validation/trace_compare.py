@@ -195,6 +195,7 @@ class TraceComparison:
             self._probes()
         else:  # a float16 original may skip its first steps on overflow: its first forward and loss only
             self._events(steps=1)
+            self._fp8_region()
             self._scales()
         self._modules_on_one_side()
         self.result.divergences.sort(key=lambda d: d.step)  # stable: each step's order is kept
@@ -389,8 +390,7 @@ class TraceComparison:
         if self.policy is None or want.get("parameters") != "float32":
             return False
         for a, b in zip(want["tensors"], got["tensors"]):
-            low = LOW_PRECISION.get(a["dtype"])
-            if low is None:
+            if LOW_PRECISION.get(a["dtype"]) is None:
                 continue
             expected = a["dtype"] if self.policy == "keep" else POLICY_DTYPE.get(self.policy)
             wrong = b["dtype"] == "float32" or (expected is not None and b["dtype"] != expected)
@@ -407,6 +407,33 @@ class TraceComparison:
                 )
                 return True
         return False
+
+    def _fp8_region(self) -> None:
+        """The policy mode: what the original ran in TransformerEngine FP8 regions (the stand-in computes
+        them in float32) must compute in the policy's dtype on the migrated side; per region, not per
+        module: under autocast a norm's output stays float32, as it would next to FP8 GEMMs."""
+        expected = POLICY_DTYPE.get(self.policy or "")
+        migrated = {_key(e): e for e in self.migrated["events"]}
+        pairs = [
+            (e, migrated[_key(e)])
+            for e in self.original["events"]
+            if e["kind"] == "forward" and e["step"] == 0 and e.get("fp8") and _key(e) in migrated
+        ]
+        if expected is None or not pairs:
+            return
+        dtypes = {t["dtype"] for _, got in pairs for t in got["tensors"]}
+        wrong = sorted(dtypes & set(LOW_PRECISION) - {expected})
+        if expected not in dtypes or wrong:
+            self._diverge(
+                Divergence(
+                    0,
+                    "dtype",
+                    pairs[0][0]["module"],
+                    what=f"what the original runs in FP8 computes in {', '.join(sorted(dtypes))} in the migrated run "
+                    f"(the {self.policy} policy wants {expected}" + (")" if wrong else "; autocast removed?)"),
+                    where=self._autocast_place(),
+                )
+            )
 
     def _autocast_place(self) -> str:
         """Where the migrated run enters autocast, else where the original does (in the migrated tree)."""
