@@ -106,7 +106,9 @@ def test_generated_validation_package_is_portable(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    # the entry comparison and the smoke test of the entry and of MLP; MLP has no inputs
+    # to compare with, and there are no fused sites
+    assert run.returncode == 0 and "3 passed, 2 skipped" in run.stdout, run.stdout + run.stderr
     shutil.move(moved / "mlp", tmp_path / "original")
     env = {**os.environ, "CUDA2NPU_ORIGINAL": str(tmp_path / "original")}
     run = subprocess.run(
@@ -116,7 +118,7 @@ def test_generated_validation_package_is_portable(tmp_path):
         text=True,
         env=env,
     )
-    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "3 passed, 2 skipped" in run.stdout, run.stdout + run.stderr
     del env["CUDA2NPU_ORIGINAL"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "npu_validation"],
