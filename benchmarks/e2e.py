@@ -2,7 +2,7 @@
 
     python benchmarks/e2e.py                 # every project
     python benchmarks/e2e.py alpaca nanogpt  # some
-    python benchmarks/e2e.py --markdown      # the table as README shows it
+    python benchmarks/e2e.py --markdown      # the table as docs/validation.md shows it
     python benchmarks/e2e.py --list          # the projects, their pins and commands
 
 Each project is a pinned source (a GitHub commit exported from a mirror into ``benchmarks/corpus/``,

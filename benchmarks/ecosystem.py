@@ -1,7 +1,7 @@
 """Ecosystem check (like ruff's): migrate and check real GPU projects, and count what went wrong.
 
     python benchmarks/corpus.py                 # once: fetch the pinned sdists
-    python benchmarks/ecosystem.py              # every project; writes benchmarks/RESULTS.md and README's summary
+    python benchmarks/ecosystem.py              # every project; writes benchmarks/RESULTS.md and docs/performance.md's summary
     python benchmarks/ecosystem.py timm --jobs 2 --no-write
 
 Per project, through the CLI (no result cache, so timings are cold):
@@ -210,16 +210,16 @@ def markdown(results: list[ProjectResult], jobs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-README_START, README_END = "<!-- ecosystem:start -->", "<!-- ecosystem:end -->"
+SUMMARY_PAGE = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+SUMMARY_START, SUMMARY_END = "<!-- ecosystem:start -->", "<!-- ecosystem:end -->"
 
 
-def update_readme(text: str) -> None:
-    """Replace README.md's ecosystem summary (between the two markers) by ``text``."""
-    readme = README.read_text(encoding="utf-8")
-    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+def update_summary_page(text: str) -> None:
+    """Replace docs/performance.md's ecosystem summary (between the two markers) by ``text``."""
+    page = SUMMARY_PAGE.read_text(encoding="utf-8")
+    start, end = page.index(SUMMARY_START) + len(SUMMARY_START), page.index(SUMMARY_END)
     body = text.split("\n", 1)[1].lstrip("\n")  # drop the "# Ecosystem check" title
-    README.write_text(readme[:start] + "\n" + body + readme[end:], encoding="utf-8")
+    SUMMARY_PAGE.write_text(page[:start] + "\n" + body + page[end:], encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(results, args.jobs)
     if not args.no_write:
         RESULTS.write_text(text, encoding="utf-8")
-        update_readme(text)
-        print(f"wrote {RESULTS} and the ecosystem section of {README.name}")
+        update_summary_page(text)
+        print(f"wrote {RESULTS} and the ecosystem section of {SUMMARY_PAGE}")
     return 0 if all(r.clean for r in results) else 1
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/mutants.py                      # every operator on every case of validate_real.py
     python benchmarks/mutants.py apex-flash-o1 nanogpt-train --operators keep_prob,scale_dropped
-    python benchmarks/mutants.py --markdown           # the tables as README shows them
+    python benchmarks/mutants.py --markdown           # the tables as docs/validation.md and benchmarks/MUTANTS.md show them
     python benchmarks/mutants.py --list               # the operators
     python benchmarks/mutants.py --from-json run.json --markdown   # an earlier run's tables
 

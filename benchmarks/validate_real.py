@@ -3,7 +3,7 @@
     python benchmarks/validate_real.py                   # every case, then the two timing ratios
     python benchmarks/validate_real.py nanogpt-train     # some cases (--no-measure: table only)
     python benchmarks/validate_real.py --list            # the cases and their pins
-    python benchmarks/validate_real.py --markdown        # the tables as README shows them
+    python benchmarks/validate_real.py --markdown        # the tables as docs/validation.md shows them
 
 Each case copies a pinned project from ``benchmarks/corpus/`` into a temporary tree, adds the
 case's own files from ``benchmarks/validate_cases/<dir>/`` (a ``module:function`` entry or a short

@@ -435,10 +435,10 @@ def test_crash_log_names_the_libcst_version(tmp_path, monkeypatch):
     assert f"libcst {importlib.metadata.version('libcst')}\n" in log and "libcst ?" not in log
 
 
-def test_readme_summary_example_is_what_migrate_prints(tmp_path):
-    """The summary shown in README.md's `cuda2npu migrate` section, from the project it describes."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## `cuda2npu migrate`") : readme.index("## `cuda2npu check`")]
+def test_migrate_docs_summary_example_is_what_migrate_prints(tmp_path):
+    """The summary shown in docs/migrate.md's "Usage" section, from the project it describes."""
+    page = (REPO / "docs" / "migrate.md").read_text()
+    section = page[page.index("## Usage") : page.index("## How a run works")]
     example = re.search(r"```\n(Migrated: .*?)```", section, re.DOTALL).group(1)
     repo = tmp_path / "ex" / "repo" / "pkg"
     repo.mkdir(parents=True)

@@ -166,7 +166,7 @@ selection = [
     click.option(
         "--portable/--no-portable",
         default=False,
-        help="Write device-agnostic code that runs on CUDA and on Ascend NPUs (README: Portable output).",
+        help="Write device-agnostic code that runs on CUDA and on Ascend NPUs (docs/migrate.md: Portable output).",
     ),
     click.option(
         "--target-torch",
