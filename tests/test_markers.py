@@ -5,9 +5,11 @@ Golden cases: fixtures/rules/markers/.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from cli_helpers import cuda2npu
 from helpers import dedent, migrate_text
 
 from cuda2npu.core.diagnostics import Tier
@@ -176,10 +178,41 @@ def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
         tmp_path / "flash_attn" / "__init__.py",
         tmp_path / "flash_attn" / "ops" / "__init__.py",
         tmp_path / "flash_attn" / "ops" / "layer_norm.py",
-        tmp_path / "scripts" / "bench_cuda.py",
+        tmp_path / "bench_cuda.py",
+        tmp_path / "scripts" / "xformers.py",
         tmp_path / "scripts" / "train.py",
+        tmp_path / "src" / "triton.py",
     ]
-    assert shadowing_modules(files) == ("bench_cuda", "flash_attn")
+    everywhere, loose = shadowing_modules(files)
+    assert everywhere == ("bench_cuda", "flash_attn", "triton")  # a package; loose in the root or src/
+    assert loose == ((str(tmp_path / "scripts"), "xformers"),)  # importable by the scripts next to it only
     source = b"import torch\nfrom flash_attn.ops import layer_norm\nimport bench_cuda\nimport triton\n"
     found = migrate_source(source, "a.py", Options(fix=False, local_modules=("bench_cuda", "flash_attn"))).findings
     assert [f.line for f in found if f.code == "NPU606"] == [4]
+
+
+def test_a_loose_module_shadows_a_cuda_only_one_in_its_own_directory_only(tmp_path):
+    """``scripts/xformers.py`` (no ``__init__.py``) is what ``import xformers`` finds in a script run
+    from scripts/, not in the package's ``pkg/model.py``; a real package ``flash_attn/`` is the
+    project's everywhere. ``check`` and ``migrate`` agree."""
+    files = {
+        "scripts/xformers.py": "def memory_efficient_attention(q, k, v):\n    return q\n",
+        "scripts/run.py": "import torch\nimport xformers\nimport flash_attn\n",
+        "pkg/__init__.py": "",
+        "pkg/model.py": "import torch\nimport xformers\nfrom flash_attn import layers\n",
+        "flash_attn/__init__.py": "",
+        "flash_attn/layers.py": "import torch\n",
+    }
+    project = tmp_path / "project"
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    checked = json.loads(cuda2npu("check", project, "--format", "json", "--exit-zero", "--select", "NPU606").stdout)
+    found = {(Path(d["path"]).relative_to(project).as_posix(), d["line"]) for d in checked["diagnostics"]}
+    assert found == {("pkg/model.py", 2)}
+    out = tmp_path / "out"
+    assert cuda2npu("migrate", project, "--out", out).returncode == 0
+    marked = {
+        path.relative_to(out).as_posix() for path in out.rglob("*.py") if "TODO(cuda2npu): NPU606" in path.read_text()
+    }
+    assert marked == {"pkg/model.py"}

@@ -36,12 +36,18 @@ class Options:
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
     cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
     local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
+    loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":
-        """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``."""
+        """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``;
+        the loose modules of its own directory added to ``local_modules`` (a script imports them)."""
         options = self
+        if self.loose_modules:
+            directory = str(Path(path).parent)
+            here = tuple(name for where, name in self.loose_modules if where == directory)
+            options = replace(options, local_modules=tuple(sorted({*self.local_modules, *here})), loose_modules=())
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
         if self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file():
             options = replace(options, in_package=True)

@@ -38,6 +38,7 @@ FAMILIES = (
     "device.device_strings",
     "device.env_vars",
     "device.profiler",
+    "device.tensor_types",
     "transformer_engine.rules",
 )
 

@@ -6,6 +6,7 @@ No libcst here: the project facts of every run (even one answered from the resul
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -31,13 +32,41 @@ def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def shadowing_modules(paths: list[Path], declared: tuple[str, ...] = ()) -> tuple[str, ...]:
+def shadowing_modules(
+    paths: list[Path], declared: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The project's own top-level packages and modules that NPU606 would take for CUDA-only ones
-    (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency)."""
+    (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency), as
+    (names shadowed in every file, ``(directory, name)`` of those shadowed in one directory only).
+
+    A package (a directory with ``__init__.py`` whose parent is none) is importable everywhere; a
+    loose module ``d/x.py`` only from scripts run in ``d`` (Python puts a script's directory on
+    ``sys.path``), unless ``d`` is the project root or its ``src/`` (then installed or on the path):
+    ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's."""
     packages = {path.parent for path in paths if path.name == "__init__.py"}
-    tops = {directory.name for directory in packages if directory.parent not in packages}
-    tops |= {path.stem for path in paths if path.suffix == ".py" and path.parent not in packages}
-    return tuple(sorted(name for name in tops if cuda_only_module(name, declared) is not None))
+    everywhere = {directory.name for directory in packages if directory.parent not in packages}
+    roots = _import_roots(paths)
+    loose: set[tuple[str, str]] = set()
+    for path in paths:
+        if path.suffix == ".py" and path.parent not in packages:
+            if path.parent in roots:
+                everywhere.add(path.stem)
+            else:
+                loose.add((str(path.parent), path.stem))
+    return (
+        tuple(sorted(name for name in everywhere if cuda_only_module(name, declared) is not None)),
+        tuple(sorted(entry for entry in loose if cuda_only_module(entry[1], declared) is not None)),
+    )
+
+
+def _import_roots(paths: list[Path]) -> set[Path]:
+    """The directories whose loose modules every file of the project may import: the project root
+    (the deepest directory holding every file) and its ``src/``."""
+    try:
+        root = Path(os.path.commonpath([str(path.parent) for path in paths])) if paths else None
+    except ValueError:  # absolute and relative paths mixed: no common root
+        return set()
+    return {root, root / "src"} if root is not None else set()
 
 
 def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> str | None:

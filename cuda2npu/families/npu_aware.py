@@ -50,8 +50,8 @@ NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
 NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?", re.DOTALL)
-NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?", re.DOTALL)
+CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?|torch\.cuda\.\w+Tensor", re.DOTALL)  # a tensor type: NPU111
+NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?|torch\.npu\.\w+Tensor", re.DOTALL)
 OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # accelerators with branches of their own
 _OTHER = "|".join(word.decode() for word in OTHER_DEVICES)
 OTHER_DEVICE_WORD = re.compile(rf"(?:^|_)(?:{_OTHER})(?:_|$)", re.IGNORECASE)

@@ -17,14 +17,21 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 
 def with_project_facts(options: Options, files: list[Path]) -> Options:
     """``options`` with what rules must know of the whole project: the CUDA extensions its setup.py
-    builds and its own modules named like CUDA-only ones (NPU606), its classes implementing an NPU
-    backend (their CUDA counterparts in other files are left as written: npu_aware)."""
+    builds and its own modules named like CUDA-only ones (NPU606; a loose module only for the files of
+    its directory: ``Options.for_path``), its classes implementing an NPU backend (their CUDA
+    counterparts in other files are left as written: npu_aware)."""
     extensions = declared_extensions(files)
-    local = shadowing_modules(files, extensions)
+    local, loose = shadowing_modules(files, extensions)
     backends = npu_backend_classes(files)
-    if not (extensions or local or backends):
+    if not (extensions or local or loose or backends):
         return options
-    return replace(options, cuda_extensions=extensions, local_modules=local, npu_backend_classes=backends)
+    return replace(
+        options,
+        cuda_extensions=extensions,
+        local_modules=local,
+        loose_modules=loose,
+        npu_backend_classes=backends,
+    )
 
 
 def npu_backend_classes(files: list[Path]) -> tuple[str, ...]:
