@@ -61,3 +61,25 @@ def test_source_tree_is_never_modified(tmp_path):
     cuda2npu("migrate", BAD, "--out", tmp_path / "out")
     cuda2npu("migrate", BAD, "--diff")
     assert tree_digest(BAD) == before
+
+
+def test_syntax_and_decoding_errors_are_reported_whatever_the_selection(tmp_path):
+    """Files without any CUDA trigger are not parsed by the rules, but a file CPython cannot compile
+    is always NPU001, as ruff always reports syntax errors: with `--select` of another rule too."""
+    (tmp_path / "no_trigger_syntax.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "random.py").write_bytes(bytes(range(256)) * 2)
+    (tmp_path / "nul.py").write_bytes(b"x = 1\n\0\n")
+    (tmp_path / "fine.py").write_text("x = 1\n")
+    for select in ((), ("--select", "NPU101")):
+        result = cuda2npu("check", tmp_path, "--output-format", "concise", "--no-cache", *select)
+        assert result.returncode == 1, result.stdout
+        lines = sorted(line for line in result.stdout.splitlines() if "NPU001" in line)
+        assert [line.split(": NPU001")[0] for line in lines] == [
+            f"{tmp_path / 'no_trigger_syntax.py'}:1:7",
+            f"{tmp_path / 'nul.py'}:2:1",
+            f"{tmp_path / 'random.py'}:3:115",  # after LF (byte 10) and a lone CR (13): byte 0x80
+        ], result.stdout
+        assert "random.py:3:115: NPU001 cannot decode: invalid start byte (utf-8, byte 0x80)" in result.stdout
+        assert "fine.py" not in result.stdout
+    result = cuda2npu("migrate", tmp_path, "--out", tmp_path.parent / "out")
+    assert result.returncode == 1 and "3 failed" in result.stderr, result.stderr

@@ -50,7 +50,7 @@ def source_lines(paths: set[str], files: dict[str, Path]) -> dict[str, object]:
             if is_notebook(real):
                 lines[path] = cell_lines(real.read_bytes())
             else:
-                from cuda2npu.core.source import decode
+                from cuda2npu.core.decoding import decode
 
                 lines[path] = decode(real.read_bytes()).splitlines()
         except Exception:  # noqa: BLE001 - unreadable or undecodable: no source context

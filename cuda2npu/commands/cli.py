@@ -356,11 +356,13 @@ def _no_fix(ctx, param, value) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
+    "--output-format",
     "--format",
     "output_format",
     type=click.Choice(["text", "concise", "json", "github", "sarif", "gitlab", "junit"]),
     default="text",
     show_default=True,
+    help="How findings are printed (`--format` is the older spelling, as in ruff).",
 )
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them (text or json).")
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings only, without the closing summary line.")
@@ -404,7 +406,7 @@ def check(
     from cuda2npu.commands.check import CheckRequest, run_check
 
     if statistics and output_format not in ("text", "json"):
-        raise click.UsageError("--statistics prints text or json (--format text|json)")
+        raise click.UsageError("--statistics prints text or json (--output-format text|json)")
     if write_baseline and baseline_file is None:
         raise click.UsageError("--write-baseline needs --baseline FILE")
     if add_noqa and (baseline_file is not None or output_file is not None):
@@ -431,7 +433,13 @@ def check(
 @main.command()
 @click.argument("code", required=False)
 @click.option(
-    "--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True
+    "--output-format",
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="`--format` is the older spelling.",
 )
 def rules(code, output_format):
     """List every rule, the rules of a prefix (`cuda2npu rules NPU3`), or the documentation of one

@@ -11,12 +11,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
 from cuda2npu.core.fileio import atomic_write, io_error
 from cuda2npu.core.gitutil import dirty_files
 from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
-from cuda2npu.core.source import decode
 from cuda2npu.filekinds.depfiles import is_project_file
 from cuda2npu.output import style
 from cuda2npu.output.report import left_open, migration_report

@@ -254,8 +254,8 @@ def write_noqa(findings: list[Finding], files: dict[str, object]) -> tuple[int, 
     style kept, and written atomically. Engine diagnostics (NPU001-NPU004), notebooks and
     project files (requirements, shell scripts) are skipped. Returns (directives, files changed).
     """
+    from cuda2npu.core.decoding import SourceError, decode
     from cuda2npu.core.fileio import atomic_write
-    from cuda2npu.core.source import SourceError, decode
 
     per_file: dict[str, dict[int, set[str]]] = {}
     for finding in findings:

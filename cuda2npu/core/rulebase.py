@@ -14,11 +14,11 @@ from typing import Callable, ClassVar, Iterable, TypeVar, Union
 import libcst as cst
 
 from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.names import NameResolver
 from cuda2npu.core.options import Options
-from cuda2npu.core.source import decode
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
 Fix = Callable[[cst.CSTNode], Replacement]

@@ -1,50 +1,14 @@
-"""Reading a Python file's bytes: decoding (BOM, PEP 263 cookie) and parsing with libcst, with
-errors that carry CPython-style 1-based positions."""
+"""Parsing a Python file's bytes with libcst, with errors that carry CPython-style 1-based
+positions (decoding: ``core/decoding.py``)."""
 
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 
 import libcst as cst
 
-
-class SourceError(Exception):
-    """The file cannot be decoded or parsed; carries a 1-based position."""
-
-    def __init__(self, message: str, line: int = 1, column: int = 1, end: tuple[int, int] | None = None) -> None:
-        super().__init__(message)
-        self.line = line
-        self.column = column
-        self.end = end  # (line, exclusive column) of the reported range, when known
-
-
-def decode(source: bytes) -> str:
-    """Text of a Python file, honouring a BOM and a PEP 263 coding cookie."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-        return source.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line, column = position(source, exc.start)
-        raise SourceError(
-            f"cannot decode: {exc.reason} ({exc.encoding}, byte 0x{source[exc.start]:02x}); "
-            "add a coding cookie (PEP 263) or re-encode as UTF-8",
-            line,
-            column,
-        ) from None
-    except (SyntaxError, LookupError) as exc:
-        raise SourceError(f"cannot decode: {exc}") from None
-
-
-def position(source: bytes, offset: int) -> tuple[int, int]:
-    """1-based (line, column) of a byte offset; lines end at LF, CRLF or a lone CR, as in CPython."""
-    lines = source[:offset].splitlines(keepends=True)
-    if not lines or lines[-1].endswith((b"\n", b"\r")):
-        return len(lines) + 1, 1
-    return len(lines), len(lines[-1]) + 1
-
+from cuda2npu.core.decoding import SourceError, cpython_syntax_error, decode
 
 BRACKETS = re.compile(rb"[(\[{]|[)\]}]")
 MAX_BRACKET_DEPTH = 200  # CPython's limit ("too many nested parentheses")
@@ -87,20 +51,6 @@ def _syntax_error(exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
     return f"cannot parse: {exc.message}", exc.raw_line, exc.raw_column + 1
 
 
-def _cpython_syntax_error(text: str) -> SourceError | None:
-    """CPython's message and position for a file libcst refused (None: CPython accepts it)."""
-    try:
-        ast.parse(text)
-    except SyntaxError as exc:
-        line, column = exc.lineno or 1, exc.offset or 1
-        end_line, end_column = getattr(exc, "end_lineno", None), getattr(exc, "end_offset", None)
-        end = (end_line, end_column) if end_line == line and end_column and end_column > column else None
-        return SourceError(f"cannot parse: {exc.msg}", line, column, end)
-    except (ValueError, RecursionError, MemoryError):
-        return None
-    return None
-
-
 def parse_module(source: bytes) -> cst.Module:
     """``libcst.parse_module(source)`` without libcst's per-node validation.
 
@@ -134,6 +84,6 @@ def parse(source: bytes) -> cst.Module:
     try:
         return parse_module(source)
     except cst.ParserSyntaxError as exc:  # reported where and as CPython reports it, when it does
-        raise _cpython_syntax_error(text) or SourceError(*_syntax_error(exc)) from None
+        raise cpython_syntax_error(text) or SourceError(*_syntax_error(exc)) from None
     except (RecursionError, MemoryError, ValueError, UnicodeError) as exc:
         raise SourceError(f"cannot parse: {type(exc).__name__}: {exc}") from None

@@ -22,6 +22,7 @@ import libcst as cst
 from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.decoding import SourceError, decode, position
 from cuda2npu.core.deep_stack import run_deep
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding, Tier
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
@@ -29,10 +30,11 @@ from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.prefilter import trigger
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, Report, Rule, RuleContext
-from cuda2npu.core.source import SourceError, decode, parse, parse_module, position
+from cuda2npu.core.source import parse, parse_module
 from cuda2npu.core.transform import FixApplier
 from cuda2npu.core.traversal import release, walk_batched
 from cuda2npu.families import enabled_rules
+from cuda2npu.filekinds.unparsed import engine_finding, skipped
 
 MAX_ROUNDS = 6
 
@@ -90,14 +92,6 @@ def _finding(path: str, report: Report, position, options: Options, applied: boo
         tier=report.tier,
         fixable=report.fix is not None and report.tier <= options.max_tier,
         applied=applied,
-    )
-
-
-def _engine_finding(path: str, code: str, message: str, line: int = 1, column: int = 1, end=None) -> Finding:
-    doc = rule_doc(code)
-    end_line, end_column = end or (None, None)
-    return Finding(
-        path, line, column, code, doc.name, message, doc.tier, False, end_line=end_line, end_column=end_column
     )
 
 
@@ -278,21 +272,21 @@ def _migrate_guarded(source: bytes, path: str, options: Options) -> FileResult:
         return _migrate_source(source, path, options)
     except RecursionError:
         message = "cannot analyse: too deeply nested (recursion limit); file left unchanged"
-        return FileResult(path, "failed", message, [_engine_finding(path, "NPU001", message)])
+        return FileResult(path, "failed", message, [engine_finding(path, "NPU001", message)])
 
 
 def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     reason = prefilter.other_framework(source)
     if reason is not None:  # PyTorch rules do not apply (a JAX file's side-effect imports are deliberate)
-        return FileResult(path, "skipped", reason)
+        return skipped(source, path, reason)
     rules = enabled_rules(options)
     active = triggered(rules, source, options)
     if not active:  # the prefilter's one pattern cannot say a rule's `requires` (a parse is the cost)
-        return FileResult(path, "skipped", PREFILTER_REASON)
+        return skipped(source, path, PREFILTER_REASON)
     try:
         module = parse(source)
     except SourceError as exc:
-        finding = _engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
+        finding = engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
         return FileResult(path, "failed", str(exc), [finding])
 
     has_noqa = noqa.may_concern_us(source)
@@ -340,10 +334,10 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         except cst.ParserSyntaxError as exc:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
-            findings.append(_engine_finding(path, "NPU002", message))
+            findings.append(engine_finding(path, "NPU002", message))
             return FileResult(path, "failed", message, sorted(findings + unused_noqa, key=Finding.sort_key))
     else:
-        findings.append(_engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"))
+        findings.append(engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"))
         rounds_applied = 0  # the last reports are not of the final code: keep every finding
 
     orphans: list[Finding] = []
@@ -373,12 +367,12 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
             "final lone carriage return); file left unchanged, migrate the findings by hand"
         )
         kept = [dataclasses.replace(f, applied=False) for f in findings]
-        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU001", message, *lost)])
+        return FileResult(path, "failed", message, [*kept, engine_finding(path, "NPU001", message, *lost)])
     problem = _output_problem(source, new_source)
     if problem is not None:
         message = f"migrated file {problem}; file left unchanged"
         kept = [dataclasses.replace(f, applied=False) for f in findings]
-        return FileResult(path, "failed", message, [*kept, _engine_finding(path, "NPU002", message)])
+        return FileResult(path, "failed", message, [*kept, engine_finding(path, "NPU002", message)])
     return FileResult(path, "changed", findings=findings, new_source=new_source, companions=sorted(companions))
 
 

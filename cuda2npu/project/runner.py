@@ -19,6 +19,7 @@ from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
 from cuda2npu.core.fileio import io_error
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import scan_imports
+from cuda2npu.filekinds.unparsed import skipped
 from cuda2npu.project.cache import Cache
 
 PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
@@ -72,7 +73,11 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
 
         return process_notebook(data, display, options, _pattern(options))
     if not _pattern(options).search(data):
-        return FileResult(display, "skipped", PREFILTER_REASON)
+        return (
+            skipped(data, display, PREFILTER_REASON)
+            if path.suffix in (".py", ".pyi")
+            else FileResult(display, "skipped", PREFILTER_REASON)
+        )
     from cuda2npu.filekinds.python import migrate_source  # libcst and the rules: on a cache miss only
 
     return migrate_source(data, display, options)
