@@ -449,14 +449,18 @@ def _innermost_definition(text: str, line: int) -> tuple[int, int] | None:
 def _place_matches(place: str, edit: Edit) -> bool:
     """The place names the edit: a line within ``NEAR`` of it, a span holding it, or a line of the
     same innermost function (the function to read: an optimizer built a few lines below its groups)."""
-    match = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", place or "")
-    if match is None or match.group(1) != edit.path:
+    path, _, spans = (place or "").rpartition(":")
+    if path != edit.path or not re.fullmatch(r"\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*", spans):
         return False
-    first, last = int(match.group(2)), int(match.group(3) or match.group(2))
-    if first - NEAR <= edit.line <= last + NEAR:
-        return True
     function = _innermost_definition(edit.text, edit.line)
-    return first == last and function is not None and function == _innermost_definition(edit.text, first)
+    for span in spans.split(", "):  # an entry's place: its function, the functions and names it reads
+        first, _, last = span.partition("-")
+        first, last = int(first), int(last or first)
+        if first - NEAR <= edit.line <= last + NEAR:
+            return True
+        if first == last and function is not None and function == _innermost_definition(edit.text, first):
+            return True
+    return False
 
 
 @dataclass
@@ -516,7 +520,7 @@ def _validate_place(result: dict) -> str:
     if "tensors" in result:  # an entry: the place it says to look at first, else the error's line
         if result.get("where"):
             return result["where"]
-        match = re.search(r"\(at ([^()]+:\d+(?:-\d+)?)\)", " ".join(result.get("problems", [])))
+        match = re.search(r"\(at ([^()]+:\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)\)", " ".join(result.get("problems", [])))
         return match.group(1) if match else "n/a"
     return ""
 

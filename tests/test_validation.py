@@ -364,3 +364,42 @@ def test_the_smoke_test_runs_the_migrated_tree_alone_on_the_npu_host(mlp, tmp_pa
     )
     failed = smoke(nan, "model:build")
     assert failed.status == "failed" and "outputs [0] are not finite" in failed.problem
+
+
+DEVICE_ENTRY = """import torch
+from torch import nn
+
+DEVICE = "cuda"
+
+
+def _inputs():
+    return (torch.randn(3, 4).to(DEVICE),)
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Linear(4, 2).to(DEVICE), _inputs()
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "status", "lines"),
+    [
+        # migrated lines (`import torch_npu` added at line 2): DEVICE, _inputs, build
+        ('DEVICE = "npu"', 'DEVICE = "cpu"', "mismatch", "5, 8-9, 12-14"),
+        ("torch.randn(3, 4).to(DEVICE)", "torch.randn(3, 4)", "error", "5, 8-9, 12-14"),
+    ],
+    ids=["device-name", "input-helper"],
+)
+def test_an_entry_device_problem_points_at_the_lines_that_decide_the_devices(tmp_path, old, new, status, lines):
+    """The entry's function, the same module's functions it calls and the module-level names it
+    reads: where a device left on the CPU is decided, although the error surfaces elsewhere."""
+    original = tmp_path / "original"
+    original.mkdir()
+    (original / "model.py").write_text(DEVICE_ENTRY)
+    assert cuda2npu("migrate", original, "--out", tmp_path / "migrated").returncode == 0
+    broken = _break(tmp_path / "migrated", tmp_path, old, new)
+    result = validate(original, broken, "model:build")
+    assert result.status == status
+    where = result.where if status == "mismatch" else " ".join(result.problems)
+    assert f"model.py:{lines}" in where, where

@@ -26,6 +26,7 @@ innermost frame of the tree's own code.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import os
@@ -83,6 +84,60 @@ class Places:
             if path is not None:
                 self._classes[cls] = f"{path}:{first}-{first + len(lines) - 1}"
         return self._classes[cls]
+
+    def entry(self, function) -> str | None:
+        """``path:spans`` of where an entry decides its model's and inputs' devices: the function,
+        the same module's functions it calls and the module-level names it reads
+        (``nanogpt_entry.py:7, 11-22`` for ``device = "npu"`` at line 7 read by ``build``)."""
+        own = self.definition(function)
+        if own is None:
+            return None
+        path, _, span = own.partition(":")
+        module = sys.modules.get(function.__module__)
+        spans = {_span_start(span): span}
+        for name in _global_names(function.__code__):
+            value = getattr(module, name, None)
+            if inspect.isfunction(value) and value is not function and value.__module__ == function.__module__:
+                place = self.definition(value)
+                if place is not None:
+                    spans[_span_start(place.partition(":")[2])] = place.partition(":")[2]
+            elif isinstance(value, (str, int, float, tuple, torch.device, torch.dtype)):
+                line = _assignment_line(module, name)
+                if line is not None:
+                    spans.setdefault(line, str(line))
+        return f"{path}:{', '.join(spans[start] for start in sorted(spans))}"
+
+
+def _span_start(span: str) -> int:
+    return int(span.partition("-")[0])
+
+
+def _global_names(code) -> set[str]:
+    """The global names a function and the functions defined in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def _assignment_line(module, name: str) -> int | None:
+    """The line of the last module-level ``name = ...`` (or annotated assignment) of ``module``."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    lines = [
+        statement.lineno
+        for statement in tree.body
+        if isinstance(statement, (ast.Assign, ast.AnnAssign))
+        and any(
+            isinstance(target, ast.Name) and target.id == name
+            for node in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
+            for target in ast.walk(node)
+        )
+    ]
+    return lines[-1] if lines else None
 
 
 def _lines(frame) -> str:

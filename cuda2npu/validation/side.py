@@ -194,13 +194,13 @@ def run_side(spec: dict) -> dict:
             outputs = _tensors(_call(model, inputs))
     except RuntimeError as exc:
         if "same device" in str(exc):  # the entry put the model or its inputs there: look at it first
-            exc.cuda2npu_place = places.definition(getattr(module, function_name))
+            exc.cuda2npu_place = places.entry(getattr(module, function_name))
         raise
     record["outputs"] = [_cpu(o) for o in outputs]
     record["module_outputs"] = forward.calls
     _projection(outputs).backward()
     record["grads"] = {n: _cpu(p.grad) for n, p in model.named_parameters() if p.grad is not None}
-    record["places"] = {**model_places(model, places), "device": places.definition(getattr(module, function_name))}
+    record["places"] = {**model_places(model, places), "device": places.entry(getattr(module, function_name))}
     if factory is not None:
         built: list = []
         stop = capture_optimizers(lambda optimizer: built.append(optimizer_record(optimizer, places.caller())))
