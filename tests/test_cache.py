@@ -133,3 +133,24 @@ def test_migrate_out_writes_no_cache_into_the_source(tmp_path):
     assert result.returncode == 0, result.stderr
     assert not (root / CACHE_DIR_NAME).exists()
     assert b".npu()" in (tmp_path / "out" / "m0.py").read_bytes()
+
+
+def test_a_change_of_the_project_facts_is_not_answered_from_the_cache(tmp_path):
+    """The key hashes the file's effective options, project facts included: a setup.py that starts
+    declaring a CUDAExtension changes what `check` finds in a file that did not change."""
+    root = project(tmp_path)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "use.py").write_text("import torch\nimport mykernels\n")
+    args = ("check", "--output-format", "json", "--select", "NPU606", "pkg/use.py")
+    before = cuda2npu(*args, cwd=root)
+    assert before.returncode == 0 and len(entries(root)) == 1, before.stderr
+    (root / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        'setup(ext_modules=[CUDAExtension("mykernels", ["k.cu"])])\n'
+    )
+    after = cuda2npu(*args, cwd=root)
+    assert after.returncode == 1, after.stderr
+    assert [(d["path"], d["line"], d["code"]) for d in json.loads(after.stdout)["diagnostics"]] == [
+        ("pkg/use.py", 2, "NPU606")
+    ]
+    assert len(entries(root)) == 2

@@ -206,12 +206,48 @@ def test_unmarked_findings_are_listed_with_their_place(tmp_path):
     assert "not marked in the code (file not written, or markers off): pkg/util.py:2:1 NPU606" in result.stderr
 
 
+def _hook_entry(hook_id: str) -> list[str]:
+    """The arguments of a hook's entry in .pre-commit-hooks.yaml, after `cuda2npu`."""
+    hooks = (REPO / ".pre-commit-hooks.yaml").read_text()
+    entry = re.search(rf"- id: {hook_id}\n(?:  .*\n)*?  entry: cuda2npu (.*)\n", hooks).group(1)
+    return entry.split()
+
+
 def test_pre_commit_migrate_hook_names_the_files(tmp_path):
     _project(tmp_path)
     # the entry of the cuda2npu-migrate hook (.pre-commit-hooks.yaml), with the staged files pre-commit passes
-    result = run("migrate", "--allow-dirty", "--exit-non-zero-on-fix", "--force-exclude", "pkg/train.py", cwd=tmp_path)
+    entry = _hook_entry("cuda2npu-migrate")
+    assert entry == ["migrate", "--allow-dirty", "--exit-non-zero-on-fix", "--exit-non-zero-on-open", "--force-exclude"]
+    result = run(*entry, "pkg/train.py", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("Migrated: pkg/train.py\n")
+
+
+# issue 33, 4: the migrate hook is `ruff check --fix`: it fails while a finding needs a human
+
+
+def test_exit_non_zero_on_open_while_a_manual_item_is_left(tmp_path):
+    (tmp_path / "manual.py").write_text("import torch\nimport triton\n\nx = torch.ones(1).cuda()\n")
+    (tmp_path / "clean.py").write_text("import torch\n\nx = torch.ones(1)\n")
+    (tmp_path / "advice.py").write_text("import torch\n\nmodel = torch.compile(torch.nn.Linear(2, 2))\n")
+    hook = _hook_entry("cuda2npu-migrate")
+    first = run(*hook, "manual.py", cwd=tmp_path)
+    assert first.returncode == 1 and "need a human: 1 finding (NPU606 ×1)" in first.stderr, first.stderr
+    assert "# TODO(cuda2npu): NPU606" in (tmp_path / "manual.py").read_text()
+    second = run(*hook, "manual.py", cwd=tmp_path)  # nothing to change: the marker is there already
+    assert second.returncode == 1 and "0 changed" in second.stderr and "need a human: 1 finding" in second.stderr
+    assert "TODO(cuda2npu) markers (1): manual.py:3" in second.stderr
+    without = run("migrate", "--allow-dirty", "--exit-non-zero-on-fix", "manual.py", cwd=tmp_path)
+    assert without.returncode == 0  # the old hook let the second commit through
+    check_only = run("migrate", "--check", "--exit-non-zero-on-open", "manual.py", cwd=tmp_path)
+    assert check_only.returncode == 1 and "Would migrate" not in check_only.stdout
+    for name in ("clean.py", "advice.py"):  # nothing left, or only advisories: passes
+        result = run(*hook, name, cwd=tmp_path)
+        assert result.returncode == 0, name + result.stderr
+    assert "advisories, reported only" in run(*hook, "advice.py", cwd=tmp_path).stderr
+    source = (tmp_path / "manual.py").read_text()  # suppressed by the person who looked at it
+    (tmp_path / "manual.py").write_text(source.replace("import triton\n", "import triton  # noqa: NPU606\n"))
+    assert run(*hook, "manual.py", cwd=tmp_path).returncode == 0
 
 
 # 8. colour on a terminal, never in a pipe unless forced; NO_COLOR; wrapping; progress
@@ -280,9 +316,10 @@ def test_check_defaults_to_the_current_directory_quiet_and_statistics(tmp_path):
     assert default.returncode == 1 and "a.py:3:19: NPU101" in default.stdout
     quiet = run("check", "-q", cwd=tmp_path)
     assert quiet.returncode == 1 and "Found" not in quiet.stdout and "NPU101" in quiet.stdout
-    stats = run("check", "--statistics", cwd=tmp_path)
+    stats = run("check", "--statistics", "--extend-select", "NPU8", cwd=tmp_path)  # advisories: opt-in
     assert stats.returncode == 1
     assert stats.stdout.splitlines() == ["2\tNPU101\t[*] cuda-method-call", "1\tNPU805\t    cudnn-benchmark"]
+    assert run("check", "--statistics", cwd=tmp_path).stdout.splitlines() == ["2\tNPU101\t[*] cuda-method-call"]
     data = json.loads(run("check", "--statistics", "--format", "json", cwd=tmp_path).stdout)
     assert data[0] == {"code": "NPU101", "name": "cuda-method-call", "count": 2, "fixable": True}
     (tmp_path / "a.py").write_text("x = 1\n")

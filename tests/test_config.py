@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_helpers import cuda2npu
 from click.testing import CliRunner
 
 from cuda2npu.commands.cli import main
@@ -190,3 +192,140 @@ def test_the_documented_example_configuration_is_valid(tmp_path):
     config = load_config([tmp_path])
     assert config.per_file_ignores == (("tests/*", ("NPU101",)), ("conftest.py", ("NPU1",)))
     assert config.validate_entries == ("model:build",) and config.target_torch_npu == "2.1.0.post17"
+
+
+# --- one configuration per file, project facts from the project root (issue 33, items 1 and 2) ---------
+
+SETUP = (
+    "from setuptools import setup\n"
+    "from torch.utils.cpp_extension import CUDAExtension\n"
+    'setup(ext_modules=[CUDAExtension("mykernels", ["k.cu"])])\n'
+)
+
+
+def found_606(result, cwd: Path) -> set[tuple[Path, int]]:
+    """The NPU606 findings of a json run, by real path (comparable across working directories)."""
+    assert result.returncode in (0, 1), result.stderr
+    diagnostics = json.loads(result.stdout)["diagnostics"]
+    return {((cwd / d["path"]).resolve(), d["line"]) for d in diagnostics if d["code"] == "NPU606"}
+
+
+@pytest.mark.parametrize("root_kind", ["config", "git", "setup.py"])
+def test_project_facts_come_from_the_project_root_whatever_paths_are_given(tmp_path, root_kind):
+    """pre-commit passes the staged files, CI checks `.`: a CUDAExtension that setup.py declares and a
+    loose module shadowing a CUDA-only package are the same facts for both, from any working directory."""
+    project = tmp_path / "proj"
+    write(project / "setup.py", SETUP)
+    write(project / "pkg" / "__init__.py", "")
+    write(project / "pkg" / "use.py", "import torch\nimport mykernels\nimport xformers\n")
+    write(project / "scripts" / "xformers.py", "def memory_efficient_attention(q, k, v):\n    return q\n")
+    write(project / "scripts" / "run.py", "import torch\nimport xformers\nimport mykernels\n")
+    if root_kind == "config":
+        write(project / "pyproject.toml", "[tool.cuda2npu]\n")
+    elif root_kind == "git":  # no setup.py at the top: only git says where the root is
+        (project / "setup.py").unlink()
+        write(project / "csrc" / "setup.py", SETUP)
+        subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    args = ("check", "--output-format", "json", "--exit-zero", "--select", "NPU606")
+    use, run_py = (project / "pkg" / "use.py").resolve(), (project / "scripts" / "run.py").resolve()
+    expected = {(use, 2), (use, 3), (run_py, 3)}  # scripts/xformers.py shadows xformers for scripts/ only
+    assert found_606(cuda2npu(*args, ".", cwd=project), project) == expected
+    assert found_606(cuda2npu(*args, "pkg/use.py", "scripts/run.py", cwd=project), project) == expected
+    assert found_606(cuda2npu(*args, "proj/pkg/use.py", "proj/scripts/run.py", cwd=tmp_path), tmp_path) == expected
+    assert found_606(cuda2npu(*args, "use.py", cwd=project / "pkg"), project / "pkg") == {(use, 2), (use, 3)}
+    assert found_606(cuda2npu(*args, "run.py", cwd=project / "scripts"), project / "scripts") == {(run_py, 3)}
+
+
+def nested_project(tmp_path: Path, sub_config: str = 'ignore = ["NPU101"]\n') -> Path:
+    """The root ignores NPU103 and excludes legacy/; sub/ has a configuration of its own."""
+    write(tmp_path / "pyproject.toml", '[tool.cuda2npu]\nignore = ["NPU103"]\nexclude = ["legacy"]\n')
+    write(tmp_path / "sub" / "pyproject.toml", f"[tool.cuda2npu]\n{sub_config}")
+    for name in ("m.py", "sub/m.py", "legacy/old.py", "sub/legacy/old.py"):
+        write(tmp_path / name, CUDA)
+    return tmp_path
+
+
+def findings_by_file(result) -> dict[str, list[str]]:
+    assert result.returncode in (0, 1), result.stderr
+    by_file: dict[str, list[str]] = {}
+    for d in json.loads(result.stdout)["diagnostics"]:
+        by_file.setdefault(d["path"], []).append(d["code"])
+    return by_file
+
+
+def test_each_file_uses_its_nearest_configuration_whatever_paths_are_given(tmp_path):
+    """ruff's model: a file's settings come from the nearest configuration above it, not merged with
+    the ones above; `check sub/m.py`, `check sub/m.py m.py`, `check .` and pre-commit agree."""
+    project = nested_project(tmp_path)
+    json_check = ("check", "--output-format", "json")
+    alone = findings_by_file(cuda2npu(*json_check, "sub/m.py", cwd=project))
+    with_root_file = findings_by_file(cuda2npu(*json_check, "sub/m.py", "m.py", cwd=project))
+    whole_run = cuda2npu(*json_check, ".", cwd=project)
+    everything = findings_by_file(whole_run)
+    assert alone == {"sub/m.py": ["NPU103"]}
+    assert with_root_file == {"sub/m.py": ["NPU103"], "m.py": ["NPU101"]}
+    # the root's exclude does not reach sub/, whose configuration has none
+    assert everything == {"m.py": ["NPU101"], "sub/m.py": ["NPU103"], "sub/legacy/old.py": ["NPU103"]}
+    assert findings_by_file(cuda2npu(*json_check, "m.py", cwd=project / "sub")) == {"m.py": ["NPU103"]}
+    # the command line overrides every configuration
+    assert findings_by_file(cuda2npu(*json_check, ".", "--ignore", "NPU103", cwd=project)) == {"m.py": ["NPU101"]}
+
+    shown = cuda2npu("check", "--show-settings", "sub/m.py", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[:2] == [
+        "Resolved settings for: sub/m.py",
+        f"Settings path: {(project / 'sub' / 'pyproject.toml').resolve()}",
+    ]
+    assert 'ignore = ["NPU101"]' in lines and "exclude = []" in lines
+    root_settings = cuda2npu("migrate", "--show-settings", "m.py", "--precision", "fp16", cwd=project).stdout
+    assert f"Settings path: {(project / 'pyproject.toml').resolve()}" in root_settings
+    assert 'ignore = ["NPU103"]' in root_settings and 'precision = "fp16"' in root_settings
+
+    listed = cuda2npu("check", "--show-files", cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        "m.py",
+        "pyproject.toml",
+        "sub/legacy/old.py",
+        "sub/m.py",
+        "sub/pyproject.toml",
+    ]
+    assert cuda2npu("migrate", "--show-files", "sub", cwd=project).stdout.splitlines() == [
+        "sub/legacy/old.py",
+        "sub/m.py",
+        "sub/pyproject.toml",
+    ]
+    # what check reads: the Python files it scans are the ones listed (legacy/old.py is excluded)
+    scanned = json.loads(whole_run.stdout)["summary"]["files_scanned"]
+    assert scanned == len([name for name in listed.stdout.split() if name.endswith(".py")]) == 3
+
+
+def test_extend_inherits_a_configuration_and_anchors_its_globs_where_they_are_set(tmp_path):
+    project = nested_project(tmp_path, 'extend = "../pyproject.toml"\nignore = ["NPU101"]\nprecision = "keep"\n')
+    write(project / "sub" / "gen" / "x_pb2.py", CUDA)
+    write(project / "pyproject.toml", '[tool.cuda2npu]\nignore = ["NPU103"]\nexclude = ["legacy", "sub/gen"]\n')
+    everything = findings_by_file(cuda2npu("check", "--output-format", "json", ".", cwd=project))
+    assert everything == {"m.py": ["NPU101"]}  # sub/: both ignores; the root's excludes, anchored at the root
+    shown = cuda2npu("check", "--show-settings", "sub/m.py", cwd=project).stdout
+    assert f"Extends: {(project / 'pyproject.toml').resolve()}" in shown
+    assert 'ignore = ["NPU103", "NPU101"]' in shown and 'precision = "keep"' in shown
+    assert f"Project root: {project.resolve()} " in shown  # an extending configuration is part of the project
+    write(project / "sub" / "pyproject.toml", '[tool.cuda2npu]\nextend = "../pyproject.toml"\nselect = ["NPU103"]\n')
+    assert findings_by_file(cuda2npu("check", "--output-format", "json", "sub", cwd=project)) == {
+        "sub/m.py": ["NPU103"]  # a select of its own starts afresh: the inherited ignore is gone
+    }
+    write(project / "pyproject.toml", '[tool.cuda2npu]\nextend = "sub/pyproject.toml"\n')
+    cycle = cuda2npu("check", ".", cwd=project)
+    assert cycle.returncode == 2 and "extend each other" in cycle.stderr
+
+
+def test_a_config_file_named_on_the_command_line_applies_to_every_file(tmp_path):
+    project = nested_project(tmp_path / "repo")
+    config = write(tmp_path / "ci" / "cuda2npu.toml", 'ignore = ["NPU101"]\nexclude = ["legacy"]\n')
+    listed = cuda2npu("check", "--config", config, "--show-files", cwd=project).stdout.splitlines()
+    assert listed == ["m.py", "pyproject.toml", "sub/m.py", "sub/pyproject.toml"]  # legacy/ below the root too
+    found = findings_by_file(
+        cuda2npu("check", "--output-format", "json", "--config", config, "sub/m.py", "m.py", cwd=project)
+    )
+    assert found == {"m.py": ["NPU103"], "sub/m.py": ["NPU103"]}

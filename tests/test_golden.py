@@ -28,7 +28,8 @@ def _cases() -> list[tuple[str, Path, Options]]:
         cases.append((path.stem, path, options_from(path.read_text(encoding="utf-8"))))
     for table in sorted(ROOT.rglob("variants.toml")):
         for name, variant in tomllib.loads(table.read_text(encoding="utf-8")).items():
-            cases.append((name, table.parent / variant["input"], Options(**variant["options"])))
+            options = {key: tuple(v) if isinstance(v, list) else v for key, v in variant["options"].items()}
+            cases.append((name, table.parent / variant["input"], Options(**options)))  # TOML lists: Options' tuples
     return cases
 
 

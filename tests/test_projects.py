@@ -87,8 +87,9 @@ def test_second_migrate_changes_nothing(migrated):
 def test_ddp_project_is_clean_after_migration(tmp_path):
     out = tmp_path / "out"
     assert cuda2npu("migrate", PROJECTS / "ddp_train", "--out", out).returncode == 0
-    result = cuda2npu("check", out, "--ignore", "NPU8")
+    result = cuda2npu("check", out)  # the advisories are opt-in: no --ignore NPU8 needed (issue 33)
     assert result.returncode == 0, result.stdout
     assert "All checks passed!" in result.stdout
-    advice = cuda2npu("check", out, "--format", "json", "--exit-zero")
+    advice = cuda2npu("check", out, "--format", "json", "--exit-zero", "--extend-select", "NPU8")
     assert {d["code"] for d in json.loads(advice.stdout)["diagnostics"]} <= {f"NPU80{i}" for i in range(1, 7)}
+    assert cuda2npu("check", out, "--select", "NPU8").returncode == 1  # NPU805: cudnn.benchmark

@@ -6,7 +6,7 @@ Also ``--add-noqa`` (write ``# noqa`` directives for the current findings) and `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.core.diagnostics import FileResult, Summary
@@ -14,10 +14,9 @@ from cuda2npu.core.options import Options
 from cuda2npu.output import baseline as baselines
 from cuda2npu.output import style
 from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, statistics
-from cuda2npu.project.discovery import FileSelection
-from cuda2npu.project.facts import with_project_facts
 from cuda2npu.project.project_files import finish_run
 from cuda2npu.project.runner import default_jobs, run
+from cuda2npu.project.settings import RunSettings
 from cuda2npu.project.workset import collect_results, display_name
 
 EXIT_USAGE = 2
@@ -26,12 +25,12 @@ EXIT_USAGE = 2
 @dataclass
 class CheckRequest:
     paths: list[Path]
-    options: Options
+    options: Options  # the run's (its common directory's): each file's come from settings
+    settings: RunSettings  # each file's configuration, options and project facts
     output_format: str = "text"
     exit_zero: bool = False
     output_file: Path | None = None
     jobs: int | None = None
-    files: FileSelection = field(default_factory=FileSelection)
     add_noqa: bool = False
     baseline: Path | None = None
     write_baseline: bool = False
@@ -62,9 +61,9 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
     """Run the rules over the selected files: (results, summary, display name -> path)."""
     from cuda2npu.filekinds import depfiles
 
-    found = request.files.discover(request.paths)
+    found = request.settings.discover(request.paths)
     style.warn_if_empty(found.files)
-    options = with_project_facts(request.options, found.files)
+    options = request.settings.options_for  # each file's nearest configuration, its project's facts
     names = {path: display_name(path) for path in found.files}
     sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]
     summary = Summary()

@@ -24,8 +24,7 @@ from cuda2npu import __version__
 from cuda2npu.commands.crash import internal_error
 from cuda2npu.core.catalogue import all_rules, matching, no_match
 from cuda2npu.core.config import ConfigError
-from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.options import STRATEGY_CHOICES, Options
+from cuda2npu.core.options import STRATEGY_CHOICES, default_select
 from cuda2npu.output import style
 
 EXIT_USAGE = 2
@@ -41,36 +40,56 @@ def _codes(values: tuple[str, ...], option: str) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
-def _options(
-    select, ignore, strategies: dict, max_tier="review", markers=True, fix=True, settings=None, review_markers=True
-) -> Options:
-    """Options from the command line over the configuration file (``settings``, see with_selection)."""
-    config = settings.config if settings is not None else None
-    chosen = _codes(select, "--select") or (config.select if config is not None and config.select else ("NPU",))
-    extend = (config.extend_select if config is not None else ()) + (
-        _codes(settings.extend_select, "--extend-select") if settings else ()
-    )
-    return Options(
-        select=tuple(dict.fromkeys(chosen + extend)),
-        ignore=(config.ignore if config is not None else ()) + _codes(ignore, "--ignore"),
-        max_tier=Tier.parse(max_tier),
-        markers=markers,
-        review_markers=review_markers,
+def _run_settings(
+    paths, select, ignore, strategies: dict, settings, fix: bool, default_select=("NPU",), project_root=None, **values
+):
+    """Each file's configuration and options (cuda2npu/project/settings.py): the command line
+    (``strategies`` and ``values``, the command's own: field -> (value, given on the command line);
+    ``settings``, see with_selection) over the nearest configuration file of each file;
+    ``default_select``: the selection when neither gives one (check's leaves the NPU8 advisories out);
+    ``project_root``: where the project facts come from, when the command says (migrate --out)."""
+    from cuda2npu.project.settings import CommandLine, RunSettings
+
+    command_line = CommandLine(
+        select=_codes(select, "--select"),
+        ignore=_codes(ignore, "--ignore"),
+        extend_select=_codes(settings.extend_select, "--extend-select"),
+        values=tuple((name, value, given) for name, (value, given) in {**strategies, **values}.items()),
+        config_file=settings.config_file,
+        isolated=settings.isolated,
+        force_exclude=settings.force_exclude,
         fix=fix,
-        per_file_ignores=config.anchored_per_file_ignores() if config is not None else (),
-        **strategies,
+        default_select=default_select,
+        project_root=project_root,
     )
+    return RunSettings(paths, command_line)
+
+
+def _show(settings, run_settings) -> None:
+    """``--show-settings`` / ``--show-files``: print them and exit 0, as ruff does."""
+    if not (settings.show_settings or settings.show_files):
+        return
+    if settings.show_settings and settings.show_files:
+        raise click.UsageError("--show-settings and --show-files cannot be combined")
+    if settings.show_files:
+        from cuda2npu.project.workset import display_name
+
+        for path in run_settings.discover().files:
+            style.echo(display_name(path))
+        sys.exit(0)
+    first = next((path for path in run_settings.paths if not path.is_dir()), None)
+    if first is None:  # directories only: the first file check would read there
+        first = next(iter(run_settings.discover().files), None)
+    if first is None:
+        raise click.UsageError("--show-settings: no file under the given paths")
+    style.echo(run_settings.describe(first))
+    sys.exit(0)
 
 
 def _given(name: str) -> bool:
     """Whether a parameter of the current command was set on the command line (not a default)."""
     source = click.get_current_context().get_parameter_source(name)
     return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-
-
-def _setting(name: str, value, configured):
-    """The command-line value when given, else the configuration's, else the option default."""
-    return value if configured is None or _given(name) else configured
 
 
 class _Group(click.Group):
@@ -124,7 +143,11 @@ def _interrupt(signum, frame) -> None:
 
 
 selection = [
-    click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. NPU1,NPU201)."),
+    click.option(
+        "--select",
+        multiple=True,
+        help="Rule codes or prefixes to enable (e.g. NPU1,NPU201; ALL). `check` leaves the NPU8 advisories out unless selected.",
+    ),
     click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
     click.option(
         "--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."
@@ -177,7 +200,7 @@ selection = [
     click.option(
         "--extend-select",
         multiple=True,
-        help="Rule codes or prefixes to enable on top of the selection (opt-in rules need their full code).",
+        help="Rule codes or prefixes to enable on top of the selection (NPU8: the advisories; opt-in rules such as NPU005 need their full code).",
     ),
     click.option(
         "--config",
@@ -186,6 +209,12 @@ selection = [
         help="Use this configuration file instead of the nearest pyproject.toml / cuda2npu.toml.",
     ),
     click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
+    click.option(
+        "--show-settings",
+        is_flag=True,
+        help="Print the settings used for the first file of PATHS (its configuration file, options and project facts) and exit.",
+    ),
+    click.option("--show-files", is_flag=True, help="Print the files that would be read, one per line, and exit."),
     click.option(
         "--force-exclude",
         is_flag=True,
@@ -211,15 +240,24 @@ def _disable_cache(value: bool) -> None:
 
 
 class Settings:
-    """What with_selection hands to a command besides the strategies: the configuration and
-    the options that are combined with it."""
+    """What with_selection hands to a command besides the strategies: how each file's configuration
+    is found and the options combined with it (_run_settings)."""
 
-    def __init__(self, config, extend_select: tuple[str, ...], force_exclude: bool) -> None:
-        from cuda2npu.project.discovery import FileSelection
-
-        self.config = config
+    def __init__(
+        self,
+        extend_select: tuple[str, ...],
+        config_file: Path | None,
+        isolated: bool,
+        force_exclude: bool,
+        show_settings: bool = False,
+        show_files: bool = False,
+    ) -> None:
         self.extend_select = extend_select
-        self.files = FileSelection.from_config(config, force_exclude)
+        self.config_file = config_file
+        self.isolated = isolated
+        self.force_exclude = force_exclude
+        self.show_settings = show_settings
+        self.show_files = show_files
 
 
 def with_selection(func):
@@ -239,22 +277,21 @@ def with_selection(func):
         config_file,
         isolated,
         force_exclude,
+        show_settings,
+        show_files,
         **kwargs,
     ):
-        from cuda2npu.core.config import load_config
-
-        config = load_config(list(kwargs.get("paths", ())), config_file, isolated)
-        portable = _setting("portable", portable, config.portable)
-        strategies = {  # portable output keeps the program's dtypes unless a precision policy is asked for
-            "precision": _setting("precision", precision, config.precision or ("keep" if portable else None)),
-            "apex": _setting("apex_strategy", apex_strategy, config.apex),
-            "colossalai": _setting("colossalai_strategy", colossalai_strategy, config.colossalai),
-            "fuse_sdpa": _setting("fuse_sdpa", fuse_sdpa, config.fuse_sdpa),
-            "target_torch_npu": _setting("target_torch_npu", target_torch_npu, config.target_torch_npu),
-            "portable": portable,
-            "target_torch": _setting("target_torch", target_torch, config.target_torch),
+        strategies = {  # field -> (value, given on the command line): each file's configuration fills in the rest
+            "precision": (precision, _given("precision")),
+            "apex": (apex_strategy, _given("apex_strategy")),
+            "colossalai": (colossalai_strategy, _given("colossalai_strategy")),
+            "fuse_sdpa": (fuse_sdpa, _given("fuse_sdpa")),
+            "target_torch_npu": (target_torch_npu, _given("target_torch_npu")),
+            "portable": (portable, _given("portable")),
+            "target_torch": (target_torch, _given("target_torch")),
         }
-        return func(*args, strategies=strategies, settings=Settings(config, extend_select, force_exclude), **kwargs)
+        settings = Settings(extend_select, config_file, isolated, force_exclude, show_settings, show_files)
+        return func(*args, strategies=strategies, settings=settings, **kwargs)
 
     for option in reversed(selection):
         wrapper = option(wrapper)
@@ -301,6 +338,12 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
     is_flag=True,
     help="Exit 1 when files were changed (the pre-commit hook: the commit is stopped for review).",
 )
+@click.option(
+    "--exit-non-zero-on-open",
+    is_flag=True,
+    help="Exit 1 while findings that need a human (manual and review items, not advisories) are left in "
+    "the files, on every run, not only the one that adds their markers (the pre-commit hook).",
+)
 @with_selection
 def migrate(
     paths,
@@ -314,6 +357,7 @@ def migrate(
     allow_dirty,
     quiet,
     exit_non_zero_on_fix,
+    exit_non_zero_on_open,
     select,
     ignore,
     jobs,
@@ -323,17 +367,25 @@ def migrate(
     """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
     from cuda2npu.commands.migrate import MigrateRequest, run_migrate
 
-    config = settings.config
-    max_tier = _setting("max_tier", max_tier, config.max_tier)
-    markers = _setting("no_markers", not no_markers, config.markers)
-    review_markers = _setting("no_review_markers", not no_review_markers, config.review_markers)
+    run_settings = _run_settings(
+        list(paths),
+        select,
+        ignore,
+        strategies,
+        settings,
+        fix=True,
+        project_root=paths[0] if out_dir is not None else None,
+        max_tier=(max_tier, _given("max_tier")),
+        markers=(not no_markers, _given("no_markers")),
+        review_markers=(not no_review_markers, _given("no_review_markers")),
+    )
+    _show(settings, run_settings)
     request = MigrateRequest(
         paths=list(paths),
-        options=_options(
-            select, ignore, strategies, max_tier, markers=markers, settings=settings, review_markers=review_markers
-        ),
-        files=settings.files,
+        options=run_settings.primary_options(),
+        settings=run_settings,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
+        exit_non_zero_on_open=exit_non_zero_on_open,
         out_dir=out_dir,
         diff=diff,
         check_only=check_only,
@@ -411,16 +463,25 @@ def check(
         raise click.UsageError("--write-baseline needs --baseline FILE")
     if add_noqa and (baseline_file is not None or output_file is not None):
         raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
+    run_settings = _run_settings(
+        list(paths) or [Path(".")],
+        select,
+        ignore,
+        strategies,
+        settings,
+        fix=False,
+        default_select=default_select(),
+        max_tier=("review", False),
+    )
+    _show(settings, run_settings)
     request = CheckRequest(
-        paths=list(paths) or [Path(".")],
-        options=_options(
-            select, ignore, strategies, settings.config.max_tier or "review", fix=False, settings=settings
-        ),
+        paths=run_settings.paths,
+        options=run_settings.primary_options(),
+        settings=run_settings,
         output_format=output_format,
         exit_zero=exit_zero,
         output_file=output_file,
         jobs=jobs,
-        files=settings.files,
         add_noqa=add_noqa,
         baseline=baseline_file,
         write_baseline=write_baseline,

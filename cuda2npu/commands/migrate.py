@@ -8,7 +8,7 @@ import re
 import shlex
 import shutil
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cuda2npu.core.decoding import decode
@@ -22,10 +22,9 @@ from cuda2npu.output import style
 from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
-from cuda2npu.project.discovery import FileSelection
-from cuda2npu.project.facts import with_project_facts
 from cuda2npu.project.project_files import finish_run
 from cuda2npu.project.runner import default_jobs, run
+from cuda2npu.project.settings import RunSettings
 from cuda2npu.project.workset import collect_results, display_name
 
 EXIT_USAGE = 2
@@ -36,7 +35,8 @@ DEFAULT_REPORT_NAME = "cuda2npu_report.json"
 @dataclass
 class MigrateRequest:
     paths: list[Path]
-    options: Options
+    options: Options  # the run's (its common directory's; the report's): each file's come from settings
+    settings: RunSettings  # each file's configuration, options and project facts
     out_dir: Path | None = None
     diff: bool = False
     check_only: bool = False
@@ -44,8 +44,12 @@ class MigrateRequest:
     allow_dirty: bool = False
     quiet: bool = False
     jobs: int | None = None
-    files: FileSelection = field(default_factory=FileSelection)  # configured excludes (config.py)
     exit_non_zero_on_fix: bool = False  # pre-commit: exit 1 when files were changed
+    exit_non_zero_on_open: bool = False  # pre-commit: exit 1 while findings that need a human are left
+
+
+# per-file facts, and project_imports (real paths of this machine: facts, not choices)
+UNREPORTED_OPTIONS = ("in_package", "exports", "project_imports")
 
 
 def _fail(message: str) -> int:
@@ -359,9 +363,8 @@ def run_migrate(request: MigrateRequest) -> int:
         problem = _out_dir_problem(request)
         if problem:
             return _fail(problem)
-    found = request.files.discover(request.paths)
+    found = request.settings.discover(request.paths)
     style.warn_if_empty(found.files)
-    request.options = with_project_facts(request.options, found.files)
     root = request.paths[0] if request.out_dir is not None else None
 
     def name_of(path: Path) -> str:  # --out: relative to the project root, as in the copy
@@ -374,7 +377,7 @@ def run_migrate(request: MigrateRequest) -> int:
         # --out leaves the source tree as it is: no result cache written into it
         lambda done: run(
             sources,
-            request.options,
+            request.settings.options_for,  # each file's nearest configuration, its project's facts
             request.jobs or default_jobs(),
             cache=None if request.out_dir else "auto",
             on_done=done,
@@ -382,7 +385,7 @@ def run_migrate(request: MigrateRequest) -> int:
         summary,
         len(sources),
     )
-    results = finish_run(results, names, request.options, summary)  # dependency files, shell scripts
+    results = finish_run(results, names, request.settings.options_for, summary)  # dependency files, shell scripts
     for path, reason in found.skipped:
         skipped = FileResult(name_of(path), "skipped", reason)
         summary.add(skipped)
@@ -407,7 +410,7 @@ def run_migrate(request: MigrateRequest) -> int:
             for companion in new_files:
                 style.echo(f"Would create: {companion.path}")
         _finish(request, results, summary, wrote=False, companions=companions, by_name=by_name)
-        return 1 if changed or summary.failed else 0
+        return 1 if changed or summary.failed or _open(request, results) else 0
 
     if request.out_dir is not None:
         shutil.copytree(
@@ -430,7 +433,14 @@ def run_migrate(request: MigrateRequest) -> int:
     if request.out_dir is not None:
         _write_validation(request, results)
     _finish(request, results, summary, wrote=True, companions=companions, by_name=by_name)
-    return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) else 0
+    return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) or _open(request, results) else 0
+
+
+def _open(request: MigrateRequest, results: list[FileResult]) -> bool:
+    """--exit-non-zero-on-open: whether findings that need a human are left (the summary's "need a
+    human": manual and review items not fixed, marked or not; advisories do not count). They are
+    found again on every run, so a second run over the marked files exits 1 too."""
+    return request.exit_non_zero_on_open and bool(left_open(results)[0])
 
 
 def _refuse_dirty(changed: list[FileResult], by_name: dict[str, Path], paths: list[Path], summary: Summary):
@@ -471,7 +481,7 @@ def _finish(
     markers = marker_locations(results, by_name)
     if request.report_file is not None:
         options = {
-            **{k: v for k, v in asdict(request.options).items() if k != "in_package"},  # a per-file fact
+            **{k: v for k, v in asdict(request.options).items() if k not in UNREPORTED_OPTIONS},
             "max_tier": str(request.options.max_tier),
             "mode": "diff"
             if request.diff

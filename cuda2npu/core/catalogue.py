@@ -42,7 +42,13 @@ class RuleDoc:
     references: tuple[str, ...] = ()
     examples: tuple[Example, ...] = ()
     valid: tuple[str, ...] = ()
-    opt_in: bool = False
+    opt_in: bool = False  # enabled only by its full code in `select` (or its flag): not by a prefix or ALL
+    selected_by_default: bool = True  # False: outside `check`'s default selection, enabled by any selector (NPU8)
+
+    @property
+    def off_by_default(self) -> bool:
+        """Not enabled unless asked for: an opt-in rule or one outside the default selection."""
+        return self.opt_in or not self.selected_by_default
 
 
 def catalogue_dir() -> Path:
@@ -57,7 +63,7 @@ def _load_toml(path: Path) -> dict:
         return tomllib.load(handle)
 
 
-def _parse_rule(raw: dict, family: str, source: Path) -> RuleDoc:
+def _parse_rule(raw: dict, family: str, source: Path, selected_by_default: bool = True) -> RuleDoc:
     try:
         return RuleDoc(
             code=raw["code"],
@@ -74,6 +80,7 @@ def _parse_rule(raw: dict, family: str, source: Path) -> RuleDoc:
             ),
             valid=tuple(raw.get("valid", ())),
             opt_in=bool(raw.get("opt_in", False)),
+            selected_by_default=selected_by_default,
         )
     except KeyError as exc:
         raise ValueError(f"{source}: rule {raw.get('code', '?')} lacks key {exc}") from None
@@ -86,8 +93,9 @@ def all_rules() -> dict[str, RuleDoc]:
     for path in sorted(catalogue_dir().glob("*.toml")):
         data = _load_toml(path)
         family = data.get("family", path.stem)
+        default = bool(data.get("selected_by_default", True))  # a family's: false for the advisories
         for raw in data.get("rule", ()):
-            doc = _parse_rule(raw, family, path)
+            doc = _parse_rule(raw, family, path, default)
             if doc.code in rules:
                 raise ValueError(f"{path}: duplicate rule code {doc.code}")
             rules[doc.code] = doc
@@ -112,6 +120,9 @@ def matching(prefix: str) -> list[str]:
 def no_match(code: str) -> str:
     """Why ``code`` selects no rule, with the nearest codes or family prefixes (not the whole list)."""
     families = sorted({known[:4] for known in all_rules()})
-    close = difflib.get_close_matches(code, [*all_rules(), *families], n=3, cutoff=0.6)
+    known = [*all_rules(), *families]
+    close = difflib.get_close_matches(code, known, n=3, cutoff=0.6)
+    # a code with a character too many (NPU1011) means the code it extends first
+    close = sorted(close, key=lambda candidate: not code.upper().startswith(candidate))
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"{code!r} matches no rule code{hint} (a code such as NPU101, a prefix such as NPU1, or ALL; `cuda2npu rules` lists them)"

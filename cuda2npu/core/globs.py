@@ -8,7 +8,14 @@ from pathlib import Path
 
 
 def _relative(path: Path, base: str) -> str | None:
-    absolute = path.resolve() if path.exists() or path.is_symlink() else path.absolute()
+    return _relative_to(_absolute(path), base)
+
+
+def _absolute(path: Path) -> Path:
+    return path.resolve() if path.exists() or path.is_symlink() else path.absolute()
+
+
+def _relative_to(absolute: Path, base: str) -> str | None:
     if not base:
         return Path(os.path.relpath(absolute)).as_posix()
     try:
@@ -26,6 +33,22 @@ def path_matches(base: str, pattern: str, path: Path) -> bool:
     relative = _relative(path, base)
     if relative is None:
         return False
+    return _relative_matches(relative, pattern)
+
+
+def matches_any(anchored: tuple[tuple[str, str], ...], path: Path) -> bool:
+    """Whether ``path`` matches one of the ``(base directory, glob)`` pairs (the path resolved once)."""
+    if not anchored:
+        return False
+    absolute = _absolute(path)
+    for base, pattern in anchored:
+        relative = _relative_to(absolute, base)
+        if relative is not None and _relative_matches(relative, pattern):
+            return True
+    return False
+
+
+def _relative_matches(relative: str, pattern: str) -> bool:
     pattern = pattern.strip().removeprefix("./").rstrip("/")
     parts = relative.split("/")
     if "/" not in pattern:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,6 +16,40 @@ STRATEGY_CHOICES = {
 }
 
 OPT_IN_FLAGS = {"fuse_sdpa": "NPU406"}
+
+
+@functools.lru_cache(maxsize=1)
+def default_select() -> tuple[str, ...]:
+    """``check``'s selection when neither ``--select`` nor ``select`` gives one, like ruff's default
+    rule set: the prefix of every family whose rules are all selected by default (NPU0 ... NPU7),
+    not the advisories (NPU8, ``selected_by_default = false`` in rules/advisories.toml), which
+    ``--select NPU8``, ``--extend-select NPU8`` or ``ALL`` enable. ``Options()`` itself selects
+    ``NPU`` (everything but the opt-in rules): ``migrate``'s default, whose summary counts advisories."""
+    from cuda2npu.core.catalogue import all_rules
+
+    families: dict[str, list] = {}
+    for code, doc in all_rules().items():
+        families.setdefault(code[:4], []).append(doc)
+    select: list[str] = []
+    for prefix, docs in families.items():
+        if all(doc.selected_by_default for doc in docs):
+            select.append(prefix)
+        else:  # a prefix shared by two families: the default ones' codes (an opt-in rule needs its code: not listed)
+            select += [doc.code for doc in docs if doc.selected_by_default and not doc.opt_in]
+    return tuple(select)
+
+
+_IMPORTS: list = [None, {}, set()]  # Options.project_imports last indexed (one object per worker chunk), its index
+
+
+def _imports_of(project_imports: tuple[tuple[str, tuple[str, ...]], ...], path) -> tuple[str, ...]:
+    """The names ``project_imports`` lists for the file ``path`` (by its real path, resolved only for
+    the file names it lists)."""
+    if _IMPORTS[0] is not project_imports:
+        _IMPORTS[:] = [project_imports, dict(project_imports), {os.path.basename(p) for p, _ in project_imports}]
+    if os.path.basename(path) not in _IMPORTS[2]:
+        return ()
+    return _IMPORTS[1].get(os.path.realpath(path), ())
 
 
 @dataclass(frozen=True)
@@ -38,14 +74,21 @@ class Options:
     local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
     loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
+    # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
+    project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
 
     def for_path(self, path) -> "Options":
         """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``;
-        the loose modules of its own directory added to ``local_modules`` (a script imports them)."""
+        the loose modules of its own directory added to ``local_modules`` (a script imports them);
+        ``exports``: the names other project files import from it (all for a package's ``__init__.py``)."""
         options = self
-        if self.loose_modules:
-            directory = str(Path(path).parent)
+        if self.project_imports or Path(path).name == "__init__.py":
+            exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(self.project_imports, path)
+            options = replace(options, project_imports=(), exports=exports)
+        if self.loose_modules:  # (real directory, name): the facts come from the project root's discovery
+            directory = os.path.realpath(Path(path).parent)
             here = tuple(name for where, name in self.loose_modules if where == directory)
             options = replace(options, local_modules=tuple(sorted({*self.local_modules, *here})), loose_modules=())
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks

@@ -2,8 +2,9 @@
 
 Findings only, no fix and no marker in migrated code (rules/tables/markers.toml lists them as
 unmarked): ``torch.compile``, float64 tensors, ``nn.DataParallel``, host synchronisations inside
-a training loop, ``torch.backends.cudnn.benchmark`` and ``channels_last``. Turned off as a family
-with ``ignore = ["NPU8"]``.
+a training loop, ``torch.backends.cudnn.benchmark`` and ``channels_last``. Outside ``check``'s
+default selection (``selected_by_default = false`` in rules/advisories.toml): ``--select NPU8``
+enables them; ``migrate`` counts them in its summary; ``ignore = ["NPU8"]`` turns them off.
 """
 
 from __future__ import annotations
@@ -28,14 +29,51 @@ def _is_call_to(node: cst.CSTNode, names: set[str]) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in names
 
 
+def _is_modulo(node: cst.BaseExpression) -> bool:
+    """``step % n`` (also parenthesised, ``(step + 1) % n``), not ``"%d" % x`` string formatting."""
+    return (
+        isinstance(node, cst.BinaryOperation)
+        and isinstance(node.operator, cst.Modulo)
+        and not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+    )
+
+
+def _every_n_steps(test: cst.BaseExpression) -> bool:
+    """An ``if`` condition that holds once every N steps: a modulo test of a counter
+    (``step % log_interval == 0``, ``not it % 100``), alone or in an ``and`` (``it % 100 == 0 and master``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _every_n_steps(test.left) or _every_n_steps(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_modulo(test.expression)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return isinstance(target.operator, cst.Equal) and (_is_modulo(test.left) or _is_modulo(target.comparator))
+    return False
+
+
 class _LoopCalls(cst.CSTVisitor):
-    """Calls in a loop body, not descending into nested loops, functions, classes or lambdas."""
+    """Calls in a loop body, not descending into nested loops, functions, classes or lambdas;
+    ``sparse``: the ids of those that run only every N steps (in the body of such an ``if``)."""
 
     def __init__(self) -> None:
         self.calls: list[cst.Call] = []
+        self.sparse: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        if _every_n_steps(node.test):
+            self._sparse(node.body)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if _every_n_steps(node.test):
+            self._sparse(node.body)
+
+    def _sparse(self, body: cst.CSTNode) -> None:
+        inner = _LoopCalls()
+        walk(body, inner)
+        self.sparse.update(id(call) for call in inner.calls)
 
     def visit_FunctionDef(self, node) -> bool:
         return False
@@ -127,12 +165,40 @@ class TrainingLoopSyncs(Rule):
         walk(body, calls)
         if not any(_is_call_to(call, TRAINING_CALLS) for call in calls.calls):
             return
-        for call in calls.calls:
-            if _is_call_to(call, HOST_SYNCS) and not call.args:
-                name = call.func.attr.value
-                self.report(
-                    "NPU804",
-                    call,
-                    f"`.{name}()` inside the training loop waits for the NPU every step "
-                    "(a host synchronisation); log every N steps or keep the value on the device",
-                )
+        syncs = [call for call in calls.calls if _is_host_sync(call)]
+        inner = {id(sync) for call in syncs for sync in _chain(call)[:-1]}  # `.cpu()` of `.cpu().numpy()`
+        for call in syncs:
+            if id(call) in inner or id(call) in calls.sparse:
+                continue
+            self.report(
+                "NPU804",
+                call,
+                f"`{_chain_text(_chain(call))}` inside the training loop waits for the NPU every step "
+                "(a host synchronisation); log every N steps or keep the value on the device",
+            )
+
+
+def _is_host_sync(node: cst.CSTNode) -> bool:
+    return _is_call_to(node, HOST_SYNCS) and not node.args
+
+
+def _chain(call: cst.Call) -> list[cst.Call]:
+    """The calls of ``call``'s receiver chain from the innermost host synchronisation to ``call``
+    (``x.cpu().float().numpy()``: cpu(), float(), numpy()); ``[call]`` when it has no other."""
+    chain, calls = [call], [call]
+    node = call.func.value
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            calls.append(node)
+            if _is_host_sync(node):
+                chain = list(calls)
+            node = node.func.value
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return chain[::-1]
+
+
+def _chain_text(chain: list[cst.Call]) -> str:
+    """``.cpu().float().numpy()``: the chain's method calls, arguments elided."""
+    return "".join(f".{call.func.attr.value}({'...' if call.args else ''})" for call in chain)

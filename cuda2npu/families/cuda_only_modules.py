@@ -15,6 +15,11 @@ from cuda2npu.core.catalogue import table
 
 APEX_ROOTS = ("apex", "amp_C")
 APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
+CUDA_LIBRARIES = {  # NPU604's: reported wherever they are imported
+    "pycuda": "PyCUDA drives the CUDA driver API",
+    "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",
+    "numba.cuda": "numba.cuda compiles CUDA kernels",
+}
 EXTENSION_SUFFIX = r"_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?"
 EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*" + EXTENSION_SUFFIX)
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
@@ -33,7 +38,7 @@ def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
 
 
 def shadowing_modules(
-    paths: list[Path], declared: tuple[str, ...] = ()
+    paths: list[Path], declared: tuple[str, ...] = (), root: Path | None = None
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The project's own top-level packages and modules that NPU606 would take for CUDA-only ones
     (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency), as
@@ -42,10 +47,11 @@ def shadowing_modules(
     A package (a directory with ``__init__.py`` whose parent is none) is importable everywhere; a
     loose module ``d/x.py`` only from scripts run in ``d`` (Python puts a script's directory on
     ``sys.path``), unless ``d`` is the project root or its ``src/`` (then installed or on the path):
-    ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's."""
+    ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's.
+    ``root``: the project root (default: the deepest directory holding every path)."""
     packages = {path.parent for path in paths if path.name == "__init__.py"}
     everywhere = {directory.name for directory in packages if directory.parent not in packages}
-    roots = _import_roots(paths)
+    roots = _import_roots(paths) if root is None else {root, root / "src"}
     loose: set[tuple[str, str]] = set()
     for path in paths:
         if path.suffix == ".py" and path.parent not in packages:

@@ -14,18 +14,15 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
+from cuda2npu.families.cuda_gates import kept_cuda_blocks
 from cuda2npu.families.cuda_only_modules import (
+    CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
     cuda_only_distribution,
     cuda_only_module,
     is_cuda_extension,
 )
 
-CUDA_LIBRARIES = {
-    "pycuda": "PyCUDA drives the CUDA driver API",
-    "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",
-    "numba.cuda": "numba.cuda compiles CUDA kernels",
-}
 SHELL_CALLS = {
     "subprocess.run",
     "subprocess.call",
@@ -118,6 +115,7 @@ class CudaOnlyImports(Rule):
         r"(?<![\w.])transformer_engine",  # a module's first name, not megatron's `extensions.transformer_engine`
         r"flash_attn",
         r"xformers",
+        r"tensorrt",
         r"\bcuda\b",
         EXTENSION_SUFFIX + r"\b",  # the end of a compiled extension's name, not `get_cuda_rng_tracker`
     )
@@ -142,6 +140,10 @@ class CudaOnlyImports(Rule):
     def visit_If(self, node: cst.If) -> None:
         if _guards_import(node.test):
             self._guarded.add(node.body)
+        elif self.ctx.text is None or b"cuda" in self.ctx.text:
+            # `if torch.cuda.is_available(): from knn_cuda import KNN`: a feature switch the migration
+            # keeps CUDA's (cuda_gates), False on an NPU host
+            self._guarded.update(kept_cuda_blocks(self.ctx, node))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._functions.add(node.body)

@@ -159,7 +159,7 @@ def _sarif_rule(doc: RuleDoc) -> dict:
             "markdown": f"{doc.fix}\n\n[{doc.code} {doc.name}]({help_uri(doc)})",
         },
         "helpUri": help_uri(doc),
-        "defaultConfiguration": {"level": SARIF_LEVEL[doc.tier], "enabled": not doc.opt_in},
+        "defaultConfiguration": {"level": SARIF_LEVEL[doc.tier], "enabled": not doc.off_by_default},
         "properties": {"tier": str(doc.tier), "fixable": doc.fixable, "family": doc.family, "tags": [doc.family]},
     }
 

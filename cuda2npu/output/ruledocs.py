@@ -14,7 +14,7 @@ def as_dict(doc: RuleDoc) -> dict:
         "family": doc.family,
         "tier": str(doc.tier),
         "fixable": doc.fixable,
-        "opt_in": doc.opt_in,
+        "opt_in": doc.off_by_default,  # off unless asked for: by its code (NPU406), or by any selector (NPU8)
         "summary": doc.summary,
         "why": doc.why,
         "fix": doc.fix,

@@ -4,7 +4,8 @@ Inside a git work tree the files are ``git ls-files`` (tracked plus untracked-bu
 elsewhere a directory walk. Virtualenvs, build output, ``node_modules`` and VCS folders are
 skipped; each real file is returned once even when reached through symlinks, and files that
 resolve outside the given root are skipped (nothing outside the root is ever written).
-Explicit file arguments (as pre-commit passes them) are used as given.
+Explicit file arguments (as pre-commit passes them) are used as given. Which configuration
+excludes what is cuda2npu/project/settings.py's (each file's nearest configuration).
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from cuda2npu.core.config import Config
-from cuda2npu.core.globs import path_matches
+from typing import Callable
 
 SKIP_DIRS = {
     ".git",
@@ -82,8 +81,12 @@ def _excluded(relative: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(relative, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns)
 
 
-def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
-    """Python files under ``paths`` (sorted, unique by real path)."""
+def discover(
+    paths: list[Path], exclude: tuple[str, ...] = (), excluded: Callable[[Path], bool] | None = None
+) -> Discovery:
+    """Python files under ``paths`` (sorted, unique by real path); files found in a directory are
+    left out when a glob of ``exclude`` matches a component of their path below it, or when
+    ``excluded(path)`` says so (the configuration's excludes: cuda2npu/project/settings.py)."""
     result = Discovery()
     seen: set[Path] = set()
     for given in paths:
@@ -99,6 +102,8 @@ def discover(paths: list[Path], exclude: tuple[str, ...] = ()) -> Discovery:
             if not _wanted(path) or _excluded(relative, exclude):
                 continue
             if any(part in SKIP_DIRS for part in Path(relative).parts[:-1]):
+                continue
+            if excluded is not None and excluded(path):
                 continue
             _add(path, root, result, seen, explicit=False, relative=relative)
     result.files.sort()
@@ -148,36 +153,3 @@ def _add(
         return
     seen.add(real)
     result.files.append(path)
-
-
-@dataclass(frozen=True)
-class FileSelection:
-    """Which discovered files a run processes: the configuration's excludes applied.
-
-    Files given explicitly on the command line are always processed unless ``force_exclude``
-    (what the pre-commit hooks pass, since pre-commit names every staged file).
-    """
-
-    exclude: tuple[str, ...] = ()
-    root: Path | None = None
-    force_exclude: bool = False
-
-    @classmethod
-    def from_config(cls, config: Config, force_exclude: bool = False) -> "FileSelection":
-        return cls(config.exclude_patterns, config.root, force_exclude)
-
-    def excluded(self, path: Path) -> bool:
-        if not self.exclude:
-            return False
-        base = self.root.resolve().as_posix() if self.root is not None else ""
-        return any(path_matches(base, p, path) for p in self.exclude)
-
-    def discover(self, paths: list[Path]):
-        explicit = [p for p in paths if not p.is_dir()]
-        if self.force_exclude:
-            explicit_kept = [p for p in explicit if not self.excluded(p)]
-            paths = [p for p in paths if p.is_dir() or p in explicit_kept]
-        found = discover(paths, tuple(p for p in self.exclude if "/" not in p.rstrip("/")))
-        explicit_set = {p for p in paths if not p.is_dir()}
-        found.files = [f for f in found.files if f in explicit_set or not self.excluded(f)]
-        return found

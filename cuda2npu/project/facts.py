@@ -1,13 +1,20 @@
-"""What rules must know of the whole project before they look at one file."""
+"""What rules must know of the whole project before they look at one file.
+
+The facts come from the project's files, not from the paths a run is given: cuda2npu/project/settings.py
+finds each file's project root (its configuration's directory, else the git root, ...) and hands
+the files discovered there to :func:`project_facts`, so that ``check pkg/use.py`` (pre-commit) and
+``check .`` (CI) agree. Only cheap scans: setup.py's text, file names, a regex over the text of
+the Python files that mention an accelerator, platform or backend, and one over the import lines of
+every Python file (families/project_imports.py).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
-from cuda2npu.core.options import Options
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
+from cuda2npu.families.project_imports import imported_names
 
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
     rb"^class[ \t]+(\w*(?:npu|Npu|NPU)_?(?:accelerator|Accelerator|platform|Platform|backend|Backend)\w*)[ \t]*[(:]",
@@ -15,23 +22,22 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 )
 
 
-def with_project_facts(options: Options, files: list[Path]) -> Options:
-    """``options`` with what rules must know of the whole project: the CUDA extensions its setup.py
-    builds and its own modules named like CUDA-only ones (NPU606; a loose module only for the files of
-    its directory: ``Options.for_path``), its classes implementing an NPU backend (their CUDA
-    counterparts in other files are left as written: npu_aware)."""
+def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tuple]:
+    """The Options fields of what rules must know of the whole project: the CUDA extensions its
+    setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
+    the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
+    (their CUDA counterparts in other files are left as written: npu_aware), the names its modules
+    import from each other (an import another file reads is not unused: families/project_imports.py).
+    ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
-    local, loose = shadowing_modules(files, extensions)
-    backends = npu_backend_classes(files)
-    if not (extensions or local or loose or backends):
-        return options
-    return replace(
-        options,
-        cuda_extensions=extensions,
-        local_modules=local,
-        loose_modules=loose,
-        npu_backend_classes=backends,
-    )
+    local, loose = shadowing_modules(files, extensions, root)
+    return {
+        "cuda_extensions": extensions,
+        "local_modules": local,
+        "loose_modules": loose,
+        "npu_backend_classes": npu_backend_classes(files),
+        "project_imports": imported_names(files),
+    }
 
 
 def npu_backend_classes(files: list[Path]) -> tuple[str, ...]:

@@ -78,9 +78,11 @@ def project_imports(
 def finish_run(results: list[FileResult], names: dict[Path, str], options, summary) -> list[FileResult]:
     """Add the dependency files and shell scripts of a run to its results (after the Python files).
 
-    ``names`` maps every discovered path to its display name. setup.py results are extended in
-    place; other files produce a result only when they have findings. The summary is recomputed.
+    ``names`` maps every discovered path to its display name; ``options``: the run's, or a function
+    giving each file's. setup.py results are extended in place; other files produce a result only
+    when they have findings. The summary is recomputed.
     """
+    options_of = options if callable(options) else lambda path: options
     by_name = {name: path for path, name in names.items()}
     extra = [path for path in names if is_project_file(path)]
     setups = [r for r in results if by_name.get(r.path) is not None and by_name[r.path].name == "setup.py"]
@@ -98,7 +100,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
 
     for path in extra:
         display = names[path]
-        file_options = options.for_path(path)
+        file_options = options_of(path).for_path(path)
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -131,7 +133,9 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
         text = decoded_text(data)
         if text is None:
             continue
-        findings, new_text = check_text("setup.py", text, result.path, options.for_path(path), imports_for(path))
+        findings, new_text = check_text(
+            "setup.py", text, result.path, options_of(path).for_path(path), imports_for(path)
+        )
         if findings:
             result.findings = sorted([*result.findings, *findings], key=Finding.sort_key)
             if result.status == "skipped":

@@ -103,19 +103,21 @@ def _count(future, on_done: Callable[[int], None]) -> None:
 
 def run(
     files: list[tuple[Path, str]],
-    options: Options,
+    options: Options | Callable[[Path], Options],
     jobs: int,
     cache: "Cache | None | str" = "auto",
     on_done: Callable[[int], None] | None = None,
 ) -> Iterator[FileResult]:
     """Results in the order of ``files``; ``cache="auto"``: the project's result cache unless disabled.
+    ``options``: the same for every file, or each file's (its configuration's: cuda2npu/project/settings.py).
 
     ``on_done(n)`` is called as soon as ``n`` more files are done, in whatever order the workers
     finish them (a progress bar that moves although the results are yielded in order).
     """
     if cache == "auto":
         cache = Cache.for_paths([path for path, _ in files]) if files else None
-    tasks = [(path, display, options, cache) for path, display in files]
+    options_of = options if callable(options) else lambda path: options
+    tasks = [(path, display, options_of(path), cache) for path, display in files]
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
         for task in tasks:
             yield _process(task)

@@ -52,6 +52,7 @@ from cuda2npu.families.apex.common import (
     import_guarded,
 )
 from cuda2npu.families.apex.modules import cuda_only_note
+from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 
@@ -119,10 +120,15 @@ class ApexImports(Rule):
 
     def _import(self, edits: FileEdits, statement, node, uses) -> None:
         text = _import_text(self.ctx.module, node)
+        reexported = {name: why for _, name in _bound_names(node) if (why := exported(self.ctx, node, name))}
         if isinstance(node.names, cst.ImportStar):
-            verdicts = [(None, self._star_verdict(edits, node, uses))]
+            why = exported(self.ctx, node, "*")  # `from apex.fp16_utils import *` in an `__init__.py`
+            verdicts = [(None, None if why else self._star_verdict(edits, node, uses))]
         else:
-            verdicts = [(alias, self._removable(edits, uses.get(name, []))) for alias, name in _bound_names(node)]
+            verdicts = [
+                (alias, None if name in reexported else self._removable(edits, uses.get(name, [])))
+                for alias, name in _bound_names(node)
+            ]
         removable = [(alias, tier) for alias, tier in verdicts if tier is not None]
         kept = [alias for alias, tier in verdicts if tier is None]
         at = _marked_statement(edits.index, statement)  # where a marker goes
@@ -162,7 +168,8 @@ class ApexImports(Rule):
             self._guard(at, node, kept, removable, guard)
         elif kept and self.options.apex == "native" and not import_guarded(edits.index, statement):
             left = [use for alias, name in _bound_names(node) if alias in kept for use in uses.get(name, [])]
-            self._report_kept(at, node, kept, [use for use in left if use not in edits.removed_refs])
+            left = [use for use in left if use not in edits.removed_refs]
+            self._report_kept(at, node, kept, left, next(iter(reexported.values()), None))
 
     def _remove_from_suite(self, edits: FileEdits, suite: cst.SimpleStatementSuite, node, message: str, tier) -> None:
         """Remove an import from a one-line suite: ``try: <import>`` goes as the indented form does
@@ -225,15 +232,28 @@ class ApexImports(Rule):
         tiers = [self._removable(edits, uses[name]) for name in read]
         return None if any(t is None for t in tiers) else max(tiers)
 
-    def _report_kept(self, statement, node: cst.Import | cst.ImportFrom, kept: list, left: list[cst.Name]) -> None:
+    def _report_kept(
+        self, statement, node: cst.Import | cst.ImportFrom, kept: list, left: list[cst.Name], reexport: str | None
+    ) -> None:
         """A kept apex import no other rule explains (CUDA-only modules are NPU324's); ``left``: the
-        uses of its names that were not migrated, the first of which the message quotes."""
+        uses of its names that were not migrated, the first of which the message quotes; ``reexport``:
+        why other modules read its names (families/exports.py)."""
         if isinstance(node.names, cst.ImportStar):
             qualified = [dotted_name(node.module) or ""]
         else:
             qualified = [imported_module(alias, node) for alias in kept]
         unexplained = [name for name in qualified if cuda_only_note(name) is None]
-        if unexplained:
+        if unexplained and reexport and not left:
+            self.report_in(
+                statement,
+                "NPU330",
+                node,
+                f"apex import stays: {', '.join(f'`{n}`' for n in unexplained)} may be read by other modules "
+                f"({reexport}); apex is not installed on NPU hosts: migrate the modules that use it, "
+                "then replace or drop the import",
+                tier=Tier.MANUAL,
+            )
+        elif unexplained:
             such_as = f", such as `{_use_text(FileEdits.of(self.ctx).index, left[0])}`" if left else ""
             self.report_in(
                 statement,

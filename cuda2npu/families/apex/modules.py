@@ -42,6 +42,7 @@ from cuda2npu.families.apex.common import (
     behind_apex_import,
     canonical,
 )
+from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 
@@ -642,8 +643,8 @@ class CudaOnlyApex(ApexRule):
         if bound is not None:
             uses = NameUses(set(bound), self.resolver.scopes)
             walk(self.ctx.module, uses)
-            if not any(uses.uses.values()):
-                return
+            if not any(uses.uses.values()) and not any(exported(self.ctx, node, name) for name in bound):
+                return  # (a re-export other modules read is a use: families/exports.py)
         self.report("NPU324", node, f"`{qualified}` is CUDA-only: {note}")
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
@@ -417,7 +417,13 @@ def describe_support(imports: Sequence[str], helpers: Sequence[str]) -> str:
 REEXPORT = re.compile(r"#[^\n]*(?:unused-import|\bnoqa\b(?::[^\n]*\bF401\b|(?!:)))")
 
 
-def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[cst.CSTNode, tuple[str, ...]]:
+def _keep_none(node: cst.CSTNode, name: str) -> bool:
+    return False
+
+
+def plan_import_removals(
+    facts: ModuleFacts, packages: tuple[str, ...], keep: Callable[[cst.CSTNode, str], bool] = _keep_none
+) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` whose bound names are used nowhere: ``{Import node: unused names}``.
 
     Only lines directly in the module, a function or an ``if``/``else`` body are considered (an
@@ -426,7 +432,9 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
     body may be emptied (libcst writes ``pass``): ``if torch.cuda.is_available(): from flash_attn
     import ...`` would import flash-attn on an NPU host once its test is rewritten. An import its
     author marked as unused on purpose (``# noqa: F401``, ``# pylint: disable=unused-import``: a
-    re-export for other modules) stays.
+    re-export for other modules) stays, and so does a name ``keep(import node, name)`` says other
+    modules import (families/exports.py: an ``__init__.py``'s, one in ``__all__``, one another file
+    of the project imports).
     """
     per_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, cst.CSTNode, tuple[str, ...], bool]]] = {}
     for statement, block in facts.blocks.items():
@@ -442,7 +450,8 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
             continue
         if not all(full.split(".")[0] in packages for _, full in names) or REEXPORT.search(code_of(statement)):
             continue
-        unused = tuple(b for b in (bound_name(a, small) for a, _ in names) if b and not facts.is_used(b))
+        bound = (bound_name(a, small) for a, _ in names)
+        unused = tuple(b for b in bound if b and not facts.is_used(b) and not keep(small, b))
         if unused:
             per_block.setdefault(block, []).append((statement, small, unused, len(unused) == len(names)))
     removals: dict[cst.CSTNode, tuple[str, ...]] = {}
@@ -456,7 +465,11 @@ def plan_import_removals(facts: ModuleFacts, packages: tuple[str, ...]) -> dict[
 
 
 def plan_guard_removals(
-    module: cst.Module, facts: ModuleFacts, packages: tuple[str, ...], migrated: bool
+    module: cst.Module,
+    facts: ModuleFacts,
+    packages: tuple[str, ...],
+    migrated: bool,
+    keep: Callable[[cst.CSTNode, str], bool] = _keep_none,
 ) -> dict[cst.CSTNode, tuple[str, ...]]:
     """Imports of ``packages`` in a ``try: ... except ImportError`` guard whose names nothing uses any
     more, once the file's calls of them were rewritten (``migrated``): ``{Import node: names}``.
@@ -475,7 +488,7 @@ def plan_guard_removals(
         if names is None:
             others = others or _imports_package(node, packages)
             continue
-        unused = tuple(b for b in names if not facts.is_used(b))
+        unused = tuple(b for b in names if not facts.is_used(b) and not keep(node, b))
         others = others or len(unused) < len(names)  # a name of it is still used: the import stays
         guard = facts.guards.get(node)
         if guard is not None and unused:
@@ -491,7 +504,10 @@ def plan_guard_removals(
 
 
 def plan_fallback_removals(
-    facts: ModuleFacts, packages: tuple[str, ...], migrated: bool
+    facts: ModuleFacts,
+    packages: tuple[str, ...],
+    migrated: bool,
+    keep: Callable[[cst.CSTNode, str], bool] = _keep_none,
 ) -> dict[cst.Try, tuple[str, ...]]:
     """``try:``/``except ImportError:`` statements that only import ``packages``, in the body and again
     in a handler (LLaVA's flash-attn 1.x name, else 2.x's under the 1.x name), once the file's calls
@@ -507,7 +523,7 @@ def plan_fallback_removals(
         if any(names is None for names in clauses) or not any(clauses[1:]):
             continue
         names = tuple(dict.fromkeys(name for clause in clauses for name in clause))
-        if not any(facts.is_used(name) for name in names):
+        if not any(facts.is_used(name) or keep(guard, name) for name in names):
             removals[guard] = names
     return removals
 

@@ -34,6 +34,7 @@ Decisions worth knowing when reading the code:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -71,6 +72,7 @@ from cuda2npu.families.attention.common import (
 )
 from cuda2npu.families.attention.probes import find_probe, probe_flags
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 
@@ -499,12 +501,14 @@ class FlashAttention(ValueUses, Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
-        packages = FLASH_PACKAGES
-        self.removals = plan_import_removals(self.facts, packages)
+        # not the project's own flash_attn (migrating flash-attn itself): its imports are no dependency
+        packages = tuple(p for p in FLASH_PACKAGES if p not in self.options.local_modules)
+        keep = functools.partial(exported, ctx)  # a re-export other modules read is no unused import
+        self.removals = plan_import_removals(self.facts, packages, keep)
         migrated = any(mark in ctx.code for mark in MIGRATED_MARKS)
-        self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated)
+        self.guard_removals = plan_guard_removals(ctx.module, self.facts, packages, migrated, keep)
         self.removals.update(self.guard_removals)
-        self.fallback_removals = plan_fallback_removals(self.facts, packages, migrated)
+        self.fallback_removals = plan_fallback_removals(self.facts, packages, migrated, keep)
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
             self.removals, self.guard_removals, self.fallback_removals = {}, {}, {}
         self.flash_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # (import, its statement)

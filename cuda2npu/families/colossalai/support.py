@@ -30,6 +30,7 @@ from cuda2npu.core.imports import (
     remove_import_names,
 )
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.families.exports import exported
 
 TRIGGERS = (r"colossalai",)
 
@@ -219,6 +220,6 @@ class ImportEditor:
                         continue
                     if isinstance(small, cst.Import) and symbol != "colossalai":
                         continue
-                    if not self.reads.get(bound, 0):
+                    if not self.reads.get(bound, 0) and not exported(self.ctx, small, bound):  # (a re-export)
                         removals.setdefault(small, []).append(bound)
         return removals

@@ -27,6 +27,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.cuda_gates import gated_cuda_use
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
@@ -37,6 +38,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     feature_word,
     signature,
 )
+from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
@@ -121,10 +123,34 @@ class TorchCudaApi(Rule):
         names = _hasattr_names(node.test)
         if names:
             self._guards.append((node, names))
-        self._mark_switch(node.test, lambda: _operand_feature(node.test))
+        self._mark_switch(node.test, lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._mark_switch(node.test, lambda: _operand_feature(node.test), capability=not _device_choice(node))
+        self._mark_switch(
+            node.test,
+            lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)),
+            capability=not _device_choice(node),
+        )
+
+    def _gated(self, node: cst.If | cst.IfExp) -> tuple[str | None, str]:
+        """CUDA-only code in the branch the test selects (``if torch.cuda.is_available(): from knn_cuda
+        import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``."""
+        found = gated_cuda_use(self.ctx, node)
+        return (found[1], f"{found[0]} in its branch") if found else (None, "")
+
+    def _flag_gates(self, name: str | None, local: bool = False) -> tuple[str | None, str]:
+        """``HAS_KNN = torch.cuda.is_available()`` read by a test whose branch runs CUDA-only code
+        (``if HAS_KNN: knn_cuda.knn(...)``, also ``if not HAS_KNN: return fallback(...)``), in the
+        function that assigns it (``local``: a plain name there) or anywhere in the file."""
+        if not name:
+            return None, ""
+        scope = self._function() if local and self._function() is not None else self.ctx.module
+        for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
+            if _reads_flag(choice.test, name):
+                found = gated_cuda_use(self.ctx, choice)
+                if found:
+                    return found[1], f"`{name}` gates {found[0]}"
+        return None, ""
 
     def leave_If(self, original_node: cst.If) -> None:
         if self._guards and self._guards[-1][0] is original_node:
@@ -199,6 +225,8 @@ class TorchCudaApi(Rule):
             name = _target_name(target.target)
             self._mark_switch(node.value, lambda n=name: (feature_word(n), f"`{n}`"))
             self._mark_switch(node.value, lambda n=name: self._scope_feature() if self._returns(n) else (None, ""))
+            local = isinstance(target.target, cst.Name)
+            self._mark_switch(node.value, lambda n=name, local=local: self._flag_gates(n, local))
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             name = node.targets[0].target.value
             self._mark_switch(node.value, lambda: self._chooses_cuda_runtime(name))
@@ -220,12 +248,16 @@ class TorchCudaApi(Rule):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         name = _target_name(node.target)
         self._mark_switch(node.value, lambda: (feature_word(name), f"`{name}`"))
+        self._mark_switch(node.value, lambda: self._flag_gates(name, isinstance(node.target, cst.Name)))
 
     def visit_Param(self, node: cst.Param) -> None:
         self._mark_switch(node.default, lambda: (feature_word(node.name.value), f"`{node.name.value}=`"))
 
     def visit_Return(self, node: cst.Return) -> None:
         self._mark_switch(node.value, self._scope_feature)
+        function = self._function()
+        if function is not None and len(self._scopes) == 1:  # `def has_knn(): return torch.cuda.is_available()`
+            self._mark_switch(node.value, lambda: self._flag_gates(f"{function.name.value}()"))
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
@@ -673,6 +705,8 @@ class TorchCudaApi(Rule):
         unused: dict[cst.CSTNode, list[str]] = {}
         for bound, statement in self._aliases.imports.items():
             reads = self._aliases.reads.get(bound)
+            if exported(self.ctx, statement, bound):
+                continue  # other modules read it (families/exports.py)
             if reads and all(read in self._covered for read in reads):
                 unused.setdefault(statement, []).append(bound)
         for statement, names in unused.items():
@@ -693,6 +727,30 @@ def _target_name(target: cst.BaseExpression) -> str | None:
     if isinstance(target, cst.Attribute):
         return target.attr.value
     return None
+
+
+def _first(*finders) -> tuple[str | None, str]:
+    """The first ``(word, place)`` of ``finders`` (called in turn) that names a feature."""
+    for finder in finders:
+        word, where = finder()
+        if word:
+            return word, where
+    return None, ""
+
+
+def _reads_flag(test: cst.BaseExpression, name: str) -> bool:
+    """Whether an operand of ``test`` is the flag ``name`` (``HAS_KNN``, ``self.has_knn``) or, for
+    ``"f()"``, a call of the module-level function ``f``."""
+    call = name.endswith("()")
+    for part in boolean_parts(test):
+        if call:
+            if isinstance(part, cst.Call) and isinstance(part.func, cst.Name) and part.func.value == name[:-2]:
+                return True
+        elif (isinstance(part, cst.Name) and part.value == name) or (
+            isinstance(part, cst.Attribute) and part.attr.value == name
+        ):
+            return True
+    return False
 
 
 def _operand_feature(test: cst.BaseExpression) -> tuple[str | None, str]:

@@ -152,6 +152,8 @@ class CudaMethodCall(Rule):
         if callee is not None:
             self._cuda_implementations.update((test, callee) for test in tests)
 
+    visit_IfExp = visit_If  # `ball_query_cuda.forward(x) if x.is_cuda else fallback(x)`
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """``fast = a.is_cuda and b.is_cuda`` … ``if fast: C.GeneratePreNMSUprightBoxes(...)``
         (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel (looked

@@ -37,6 +37,7 @@ in a one-line suite, and what the NPU rewrite leaves to a human.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import NamedTuple
 
@@ -60,6 +61,7 @@ from cuda2npu.families.attention.common import (
     plan_import_removals,
 )
 from cuda2npu.families.attention.versions import parse_target
+from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.transformer_engine.generated import (
     COMPANION,
@@ -269,7 +271,8 @@ class TransformerEngine(ValueUses, Rule):
         else:
             self.recipes = NO_RECIPES
         self.facts = ModuleFacts.of(ctx.module, skip=self.recipes.removed_lines)
-        self.import_removals = plan_import_removals(self.facts, ("transformer_engine",))
+        packages = tuple(p for p in ("transformer_engine",) if p not in self.options.local_modules)
+        self.import_removals = plan_import_removals(self.facts, packages, functools.partial(exported, ctx))
         if self.options.portable:  # TE's code stays (for CUDA hosts): so do its imports and recipes
             self.import_removals = {}
         self.te_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # portable: (import, statement)

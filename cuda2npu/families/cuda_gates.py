@@ -1,0 +1,298 @@
+"""What a device test gates: code that runs only where CUDA does (a feature switch, not a device check).
+
+``if torch.cuda.is_available(): from knn_cuda import KNN``, ``if x.is_cuda: return
+ball_query_cuda.forward(x)``, ``HAS_KNN = torch.cuda.is_available()`` … ``if HAS_KNN:
+knn_cuda.knn(...)``, ``if torch.cuda.is_available(): subprocess.run(["nvcc", "--version"])``:
+rewritten to the NPU, the test would run that code on an NPU host, where the module is not
+installed (a compiled CUDA extension, TensorRT-LLM, Triton, cupy, ...) or the CUDA toolkit is
+missing. Left as written, the test is False there and the fallback runs. NPU103 (a
+``torch.cuda.is_available()`` test or flag), NPU102/NPU104 (``.is_cuda``, ``x.device.type ==
+"cuda"``, through ``device/kernel_switch.py``) keep such tests and report them; NPU604/NPU606 take
+an import in the branch they keep for guarded.
+
+Libraries the migration rewrites (apex, flash-attn, TransformerEngine) do not count here: their
+calls in the branch become NPU code, which the rewritten test must reach.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import libcst as cst
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.cuda_only_modules import (
+    APEX_EXTENSIONS,
+    APEX_ROOTS,
+    CUDA_LIBRARIES,
+    EXTENSION_NAME,
+    cuda_only_module,
+)
+
+MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine")
+SHELL_CALLS = {
+    "subprocess.run",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "subprocess.Popen",
+    "os.system",
+    "os.popen",
+}
+CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
+IS_AVAILABLE = "torch.cuda.is_available"
+EXTENSION = "a compiled CUDA extension"
+
+
+def _module_reason(module: str, options) -> str | None:
+    """Why ``module`` (or a package above it) exists only on CUDA hosts, for a gate (the first clause
+    of the table's note); else None."""
+    parts = module.split(".")
+    if parts[0] in MIGRATED or parts[0] in options.local_modules:
+        return None
+    libraries = table("torch_cuda_api")["feature_switches"]["libraries"]
+    for end in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        note = cuda_only_module(prefix, options.cuda_extensions, options.local_modules)
+        if note is None and prefix in CUDA_LIBRARIES:
+            note = CUDA_LIBRARIES[prefix]
+        if note is None and prefix in libraries:
+            note = "a library that runs on CUDA only"
+        if note is not None:
+            return note.split("; ")[0]
+    return None
+
+
+def _relative_bindings(ctx) -> dict[str, str]:
+    """Names bound by relative imports (``from . import knn_cuda``, ``from .knn_cuda import KNN``) →
+    the last module name of what they import (the resolver leaves them unqualified)."""
+    found: dict[str, str] = {}
+    if ctx.text is not None and b"from ." not in ctx.text:
+        return found
+    for node in iter_nodes(ctx.module, cst.ImportFrom):
+        if not node.relative or isinstance(node.names, cst.ImportStar):
+            continue
+        module = (dotted_name(node.module) or "").rpartition(".")[2] if node.module is not None else ""
+        for alias in node.names:
+            name = dotted_name(alias.name) or ""
+            bound = dotted_name(alias.asname.name) if alias.asname is not None else name
+            if bound:
+                found[bound] = name if not module else module
+    return found
+
+
+def _import_use(ctx, node: cst.Import | cst.ImportFrom) -> tuple[str, str] | None:
+    options = ctx.options
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            module = dotted_name(alias.name) or ""
+            note = _module_reason(module, options)
+            if note:
+                return _spelled(node, f"import {module}"), note
+        return None
+    names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) or "" for a in node.names]
+    module = dotted_name(node.module) if node.module is not None else ""
+    if node.relative:  # a compiled extension of the package: `from . import knn_cuda`
+        candidates = [module.rpartition(".")[2]] if module else names
+        for candidate in candidates:
+            if EXTENSION_NAME.fullmatch(candidate):
+                return _spelled(node, f"import {candidate}"), EXTENSION
+        return None
+    for candidate in [module, *(f"{module}.{n}" for n in names)]:
+        note = _module_reason(candidate, options)
+        if note:
+            return _spelled(node, f"from {module} import ..."), note
+    return None
+
+
+def _spelled(node: cst.CSTNode, short: str) -> str:
+    """``node``'s code for a message, or ``short`` when it is long or spans lines."""
+    text = code_of(node).strip()
+    return f"`{text}`" if len(text) <= 60 and "\n" not in text else f"`{short}`"
+
+
+def _call_use(ctx, node: cst.Call) -> tuple[str, str] | None:
+    """A CUDA toolkit program run through a shell (``nvcc --version``), ``importlib.import_module`` of
+    a CUDA-only module, or a function named for nvcc (``get_nvcc_version()``)."""
+    name = dotted_name(node.func) or ""
+    qualified = ctx.resolver.qualified_name(node.func) or name
+    if qualified in SHELL_CALLS:
+        for string in iter_nodes(node, (cst.SimpleString, cst.FormattedStringText)):
+            value = string_value(string) if isinstance(string, cst.SimpleString) else string.value
+            tool = CUDA_TOOLS.search(value or "")
+            if tool:
+                return f"`{tool.group()}`", "a CUDA toolkit program, not installed on NPU hosts"
+    if qualified == "importlib.import_module" and node.args and node.args[0].keyword is None:
+        module = string_value(node.args[0].value)
+        note = _module_reason(module, ctx.options) if module else None
+        if note:
+            return f"`{module}`", note
+    if "nvcc" in re.split(r"[^a-z0-9]+", name.rpartition(".")[2].lower()):
+        return f"`{name}`", "runs nvcc, which is not installed on NPU hosts"
+    return None
+
+
+def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
+    """``(what, why)`` for the first code among ``nodes`` (and their descendants) that runs only on
+    a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_modules.toml, a compiled
+    extension, pycuda/cupy/numba.cuda, the CUDA-only libraries of the feature switches' table), a
+    call or a reference through a name bound to one, a CUDA toolkit program run through a shell."""
+    relative: dict[str, str] | None = None
+    for root in nodes:
+        skipped = {a.attr for a in iter_nodes(root, cst.Attribute)}
+        skipped |= {arg.keyword for arg in iter_nodes(root, cst.Arg) if arg.keyword is not None}
+        for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name)):
+            if isinstance(node, (cst.Import, cst.ImportFrom)):
+                found = _import_use(ctx, node)
+            elif isinstance(node, cst.Call):
+                found = _call_use(ctx, node)
+            elif node in skipped:
+                continue
+            else:
+                qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
+                if qualified:
+                    note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
+                    found = (f"`{qualified}`", note) if note else None
+                else:
+                    relative = _relative_bindings(ctx) if relative is None else relative
+                    module = relative.get(node.value, "")
+                    found = (f"`{node.value}`", EXTENSION) if module and EXTENSION_NAME.fullmatch(module) else None
+            if found:
+                return found
+    return None
+
+
+def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
+    """What runs only when the test says CUDA: the body when the test being true means CUDA
+    (``torch.cuda.is_available() and x``), the ``else`` branch (or, when the body ends in
+    ``return``/``raise`` and there is none, the statements after the ``if``) when its being false
+    does (``not x.is_cuda``, ``not HAS_KNN or y``); nothing when neither (``x and not
+    torch.cuda.is_available()``). A test with no CUDA test in it (a flag set from ``.is_cuda``) is
+    taken as one, negated by a leading ``not``."""
+    true, false = _means_cuda(ctx, node.test)
+    if true is None:  # no CUDA test recognized
+        true, false = not _negated(node.test), _negated(node.test)
+    if true:
+        return [node.body]
+    if not false:
+        return []
+    if isinstance(node, cst.IfExp) or node.orelse is not None:
+        return [node.orelse]
+    last = node.body.body[-1] if node.body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    if not isinstance(last, (cst.Return, cst.Raise)):
+        return []
+    placement = TreeIndex.of(ctx).placement.get(node)
+    return list(placement.block.body[placement.index + 1 :]) if placement is not None else []
+
+
+def _negated(test: cst.BaseExpression) -> bool:
+    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+
+
+def _means_cuda(ctx, test: cst.BaseExpression) -> tuple[bool | None, bool]:
+    """(test true ⇒ CUDA, test false ⇒ CUDA); (None, False) when the test holds no CUDA test."""
+    found = [False]
+
+    def polarity(expr: cst.BaseExpression) -> tuple[bool, bool]:
+        if _negated(expr):
+            true, false = polarity(expr.expression)
+            return false, true
+        if isinstance(expr, cst.BooleanOperation):
+            (t1, f1), (t2, f2) = polarity(expr.left), polarity(expr.right)
+            if isinstance(expr.operator, cst.And):
+                return t1 or t2, f1 and f2
+            return t1 and t2, f1 or f2
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            operator = expr.comparisons[0].operator
+            if "cuda" in (string_value(expr.left), string_value(expr.comparisons[0].comparator)):
+                found[0] = True  # `x.device.type == "cuda"`, `"cuda" in str(x.device)`
+                positive = isinstance(operator, (cst.Equal, cst.In, cst.Is))
+                return positive, isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+            return False, False
+        if _cuda_atom(ctx, expr):
+            found[0] = True
+            return True, False
+        return False, False
+
+    true, false = polarity(test)
+    return (true, false) if found[0] else (None, False)
+
+
+def _cuda_atom(ctx, expr: cst.BaseExpression) -> bool:
+    """``torch.cuda.is_available()``, ``x.is_cuda``, a flag set from ``torch.cuda.is_available()``
+    (``HAS_KNN``, ``self.use_knn``, a call of a function so named)."""
+    if _is_available(ctx, expr) or (isinstance(expr, cst.Attribute) and expr.attr.value == "is_cuda"):
+        return True
+    name = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+    return bool(name) and name.rpartition(".")[2] in cuda_flags(ctx)
+
+
+def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
+    """``(what, why)`` for the CUDA-only code the CUDA branch of ``node`` runs (see :func:`cuda_only_use`)."""
+    return cuda_only_use(ctx, cuda_branch(ctx, node))
+
+
+# --- which tests stay CUDA's: the blocks NPU604/NPU606 take for guarded ---------------------------
+
+
+def _parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of ``and``/``or``/``not`` and comparisons."""
+    if isinstance(expr, cst.BooleanOperation):
+        return _parts(expr.left) + _parts(expr.right)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return _parts(expr.expression)
+    if isinstance(expr, cst.Comparison):
+        return _parts(expr.left) + [p for c in expr.comparisons for p in _parts(c.comparator)]
+    return [expr]
+
+
+def _is_available(ctx, expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and (
+        ctx.resolver.qualified_name(expr.func) == IS_AVAILABLE
+        or module_qualified(ctx.resolver.module_scope, expr.func) == IS_AVAILABLE
+    )
+
+
+def cuda_flags(ctx) -> frozenset[str]:
+    """Names (last parts of attribute targets too) assigned a value made of ``torch.cuda.is_available()``
+    in the file (``HAS_KNN = torch.cuda.is_available()``, ``self.use_knn = ... and ...``), and the
+    functions returning one (``def has_gpu(): return torch.cuda.is_available()``)."""
+    return ctx.file_state(_cuda_flags)
+
+
+def _cuda_flags(ctx) -> frozenset[str]:
+    if ctx.text is not None and b"is_available" not in ctx.text:
+        return frozenset()
+    names: set[str] = set()
+    for node in iter_nodes(ctx.module, (cst.Assign, cst.AnnAssign)):
+        if node.value is None or not any(_is_available(ctx, p) for p in _parts(node.value)):
+            continue
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        names.update((dotted_name(t) or "").rpartition(".")[2] for t in targets)
+    for function in iter_nodes(ctx.module, cst.FunctionDef):
+        returned = (r.value for r in iter_nodes(function.body, cst.Return) if r.value is not None)
+        if any(_is_available(ctx, p) for value in returned for p in _parts(value)):
+            names.add(function.name.value)
+    names.discard("")
+    return frozenset(names)
+
+
+def kept_cuda_blocks(ctx, node: cst.If) -> list[cst.CSTNode]:
+    """The blocks of ``node`` that only run on CUDA hosts once migrated: its CUDA branch when its
+    test is a CUDA test the migration keeps because that branch runs CUDA-only code."""
+    if _means_cuda(ctx, node.test)[0] is None:
+        return []
+    branch = cuda_branch(ctx, node)
+    if not branch or cuda_only_use(ctx, branch) is None:
+        return []
+    return [b.body if isinstance(b, cst.Else) else b for b in branch if isinstance(b, (cst.BaseSuite, cst.Else))]
