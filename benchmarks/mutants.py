@@ -573,9 +573,13 @@ def run_mutant(
         shutil.rmtree(tree)
         return None
     (tree / edit.path).write_text(edit.text)
+    # mutants run at once: a script that writes into its tree (word_language_model saves model.pt
+    # and loads it back) must not meet another mutant's original run
+    own_original = work / f"{case.name}--{operator.name}--original"
+    shutil.copytree(original, own_original)
     verdict = Verdict(case.name, operator.name, edit)
     result, _, problem = validate_real.validate_case(
-        case, original, tree, env, work / f"{case.name}--{operator.name}.json"
+        case, own_original, tree, env, work / f"{case.name}--{operator.name}.json"
     )
     if result is None:
         verdict.validate_status = f"no result ({problem})"
@@ -585,6 +589,7 @@ def run_mutant(
         verdict.validate_place = _validate_place(result)
     verdict.harness_status, verdict.harness_place, verdict.harness_caught = _harness(tree, env)
     shutil.rmtree(tree)
+    shutil.rmtree(own_original)
     return verdict
 
 
