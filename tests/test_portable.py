@@ -61,6 +61,7 @@ def _side(tree: Path, emulation: str, script: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # each case runs the original and the migrated golden in subprocesses
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_golden_runs_the_same_on_cuda_and_on_npu(tree, tmp_path, name):
     report = tmp_path / "report.json"

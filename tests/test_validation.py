@@ -26,6 +26,8 @@ from cuda2npu.validation.compare import (
 from cuda2npu.validation.harness import validate
 from cuda2npu.validation.keys import map_state_dict
 
+pytestmark = pytest.mark.slow  # most tests here run validate or the harness in subprocesses
+
 FIXTURES = REPO / "fixtures" / "validation"
 
 

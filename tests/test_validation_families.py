@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import REPO, cuda2npu
 
+pytestmark = pytest.mark.slow  # most tests here run validate or the harness in subprocesses
+
 FIXTURES = REPO / "fixtures" / "validation"
 EXTRA_STATE_NOTE = "TransformerEngine FP8 metadata"
 

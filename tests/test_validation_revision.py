@@ -10,6 +10,8 @@ from cli_helpers import REPO, cuda2npu
 
 from cuda2npu.validation.revision import RevisionError, original_tree
 
+pytestmark = pytest.mark.slow  # most tests here run validate or the harness in subprocesses
+
 MLP = REPO / "fixtures" / "validation" / "mlp"
 
 

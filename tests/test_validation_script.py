@@ -15,6 +15,8 @@ from cuda2npu.validation.lines import LineMap
 from cuda2npu.validation.script import validate_script
 from cuda2npu.validation.trace_compare import TraceComparison, calibration_floors, canary, compare_update
 
+pytestmark = pytest.mark.slow  # most tests here run validate or the harness in subprocesses
+
 SCRIPT = REPO / "fixtures" / "validation" / "script"
 
 

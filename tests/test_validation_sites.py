@@ -23,6 +23,8 @@ from cli_helpers import REPO, cuda2npu
 
 from cuda2npu.validation.sites_find import absolute, find_sites
 
+pytestmark = pytest.mark.slow  # most tests here run validate or the harness in subprocesses
+
 FIXTURE = REPO / "fixtures" / "validation" / "sites"
 # the fused rewrites of the numeric tier (rules/*.toml) and the other call rewrites the checks cover
 NUMERIC_FUSED = {"NPU401", "NPU402", "NPU404", "NPU407", "NPU320", "NPU321"}
