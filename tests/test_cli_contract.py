@@ -517,3 +517,11 @@ def test_version_flag_and_a_path_without_python_files(tmp_path):
         assert result.returncode == 0 and "warning: No Python files found under the given path(s)" in result.stderr
     (tmp_path / "a.py").write_text("x = 1\n")
     assert "No Python files" not in run("check", tmp_path).stderr
+
+
+def test_migrate_defaults_to_the_current_directory_as_check_does(tmp_path):
+    (tmp_path / "a.py").write_text(CUDA)
+    result = run("migrate", "--diff", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # --diff: 1 when something would change, as ruff
+    assert "+++ b/a.py" in result.stdout and ".npu()" in result.stdout
+    assert (tmp_path / "a.py").read_text() == CUDA  # --diff writes nothing

@@ -313,7 +313,7 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write a migrated copy of the tree here.")
 @click.option("--diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if anything would change.")
@@ -364,9 +364,11 @@ def migrate(
     strategies,
     settings,
 ):
-    """Rewrite CUDA code under PATHS for Ascend NPU (in place unless --out/--diff/--check)."""
+    """Rewrite CUDA code under PATHS (default: the current directory) for Ascend NPU (in place
+    unless --out/--diff/--check)."""
     from cuda2npu.commands.migrate import MigrateRequest, run_migrate
 
+    paths = paths or (Path("."),)
     run_settings = _run_settings(
         list(paths),
         select,
