@@ -90,8 +90,8 @@ class Places:
         the same module's functions it calls and the module-level names it reads
         (``nanogpt_entry.py:7, 11-22`` for ``device = "npu"`` at line 7 read by ``build``)."""
         own = self.definition(function)
-        if own is None:
-            return None
+        if own is None or not inspect.isfunction(function):  # a class or another callable: its definition
+            return own
         path, _, span = own.partition(":")
         module = sys.modules.get(function.__module__)
         spans = {_span_start(span): span}
