@@ -143,6 +143,17 @@ def test_caret_spans_the_reported_range(tmp_path):
     assert carets.index("^") == line.index("torch") and "\t" in carets  # a tab stays a tab: carets line up
 
 
+def test_carets_line_up_by_display_width_after_wide_characters(tmp_path):
+    """CJK strings and comments are common in code written for Ascend: a wide character takes two
+    terminal columns, so two blanks under it (and two carets where the range holds one)."""
+    source = 'import torch\ny = {"数据": 1}; z = torch.zeros(2).cuda()\n'
+    (tmp_path / "a.py").write_text(source, encoding="utf-8")
+    line, carets = run("check", "a.py", "--select", "NPU101", cwd=tmp_path).stdout.splitlines()[1:3]
+    before = line[: line.index("cuda()")]
+    assert carets.index("^") == len(before) + 2  # the two wide characters before the range
+    assert carets.strip() == "^^^^"
+
+
 # 7. the summary says where everything went, what to run next, and what is left where
 
 PROJECT = {

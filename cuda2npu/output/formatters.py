@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -64,8 +65,14 @@ def caret(f: Finding, line: str) -> tuple[str, int]:
         end = min(f.end_column - 1, len(line.rstrip()))
     else:  # the range goes on below: to the end of this line
         end = len(line.rstrip())
-    prefix = "".join("\t" if char == "\t" else " " for char in line[:start])
-    return prefix, max(end - start, 1)
+    prefix = "".join("\t" if char == "\t" else " " * _display_width(char) for char in line[:start])
+    return prefix, max(sum(_display_width(char) for char in line[start:end]), 1)
+
+
+def _display_width(char: str) -> int:
+    """Columns a character takes on a terminal: two for wide East Asian ones (CJK strings and
+    comments), else one."""
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
 def text(
