@@ -536,3 +536,18 @@ def test_migrate_defaults_to_the_current_directory_as_check_does(tmp_path):
     assert result.returncode == 1, result.stderr  # --diff: 1 when something would change, as ruff
     assert "+++ b/a.py" in result.stdout and ".npu()" in result.stdout
     assert (tmp_path / "a.py").read_text() == CUDA  # --diff writes nothing
+
+
+def test_the_git_diff_hint_is_given_only_inside_a_git_work_tree(tmp_path):
+    plain, repo = tmp_path / "plain", tmp_path / "repo"
+    for tree in (plain, repo):
+        tree.mkdir()
+        (tree / "a.py").write_text(CUDA)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "a.py"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "cuda"], cwd=repo, check=True)
+    outside, inside = run("migrate", ".", cwd=plain), run("migrate", ".", cwd=repo)
+    assert outside.returncode == inside.returncode == 0, outside.stderr + inside.stderr
+    assert "next: review" in outside.stderr and "git diff" not in outside.stderr
+    assert "(`git diff` shows the rewrite)" in inside.stderr

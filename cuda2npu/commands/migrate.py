@@ -14,7 +14,7 @@ from pathlib import Path
 from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
 from cuda2npu.core.fileio import atomic_write, io_error
-from cuda2npu.core.gitutil import dirty_files
+from cuda2npu.core.gitutil import dirty_files, in_work_tree
 from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import is_project_file
@@ -250,10 +250,8 @@ def _print_next(request: MigrateRequest, summary: Summary, markers: dict[str, li
                 f"`--out DIR` writes a migrated copy (with a validation harness)"
             )
     elif summary.changed:
-        _say(
-            f"  next: review {review} (`git diff` shows the rewrite), then `cuda2npu check {_paths(request)}` "
-            f"lists what is left"
-        )
+        shown_by = " (`git diff` shows the rewrite)" if in_work_tree(request.paths) else ""
+        _say(f"  next: review {review}{shown_by}, then `cuda2npu check {_paths(request)}` lists what is left")
 
 
 def _print_summary(summary: Summary, wrote: bool) -> None:

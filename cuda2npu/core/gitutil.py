@@ -1,4 +1,5 @@
-"""Asking git which files have uncommitted changes (in-place migrate leaves those it would change as they are)."""
+"""Asking git which files have uncommitted changes (in-place migrate leaves those it would change as
+they are), and whether a path is in a work tree at all."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ def _git(args: list[str], cwd: Path) -> bytes | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout if result.returncode == 0 else None
+
+
+def in_work_tree(paths: list[Path]) -> bool:
+    """Whether the first path is inside a git work tree (where `git diff` shows a rewrite)."""
+    first = paths[0] if paths else Path(".")
+    return _git(["rev-parse", "--is-inside-work-tree"], first if first.is_dir() else first.parent) == b"true\n"
 
 
 def dirty_files(paths: list[Path]) -> dict[Path, str]:
