@@ -331,8 +331,11 @@ def test_check_defaults_to_the_current_directory_quiet_and_statistics(tmp_path):
     assert stats.returncode == 1
     assert stats.stdout.splitlines() == ["2\tNPU101\t[*] cuda-method-call", "1\tNPU805\t    cudnn-benchmark"]
     assert run("check", "--statistics", cwd=tmp_path).stdout.splitlines() == ["2\tNPU101\t[*] cuda-method-call"]
-    data = json.loads(run("check", "--statistics", "--format", "json", cwd=tmp_path).stdout)
-    assert data[0] == {"code": "NPU101", "name": "cuda-method-call", "count": 2, "fixable": True}
+    data = json.loads(run("check", "--statistics", "--format", "json", "--extend-select", "NPU8", cwd=tmp_path).stdout)
+    assert data == [
+        {"code": "NPU101", "name": "cuda-method-call", "count": 2, "fixable": True, "fixable_count": 2},
+        {"code": "NPU805", "name": "cudnn-benchmark", "count": 1, "fixable": False, "fixable_count": 0},
+    ]
     (tmp_path / "a.py").write_text("x = 1\n")
     assert run("check", "-q", cwd=tmp_path).stdout == ""
 

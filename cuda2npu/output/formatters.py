@@ -111,7 +111,13 @@ def statistics(findings: list[Finding], output_format: str = "text") -> str:
     if output_format == "json":
         return json.dumps(
             [
-                {"code": code, "name": docs[code].name, "count": counts[code], "fixable": fixable[code] == counts[code]}
+                {
+                    "code": code,
+                    "name": docs[code].name,
+                    "count": counts[code],
+                    "fixable": fixable[code] == counts[code],
+                    "fixable_count": fixable[code],  # as ruff's: some findings of a rule may be fixable
+                }
                 for code in rows
             ],
             indent=2,
