@@ -5,8 +5,10 @@ tree's frames only, and whole)."""
 from __future__ import annotations
 
 import ast
+import json
 import traceback
 from pathlib import Path
+from typing import Callable
 
 MISSING_DEPENDENCY = "missing dependency of the original"
 CUDA_ONLY_IMPORT = "CUDA-only import on the migrated side (it fails on an NPU host)"
@@ -87,3 +89,19 @@ def _imports_span(path: Path, relative: str) -> str | None:
         return None
     lines = [node.lineno for node in body if isinstance(node, (ast.Import, ast.ImportFrom))]
     return f"{relative}:{min(lines)}-{max(lines)}" if lines else None
+
+
+def child_main(argv: list[str], run: Callable[[dict], object], role: str | None = None) -> int:
+    """A validation child (``--run``'s trace, the smoke test): ``run`` the spec in ``argv[1]`` and write
+    its result to the spec's ``out`` (exit 0), or what failed, described for ``role`` (default: the
+    spec's), to ``out.error.json`` (exit 2), for the parent to read."""
+    spec = json.loads(Path(argv[1]).read_text())
+    out = Path(spec["out"])
+    try:
+        result = run(spec)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        error = describe(exc, role or spec["role"], Path(spec["tree"]))
+        out.with_suffix(".error.json").write_text(json.dumps(error))
+        return 2
+    out.write_text(json.dumps(result))
+    return 0

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda2npu.validation.failures import child_main
 from cuda2npu.validation.harness import SIDE_TIMEOUT_S, run_child
 
 
@@ -127,19 +128,5 @@ def _to_npu(value):
     return value
 
 
-def main(argv: list[str]) -> int:
-    from cuda2npu.validation.failures import describe
-
-    spec = json.loads(Path(argv[1]).read_text())
-    out = Path(spec["out"])
-    try:
-        result = run(spec)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        out.with_suffix(".error.json").write_text(json.dumps(describe(exc, "migrated", Path(spec["tree"]))))
-        return 2
-    out.write_text(json.dumps(result))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(child_main(sys.argv, run, "migrated"))

@@ -18,7 +18,6 @@ The comparison modes (``spec["mode"]``):
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import runpy
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 
 from cuda2npu.emulation.controls import CONTROLS
-from cuda2npu.validation.failures import describe
+from cuda2npu.validation.failures import child_main
 from cuda2npu.validation.recorder import Recorder, TraceComplete
 
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
@@ -120,17 +119,5 @@ def run(spec: dict) -> dict:
     }
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[1]).read_text())
-    out = Path(spec["out"])
-    try:
-        trace = run(spec)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        out.with_suffix(".error.json").write_text(json.dumps(describe(exc, spec["role"], Path(spec["tree"]))))
-        return 2
-    out.write_text(json.dumps(trace))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(child_main(sys.argv, run))
