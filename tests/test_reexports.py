@@ -16,6 +16,7 @@ from cli_helpers import cuda2npu, tree_digest
 from helpers import dedent
 
 from cuda2npu.families.project_imports import imported_names, module_names
+from cuda2npu.project.facts import python_texts
 
 APEX_STUB = {  # where the migrated package is imported to check that its names still resolve
     "apex/__init__.py": "",
@@ -113,7 +114,7 @@ def test_the_scan_finds_the_names_other_modules_import(tmp_path):
     paths = sorted(tmp_path.rglob("*.py"))
     assert module_names(paths)[tmp_path / "pkg" / "sub" / "use.py"] == "pkg.sub.use"
     real = os.path.realpath(tmp_path)
-    assert dict(imported_names(paths)) == {
+    assert dict(imported_names(python_texts(paths))) == {
         os.path.join(real, "pkg", "kernels.py"): ("*", "te"),
         os.path.join(real, "pkg", "layers.py"): ("FusedLayerNorm", "FusedRMSNorm", "flash_attn"),
     }

@@ -50,13 +50,6 @@ def module_names(files: list[Path]) -> dict[Path, str]:
     return names
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
-
-
 def _imported(clause: bytes) -> list[tuple[str, str]]:
     """``(a, b as c,  # comment\\n d)`` → [(a, a), (b, c), (d, d)]: (name, the name it binds)."""
     clause = COMMENT.sub(b"", clause).replace(b"\\\n", b" ").strip(b"() \t\r\n")
@@ -119,13 +112,12 @@ def _imports(text: bytes, tops: set[bytes]) -> tuple[list[tuple[bytes, bytes, by
     return found, removable
 
 
-def _names_imported(path: Path, importer: str, imports, candidates: set[str]) -> dict[str, set[str]]:
-    """The names the module ``importer`` (``imports``: of :func:`_imports`) imports from each of
-    ``candidates`` (its text is read again for ``m.X`` after ``import pkg.mod as m``)."""
+def _names_imported(path: Path, text: bytes, importer: str, imports, candidates: set[str]) -> dict[str, set[str]]:
+    """The names the module ``importer`` (at ``path``, ``text``; ``imports``: of :func:`_imports`)
+    imports from each of ``candidates`` (its text is searched for ``m.X`` after ``import pkg.mod as m``)."""
     found: dict[str, set[str]] = {}
     packages = {name.rpartition(".")[0] for name in candidates}
     is_package = path.name == "__init__.py"
-    text: bytes | None = None
     for dots, module, clause in imports:
         if module or dots:
             target = _target(importer, is_package, dots, module)
@@ -136,29 +128,27 @@ def _names_imported(path: Path, importer: str, imports, candidates: set[str]) ->
                 found.setdefault(target, set()).update(name for name, _ in names)
             for name, bound in names:  # `from pkg import mod` … `mod.X`
                 if f"{target}.{name}" in candidates:
-                    text = _read(path) if text is None else text
                     found.setdefault(f"{target}.{name}", set()).update(_attribute_names(text, bound.encode()))
             continue
         for item in clause.split(b","):  # `import pkg.mod as m` … `m.X`
             parts = item.split()
             target = parts[0].decode("ascii", "replace") if parts else ""
             if target in candidates:
-                text = _read(path) if text is None else text
                 bound = parts[2] if len(parts) == 3 and parts[1] == b"as" else parts[0]
                 found.setdefault(target, set()).update(_attribute_names(text, bound))
     return found
 
 
-def imported_names(files: list[Path]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def imported_names(texts: dict[Path, bytes]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``(real path of a project module, names other project files import from it)`` for the
     modules (not packages' ``__init__.py``) that import a library of ``REMOVABLE`` and whose names
-    another file imports (``*``: all of them), sorted."""
-    modules = module_names(files)
+    another file imports (``*``: all of them), sorted; ``texts``: the project's Python files."""
+    modules = module_names(list(texts))
     tops = {name.partition(".")[0].encode() for name in modules.values()}
     candidates: dict[str, list[Path]] = {}
     imports = {}
-    for path, name in modules.items():  # one read per file: its imports that may name project modules
-        imports[path], removable = _imports(_read(path), tops)
+    for path, name in modules.items():  # the imports of each file that may name project modules
+        imports[path], removable = _imports(texts[path], tops)
         if removable and path.name != "__init__.py":
             candidates.setdefault(name, []).append(path)
     if not candidates:
@@ -166,7 +156,7 @@ def imported_names(files: list[Path]) -> tuple[tuple[str, tuple[str, ...]], ...]
     wanted: dict[str, set[str]] = {}
     for path, importer in modules.items():
         if imports[path]:
-            for target, names in _names_imported(path, importer, imports[path], set(candidates)).items():
+            for target, names in _names_imported(path, texts[path], importer, imports[path], set(candidates)).items():
                 wanted.setdefault(target, set()).update(names)
     found: dict[str, set[str]] = {}
     real: dict[Path, str] = {}  # directory -> its real path (one resolution per directory)

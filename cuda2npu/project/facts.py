@@ -31,26 +31,33 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
+    texts = python_texts(files)
     return {
         "cuda_extensions": extensions,
         "local_modules": local,
         "loose_modules": loose,
-        "npu_backend_classes": npu_backend_classes(files),
-        "project_imports": imported_names(files),
+        "npu_backend_classes": npu_backend_classes(texts),
+        "project_imports": imported_names(texts),
     }
 
 
-def npu_backend_classes(files: list[Path]) -> tuple[str, ...]:
+def python_texts(files: list[Path]) -> dict[Path, bytes]:
+    """The bytes of each of the project's Python files (read once for every fact; unreadable: skipped)."""
+    texts = {}
+    for path in files:
+        if path.suffix == ".py":
+            try:
+                texts[path] = path.read_bytes()
+            except OSError:
+                continue
+    return texts
+
+
+def npu_backend_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
     """The names of the module-level classes implementing an NPU backend in the project's Python files
     (ColossalAI's ``NpuAccelerator``, DeepSpeed's ``NPU_Accelerator``), from a regex over their text."""
     names: set[str] = set()
-    for path in files:
-        if path.suffix != ".py":
-            continue
-        try:
-            text = path.read_bytes()
-        except OSError:
-            continue
+    for text in texts.values():
         if b"ccelerator" in text or b"latform" in text or b"ackend" in text:
             names.update(match.group(1).decode() for match in NPU_BACKEND_CLASS.finditer(text))
     return tuple(sorted(names))
