@@ -95,14 +95,17 @@ class Places:
         path, _, span = own.partition(":")
         module = sys.modules.get(function.__module__)
         spans = {_span_start(span): span}
+        assigned = None  # the module's assignment lines, parsed once and only if a name needs them
         for name in _global_names(function.__code__):
             value = getattr(module, name, None)
             if inspect.isfunction(value) and value is not function and value.__module__ == function.__module__:
                 place = self.definition(value)
                 if place is not None:
-                    spans[_span_start(place.partition(":")[2])] = place.partition(":")[2]
+                    called = place.partition(":")[2]
+                    spans[_span_start(called)] = called
             elif isinstance(value, (str, int, float, tuple, torch.device, torch.dtype)):
-                line = _assignment_line(module, name)
+                assigned = _assignment_lines(module) if assigned is None else assigned
+                line = assigned.get(name)
                 if line is not None:
                     spans.setdefault(line, str(line))
         return f"{path}:{', '.join(spans[start] for start in sorted(spans))}"
@@ -121,23 +124,18 @@ def _global_names(code) -> set[str]:
     return names
 
 
-def _assignment_line(module, name: str) -> int | None:
-    """The line of the last module-level ``name = ...`` (or annotated assignment) of ``module``."""
+def _assignment_lines(module) -> dict[str, int]:
+    """The line of each module-level name's last assignment (``name = ...`` or annotated) in ``module``."""
     try:
         tree = ast.parse(inspect.getsource(module))
     except (OSError, TypeError, SyntaxError):
-        return None
-    lines = [
-        statement.lineno
-        for statement in tree.body
-        if isinstance(statement, (ast.Assign, ast.AnnAssign))
-        and any(
-            isinstance(target, ast.Name) and target.id == name
-            for node in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
-            for target in ast.walk(node)
-        )
-    ]
-    return lines[-1] if lines else None
+        return {}
+    lines: dict[str, int] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            for node in statement.targets if isinstance(statement, ast.Assign) else [statement.target]:
+                lines.update((target.id, statement.lineno) for target in ast.walk(node) if isinstance(target, ast.Name))
+    return lines
 
 
 def _lines(frame) -> str:
