@@ -446,11 +446,14 @@ def _innermost_definition(text: str, line: int) -> tuple[int, int] | None:
     return min(holding, key=lambda span: span[1] - span[0], default=None)
 
 
+SPANS = r"\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*"  # a place's lines: `12`, `3-9`, or an entry's `7, 11-22`
+
+
 def _place_matches(place: str, edit: Edit) -> bool:
     """The place names the edit: a line within ``NEAR`` of it, a span holding it, or a line of the
     same innermost function (the function to read: an optimizer built a few lines below its groups)."""
     path, _, spans = (place or "").rpartition(":")
-    if path != edit.path or not re.fullmatch(r"\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*", spans):
+    if path != edit.path or not re.fullmatch(SPANS, spans):
         return False
     function = _innermost_definition(edit.text, edit.line)
     for span in spans.split(", "):  # an entry's place: its function, the functions and names it reads
@@ -520,7 +523,7 @@ def _validate_place(result: dict) -> str:
     if "tensors" in result:  # an entry: the place it says to look at first, else the error's line
         if result.get("where"):
             return result["where"]
-        match = re.search(r"\(at ([^()]+:\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)\)", " ".join(result.get("problems", [])))
+        match = re.search(rf"\(at ([^()]+:{SPANS})\)", " ".join(result.get("problems", [])))
         return match.group(1) if match else "n/a"
     return ""
 
