@@ -28,9 +28,14 @@ def _cases() -> list[tuple[str, Path, Options]]:
         cases.append((path.stem, path, options_from(path.read_text(encoding="utf-8"))))
     for table in sorted(ROOT.rglob("variants.toml")):
         for name, variant in tomllib.loads(table.read_text(encoding="utf-8")).items():
-            options = {key: tuple(v) if isinstance(v, list) else v for key, v in variant["options"].items()}
-            cases.append((name, table.parent / variant["input"], Options(**options)))  # TOML lists: Options' tuples
+            options = {key: _tuples(v) for key, v in variant["options"].items()}
+            cases.append((name, table.parent / variant["input"], Options(**options)))
     return cases
+
+
+def _tuples(value):
+    """TOML lists as Options' tuples, nested ones too (``pins = [["torch", "==2.4.0"]]``)."""
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
 
 
 CASES = _cases()

@@ -184,7 +184,8 @@ selection = [
         "--target-torch-npu",
         metavar="VERSION",
         default=None,
-        help="Never emit torch_npu keywords newer than this release.",
+        help="Never emit torch_npu APIs or keywords newer than this release "
+        "(default: the newest the project's torch pin allows, else the newest documented).",
     ),
     click.option(
         "--portable/--no-portable",

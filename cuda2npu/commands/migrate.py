@@ -265,6 +265,15 @@ def _print_summary(summary: Summary, wrote: bool) -> None:
         _say(f"  edits: {edits}")
 
 
+def _print_pins(options: Options) -> None:
+    """What the project's version pins decided (the torch_npu release the rewrites target)."""
+    if options.target_from:
+        _say(
+            f"  target: torch_npu {options.target_torch_npu}, for the pin {options.target_from} "
+            f"({', '.join(options.pin_files)}); --target-torch-npu overrides it"
+        )
+
+
 def _print_changed(results: list[FileResult], verb: str) -> None:
     """``Migrated: path`` for the files written (what the pre-commit hook changed)."""
     changed = [r.path for r in results if r.status == "changed"]
@@ -499,5 +508,6 @@ def _finish(
     _print_failures(results)
     _print_companions(companions, wrote)
     _print_summary(summary, wrote)
+    _print_pins(request.options)
     _print_left_open(results, markers, request.report_file)
     _print_next(request, summary, markers)

@@ -67,12 +67,15 @@ class Options:
     colossalai: str = "keep"
     fuse_sdpa: bool = False
     target_torch_npu: str | None = None  # None: the newest version documented in the reference
+    target_from: str = ""  # the pin that chose target_torch_npu ("torch==2.4.0"), when the user did not
     portable: bool = False  # device-agnostic output for CUDA and Ascend (cuda2npu/families/portable.py)
     target_torch: str | None = None  # --portable: the oldest torch to run on (None: see cuda2npu/families/portable.py)
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
     cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
     local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
     loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
+    pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
+    pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()

@@ -41,6 +41,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
+from cuda2npu.core.pins import base_release
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
 from cuda2npu.filekinds import depfiles_versions as versions
@@ -571,7 +572,7 @@ def _mismatch(spec: str, fits: list[versions.Release] | None, declared: Dep | No
             f"{_listed(versions.nearest(spec))}): pip cannot install torch_npu next to it; change the torch requirement"
         )
     pinned = versions.exact_pin(_torch_spec(declared)[0]) if declared is not None else None
-    base = versions.base_release(pinned) if pinned else None
+    base = base_release(pinned) if pinned else None
     if base and fits is not None and base not in {r.torch for r in fits}:
         fitting = fits[-1].torch_npu if len(fits) == 1 else None
         advice = f"`torch_npu=={fitting}`" if fitting else "the torch_npu of the torch you install"

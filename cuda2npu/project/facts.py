@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.project_imports import imported_names
+from cuda2npu.project.pins import project_pins
 
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
     rb"^class[ \t]+(\w*(?:npu|Npu|NPU)_?(?:accelerator|Accelerator|platform|Platform|backend|Backend)\w*)[ \t]*[(:]",
@@ -27,12 +28,16 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
     the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
     (their CUDA counterparts in other files are left as written: npu_aware), the names its modules
-    import from each other (an import another file reads is not unused: families/project_imports.py).
+    import from each other (an import another file reads is not unused: families/project_imports.py),
+    its version pins (project/pins.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
     texts = python_texts(files)
+    pins, pin_files = project_pins(files, root)
     return {
+        "pins": pins,
+        "pin_files": pin_files,
         "cuda_extensions": extensions,
         "local_modules": local,
         "loose_modules": loose,

@@ -30,6 +30,7 @@ from cuda2npu.core.globs import matches_any
 from cuda2npu.core.options import Options
 from cuda2npu.project.discovery import Discovery, discover
 from cuda2npu.project.facts import project_facts
+from cuda2npu.project.pins import with_pinned_target
 
 PROJECT_MARKERS = ("setup.py", "setup.cfg", "pyproject.toml")
 NO_CONFIG = Config()
@@ -155,7 +156,8 @@ class RunSettings:
             base = self._base.get(config.path)
             if base is None:
                 base = self._base[config.path] = options_from(config, self.cli)
-            options = self._options[directory] = replace(base, **self.facts(self.root_of(directory)))
+            options = replace(base, **self.facts(self.root_of(directory)))
+            self._options[directory] = options = with_pinned_target(options)
         return options
 
     # --- per file ----------------------------------------------------------------------------
@@ -237,6 +239,7 @@ class RunSettings:
             "portable": here.portable,
             "target-torch": here.target_torch,
             "target.torch_npu": here.target_torch_npu,
+            "target.from-pin": here.target_from or None,
             "max-tier": str(here.max_tier),
             "markers": here.markers,
             "review-markers": here.review_markers,
@@ -245,6 +248,8 @@ class RunSettings:
             "cuda-extensions": list(here.cuda_extensions),
             "local-modules": list(here.local_modules),
             "npu-backend-classes": list(here.npu_backend_classes),
+            "pins": {name: spec for name, spec in here.pins},
+            "pin-files": list(here.pin_files),
         }
         lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
         return "\n".join(lines)

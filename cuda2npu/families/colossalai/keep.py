@@ -18,11 +18,14 @@ from cuda2npu.core.arguments import has_star, positional_count
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import code_of, keyword_arg, string, with_args
+from cuda2npu.core.pins import pin_at_least
 from cuda2npu.core.rulebase import register
 from cuda2npu.families.colossalai.common import ColossalRule
 
-# Parameters of the launchers once ``config`` was dropped (ColossalAI ≥ 0.4); older releases put
-# ``config`` first. ``backend`` is the argument this rule cares about.
+# Parameters of the launchers once ``config`` was dropped (ColossalAI 0.3.8: initialize.py of the
+# 0.3.7 and 0.3.8 sdists on PyPI); older releases put ``config`` first. ``backend`` is the argument
+# this rule cares about; a project pinning colossalai>=0.3.8 passes it first by position.
+WITHOUT_CONFIG = "0.3.8"
 LAUNCH_PARAMS = {
     "launch": ("rank", "world_size", "host", "port", "backend", "local_rank", "seed", "verbose"),
     "launch_from_torch": ("backend", "seed", "verbose"),
@@ -88,12 +91,14 @@ class Launch(KeepRule):
         count = positional_count(node)
         if count > backend_index + 1:
             return  # passed by position under both signatures
+        if count == backend_index + 1 and pin_at_least(self.options.pins, "colossalai", WITHOUT_CONFIG):
+            return  # the pinned release has no `config`: this is the backend, by position
         if count == backend_index + 1:
             positional = [a.value for a in node.args if a.keyword is None]
             if literal(positional[-1]) is not NOT_LITERAL and isinstance(literal(positional[-1]), str):
                 return  # `launch_from_torch("nccl")`: the backend, by position (new signature)
             if _keyword(node, "config") is None and not _looks_like_config(positional[0]):
-                return  # cannot tell `config` (ColossalAI < 0.4) from `backend` by position
+                return  # cannot tell `config` (ColossalAI < 0.3.8) from `backend` by position
         self.report(
             "NPU501",
             node,

@@ -103,7 +103,7 @@ class NativeLaunch(NativeRule):
             and args["backend"].keyword is None
             and not isinstance(literal(args["backend"].value), str)
         ):
-            # ColossalAI < 0.4: launch_from_torch(config, backend, seed, verbose)
+            # ColossalAI < 0.3.8: launch_from_torch(config, backend, seed, verbose)
             args = try_bind(node, ("config", "backend", "seed", "verbose"), open_keywords=True)
         if args is not None and "config" in args:
             config = args["config"].value

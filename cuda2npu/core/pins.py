@@ -1,0 +1,122 @@
+"""Version pins: the PEP 440 specifiers dependency files write, and what a pin guarantees.
+
+The subset dependency files use: ``==``, ``==X.*``, ``!=``, ``~=``, ``<``, ``<=``, ``>``, ``>=``,
+``===``, joined by commas. Anything else is "not understood" (None), and callers then decide
+nothing from the pin. A project's pins are project facts (cuda2npu/project/facts.py,
+``Options.pins``); rules ask :func:`at_least` whether the pinned range has an API.
+"""
+
+from __future__ import annotations
+
+import re
+
+_VERSION = re.compile(
+    r"v?(\d+(?:\.\d+)*)((?:[.-]?(?:post|rc|alpha|beta|preview|pre|a|b|c|dev)[.-]?\d*)*)(?:\+[\w.]+)?", re.I
+)
+_SPECIFIER = re.compile(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*(\S+?)\s*")
+_WIDTH = 6
+# The distributions whose pins decide something (Options.pins keeps only these: a uv.lock names hundreds).
+CONSULTED = ("accelerate", "colossalai", "deepspeed", "ray", "torch", "torch-npu", "transformers", "vllm")
+_LOWER_BOUNDS = ("==", "===", ">=", ">", "~=")
+
+
+def version_key(text: str) -> tuple | None:
+    """A comparable key: (release padded with zeros, phase -1 pre/dev | 0 final | 1 post, number)."""
+    match = _VERSION.fullmatch(text.strip())
+    if match is None:
+        return None
+    parts = tuple(int(p) for p in match.group(1).split("."))
+    if len(parts) > _WIDTH:
+        return None
+    suffix = match.group(2).lower()
+    phase = 1 if "post" in suffix else -1 if suffix else 0
+    number = int(re.sub(r"\D", "", suffix) or 0)
+    return (parts + (0,) * (_WIDTH - len(parts)), phase, number)
+
+
+def base_release(version: str) -> str | None:
+    """``2.7.1.post8`` → ``2.7.1``: the release part of a version."""
+    match = _VERSION.fullmatch(version.strip())
+    return match.group(1) if match else None
+
+
+def clauses(spec: str) -> list[tuple[str, str]] | None:
+    """``">=4.40, <5"`` → ``[(">=", "4.40"), ("<", "5")]``; None when not understood."""
+    spec = spec.strip()
+    if spec.startswith("(") and spec.endswith(")"):
+        spec = spec[1:-1]
+    if not spec.strip():
+        return []
+    found = []
+    for part in spec.split(","):
+        match = _SPECIFIER.fullmatch(part)
+        if match is None:
+            return None
+        found.append((match.group(1), match.group(2)))
+    return found
+
+
+def allows(spec: str, version: str) -> bool | None:
+    """Whether ``spec`` allows ``version`` (None: not understood)."""
+    found = clauses(spec)
+    if found is None:
+        return None
+    verdicts = [_allows_one(op, value, version) for op, value in found]
+    return None if None in verdicts else all(verdicts)
+
+
+def at_least(spec: str, version: str) -> bool | None:
+    """Whether every version ``spec`` allows is ``version`` or newer: True when one clause bounds
+    it from below at ``version`` or above, False when it allows an older one (an empty specifier
+    allows every version), None when the specifier is not understood."""
+    found = clauses(spec)
+    wanted = version_key(version)
+    if found is None or wanted is None:
+        return None
+    for op, value in found:
+        if op in _LOWER_BOUNDS:
+            bound = version_key(value.removesuffix(".*"))
+            if bound is None:
+                return None
+            if bound >= wanted:
+                return True
+    return False
+
+
+def pinned(pins: tuple[tuple[str, str], ...], distribution: str) -> str | None:
+    """The specifier the project pins ``distribution`` with ("" when named without one), else None."""
+    return dict(pins).get(distribution)
+
+
+def pin_at_least(pins: tuple[tuple[str, str], ...], distribution: str, version: str) -> bool | None:
+    """Whether the project's pin of ``distribution`` guarantees ``version`` or newer (None: not pinned
+    or not understood; False: the pin allows an older release)."""
+    spec = pinned(pins, distribution)
+    return None if spec is None else at_least(spec, version)
+
+
+def _allows_one(op: str, value: str, version: str) -> bool | None:
+    key = version_key(version)
+    if op == "===":
+        return version == value
+    if op in ("==", "!=") and value.endswith(".*"):
+        prefix = version_key(value[:-2])
+        if prefix is None or key is None:
+            return None
+        width = value[:-2].count(".") + 1
+        same = key[0][:width] == prefix[0][:width]
+        return same if op == "==" else not same
+    bound = version_key(value)
+    if bound is None or key is None:
+        return None
+    if op == "~=":
+        width = base_release(value).count(".")
+        return width > 0 and key >= bound and key[0][:width] == bound[0][:width]
+    return {
+        "==": key == bound,
+        "!=": key != bound,
+        "<": key < bound,
+        "<=": key <= bound,
+        ">": key > bound,
+        ">=": key >= bound,
+    }[op]

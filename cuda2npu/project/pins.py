@@ -1,0 +1,107 @@
+"""The project's version pins, and the default they decide (the torch_npu release a migration targets).
+
+Read, never written: the dependency files the run discovers (requirements*.txt/.in, pyproject.toml,
+setup.cfg, setup.py, environment*.yml) and the lock files at the project root (``uv.lock``,
+``poetry.lock``, ``Pipfile.lock``). A distribution named in several places gets every specifier
+at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import tomllib
+
+from cuda2npu.core.options import Options
+from cuda2npu.core.pins import CONSULTED, pinned
+from cuda2npu.families.cuda_only_modules import normalize_distribution
+from cuda2npu.filekinds import depfiles_versions
+from cuda2npu.filekinds.depfiles import dependencies, is_dependency_file
+
+LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock")
+
+
+def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(pins as ``(distribution, specifier)`` sorted by name, the files they were read from), for the
+    distributions whose pins decide something (``CONSULTED``)."""
+    specs: dict[str, list[str]] = {}
+    read: list[str] = []
+    sources = [path for path in files if is_dependency_file(path) or path.name == "setup.py"]
+    if root is not None:
+        sources += [root / name for name in LOCK_FILES if (root / name).is_file()]
+    for path in sources:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found = _lock_pins(path.name, text) if path.name in LOCK_FILES else _requirement_pins(path.name, text)
+        except (OSError, ValueError, SyntaxError):  # unreadable or malformed: pins nothing
+            continue
+        found = [(name, spec) for name, spec in found if name in CONSULTED]
+        if found:
+            read.append(_display(path, root))
+        for name, spec in found:
+            if spec not in specs.setdefault(name, []):
+                specs[name].append(spec)
+    pins = tuple((name, ",".join(spec for spec in parts if spec)) for name, parts in sorted(specs.items()))
+    return pins, tuple(sorted(read))
+
+
+def _requirement_pins(name: str, text: str) -> list[tuple[str, str]]:
+    found = []
+    for dep in dependencies(name, text):
+        spec = dep.spec.split(";", 1)[0].strip()
+        if dep.name and not spec.startswith("@"):  # a direct URL pins no version we can read
+            found.append((dep.name, spec))
+    return found
+
+
+def _lock_pins(name: str, text: str) -> list[tuple[str, str]]:
+    if name == "Pipfile.lock":
+        data = json.loads(text)
+        return [
+            (normalize_distribution(package), entry["version"])
+            for section in ("default", "develop")
+            for package, entry in data.get(section, {}).items()
+            if isinstance(entry, dict) and isinstance(entry.get("version"), str)
+        ]
+    return [
+        (normalize_distribution(package["name"]), f"=={package['version']}")
+        for package in tomllib.loads(text).get("package", [])
+        if isinstance(package.get("name"), str) and isinstance(package.get("version"), str)
+    ]
+
+
+def _display(path: Path, root: Path | None) -> str:
+    try:
+        return path.relative_to(root).as_posix() if root is not None else path.as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def target_from_pins(pins: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    """(the torch_npu version to target, the pin that says so) when the pins rule out the newest
+    documented release: an exact torch_npu pin, else the newest torch_npu whose torch the torch pin
+    allows (``torch==2.4.0`` → ``2.4.0.post4``). None: nothing pinned, not understood, or no
+    documented torch_npu fits (NPU703/NPU704 say so in the dependency file)."""
+    npu = pinned(pins, "torch-npu")
+    exact = depfiles_versions.exact_pin(npu) if npu else None
+    if exact:
+        return exact, f"torch_npu{npu}"
+    torch = pinned(pins, "torch")
+    if not torch:
+        return None
+    fits = depfiles_versions.allowed(torch)
+    if not fits or fits[-1] == depfiles_versions.releases()[-1]:
+        return None
+    return fits[-1].torch_npu, f"torch{torch}"
+
+
+def with_pinned_target(options: Options) -> Options:
+    """``options`` with ``target_torch_npu`` chosen by the pins when the user chose none."""
+    if options.target_torch_npu is not None:
+        return options
+    decided = target_from_pins(options.pins)
+    if decided is None:
+        return options
+    return replace(options, target_torch_npu=decided[0], target_from=decided[1])

@@ -1,0 +1,120 @@
+"""The project's version pins: what a specifier guarantees, where pins are read, and what they decide."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import cuda2npu
+
+from cuda2npu.core.pins import allows, at_least, pin_at_least
+from cuda2npu.project.pins import project_pins, target_from_pins
+
+
+@pytest.mark.parametrize(
+    ("spec", "version", "expected"),
+    [
+        (">=4.46", "4.46", True),
+        (">=4.46.1", "4.46", True),
+        (">4.45", "4.46", False),  # 4.45.1 is allowed
+        (">=4.40,<5", "4.46", False),
+        ("==4.48.0", "4.46", True),
+        ("==4.48.*", "4.46", True),
+        ("~=4.47", "4.46", True),
+        ("<4.50", "4.46", False),
+        ("", "4.46", False),  # named without a version: any release
+        ("@ git+https://x", "4.46", None),
+        (">=0.4.4", "0.3.8", True),
+        (">=0.3.7", "0.3.8", False),
+    ],
+)
+def test_at_least(spec: str, version: str, expected: bool | None):
+    assert at_least(spec, version) is expected
+
+
+def test_allows_reads_each_clause():
+    assert allows(">=2.1,<2.5,!=2.3.0", "2.4.0") is True
+    assert allows(">=2.1,<2.5,!=2.3.0", "2.3.0") is False
+    assert allows("==2.4.*", "2.4.1") is True
+    assert allows("~=2.4.0", "2.5.0") is False
+    assert allows("is 2", "2.4.0") is None
+
+
+def test_pin_at_least_is_none_for_a_distribution_not_pinned():
+    pins = (("colossalai", ">=0.4.4"),)
+    assert pin_at_least(pins, "colossalai", "0.3.8") is True
+    assert pin_at_least(pins, "transformers", "4.46") is None
+
+
+def _write(root: Path, files: dict[str, str]) -> list[Path]:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return [root / name for name in files if not name.endswith(".lock")]
+
+
+def test_pins_from_every_dependency_file_and_lock_file(tmp_path: Path):
+    files = _write(
+        tmp_path,
+        {
+            "requirements.txt": "torch>=2.1 ; python_version > '3.8'\nnumpy==1.26\n",
+            "pyproject.toml": '[project]\nname = "p"\ndependencies = ["Transformers>=4.40,<5", "peft"]\n',
+            "setup.py": 'from setuptools import setup\nsetup(install_requires=["colossalai==0.4.4"])\n',
+            "uv.lock": '[[package]]\nname = "torch"\nversion = "2.4.0"\n\n[[package]]\nname = "tqdm"\nversion = "4.66"\n',
+        },
+    )
+    pins, read = project_pins(files, tmp_path)
+    assert dict(pins) == {"colossalai": "==0.4.4", "torch": ">=2.1,==2.4.0", "transformers": ">=4.40,<5"}
+    assert read == ("pyproject.toml", "requirements.txt", "setup.py", "uv.lock")
+
+
+def test_pipfile_lock_and_a_malformed_file(tmp_path: Path):
+    files = _write(
+        tmp_path,
+        {
+            "pyproject.toml": "[project\n",  # malformed: pins nothing, no error
+            "Pipfile.lock": json.dumps({"default": {"torch": {"version": "==2.6.0"}}}),
+        },
+    )
+    pins, read = project_pins(files, tmp_path)
+    assert pins == (("torch", "==2.6.0"),)
+    assert read == ("Pipfile.lock",)
+
+
+@pytest.mark.parametrize(
+    ("pins", "expected"),
+    [
+        ((("torch", "==2.4.0"),), ("2.4.0.post4", "torch==2.4.0")),
+        ((("torch", ">=2.1,<2.7"),), ("2.6.0.post5", "torch>=2.1,<2.7")),
+        ((("torch", ">=2.1"),), None),  # the newest release fits: nothing to decide
+        ((("torch", "==1.13.1"),), None),  # no torch_npu for it: NPU704 says so in the file
+        ((("torch", "==2.4.0"), ("torch-npu", "==2.4.0.post2")), ("2.4.0.post2", "torch_npu==2.4.0.post2")),
+        ((), None),
+    ],
+)
+def test_target_from_pins(pins, expected):
+    assert target_from_pins(pins) == expected
+
+
+NVTX = 'import torch\n\n\ndef step(x):\n    torch.cuda.nvtx.range_push("step")\n    return x.cuda()\n'
+
+
+def test_a_pinned_torch_decides_the_target_and_the_report_says_so(tmp_path: Path):
+    """torch==2.4.0 gets torch_npu 2.4.0.post4 (TorchNPU 7.0.0), which has no mstx.range_push (26.1.0)."""
+    (tmp_path / "requirements.txt").write_text("torch==2.4.0\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(NVTX, encoding="utf-8")
+    report = tmp_path / "r.json"
+    result = cuda2npu("migrate", tmp_path, "--diff", "--no-cache", "--report", report)
+    assert result.returncode == 1, result.stderr  # --diff: files would change
+    assert 'torch.npu.mstx.range_push("step")' not in result.stdout
+    assert "TorchNPU 26.1.0, the target is 2.4.0.post4" in result.stdout
+    assert "target: torch_npu 2.4.0.post4, for the pin torch==2.4.0 (requirements.txt)" in result.stderr
+    options = json.loads(report.read_text())["options"]
+    assert options["target_torch_npu"] == "2.4.0.post4"
+    assert options["target_from"] == "torch==2.4.0"
+    assert options["pins"] == [["torch", "==2.4.0"]]
+
+    chosen = cuda2npu("migrate", tmp_path, "--diff", "--no-cache", "--target-torch-npu", "2.7.1.post8")
+    assert '+    torch.npu.mstx.range_push("step")' in chosen.stdout
+    assert "for the pin" not in chosen.stderr
