@@ -17,6 +17,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.device.kernel_switch import kernel_call
+from cuda2npu.families.device.receivers import foreign_constructor
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
@@ -100,10 +101,35 @@ class CudaMethodCall(Rule):
                 return
             if is_cuda_alternative(self.ctx, func):
                 return
-            if self.options.portable:
+            container = foreign_constructor(self, func.value)
+            if container is not None:
+                self._container_cuda_call(node, container)
+            elif self.options.portable:
                 self._portable_cuda_call(node)
             else:
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
+
+    def _container_cuda_call(self, node: cst.Call, container: str) -> None:
+        """``TensorDict(...).cuda()`` → ``.to("npu")``: the container has no ``.npu()``."""
+        blocking = [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "non_blocking"]
+        what = f"a `{container}` is not a tensor or module: it has no `.npu()`"
+        if len(blocking) != len(node.args):
+            self.report("NPU101", node, f"`.cuda(...)`: {what}; move it with `.to(...)` by hand", tier=Tier.MANUAL)
+            return
+        target = portable.current_accelerator(self.options) if self.options.portable else '"npu"'
+        if self.options.portable:
+            portable.need(self, Tier.REVIEW, target)
+        self.report(
+            "NPU101",
+            node,
+            f"`.cuda()`: {what}; `.to({target})` moves it (check that `{container}` has `.to(device)`)",
+            lambda call: call.with_changes(
+                func=call.func.with_changes(attr=cst.Name("to")),
+                args=[cst.Arg(cst.parse_expression(target)), *call.args],
+            ),
+            tier=Tier.REVIEW,
+            needs_torch_npu=not self.options.portable,
+        )
 
     def _portable_cuda_call(self, node: cst.Call) -> None:
         """``x.cuda(d, non_blocking=...)`` → ``x.to(<accelerator device>, non_blocking=...)``."""
