@@ -482,8 +482,11 @@ def test_crash_log_names_the_libcst_version(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text(CUDA)
     result = CliRunner().invoke(cli.main, ["check", str(tmp_path), "--jobs", "1"])
     assert result.exit_code == 3
-    log = Path(re.search(r"Details \(with versions\) in (\S+);", result.output).group(1)).read_text()
-    assert f"libcst {importlib.metadata.version('libcst')}\n" in log and "libcst ?" not in log
+    log = Path(re.search(r"Details \(with versions\) in (\S+);", result.output).group(1))
+    assert f"libcst {importlib.metadata.version('libcst')}\n" in log.read_text() and "libcst ?" not in log.read_text()
+    again = CliRunner().invoke(cli.main, ["check", str(tmp_path), "--jobs", "1"])
+    second = Path(re.search(r"Details \(with versions\) in (\S+);", again.output).group(1))
+    assert second != log and log.is_file(), "each crash gets its own log"
 
 
 def test_migrate_docs_summary_example_is_what_migrate_prints(tmp_path):

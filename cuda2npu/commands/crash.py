@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import tempfile
@@ -24,8 +25,11 @@ def _version(distribution: str) -> str:
 
 
 def internal_error(exc: BaseException) -> int:
-    """Write a crash log with version information and say where it is."""
-    log = Path(tempfile.gettempdir()) / f"cuda2npu-crash-{__version__}.log"
+    """Write a crash log with version information and say where it is (one file per crash, so that
+    a second crash never overwrites the log of the first)."""
+    handle, name = tempfile.mkstemp(prefix=f"cuda2npu-crash-{__version__}-", suffix=".log")
+    os.close(handle)
+    log = Path(name)
     log.write_text(
         f"cuda2npu {__version__}\npython {sys.version}\nlibcst {_version('libcst')}\nclick {_version('click')}\n"
         f"rich {_version('rich')}\nplatform {platform.platform()}\nargv {sys.argv}\n\n"
