@@ -29,6 +29,7 @@ def cli(*args):
         ("# noqa: NPU101 because the device is set elsewhere", ("NPU101",)),
         ("# a reason  # noqa: NPU101", ("NPU101",)),
         ("# type: ignore # noqa", None),
+        ("# noqa : NPU101", ("NPU101",)),  # ruff 0.17 reads it as a directive with codes
     ],
 )
 def test_directives_parse_like_ruff(comment, codes):
@@ -48,6 +49,8 @@ def test_directives_parse_like_ruff(comment, codes):
         (b"x = 1  # reason # noqa\r", True),
         (b"x = 1  # noqa: F401 \xc3\xa9\n", True),  # not ASCII: taken to matter
         (b"x = 1  # noqa123\n", False),
+        (b"# ruff: noqa\n", True),  # a file-level exemption
+        (b"# flake8: noqa: F401\n", False),
         (b"x = 1\n", False),
     ],
 )
@@ -158,3 +161,32 @@ def test_add_noqa_command_then_check_is_clean_and_migrate_changes_nothing(tmp_pa
     assert cli("migrate", tmp_path, "--check").exit_code == 0
     data = json.loads(cli("check", tmp_path, "--format", "json", "--extend-select", "NPU005").stdout)
     assert data["diagnostics"] == []
+
+
+@pytest.mark.parametrize("comment", ["# noqa:", "# noqa: npu101", "# noqa123"])
+def test_malformed_directives_suppress_nothing(comment):
+    assert parse_comment(comment) is None
+    _, result = migrate_text(f"import torch\nx = torch.cuda.is_available()  {comment}\n")
+    assert [f.code for f in result.findings] == ["NPU103"]
+
+
+@pytest.mark.parametrize(
+    ("header", "left"),
+    [
+        ("# ruff: noqa\n", []),
+        ("# flake8: noqa\n", []),
+        ("# cuda2npu: noqa: NPU103\n", ["NPU101"]),
+        ("# ruff: noqa: npu103\n", ["NPU101", "NPU103"]),  # lowercase: not a directive
+        ("x = 1  # ruff: noqa\n", ["NPU101", "NPU103"]),  # not on a line of its own
+    ],
+)
+def test_file_level_exemptions(header, left):
+    text = f"{header}import torch\nx = torch.cuda.is_available()\ny = x.cuda()\n"
+    _, result = migrate_text(text)
+    assert sorted(f.code for f in result.findings) == left
+
+
+def test_unknown_codes_are_reported_as_unknown(tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.ones(1)  # noqa: NPU999, NPU103\n")
+    result = cli("check", tmp_path, "--select", "NPU005", "--no-cache", "--output-format", "concise")
+    assert "Unused `noqa` directive (non-enabled: NPU103; unknown: NPU999)" in result.output

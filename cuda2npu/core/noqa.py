@@ -1,15 +1,18 @@
 """``# noqa`` suppression comments, ruff-compatible.
 
-- ``# noqa`` (any case) suppresses every finding on its line; ``# noqa: NPU101, NPU2`` only the
-  listed codes or code prefixes (codes are separated by commas and/or spaces). The directive may
-  follow other comment text (``# reason  # noqa: NPU101``); ``# noqa:`` without codes is ignored.
+- ``# noqa`` (any case) suppresses every finding on its line; ``# noqa: NPU101, NPU2`` (or
+  ``# noqa : NPU101``) only the listed codes or code prefixes (codes are separated by commas and/or
+  spaces). The directive may follow other comment text (``# reason  # noqa: NPU101``);
+  ``# noqa:`` without codes and lowercase codes (``# noqa: npu101``) are not directives, as in ruff.
+- ``# cuda2npu: noqa``, ``# ruff: noqa`` and ``# flake8: noqa`` on a line of their own exempt the
+  whole file (with codes, ``# ruff: noqa: NPU101``, from those codes only), as in ruff.
 - A finding is suppressed by a directive on its own line. When that line cannot carry a comment
   (it ends inside a multi-line string or with a ``\\`` continuation), the directive goes on the
   line where that string or continuation ends, as in ruff.
 - Suppressed findings are neither reported nor fixed (the engine filters them before fixing).
 - With the opt-in rule NPU005 (``unused-noqa``) enabled, a directive naming one of our codes
-  (``NPU…``) that suppressed nothing is reported. Blanket ``# noqa`` and other tools' codes are
-  left alone.
+  (``NPU…``) that suppressed nothing is reported (unused, non-enabled, or unknown: no such code).
+  Blanket ``# noqa`` and other tools' codes are left alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
 CODE = re.compile(r"[A-Z]+[0-9]*")
 # from each "# noqa" (overlapping: one in a string does not hide the comment after it) to the line's
 # end; [\s\x1c-\x1f] is str's \s in ASCII
-QUICK = re.compile(rb"(?=(#[\s\x1c-\x1f]*noqa[^\r\n]*))", re.IGNORECASE)
+QUICK = re.compile(rb"(?=(#[\s\x1c-\x1f]*(?:(?:cuda2npu|ruff|flake8)[ \t]*:[ \t]*)?noqa[^\r\n]*))", re.IGNORECASE)
+FILE_DIRECTIVE = re.compile(r"#\s*(?:cuda2npu|ruff|flake8)\s*:\s*noqa(?:\s*:\s*([A-Z0-9,\s]+))?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,13 @@ def parse_comment(comment: str, line: int = 0, offset: int = 0) -> Directive | N
     for match in DIRECTIVE.finditer(comment):
         rest_start = match.end()
         rest = comment[rest_start:]
-        if not rest or rest[0].isspace() or rest[0] == "#":
-            if rest.lstrip().startswith(":"):  # "# noqa : X" is not a directive in ruff either
-                continue
+        spaces = len(rest) - len(rest.lstrip())
+        if rest[spaces:].startswith(":"):  # "# noqa: X", and "# noqa : X" as ruff reads it
+            rest_start += spaces
+            rest = rest[spaces:]
+        elif not rest or rest[0].isspace() or rest[0] == "#":
             return Directive(line, offset + match.start(), offset + rest_start, None)
-        if rest[0] != ":":
+        else:
             continue  # "# noqa123", "# noqanything"
         pos = 1
         codes: list[str] = []
@@ -74,21 +80,36 @@ def parse_comment(comment: str, line: int = 0, offset: int = 0) -> Directive | N
     return None
 
 
+def parse_file_comment(comment: str, line: int = 0) -> Directive | None:
+    """A file-level exemption: ``# cuda2npu: noqa``, ``# ruff: noqa`` or ``# flake8: noqa`` on a line
+    of its own (blanket), or with codes (``# ruff: noqa: NPU101``), as ruff reads them."""
+    match = FILE_DIRECTIVE.match(comment)
+    if match is None or (match.group(1) or "") != (match.group(1) or "").upper():
+        return None  # lowercase codes: not a directive (ruff warns about it)
+    codes = tuple(CODE.findall(match.group(1) or ""))
+    return Directive(line, 0, len(comment), codes or None)
+
+
 @dataclass
 class NoqaMap:
     """The directives of one source text and where each line's directive lives."""
 
     directives: dict[int, Directive]
     comment_lines: list[int]  # sorted lines that can carry a trailing comment
+    exemption: Directive | None = None  # a file-level ``# ruff: noqa`` (blanket or with codes)
 
     @classmethod
     def from_text(cls, text: str) -> "NoqaMap":
         directives: dict[int, Directive] = {}
         safe: set[int] = set()
+        exemption = None
         try:
             for token in tokenize.generate_tokens(io.StringIO(text).readline):
                 if token.type == tokenize.COMMENT:
-                    directive = parse_comment(token.string, token.start[0], token.start[1])
+                    own_line = not token.line[: token.start[1]].strip()
+                    found = parse_file_comment(token.string, token.start[0]) if own_line else None
+                    exemption = exemption or found
+                    directive = None if found else parse_comment(token.string, token.start[0], token.start[1])
                     if directive is not None:
                         directives[token.start[0]] = directive
                 elif token.type in (tokenize.NEWLINE, tokenize.NL):
@@ -101,7 +122,7 @@ class NoqaMap:
                 if directive is not None:
                     directives[number] = directive
             safe = set(range(1, len(split_lines(text)) + 2))
-        return cls(directives, sorted(safe))
+        return cls(directives, sorted(safe), exemption)
 
     def comment_line(self, line: int) -> int:
         """The line whose trailing comment applies to a finding on ``line``."""
@@ -111,6 +132,8 @@ class NoqaMap:
         return self.comment_lines[index] if index < len(self.comment_lines) else line
 
     def directive_for(self, line: int) -> Directive | None:
+        if self.exemption is not None:
+            return self.exemption
         own = self.directives.get(line)
         if own is not None:
             return own
@@ -139,7 +162,8 @@ def may_concern_us(source: bytes) -> bool:
         comment = match.group(1)
         if not comment.isascii():
             return True
-        directive = parse_comment(comment.decode("ascii"))
+        text = comment.decode("ascii")
+        directive = parse_file_comment(text) or parse_comment(text)
         if directive is not None and (directive.codes is None or any(_ours(c) for c in directive.codes)):
             return True
     return False
@@ -165,7 +189,7 @@ def suppress(
     ``text`` is the code the reports were found in, ``positions`` the ranges of their nodes.
     """
     noqa_map = NoqaMap.from_text(text)
-    if not noqa_map.directives:
+    if not noqa_map.directives and noqa_map.exemption is None:
         return reports, []
     kept = []
     used: dict[int, set[str]] = {}
@@ -191,15 +215,26 @@ def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path:
         unused = [c for c in directive.codes if c.startswith("NPU") and not any(m.startswith(c) for m in matched)]
         if not unused:
             continue
-        disabled = [c for c in unused if not _any_enabled(c, options)]
+        unknown = [c for c in unused if not _known(c)]
+        disabled = [c for c in unused if c not in unknown and not _any_enabled(c, options)]
+        active = [c for c in unused if c not in unknown and c not in disabled]
         parts = []
-        if len(unused) > len(disabled):
-            parts.append("unused: " + ", ".join(c for c in unused if c not in disabled))
+        if active:
+            parts.append("unused: " + ", ".join(active))
         if disabled:
             parts.append("non-enabled: " + ", ".join(disabled))
+        if unknown:
+            parts.append("unknown: " + ", ".join(unknown))
         message = f"Unused `noqa` directive ({'; '.join(parts)})"
         findings.append(Finding(path, line, directive.column + 1, UNUSED_CODE, doc.name, message, doc.tier, False))
     return findings
+
+
+def _known(prefix: str) -> bool:
+    """Whether a directive's ``NPU…`` code is one of the catalogue's codes or a prefix of one."""
+    from cuda2npu.core.catalogue import all_rules
+
+    return any(code.startswith(prefix) for code in all_rules())
 
 
 def _any_enabled(prefix: str, options) -> bool:
