@@ -189,6 +189,19 @@ def test_import_still_present_keeps_the_requirement_and_noqa_suppresses(tmp_path
     assert req.read_text().startswith("# TODO(cuda2npu): NPU701 `triton` is CUDA-only")
 
 
+def test_kernel_libraries_from_the_one_table(tmp_path):
+    """rules/tables/cuda_only_packages.toml: kernel libraries by distribution name; those that run on
+    Ascend (liger-kernel, deepspeed, vllm) are not reported."""
+    write(tmp_path / "m.py", "from ring_flash_attn import zigzag_ring_flash_attn_func\n")
+    req = write(
+        tmp_path / "requirements.txt",
+        "ring_flash_attn\nKNN_CUDA\nmegablocks\ngrouped_gemm\ncpm-kernels\nliger-kernel\ndeepspeed\nvllm\n",
+    )
+    assert findings(tmp_path) == [("requirements.txt", line, "NPU701") for line in range(1, 6)]
+    cli("migrate", tmp_path)
+    assert req.read_text().endswith("ring_flash_attn\nliger-kernel\ndeepspeed\nvllm\n")  # still imported: kept
+
+
 def test_torch_range_adds_torch_npu_unpinned_and_old_torch_gets_its_eol_release(tmp_path):
     write(tmp_path / "a.py", MIGRATED_CODE)
     req = write(tmp_path / "requirements.txt", "torch>=2.1,<2.8\n")

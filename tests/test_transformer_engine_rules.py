@@ -136,7 +136,8 @@ def test_function_level_import_is_removed_but_never_empties_a_body():
     )
     after, _ = migrate_text(source)
     assert 'def build():\n    return torch.nn.LayerNorm(8, device="npu")' in after
-    assert "def only_import():\n    import transformer_engine.pytorch as te" in after
+    assert "def only_import():\n    # TODO(cuda2npu): NPU606" in after  # the import fails when it runs
+    assert after.endswith("\n    import transformer_engine.pytorch as te\n")
 
 
 def test_te_ops_api_is_not_mistaken_for_modules():

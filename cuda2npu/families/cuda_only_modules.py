@@ -1,4 +1,5 @@
-"""Which imported modules exist on CUDA hosts only: the knowledge NPU606 and the project facts share.
+"""Which packages need CUDA (rules/tables/cuda_only_packages.toml): the knowledge NPU606, NPU701, the
+feature-switch detector and the project facts share.
 
 No libcst here: the project facts of every run (even one answered from the result cache) use it.
 """
@@ -6,10 +7,11 @@ No libcst here: the project facts of every run (even one answered from the resul
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from cuda2npu.core.catalogue import table
 
@@ -75,20 +77,56 @@ def _import_roots(paths: list[Path]) -> set[Path]:
     return {root, root / "src"} if root is not None else set()
 
 
-def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> str | None:
-    """Why importing ``module`` fails on an NPU host (rules/tables/cuda_only_modules.toml), else None.
+PACKAGES = "cuda_only_packages"
+MODULE_KINDS = ("imports", "kernels", "review")
+
+
+class _Index(NamedTuple):
+    """The table, indexed: module (or dotted prefix) -> (kind, note); distribution -> entry; globs."""
+
+    modules: dict[str, tuple[str, str]]
+    exact: dict[str, dict]
+    globs: list[tuple[str, dict]]
+
+
+@functools.lru_cache(maxsize=None)
+def _index() -> _Index:
+    packages = table(PACKAGES)["package"].values()
+    named = [(d, p) for p in packages for d in p.get("distributions", ())]
+    exact = {d: p for d, p in named if not any(c in d for c in "*?[")}
+    return _Index(
+        {m: (kind, note) for p in packages for kind in MODULE_KINDS for m, note in p.get(kind, {}).items()},
+        exact,
+        [(d, p) for d, p in named if d not in exact],
+    )
+
+
+def cuda_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """(how ``module`` fails on an NPU host, why) or None: ``imports`` (the import fails), ``kernels``
+    (its kernels fail), ``review`` (some of its operations need CUDA).
 
     ``declared``: the project's CUDAExtension modules; ``local``: its own modules of such names.
     """
     if module.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS + local:
         return None  # apex is the apex rules' (NPU324/NPU330)
-    data = table("cuda_only_modules")
-    matches = [p for p in data["modules"] if module == p or module.startswith(p + ".")]
+    notes = _index().modules
+    matches = [p for p in notes if module == p or module.startswith(p + ".")]
     if matches:
-        return data["modules"][max(matches, key=len)]
+        return notes[max(matches, key=len)]
     if is_cuda_extension(module, declared):
-        return data["extension"]["note"]
+        return "imports", table(PACKAGES)["extension"]["note"]
     return None
+
+
+def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[str, ...] = ()) -> str | None:
+    """Why importing ``module`` fails on an NPU host, else None (see :func:`cuda_module`)."""
+    found = cuda_module(module, declared, local)
+    return found[1] if found is not None and found[0] == "imports" else None
+
+
+def cuda_module_roots() -> tuple[str, ...]:
+    """The top-level names of the modules the table knows (``triton``, ``vllm`` for ``vllm._C``)."""
+    return tuple(sorted({module.split(".")[0] for module in _index().modules}))
 
 
 def is_cuda_extension(module: str, declared: tuple[str, ...] = ()) -> bool:
@@ -101,13 +139,22 @@ def normalize_distribution(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def not_cuda_distribution(name: str) -> bool:
+    """A distribution the table's globs (or ``nvidia-*``) would match that is not CUDA software."""
+    return normalize_distribution(name) in table(PACKAGES)["not_cuda"]["names"]
+
+
 def cuda_only_distribution(name: str) -> tuple[tuple[str, ...], str] | None:
-    """(modules it installs, advice) for a distribution rules/tables/cuda_only_distributions.toml
-    names as CUDA-only, else None."""
-    data = table("cuda_only_distributions")
+    """(modules it installs, advice) for a distribution rules/tables/cuda_only_packages.toml names as
+    needing CUDA, else None."""
     name = normalize_distribution(name)
-    if name in data["not_cuda"]["names"]:
+    if not_cuda_distribution(name):
         return None
-    entries = data["distribution"]
-    entry = entries.get(name) or next((e for p, e in entries.items() if fnmatch.fnmatchcase(name, p)), None)
+    index = _index()
+    entry = index.exact.get(name) or next((p for pattern, p in index.globs if fnmatch.fnmatchcase(name, pattern)), None)
     return (tuple(entry["modules"]), entry["advice"]) if entry else None
+
+
+def cuda_only_distributions() -> tuple[str, ...]:
+    """Every distribution name and glob of the table, in file order."""
+    return tuple(d for p in table(PACKAGES)["package"].values() for d in p.get("distributions", ()))

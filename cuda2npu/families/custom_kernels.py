@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.catalogue import table
+from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import IMPORT_ERRORS, catches, catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
@@ -18,9 +18,10 @@ from cuda2npu.families.cuda_gates import kept_cuda_blocks
 from cuda2npu.families.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
+    cuda_module,
+    cuda_module_roots,
     cuda_only_distribution,
-    cuda_only_module,
-    is_cuda_extension,
+    cuda_only_distributions,
 )
 
 SHELL_CALLS = {
@@ -101,10 +102,31 @@ def _guards_import(test: cst.BaseExpression) -> bool:
     return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
 
 
+def _type_checking(test: cst.BaseExpression) -> bool:
+    return any(node.value == "TYPE_CHECKING" for node in iter_nodes(test, cst.Name))
+
+
+def _reraises(handler: cst.ExceptHandler) -> bool:
+    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``): no fallback."""
+    last = handler.body.body[-1] if handler.body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Raise)
+
+
+# NPU606's message for each way a module of rules/tables/cuda_only_packages.toml fails (`when`: in a function)
+CUDA_ONLY_MESSAGES = {
+    "imports": "`{module}` cannot be imported on an NPU host{when}: {note}",
+    "kernels": "`{module}` runs CUDA kernels, which fail on an NPU host{when}: {note}",
+    "review": "`{module}` imports on an NPU host, but some of its operations need CUDA: {note}",
+}
+
+
 @register
 class CudaOnlyImports(Rule):
-    """NPU604 (a CUDA-only library imported anywhere) and NPU606 (a CUDA-only module imported at
-    module level), both only where nothing guards the import: the file fails on an NPU host."""
+    """NPU604 (a CUDA-only library imported anywhere) and NPU606 (a CUDA-only module imported), both
+    only where nothing guards the import: the file fails on an NPU host, at import or, in a function,
+    when the function runs. NPU606 marks one import per top-level package and file."""
 
     codes = ("NPU604", "NPU606")
     triggers = (
@@ -118,6 +140,7 @@ class CudaOnlyImports(Rule):
         r"tensorrt",
         r"\bcuda\b",
         EXTENSION_SUFFIX + r"\b",  # the end of a compiled extension's name, not `get_cuda_rng_tracker`
+        *(rf"(?<![\w.]){re.escape(root)}\b" for root in cuda_module_roots()),
     )
 
     @classmethod
@@ -129,28 +152,41 @@ class CudaOnlyImports(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._guarded: set[cst.CSTNode] = set()  # try bodies catching ImportError, availability-probed if bodies
-        self._functions: set[cst.CSTNode] = set()  # function bodies: not run at import time
-        self._depth = {"guarded": 0, "function": 0}  # how many of those blocks enclose the current node
+        # blocks whose imports do not run as written on an NPU host: "fallback" (a try body whose
+        # ImportError handler does not re-raise, an availability-probed if body), "static" (`if
+        # TYPE_CHECKING:`, a CUDA feature switch the migration keeps)
+        self._guards: dict[cst.CSTNode, str] = {}
+        self._depth = {"fallback": 0, "static": 0}
+        self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
+        self._running: list[str] = []  # the functions enclosing the current node
+        self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
 
     def visit_Try(self, node: cst.Try) -> None:
-        if any(catches_import_error(h) for h in node.handlers):
-            self._guarded.add(node.body)
+        if any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
+            self._guards[node.body] = "fallback"
 
     def visit_If(self, node: cst.If) -> None:
-        if _guards_import(node.test):
-            self._guarded.add(node.body)
+        if _type_checking(node.test):
+            self._guards[node.body] = "static"
+        elif _guards_import(node.test):
+            self._guards[node.body] = "fallback"
         elif self.ctx.text is None or b"cuda" in self.ctx.text:
             # `if torch.cuda.is_available(): from knn_cuda import KNN`: a feature switch the migration
             # keeps CUDA's (cuda_gates), False on an NPU host
-            self._guarded.update(kept_cuda_blocks(self.ctx, node))
+            self._guards.update(dict.fromkeys(kept_cuda_blocks(self.ctx, node), "static"))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._functions.add(node.body)
+        self._functions[node.body] = node.name.value
 
     def _enter(self, block: cst.CSTNode, step: int) -> None:
-        self._depth["guarded"] += step * (block in self._guarded)
-        self._depth["function"] += step * (block in self._functions)
+        guard = self._guards.get(block)
+        if guard is not None:
+            self._depth[guard] += step
+        if block in self._functions:
+            if step > 0:
+                self._running.append(self._functions[block])
+            else:
+                self._running.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._enter(node, 1)
@@ -165,24 +201,24 @@ class CudaOnlyImports(Rule):
         self._enter(original_node, -1)
 
     def visit_Import(self, node: cst.Import) -> None:
-        if self._depth["guarded"]:
-            return
-        for alias in node.names:
-            self._library(alias, dotted_name(alias.name) or "")
+        if not any(self._depth.values()):
+            for alias in node.names:
+                self._library(alias, dotted_name(alias.name) or "")
         self._cuda_only(node, [dotted_name(alias.name) or "" for alias in node.names])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if self._depth["guarded"] or node.module is None or node.relative:
+        if node.module is None or node.relative:
             return
         module = dotted_name(node.module) or ""
         names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
         candidates = [module, *(f"{module}.{n}" for n in names)]
-        self._library(node, *candidates)
+        if not any(self._depth.values()):
+            self._library(node, *candidates)
         self._cuda_only(node, candidates)
 
     def visit_Call(self, node: cst.Call) -> None:
         """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer norm)."""
-        if self._depth["guarded"] or not node.args or node.args[0].keyword is not None:
+        if not node.args or node.args[0].keyword is not None:
             return
         module = string_value(node.args[0].value)
         if module and self.resolver.qualified_name(node.func) == "importlib.import_module":
@@ -196,14 +232,22 @@ class CudaOnlyImports(Rule):
                     return
 
     def _cuda_only(self, node: cst.CSTNode, modules: list[str]) -> None:
-        """NPU606 at module level; in a function only for a compiled extension (Megatron's fused softmax
-        imports its kernel in ``forward``: the call fails on an NPU host), not for a library imported lazily."""
-        declared = self.options.cuda_extensions
+        """NPU606 for the first of ``modules`` the table knows, unless a guard keeps the import from
+        running (a fallback only for an import that fails: a library that imports runs past it) or
+        the file has a marker for its package already."""
+        if self._depth["static"]:
+            return
         for module in modules:
-            note = cuda_only_module(module, declared, self.options.local_modules)
-            if note is not None and (not self._depth["function"] or is_cuda_extension(module, declared)):
-                self.report("NPU606", node, f"`{module}` cannot be imported on an NPU host: {note}")
-                return
+            found = cuda_module(module, self.options.cuda_extensions, self.options.local_modules)
+            if found is None or (self._depth["fallback"] and found[0] == "imports"):
+                continue
+            root = module.split(".")[0]
+            if root not in self._marked:
+                self._marked.add(root)
+                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running else ""
+                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1])
+                self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review" else None)
+            return
 
 
 # importlib.metadata and pkg_resources lookups of an installed distribution -> what they raise without it
@@ -216,7 +260,7 @@ DISTRIBUTION_LOOKUPS = {
     "pkg_resources.get_distribution": "DistributionNotFound",
 }
 LOOKUP_ERRORS = IMPORT_ERRORS | {"PackageNotFoundError", "DistributionNotFound"}  # ImportError: their base
-DISTRIBUTIONS = table("cuda_only_distributions")["distribution"]
+DISTRIBUTIONS = cuda_only_distributions()
 
 
 @register
@@ -225,7 +269,7 @@ class CudaOnlyDistributionLookups(Rule):
     cannot be installed (gpt-neox checks flash-attn's version while reading its arguments)."""
 
     codes = ("NPU607",)
-    # a quoted first word of a distribution in rules/tables/cuda_only_distributions.toml ("flash-attn")
+    # a quoted first word of a distribution in rules/tables/cuda_only_packages.toml ("flash-attn")
     triggers = (r"""["'](?:""" + "|".join(sorted({re.escape(re.split(r"[-*\[]", d)[0]) for d in DISTRIBUTIONS})) + ")",)
     requires = (r"\b(?:version|distribution|metadata|get_distribution)\s*\(",)
 

@@ -4,7 +4,7 @@ the ``- pip:`` list of conda environment*.yml files.
 Reported (``check``) and, under ``migrate``, rewritten:
 
 - NPU701 ``cuda-only-dependency``: distributions that need CUDA, by distribution name
-  (``rules/tables/cuda_only_distributions.toml``: apex, flash-attn, transformer-engine, triton,
+  (``rules/tables/cuda_only_packages.toml``: apex, flash-attn, transformer-engine, triton,
   nvidia-cutlass-dsl, the nvidia-*-cuNN runtime wheels, ...). ``migrate`` removes the requirement
   when no file of the project imports any module the table names for it (after migration);
   otherwise it is only reported, naming the files that still import it. An ``nvidia-*``
@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
-from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.pins import base_release
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
+from cuda2npu.families.cuda_only_modules import not_cuda_distribution
 from cuda2npu.filekinds import depfiles_versions as versions
 
 if sys.version_info >= (3, 11):
@@ -67,7 +67,7 @@ PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
 def unknown_nvidia(name: str) -> bool:
     """An ``nvidia-*`` distribution the table neither names as CUDA-only nor as harmless."""
     name = normalize(name)
-    known = cuda_only(name) is not None or name in table("cuda_only_distributions")["not_cuda"]["names"]
+    known = cuda_only(name) is not None or not_cuda_distribution(name)
     return name.startswith("nvidia-") and not known
 
 
@@ -87,10 +87,11 @@ def is_dependency_file(path: Path) -> bool:
 
 
 def is_project_file(path: Path) -> bool:
-    """Non-Python files handled here or by cuda2npu/filekinds/shellscripts.py (not by the engine)."""
+    """Non-Python files handled here, by cuda2npu/filekinds/shellscripts.py or by runconfigs.py (not by the engine)."""
+    from cuda2npu.filekinds.runconfig_files import is_run_config
     from cuda2npu.filekinds.shellscripts import is_shell_script
 
-    return is_dependency_file(path) or is_shell_script(path)
+    return is_dependency_file(path) or is_shell_script(path) or is_run_config(path)
 
 
 # --- requirements found in a file --------------------------------------------------------------
