@@ -28,6 +28,7 @@ FAMILIES = (
     "apex.kernels",
     "apex.optim",
     "attention.flash",
+    "attention.xformers",
     "attention.sdpa",
     "colossalai.common",
     "colossalai.keep",
@@ -44,7 +45,6 @@ FAMILIES = (
 
 
 def enabled_rules(options: Options) -> list[type[Rule]]:
-    """Rule classes with at least one enabled code, in the order they run."""
     from cuda2npu.core.rulebase import enabled_in  # libcst: only once rules are wanted
 
     return enabled_in(list(_all_rules()), options)
@@ -52,7 +52,6 @@ def enabled_rules(options: Options) -> list[type[Rule]]:
 
 @functools.cache
 def _all_rules() -> tuple[type[Rule], ...]:
-    """Every rule class in the order they run (the families imported, once per process)."""
     from cuda2npu.core.rulebase import REGISTRY
 
     for family in FAMILIES:

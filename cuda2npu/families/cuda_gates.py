@@ -32,10 +32,10 @@ from cuda2npu.families.cuda_only_modules import (
     APEX_ROOTS,
     CUDA_LIBRARIES,
     EXTENSION_NAME,
-    cuda_only_module,
+    cuda_module,
 )
 
-MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine")
+MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine", "xformers")
 SHELL_CALLS = {
     "subprocess.run",
     "subprocess.call",
@@ -61,7 +61,8 @@ def _module_reason(module: str, options) -> str | None:
     libraries = table("torch_cuda_api")["feature_switches"]["libraries"]
     for end in range(1, len(parts) + 1):
         prefix = ".".join(parts[:end])
-        note = cuda_only_module(prefix, options.cuda_extensions, options.local_modules)
+        found = cuda_module(prefix, options.cuda_extensions, options.local_modules)
+        note = found[1] if found is not None else None
         if note is None and prefix in CUDA_LIBRARIES:
             note = CUDA_LIBRARIES[prefix]
         if note is None and prefix in libraries:
@@ -142,7 +143,7 @@ def _call_use(ctx, node: cst.Call) -> tuple[str, str] | None:
 
 def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     """``(what, why)`` for the first code among ``nodes`` (and their descendants) that runs only on
-    a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_modules.toml, a compiled
+    a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_packages.toml, a compiled
     extension, pycuda/cupy/numba.cuda, the CUDA-only libraries of the feature switches' table), a
     call or a reference through a name bound to one, a CUDA toolkit program run through a shell."""
     relative: dict[str, str] | None = None

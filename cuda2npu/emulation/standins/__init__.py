@@ -24,7 +24,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-STANDIN_ROOTS = ("flash_attn", "apex", "transformer_engine", "amp_C")
+STANDIN_ROOTS = ("flash_attn", "apex", "transformer_engine", "amp_C", "xformers")
 
 _HERE = Path(__file__).resolve().parent
 
