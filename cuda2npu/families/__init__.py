@@ -33,6 +33,9 @@ FAMILIES = (
     "colossalai.common",
     "colossalai.keep",
     "colossalai.native",
+    "deepspeed.ops",
+    "deepspeed.config",
+    "deepspeed.accelerate",
     "device.amp_defaults",
     "device.cuda_api",
     "device.device",
@@ -45,6 +48,7 @@ FAMILIES = (
 
 
 def enabled_rules(options: Options) -> list[type[Rule]]:
+    """Rule classes with at least one enabled code, in the order they run."""
     from cuda2npu.core.rulebase import enabled_in  # libcst: only once rules are wanted
 
     return enabled_in(list(_all_rules()), options)
@@ -52,6 +56,7 @@ def enabled_rules(options: Options) -> list[type[Rule]]:
 
 @functools.cache
 def _all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in the order they run (the families imported, once per process)."""
     from cuda2npu.core.rulebase import REGISTRY
 
     for family in FAMILIES:

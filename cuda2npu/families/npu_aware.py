@@ -21,6 +21,9 @@ identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda`
 - the body of a branch taken only on another accelerator (``elif device_type == "musa":``,
   ``if is_mlu_available():``, ``a if is_torch_xla_available() else b``): nothing there runs on
   the NPU (mmengine's MUSA autocast reads ``torch.get_autocast_gpu_dtype()``);
+- the test and body of a branch (or ``a if c else b`` value) taken only where a device-neutral
+  accelerator abstraction says CUDA (DeepSpeed's ``get_accelerator().device_name() == "cuda"``,
+  ``communication_backend_name() == "nccl"``): it never runs on the NPU;
 - ``a if c1 else b if c2 else c`` chains, the same way (the last ``else`` value is a side too),
   and the ``else`` value of ``a if <NPU detected> else b`` (portable output's dispatch
   ``npu_call(x) if x.device.type == "npu" else cuda_call(x)``: ``b`` runs on every other device);
@@ -43,6 +46,7 @@ import libcst as cst
 
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
@@ -56,6 +60,8 @@ OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # ac
 _OTHER = "|".join(word.decode() for word in OTHER_DEVICES)
 OTHER_DEVICE_WORD = re.compile(rf"(?:^|_)(?:{_OTHER})(?:_|$)", re.IGNORECASE)
 OTHER_DEVICE_STRING = re.compile(rf"(?:{_OTHER})(?::.*)?", re.DOTALL)
+ACCELERATOR_QUERIES = {"device_name": "cuda", "communication_backend_name": "nccl"}  # DeepSpeed's on CUDA
+ACCELERATOR_TEXT = re.compile(rb"(?:device_name|communication_backend_name)\s*\(")
 OTHER_BACKEND_CLASS = re.compile(
     r"(?:^|_|(?<=[a-z]))(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)$", re.IGNORECASE
 )
@@ -65,7 +71,7 @@ class _Mentions(cst.CSTVisitor):
     """Whether an expression mentions CUDA and/or the NPU (strings and name words)."""
 
     def __init__(self) -> None:
-        self.cuda = self.npu = self.other_backend = self.other_device = False
+        self.cuda = self.npu = self.other_backend = self.other_device = self.accelerator_query = False
 
     def _string(self, value: str | None) -> None:
         if value is not None:
@@ -83,6 +89,9 @@ class _Mentions(cst.CSTVisitor):
         first = node.parts[0] if node.parts else None
         if isinstance(first, cst.FormattedStringText):
             self._string(first.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.accelerator_query |= node.attr.value in ACCELERATOR_QUERIES
 
     def visit_Name(self, node: cst.Name) -> None:
         self.cuda |= CUDA_WORD.search(node.value) is not None or CUDA_CAMEL.search(node.value) is not None
@@ -135,6 +144,26 @@ def _only_another_device(test: cst.BaseExpression) -> bool:
     )
 
 
+def _accelerator_is_cuda(test: cst.BaseExpression) -> bool:
+    """``get_accelerator().device_name() == "cuda"`` (also ``and``-ed): the device-neutral code of an
+    accelerator abstraction asks whether it runs on CUDA; its branch never runs on the NPU."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (
+            _accelerator_is_cuda(test.left) or _accelerator_is_cuda(test.right)
+        )
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    if not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(
+        isinstance(query, cst.Call)
+        and isinstance(query.func, cst.Attribute)
+        and ACCELERATOR_QUERIES.get(query.func.attr.value) == string_value(value)
+        for query, value in (sides, sides[::-1])
+    )
+
+
 def _cuda_only(sides: list[tuple[cst.CSTNode, list[cst.CSTNode]]]) -> list[cst.CSTNode]:
     """The nodes to keep of the CUDA-only sides of ``(tested node, nodes to keep)`` pairs, when
     another side mentions the NPU only.
@@ -165,6 +194,7 @@ class _Constructs(cst.CSTVisitor):
                 self.roots += _cuda_only([(t, [t, b]) for t, b in branches])
                 self.roots += [b for t, b in branches if mentions(t) == (False, True) and mentions(b)[0]]
                 self.roots += [b for t, b in branches if _only_another_device(t)]
+                self.roots += [n for t, b in branches if _accelerator_is_cuda(t) for n in (t, b)]
                 self.roots += [n for t, b in branches if _excludes_npu(t) for n in (t, b)]
                 self.roots += [e for chain in run if (e := _cuda_else(chain)) is not None]
                 run = []
@@ -199,6 +229,9 @@ class _Constructs(cst.CSTVisitor):
         if _detects_npu(node.test) and not mentions(node.orelse)[1]:
             self.roots.append(node.orelse)
         if _only_another_device(node.test):  # `"cuda" if <XLA on a GPU> else device.type`
+            self.roots.append(node.body)
+        if _accelerator_is_cuda(node.test):  # `x if get_accelerator().device_name() == "cuda" else y`
+            self.roots.append(node.test)
             self.roots.append(node.body)
         sides = []
         while isinstance(node, cst.IfExp):
@@ -320,11 +353,12 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
     nodes: set[cst.CSTNode] = {node for body in _counterpart_classes(ctx) for node in iter_nodes(body)}
-    if ctx.text is not None and not may_mention_another_device(ctx.text):
+    if ctx.text is not None and not may_mention_another_device(ctx.text) and not ACCELERATOR_TEXT.search(ctx.text):
         return frozenset(nodes)  # most CUDA files never spell the NPU: no walk needed
     found = _Mentions()
     walk(ctx.module, found)
-    if found.npu or found.other_backend or found.other_device:  # most CUDA files name none: nothing to keep
+    # most CUDA files name none: nothing to keep
+    if found.npu or found.other_backend or found.other_device or found.accelerator_query:
         constructs = _Constructs()
         walk(ctx.module, constructs)
         for root in constructs.roots:
@@ -355,3 +389,20 @@ def _backend_key(name: str) -> str:
 def is_cuda_alternative(ctx, node: cst.CSTNode) -> bool:
     """Whether ``node`` is part of the CUDA side of code that already handles the NPU."""
     return node in cuda_alternatives(ctx)
+
+
+def in_npu_branch(ctx, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is code written knowing the NPU: on the CUDA side of a construct that handles
+    it (:func:`is_cuda_alternative`), or on either side of an ``if`` / ``a if c else b`` whose test
+    mentions the NPU (``if is_torch_npu_available():``, ``if not use_npu:``, ``0 if use_npu else 1``).
+    Library calls that name neither device (Ray's ``num_gpus=1``, vLLM's ``PyNcclCommunicator(...)``,
+    ``attn_implementation="flash_attention_2"``) are kept by the branch they sit in."""
+    if is_cuda_alternative(ctx, node):
+        return True
+    parents = TreeIndex.of(ctx).parents
+    child, parent = node, parents.get(node)
+    while parent is not None:
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and mentions(parent.test)[1]:
+            return True
+        child, parent = parent, parents.get(parent)
+    return False

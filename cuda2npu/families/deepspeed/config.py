@@ -1,0 +1,206 @@
+"""DeepSpeed config dicts written in Python (NPU913, and NPU911 for an optimizer without NPU build).
+
+A dict literal is a DeepSpeed config when it is passed to ``deepspeed.initialize(config=...)`` /
+``config_params=`` or accelerate's ``DeepSpeedPlugin(hf_ds_config=...)`` (directly or through a
+name of this file), or when its keys are DeepSpeed's own (``zero_optimization``,
+``train_micro_batch_size_per_gpu``, ...). Its data goes through the plain-data functions of
+cuda2npu/families/ds_config.py; entries that do not change keep their text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import expression
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
+from cuda2npu.families.npu_aware import is_cuda_alternative
+
+# callable → keywords taking a DeepSpeed config (deepspeed/__init__.py v0.19.5; accelerate v1.14.0
+# src/accelerate/utils/dataclasses.py)
+SINKS = {
+    "deepspeed.initialize": ("config", "config_params"),
+    **dict.fromkeys(
+        (
+            "accelerate.DeepSpeedPlugin",
+            "accelerate.utils.DeepSpeedPlugin",
+            "accelerate.utils.dataclasses.DeepSpeedPlugin",
+        ),
+        ("hf_ds_config",),
+    ),
+}
+# top-level keys only DeepSpeed configs have (deepspeed/runtime/constants.py, zero/config.py)
+DEEPSPEED_KEYS = {
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "zero_optimization",
+    "zero_allow_untested_optimizer",
+    "steps_per_print",
+    "wall_clock_breakdown",
+}
+LOSS_SCALING_KEYS = {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"}
+BLOCK_READERS = ("get", "pop", "setdefault")
+WHY_BF16 = "BF16 is the native mixed-precision type of Atlas A2 NPUs and needs no loss scaling"
+
+
+def _read(node: cst.Dict) -> dict | None:
+    """The data of a dict literal whose keys are all strings (values that are not literals stay
+    nodes), else None."""
+    data = {}
+    for element in node.elements:
+        key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+        if key is None:
+            return None
+        data[key] = _value(element.value)
+    return data
+
+
+def _value(expr: cst.BaseExpression) -> object:
+    if isinstance(expr, cst.Dict):
+        inner = _read(expr)
+        return expr if inner is None else inner
+    value = literal(expr)
+    return expr if value is NOT_LITERAL or isinstance(value, tuple) else value
+
+
+def _render(value: object, quote: str) -> cst.BaseExpression:
+    """Python code for configuration data (nodes stay as they are)."""
+    if isinstance(value, cst.BaseExpression):
+        return value
+    if isinstance(value, dict):
+        return cst.Dict([cst.DictElement(_string(key, quote), _render(item, quote)) for key, item in value.items()])
+    if isinstance(value, str):
+        return _string(value, quote)
+    return expression(repr(value))
+
+
+def _string(value: str, quote: str) -> cst.SimpleString:
+    return cst.SimpleString(json.dumps(value) if quote == '"' else repr(value))
+
+
+def _rebuild(updated: cst.Dict, old: dict, new: dict, quote: str) -> cst.Dict:
+    """``updated`` holding ``new``: an unchanged entry keeps its element, a changed dict its unchanged
+    elements, a changed value is rendered, and a new key takes the place of a removed one."""
+    elements = {string_value(e.key): e for e in updated.elements}
+    removed = [elements[key] for key in old if key not in new]
+    result = []
+    for key, value in new.items():
+        element = elements.get(key)
+        if element is not None and value is old[key]:
+            result.append(element)
+        elif element is not None and isinstance(element.value, cst.Dict) and isinstance(value, dict):
+            result.append(element.with_changes(value=_rebuild(element.value, old[key], value, quote)))
+        elif element is not None:
+            result.append(element.with_changes(value=_render(value, quote)))
+        else:
+            result.append(removed.pop(0).with_changes(key=_string(key, quote), value=_render(value, quote)))
+    result[-1] = result[-1].with_changes(comma=updated.elements[-1].comma)
+    return updated.with_changes(elements=result)
+
+
+def _quote(node: cst.Dict) -> str:
+    first = next((e.key for e in node.elements if isinstance(e.key, cst.SimpleString)), None)
+    return first.value[-1] if first is not None else '"'
+
+
+@register
+class DeepSpeedConfigDict(Rule):
+    """NPU913: an enabled ``"fp16"`` block → ``"bf16"`` under the BF16 policy; NPU911: an
+    ``"optimizer"`` whose type DeepSpeed builds from an op without NPU build."""
+
+    codes = ("NPU911", "NPU913")
+    triggers = (r"""["']fp16["']""", r"""["'][Ll][Aa][Mm][Bb]["']""")
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        if not self._is_config(node) or is_cuda_alternative(self.ctx, node):
+            return
+        data = _read(node)
+        if data is None:
+            self._unreadable(node)
+            return
+        problem = optimizer_problem(data)
+        if problem is not None:
+            self.report("NPU911", node, f"DeepSpeed config: {problem}", tier=Tier.MANUAL, needs_torch_npu=False)
+        if self.options.precision == "bf16":
+            self._precision(node, data)
+
+    def _precision(self, node: cst.Dict, data: dict) -> None:
+        result = fp16_to_bf16(data)
+        if result.problem is None and result.config is not None and self._reads_fp16_block:
+            result = Bf16Result(problem='this file reads the "fp16" block elsewhere (`config["fp16"]`)')
+        if result.problem is not None:
+            self._review(node, result.problem)
+        elif result.config is not None:
+            new = result.config
+            self.report(
+                "NPU913",
+                node,
+                f"DeepSpeed config: {'; '.join(result.changes)}: {WHY_BF16}",
+                lambda updated: _rebuild(updated, data, new, _quote(updated)),
+                tier=Tier.NUMERIC,
+                needs_torch_npu=False,
+            )
+
+    def _unreadable(self, node: cst.Dict) -> None:
+        """A config with ``**`` entries or computed keys whose fp16 block is enabled: reviewed."""
+        if self.options.precision != "bf16":
+            return
+        for element in node.elements:
+            if isinstance(element, cst.DictElement) and string_value(element.key) == FP16:
+                block = _value(element.value)
+                if isinstance(block, dict) and block.get("enabled") is True:
+                    self._review(node, "the dict is not all literal (`**` entries or computed keys)")
+
+    def _review(self, node: cst.Dict, problem: str) -> None:
+        self.report(
+            "NPU913",
+            node,
+            f'DeepSpeed config with "fp16" enabled, not switched to "bf16" (--precision bf16): {problem}; {WHY_BF16}',
+            tier=Tier.REVIEW,
+            needs_torch_npu=False,
+        )
+
+    def _is_config(self, node: cst.Dict) -> bool:
+        keys = {string_value(e.key) for e in node.elements if isinstance(e, cst.DictElement)}
+        if node in self._passed or keys & DEEPSPEED_KEYS:
+            return True
+        block = next(
+            (e.value for e in node.elements if isinstance(e, cst.DictElement) and string_value(e.key) == FP16), None
+        )
+        return isinstance(block, cst.Dict) and bool(
+            {string_value(e.key) for e in block.elements if isinstance(e, cst.DictElement)} & LOSS_SCALING_KEYS
+        )
+
+    @functools.cached_property
+    def _passed(self) -> set[cst.Dict]:
+        """Dict literals passed to a sink, directly or through a name assigned in this file."""
+        values = []
+        for call in iter_nodes(self.ctx.module, cst.Call):
+            keywords = SINKS.get(self.resolver.qualified_name(call.func) or "", ())
+            values += [a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        names = {name for value in values if (name := dotted_name(value))}
+        found = {value for value in values if isinstance(value, cst.Dict)}
+        for assign in iter_nodes(self.ctx.module, cst.Assign):
+            if isinstance(assign.value, cst.Dict) and any(dotted_name(t.target) in names for t in assign.targets):
+                found.add(assign.value)
+        return found
+
+    @functools.cached_property
+    def _reads_fp16_block(self) -> bool:
+        """Whether the file reads a config's fp16 block: ``config["fp16"]``, ``config.get("fp16")``."""
+        for node in iter_nodes(self.ctx.module, cst.Subscript):
+            if any(isinstance(s.slice, cst.Index) and string_value(s.slice.value) == FP16 for s in node.slice):
+                return True
+        for call in iter_nodes(self.ctx.module, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in BLOCK_READERS and call.args:
+                if string_value(call.args[0].value) == FP16:
+                    return True
+        return False
