@@ -43,6 +43,10 @@ FAMILIES = (
     "device.env_vars",
     "device.profiler",
     "device.tensor_types",
+    "ray.resources",
+    "ray.train",
+    "ray.workers",
+    "vllm",
     "transformer_engine.rules",
 )
 

@@ -1,0 +1,243 @@
+"""GPUs requested from Ray's scheduler (NPU921, NPU922, NPU927).
+
+Ray schedules Ascend cards as the accelerator resource ``"NPU"`` (ray >= 2.9.0); ``num_gpus`` has
+no NPU counterpart keyword, so ``num_gpus=n`` becomes ``resources={"NPU": n}`` (merged into a
+``resources`` dict display), the ``"GPU"`` key of a placement-group bundle becomes ``"NPU"``, and an
+NVIDIA ``accelerator_type`` (no Ascend node carries it) is marked. Facts: docs/reference/ray.md.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import literal, string_value
+from cuda2npu.core.nodes import code_of, with_args
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.npu_aware import in_npu_branch, mentions
+from cuda2npu.families.ray.common import (
+    NPU,
+    entry,
+    has_double_star,
+    imports_ray,
+    keyword,
+    literal_dict,
+    renamed_key,
+    with_entry,
+)
+
+REQUEST_CALLS = {"ray.remote", "ray.init"}  # and `.options(...)` of a remote function or actor class
+BUNDLE_CALLS = {
+    "ray.util.placement_group": 0,
+    "ray.util.placement_group.placement_group": 0,
+    "ray.tune.PlacementGroupFactory": 0,
+    "ray.tune.execution.placement_groups.PlacementGroupFactory": 0,
+}
+NVIDIA_TYPES = {"V100", "P100", "T4", "P4", "K80", "A10G", "L4", "L40S", "A100", "H100", "H200", "H20", "B200"}
+ACCELERATOR_NOTE = (
+    'Ray labels an Ascend node with its SoC name (`acl.get_soc_name()`, such as "Ascend910B", '
+    "`ray.util.accelerators.HUAWEI_NPU_910B`): name the type of your cards or drop the constraint"
+)
+
+
+def _npu_dict(value: cst.BaseExpression) -> cst.Dict:
+    return cst.Dict([cst.DictElement(cst.SimpleString(f'"{NPU}"'), value)])
+
+
+def _asks_nothing(value: cst.BaseExpression) -> bool:
+    """``num_gpus=0`` / ``None``: no GPU requested, nothing to change."""
+    return literal(value) in (0, None)
+
+
+@register
+class NumGpus(Rule):
+    """``num_gpus=`` of ``ray.remote`` / ``ray.init`` / ``.options``, and the ``"num_gpus"`` entry of
+    a ``ray_actor_options`` dict (Ray Serve)."""
+
+    codes = ("NPU921",)
+    triggers = (r"num_gpus",)
+    requires = (r"\bray\b",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not imports_ray(self.ctx):
+            return
+        options = keyword(node, "ray_actor_options")
+        if options is not None and (mapping := literal_dict(options.value)) is not None:
+            self._actor_options(mapping)
+        arg = keyword(node, "num_gpus")
+        if arg is None or _asks_nothing(arg.value) or not self._requests(node):
+            return
+        if mentions(arg.value)[1] or in_npu_branch(self.ctx, node):  # `num_gpus=0 if use_npu else 1`
+            return
+        resources = keyword(node, "resources")
+        shown = f"`num_gpus={code_of(arg.value)}`"
+        if has_double_star(node) or (resources is not None and literal_dict(resources.value) is None):
+            where = "the `**` arguments" if has_double_star(node) else f"`resources={code_of(resources.value)}`"
+            self.report(
+                "NPU921",
+                node,
+                f'{shown} asks for GPUs, which an Ascend host has none of: request `{{"{NPU}": n}}` in '
+                f"{where} by hand (Ray's resource name of Ascend cards)",
+                tier=Tier.MANUAL,
+                needs_torch_npu=False,
+            )
+            return
+        if resources is not None and entry(resources.value, NPU) is not None:
+            return  # already asks for NPUs as well
+        self.report(
+            "NPU921",
+            node,
+            f'{shown} → `resources={{"{NPU}": ...}}` (Ray schedules Ascend cards as the "{NPU}" resource)',
+            _move_num_gpus,
+            needs_torch_npu=False,
+        )
+
+    def _requests(self, call: cst.Call) -> bool:
+        if self.resolver.qualified_name(call.func) in REQUEST_CALLS:
+            return True
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value == "options"
+
+    def _actor_options(self, mapping: cst.Dict) -> None:
+        gpus = entry(mapping, "num_gpus")
+        if gpus is None or _asks_nothing(gpus.value) or mentions(gpus.value)[1] or in_npu_branch(self.ctx, mapping):
+            return
+        resources = entry(mapping, "resources")
+        if resources is not None and literal_dict(resources.value) is None:
+            self.report(
+                "NPU921",
+                mapping,
+                f'`"num_gpus"` asks for GPUs: request `{{"{NPU}": n}}` in `{code_of(resources.value)}` by hand',
+                tier=Tier.MANUAL,
+                needs_torch_npu=False,
+            )
+        elif resources is None or entry(resources.value, NPU) is None:
+            self.report(
+                "NPU921",
+                mapping,
+                f'`"num_gpus"` → `"resources": {{"{NPU}": ...}}` (Ray schedules Ascend cards as the "{NPU}" resource)',
+                _move_num_gpus_entry,
+                needs_torch_npu=False,
+            )
+
+
+def _move_num_gpus(call: cst.Call) -> cst.Call:
+    arg = keyword(call, "num_gpus")
+    resources = keyword(call, "resources")
+    if resources is None:
+        replacement = arg.with_changes(keyword=cst.Name("resources"), value=_npu_dict(arg.value))
+        return with_args(call, [replacement if a is arg else a for a in call.args])
+    merged = resources.with_changes(value=with_entry(resources.value, NPU, arg.value))
+    return with_args(call, [merged if a is resources else a for a in call.args if a is not arg])
+
+
+def _move_num_gpus_entry(mapping: cst.Dict) -> cst.Dict:
+    gpus = entry(mapping, "num_gpus")
+    resources = entry(mapping, "resources")
+    if resources is None:
+        replacement = gpus.with_changes(key=cst.SimpleString('"resources"'), value=_npu_dict(gpus.value))
+        return mapping.with_changes(elements=[replacement if e is gpus else e for e in mapping.elements])
+    merged = resources.with_changes(value=with_entry(resources.value, NPU, gpus.value))
+    elements = [merged if e is resources else e for e in mapping.elements if e is not gpus]
+    last = elements[-1]
+    if isinstance(mapping.elements[-1].comma, cst.MaybeSentinel) and isinstance(last.comma, cst.Comma):
+        elements[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return mapping.with_changes(elements=elements)
+
+
+@register
+class GpuBundles(Rule):
+    """The ``"GPU"`` key of placement-group bundles (``ray.util.placement_group``, Tune's
+    ``PlacementGroupFactory``): in the call, or in a list display assigned to the name passed."""
+
+    codes = ("NPU922",)
+    triggers = (r"placement_group", r"PlacementGroupFactory")
+    requires = (r"GPU",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        position = BUNDLE_CALLS.get(self.resolver.qualified_name(node.func) or "")
+        if position is None or in_npu_branch(self.ctx, node):
+            return
+        bundles = keyword(node, "bundles")
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        value = bundles.value if bundles is not None else (positional[0].value if positional else None)
+        if value is None:
+            return
+        displays = _bundle_displays(value) if not isinstance(value, cst.Name) else self._assigned(value)
+        if displays is None:
+            self.report(
+                "NPU922",
+                node,
+                f'bundles `{code_of(value)}` are built elsewhere: a `"GPU"` key in them must be `"{NPU}"` '
+                "(Ray's resource name of Ascend cards), or the placement group is never placed",
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+            return
+        for bundle in displays:
+            if entry(bundle, "GPU") is not None and entry(bundle, NPU) is None:
+                self.report(
+                    "NPU922",
+                    bundle,
+                    f'bundle key `"GPU"` → `"{NPU}"` (Ray\'s resource name of Ascend cards)',
+                    lambda updated: renamed_key(updated, "GPU", NPU),
+                    needs_torch_npu=False,
+                )
+
+    def _assigned(self, name: cst.Name) -> list[cst.Dict] | None:
+        """The bundle dicts of the list displays assigned to ``name`` in its function (or module)."""
+        index = TreeIndex.of(self.ctx)
+        scope = index.parents.get(name)
+        while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
+            scope = index.parents.get(scope)
+        found: list[cst.Dict] = []
+        values = [
+            a.value
+            for a in iter_nodes(scope, cst.Assign)
+            if any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in a.targets)
+        ]
+        for value in values:
+            displays = _bundle_displays(value)
+            if displays is None:
+                return None
+            found += displays
+        return found if values else None
+
+
+def _bundle_displays(value: cst.BaseExpression) -> list[cst.Dict] | None:
+    """The dict displays of a bundle list: ``[{...}, {...}]``, ``[{...} for ...]``, ``[{...}] * n``
+    (None: the bundles are not displayed there)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return _bundle_displays(value.left)
+    if isinstance(value, cst.ListComp):
+        bundle = literal_dict(value.elt)
+        return [bundle] if bundle is not None else None
+    if isinstance(value, (cst.List, cst.Tuple)):
+        bundles = [literal_dict(e.value) for e in value.elements]
+        return None if any(b is None for b in bundles) else bundles
+    return None
+
+
+@register
+class NvidiaAcceleratorType(Rule):
+    """``accelerator_type=`` naming an NVIDIA GPU (``ray.util.accelerators.NVIDIA_*`` or its string)."""
+
+    codes = ("NPU927",)
+    triggers = (r"accelerator_type",)
+    requires = (r"\bray\b",)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is None or node.keyword.value != "accelerator_type" or not imports_ray(self.ctx):
+            return
+        qualified = self.resolver.qualified_name(node.value) or ""
+        nvidia = qualified.rpartition(".")[2].startswith("NVIDIA_") and qualified.startswith("ray.util.accelerators")
+        if (nvidia or string_value(node.value) in NVIDIA_TYPES) and not in_npu_branch(self.ctx, node):
+            self.report(
+                "NPU927",
+                node,
+                f"`accelerator_type={code_of(node.value)}` names an NVIDIA GPU, which no Ascend node has: "
+                + ACCELERATOR_NOTE,
+                tier=Tier.MANUAL,
+                needs_torch_npu=False,
+            )

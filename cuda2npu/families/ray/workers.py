@@ -1,0 +1,78 @@
+"""Inside Ray workers (NPU925, NPU926): the GPU ids of a worker and Ray's own collective groups.
+
+``ray.get_gpu_ids()`` lists the worker's ``"GPU"`` resource, empty on an Ascend host; its NPU ids
+are ``ray.get_runtime_context().get_accelerator_ids()["NPU"]`` (strings, where ``get_gpu_ids``
+gives ints unless ``CUDA_VISIBLE_DEVICES`` was set). ``ray.util.collective`` has NCCL and GLOO
+backends only: an NCCL group has no NPU counterpart in Ray. Facts: docs/reference/ray.md §3, §5.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.nodes import code_of, expression
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.ray.common import NPU, has_double_star, keyword
+
+# ray.util.collective group constructors -> position of `backend` (ray 2.60.0 signatures; default "nccl")
+GROUPS = {"init_collective_group": 2, "create_collective_group": 3}
+COLLECTIVE_MODULES = ("ray.util.collective.", "ray.util.collective.collective.")
+
+
+@register
+class GpuIds(Rule):
+    codes = ("NPU925",)
+    triggers = (r"get_gpu_ids",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.resolver.qualified_name(node.func) != "ray.get_gpu_ids" or node.args or in_npu_branch(self.ctx, node):
+            return
+        self.report(
+            "NPU925",
+            node,
+            f'`ray.get_gpu_ids()` → `ray.get_runtime_context().get_accelerator_ids()["{NPU}"]`: the NPU ids '
+            "are strings (`get_gpu_ids` gives ints unless CUDA_VISIBLE_DEVICES was set when the worker started)",
+            _accelerator_ids,
+            needs_torch_npu=False,
+            imports=[] if isinstance(node.func, cst.Attribute) else [("ray", None)],
+        )
+
+
+def _accelerator_ids(call: cst.Call) -> cst.BaseExpression:
+    """``<ray>.get_runtime_context().get_accelerator_ids()["NPU"]``, ``<ray>`` as the call spells Ray."""
+    ray = code_of(call.func.value) if isinstance(call.func, cst.Attribute) else "ray"
+    return expression(f'{ray}.get_runtime_context().get_accelerator_ids()["{NPU}"]')
+
+
+@register
+class CollectiveNccl(Rule):
+    codes = ("NPU926",)
+    triggers = (r"collective_group",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        module, _, name = qualified.rpartition(".")
+        if f"{module}." not in COLLECTIVE_MODULES or name not in GROUPS or in_npu_branch(self.ctx, node):
+            return
+        backend = keyword(node, "backend")
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if backend is None and len(positional) > GROUPS[name]:
+            backend = positional[GROUPS[name]]
+        if backend is None and has_double_star(node):
+            return  # the backend may be in the `**` arguments: not known
+        value = "nccl" if backend is None else string_value(backend.value)
+        if value is None or value.lower() != "nccl":
+            return  # gloo, a registered backend ("HCCL" of ray-ascend), or not known
+        shown = "the default backend NCCL" if backend is None else f"`backend={code_of(backend.value)}`"
+        self.report(
+            "NPU926",
+            node,
+            f"`{name}` with {shown}: Ray's collective library has NCCL and GLOO backends only, and NCCL "
+            "does not run on Ascend; move the exchange to torch.distributed with hccl, or register an HCCL "
+            "backend (the separate ray-ascend package) and name it",
+            tier=Tier.MANUAL,
+            needs_torch_npu=False,
+        )

@@ -1,0 +1,108 @@
+"""vLLM on Ascend (NPU931–NPU933).
+
+vLLM runs on Ascend through the vllm-ascend platform plugin, found through its
+``vllm.platform_plugins`` entry point once installed: a script that builds an ``LLM`` needs no
+change, but the plugin must be installed (NPU931, one review note per file). What the plugin does
+not replace: vLLM's NCCL communicator, which disables itself without NCCL, so the collectives of
+weight-sync code do nothing (NPU932), and vLLM's CUDA kernels, ``vllm._C`` / ``vllm._custom_ops``,
+absent from the vLLM build the plugin runs on (NPU933). Facts: docs/reference/vllm.md.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.npu_aware import in_npu_branch
+
+ENGINES = {
+    "vllm.LLM",
+    "vllm.entrypoints.llm.LLM",
+    "vllm.LLMEngine.from_engine_args",
+    "vllm.AsyncLLMEngine.from_engine_args",
+    "vllm.engine.llm_engine.LLMEngine.from_engine_args",
+    "vllm.engine.async_llm_engine.AsyncLLMEngine.from_engine_args",
+    "vllm.EngineArgs",
+    "vllm.AsyncEngineArgs",
+    "vllm.engine.arg_utils.EngineArgs",
+    "vllm.engine.arg_utils.AsyncEngineArgs",
+}
+PYNCCL = "vllm.distributed.device_communicators.pynccl.PyNcclCommunicator"
+CUDA_MODULES = ("vllm._C", "vllm._custom_ops")
+PLUGIN_NOTE = (
+    "vLLM runs on Ascend through the vllm-ascend plugin: install the vllm-ascend release made for this "
+    "vllm version (its compatibility matrix), which vLLM loads by itself (entry point "
+    "`vllm.platform_plugins`); the call stays as it is"
+)
+PYNCCL_NOTE = (
+    "`PyNcclCommunicator` disables itself where the NCCL library cannot be loaded (an Ascend host): its "
+    "all_reduce/broadcast/send/recv then return without communicating, so synced weights silently stay "
+    "stale; vllm-ascend's counterpart is `vllm_ascend.distributed.device_communicators.pyhccl."
+    "PyHcclCommunicator` (same constructor, all_reduce and broadcast only)"
+)
+CUSTOM_OPS_NOTE = (
+    "holds vLLM's CUDA kernels, which the vLLM build that vllm-ascend runs on (VLLM_TARGET_DEVICE=empty) "
+    "does not have: the import warns or fails and every `torch.ops._C` op is missing; use torch ops or "
+    "vllm-ascend's kernels instead"
+)
+
+
+def _imports_vllm_ascend(ctx) -> bool:
+    """Whether the file already imports vllm_ascend (it knows about the plugin)."""
+    text = ctx.text if ctx.text is not None else ctx.module.code.encode()
+    return b"vllm_ascend" in text
+
+
+@register
+class VllmPlugin(Rule):
+    """The first vLLM engine the file builds: one review note that vllm-ascend must be installed."""
+
+    codes = ("NPU931",)
+    triggers = (r"\bvllm\b",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.noted = ctx.file_state(_imports_vllm_ascend)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.noted or self.resolver.qualified_name(node.func) not in ENGINES:
+            return
+        self.noted = True
+        self.report("NPU931", node, PLUGIN_NOTE, needs_torch_npu=False)
+
+
+@register
+class PyNccl(Rule):
+    codes = ("NPU932",)
+    triggers = (r"PyNcclCommunicator",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.resolver.qualified_name(node.func) == PYNCCL and not in_npu_branch(self.ctx, node):
+            self.report("NPU932", node, PYNCCL_NOTE, needs_torch_npu=False)
+
+
+@register
+class CustomOps(Rule):
+    codes = ("NPU933",)
+    triggers = (r"_custom_ops", r"vllm\._C\b", r"\b_C\b")
+    requires = (r"\bvllm\b",)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self._module(node, dotted_name(alias.name) or "")
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            return
+        module = dotted_name(node.module) or ""
+        if module == "vllm" and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                self._module(node, f"vllm.{dotted_name(alias.name)}")
+        else:
+            self._module(node, module)
+
+    def _module(self, node: cst.CSTNode, module: str) -> None:
+        name = next((m for m in CUDA_MODULES if module == m or module.startswith(f"{m}.")), None)
+        if name is not None and not in_npu_branch(self.ctx, node):
+            self.report("NPU933", node, f"`{name}` {CUSTOM_OPS_NOTE}", needs_torch_npu=False)
