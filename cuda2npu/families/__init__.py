@@ -48,6 +48,9 @@ FAMILIES = (
     "ray.workers",
     "vllm",
     "transformer_engine.rules",
+    "transformers.attention",
+    "transformers.training_args",
+    "transformers.device_map",
 )
 
 

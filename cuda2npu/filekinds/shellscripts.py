@@ -7,7 +7,9 @@
   message names the documented HCCL counterpart, or says there is none.
 
 They are reported, not rewritten: a launch script is usually changed by hand together with the
-cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it.
+cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it. The Hugging
+Face Trainer flags of a launched program (``--tf32``, ``--fp16``, ``--attn_implementation``) are
+cuda2npu/filekinds/launch_flags.py's, which edits the flag it understands (:func:`check_shell_file`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding
+from cuda2npu.filekinds.launch_flags import check_launch_flags
 
 ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
@@ -30,6 +33,12 @@ def is_shell_script(path: Path) -> bool:
 def _variables() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     env = table("env_vars")
     return env.get("cuda", {}), env.get("nccl", {}), env.get("nccl_manual", {})
+
+
+def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
+    """Every finding of a shell script, and its text with the launch-flag fixes applied."""
+    flags, new_text = check_launch_flags(text, path, display, options)
+    return sorted([*check_shell_script(text, display, options), *flags], key=Finding.sort_key), new_text
 
 
 def check_shell_script(text: str, display: str, options) -> list[Finding]:

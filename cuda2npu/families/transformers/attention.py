@@ -1,0 +1,143 @@
+"""NPU901–NPU903: ``flash_attention_2`` asked of transformers where the pinned release cannot run it on the NPU.
+
+transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_npu's
+``npu_fusion_attention``) from 4.51.0; before, loading raises there, flash-attn being CUDA-only
+(docs/reference/transformers.md §1). A pin guaranteeing 4.51.0 keeps the value; otherwise:
+
+- NPU901: the ``"flash_attention_2"`` literal that reaches ``attn_implementation`` (a transformers
+  call's keyword, ``dict(attn_implementation=...)``, a ``{"attn_implementation": ...}`` dict,
+  ``config._attn_implementation = ...``, through a same-file variable, parameter default, argparse
+  default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36).
+- NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` where the pin
+  guarantees 4.36.0, else a manual item.
+- NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``):
+  SDPA before transformers 4.51 ignores ``position_ids``, so packed sequences would attend to each
+  other; a manual item, the value kept.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import literal, string_value
+from cuda2npu.core.names import module_qualified
+from cuda2npu.core.nodes import keyword_arg
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.releases import ATTN_IMPLEMENTATION, FA2_ON_NPU, guaranteed, pin_text
+from cuda2npu.families.transformers.sources import (
+    imports_hf,
+    is_hf_call,
+    is_plain_dict_call,
+    keyword,
+    statement_of,
+    string_sources,
+)
+
+FA2 = "flash_attention_2"
+PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")
+
+
+@register
+class FlashAttention2(Rule):
+    codes = ("NPU901", "NPU902", "NPU903")
+    triggers = (r"flash_attention_2",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._done: set[cst.CSTNode] = set()
+        self._packing: bool | None = None
+
+    def _active(self) -> bool:
+        return not guaranteed(self.options, FA2_ON_NPU)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self._active():
+            return
+        hf = is_hf_call(self.resolver, node)
+        if hf or is_plain_dict_call(self.resolver, node):
+            arg = keyword(node, "attn_implementation")
+            if arg is not None:
+                self._attn_value(node, arg.value)
+        if hf:
+            flag = keyword(node, "use_flash_attention_2")
+            if flag is not None and literal(flag.value) is True and not in_npu_branch(self.ctx, node):
+                self._use_flash_attention_2(node, flag)
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        if not self._active() or not imports_hf(self.resolver):
+            return
+        for element in node.elements:
+            if isinstance(element, cst.DictElement) and string_value(element.key) == "attn_implementation":
+                self._attn_value(node, element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self._active():
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value == "_attn_implementation":
+                self._attn_value(node, node.value)
+
+    def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> None:
+        """Report the ``"flash_attention_2"`` literals ``value`` can take (each once)."""
+        if in_npu_branch(self.ctx, sink):
+            return
+        for source in string_sources(self.ctx, value, FA2):
+            if source in self._done or in_npu_branch(self.ctx, source):
+                continue
+            self._done.add(source)
+            statement = statement_of(self.ctx, source)
+            if self._packs():
+                self.report_in(statement, "NPU903", source, self._packing_message())
+                continue
+            message = (
+                f'`attn_implementation="{FA2}"` raises on an NPU host before transformers {FA2_ON_NPU} '
+                f'({pin_text(self.options)}): "sdpa" (torch\'s scaled_dot_product_attention, numerics differ '
+                f'slightly); transformers >= {FA2_ON_NPU} keeps "{FA2}" on NPU (npu_fusion_attention)'
+            )
+            self.report_in(statement, "NPU901", source, message, fix=_to_sdpa)
+
+    def _use_flash_attention_2(self, call: cst.Call, flag: cst.Arg) -> None:
+        if self._packs():
+            self.report("NPU903", flag, self._packing_message())
+            return
+        if guaranteed(self.options, ATTN_IMPLEMENTATION) and keyword(call, "attn_implementation") is None:
+            message = (
+                f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU}: "
+                f'`attn_implementation="sdpa"`; transformers >= {FA2_ON_NPU} keeps flash attention on NPU'
+            )
+            self.report("NPU902", flag, message, fix=_sdpa_keyword)
+            return
+        message = (
+            f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU} "
+            f'({pin_text(self.options)}): pass `attn_implementation="sdpa"` (transformers >= {ATTN_IMPLEMENTATION}) '
+            f"or remove it, or require transformers >= {FA2_ON_NPU}"
+        )
+        self.report("NPU902", flag, message, tier=Tier.MANUAL)
+
+    def _packs(self) -> bool:
+        if self._packing is None:
+            self._packing = any(
+                module_qualified(self.resolver.module_scope, node.func) in PACKING
+                for node in iter_nodes(self.ctx.module, cst.Call)
+            )
+        return self._packing
+
+    def _packing_message(self) -> str:
+        return (
+            f'"{FA2}" with padding-free packing (DataCollatorWithFlattening) raises on an NPU host before '
+            f"transformers {FA2_ON_NPU} ({pin_text(self.options)}), and SDPA there ignores the packed "
+            f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
+            "or pad the batches instead"
+        )
+
+
+def _to_sdpa(literal_node: cst.SimpleString) -> cst.SimpleString:
+    return literal_node.with_changes(value=literal_node.value.replace(FA2, "sdpa"))
+
+
+def _sdpa_keyword(arg: cst.Arg) -> cst.Arg:
+    sdpa = keyword_arg("attn_implementation", '"sdpa"')
+    return arg.with_changes(keyword=sdpa.keyword, value=sdpa.value)

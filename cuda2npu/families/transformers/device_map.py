@@ -1,0 +1,58 @@
+"""NPU905: a CUDA ``device_map`` given to transformers (``device_map="cuda:0"``, ``{"": "cuda"}``).
+
+transformers turns a device string into ``{"": torch.device(s)}`` and accelerate places the
+weights there (docs/reference/transformers.md §5): ``"npu:0"`` is a torch device once torch_npu is
+imported, so ``"cuda:N"`` becomes ``"npu:N"`` (exact). A bare ``"cuda"`` becomes ``"npu"`` (review):
+transformers 5 reads ``"cuda"`` as the GPU of ``LOCAL_RANK``, while ``"npu"`` is the current NPU.
+Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
+(0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.sources import is_hf_call, keyword
+
+CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
+
+
+@register
+class CudaDeviceMap(Rule):
+    codes = ("NPU905",)
+    triggers = (r"device_map",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        arg = keyword(node, "device_map")
+        if arg is None or not is_hf_call(self.resolver, node) or in_npu_branch(self.ctx, node):
+            return
+        if isinstance(arg.value, cst.Dict):
+            values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
+        else:
+            values = [arg.value]
+        for value in values:
+            self._device(value)
+
+    def _device(self, value: cst.BaseExpression) -> None:
+        text = string_value(value)
+        match = CUDA_DEVICE.fullmatch(text) if isinstance(value, cst.SimpleString) and text is not None else None
+        if match is None:
+            return
+        if match.group(1) is not None:
+            self.report("NPU905", value, f'`device_map` "{text}" → "npu:{match.group(1)}"', fix=_npu)
+            return
+        message = (
+            '`device_map="cuda"` → "npu": the current NPU; transformers 5 reads "cuda" as the GPU of LOCAL_RANK: '
+            'in a multi-process run call torch.npu.set_device(local_rank) first or pass f"npu:{local_rank}"'
+        )
+        self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
+
+
+def _npu(node: cst.SimpleString) -> cst.SimpleString:
+    return node.with_changes(value=node.value.replace("cuda", "npu", 1))

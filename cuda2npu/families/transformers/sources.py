@@ -1,0 +1,127 @@
+"""Which calls are transformers', and where a value passed to one comes from in the same file.
+
+A value is followed, never guessed: a literal is itself; a name is followed to its assignments and
+parameter default in the function using it (else at module level); ``args.field`` to the argparse
+``--field`` default and the class field ``field = ...`` / ``field(default=...)`` of this file;
+``a if c else b`` to both sides. Anything else is a value whose meaning is unknown (no source).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.literals import field_default, string_value
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+
+HF_PACKAGES = ("transformers",)
+CONSTANTS = ("True", "False", "None")
+
+
+def is_hf_call(resolver, call: cst.Call) -> bool:
+    """A call of something transformers defines (``AutoModel.from_pretrained``, ``TrainingArguments``)."""
+    name = resolver.qualified_name(call.func)
+    return name is not None and name.split(".")[0] in HF_PACKAGES
+
+
+def imports_hf(resolver) -> bool:
+    """Whether the file imports transformers anywhere (its dict keys such as ``attn_implementation`` are then HF's)."""
+    return any(
+        qualified.split(".")[0] in HF_PACKAGES
+        for scope in resolver.scopes.values()
+        for names in scope.imports.values()
+        for qualified in names
+    )
+
+
+def is_plain_dict_call(resolver, call: cst.Call) -> bool:
+    """``dict(...)`` of the builtin (no ``dict`` bound in the file)."""
+    return isinstance(call.func, cst.Name) and call.func.value == "dict" and not resolver.is_bound("dict")
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+def statement_of(ctx, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The statement holding ``node`` (where its marker goes)."""
+    index = TreeIndex.of(ctx)
+    while node is not None and node not in index.placement:
+        node = index.parents.get(node)
+    return node
+
+
+def sources(ctx, value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The expressions ``value`` takes its value from in this file (itself when it is a literal)."""
+    if isinstance(value, cst.IfExp):
+        return sources(ctx, value.body) + sources(ctx, value.orelse)
+    if isinstance(value, cst.Name) and value.value not in CONSTANTS:
+        return [found for expr in _name_values(ctx, value) for found in sources(ctx, expr)]
+    if isinstance(value, cst.Attribute):
+        return _field_defaults(ctx, value.attr.value)
+    return [value]
+
+
+def string_sources(ctx, value: cst.BaseExpression, wanted: str) -> list[cst.SimpleString]:
+    """The string literals equal to ``wanted`` that ``value`` can take."""
+    return [s for s in sources(ctx, value) if isinstance(s, cst.SimpleString) and string_value(s) == wanted]
+
+
+def _name_values(ctx, name: cst.Name) -> list[cst.BaseExpression]:
+    """The values ``name`` is bound to: in its function (parameter defaults, assignments), else, when
+    the function binds no such name, at module level."""
+    index = TreeIndex.of(ctx)
+    statement = statement_of(ctx, name)
+    function = index.function.get(statement) if statement is not None else None
+    if function is not None:
+        params = [p for p in function.params.params + function.params.kwonly_params if _is(p.name, name)]
+        local = _assigned_values(ctx, function, name, module_level=False)
+        if params or local:
+            return [p.default for p in params if p.default is not None] + local
+    return _assigned_values(ctx, ctx.module, name, module_level=True)
+
+
+def _assigned_values(ctx, scope: cst.CSTNode, name: cst.Name, module_level: bool) -> list[cst.BaseExpression]:
+    index = TreeIndex.of(ctx)
+    found = []
+    for node in iter_nodes(scope, (cst.Assign, cst.AnnAssign)):
+        if module_level and index.function.get(statement_of(ctx, node)) is not None:
+            continue  # a function's local, not the module's name
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        if node.value is not None and any(_is(t, name) for t in targets):
+            found.append(node.value)
+    return found
+
+
+def _is(node: cst.CSTNode, name: cst.Name) -> bool:
+    return isinstance(node, cst.Name) and node.value == name.value
+
+
+def _field_defaults(ctx, field: str) -> list[cst.BaseExpression]:
+    """Defaults of ``--field`` argparse options and of class fields named ``field`` in this file."""
+    found: list[cst.BaseExpression] = []
+    for call in TreeIndex.of(ctx).calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument" and _dest(call) == field:
+            default = keyword(call, "default")
+            if default is not None:
+                found.append(default.value)
+    for cls in iter_nodes(ctx.module, cst.ClassDef):
+        for statement in cls.body.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+            if isinstance(small, cst.AnnAssign) and _is(small.target, cst.Name(field)) and small.value is not None:
+                default = field_default(small.value)
+                if default is not None:
+                    found.append(default)
+    return found
+
+
+def _dest(call: cst.Call) -> str | None:
+    """The attribute an ``add_argument`` call stores into (``dest=``, else its first ``--long`` option)."""
+    dest = keyword(call, "dest")
+    if dest is not None:
+        return string_value(dest.value)
+    for arg in call.args:
+        option = string_value(arg.value) if arg.keyword is None else None
+        if option is not None and option.startswith("--"):
+            return option[2:].replace("-", "_")
+    return None

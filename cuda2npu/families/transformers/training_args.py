@@ -1,0 +1,106 @@
+"""NPU904 and NPU906: ``TrainingArguments`` switches that mean CUDA.
+
+- NPU904: ``tf32=True`` raises in ``TrainingArguments.__post_init__`` wherever TF32 cannot be
+  enabled, which is every NPU host in every release read (4.35.2 to 5.25.0,
+  docs/reference/transformers.md §3). The ``True`` that reaches ``tf32`` (the keyword, a same-file
+  variable or argparse default, a ``{"tf32": True}`` / ``dict(tf32=True)`` passed as ``**kwargs``,
+  the field default of a ``TrainingArguments`` subclass) becomes ``False``. torch_npu's HF32 switch
+  is another format and is not turned on silently: the message names it.
+- NPU906: under the bf16 precision policy, ``fp16=True`` becomes ``bf16=True`` (BF16 is the
+  native mixed-precision type of the Atlas A2 NPUs and needs no loss scaling; ``TrainingArguments``
+  accepts it on the NPU, §4). A call also passing ``bf16`` or ``**kwargs`` is a review item.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import field_default, literal, string_value
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.sources import keyword, sources, statement_of
+
+ARGUMENT_CLASSES = ("TrainingArguments", "Seq2SeqTrainingArguments")
+HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
+
+
+def _is_arguments_class(name: str | None) -> bool:
+    return name is not None and name.split(".")[0] == "transformers" and name.rpartition(".")[2] in ARGUMENT_CLASSES
+
+
+@register
+class TrainingArgumentSwitches(Rule):
+    codes = ("NPU904", "NPU906")
+    triggers = (r"TrainingArguments",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._done: set[cst.CSTNode] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_arguments_class(self.resolver.qualified_name(node.func)) or in_npu_branch(self.ctx, node):
+            return
+        tf32 = keyword(node, "tf32")
+        if tf32 is not None:
+            self._tf32_sources(tf32.value)
+        for arg in node.args:
+            if arg.star == "**":
+                for mapping in sources(self.ctx, arg.value):
+                    self._tf32_sources(_entry(mapping, "tf32"))
+        fp16 = keyword(node, "fp16")
+        if fp16 is not None and literal(fp16.value) is True and self.options.precision == "bf16":
+            self._fp16(node, fp16)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if not any(_is_arguments_class(self.resolver.qualified_name(base.value)) for base in node.bases):
+            return
+        for statement in node.body.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == "tf32":
+                self._tf32_sources(field_default(small.value))
+
+    def _tf32_sources(self, value: cst.BaseExpression | None) -> None:
+        if value is None:
+            return
+        for source in sources(self.ctx, value):
+            if literal(source) is not True or source in self._done or in_npu_branch(self.ctx, source):
+                continue
+            self._done.add(source)
+            message = (
+                "`TrainingArguments(tf32=True)` raises on an NPU host (TF32 needs an Ampere GPU, every transformers "
+                f"release): tf32=False; the NPU's analogue, HF32, is a different format ({HF32}): enable it "
+                "yourself if you want it"
+            )
+            self.report_in(statement_of(self.ctx, source), "NPU904", source, message, fix=_false)
+
+    def _fp16(self, call: cst.Call, fp16: cst.Arg) -> None:
+        if keyword(call, "bf16") is not None or any(arg.star == "**" for arg in call.args):
+            message = "`fp16=True` under the bf16 policy: use `bf16=True` (this call also sets bf16 or passes **kwargs)"
+            self.report("NPU906", fp16, message, tier=Tier.REVIEW)
+            return
+        message = (
+            "`fp16=True` → `bf16=True` (bf16 policy: BF16 is the NPU's native mixed-precision type, no loss scaling; "
+            "`--precision fp16` keeps fp16)"
+        )
+        self.report("NPU906", fp16, message, fix=_bf16)
+
+
+def _entry(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
+    """The value of ``key`` in a ``{...}`` literal or a ``dict(...)`` call."""
+    if isinstance(mapping, cst.Dict):
+        return next(
+            (e.value for e in mapping.elements if isinstance(e, cst.DictElement) and string_value(e.key) == key), None
+        )
+    if isinstance(mapping, cst.Call) and isinstance(mapping.func, cst.Name) and mapping.func.value == "dict":
+        arg = keyword(mapping, key)
+        return arg.value if arg is not None else None
+    return None
+
+
+def _false(node: cst.CSTNode) -> cst.Name:
+    return cst.Name("False")
+
+
+def _bf16(arg: cst.Arg) -> cst.Arg:
+    return arg.with_changes(keyword=cst.Name("bf16"))

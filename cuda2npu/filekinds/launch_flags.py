@@ -1,0 +1,176 @@
+"""Hugging Face Trainer flags in shell launch scripts: the shell side of NPU901, NPU904 and NPU906
+(rules/transformers.toml; one code per decision, whatever the file kind).
+
+- ``--attn_implementation flash_attention_2`` (NPU901): ``sdpa`` unless the project's transformers pin
+  guarantees the NPU flash-attention path; a manual item when the launched program packs sequences
+  (``DataCollatorWithFlattening``, NPU903).
+- ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
+- ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``.
+
+``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
+that parses ``TrainingArguments`` (a regex over that file); elsewhere the flag may be another program's
+and is a review item. Only the understood token is edited, everything else stays byte-identical;
+comment lines are skipped and ``# noqa`` on a line suppresses its findings and edits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import Finding, Tier
+from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
+
+FLAG = re.compile(r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16)(?![\w-])")
+VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
+PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
+PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
+PACKING = re.compile(r"DataCollatorWithFlattening")
+TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
+NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
+FA2 = "flash_attention_2"
+
+
+@dataclass
+class _Line:
+    number: int
+    start: int  # offset of the line in the text
+    code: str  # the line up to its comment
+    suppressed: object  # a noqa Directive or None
+
+
+@dataclass
+class _Program:
+    known: bool  # a project file parsing TrainingArguments
+    packs: bool  # it uses DataCollatorWithFlattening
+
+
+def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
+    """Findings for the Trainer flags of a shell script, and its text with the fixes applied."""
+    findings: list[Finding] = []
+    edits: list[tuple[int, int, str]] = []
+    for command in _commands(text):
+        program = _program(command, path)
+        flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
+        has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
+        for line, match in flags:
+            found = _flag(line, match, program, has_bf16, options)
+            if found is None:
+                continue
+            code, message, tier, edit = found
+            doc = rule_doc(code)
+            if not options.code_enabled(code, doc.opt_in):
+                continue
+            if line.suppressed is not None and line.suppressed.matches(code):
+                continue
+            fixable = edit is not None
+            column = match.start() + 1
+            findings.append(Finding(display, line.number, column, code, doc.name, message, tier, fixable))
+            if fixable and options.fix:
+                start, end, new = edit
+                edits.append((line.start + start, line.start + end, new))
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return findings, text
+
+
+def _flag(line: _Line, match: re.Match, program: _Program | None, has_bf16: bool, options):
+    """(code, message, tier, edit or None) for one flag, None when nothing is asked."""
+    name = match.group(1)
+    value = _value(line.code, match.end())
+    if value is _UNKNOWN or name == "bf16":
+        return None
+    word = value.group(3) if value is not None else None
+    if name.startswith("attn"):
+        return None if word != FA2 else _attention(name, value, program, options)
+    if word is not None and word.lower() not in TRUE:
+        return None
+    known = program is not None and program.known
+    if name == "tf32":
+        message = "`--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False"
+        if not known:
+            return "NPU904", f"{message}, if this flag is TrainingArguments'", Tier.REVIEW, None
+        message += "; the NPU's analogue, HF32 (torch.npu.matmul.allow_hf32), is a different format: enable it yourself"
+        if value is None:
+            return "NPU904", message, Tier.NUMERIC, (match.end(), match.end(), " False")
+        return "NPU904", message, Tier.NUMERIC, (value.start(3), value.end(3), NEGATED.get(word, "False"))
+    if options.precision != "bf16":
+        return None
+    message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
+    if not known or has_bf16:
+        reason = "this command also passes --bf16" if has_bf16 else "if this flag is TrainingArguments'"
+        return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
+    return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+
+
+def _attention(name: str, value: re.Match, program: _Program | None, options):
+    if guaranteed(options, FA2_ON_NPU):
+        return None
+    if program is not None and program.packs:
+        message = (
+            f"`--{name} {FA2}` with padding-free packing (DataCollatorWithFlattening) raises on an NPU host "
+            f"before transformers {FA2_ON_NPU} ({pin_text(options)}), and SDPA there ignores the packed "
+            f"position_ids: require transformers >= {FA2_ON_NPU} or pad the batches"
+        )
+        return "NPU903", message, Tier.MANUAL, None
+    message = (
+        f"`--{name} {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): "
+        f"sdpa; transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
+    )
+    return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), "sdpa")
+
+
+_UNKNOWN = object()
+
+
+def _value(code: str, end: int):
+    """The value word after a flag (a match, group 3), None for a bare flag, _UNKNOWN for a value not
+    spelled out (``--tf32 $TF32``)."""
+    rest = code[end:].lstrip(" \t")
+    if not code[end:].startswith("=") and (not rest or rest[0] in "-\\;|&)"):
+        return None
+    value = VALUE.match(code, end)
+    return value if value is not None and not value.group(3).startswith("-") else _UNKNOWN
+
+
+def _commands(text: str) -> list[list[_Line]]:
+    """The script's commands (lines joined by a trailing backslash), comment lines left out."""
+    from cuda2npu.core.noqa import parse_comment
+
+    commands: list[list[_Line]] = []
+    current: list[_Line] = []
+    offset = 0
+    for number, raw in enumerate(text.splitlines(keepends=True), start=1):
+        line = raw.rstrip("\r\n")
+        start, offset = offset, offset + len(raw)
+        if line.lstrip().startswith("#"):
+            continue
+        comment = re.search(r"(?:^|\s)#", line)
+        code = line[: comment.start()] if comment else line
+        directive = parse_comment(line[comment.end() - 1 :]) if comment else None
+        current.append(_Line(number, start, code, directive))
+        if not code.rstrip().endswith("\\"):
+            commands.append(current)
+            current = []
+    if current:
+        commands.append(current)
+    return commands
+
+
+def _program(command: list[_Line], script: Path) -> _Program | None:
+    """The Python file the command launches, when it is a file of the project next to the script or above it."""
+    for line in command:
+        match = PROGRAM.search(line.code)
+        if match is None:
+            continue
+        for directory in [script.parent, *script.parent.parents][:4]:
+            candidate = directory / match.group(2)
+            try:
+                source = candidate.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            return _Program(PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None)
+        return None
+    return None

@@ -1,0 +1,127 @@
+"""The transformers family through the command line: project pins, and the Trainer flags of shell launch scripts."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from click.testing import CliRunner
+
+from cuda2npu.commands.cli import main
+
+TRAINER = """
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+"""
+
+LAUNCH = """
+#!/bin/bash
+torchrun --nproc_per_node 8 train.py \\
+    --tf32 True \\
+    --fp16 \\
+    --attn_implementation flash_attention_2 \\
+    --output_dir out  # keep this comment
+python other.py --tf32 --fp16 True
+python train.py --tf32 False --fp16 $FP16 --attn_implementation "flash_attention_2"
+python train.py --tf32 true  # noqa: NPU904
+"""
+
+MIGRATED = """
+#!/bin/bash
+torchrun --nproc_per_node 8 train.py \\
+    --tf32 False \\
+    --bf16 \\
+    --attn_implementation sdpa \\
+    --output_dir out  # keep this comment
+python other.py --tf32 --fp16 True
+python train.py --tf32 False --fp16 $FP16 --attn_implementation "sdpa"
+python train.py --tf32 true  # noqa: NPU904
+"""
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def diagnostics(root, *extra):
+    data = json.loads(cli("check", root, "--format", "json", *extra).stdout)
+    return [(d["path"].rsplit("/", 1)[-1], d["line"], d["column"], d["code"]) for d in data["diagnostics"]]
+
+
+def launch_project(tmp_path, pin=None):
+    write(tmp_path / "train.py", TRAINER)
+    write(tmp_path / "other.py", "import argparse\n")
+    if pin is not None:
+        write(tmp_path / "requirements.txt", f"transformers{pin}\n")
+    return write(tmp_path / "scripts" / "launch.sh", LAUNCH)
+
+
+def test_launch_flags_are_reported_with_positions(tmp_path):
+    launch_project(tmp_path)
+    found = [d for d in diagnostics(tmp_path) if d[0] == "launch.sh"]
+    assert found == [
+        ("launch.sh", 3, 5, "NPU904"),
+        ("launch.sh", 4, 5, "NPU906"),
+        ("launch.sh", 5, 5, "NPU901"),
+        ("launch.sh", 7, 17, "NPU904"),  # other.py parses no TrainingArguments: review only
+        ("launch.sh", 7, 24, "NPU906"),
+        ("launch.sh", 8, 43, "NPU901"),
+    ]
+
+
+def test_launch_flags_are_rewritten_once(tmp_path):
+    script = launch_project(tmp_path)
+    cli("migrate", tmp_path)
+    assert script.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+    cli("migrate", tmp_path)
+    assert script.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+
+
+def test_a_pin_with_the_npu_flash_attention_path_keeps_flash_attention_2(tmp_path):
+    script = launch_project(tmp_path, pin=">=4.51,<5")
+    model = write(
+        tmp_path / "model.py",
+        'from transformers import AutoModel\nm = AutoModel.from_pretrained("m", attn_implementation="flash_attention_2")\n',
+    )
+    before = model.read_text()
+    assert "NPU901" not in {d[3] for d in diagnostics(tmp_path)}
+    cli("migrate", tmp_path)
+    assert model.read_text() == before
+    assert "flash_attention_2" in script.read_text() and "--tf32 False" in script.read_text()
+
+
+def test_an_older_pin_rewrites_flash_attention_2(tmp_path):
+    launch_project(tmp_path, pin="==4.46.3")
+    model = write(
+        tmp_path / "model.py",
+        'from transformers import AutoModel\nm = AutoModel.from_pretrained("m", attn_implementation="flash_attention_2")\n',
+    )
+    cli("migrate", tmp_path)
+    assert 'attn_implementation="sdpa"' in model.read_text()
+
+
+def test_fp16_policy_keeps_fp16_flags(tmp_path):
+    script = launch_project(tmp_path)
+    cli("migrate", tmp_path, "--precision", "fp16")
+    assert "--fp16 \\" in script.read_text() and "--tf32 False" in script.read_text()
+
+
+def test_packing_programs_keep_flash_attention_2_with_a_manual_item(tmp_path):
+    write(tmp_path / "train.py", TRAINER + "from transformers import DataCollatorWithFlattening\n")
+    script = write(tmp_path / "launch.sh", "python train.py --attn_implementation=flash_attention_2\n")
+    assert [d[3] for d in diagnostics(tmp_path) if d[0] == "launch.sh"] == ["NPU903"]
+    cli("migrate", tmp_path)
+    assert script.read_text() == "python train.py --attn_implementation=flash_attention_2\n"
+
+
+def test_check_writes_nothing(tmp_path):
+    script = launch_project(tmp_path)
+    cli("check", tmp_path)
+    assert script.read_text() == textwrap.dedent(LAUNCH).lstrip("\n")
