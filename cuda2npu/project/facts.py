@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.project_imports import imported_names
+from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
 
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
@@ -43,6 +44,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
         "loose_modules": loose,
         "npu_backend_classes": npu_backend_classes(texts),
         "project_imports": imported_names(texts),
+        "config_keys": config_keys(texts),  # run configurations' keys the code passes to a device/backend
     }
 
 

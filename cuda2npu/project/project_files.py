@@ -18,7 +18,9 @@ from cuda2npu.filekinds.depfiles import (
     imported_modules,
     is_project_file,
 )
-from cuda2npu.filekinds.shellscripts import check_shell_script, is_shell_script
+from cuda2npu.filekinds.runconfig_files import is_run_config
+from cuda2npu.filekinds.runconfigs import check_run_configs
+from cuda2npu.filekinds.shellscripts import check_shell_file, is_shell_script
 from cuda2npu.project.discovery import discover
 
 FileImports = tuple[set[str], bool]  # (modules a file imports, whether it imports torch_npu unguarded)
@@ -99,6 +101,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
         return cache[directory]
 
     for path in extra:
+        if is_run_config(path):
+            continue  # all together below: a review item is reported once per key and value in a run
         display = names[path]
         file_options = options_of(path).for_path(path)
         try:
@@ -110,8 +114,11 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
         if text is None:
             continue
         if is_shell_script(path):
-            findings = check_shell_script(text, display, file_options)
-            if findings:
+            findings, new_text = check_shell_file(text, path, display, file_options)
+            if new_text != text:
+                new_source = encoded_like(new_text, data)
+                results.append(FileResult(display, "changed", findings=findings, new_source=new_source))
+            elif findings:
                 results.append(FileResult(display, "unchanged", findings=findings))
             continue
         try:
@@ -122,6 +129,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
         elif findings:
             results.append(FileResult(display, "unchanged", findings=findings))
+    results.extend(check_run_configs([path for path in extra if is_run_config(path)], names, options_of))
     for result in setups:
         path = by_name[result.path]
         if result.status == "failed":

@@ -1,0 +1,84 @@
+"""DeepSpeed configuration JSON: the fp16 block under the BF16 policy (NPU723) and the ZeRO / amp
+options that need CUDA-only code (NPU724). The facts and their DeepSpeed sources are in
+docs/reference/run_configs.md.
+
+The change on the parsed configuration is cuda2npu/families/ds_config.py's ``fp16_to_bf16`` (shared
+with the Python-side DeepSpeed rule); ``fp16_block_edits`` makes it on the text, which
+``json.loads`` then checks.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cuda2npu.families import ds_config
+from cuda2npu.filekinds.runconfig_entries import Member
+
+DS_CONFIG_NAME = re.compile(r"ds_config\w*\.json|\w*deepspeed\w*\.json", re.I)
+DS_TOP_LEVEL = ("zero_optimization", "train_micro_batch_size_per_gpu")
+ZERO_QUANTIZATION = ("zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients")
+
+
+def is_deepspeed_config(path: Path, data: object) -> bool:
+    """``ds_config*.json`` / ``*deepspeed*.json``, or a JSON object with DeepSpeed's top-level keys."""
+    if not isinstance(data, dict):
+        return False
+    return DS_CONFIG_NAME.fullmatch(path.name) is not None or any(key in data for key in DS_TOP_LEVEL)
+
+
+def _bf16_block(config: dict) -> str | None:
+    return next((key for key in ds_config.BF16_NAMES if key in config), None)
+
+
+def fp16_block_edits(text: str, members: list[Member], config: dict) -> list[tuple[int, int, str]]:
+    """The text edits making ``ds_config.fp16_to_bf16``'s change (top-level members only)."""
+    top = {m.entry.key: m for m in members if len(m.entry.path) == 1}
+    enabled = {m.entry.path[0]: m for m in members if len(m.entry.path) == 2 and m.entry.key == "enabled"}
+    bf16 = _bf16_block(config)
+    if bf16 is not None and bf16 not in enabled:
+        return []  # a bf16 block without "enabled": the read-back check then keeps the file as it is
+    if bf16 is not None:
+        return [
+            (enabled["fp16"].entry.start, enabled["fp16"].entry.end, "false"),
+            (enabled[bf16].entry.start, enabled[bf16].entry.end, "true"),
+        ]
+    block = top["fp16"]
+    return [
+        (block.key_start, block.key_end, '"bf16"'),
+        (block.entry.start, block.entry.end, _enabled_object(text, block, enabled["fp16"])),
+    ]
+
+
+def _enabled_object(text: str, block: Member, first: Member) -> str:
+    """``{"enabled": true}`` laid out as the fp16 object was: one line, or members on their own lines."""
+    source = text[block.entry.start : block.entry.end]
+    if "\n" not in source:
+        return '{"enabled": true}'
+    newline = "\r\n" if "\r\n" in source else "\n"
+    member_indent = text[first.entry.line_start : first.key_start]
+    closing_start = text.rfind("\n", 0, block.entry.end - 1) + 1
+    closing_indent = text[closing_start : block.entry.end - 1]
+    if member_indent.strip() or closing_indent.strip():
+        return '{"enabled": true}'
+    return f'{{{newline}{member_indent}"enabled": true{newline}{closing_indent}}}'
+
+
+def cuda_only_options(config: dict, members: list[Member]) -> list[tuple[Member, str]]:
+    """(member, why) of the options that load CUDA-only code on an NPU host."""
+    found = []
+    optimizer = ds_config.optimizer_problem(config)
+    if optimizer is not None:
+        found += [(m, optimizer) for m in members if m.entry.path == ("optimizer", "type")]
+    for member in members:
+        path, value = member.entry.path, member.entry.value
+        if path[:1] == ("zero_optimization",) and len(path) == 2 and path[1] in ZERO_QUANTIZATION and value is True:
+            why = (
+                f"`{path[1]}` (ZeRO++) loads DeepSpeed's QuantizerBuilder, a CUDA op: on an NPU host DeepSpeed gives "
+                "its NotImplementedBuilder, whose load() raises; turn it off"
+            )
+            found.append((member, why))
+        elif path == ("amp", "enabled") and value is True:
+            why = "DeepSpeed's `amp` mode runs NVIDIA apex amp (CUDA-only): use `bf16` (or `fp16`) instead"
+            found.append((member, why))
+    return found

@@ -1,0 +1,27 @@
+"""Which files of a project are run configurations (cuda2npu/filekinds/runconfigs.py): by name only,
+as discovery asks for every file of the tree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+TOOLING_DIRS = {".github", ".gitlab", ".circleci", ".buildkite", ".vscode", ".idea", ".devcontainer", "npu_validation"}
+TOOLING_NAMES = re.compile(
+    r"""\.?gitlab-ci\.ya?ml|\.pre-commit-(?:config|hooks)\.ya?ml|package(?:-lock)?\.json|[tj]sconfig[\w.-]*\.json
+    |mkdocs\.ya?ml|\.?readthedocs\.ya?ml|\.?codecov\.ya?ml|dependabot\.ya?ml|\.travis\.ya?ml|azure-pipelines\.ya?ml
+    |appveyor\.ya?ml|\.?(?:docker-)?compose[\w.-]*\.ya?ml|renovate\.json|\.?cuda2npu\.toml|\.?ruff\.toml|cargo\.toml
+    |\.yamllint(?:\.ya?ml)?|\.markdownlint[\w.-]*\.json|\.eslintrc[\w.-]*\.json|\.prettierrc[\w.-]*\.json|lerna\.json
+    |meta\.ya?ml|\.?mergify\.ya?ml|cuda2npu_report\.json|_?\.?typos\.toml|\.?taplo\.toml|rustfmt\.toml|pixi\.toml""",
+    re.X | re.I,
+)
+# dependency files of these suffixes (cuda2npu/filekinds/depfiles.py's, which imports this module)
+DEPENDENCY_NAMES = re.compile(r"pyproject\.toml|environment[\w.-]*\.ya?ml")
+
+
+def is_run_config(path: Path) -> bool:
+    """A YAML/JSON/TOML file that is neither a dependency file nor CI or tooling configuration."""
+    if path.suffix not in SUFFIXES or DEPENDENCY_NAMES.fullmatch(path.name) or TOOLING_NAMES.fullmatch(path.name):
+        return False
+    return not TOOLING_DIRS.intersection(path.parts[:-1])

@@ -1,0 +1,310 @@
+"""Run configurations outside Python: the YAML, JSON and TOML files a project's code reads.
+
+- NPU721 ``config-cuda-device``: ``device: cuda`` / ``cuda:0`` at a key the code passes to
+  ``torch.device`` / ``.to()`` / ``device=`` (a project fact: cuda2npu/filekinds/runconfig_code.py)
+  becomes ``npu`` / ``npu:0``. A key named like a device (``device``, ``*_device``) that no code is
+  seen to read is a review item.
+- NPU722 ``config-nccl-backend``: ``backend: nccl`` likewise, read by ``init_process_group`` /
+  ``backend=`` → ``hccl``; ``backend``, ``dist_backend``, ... unread: review.
+- NPU723 ``deepspeed-fp16-config``, NPU724 ``deepspeed-cuda-only-option``: DeepSpeed JSON
+  (cuda2npu/filekinds/runconfig_deepspeed.py).
+- NPU725 ``accelerate-multi-gpu``, NPU726 ``accelerate-fp16``: accelerate's config YAML
+  (``compute_environment:`` and ``distributed_type:``): ``MULTI_GPU`` → ``MULTI_NPU``,
+  ``mixed_precision: fp16`` → ``bf16`` under the BF16 policy.
+
+A review item stands for every file of the run with the same key and value (a project with 423
+configs saying ``device: "cuda"`` gets one finding, at the first file, which names the others):
+one marker, not 423. Edits change the scalar only (the rest of the file stays byte for byte) and
+are read back before they are kept: JSON and TOML with ``json`` / ``tomllib`` (exactly the edited
+values changed), YAML with the line reader. A review or manual item gets a
+``# TODO(cuda2npu): CODE`` line above its key in YAML and TOML; JSON has no comments (reported
+only). A file over 1 MiB is not read (a data file, not a configuration). ``# noqa: NPU721`` on
+the key's line suppresses a finding.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from cuda2npu.core.catalogue import rule as rule_doc
+from cuda2npu.core.diagnostics import FileResult, Finding, Tier
+from cuda2npu.core.markers import MARKER_PREFIX, marker_text
+from cuda2npu.families import ds_config
+from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
+from cuda2npu.filekinds.depfiles import apply_edits, decoded_text, encoded_like
+from cuda2npu.filekinds.runconfig_entries import Entry, json_members, toml_entries, yaml_entries
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_BYTES = 1 << 20
+PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"")
+DEVICE_VALUE = re.compile(r"cuda(?::\d+)?")
+BACKEND_KEYS = {"backend", "dist_backend", "distributed_backend", "ddp_backend", "process_group_backend"}
+DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16 = (f"NPU72{i}" for i in range(1, 7))
+
+
+@dataclass
+class Item:
+    """A finding to be: its fix (``edits``, the scalar ``change`` (old, new) they make), or none."""
+
+    code: str
+    entry: Entry
+    message: str
+    tier: Tier
+    edits: list[tuple[int, int, str]] | None = None
+    change: tuple[str, str] | None = None
+    shared: tuple | None = None  # review items: one finding per (code, key, value) in a run
+
+
+@dataclass
+class Plan:
+    """One configuration file and what it would get."""
+
+    display: str
+    kind: str  # "yaml" | "json" | "toml"
+    text: str
+    data: bytes
+    options: object
+    items: list[Item] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    parsed: object = None  # JSON/TOML: the parsed text
+    block: dict | None = None  # DeepSpeed: the configuration the fp16 block edit must give
+
+
+def check_run_configs(paths: list[Path], names: dict[Path, str], options_of: Callable) -> list[FileResult]:
+    """The results of the run configurations among ``paths`` (only those with findings)."""
+    plans = []
+    for path in sorted(paths, key=lambda p: names[p]):
+        plan = _plan(path, names[path], options_of(path).for_path(path))
+        if plan is not None and plan.items:
+            plans.append(plan)
+    _share(plans)
+    return [result for result in map(_result, plans) if result is not None]
+
+
+def _plan(path: Path, display: str, options) -> Plan | None:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    text = decoded_text(data)
+    if text is None or not PREFILTER.search(text):
+        return None
+    kind = {".json": "json", ".toml": "toml"}.get(path.suffix, "yaml")
+    plan = Plan(display, kind, text, data, options)
+    if kind == "json":
+        members = json_members(text)
+        if members is None:
+            return None
+        plan.entries, plan.parsed = [m.entry for m in members], json.loads(text)
+        if deepspeed.is_deepspeed_config(path, plan.parsed):
+            plan.items += _deepspeed_items(plan, members)
+    elif kind == "toml":
+        try:
+            plan.parsed = tomllib.loads(text)
+        except ValueError:
+            return None
+        plan.entries = toml_entries(text)
+    else:
+        plan.entries = yaml_entries(text)
+        plan.items += _accelerate_items(plan.entries, options)
+    plan.items += _device_items(plan.entries, options)
+    noqa = _noqa_lines(text) if kind != "json" else {}
+    plan.items = [
+        item
+        for item in plan.items
+        if options.code_enabled(item.code, rule_doc(item.code).opt_in)
+        and not (item.entry.line in noqa and noqa[item.entry.line].matches(item.code))
+    ]
+    return plan
+
+
+def _device_items(entries: list[Entry], options) -> list[Item]:
+    items = []
+    for entry in entries:
+        if not entry.editable or not isinstance(entry.value, str):
+            continue
+        if DEVICE_VALUE.fullmatch(entry.value):
+            role, code, new, named = "device", DEVICE, "npu" + entry.value[4:], _device_named(entry.key)
+            consumer = "torch.device / .to() / device="
+        elif entry.value == "nccl":
+            role, code, new, named = "backend", BACKEND, "hccl", entry.key in BACKEND_KEYS
+            consumer = "init_process_group / backend="
+        else:
+            continue
+        if (role, entry.key) in options.config_keys:
+            message = f"the code passes `{entry.key}` to {consumer}: `{entry.value}` becomes `{new}`"
+            items.append(Item(code, entry, message, Tier.EXACT, [entry.replaced(new)], (entry.value, new)))
+        elif named:
+            message = (
+                f"`{entry.key}: {entry.value}` names a CUDA {'device' if role == 'device' else 'backend'}, and no code "
+                f"was seen passing `{entry.key}` to {consumer}: set `{new}` if it reaches one"
+            )
+            items.append(Item(code, entry, message, Tier.REVIEW, shared=(code, entry.key, entry.value)))
+    return items
+
+
+def _device_named(key: str) -> bool:
+    return key == "device" or key.endswith("_device")
+
+
+def _accelerate_items(entries: list[Entry], options) -> list[Item]:
+    top = {entry.key: entry for entry in entries if len(entry.path) == 1}
+    if "compute_environment" not in top or "distributed_type" not in top:
+        return []
+    items = []
+    kind, environment = top["distributed_type"], top["compute_environment"]
+    if kind.editable and kind.value == "MULTI_GPU" and environment.value != "AMAZON_SAGEMAKER":
+        message = "accelerate's `distributed_type: MULTI_GPU`: on Ascend it is `MULTI_NPU` (accelerate >= 0.21.0)"
+        items.append(
+            Item(ACC_MULTI_GPU, kind, message, Tier.EXACT, [kind.replaced("MULTI_NPU")], ("MULTI_GPU", "MULTI_NPU"))
+        )
+    precision = top.get("mixed_precision")
+    if precision is not None and precision.editable and precision.value == "fp16" and options.precision == "bf16":
+        message = "accelerate's `mixed_precision: fp16` under the BF16 policy: `bf16` (no loss scaling; --precision fp16 keeps it)"
+        items.append(Item(ACC_FP16, precision, message, Tier.NUMERIC, [precision.replaced("bf16")], ("fp16", "bf16")))
+    return items
+
+
+def _deepspeed_items(plan: Plan, members) -> list[Item]:
+    items, config = [], plan.parsed
+    by_path = {m.entry.path: m for m in members}
+    if plan.options.precision == "bf16" and ("fp16",) in by_path:
+        entry, result = by_path[("fp16",)].entry, ds_config.fp16_to_bf16(config)
+        if result.config is not None:
+            plan.block = result.config
+            message = f"DeepSpeed fp16 under the BF16 policy: {'; '.join(result.changes)}; --precision fp16 keeps fp16"
+            edits = deepspeed.fp16_block_edits(plan.text, members, config)
+            items.append(Item(DS_FP16, entry, message, Tier.NUMERIC, edits))
+        elif result.problem is not None:
+            message = f"DeepSpeed fp16 under the BF16 policy, not rewritten: {result.problem}"
+            items.append(Item(DS_FP16, entry, message, Tier.REVIEW))
+    for member, why in deepspeed.cuda_only_options(config, members):
+        items.append(Item(DS_CUDA_ONLY, member.entry, why, Tier.MANUAL))
+    return items
+
+
+def _share(plans: list[Plan]) -> None:
+    """Keep one review item per (code, key, value) of the run, at its first file, naming the others."""
+    first: dict[tuple, tuple[Plan, Item]] = {}
+    others: dict[tuple, list[str]] = {}
+    for plan in plans:
+        kept = []
+        for item in plan.items:
+            if item.shared is None or item.shared not in first:
+                kept.append(item)
+                if item.shared is not None:
+                    first[item.shared] = (plan, item)
+            elif plan.display not in others.setdefault(item.shared, []):
+                others[item.shared].append(plan.display)
+        plan.items = kept
+    for key, files in others.items():
+        item = first[key][1]
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        item.message += f" (the same in {len(files)} other config file{'s' if len(files) > 1 else ''}: {shown})"
+
+
+def _result(plan: Plan) -> FileResult | None:
+    """The file's findings and, when something is applied or marked, its new text. The fixes are
+    read back first (under ``check`` too, so that it never calls fixable what ``migrate`` drops)."""
+    options = plan.options
+    fixes = [i for i in plan.items if i.edits is not None and i.tier <= options.max_tier]
+    if fixes and not _reads_back(plan, apply_edits(plan.text, [e for i in fixes for e in i.edits]), fixes):
+        plan.items, fixes = [replace(item, edits=None) for item in plan.items], []
+    findings, edits = [], []
+    for item in plan.items:
+        fixable = any(item is fix for fix in fixes)
+        applied = fixable and options.fix
+        if applied:
+            edits += item.edits
+        elif plan.kind != "json" and _marks(options, item.tier):
+            reason = item.message if item.tier is Tier.MANUAL else f"review: {item.message}"
+            edits += _marker(plan.text, item.entry.line_start, item.code, reason)
+        entry, name = item.entry, rule_doc(item.code).name
+        findings.append(
+            Finding(plan.display, entry.line, entry.column, item.code, name, item.message, item.tier, fixable, applied)
+        )
+    findings.sort(key=Finding.sort_key)
+    new_text = apply_edits(plan.text, edits) if edits else plan.text
+    if new_text != plan.text:
+        return FileResult(plan.display, "changed", findings=findings, new_source=encoded_like(new_text, plan.data))
+    return FileResult(plan.display, "unchanged", findings=findings) if findings else None
+
+
+def _marks(options, tier: Tier) -> bool:
+    return options.fix and options.markers and (tier is Tier.MANUAL or options.review_markers)
+
+
+def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, str]]:
+    """A marker line above the line starting at ``at``, indented like it, unless the comment lines
+    just above carry one for ``code``."""
+    line = text[at : text.find("\n", at) + 1 if "\n" in text[at:] else len(text)]
+    above = text[:at].splitlines()
+    while above and above[-1].strip().startswith("#"):
+        if above[-1].strip().startswith(f"{MARKER_PREFIX}{code}"):
+            return []
+        above.pop()
+    indent = re.match(r"[ \t]*", line).group(0)
+    newline = "\r\n" if line.endswith("\r\n") else "\n"
+    return [(at, at, f"{indent}{marker_text(code, reason)}{newline}")]
+
+
+def _reads_back(plan: Plan, new_text: str, applied: list[Item]) -> bool:
+    """The new text says what the old one did, but for the applied changes (and nothing else)."""
+    changes = {item.entry.start: item.change for item in applied if item.change is not None}
+    if plan.kind == "yaml":
+        expected = [(e.path, changes[e.start][1] if e.start in changes else e.value) for e in plan.entries]
+        return [(e.path, e.value) for e in yaml_entries(new_text)] == expected
+    try:
+        parsed = json.loads(new_text) if plan.kind == "json" else tomllib.loads(new_text)
+    except ValueError:
+        return False
+    block = any(item.code == DS_FP16 for item in applied)
+    found = _leaf_changes(plan.block if block else plan.parsed, parsed)
+    return found is not None and sorted(map(repr, found)) == sorted(map(repr, changes.values()))
+
+
+def _leaf_changes(old: object, new: object) -> list[tuple] | None:
+    """(old, new) of every scalar that differs between two parsed documents of the same shape (None:
+    the shape differs)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if list(old) != list(new):
+            return None
+        pairs = [(old[key], new[key]) for key in old]
+    elif isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return None
+        pairs = list(zip(old, new))
+    else:
+        return [] if type(old) is type(new) and old == new else [(old, new)]
+    found: list[tuple] = []
+    for a, b in pairs:
+        inner = _leaf_changes(a, b)
+        if inner is None:
+            return None
+        found += inner
+    return found
+
+
+def _noqa_lines(text: str) -> dict[int, object]:
+    from cuda2npu.core.noqa import parse_comment
+
+    directives = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if "noqa" in line:
+            for match in re.finditer("#", line):
+                directive = parse_comment(line[match.start() :], number, match.start())
+                if directive is not None:
+                    directives[number] = directive
+                    break
+    return directives

@@ -1,0 +1,251 @@
+"""Run configurations (YAML, JSON, TOML read by the code): reported by check, edited by migrate (NPU72x)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from cuda2npu.commands.cli import main
+from cuda2npu.filekinds.runconfig_code import consumed_keys
+from cuda2npu.filekinds.runconfig_files import is_run_config
+
+READER = """
+import torch
+import yaml
+
+cfg = yaml.safe_load(open("config.yaml"))
+model = torch.nn.Linear(2, 2).to(cfg["device"])
+torch.distributed.init_process_group(backend=cfg.get("dist_backend"))
+"""
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def write(path, text, newline="\n"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(textwrap.dedent(text).lstrip("\n").replace("\n", newline).encode())
+    return path
+
+
+def findings(path, *options):
+    """(file name, line, code, tier) of the NPU72x findings of ``check``."""
+    data = json.loads(cli("check", path, "--format", "json", *options).stdout)
+    found = [(d["path"].rsplit("/", 1)[-1], d["line"], d["code"], d["tier"]) for d in data["diagnostics"]]
+    return sorted(f for f in found if f[2].startswith("NPU72"))
+
+
+def test_keys_the_code_passes_to_a_device_or_backend_are_edited_byte_for_byte(tmp_path):
+    write(tmp_path / "train.py", READER)
+    yaml_text = '# run\r\ndevice: "cuda:0"   # GPU 0\r\nsteps: 10\r\ntrain:\r\n  dist_backend: nccl\r\n'
+    (tmp_path / "config.yaml").write_bytes(b"\xef\xbb\xbf" + yaml_text.encode())
+    toml = write(tmp_path / "conf" / "run.toml", "[run]\ndevice = 'cuda'  # x\nother = \"cuda\"\n")
+    js = write(tmp_path / "conf" / "run.json", '{"device": "cuda", "name": "cuda", "dist_backend": "nccl"}\n')
+    assert findings(tmp_path) == [
+        ("config.yaml", 2, "NPU721", "exact"),
+        ("config.yaml", 5, "NPU722", "exact"),
+        ("run.json", 1, "NPU721", "exact"),
+        ("run.json", 1, "NPU722", "exact"),
+        ("run.toml", 2, "NPU721", "exact"),
+    ]
+    assert cli("migrate", tmp_path).exit_code == 0
+    expected = yaml_text.replace('"cuda:0"', '"npu:0"').replace("nccl", "hccl")
+    assert (tmp_path / "config.yaml").read_bytes() == b"\xef\xbb\xbf" + expected.encode()
+    assert toml.read_text() == "[run]\ndevice = 'npu'  # x\nother = \"cuda\"\n"
+    assert js.read_text() == '{"device": "npu", "name": "cuda", "dist_backend": "hccl"}\n'
+    assert findings(tmp_path) == []
+    assert cli("migrate", tmp_path, "--check").exit_code == 0
+
+
+def test_device_named_keys_nobody_is_seen_reading_get_one_review_finding_per_project(tmp_path):
+    write(tmp_path / "train.py", "import torch\n")
+    text = 'model: resnet\ndevice: "cuda"\nkernel: cuda\n'
+    for i in range(5):
+        write(tmp_path / "configs" / f"exp{i}.yaml", text)
+    write(tmp_path / "configs" / "exp.json", '{"device": "cuda"}')
+    write(tmp_path / "configs" / "run.toml", 'backend = "nccl"\n')
+    assert findings(tmp_path) == [
+        ("exp.json", 1, "NPU721", "review"),
+        ("run.toml", 1, "NPU722", "review"),
+    ]  # the five YAML files share the JSON's finding: one per key and value
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    [device] = [d for d in data["diagnostics"] if d["code"] == "NPU721"]
+    assert "the same in 5 other config files" in device["message"]
+    cli("migrate", tmp_path)
+    assert (tmp_path / "configs" / "exp.json").read_text() == '{"device": "cuda"}'  # JSON: reported only
+    assert (tmp_path / "configs" / "exp0.yaml").read_text() == text  # the unmarked copies stay as they were
+    marked = (tmp_path / "configs" / "run.toml").read_text()
+    assert marked.startswith("# TODO(cuda2npu): NPU722 review: `backend: nccl` names a CUDA backend")
+    cli("migrate", tmp_path)
+    assert (tmp_path / "configs" / "run.toml").read_text() == marked  # no second marker
+
+
+def test_yaml_marker_is_indented_like_its_key_and_markers_can_be_turned_off(tmp_path):
+    write(tmp_path / "a.py", "import torch\n")
+    cfg = write(tmp_path / "cfg.yml", "trainer:\n  train_device: cuda\n")
+    cli("migrate", tmp_path, "--no-review-markers")
+    assert cfg.read_text() == "trainer:\n  train_device: cuda\n"
+    cli("migrate", tmp_path)
+    assert cfg.read_text().splitlines()[1].startswith("  # TODO(cuda2npu): NPU721 review: `train_device: cuda`")
+
+
+def test_values_the_line_reader_does_not_own_are_left_alone(tmp_path):
+    write(tmp_path / "train.py", READER)
+    text = textwrap.dedent(
+        """\
+        base: &base
+          device: cuda
+        flow: {device: cuda}
+        text: |
+          device: cuda
+        multi: first
+          device: cuda
+        escaped: "cu\\x64a"
+        device: cuda  # noqa: NPU721
+        """
+    )
+    cfg = write(tmp_path / "config.yaml", text)
+    assert findings(tmp_path) == []
+    cli("migrate", tmp_path)
+    assert cfg.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("relative", "expected"),
+    [
+        ("configs/exp.yaml", True),
+        ("ds_config.json", True),
+        ("settings.toml", True),
+        (".github/workflows/ci.yml", False),
+        (".gitlab-ci.yml", False),
+        (".pre-commit-config.yaml", False),
+        ("environment-gpu.yml", False),
+        ("pyproject.toml", False),
+        ("web/package.json", False),
+        ("tsconfig.build.json", False),
+        (".vscode/settings.json", False),
+        ("docs/mkdocs.yml", False),
+        ("notebook.ipynb", False),
+        ("cuda2npu.toml", False),
+    ],
+)
+def test_which_files_are_run_configurations(relative, expected):
+    from pathlib import Path
+
+    assert is_run_config(Path(relative)) is expected
+
+
+def test_tooling_and_large_files_are_not_read(tmp_path):
+    write(tmp_path / "train.py", READER)
+    write(tmp_path / ".github" / "workflows" / "ci.yml", "device: cuda\n")
+    big = tmp_path / "data.json"
+    big.write_text('{"device": "cuda", "pad": "' + "x" * (1 << 20) + '"}')
+    assert findings(tmp_path) == []
+
+
+def test_consumed_keys_follow_reads_into_device_and_backend_consumers():
+    source = """
+        device = cfg.get("infer_device", "cuda")
+        x.to(device)
+        y = torch.zeros(2, device=self.config.train.dev)
+        torch.device(opt.gpu if torch.cuda.is_available() else "cpu")
+        dist.init_process_group(cfg["backend"], rank=0)
+        z.to(batch.device)
+        w.to(other["device"] + ":0")
+    """
+    assert consumed_keys(textwrap.dedent(source)) == {
+        ("device", "infer_device"),
+        ("device", "dev"),
+        ("device", "gpu"),
+        ("backend", "backend"),
+    }
+
+
+DS_CONFIG = """
+{
+  "train_micro_batch_size_per_gpu": "auto",
+  "fp16": {
+    "enabled": true,
+    "loss_scale": 0,
+    "initial_scale_power": 16
+  },
+  "zero_optimization": {
+    "stage": 3,
+    "offload_param": {"device": "nvme", "nvme_path": "/nvme"},
+    "zero_quantized_gradients": true
+  }
+}
+"""
+
+
+def test_deepspeed_fp16_block_becomes_bf16_under_the_bf16_policy(tmp_path):
+    ds = write(tmp_path / "ds_config.json", DS_CONFIG, newline="\r\n")
+    assert findings(tmp_path) == [
+        ("ds_config.json", 3, "NPU723", "numeric"),
+        ("ds_config.json", 11, "NPU724", "manual"),
+    ]
+    assert findings(tmp_path, "--precision", "fp16") == [("ds_config.json", 11, "NPU724", "manual")]
+    cli("migrate", tmp_path)
+    expected = (
+        textwrap.dedent(DS_CONFIG)
+        .lstrip("\n")
+        .replace(
+            '"fp16": {\n    "enabled": true,\n    "loss_scale": 0,\n    "initial_scale_power": 16\n  }',
+            '"bf16": {\n    "enabled": true\n  }',
+        )
+    )
+    assert ds.read_bytes() == expected.replace("\n", "\r\n").encode()
+    assert findings(tmp_path) == [("ds_config.json", 9, "NPU724", "manual")]
+    cli("migrate", tmp_path)
+    assert ds.read_bytes() == expected.replace("\n", "\r\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("config", "after"),
+    [
+        (  # an existing disabled bf16 block is switched on, fp16 off
+            '{"zero_optimization": {"stage": 2}, "fp16": {"enabled": true, "loss_scale": 0}, "bf16": {"enabled": false}}',
+            '{"zero_optimization": {"stage": 2}, "fp16": {"enabled": false, "loss_scale": 0}, "bf16": {"enabled": true}}',
+        ),
+        (
+            '{"zero_optimization": {}, "fp16": {"enabled": true}}',
+            '{"zero_optimization": {}, "bf16": {"enabled": true}}',
+        ),
+        ('{"zero_optimization": {}, "fp16": {"enabled": "auto"}}', None),  # the HF Trainer decides: untouched
+        ('{"zero_optimization": {}, "fp16": {"enabled": true, "auto_cast": true}}', None),  # review, not rewritten
+        ('{"fp16": {"enabled": true}}', None),  # not a DeepSpeed configuration
+    ],
+)
+def test_deepspeed_fp16_shapes(tmp_path, config, after):
+    ds = write(tmp_path / "train.json", config)
+    cli("migrate", tmp_path)
+    assert ds.read_text() == (after or config)
+
+
+def test_accelerate_config(tmp_path):
+    text = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\ngpu_ids: all\nmixed_precision: 'fp16'\nuse_cpu: false\n"
+    cfg = write(tmp_path / "accelerate_config.yaml", text)
+    sagemaker = write(tmp_path / "sm.yaml", "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: MULTI_GPU\n")
+    assert findings(tmp_path) == [
+        ("accelerate_config.yaml", 2, "NPU725", "exact"),
+        ("accelerate_config.yaml", 4, "NPU726", "numeric"),
+    ]
+    cli("migrate", tmp_path, "--precision", "fp16")
+    assert cfg.read_text() == text.replace("MULTI_GPU", "MULTI_NPU")
+    cli("migrate", tmp_path)
+    assert cfg.read_text() == text.replace("MULTI_GPU", "MULTI_NPU").replace("'fp16'", "'bf16'")
+    assert sagemaker.read_text() == "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: MULTI_GPU\n"
+
+
+def test_deepspeed_bf16_block_without_enabled_and_cuda_only_optimizer_are_reported(tmp_path):
+    text = '{"zero_optimization": {}, "fp16": {"enabled": true}, "bf16": {}, "optimizer": {"type": "Lamb"}}'
+    ds = write(tmp_path / "ds_config.json", text)
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    found = {(d["code"], d["fixable"]) for d in data["diagnostics"]}
+    assert found == {("NPU723", False), ("NPU724", False)}
+    cli("migrate", tmp_path)
+    assert ds.read_text() == text
