@@ -144,6 +144,21 @@ class NoqaMap:
         return directive if directive is not None and directive.matches(code) else None
 
 
+def line_directives(text: str) -> dict[int, Directive]:
+    """The directive of each line of a non-Python text (requirements, run configs): the first ``#``
+    on the line that starts one (no tokenizer: these formats have no multi-line strings to skip)."""
+    directives = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if "noqa" not in line.lower():
+            continue
+        for match in re.finditer("#", line):
+            directive = parse_comment(line[match.start() :], number, match.start())
+            if directive is not None:
+                directives[number] = directive
+                break
+    return directives
+
+
 def split_lines(text: str) -> list[str]:
     """Physical lines with their endings (``\\n``, ``\\r\\n`` or ``\\r``), as Python's tokenizer sees them."""
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)

@@ -34,6 +34,7 @@ from typing import Callable
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
+from cuda2npu.core.noqa import line_directives
 from cuda2npu.families import ds_config
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds.depfiles import apply_edits, decoded_text, encoded_like
@@ -119,7 +120,7 @@ def _plan(path: Path, display: str, options) -> Plan | None:
         plan.entries = yaml_entries(text)
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
-    noqa = _noqa_lines(text) if kind != "json" else {}
+    noqa = line_directives(text) if kind != "json" else {}
     plan.items = [
         item
         for item in plan.items
@@ -294,17 +295,3 @@ def _leaf_changes(old: object, new: object) -> list[tuple] | None:
             return None
         found += inner
     return found
-
-
-def _noqa_lines(text: str) -> dict[int, object]:
-    from cuda2npu.core.noqa import parse_comment
-
-    directives = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if "noqa" in line:
-            for match in re.finditer("#", line):
-                directive = parse_comment(line[match.start() :], number, match.start())
-                if directive is not None:
-                    directives[number] = directive
-                    break
-    return directives

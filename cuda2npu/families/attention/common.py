@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
+from cuda2npu.core.arguments import bind
 from cuda2npu.core.imports import (
     ImportNeed,
     binds_module,
@@ -33,7 +34,7 @@ from cuda2npu.core.imports import (
 )
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.nodes import atom, code_of, is_pure
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 
@@ -593,3 +594,20 @@ def follow(root: cst.CSTNode, path: list[tuple[str, int | None]]) -> cst.CSTNode
         if index is not None:
             node = node[index]
     return node
+
+
+def hoisting_fix(path, params: Sequence[str], hoist: str, render: Callable[[cst.Call, str], str]):
+    """A statement fix that binds the call's query to ``hoist`` on a line of its own (the rewrite
+    reads it several times) and replaces the call (at ``path`` in the statement) by ``render(call,
+    hoist)``. ``params``: the call's parameter names (the query is ``params[0]``'s argument)."""
+
+    def fix(statement: cst.SimpleStatementLine):
+        call = follow(statement, path)
+        if not isinstance(call, cst.Call):
+            raise ValueError("the call moved")
+        query = bind(call, params)[params[0]].value
+        line = cst.parse_statement(f"{hoist} = {code_of(query)}\n").with_changes(leading_lines=statement.leading_lines)
+        rewritten = statement.deep_replace(call, expression(render(call, hoist)))
+        return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
+
+    return fix

@@ -30,8 +30,8 @@ from cuda2npu.families.attention.common import (
     call_source,
     describe_support,
     dispatch,
-    follow,
     fresh_name,
+    hoisting_fix,
     import_needs,
     may_be_none,
     missing_imports,
@@ -103,7 +103,7 @@ class ScaledDotProductAttention(Rule):
                 CODE,
                 statement,
                 message + f"; hoists the query expression into `{hoist}` to evaluate it once",
-                self._hoisting_fix(path, causal, hoist),
+                hoisting_fix(path, PARAMS, hoist, lambda call, name: self._portable(call, causal, name)),
             )
         else:
             self.report(CODE, node, message, lambda updated: expression(self._portable(updated, causal, None)))
@@ -182,20 +182,6 @@ class ScaledDotProductAttention(Rule):
         query = bind(call, PARAMS)["query"].value
         original = call.deep_replace(query, cst.Name(hoist)) if hoist else call
         return dispatch(npu, hoist or code_of(atom(query)), original)
-
-    def _hoisting_fix(self, path, causal, hoist: str):
-        def fix(statement: cst.SimpleStatementLine):
-            call = follow(statement, path)
-            if not isinstance(call, cst.Call):
-                raise ValueError("the call moved")
-            query = bind(call, PARAMS)["query"].value
-            line = cst.parse_statement(f"{hoist} = {code_of(query)}\n").with_changes(
-                leading_lines=statement.leading_lines
-            )
-            rewritten = statement.deep_replace(call, expression(self._portable(call, causal, hoist)))
-            return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
-
-        return fix
 
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self.rewrote or not self.options.fix:

@@ -40,8 +40,8 @@ from cuda2npu.families.attention.common import (
     ModuleFacts,
     call_source,
     describe_support,
-    follow,
     fresh_name,
+    hoisting_fix,
     import_needs,
     may_be_none,
     missing_imports,
@@ -153,7 +153,14 @@ class MemoryEfficientAttention(Rule):
         message = self._message(bound, kind, hoist)
         if hoist:
             statement = self.facts.heads[node]
-            self.report(REWRITE, statement, message, self._hoisting_fix(node_path(statement, node), kind, hoist))
+            self.report(
+                REWRITE,
+                statement,
+                message,
+                hoisting_fix(
+                    node_path(statement, node), PARAMS, hoist, lambda call, name: self._source(call, kind, name)
+                ),
+            )
         else:
             self.report(
                 REWRITE,
@@ -226,20 +233,6 @@ class MemoryEfficientAttention(Rule):
         if kind == "tensor":
             return _sdpa_source(bound)
         return _npu_source(bound, kind, hoist or code_of(atom(bound["query"].value)))
-
-    def _hoisting_fix(self, path, kind, hoist: str):
-        def fix(statement: cst.SimpleStatementLine):
-            call = follow(statement, path)
-            if not isinstance(call, cst.Call):
-                raise ValueError("the call moved")
-            query = bind(call, PARAMS)["query"].value
-            line = cst.parse_statement(f"{hoist} = {code_of(query)}\n").with_changes(
-                leading_lines=statement.leading_lines
-            )
-            rewritten = statement.deep_replace(call, expression(self._source(call, kind, hoist)))
-            return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
-
-        return fix
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
