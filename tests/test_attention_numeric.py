@@ -9,19 +9,16 @@ inputs; outputs are compared in float32. Dropout is 0 (written as an expression,
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from emulated_sides import run_both
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.python import migrate_source
-
-REPO = Path(__file__).resolve().parent.parent
 
 CASES = textwrap.dedent(
     """
@@ -223,53 +220,6 @@ def _inputs() -> dict[str, list]:
     }
 
 
-DRIVER = textwrap.dedent(
-    """
-    import importlib.util
-    import sys
-
-    import torch
-
-    side, module_path, inputs_path, output_path = sys.argv[1:]
-    if side == "cuda":
-        from cuda2npu.emulation import emulate_cuda
-
-        emulate_cuda()
-    else:
-        from cuda2npu.emulation import emulate_npu
-
-        emulate_npu()
-        import torch_npu  # noqa: F401
-    spec = importlib.util.spec_from_file_location("cases", module_path)
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
-    results = {}
-    for name, args in torch.load(inputs_path).items():
-        args = [a.to(side) if isinstance(a, torch.Tensor) else a for a in args]
-        results[name] = getattr(cases, name)(*args).detach().to("cpu").float()
-    torch.save(results, output_path)
-    """
-)
-
-
-def _run_both(sources: dict[str, str], inputs: Path, tmp_path: Path) -> dict[str, dict]:
-    """Run the driver for each side (``cuda``: original, ``npu``: migrated) in parallel processes."""
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER, encoding="utf-8")
-    procs = {}
-    for side, source in sources.items():
-        module = tmp_path / f"cases_{side}.py"
-        module.write_text(source, encoding="utf-8")
-        command = [sys.executable, str(driver), side, str(module), str(inputs), str(tmp_path / f"out_{side}.pt")]
-        procs[side] = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = {}
-    for side, proc in procs.items():
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{side} side failed:\n{stderr[-4000:]}"
-        results[side] = torch.load(tmp_path / f"out_{side}.pt")
-    return results
-
-
 def _emulation_available() -> bool:
     try:
         from cuda2npu.emulation import emulate_cuda, emulate_npu  # noqa: F401
@@ -290,7 +240,7 @@ def test_rewritten_attention_and_te_match_the_originals(tmp_path: Path):
 
     inputs = tmp_path / "inputs.pt"
     torch.save(_inputs(), inputs)
-    outputs = _run_both({"cuda": CASES, "npu": migrated}, inputs, tmp_path)
+    outputs = run_both({"cuda": CASES, "npu": migrated}, inputs, tmp_path)
     original, rewritten = outputs["cuda"], outputs["npu"]
 
     assert original.keys() == rewritten.keys()

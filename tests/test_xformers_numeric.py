@@ -8,20 +8,17 @@ built by hand (docs/reference/xformers.md §3: top-left ``j <= i``, bottom-right
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from emulated_sides import run_both
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.options import Options
 from cuda2npu.emulation.standins.xformers.ops import fmha
 from cuda2npu.filekinds.python import migrate_source
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def reference(q, k, v, bias=None, scale=None, causal=None):
@@ -135,30 +132,6 @@ CASES = textwrap.dedent(
     """
 )
 
-DRIVER = textwrap.dedent(
-    """
-    import importlib.util
-    import sys
-    import torch
-    side, module_path, inputs_path, output_path = sys.argv[1:]
-    if side == "cuda":
-        from cuda2npu.emulation import emulate_cuda
-        emulate_cuda()
-    else:
-        from cuda2npu.emulation import emulate_npu
-        emulate_npu()
-        import torch_npu  # noqa: F401
-    spec = importlib.util.spec_from_file_location("cases", module_path)
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
-    results = {}
-    for name, args in torch.load(inputs_path).items():
-        args = [a.to(side) if isinstance(a, torch.Tensor) else a for a in args]
-        results[name] = getattr(cases, name)(*args).detach().to("cpu").double()
-    torch.save(results, output_path)
-    """
-)
-
 
 def _inputs() -> dict[str, list]:
     q, k, v = _qkv(2, 9, 3, 8, seed=4)
@@ -178,15 +151,6 @@ def _inputs() -> dict[str, list]:
     }
 
 
-def _run(side: str, source: str, inputs: Path, tmp_path: Path) -> subprocess.Popen:
-    module = tmp_path / f"cases_{side}.py"
-    module.write_text(source, encoding="utf-8")
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER, encoding="utf-8")
-    command = [sys.executable, str(driver), side, str(module), str(inputs), str(tmp_path / f"out_{side}.pt")]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def test_rewrites_match_the_original_calls(tmp_path: Path):
     result = migrate_source(CASES.encode(), "cases.py", Options())
     migrated = result.new_source.decode()
@@ -196,12 +160,7 @@ def test_rewrites_match_the_original_calls(tmp_path: Path):
 
     inputs = tmp_path / "inputs.pt"
     torch.save(_inputs(), inputs)
-    procs = {side: _run(side, source, inputs, tmp_path) for side, source in (("cuda", CASES), ("npu", migrated))}
-    outputs = {}
-    for side, proc in procs.items():
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{side} side failed:\n{stderr[-4000:]}"
-        outputs[side] = torch.load(tmp_path / f"out_{side}.pt")
+    outputs = run_both({"cuda": CASES, "npu": migrated}, inputs, tmp_path, dtype="float64")
     assert outputs["cuda"].keys() == outputs["npu"].keys()
     for name, expected in outputs["cuda"].items():
         actual = outputs["npu"][name]
