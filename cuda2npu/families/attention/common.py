@@ -25,6 +25,7 @@ import libcst as cst
 
 from cuda2npu.core.arguments import bind
 from cuda2npu.core.imports import (
+    TORCH_IMPORT,
     ImportNeed,
     binds_module,
     bound_name,
@@ -611,3 +612,21 @@ def hoisting_fix(path, params: Sequence[str], hoist: str, render: Callable[[cst.
         return cst.FlattenSentinel([line, rewritten.with_changes(leading_lines=[])])
 
     return fix
+
+
+def report_mask_helper_support(rule, code: str, module: cst.Module, uses_mask_helper: bool) -> None:
+    """From ``leave_Module`` of a rule that rewrote calls: the fix adding the imports its rewrites
+    need (torch, and functools for the cached causal-mask helper) and the helper itself."""
+    imports = missing_imports(rule.resolver, module, HELPER_IMPORTS[CAUSAL_MASK_HELPER] if uses_mask_helper else ())
+    if not TORCH_IMPORT.search(module.code) and "torch" not in imports:
+        imports.append("torch")  # the engine adds `import torch_npu` next to a torch import
+    helpers = [CAUSAL_MASK_HELPER] if uses_mask_helper and not rule.resolver.is_bound(CAUSAL_MASK_HELPER) else []
+    if imports or helpers:
+        rule.report(
+            code,
+            module,
+            describe_support(imports, helpers),
+            support_fix(helpers),
+            needs_torch_npu=False,
+            imports=import_needs(imports),
+        )

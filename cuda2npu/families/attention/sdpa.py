@@ -18,26 +18,21 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
-    HELPER_IMPORTS,
     PORTABLE_NOTE,
     ModuleFacts,
     call_source,
-    describe_support,
     dispatch,
     fresh_name,
     hoisting_fix,
-    import_needs,
     may_be_none,
-    missing_imports,
     node_path,
     one_minus,
-    support_fix,
+    report_mask_helper_support,
 )
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -186,20 +181,4 @@ class ScaledDotProductAttention(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self.rewrote or not self.options.fix:
             return
-        imports = missing_imports(
-            self.resolver, original_node, HELPER_IMPORTS[CAUSAL_MASK_HELPER] if self.uses_mask_helper else ()
-        )
-        if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
-            imports.append("torch")
-        helpers = (
-            [CAUSAL_MASK_HELPER] if self.uses_mask_helper and not self.resolver.is_bound(CAUSAL_MASK_HELPER) else []
-        )
-        if imports or helpers:
-            self.report(
-                CODE,
-                original_node,
-                describe_support(imports, helpers),
-                support_fix(helpers),
-                needs_torch_npu=False,
-                imports=import_needs(imports),
-            )
+        report_mask_helper_support(self, CODE, original_node, self.uses_mask_helper)

@@ -30,25 +30,21 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
+from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.literals import literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
-    HELPER_IMPORTS,
     ModuleFacts,
     call_source,
-    describe_support,
     fresh_name,
     hoisting_fix,
-    import_needs,
     may_be_none,
-    missing_imports,
     node_path,
     one_minus,
     plan_import_removals,
-    support_fix,
+    report_mask_helper_support,
 )
 from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
@@ -257,17 +253,4 @@ class MemoryEfficientAttention(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self.rewrote or not self.options.fix:
             return
-        needs = HELPER_IMPORTS[CAUSAL_MASK_HELPER] if self.mask_helper else ()
-        imports = missing_imports(self.resolver, original_node, needs)
-        if not TORCH_IMPORT.search(original_node.code) and "torch" not in imports:
-            imports.append("torch")  # the engine adds `import torch_npu` next to a torch import
-        helpers = [CAUSAL_MASK_HELPER] if self.mask_helper and not self.resolver.is_bound(CAUSAL_MASK_HELPER) else []
-        if imports or helpers:
-            self.report(
-                REWRITE,
-                original_node,
-                describe_support(imports, helpers),
-                support_fix(helpers),
-                needs_torch_npu=False,
-                imports=import_needs(imports),
-            )
+        report_mask_helper_support(self, REWRITE, original_node, self.mask_helper)
