@@ -22,6 +22,7 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
+from cuda2npu.filekinds.shell_lines import ShellLine, shell_lines
 
 FLAG = re.compile(r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16)(?![\w-])")
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
@@ -31,14 +32,6 @@ PACKING = re.compile(r"DataCollatorWithFlattening")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
 FA2 = "flash_attention_2"
-
-
-@dataclass
-class _Line:
-    number: int
-    start: int  # offset of the line in the text
-    code: str  # the line up to its comment
-    suppressed: object  # a noqa Directive or None
 
 
 @dataclass
@@ -63,7 +56,7 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
             doc = rule_doc(code)
             if not options.code_enabled(code, doc.opt_in):
                 continue
-            if line.suppressed is not None and line.suppressed.matches(code):
+            if line.directive is not None and line.directive.matches(code):
                 continue
             fixable = edit is not None
             column = match.start() + 1
@@ -76,7 +69,7 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
     return findings, text
 
 
-def _flag(line: _Line, match: re.Match, program: _Program | None, has_bf16: bool, options):
+def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, options):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked."""
     name = match.group(1)
     value = _value(line.code, match.end())
@@ -135,23 +128,13 @@ def _value(code: str, end: int):
     return value if value is not None and not value.group(3).startswith("-") else _UNKNOWN
 
 
-def _commands(text: str) -> list[list[_Line]]:
+def _commands(text: str) -> list[list[ShellLine]]:
     """The script's commands (lines joined by a trailing backslash), comment lines left out."""
-    from cuda2npu.core.noqa import parse_comment
-
-    commands: list[list[_Line]] = []
-    current: list[_Line] = []
-    offset = 0
-    for number, raw in enumerate(text.splitlines(keepends=True), start=1):
-        line = raw.rstrip("\r\n")
-        start, offset = offset, offset + len(raw)
-        if line.lstrip().startswith("#"):
-            continue
-        comment = re.search(r"(?:^|\s)#", line)
-        code = line[: comment.start()] if comment else line
-        directive = parse_comment(line[comment.end() - 1 :]) if comment else None
-        current.append(_Line(number, start, code, directive))
-        if not code.rstrip().endswith("\\"):
+    commands: list[list[ShellLine]] = []
+    current: list[ShellLine] = []
+    for line in shell_lines(text):
+        current.append(line)
+        if not line.code.rstrip().endswith("\\"):
             commands.append(current)
             current = []
     if current:
@@ -159,7 +142,7 @@ def _commands(text: str) -> list[list[_Line]]:
     return commands
 
 
-def _program(command: list[_Line], script: Path) -> _Program | None:
+def _program(command: list[ShellLine], script: Path) -> _Program | None:
     """The Python file the command launches, when it is a file of the project next to the script or above it."""
     for line in command:
         match = PROGRAM.search(line.code)

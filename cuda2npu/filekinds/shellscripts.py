@@ -1,4 +1,4 @@
-"""Shell launch scripts (``*.sh`` found with the Python code): reported, never rewritten.
+"""Shell launch scripts (``*.sh`` found with the Python code): their CUDA and NCCL settings reported.
 
 - NPU711 ``shell-cuda-env``: ``CUDA_VISIBLE_DEVICES=…`` (and the other CUDA variables of
   rules/tables/env_vars.toml) set or exported; the message names the Ascend variable.
@@ -21,6 +21,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding
 from cuda2npu.filekinds.launch_flags import check_launch_flags
+from cuda2npu.filekinds.shell_lines import shell_lines
 
 ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
@@ -42,8 +43,6 @@ def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list
 
 
 def check_shell_script(text: str, display: str, options) -> list[Finding]:
-    from cuda2npu.core.noqa import parse_comment
-
     cuda, nccl, nccl_manual = _variables()
     findings: list[Finding] = []
 
@@ -52,12 +51,8 @@ def check_shell_script(text: str, display: str, options) -> list[Finding]:
         if options.code_enabled(code, doc.opt_in):
             findings.append(Finding(display, line, column, code, doc.name, message, doc.tier, False))
 
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.lstrip().startswith("#"):
-            continue
-        comment = re.search(r"(?:^|\s)#", line)
-        code_part = line[: comment.start()] if comment else line
-        directive = parse_comment(line[comment.end() - 1 :]) if comment else None
+    for line in shell_lines(text):
+        number, code_part, directive = line.number, line.code, line.directive
         before = len(findings)
         for match in ASSIGNMENT.finditer(code_part):
             name, column = match.group(1), match.start(1) + 1

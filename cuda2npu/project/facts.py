@@ -30,7 +30,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
     (their CUDA counterparts in other files are left as written: npu_aware), the names its modules
     import from each other (an import another file reads is not unused: families/project_imports.py),
-    its version pins (project/pins.py).
+    its version pins (project/pins.py), and the run configurations' keys its code passes to a device
+    or backend (filekinds/runconfig_code.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -44,7 +45,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
         "loose_modules": loose,
         "npu_backend_classes": npu_backend_classes(texts),
         "project_imports": imported_names(texts),
-        "config_keys": config_keys(texts),  # run configurations' keys the code passes to a device/backend
+        "config_keys": config_keys(texts),
     }
 
 

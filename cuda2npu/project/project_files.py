@@ -115,16 +115,11 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             continue
         if is_shell_script(path):
             findings, new_text = check_shell_file(text, path, display, file_options)
-            if new_text != text:
-                new_source = encoded_like(new_text, data)
-                results.append(FileResult(display, "changed", findings=findings, new_source=new_source))
-            elif findings:
-                results.append(FileResult(display, "unchanged", findings=findings))
-            continue
-        try:
-            findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))
-        except ValueError:  # tomllib.TOMLDecodeError included
-            continue  # a malformed pyproject.toml is not ours to report
+        else:
+            try:
+                findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))
+            except ValueError:  # tomllib.TOMLDecodeError included
+                continue  # a malformed pyproject.toml is not ours to report
         if new_text != text:
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
         elif findings:
