@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from cuda2npu.core.bindings import single_value
 from cuda2npu.core.literals import literal
 from cuda2npu.core.nodes import code_of, is_pure
-from cuda2npu.core.traversal import iter_nodes
 
 _PACKAGES = ("xformers.ops.", "xformers.ops.fmha.", "xformers.ops.fmha.attn_bias.")
 MASKS = {
@@ -177,50 +177,4 @@ def _visibly_tensor(rule, expr: cst.BaseExpression, scope: cst.CSTNode, depth: i
         return visibly(expr.left) or visibly(expr.right)
     if isinstance(expr, cst.UnaryOperation):
         return visibly(expr.expression)
-    return False
-
-
-def single_value(module: cst.Module, scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
-    """The value of the one ``name = value`` binding ``name`` in ``scope`` (a function or the module;
-    a function without a binding of it falls back to the module); None where it is bound otherwise."""
-    if isinstance(scope, cst.FunctionDef):
-        if any(p.name.value == name for p in iter_nodes(scope.params, cst.Param)):
-            return None
-        values = _assigned(scope, name)
-        if values == []:
-            values = _assigned(module, name)
-    else:
-        values = _assigned(module, name)
-    return values[0] if values is not None and len(values) == 1 else None
-
-
-def _assigned(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression] | None:
-    """The values assigned to ``name`` in ``scope`` (nested scopes included, to stay on the safe
-    side); None when some other statement binds it (augmented, loop, unpacking, ``with``, walrus)."""
-    values: list[cst.BaseExpression] = []
-    kinds = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
-    for node in iter_nodes(scope, kinds):
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    values.append(node.value)
-                elif _binds(target.target, name):
-                    return None
-        elif isinstance(node, cst.AnnAssign):
-            if isinstance(node.target, cst.Name) and node.target.value == name and node.value is not None:
-                values.append(node.value)
-        else:
-            target = node.name if isinstance(node, cst.AsName) else node.target
-            if _binds(target, name):
-                return None
-    return values
-
-
-def _binds(target: cst.BaseExpression, name: str) -> bool:
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_binds(e.value, name) for e in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _binds(target.value, name)
     return False

@@ -1,5 +1,6 @@
 """What a ``.cuda()`` call is made on, when the file shows it. torch_npu adds ``.npu()`` to
-``torch.Tensor`` and ``torch.nn.Module`` only (docs/reference/torch_npu.md §4); the containers of other libraries have ``.cuda()`` and ``.to(device)`` but no ``.npu()``:
+``torch.Tensor`` and ``torch.nn.Module`` only (docs/reference/torch_npu.md §4); the containers of
+other libraries have ``.cuda()`` and ``.to(device)`` but no ``.npu()``:
 ``TensorDict(...).cuda()`` becomes ``.to("npu")``. Only the libraries named here: a call of any
 other library (``AutoModel.from_pretrained(...)``, ``torchvision.models.resnet50()``) usually
 returns a module, which has ``.npu()``.
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.names import target_names
+from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes
 
 # Top-level packages whose objects move with .cuda()/.to(device) but are neither tensors nor modules.
 CONTAINER_LIBRARIES = ("tensordict", "torch_geometric", "dgl", "pytorch3d")
@@ -31,19 +31,14 @@ def foreign_constructor(rule, receiver: cst.BaseExpression) -> str | None:
 
 def _single_binding(rule, name: str) -> cst.BaseExpression | None:
     """The value of the only assignment to ``name`` in the scope of the current statement (moves of
-    it, ``name = name.cuda()``, do not count)."""
+    it, ``name = name.cuda()``, do not count; any other binding of it: not known)."""
     statement = rule.ctx.statement
     if statement is None:
         return None
-    index = TreeIndex.of(rule.ctx)
-    scope = index.function.get(statement) or rule.ctx.module
-    values = [
-        node.value
-        for node in iter_nodes(scope, cst.Assign)
-        if len(node.targets) == 1 and target_names(node.targets[0].target) == [name] and not _moved(node.value, name)
-    ]
-    rebound = any(name in _other_bindings(node) for node in iter_nodes(scope, (cst.AugAssign, cst.For, cst.With)))
-    return values[0] if len(values) == 1 and not rebound else None
+    scope = TreeIndex.of(rule.ctx).function.get(statement) or rule.ctx.module
+    values = assigned_values(scope, name)
+    values = [value for value in values if not _moved(value, name)] if values is not None else []
+    return values[0] if len(values) == 1 else None
 
 
 def _moved(value: cst.BaseExpression, name: str) -> bool:
@@ -55,11 +50,3 @@ def _moved(value: cst.BaseExpression, name: str) -> bool:
         and value.func.value.value == name
         and value.func.attr.value in ("cuda", "to", "npu", "cpu")
     )
-
-
-def _other_bindings(node: cst.CSTNode) -> list[str]:
-    if isinstance(node, cst.AugAssign):
-        return target_names(node.target)
-    if isinstance(node, cst.For):
-        return target_names(node.target)
-    return [n for item in node.items if item.asname is not None for n in target_names(item.asname.name)]

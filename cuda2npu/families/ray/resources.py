@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.npu_aware import in_npu_branch, mentions
 from cuda2npu.families.ray.common import (
     NPU,
@@ -186,17 +186,14 @@ class GpuBundles(Rule):
                 )
 
     def _assigned(self, name: cst.Name) -> list[cst.Dict] | None:
-        """The bundle dicts of the list displays assigned to ``name`` in its function (or module)."""
+        """The bundle dicts of the list displays assigned to ``name`` in its function (or module); None
+        when it is bound otherwise too (a loop, ``+=``, unpacking)."""
         index = TreeIndex.of(self.ctx)
         scope = index.parents.get(name)
         while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
             scope = index.parents.get(scope)
         found: list[cst.Dict] = []
-        values = [
-            a.value
-            for a in iter_nodes(scope, cst.Assign)
-            if any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in a.targets)
-        ]
+        values = assigned_values(scope, name.value) or []
         for value in values:
             displays = _bundle_displays(value)
             if displays is None:
