@@ -5,7 +5,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+
+from click.testing import CliRunner
+
+from cuda2npu.commands.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,6 +25,18 @@ def cuda2npu(*args, cwd: Path | None = None, **kwargs) -> subprocess.CompletedPr
         timeout=300,
         **kwargs,
     )
+
+
+def cli(*args):
+    """The command line in this process (click's runner): quicker than :func:`cuda2npu`."""
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def write(path: Path, text: str) -> Path:
+    """Write ``text`` (dedented, leading newline dropped) to ``path``, creating its directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -7,15 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from cuda2npu.commands.cli import main
+from cli_helpers import cli
 
 LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "legacy_project"
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture

@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
-from cli_helpers import cuda2npu
-from click.testing import CliRunner
+from cli_helpers import cli, cuda2npu, write
 
-from cuda2npu.commands.cli import main
 from cuda2npu.core.config import ConfigError, find_config_file, load_config
 
 CUDA = "import torch\nx = torch.zeros(1).cuda()\ntorch.cuda.synchronize()\n"
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def codes(result):

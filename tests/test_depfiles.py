@@ -12,23 +12,12 @@ from pathlib import Path
 import pytest
 import tomllib
 import yaml
-from click.testing import CliRunner
+from cli_helpers import cli, write
 from packaging.requirements import Requirement
 
-from cuda2npu.commands.cli import main
 from cuda2npu.filekinds.depfiles import is_dependency_file
 
 MIGRATED_CODE = "import torch\nimport torch_npu\n\nx = torch.ones(1).npu()\n"
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def findings(path, only_project_files=True):

@@ -9,18 +9,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from cli_helpers import cli
 
-from cuda2npu.commands.cli import main
 from cuda2npu.core.catalogue import all_rules
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "notebooks"
 SOURCE = "import torch\n\n\ndef f(x):\n    x = x.cuda()\n    torch.cuda.synchronize()\n    return x.cuda()\n"
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture

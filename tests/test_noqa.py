@@ -5,16 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+from cli_helpers import cli
 from helpers import dedent, migrate_text
 
-from cuda2npu.commands.cli import main
 from cuda2npu.core.noqa import NoqaMap, add_noqa, may_concern_us, parse_comment
 from cuda2npu.core.options import Options
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.mark.parametrize(

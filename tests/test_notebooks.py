@@ -7,17 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_helpers import cli
 
-from cuda2npu.commands.cli import main
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.notebooks import process_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "notebooks"
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ import json
 import textwrap
 
 import pytest
-from click.testing import CliRunner
+from cli_helpers import cli
 
-from cuda2npu.commands.cli import main
 from cuda2npu.filekinds.runconfig_code import consumed_keys
 from cuda2npu.filekinds.runconfig_files import is_run_config
 
@@ -20,10 +19,6 @@ cfg = yaml.safe_load(open("config.yaml"))
 model = torch.nn.Linear(2, 2).to(cfg["device"])
 torch.distributed.init_process_group(backend=cfg.get("dist_backend"))
 """
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def write(path, text, newline="\n"):

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from click.testing import CliRunner
-
-from cuda2npu.commands.cli import main
+from cli_helpers import cli, write
 
 TRAINER = """
 from transformers import HfArgumentParser, Trainer, TrainingArguments
@@ -38,16 +36,6 @@ python other.py --tf32 --fp16 True
 python train.py --tf32 False --fp16 $FP16 --attn_implementation "sdpa"
 python train.py --tf32 true  # noqa: NPU904
 """
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def diagnostics(root, *extra):
