@@ -27,7 +27,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.attention.versions import parse_target
-from cuda2npu.families.cuda_gates import gated_cuda_use
+from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
@@ -134,9 +134,22 @@ class TorchCudaApi(Rule):
 
     def _gated(self, node: cst.If | cst.IfExp) -> tuple[str | None, str]:
         """CUDA-only code in the branch the test selects (``if torch.cuda.is_available(): from knn_cuda
-        import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``."""
+        import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``; or a read
+        of the CUDA compute capability there (``if not torch.cuda.is_available(): return ""`` before
+        a loop unpacking ``get_device_capability(i)``, which is None on the NPU)."""
         found = gated_cuda_use(self.ctx, node)
-        return (found[1], f"{found[0]} in its branch") if found else (None, "")
+        if found:
+            return found[1], f"{found[0]} in its branch"
+        queries = [
+            call
+            for block in cuda_branch(self.ctx, node)
+            for call in iter_nodes(block, cst.Call)
+            if self.resolver.qualified_name(call.func) in CAPABILITY_QUERIES
+        ]
+        if queries:  # kept as written with the switch: the branch never runs on the NPU
+            self._switch_parts.update(attribute for call in queries for attribute in _attributes(call.func))
+            return "compute capability", "`torch.cuda.get_device_capability()` in its branch"
+        return None, ""
 
     def _flag_gates(self, name: str | None, local: bool = False) -> tuple[str | None, str]:
         """``HAS_KNN = torch.cuda.is_available()`` read by a test whose branch runs CUDA-only code
