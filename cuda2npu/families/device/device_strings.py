@@ -238,6 +238,10 @@ class DeviceStrings(Rule):
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and _is_device_type_expr(node.func.value):
             self._rewrite(positional[0], why="device prefix test", prefix_ok=True)
+        if isinstance(node.func, cst.Name) and node.func.value in self._helper_device_params:
+            for index, param in self._helper_device_params[node.func.value].items():
+                if index < len(positional):
+                    self._rewrite(positional[index], why=f"`{node.func.value}()`'s `{param}` parameter")
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -293,6 +297,23 @@ class DeviceStrings(Rule):
                 )
             else:
                 self._rewrite(element, why="device comparison", prefix_ok=prefix_ok and not sequence)
+
+    @functools.cached_property
+    def _helper_device_params(self) -> dict[str, dict[int, str]]:
+        """The module's own functions (defined once, at module level) with a device parameter: name ->
+        {position: parameter} (``def moving_average(model, ema, beta, device="cpu")``), so that
+        ``moving_average(m, e, 0.99, "cuda")`` passes a device by position."""
+        defined: dict[str, list[cst.FunctionDef]] = {}
+        for statement in self.ctx.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                defined.setdefault(statement.name.value, []).append(statement)
+        found = {}
+        for name, functions in defined.items():
+            params = functions[0].params.posonly_params + functions[0].params.params
+            positions = {i: p.name.value for i, p in enumerate(params) if looks_like_device(p.name)}
+            if len(functions) == 1 and positions:
+                found[name] = positions
+        return found
 
     @functools.cached_property
     def _compared_with_npu(self) -> frozenset[str]:
