@@ -41,11 +41,12 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT, remove_import_names
+from cuda2npu.core.imports import TORCH_IMPORT, catches_import_error, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
@@ -584,6 +585,8 @@ class FlashAttention(ValueUses, Rule):
         return None
 
     def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
+        if self._import_fallback():
+            return  # on an NPU host the import fails first and the handler's fallback runs
         if function in UNSUPPORTED:
             reason = UNSUPPORTED[function]
         else:
@@ -591,6 +594,20 @@ class FlashAttention(ValueUses, Rule):
                 text for prefix, text in UNSUPPORTED_PREFIXES if qualified.startswith(prefix) or prefix == "flash_attn."
             )
         self.report("NPU403", node, f"`{qualified}`: {reason}")
+
+    def _import_fallback(self) -> bool:
+        """Whether the current statement is in a ``try`` body that imports flash-attn and whose
+        handler catches ImportError (``try: from flash_attn.ops... import f; out = f(x)``
+        ``except ImportError: out = torch_op(x)``)."""
+        statement = self.ctx.statement
+        if statement is None:
+            return False
+        for owner, role in TreeIndex.of(self.ctx).enclosing(statement):
+            if isinstance(owner, cst.Try) and role == "body" and any(map(catches_import_error, owner.handlers)):
+                imports = iter_nodes(owner.body, (cst.Import, cst.ImportFrom))
+                if any(_flash_names(node) for node in imports):
+                    return True
+        return False
 
     def _attention(self, node: cst.Call, function: str) -> None:
         spec = SPECS[function]
