@@ -222,9 +222,10 @@ def test_shell_scripts_are_reported_only_when_opted_in(tmp_path):
         #!/bin/bash
         # CUDA_VISIBLE_DEVICES=0 in a comment is fine
         export CUDA_VISIBLE_DEVICES=0,1
-        export NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO
+        export NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5
         NCCL_P2P_LEVEL=NVL nvidia-smi --query-gpu=name --format=csv
         CUDA_LAUNCH_BLOCKING=1 python train.py  # noqa: NPU711
+        export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT  # NCCL's logging: nothing to migrate
         """,
     )
     before = script.read_text()

@@ -4,7 +4,8 @@
   rules/tables/env_vars.toml) set or exported; the message names the Ascend variable.
 - NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend).
 - NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables set or exported; the
-  message names the documented HCCL counterpart, or says there is none.
+  message names the documented HCCL counterpart, or says there is none. NCCL's logging variables
+  (``NCCL_DEBUG``, ...: rules/tables/env_vars.toml ``nccl_logging``) ask nothing and are not reported.
 
 They are reported, not rewritten: a launch script is usually changed by hand together with the
 cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it. The Hugging
@@ -31,9 +32,9 @@ def is_shell_script(path: Path) -> bool:
     return path.suffix in (".sh", ".bash")
 
 
-def _variables() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def _variables() -> tuple[dict[str, str], dict[str, str], dict[str, str], list[str]]:
     env = table("env_vars")
-    return env.get("cuda", {}), env.get("nccl", {}), env.get("nccl_manual", {})
+    return env["cuda"], env["nccl"], env["nccl_manual"], env["nccl_logging"]["names"]
 
 
 def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
@@ -43,7 +44,7 @@ def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list
 
 
 def check_shell_script(text: str, display: str, options) -> list[Finding]:
-    cuda, nccl, nccl_manual = _variables()
+    cuda, nccl, nccl_manual, logging = _variables()
     findings: list[Finding] = []
 
     def report(code: str, line: int, column: int, message: str) -> None:
@@ -56,6 +57,8 @@ def check_shell_script(text: str, display: str, options) -> list[Finding]:
         before = len(findings)
         for match in ASSIGNMENT.finditer(code_part):
             name, column = match.group(1), match.start(1) + 1
+            if name in logging:
+                continue  # NCCL's own logging: nothing to migrate
             if name in cuda:
                 report(
                     "NPU711", number, column, f"`{name}` selects CUDA devices/behaviour: on Ascend set `{cuda[name]}`"
