@@ -14,12 +14,37 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
+from cuda2npu.families.device.cuda_api_checks import feature_word
 from cuda2npu.families.npu_aware import CUDA_WORD
+
+# The feature words (rules/tables/torch_cuda_api.toml) that name a GPU kernel when a callee carries
+# them; flash/xformers/te/fp8 name APIs the migration rewrites, nvtx and the vendor words no kernel.
+KERNEL_WORDS = {
+    "fused",
+    "fuse",
+    "fusion",
+    "triton",
+    "cudnn",
+    "nvfuser",
+    "cutlass",
+    "kernel",
+    "kernels",
+    "liger",
+    "bnb",
+    "bitsandbytes",
+    "megablocks",
+    "cuda_kernel",
+    "cuda_kernels",
+    "cuda_ext",
+    "cuda_extension",
+    "custom_op",
+}
 
 
 def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
     """The first CUDA kernel in the branch ``node``'s test selects: a call of a callee with a
-    ``cuda`` word other than torch's (and than ``.cuda()``), a function of a compiled extension (a
+    ``cuda`` word other than torch's (and than ``.cuda()``) or named for a GPU kernel technology
+    (``_triton_entropy(x)``, ``fused_scale(x)``: ``KERNEL_WORDS``), a function of a compiled extension (a
     ``_C`` module of the project's, one its setup.py builds with CUDAExtension, a ``<name>_cuda``
     module) or of apex (its kernels are not migrated where they are called this way); else the
     first CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``)."""
@@ -34,6 +59,7 @@ def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
             module = qualified.rpartition(".")[0]
             if (
                 (CUDA_WORD.search(last) and last != "cuda")
+                or (feature_word(last) or "") in KERNEL_WORDS
                 or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
                 or (
                     module
