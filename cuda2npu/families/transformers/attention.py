@@ -10,7 +10,8 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
   default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36).
 - NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` where the pin
   guarantees 4.36.0, else a manual item.
-- NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``):
+- NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
+  or a model called with ``position_ids`` and ``attention_mask=None``):
   SDPA before transformers 4.51 ignores ``position_ids``, so packed sequences would attend to each
   other; a manual item, the value kept.
 """
@@ -118,20 +119,30 @@ class FlashAttention2(Rule):
         self.report("NPU902", flag, message, tier=Tier.MANUAL)
 
     def _packs(self) -> bool:
+        """The file packs sequences without padding: ``DataCollatorWithFlattening``, or a model called
+        with packed ``position_ids`` and ``attention_mask=None`` (verl's remove-padding path)."""
         if self._packing is None:
             self._packing = any(
-                module_qualified(self.resolver.module_scope, node.func) in PACKING
+                module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
         return self._packing
 
     def _packing_message(self) -> str:
         return (
-            f'"{FA2}" with padding-free packing (DataCollatorWithFlattening) raises on an NPU host before '
+            f'"{FA2}" with padding-free packing (DataCollatorWithFlattening, or position_ids with '
+            f"attention_mask=None) raises on an NPU host before "
             f"transformers {FA2_ON_NPU} ({pin_text(self.options)}), and SDPA there ignores the packed "
             f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
             "or pad the batches instead"
         )
+
+
+def _packed_call(call: cst.Call) -> bool:
+    """``model(input_ids=..., position_ids=pos, attention_mask=None)``."""
+    mask = keyword(call, "attention_mask")
+    packed = mask is not None and isinstance(mask.value, cst.Name) and mask.value.value == "None"
+    return packed and keyword(call, "position_ids") is not None
 
 
 def _to_sdpa(literal_node: cst.SimpleString) -> cst.SimpleString:
