@@ -65,6 +65,10 @@ class CustomKernels(Rule):
     codes = ("NPU602", "NPU603", "NPU605")
     triggers = (r"CUDAExtension", r"cpp_extension", r"triton", r"nvidia-smi")
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._kernels_reported = False
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
         if qualified == "torch.utils.cpp_extension.CUDAExtension" or (
@@ -79,14 +83,27 @@ class CustomKernels(Rule):
             self.report("NPU605", node, "`nvidia-smi` does not exist on NPU hosts; use `npu-smi info`")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        """One finding per kernel, at its first Triton decorator (``@triton.autotune`` above ``@triton.jit``)."""
+        """One finding per file, at the first Triton decorator of its first kernel (``@triton.autotune``
+        above ``@triton.jit``), counting the others: a marker at every kernel repeated what the first
+        one and the file's ``import triton`` marker (NPU606) already ask."""
+        decorator = self._triton_decorator(node)
+        if decorator is None or self._kernels_reported:
+            return
+        self._kernels_reported = True
+        count = sum(1 for f in iter_nodes(self.ctx.module, cst.FunctionDef) if self._triton_decorator(f) is not None)
+        others = f" (and {count - 1} other{'s' if count > 2 else ''} in this file)" if count > 1 else ""
+        self.report(
+            "NPU603",
+            decorator,
+            f"Triton kernel{others}: Triton targets CUDA here; use torch ops, Triton-Ascend or an Ascend kernel",
+        )
+
+    def _triton_decorator(self, node: cst.FunctionDef) -> cst.Decorator | None:
         for decorator in node.decorators:
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if (self.resolver.qualified_name(target) or "") in TRITON_KERNEL_DECORATORS:
-                self.report(
-                    "NPU603", decorator, "Triton kernel: Triton targets CUDA here; use torch ops or an Ascend kernel"
-                )
-                return
+                return decorator
+        return None
 
 
 TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
