@@ -151,7 +151,8 @@ def color_diff(diff: str) -> str:
 
 
 def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dict[str, list]:
-    """Where the migrated files hold ``# TODO(cuda2npu)`` markers: path -> [12, ...] (notebooks: ["cell 3:2", ...]).
+    """Where the migrated files hold ``# TODO(cuda2npu)`` markers: path -> [12, ...] (notebooks: ["cell 3:2", ...];
+    dependency files and run configs too).
 
     Read from the migrated text, or for a file left as it is, from the file when it has open findings.
     """
@@ -173,8 +174,8 @@ def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dic
                 ]
             elif result.path.endswith(".py"):
                 found = marker_lines(decode(data))
-            else:
-                continue
+            else:  # requirements, pyproject/setup.cfg, run configs: the same `#` comment markers
+                found = marker_lines(data.decode("utf-8", "replace"))
         except Exception:  # noqa: BLE001 - unreadable or undecodable: nothing to list
             continue
         if found:
