@@ -159,7 +159,8 @@ def _accelerator_is_cuda(test: cst.BaseExpression) -> bool:
     return any(
         isinstance(query, cst.Call)
         and isinstance(query.func, cst.Attribute)
-        and ACCELERATOR_QUERIES.get(query.func.attr.value) == string_value(value)
+        and query.func.attr.value in ACCELERATOR_QUERIES
+        and ACCELERATOR_QUERIES[query.func.attr.value] == string_value(value)
         for query, value in (sides, sides[::-1])
     )
 
