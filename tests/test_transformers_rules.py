@@ -113,3 +113,27 @@ def test_check_writes_nothing(tmp_path):
     script = launch_project(tmp_path)
     cli("check", tmp_path)
     assert script.read_text() == textwrap.dedent(LAUNCH).lstrip("\n")
+
+
+def test_fp16_with_a_deepspeed_config_without_bf16_block_is_for_review(tmp_path):
+    """The Trainer fills DeepSpeed's "auto" blocks from the flags: --bf16 with no bf16 block in the
+    config turns fp16 off and leaves bf16 off (fp32 training), so the flag is not rewritten alone."""
+    write(tmp_path / "train.py", TRAINER)
+    write(tmp_path / "ds_auto.json", '{"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}\n')
+    write(tmp_path / "ds_both.json", '{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}\n')
+    script = write(
+        tmp_path / "run.sh",
+        """
+        deepspeed train.py --deepspeed ds_auto.json --fp16
+        deepspeed train.py --deepspeed=ds_both.json --fp16
+        """,
+    )
+    result = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    fp16 = {d["line"]: d for d in result["diagnostics"] if d["path"].endswith("run.sh") and d["code"] == "NPU906"}
+    assert not fp16[1]["fixable"] and "ds_auto.json, which has none" in fp16[1]["message"]
+    assert fp16[2]["fixable"]
+    cli("migrate", tmp_path)
+    assert script.read_text().splitlines() == [
+        "deepspeed train.py --deepspeed ds_auto.json --fp16",
+        "deepspeed train.py --deepspeed=ds_both.json --bf16",
+    ]

@@ -5,7 +5,8 @@
   guarantees the NPU flash-attention path; a manual item when the launched program packs sequences
   (``DataCollatorWithFlattening``, NPU903).
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
-- ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``.
+- ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
+  the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags).
 
 ``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
 that parses ``TrainingArguments`` (a regex over that file); elsewhere the flag may be another program's
@@ -15,12 +16,14 @@ comment lines are skipped and ``# noqa`` on a line suppresses its findings and e
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
+from cuda2npu.families.ds_config import BF16_NAMES
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_lines
 
@@ -29,6 +32,7 @@ VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
+DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
 FA2 = "flash_attention_2"
@@ -48,8 +52,9 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
         program = _program(command, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
+        deepspeed = _deepspeed_without_bf16(command, path)
         for line, match in flags:
-            found = _flag(line, match, program, has_bf16, options)
+            found = _flag(line, match, program, has_bf16, deepspeed, options)
             if found is None:
                 continue
             code, message, tier, edit = found
@@ -69,7 +74,7 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
     return findings, text
 
 
-def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, options):
+def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, deepspeed: str | None, options):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked."""
     name = match.group(1)
     value = _value(line.code, match.end())
@@ -92,8 +97,16 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     if options.precision != "bf16":
         return None
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
-    if not known or has_bf16:
-        reason = "this command also passes --bf16" if has_bf16 else "if this flag is TrainingArguments'"
+    if not known or has_bf16 or deepspeed:
+        if has_bf16:
+            reason = "this command also passes --bf16"
+        elif deepspeed:
+            reason = (
+                f'with a `"bf16": {{"enabled": "auto"}}` block in {deepspeed}, which has none (or cannot be read): '
+                "the Trainer turns its fp16 block off and, with no bf16 block, DeepSpeed trains in fp32"
+            )
+        else:
+            reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
     return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
 
@@ -148,12 +161,36 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
         match = PROGRAM.search(line.code)
         if match is None:
             continue
-        for directory in [script.parent, *script.parent.parents][:4]:
-            candidate = directory / match.group(2)
-            try:
-                source = candidate.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            return _Program(PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None)
-        return None
+        source = _project_text(script, match.group(2))
+        if source is None:
+            return None
+        return _Program(PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None)
+    return None
+
+
+def _deepspeed_without_bf16(command: list[ShellLine], script: Path) -> str | None:
+    """The ``--deepspeed`` config of the command when it has no bf16 block (or cannot be read): the
+    HF Trainer fills its ``"auto"`` fp16/bf16 blocks from these flags, and a bf16 flag with no bf16
+    block there trains in fp32."""
+    for line in command:
+        match = DEEPSPEED.search(line.code)
+        if match is None:
+            continue
+        text = _project_text(script, match.group(2))
+        try:
+            config = json.loads(text) if text is not None else None
+        except ValueError:
+            config = None
+        if not isinstance(config, dict) or not any(name in config for name in BF16_NAMES):
+            return match.group(2)
+    return None
+
+
+def _project_text(script: Path, relative: str) -> str | None:
+    """The text of the file ``relative`` names, looked up next to the script and up to three directories above."""
+    for directory in [script.parent, *script.parent.parents][:4]:
+        try:
+            return (directory / relative).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
     return None
