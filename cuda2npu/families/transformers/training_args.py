@@ -8,7 +8,9 @@
   is another format and is not turned on silently: the message names it.
 - NPU906: under the bf16 precision policy, ``fp16=True`` becomes ``bf16=True`` (BF16 is the
   native mixed-precision type of the Atlas A2 NPUs and needs no loss scaling; ``TrainingArguments``
-  accepts it on the NPU, §4). A call also passing ``bf16`` or ``**kwargs`` is a review item.
+  accepts it on the NPU, §4). A call also passing ``bf16`` or ``**kwargs`` is a review item, and so
+  is one passing a ``deepspeed=`` config that shows no bf16 block to be (a path, an ``"auto"`` fp16
+  block): the Trainer fills the config's ``"auto"`` blocks from these flags.
 """
 
 from __future__ import annotations
@@ -79,11 +81,30 @@ class TrainingArgumentSwitches(Rule):
             message = "`fp16=True` under the bf16 policy: use `bf16=True` (this call also sets bf16 or passes **kwargs)"
             self.report("NPU906", fp16, message, tier=Tier.REVIEW)
             return
+        deepspeed = keyword(call, "deepspeed")
+        if deepspeed is not None and not all(_bf16_ready(config) for config in sources(self.ctx, deepspeed.value)):
+            message = (
+                "`fp16=True` under the bf16 policy: use `bf16=True` together with a "
+                '`"bf16": {"enabled": "auto"}` block in the DeepSpeed config, which this call does not show: the '
+                'Trainer fills the config\'s "auto" blocks from these flags, and with no bf16 block DeepSpeed trains in fp32'
+            )
+            self.report("NPU906", fp16, message, tier=Tier.REVIEW)
+            return
         message = (
             "`fp16=True` → `bf16=True` (bf16 policy: BF16 is the NPU's native mixed-precision type, no loss scaling; "
             "`--precision fp16` keeps fp16)"
         )
         self.report("NPU906", fp16, message, fix=_bf16)
+
+
+def _bf16_ready(config: cst.BaseExpression) -> bool:
+    """A DeepSpeed config literal that has a bf16 block once migrated: one already, or an fp16 block
+    enabled by a literal (NPU913 turns it into the bf16 block); a path or an ``"auto"`` block: no."""
+    if not isinstance(config, cst.Dict):
+        return False
+    fp16 = _entry(config, "fp16")
+    enabled = _entry(fp16, "enabled") if fp16 is not None else None
+    return _entry(config, "bf16") is not None or (enabled is not None and literal(enabled) is True)
 
 
 def _entry(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
