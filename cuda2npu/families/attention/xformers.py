@@ -30,10 +30,13 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import remove_import_names
+from cuda2npu.core.imports import catches_import_error, remove_import_names
 from cuda2npu.core.literals import literal
+from cuda2npu.core.names import target_names
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.attention.common import (
     CAUSAL_MASK_HELPER,
     ModuleFacts,
@@ -144,7 +147,8 @@ class MemoryEfficientAttention(Rule):
         try:
             bound, kind, hoist = self._plan(node)
         except (Manual, Unbindable) as exc:
-            self.report(MANUAL, node, f"`memory_efficient_attention` not rewritten: {exc}", tier=Tier.MANUAL)
+            if not self._behind_missing_import(node):
+                self.report(MANUAL, node, f"`memory_efficient_attention` not rewritten: {exc}", tier=Tier.MANUAL)
             return
         message = self._message(bound, kind, hoist)
         if hoist:
@@ -167,6 +171,35 @@ class MemoryEfficientAttention(Rule):
             )
         self.rewrote = True
         self.mask_helper = self.mask_helper or kind not in ("none", "tensor")
+
+    def _behind_missing_import(self, node: cst.Call) -> bool:
+        """``try: from xformers import ops as xops`` / ``except ImportError: xops = None`` and the call
+        under ``if xops is not None:``: the name is None on an NPU host, so the call never runs there."""
+        root = node.func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name) or root.value not in self._none_on_import_error:
+            return False
+        index = TreeIndex.of(self.ctx)
+        parent = index.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, (cst.If, cst.IfExp)) and any(
+                name.value == root.value for name in iter_nodes(parent.test, cst.Name)
+            ):
+                return True
+            parent = index.parents.get(parent)
+        return False
+
+    @functools.cached_property
+    def _none_on_import_error(self) -> frozenset[str]:
+        """Names an ``except ImportError:`` handler sets to None (the fallback of an optional import)."""
+        names = set()
+        for handler in iter_nodes(self.ctx.module, cst.ExceptHandler):
+            if catches_import_error(handler):
+                for assign in iter_nodes(handler.body, cst.Assign):
+                    if isinstance(assign.value, cst.Name) and assign.value.value == "None":
+                        names.update(n for t in assign.targets for n in target_names(t.target))
+        return frozenset(names)
 
     def _plan(self, node: cst.Call):
         bound = bind(node, PARAMS, max_positional=6)
