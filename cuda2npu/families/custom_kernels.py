@@ -119,6 +119,25 @@ def _guards_import(test: cst.BaseExpression) -> bool:
     return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
 
 
+def _means_missing(test: cst.BaseExpression) -> bool:
+    """A probe's test true when the package is missing: ``not is_x_available()``, ``find_spec(x) is None``."""
+    if isinstance(test, cst.UnaryOperation):
+        return isinstance(test.operator, cst.Not)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+        return none and isinstance(target.operator, (cst.Is, cst.Equal))
+    return False
+
+
+def _leaves(body: cst.BaseSuite) -> bool:
+    """The block ends in ``return`` or ``raise``."""
+    last = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, (cst.Return, cst.Raise))
+
+
 def _type_checking(test: cst.BaseExpression) -> bool:
     return any(node.value == "TYPE_CHECKING" for node in iter_nodes(test, cst.Name))
 
@@ -177,6 +196,7 @@ class CudaOnlyImports(Rule):
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[str] = []  # the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
+        self._after_probe: set[cst.CSTNode] = set()  # statements after `if <not installed>: return`
 
     def visit_Try(self, node: cst.Try) -> None:
         if any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
@@ -187,6 +207,11 @@ class CudaOnlyImports(Rule):
             self._guards[node.body] = "static"
         elif _guards_import(node.test):
             self._guards[node.body] = "fallback"
+            if _means_missing(node.test) and _leaves(node.body):
+                # `if find_spec("xformers") is None: return False`: what follows runs only where it is installed
+                placement = TreeIndex.of(self.ctx).placement.get(node)
+                if placement is not None:
+                    self._after_probe.update(placement.block.body[placement.index + 1 :])
         elif self.ctx.text is None or b"cuda" in self.ctx.text:
             # `if torch.cuda.is_available(): from knn_cuda import KNN`: a feature switch the migration
             # keeps CUDA's (cuda_gates), False on an NPU host
@@ -194,6 +219,16 @@ class CudaOnlyImports(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._functions[node.body] = node.name.value
+
+    def _after_missing_probe(self) -> bool:
+        """The current statement (or one holding it) follows an ``if`` that leaves when a probe says
+        the package is missing."""
+        statement = self.ctx.statement
+        if not self._after_probe or statement is None:
+            return False
+        return statement in self._after_probe or any(
+            owner in self._after_probe for owner in TreeIndex.of(self.ctx).ancestors(statement)
+        )
 
     def _enter(self, block: cst.CSTNode, step: int) -> None:
         guard = self._guards.get(block)
@@ -256,7 +291,7 @@ class CudaOnlyImports(Rule):
             return
         for module in modules:
             found = cuda_module(module, self.options.cuda_extensions, self.options.local_modules)
-            if found is None or (self._depth["fallback"] and found[0] == "imports"):
+            if found is None or (found[0] == "imports" and (self._depth["fallback"] or self._after_missing_probe())):
                 continue
             root = module.split(".")[0]
             if root not in self._marked:
