@@ -1,22 +1,28 @@
-"""Inside Ray workers (NPU925, NPU926): the GPU ids of a worker and Ray's own collective groups.
+"""Inside Ray workers and drivers (NPU925, NPU926, NPU928): the GPU ids of a worker, Ray's own
+collective groups, and the GPU count read from the cluster's resources.
 
 ``ray.get_gpu_ids()`` lists the worker's ``"GPU"`` resource, empty on an Ascend host; its NPU ids
 are ``ray.get_runtime_context().get_accelerator_ids()["NPU"]`` (strings, where ``get_gpu_ids``
 gives ints unless ``CUDA_VISIBLE_DEVICES`` was set). ``ray.util.collective`` has NCCL and GLOO
-backends only: an NCCL group has no NPU counterpart in Ray. Facts: docs/reference/ray.md §3, §5.
+backends only: an NCCL group has no NPU counterpart in Ray. ``ray.cluster_resources()["GPU"]`` (and
+``available_resources()``, ``.get("GPU", 0)``) counts no Ascend card: they are ``"NPU"`` there.
+Facts: docs/reference/ray.md §1, §3, §5.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.bindings import single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.ray.common import NPU, has_double_star, keyword
 
+RESOURCE_VIEWS = ("ray.cluster_resources", "ray.available_resources")
 # ray.util.collective group constructors -> position of `backend` (ray 2.60.0 signatures; default "nccl")
 GROUPS = {"init_collective_group": 2, "create_collective_group": 3}
 COLLECTIVE_MODULES = ("ray.util.collective.", "ray.util.collective.collective.")
@@ -76,3 +82,41 @@ class CollectiveNccl(Rule):
             tier=Tier.MANUAL,
             needs_torch_npu=False,
         )
+
+
+@register
+class ClusterGpuCount(Rule):
+    """NPU928: ``ray.cluster_resources()["GPU"]`` / ``.get("GPU", 0)`` (directly or through a name
+    bound once to the call) → ``"NPU"``."""
+
+    codes = ("NPU928",)
+    triggers = (r"(?:cluster|available)_resources",)
+
+    def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
+        index = TreeIndex.of(self.ctx).parents.get(node)
+        if isinstance(index, cst.Subscript) and isinstance(node.slice, cst.Index):
+            self._key(index.value, node.slice.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and node.args:
+            self._key(func.value, node.args[0].value)
+
+    def _key(self, mapping: cst.BaseExpression, key: cst.BaseExpression) -> None:
+        if string_value(key) != "GPU" or not self._resource_view(mapping) or in_npu_branch(self.ctx, key):
+            return
+        self.report(
+            "NPU928",
+            key,
+            f'`"GPU"` of Ray\'s resource totals counts no Ascend card: `"{NPU}"` (Ray\'s resource name for them)',
+            lambda literal: literal.with_changes(value=literal.value.replace("GPU", NPU)),
+            needs_torch_npu=False,
+        )
+
+    def _resource_view(self, mapping: cst.BaseExpression) -> bool:
+        """``ray.cluster_resources()``, or a name bound once to it in the enclosing function (or module)."""
+        if isinstance(mapping, cst.Name):
+            statement = self.ctx.statement
+            scope = TreeIndex.of(self.ctx).function.get(statement) if statement is not None else None
+            mapping = single_value(self.ctx.module, scope or self.ctx.module, mapping.value)
+        return isinstance(mapping, cst.Call) and self.resolver.qualified_name(mapping.func) in RESOURCE_VIEWS
