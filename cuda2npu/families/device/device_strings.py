@@ -37,6 +37,7 @@ from cuda2npu.core.literals import (
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.device.cuda_api_checks import feature_word
@@ -111,6 +112,9 @@ def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
         func = expr.value.func
         return isinstance(func, cst.Attribute) and func.attr.value in SPLITS and _is_device_type_expr(func.value)
     return looks_like_device(expr)
+
+
+KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
 
 
 class _DeviceVariableUses(cst.CSTVisitor):
@@ -370,10 +374,40 @@ class DeviceStrings(Rule):
             self._ambiguous(value, "assigned to a variable")
 
     def visit_Param(self, node: cst.Param) -> None:
-        if looks_like_device(node.name):
+        if looks_like_device(node.name) and not self._registry_key(node):
             self._rewrite(node.default, why="device parameter default")
+        elif looks_like_device(node.name):
+            self._ambiguous(
+                node.default, "as the default of a parameter used as a registry key", indexed_is_device=False
+            )
         else:
             self._ambiguous(node.default, "as a parameter default")
+
+    def _registry_key(self, param: cst.Param) -> bool:
+        """A device-named parameter its function only uses as a key (``registry[device]``,
+        ``table.setdefault(device, ...)``) and never passes on: a registry keyed by device type, whose
+        ``"cuda"`` default is the CUDA entry next to the project's own ``"npu"`` one (verl's engine
+        registry), not a device to move tensors to."""
+        function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        uses = [n for n in iter_nodes(function.body, cst.Name) if n.value == param.name.value]
+        return bool(uses) and all(self._as_key(use) for use in uses)
+
+    def _as_key(self, name: cst.Name) -> bool:
+        parents = TreeIndex.of(self.ctx).parents
+        parent = parents.get(name)
+        if isinstance(parent, cst.Index):  # registry[device]
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            call = parents.get(parent)
+            return (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in KEY_METHODS
+                and call.args[0] is parent
+            )
+        return isinstance(parent, cst.DictElement) and parent.key is name
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = string_value(node.key)
