@@ -557,3 +557,22 @@ def test_the_git_diff_hint_is_given_only_inside_a_git_work_tree(tmp_path):
     assert outside.returncode == inside.returncode == 0, outside.stderr + inside.stderr
     assert "next: review" in outside.stderr and "git diff" not in outside.stderr
     assert "(`git diff` shows the rewrite)" in inside.stderr
+
+
+def test_validate_entry_typos_are_usage_errors(tmp_path):
+    """A mistyped --entry is found before anything runs, with the names the original has."""
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "model_entry.py").write_text("def build():\n    return None\n")
+    cases = {
+        "model_entry:buidl": "model_entry.py defines no 'buidl'; did you mean build?",
+        "model_entr:build": "no module 'model_entr' in",
+        "model_entry": "expected MODULE:FUNCTION",
+    }
+    for entry, message in cases.items():
+        result = run("validate", tmp_path / "a", tmp_path / "b", "--entry", entry)
+        assert result.returncode == 2 and message in result.stderr, (entry, result.stderr)
+    assert (
+        "did you mean model_entry?"
+        in run("validate", tmp_path / "a", tmp_path / "b", "--entry", "model_entr:build").stderr
+    )

@@ -643,6 +643,11 @@ def _validate(
         raise click.UsageError(
             "no --entry or --run given and no [tool.cuda2npu.validate] entries or run in the original's configuration"
         )
+    from cuda2npu.validation.entries import entry_problem
+
+    problems = [problem for entry in entries if (problem := entry_problem(original, entry)) is not None]
+    if problems:
+        raise click.UsageError("\n".join(problems))
     console = _console()
     results = []
     for entry in entries:  # each printed as soon as it is known

@@ -51,7 +51,8 @@ def _guarded(node: ast.AST, parents: dict) -> bool:
     return False
 
 
-def _local_file(tree: Path, module: str) -> Path | None:
+def local_file(tree: Path, module: str) -> Path | None:
+    """The tree's own file of ``module`` (``pkg/mod.py`` or ``pkg/mod/__init__.py``), else None."""
     base = tree.joinpath(*module.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
@@ -87,14 +88,14 @@ def reached_imports(tree: Path, start: Path) -> dict[str, str]:
             else:
                 continue
             for name in filter(None, names):
-                local = _local_file(tree, name)
+                local = local_file(tree, name)
                 if local is not None:
                     queue.append(local)
                 elif (
                     not getattr(node, "level", 0) and name.split(".")[0] != "__future__" and not _guarded(node, parents)
                 ):
                     top = name.split(".")[0]
-                    if _local_file(tree, top) is None:
+                    if local_file(tree, top) is None:
                         found.setdefault(top, f"{path.relative_to(tree)}:{node.lineno}")
     return found
 
@@ -133,7 +134,7 @@ def start_file(tree: Path, script_or_module: str) -> str:
     """The file a command's script (``train.py``) or an entry's module (``pkg.model``) starts from."""
     if script_or_module.endswith(".py"):
         return script_or_module
-    local = _local_file(tree, script_or_module)
+    local = local_file(tree, script_or_module)
     return str(local.relative_to(tree)) if local else script_or_module
 
 

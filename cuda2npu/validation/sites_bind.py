@@ -30,6 +30,7 @@ import torch
 
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.validation import sites_roles as roles
+from cuda2npu.validation.missing import local_file
 from cuda2npu.validation.sites_find import module_level
 
 MAX_COMBINATIONS = 16
@@ -428,13 +429,12 @@ _TREE_MODULES: dict[Path, MigratedModule] = {}
 
 def tree_module(module: str, root: Path) -> MigratedModule | None:
     """The tree's own module ``module`` (a file under ``root``) for binding names on demand, or None."""
-    base = root.joinpath(*module.split("."))
-    for file in (base.with_suffix(".py"), base / "__init__.py"):
-        if file.is_file():
-            if file not in _TREE_MODULES:
-                _TREE_MODULES[file] = MigratedModule(ast.parse(file.read_bytes()), file, root)
-            return _TREE_MODULES[file]
-    return None
+    file = local_file(root, module)
+    if file is None:
+        return None
+    if file not in _TREE_MODULES:
+        _TREE_MODULES[file] = MigratedModule(ast.parse(file.read_bytes()), file, root)
+    return _TREE_MODULES[file]
 
 
 def tree_object(qualified: str, root: Path, error: ImportError):
