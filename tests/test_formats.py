@@ -53,6 +53,14 @@ def test_sarif_validates_against_the_2_1_0_schema(project):
         and notebook[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
     )
     assert len({r["partialFingerprints"]["cuda2npu/v1"] for r in results if "a.py" in str(r["locations"])}) == 3
+    levels = {rule["id"]: rule["defaultConfiguration"]["level"] for rule in driver["rules"]}
+    assert (levels["NPU101"], levels["NPU601"], levels["NPU109"], levels["NPU801"]) == (
+        "error",
+        "error",
+        "warning",
+        "note",
+    )
+    assert all(r["level"] == levels[r["ruleId"]] or r["properties"]["tier"] == "review" for r in results)
 
 
 def test_sarif_with_no_findings_is_valid(tmp_path):

@@ -14,7 +14,11 @@ REPORT_VERSION = 1
 def is_advisory(finding: Finding) -> bool:
     """A finding that changes nothing at run time (the NPU8xx advisories, an unused noqa, ...): it is
     reported but never marked in the code (rules/tables/markers.toml ``unmarked``)."""
-    return finding.code in table("markers")["unmarked"]
+    return is_advisory_code(finding.code)
+
+
+def is_advisory_code(code: str) -> bool:
+    return code in table("markers")["unmarked"]
 
 
 def left_open(results: list[FileResult]) -> tuple[list[Finding], list[Finding]]:
