@@ -185,3 +185,18 @@ def test_unknown_codes_are_reported_as_unknown(tmp_path):
     (tmp_path / "a.py").write_text("import torch\nx = torch.ones(1)  # noqa: NPU999, NPU103\n")
     result = cli("check", tmp_path, "--select", "NPU005", "--no-cache", "--output-format", "concise")
     assert "Unused `noqa` directive (non-enabled: NPU103; unknown: NPU999)" in result.output
+
+
+def test_ignore_noqa_reports_what_directives_hide(tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()  # noqa: NPU103\n")
+    (tmp_path / "requirements.txt").write_text("torch\nflash-attn  # noqa: NPU701\n")
+    (tmp_path / "run.sh").write_text("export CUDA_VISIBLE_DEVICES=0  # noqa\n")
+
+    def codes(*extra):
+        data = json.loads(cli("check", tmp_path, "--no-cache", "--output-format", "json", *extra).stdout)
+        return sorted(d["code"] for d in data["diagnostics"])
+
+    assert codes() == []
+    assert codes("--ignore-noqa") == ["NPU103", "NPU701", "NPU703", "NPU711"]  # NPU703: a.py now needs torch_npu
+    cli("migrate", tmp_path, "--ignore-noqa", "--no-cache")
+    assert "torch.npu.is_available()" in (tmp_path / "a.py").read_text()

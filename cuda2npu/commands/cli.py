@@ -58,6 +58,7 @@ def _run_settings(
         config_file=settings.config_file,
         isolated=settings.isolated,
         force_exclude=settings.force_exclude,
+        ignore_noqa=settings.ignore_noqa,
         fix=fix,
         default_select=default_select,
         project_root=project_root,
@@ -211,6 +212,9 @@ selection = [
     ),
     click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
     click.option(
+        "--ignore-noqa", is_flag=True, help="Ignore every `# noqa` directive (report and fix what they hide)."
+    ),
+    click.option(
         "--show-settings",
         is_flag=True,
         help="Print the settings used for the first file of PATHS (its configuration file, options and project facts) and exit.",
@@ -252,6 +256,7 @@ class Settings:
         force_exclude: bool,
         show_settings: bool = False,
         show_files: bool = False,
+        ignore_noqa: bool = False,
     ) -> None:
         self.extend_select = extend_select
         self.config_file = config_file
@@ -259,6 +264,7 @@ class Settings:
         self.force_exclude = force_exclude
         self.show_settings = show_settings
         self.show_files = show_files
+        self.ignore_noqa = ignore_noqa
 
 
 def with_selection(func):
@@ -280,6 +286,7 @@ def with_selection(func):
         force_exclude,
         show_settings,
         show_files,
+        ignore_noqa,
         **kwargs,
     ):
         strategies = {  # field -> (value, given on the command line): each file's configuration fills in the rest
@@ -291,7 +298,7 @@ def with_selection(func):
             "portable": (portable, _given("portable")),
             "target_torch": (target_torch, _given("target_torch")),
         }
-        settings = Settings(extend_select, config_file, isolated, force_exclude, show_settings, show_files)
+        settings = Settings(extend_select, config_file, isolated, force_exclude, show_settings, show_files, ignore_noqa)
         return func(*args, strategies=strategies, settings=settings, **kwargs)
 
     for option in reversed(selection):

@@ -144,10 +144,13 @@ class NoqaMap:
         return directive if directive is not None and directive.matches(code) else None
 
 
-def line_directives(text: str) -> dict[int, Directive]:
+def line_directives(text: str, ignore: bool = False) -> dict[int, Directive]:
     """The directive of each line of a non-Python text (requirements, run configs): the first ``#``
-    on the line that starts one (no tokenizer: these formats have no multi-line strings to skip)."""
+    on the line that starts one (no tokenizer: these formats have no multi-line strings to skip);
+    none with ``ignore`` (--ignore-noqa)."""
     directives = {}
+    if ignore:
+        return directives
     for number, line in enumerate(text.splitlines(), start=1):
         if "noqa" not in line.lower():
             continue

@@ -62,6 +62,7 @@ class Options:
     markers: bool = True  # `# TODO(cuda2npu)` markers at the findings a human must handle
     review_markers: bool = True  # also at review items (False: at manual findings only)
     fix: bool = True
+    ignore_noqa: bool = False  # `# noqa` directives hide nothing (--ignore-noqa)
     precision: str = "bf16"
     apex: str = "native"
     colossalai: str = "keep"

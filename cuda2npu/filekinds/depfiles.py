@@ -572,7 +572,7 @@ def _mismatch(spec: str, fits: list[versions.Release] | None, declared: Dep | No
 def check_text(name: str, text: str, display: str, options, imports: ProjectImports) -> tuple[list[Finding], str]:
     """(findings, new text) for one dependency file."""
     deps = dependencies(name, text)
-    noqa = line_directives(text)
+    noqa = line_directives(text, options.ignore_noqa)
     line_format = name not in ("pyproject.toml", "setup.cfg", "setup.py")  # requirements, environment.yml
     compiled = compiled_source(text) if line_format and not is_environment_file(name) else None
     if compiled is not None:

@@ -48,7 +48,7 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
     """Findings for the Trainer flags of a shell script, and its text with the fixes applied."""
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
-    for command in _commands(text):
+    for command in _commands(text, options.ignore_noqa):
         program = _program(command, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
@@ -141,11 +141,11 @@ def _value(code: str, end: int):
     return value if value is not None and not value.group(3).startswith("-") else _UNKNOWN
 
 
-def _commands(text: str) -> list[list[ShellLine]]:
+def _commands(text: str, ignore_noqa: bool) -> list[list[ShellLine]]:
     """The script's commands (lines joined by a trailing backslash), comment lines left out."""
     commands: list[list[ShellLine]] = []
     current: list[ShellLine] = []
-    for line in shell_lines(text):
+    for line in shell_lines(text, ignore_noqa):
         current.append(line)
         if not line.code.rstrip().endswith("\\"):
             commands.append(current)

@@ -289,7 +289,7 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
         finding = engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
         return FileResult(path, "failed", str(exc), [finding])
 
-    has_noqa = noqa.may_concern_us(source)
+    has_noqa = not options.ignore_noqa and noqa.may_concern_us(source)
     findings: list[Finding] = []
     unused_noqa: list[Finding] = []
     needs_torch_npu = False

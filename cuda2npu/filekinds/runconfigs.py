@@ -120,7 +120,7 @@ def _plan(path: Path, display: str, options) -> Plan | None:
         plan.entries = yaml_entries(text)
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
-    noqa = line_directives(text) if kind != "json" else {}
+    noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
     plan.items = [
         item
         for item in plan.items

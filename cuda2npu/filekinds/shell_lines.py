@@ -19,8 +19,8 @@ class ShellLine:
     directive: Directive | None  # its ``# noqa``, if any
 
 
-def shell_lines(text: str) -> list[ShellLine]:
-    """Every line that is not a comment line, in order."""
+def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
+    """Every line that is not a comment line, in order (``ignore_noqa``: with no directive)."""
     lines = []
     offset = 0
     for number, raw in enumerate(text.splitlines(keepends=True), start=1):
@@ -30,6 +30,6 @@ def shell_lines(text: str) -> list[ShellLine]:
             continue
         comment = COMMENT.search(line)
         code = line[: comment.start()] if comment else line
-        directive = parse_comment(line[comment.end() - 1 :]) if comment else None
+        directive = parse_comment(line[comment.end() - 1 :]) if comment and not ignore_noqa else None
         lines.append(ShellLine(number, start, code, directive))
     return lines

@@ -52,7 +52,7 @@ def check_shell_script(text: str, display: str, options) -> list[Finding]:
         if options.code_enabled(code, doc.opt_in):
             findings.append(Finding(display, line, column, code, doc.name, message, doc.tier, False))
 
-    for line in shell_lines(text):
+    for line in shell_lines(text, options.ignore_noqa):
         number, code_part, directive = line.number, line.code, line.directive
         before = len(findings)
         for match in ASSIGNMENT.finditer(code_part):

@@ -47,6 +47,7 @@ class CommandLine:
     config_file: Path | None = None
     isolated: bool = False
     force_exclude: bool = False
+    ignore_noqa: bool = False  # `# noqa` directives hide nothing
     fix: bool = True  # migrate: True, check: False
     default_select: tuple[str, ...] = ("NPU",)  # when neither selects (check's leaves the NPU8 advisories out)
     project_root: Path | None = None  # migrate --out: the directory given is the project, copied on its own
@@ -70,6 +71,7 @@ def options_from(config: Config, cli: CommandLine) -> Options:
         select=tuple(dict.fromkeys(chosen + config.extend_select + cli.extend_select)),
         ignore=config.ignore + cli.ignore,
         fix=cli.fix,
+        ignore_noqa=cli.ignore_noqa,
         per_file_ignores=config.anchored_per_file_ignores(),
         **values,
     )
