@@ -137,6 +137,11 @@ class TreeIndex:
             block = self.placement[owner].block if owner in self.placement else None
         return found
 
+    def following(self, statement: cst.CSTNode) -> list[cst.CSTNode]:
+        """The statements after ``statement`` in its block (what runs once an early-exit ``if`` is passed)."""
+        placement = self.placement.get(statement)
+        return list(placement.block.body[placement.index + 1 :]) if placement is not None else []
+
     def call_of(self, node: cst.CSTNode) -> cst.Call | None:
         """The call ``node`` is the callee or an argument of (None: neither)."""
         parent = self.parents.get(node)
@@ -151,3 +156,11 @@ class TreeIndex:
 
 def _build(ctx) -> TreeIndex:
     return TreeIndex(ctx.module)
+
+
+def leaves(block: cst.BaseSuite) -> bool:
+    """The block ends in ``return`` or ``raise`` (an early exit)."""
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, (cst.Return, cst.Raise))

@@ -25,7 +25,7 @@ from cuda2npu.core.catalogue import table
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_only_modules import (
     APEX_EXTENSIONS,
@@ -187,13 +187,7 @@ def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
         return []
     if isinstance(node, cst.IfExp) or node.orelse is not None:
         return [node.orelse]
-    last = node.body.body[-1] if node.body.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    if not isinstance(last, (cst.Return, cst.Raise)):
-        return []
-    placement = TreeIndex.of(ctx).placement.get(node)
-    return list(placement.block.body[placement.index + 1 :]) if placement is not None else []
+    return TreeIndex.of(ctx).following(node) if leaves(node.body) else []
 
 
 def _negated(test: cst.BaseExpression) -> bool:

@@ -12,7 +12,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
 from cuda2npu.families.cuda_gates import kept_cuda_blocks
 from cuda2npu.families.cuda_only_modules import (
@@ -130,14 +130,6 @@ def _means_missing(test: cst.BaseExpression) -> bool:
     return False
 
 
-def _leaves(body: cst.BaseSuite) -> bool:
-    """The block ends in ``return`` or ``raise``."""
-    last = body.body[-1] if body.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, (cst.Return, cst.Raise))
-
-
 def _type_checking(test: cst.BaseExpression) -> bool:
     return any(node.value == "TYPE_CHECKING" for node in iter_nodes(test, cst.Name))
 
@@ -207,11 +199,9 @@ class CudaOnlyImports(Rule):
             self._guards[node.body] = "static"
         elif _guards_import(node.test):
             self._guards[node.body] = "fallback"
-            if _means_missing(node.test) and _leaves(node.body):
+            if _means_missing(node.test) and leaves(node.body):
                 # `if find_spec("xformers") is None: return False`: what follows runs only where it is installed
-                placement = TreeIndex.of(self.ctx).placement.get(node)
-                if placement is not None:
-                    self._after_probe.update(placement.block.body[placement.index + 1 :])
+                self._after_probe.update(TreeIndex.of(self.ctx).following(node))
         elif self.ctx.text is None or b"cuda" in self.ctx.text:
             # `if torch.cuda.is_available(): from knn_cuda import KNN`: a feature switch the migration
             # keeps CUDA's (cuda_gates), False on an NPU host
