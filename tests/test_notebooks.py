@@ -142,3 +142,47 @@ def test_notebook_gets_the_generated_te_module_with_an_absolute_import(tmp_path)
     assert "import te_npu_modules\n" in source and "from . import" not in source
     assert "mlp = te_npu_modules.LayerNormMLP(64, 256)" in source
     assert (package / "te_npu_modules.py").is_file()
+
+
+def _notebook(*sources: str) -> dict:
+    cells = [
+        {"cell_type": "code", "source": s, "metadata": {}, "outputs": [], "execution_count": None} for s in sources
+    ]
+    return {"cells": cells, "metadata": {"kernelspec": {"language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_whatever_ipython_runs_is_accepted(tmp_path):
+    """Shell escapes and %run continued with a backslash, magics continued inside a block, and a
+    cell indented as a whole (IPython strips the first line's indentation) all parse; the rewrite
+    keeps them and the cell's indentation, and the finding's column is the cell's own."""
+    sources = [
+        "import torch\n!pip install a \\\n    b\nx = torch.zeros(1).cuda()\n",
+        "%run train.py \\\n  --device cuda\n",
+        "files = !ls \\\n  -la\n",
+        "if True:\n    !nvidia-smi \\\n  -L\n    %time y = 1\n",
+        "  !echo hi\n  z = torch.zeros(1).cuda()\n\n  w = 1\n",
+    ]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_notebook(*sources), indent=1) + "\n", encoding="utf-8")
+    data = json.loads(cli("check", path, "--format", "json").stdout)
+    assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
+        (1, 4, 20, "NPU101"),
+        (5, 2, 22, "NPU101"),
+    ]
+    assert cli("migrate", path).exit_code == 0
+    after = [c["source"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    assert after == [
+        "import torch\nimport torch_npu\n!pip install a \\\n    b\nx = torch.zeros(1).npu()\n",
+        *sources[1:4],
+        "  !echo hi\n  z = torch.zeros(1).npu()\n\n  w = 1\n",
+    ]
+
+
+def test_migrate_names_the_cell_of_a_failure_as_check_does(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_notebook("import torch\n", "x = torch.ones(1).cuda()\ny = (\n")), encoding="utf-8")
+    check = cli("check", path)
+    migrate = cli("migrate", path, "--diff")
+    assert "nb.ipynb:cell 2:2:5: NPU001" in check.stdout
+    assert "nb.ipynb:cell 2:2:5: cannot parse" in migrate.stderr
+    assert "nb.ipynb:cell 2:2:5 NPU001" in migrate.stderr

@@ -19,6 +19,7 @@ from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import is_project_file
 from cuda2npu.output import style
+from cuda2npu.output.formatters import location
 from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
@@ -210,7 +211,7 @@ def _print_left_open(results: list[FileResult], markers: dict[str, list], report
     _print_markers(markers, report)
     unmarked = [f for f in need_human if f.path not in markers]
     if unmarked:
-        where = [f"{f.path}:{f.line}:{f.column} {f.code}" for f in sorted(unmarked, key=lambda f: f.sort_key())]
+        where = [f"{location(f)} {f.code}" for f in sorted(unmarked, key=lambda f: f.sort_key())]
         _say(f"  not marked in the code (file not written, or markers off): {_listing(where)}")
     if advisories:
         codes = sorted({f.code for f in advisories})
@@ -290,7 +291,7 @@ def _print_failures(results: list[FileResult]) -> None:
     for result in results:
         if result.status == "failed":
             engine = [f for f in result.findings if f.code.startswith("NPU00")]  # the failure itself
-            where = next((f"{f.path}:{f.line}:{f.column}" for f in engine), result.path)
+            where = next((location(f) for f in engine), result.path)
             style.echo(f"{style.paint(where, on, bold=True)}: {style.paint(result.reason, on, fg='red')}", err=True)
         elif result.status == "skipped" and result.reason != PREFILTER_REASON:
             style.echo(f"{style.paint(result.path, on, bold=True)}: skipped ({result.reason})", err=True)

@@ -4,7 +4,9 @@ The code cells of a Python notebook are joined into one module (so an import in 
 call in cell 5), with a separator comment line before each cell, and run through the engine
 like a ``.py`` file. IPython lines — line magics (``%time``), shell escapes (``!pip``),
 assignments from them (``files = !ls``), help (``obj?``) — are replaced by a placeholder
-statement of the same indentation before and restored afterwards, so they are never touched;
+statement of the same indentation before and restored afterwards, so they are never touched
+(lines continued with a backslash go with their magic); a cell indented as a whole is dedented
+as IPython's ``leading_indent`` transform does and re-indented afterwards;
 a cell magic (``%%bash``) hides its whole cell, except the Python-bodied ``%%time``,
 ``%%timeit``, ``%%capture`` and ``%%prun`` whose first line only is hidden.
 
@@ -83,14 +85,27 @@ class _Joined:
     starts: dict[int, int]  # cell index -> first line of its code in the joined text
     magics: dict[int, str]  # placeholder index -> original line (without newline)
     opaque: set[int]  # cells hidden whole (cell magics)
+    indents: dict[int, str]  # cell index -> the leading indentation IPython strips from it
 
 
-def _hide(line: str, magics: dict[int, str]) -> str:
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _hide(line: str, magics: dict[int, str], indent: str | None = None) -> str:
+    """The placeholder for ``line``, at ``indent`` (a continuation line takes its magic's) or its own."""
     body = line.rstrip("\r\n")
-    indent = body[: len(body) - len(body.lstrip(" \t"))]
+    indent = _indent(body) if indent is None else indent
     key = len(magics)
     magics[key] = body
     return indent + PLACEHOLDER.format(index=key)
+
+
+def _dedent(line: str, indent: str) -> str:
+    """``line`` without the cell's leading indentation, as IPython runs it (its
+    ``inputtransformer2.leading_indent``: the first line's indentation is removed from every line
+    that starts with it); blank lines are kept as they are."""
+    return line[len(indent) :] if indent and line.strip() and line.startswith(indent) else line
 
 
 def _join(cells: list[dict]) -> _Joined:
@@ -98,6 +113,7 @@ def _join(cells: list[dict]) -> _Joined:
     starts: dict[int, int] = {}
     magics: dict[int, str] = {}
     opaque: set[int] = set()
+    indents: dict[int, str] = {}
     for index, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -105,21 +121,25 @@ def _join(cells: list[dict]) -> _Joined:
         lines.append(SEPARATOR.format(index=index))
         starts[index] = len(lines) + 1
         cell_lines_ = source.splitlines()
-        first = next((line.strip() for line in cell_lines_ if line.strip()), "")
+        first = next((line for line in cell_lines_ if line.strip()), "")
+        indents[index] = _indent(first)
+        cell_lines_ = [_dedent(line, indents[index]) for line in cell_lines_]
+        first = first.strip()
         if first.startswith("%%"):
             name = first[2:].split()[0] if len(first) > 2 else ""
             if name not in PYTHON_CELL_MAGICS:
                 opaque.add(index)
                 lines += [_hide(line, magics) if line.strip() else "" for line in cell_lines_]
                 continue
-        continued = False
+        continued_from = None  # the indentation of the magic whose line ended with a backslash
         for line in cell_lines_:
-            if continued or (MAGIC.match(line) and not line.lstrip().startswith("#")):
-                continued = line.rstrip().endswith("\\")
-                lines.append(_hide(line, magics))
+            if continued_from is not None or (MAGIC.match(line) and not line.lstrip().startswith("#")):
+                indent = _indent(line) if continued_from is None else continued_from
+                lines.append(_hide(line, magics, indent))
+                continued_from = indent if line.rstrip().endswith("\\") else None
             else:
                 lines.append(line)
-    return _Joined("\n".join(lines) + "\n", starts, magics, opaque)
+    return _Joined("\n".join(lines) + "\n", starts, magics, opaque, indents)
 
 
 def _split(text: str, joined: _Joined) -> dict[int, str]:
@@ -136,7 +156,10 @@ def _split(text: str, joined: _Joined) -> dict[int, str]:
             continue
         placeholder = PLACEHOLDER_RE.match(line)
         cells[current].append(joined.magics[int(placeholder.group(1))] if placeholder else line)
-    return {index: "\n".join(lines) for index, lines in cells.items()}
+    return {
+        index: "\n".join(joined.indents.get(index, "") + line if line.strip() else line for line in lines)
+        for index, lines in cells.items()
+    }
 
 
 def _locate(line: int, starts: dict[int, int]) -> tuple[int, int]:
@@ -202,7 +225,8 @@ def process_notebook(data: bytes, display: str, options, pattern=None) -> FileRe
     for finding in result.findings:
         cell, line = _locate(finding.line, joined.starts)
         fields = {k: getattr(finding, k) for k in Finding.__dataclass_fields__}
-        findings.append(NotebookFinding(**{**fields, "line": line}, cell=cell))
+        column = finding.column + len(joined.indents.get(cell, ""))  # the indentation IPython strips
+        findings.append(NotebookFinding(**{**fields, "line": line, "column": column}, cell=cell))
     findings.sort(key=lambda f: f.sort_key())
     result = replace(result, findings=findings)
     if result.status != "changed" or result.new_source is None:
