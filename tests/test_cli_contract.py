@@ -418,10 +418,8 @@ def test_untracked_file_does_not_block_the_rest_of_the_tree(tmp_path):
     assert result.returncode == 1  # not everything was migrated
     assert ".npu()" in (tmp_path / "tracked.py").read_text()
     assert (tmp_path / "new.py").read_text() == CUDA
-    assert (
-        "new.py: not rewritten, untracked: git has no copy of it (commit it first, or pass --allow-dirty)"
-        in result.stderr
-    )
+    assert "new.py: skipped (untracked: git has no copy of it; commit it first, or pass --allow-dirty)" in result.stderr
+    assert "0 failed" in result.stderr and "1 skipped" in result.stderr  # left as it is, not a failure
     assert "notes.py" not in result.stderr
 
 
@@ -576,3 +574,45 @@ def test_validate_entry_typos_are_usage_errors(tmp_path):
         "did you mean model_entry?"
         in run("validate", tmp_path / "a", tmp_path / "b", "--entry", "model_entr:build").stderr
     )
+
+
+# 8. the summary and the report agree with the files
+
+
+def test_an_interrupted_out_copy_is_named_as_such_on_the_next_run(tmp_path):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "t.py").write_text(CUDA)
+    out = tmp_path / "out"
+    assert run("migrate", "proj", "--out", "out", cwd=tmp_path).returncode == 0
+    assert not (out / "CUDA2NPU_INCOMPLETE").exists()  # a finished copy carries no note
+    refused = run("migrate", "proj", "--out", "out", cwd=tmp_path)
+    assert refused.returncode == 2 and "exists and is not an empty directory" in refused.stderr
+    (out / "CUDA2NPU_INCOMPLETE").write_text("left by an interrupted run\n")  # what an interrupt leaves
+    refused = run("migrate", "proj", "--out", "out", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "is an incomplete copy left by an interrupted run; delete it and run again" in refused.stderr
+
+
+def test_report_summary_separates_manual_work_from_advisories_and_lists_markers_always(tmp_path):
+    (tmp_path / "t.py").write_text(
+        "import torch\nimport knn_cuda\n\ntorch.backends.cudnn.benchmark = True\nx = torch.ones(1).cuda()\n"
+    )
+    (tmp_path / "clean.py").write_text("import torch\n\ny = torch.ones(1).cuda()\n")
+    result = run("migrate", ".", "--extend-select", "NPU8", "--report", "r.json", cwd=tmp_path)
+    report = json.loads((tmp_path / "r.json").read_text())
+    files = {f["path"]: f for f in report["files"]}
+    assert files["clean.py"]["markers"] == [] and files["t.py"]["markers"] == [3]
+    summary = report["summary"]
+    assert [m["code"] for m in summary["manual"]] == ["NPU606"]  # the advisory NPU805 is not manual work
+    assert [a["code"] for a in summary["advisories"]] == ["NPU805"]
+    assert result.returncode == 0, result.stderr
+    checked = json.loads(run("check", ".", "--extend-select", "NPU8", "--output-format", "json", cwd=tmp_path).stdout)
+    assert [m["code"] for m in checked["summary"]["manual"]] == ["NPU606"]
+    assert [a["code"] for a in checked["summary"]["advisories"]] == ["NPU805"]
+
+
+def test_rules_table_says_a_manual_rule_fixes_sometimes():
+    table = run("rules", "NPU30").stdout
+    assert re.search(r"NPU304\s+apex-other-optimizer\s+manual\s+sometimes", table)
+    assert re.search(r"NPU301\s+apex-fused-adam\s+review\s+yes", table)
+    assert re.search(r"NPU305\s+torch-optim-cuda-kernels\s+review\s+no", table)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -111,8 +112,13 @@ def test_sigterm_while_writing_leaves_every_file_old_or_new(tmp_path):
         assert migrated == FILES
         pytest.skip("the write phase ended before SIGTERM arrived")
     assert code == 130, stderr
-    assert "interrupted" in stderr and "Traceback" not in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+    count = re.search(
+        r"interrupted after writing (\d+) of 300 files; every file is either old or new; run the same", stderr
+    )
+    assert count, stderr
     assert migrated >= 1 and unchanged >= 1, (migrated, unchanged)
+    assert int(count.group(1)) == migrated  # the count is the files written
     assert_no_processes_left(process)
 
 
@@ -138,6 +144,7 @@ def test_ctrl_c_while_analysing_changes_nothing_and_stops_the_pool(tmp_path):
     assert code == 130, stderr
     assert time.monotonic() - stopped < 15, "the pool kept working after Ctrl-C"
     assert "Traceback" not in stderr, stderr
+    assert re.search(r"interrupted while reading the files \(\d+ of 300 done\); nothing was written", stderr), stderr
     unchanged, migrated = assert_old_or_new(root, old, new)
     assert migrated == 0 and unchanged == FILES
     assert_no_processes_left(process)

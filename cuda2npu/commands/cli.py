@@ -102,8 +102,8 @@ class _Group(click.Group):
         except ConfigError as exc:
             click.echo(f"cuda2npu: error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
-        except KeyboardInterrupt:
-            style.echo("cuda2npu: interrupted", err=True)
+        except KeyboardInterrupt as exc:  # its message, when there is one, says where the run stopped
+            style.echo(f"cuda2npu: interrupted {exc}".rstrip(), err=True)
             sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError as exc:
             if not style.output_closed():  # a pipe of our own (a child process), not the reader of our output

@@ -8,7 +8,7 @@ import re
 import shlex
 import shutil
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from cuda2npu.core.decoding import decode
@@ -31,6 +31,11 @@ from cuda2npu.project.workset import collect_results, display_name
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 DEFAULT_REPORT_NAME = "cuda2npu_report.json"
+# in an --out directory while it is being written: an interrupted run leaves it, and says so
+INCOMPLETE_NOTE = "CUDA2NPU_INCOMPLETE"
+INCOMPLETE_TEXT = (
+    "cuda2npu migrate --out was interrupted while writing this copy: it is incomplete. Delete it and run again.\n"
+)
 
 
 @dataclass
@@ -77,8 +82,10 @@ def _out_dir_problem(request: MigrateRequest) -> str | None:
     source, out = request.paths[0].resolve(), request.out_dir.resolve()
     if out == source or out.is_relative_to(source):
         return f"--out {request.out_dir} is inside {request.paths[0]}; choose a directory outside the project"
+    if (out / INCOMPLETE_NOTE).is_file():
+        return f"--out {request.out_dir} is an incomplete copy left by an interrupted run; delete it and run again"
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        return f"--out {request.out_dir} exists and is not an empty directory"
+        return f"--out {request.out_dir} exists and is not an empty directory (the copy is written into a new or empty one)"
     return None
 
 
@@ -297,16 +304,20 @@ def _print_failures(results: list[FileResult]) -> None:
             style.echo(f"{style.paint(result.path, on, bold=True)}: skipped ({result.reason})", err=True)
 
 
-def _not_written(result: FileResult, failed: FileResult, summary: Summary) -> None:
-    """Turn a changed result into a failed one (nothing of the file was written)."""
-    result.status, result.reason = "failed", failed.reason
+def _not_written(result: FileResult, why: FileResult, summary: Summary) -> None:
+    """Turn a changed result into ``why``'s status (nothing of the file was written): failed (it
+    could not be written) or skipped (the user's uncommitted changes come first)."""
+    result.status, result.reason = why.status, why.reason
     for finding in result.findings:
         if finding.applied:
             summary.edits[(finding.code, str(finding.tier))] -= 1
     summary.edits += Counter()  # drops the zero counts
-    result.findings = [*(replace(f, applied=False) for f in result.findings), *failed.findings]
+    result.findings = [*(replace(f, applied=False) for f in result.findings), *why.findings]
     summary.changed -= 1
-    summary.failed += 1
+    if why.status == "failed":
+        summary.failed += 1
+    else:
+        summary.skipped_other += 1
 
 
 def _print_companions(companions: list[Companion], wrote: bool) -> None:
@@ -324,22 +335,47 @@ def _print_companions(companions: list[Companion], wrote: bool) -> None:
             style.echo(f"{companion.path}: {companion.status}", err=True)
 
 
+@dataclass
+class _Written:
+    """The write phase's plan, for the message of an interrupted run: what is on disk is counted
+    then (an interrupt can land between a file's rename and any counter)."""
+
+    generated: list[tuple[Path, bytes]] = field(default_factory=list)
+    migrated: list[tuple[Path, bytes]] = field(default_factory=list)
+
+    def interrupted(self, out_dir: Path | None) -> str:
+        generated, migrated = _on_disk(self.generated), _on_disk(self.migrated)
+        total = len(self.generated) + len(self.migrated)
+        parts = f" ({generated} generated, {migrated} migrated)" if self.generated else ""
+        then = (
+            f"; {out_dir} is an incomplete copy: delete it and run again"
+            if out_dir is not None
+            else "; run the same command again to finish (written files are not changed twice)"
+        )
+        return (
+            f"cuda2npu: interrupted after writing {generated + migrated} of {total} files{parts}; "
+            f"every file is either old or new{then}"
+        )
+
+
+def _on_disk(planned: list[tuple[Path, bytes]]) -> int:
+    """How many of the planned files hold their new bytes."""
+    count = 0
+    for path, data in planned:
+        try:
+            count += path.read_bytes() == data
+        except OSError:
+            pass
+    return count
+
+
 def _write_all(changed: list[tuple[FileResult, Path]], summary: Summary, in_place: bool = False) -> None:
     """Write every changed file atomically; a file that cannot be written is reported, not fatal."""
-    written = 0
-    try:
-        for result, target in changed:
-            try:
-                atomic_write(target, result.new_source, refuse_read_only=in_place)
-                written += 1
-            except OSError as exc:
-                _not_written(result, io_error(result.path, exc, "write"), summary)
-    except KeyboardInterrupt:
-        style.echo(
-            f"cuda2npu: interrupted after writing {written} of {len(changed)} files; every file is either old or new",
-            err=True,
-        )
-        raise SystemExit(EXIT_INTERRUPTED)
+    for result, target in changed:
+        try:
+            atomic_write(target, result.new_source, refuse_read_only=in_place)
+        except OSError as exc:
+            _not_written(result, io_error(result.path, exc, "write"), summary)
 
 
 def _write_companions(companions: list[Companion], changed: list[tuple[FileResult, Path]], summary: Summary):
@@ -421,28 +457,39 @@ def run_migrate(request: MigrateRequest) -> int:
         _finish(request, results, summary, wrote=False, companions=companions, by_name=by_name)
         return 1 if changed or summary.failed or _open(request, results) else 0
 
-    if request.out_dir is not None:
-        shutil.copytree(
-            root,
-            request.out_dir,
-            symlinks=True,
-            ignore=shutil.ignore_patterns(".git", CACHE_DIR_NAME),
-            dirs_exist_ok=True,
-        )
-        real_root = root.resolve()  # a file reached through a symlink is written where it really is
-        targets = [(r, request.out_dir / _real_relative(by_name[r.path], real_root, r.path)) for r in changed]
-        request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
-    else:
-        if not request.allow_dirty:
-            changed = _refuse_dirty(changed, by_name, request.paths, summary)
-        targets = [(r, by_name[r.path].resolve()) for r in changed]  # through symlinks, keeping them
-    companions = plan(targets)
-    targets = _write_companions(companions, targets, summary)
-    _write_all(targets, summary, in_place=request.out_dir is None)
-    if request.out_dir is not None:
-        _write_validation(request, results)
+    written = _Written()
+    try:
+        if request.out_dir is not None:
+            request.out_dir.mkdir(parents=True, exist_ok=True)
+            (request.out_dir / INCOMPLETE_NOTE).write_text(INCOMPLETE_TEXT, encoding="utf-8")
+            shutil.copytree(
+                root,
+                request.out_dir,
+                symlinks=True,
+                ignore=shutil.ignore_patterns(".git", CACHE_DIR_NAME),
+                dirs_exist_ok=True,
+            )
+            real_root = root.resolve()  # a file reached through a symlink is written where it really is
+            targets = [(r, request.out_dir / _real_relative(by_name[r.path], real_root, r.path)) for r in changed]
+            request.report_file = request.report_file or request.out_dir / DEFAULT_REPORT_NAME
+        else:
+            if not request.allow_dirty:
+                changed = _refuse_dirty(changed, by_name, request.paths, summary)
+            targets = [(r, by_name[r.path].resolve()) for r in changed]  # through symlinks, keeping them
+        companions = plan(targets)
+        written.generated = [(c.target, c.text) for c in companions if c.status == CREATE]
+        written.migrated = [(target, r.new_source) for r, target in targets]
+        targets = _write_companions(companions, targets, summary)
+        _write_all(targets, summary, in_place=request.out_dir is None)
+        if request.out_dir is not None:
+            _write_validation(request, results)
+            (request.out_dir / INCOMPLETE_NOTE).unlink()
+    except KeyboardInterrupt:
+        style.echo(written.interrupted(request.out_dir), err=True)
+        return EXIT_INTERRUPTED
     _finish(request, results, summary, wrote=True, companions=companions, by_name=by_name)
-    return 1 if summary.failed or (request.exit_non_zero_on_fix and summary.changed) or _open(request, results) else 0
+    incomplete = summary.failed or any(r.reason.endswith(DIRTY_HINT) for r in results)  # not everything migrated
+    return 1 if incomplete or (request.exit_non_zero_on_fix and summary.changed) or _open(request, results) else 0
 
 
 def _open(request: MigrateRequest, results: list[FileResult]) -> bool:
@@ -452,16 +499,20 @@ def _open(request: MigrateRequest, results: list[FileResult]) -> bool:
     return request.exit_non_zero_on_open and bool(left_open(results)[0])
 
 
+DIRTY_HINT = "commit it first, or pass --allow-dirty"
+
+
 def _refuse_dirty(changed: list[FileResult], by_name: dict[str, Path], paths: list[Path], summary: Summary):
     """Leave the files that would change but have uncommitted git changes (or are untracked) as they
-    are, reported as not written; the other files are still migrated."""
+    are, reported as skipped (not an error: the run exits as if they were not there); the other
+    files are still migrated."""
     dirty = dirty_files(paths)
     for result in changed:
         state = dirty.get(by_name[result.path].resolve())
         if state is not None:
             what = "untracked: git has no copy of it" if state == "untracked" else "it has uncommitted changes"
-            reason = f"not rewritten, {what} (commit it first, or pass --allow-dirty)"
-            _not_written(result, FileResult(result.path, "failed", reason), summary)
+            reason = f"{what}; {DIRTY_HINT}"
+            _not_written(result, FileResult(result.path, "skipped", reason), summary)
     return [r for r in changed if r.status == "changed"]
 
 

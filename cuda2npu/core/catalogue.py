@@ -108,6 +108,12 @@ def table(name: str) -> dict:
     return _load_toml(catalogue_dir() / "tables" / f"{name}.toml")
 
 
+def is_advisory_code(code: str) -> bool:
+    """A code whose findings change nothing at run time (the NPU8xx advisories, an unused noqa, ...):
+    reported, never marked in the code (rules/tables/markers.toml ``unmarked``)."""
+    return code in table("markers")["unmarked"]
+
+
 def rule(code: str) -> RuleDoc:
     return all_rules()[code]
 

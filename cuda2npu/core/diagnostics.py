@@ -82,7 +82,6 @@ class Summary:
     changed: int = 0
     failed: int = 0
     edits: Counter = field(default_factory=Counter)  # (code, tier) -> count
-    manual: Counter = field(default_factory=Counter)  # code -> count
 
     def add(self, result: FileResult) -> None:
         self.scanned += 1
@@ -98,8 +97,6 @@ class Summary:
         for finding in result.findings:
             if finding.applied:
                 self.edits[(finding.code, str(finding.tier))] += 1
-            elif finding.tier is Tier.MANUAL or not finding.fixable:
-                self.manual[finding.code] += 1
 
     def to_json(self) -> dict:
         return {
@@ -111,5 +108,4 @@ class Summary:
             "edits": [
                 {"code": code, "tier": tier, "count": count} for (code, tier), count in sorted(self.edits.items())
             ],
-            "manual": [{"code": code, "count": count} for code, count in sorted(self.manual.items())],
         }

@@ -5,29 +5,31 @@ from __future__ import annotations
 from collections import Counter
 
 from cuda2npu import __version__
-from cuda2npu.core.catalogue import table
-from cuda2npu.core.diagnostics import FileResult, Finding, Summary
+from cuda2npu.core.catalogue import is_advisory_code
+from cuda2npu.core.diagnostics import FileResult, Finding, Summary, Tier
 
 REPORT_VERSION = 1
 
 
 def is_advisory(finding: Finding) -> bool:
-    """A finding that changes nothing at run time (the NPU8xx advisories, an unused noqa, ...): it is
-    reported but never marked in the code (rules/tables/markers.toml ``unmarked``)."""
     return is_advisory_code(finding.code)
 
 
-def is_advisory_code(code: str) -> bool:
-    return code in table("markers")["unmarked"]
+def needs_manual_work(finding: Finding) -> bool:
+    """Not fixed, and no fix exists (a manual-tier or unfixable finding); advisories are not manual work."""
+    return not finding.applied and (finding.tier is Tier.MANUAL or not finding.fixable) and not is_advisory(finding)
 
 
 def left_open(results: list[FileResult]) -> tuple[list[Finding], list[Finding]]:
     """The findings a migration leaves for a person: (need a human, advisories). Every finding not
     applied counts once; the first group is what the ``# TODO(cuda2npu)`` markers are written for.
     Of a failed file only the failure (NPU00x) counts: its other findings wait for the file to be
-    readable, parsable or writable."""
+    readable, parsable or writable; a skipped file's (uncommitted changes) wait for the next run."""
     open_findings = [
-        f for r in results for f in r.findings if not f.applied and (r.status != "failed" or f.code.startswith("NPU00"))
+        f
+        for r in results
+        for f in r.findings
+        if not f.applied and (r.status in ("changed", "unchanged") or f.code.startswith("NPU00"))
     ]
     return [f for f in open_findings if not is_advisory(f)], [f for f in open_findings if is_advisory(f)]
 
@@ -70,13 +72,14 @@ def migration_report(
                 "reason": r.reason,
                 "edits": [_edit(f) for f in r.findings if f.applied],
                 "manual": [_manual(f) for f in r.findings if not f.applied],
-                **({"markers": markers[r.path]} if r.path in markers else {}),
+                "markers": markers.get(r.path, []),
             }
             for r in results
         ],
         "generated_files": generated,
         "summary": {
             **summary.to_json(),
+            "manual": counts([f for f in need_human if needs_manual_work(f)]),
             "need_a_human": counts(need_human),
             "advisories": counts(advisories),
             "markers": sum(len(lines) for lines in markers.values()),
@@ -93,5 +96,7 @@ def check_report(findings: list[Finding], summary: Summary) -> dict:
             "findings": len(findings),
             "fixable": sum(f.fixable for f in findings),
             **summary.to_json(),
+            "manual": counts([f for f in findings if needs_manual_work(f)]),
+            "advisories": counts([f for f in findings if is_advisory(f)]),
         },
     }

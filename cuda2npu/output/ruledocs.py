@@ -14,6 +14,7 @@ def as_dict(doc: RuleDoc) -> dict:
         "family": doc.family,
         "tier": str(doc.tier),
         "fixable": doc.fixable,
+        "fix_availability": fix_availability(doc),  # ruff's words: yes ("always"), sometimes, no
         "opt_in": doc.off_by_default,  # off unless asked for: by its code (NPU406), or by any selector (NPU8)
         "summary": doc.summary,
         "why": doc.why,
@@ -23,12 +24,19 @@ def as_dict(doc: RuleDoc) -> dict:
     }
 
 
+def fix_availability(doc: RuleDoc) -> str:
+    """ruff's words: a rule of the manual tier that fixes some of its cases (NPU304: FusedAdagrad is
+    rewritten, FusedLARS is not) fixes "sometimes"."""
+    if not doc.fixable:
+        return "no"
+    return "sometimes" if str(doc.tier) == "manual" else "yes"
+
+
 def table(docs: list[RuleDoc]) -> str:
     width = max((len(doc.name) for doc in docs), default=4) + 2
-    rows = [f"{'code':<8}{'name':<{width}}{'tier':<9}{'fix':<5}summary"]
+    rows = [f"{'code':<8}{'name':<{width}}{'tier':<9}{'fix':<10}summary"]
     for doc in docs:
-        fix = "yes" if doc.fixable else "no"
-        rows.append(f"{doc.code:<8}{doc.name:<{width}}{str(doc.tier):<9}{fix:<5}{doc.summary}")
+        rows.append(f"{doc.code:<8}{doc.name:<{width}}{str(doc.tier):<9}{fix_availability(doc):<10}{doc.summary}")
     return "\n".join(rows)
 
 
@@ -45,7 +53,7 @@ def text(doc: RuleDoc) -> str:
     lines = [
         f"{doc.code} {doc.name}",
         "",
-        f"Tier: {doc.tier}    Fixable: {'yes' if doc.fixable else 'no'}    Family: {doc.family}",
+        f"Tier: {doc.tier}    Fixable: {fix_availability(doc)}    Family: {doc.family}",
         "",
         "What it does:",
         textwrap.indent(doc.summary, "  "),
@@ -65,13 +73,13 @@ def text(doc: RuleDoc) -> str:
 
 def markdown(docs: list[RuleDoc]) -> str:
     out = ["# cuda2npu rules", "", "| code | name | tier | fixable | summary |", "|---|---|---|---|---|"]
-    out += [f"| {d.code} | {d.name} | {d.tier} | {'yes' if d.fixable else 'no'} | {d.summary} |" for d in docs]
+    out += [f"| {d.code} | {d.name} | {d.tier} | {fix_availability(d)} | {d.summary} |" for d in docs]
     for doc in docs:
         out += [
             "",
             f"## {doc.code} {doc.name}",
             "",
-            f"Tier: `{doc.tier}`. Fixable: {'yes' if doc.fixable else 'no'}.",
+            f"Tier: `{doc.tier}`. Fixable: {fix_availability(doc)}.",
             "",
         ]
         out += [doc.summary, "", "**Why.** " + doc.why, "", "**Fix.** " + doc.fix]

@@ -27,10 +27,15 @@ def collect_results(
     """Drain ``start(on_done)`` (the runner), updating the summary, with a progress bar on a terminal
     for big runs: the files done out of ``total``, counted as the workers finish them."""
     collected = []
-    with _progress(total) as on_done:
-        for result in start(on_done):
-            summary.add(result)
-            collected.append(result)
+    try:
+        with _progress(total) as on_done:
+            for result in start(on_done):
+                summary.add(result)
+                collected.append(result)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"while reading the files ({len(collected)} of {total} done); nothing was written"
+        ) from None
     return collected
 
 
