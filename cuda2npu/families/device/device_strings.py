@@ -34,7 +34,7 @@ from cuda2npu.core.literals import (
     rename_fix,
     string_value,
 )
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -145,6 +145,8 @@ class DeviceStrings(Rule):
         self._seen: set[cst.CSTNode] = set()
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
+        self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
+        self._param_roles: dict[cst.Param, str | None] = {}
 
     @property
     def _device_variables(self) -> set[str]:
@@ -242,10 +244,9 @@ class DeviceStrings(Rule):
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and _is_device_type_expr(node.func.value):
             self._rewrite(positional[0], why="device prefix test", prefix_ok=True)
-        if isinstance(node.func, cst.Name) and node.func.value in self._helper_device_params:
-            for index, param in self._helper_device_params[node.func.value].items():
-                if index < len(positional):
-                    self._rewrite(positional[index], why=f"`{node.func.value}()`'s `{param}` parameter")
+        callee = self._own_callee(node.func)
+        if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
+            self._own_call_arguments(node, *callee)
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -302,22 +303,68 @@ class DeviceStrings(Rule):
             else:
                 self._rewrite(element, why="device comparison", prefix_ok=prefix_ok and not sequence)
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
     @functools.cached_property
-    def _helper_device_params(self) -> dict[str, dict[int, str]]:
-        """The module's own functions (defined once, at module level) with a device parameter: name ->
-        {position: parameter} (``def moving_average(model, ema, beta, device="cpu")``), so that
-        ``moving_average(m, e, 0.99, "cuda")`` passes a device by position."""
-        defined: dict[str, list[cst.FunctionDef]] = {}
+    def _own_functions(self) -> dict[tuple[str, str], cst.FunctionDef]:
+        """The file's functions defined once at module level, by ``("", name)``, and the methods defined
+        once in its module-level classes, by ``(class, name)``."""
+        defined: dict[tuple[str, str], list[cst.FunctionDef]] = {}
         for statement in self.ctx.module.body:
-            if isinstance(statement, cst.FunctionDef):
-                defined.setdefault(statement.name.value, []).append(statement)
-        found = {}
-        for name, functions in defined.items():
-            params = functions[0].params.posonly_params + functions[0].params.params
-            positions = {i: p.name.value for i, p in enumerate(params) if looks_like_device(p.name)}
-            if len(functions) == 1 and positions:
-                found[name] = positions
-        return found
+            members = statement.body.body if isinstance(statement, cst.ClassDef) else [statement]
+            owner = statement.name.value if isinstance(statement, cst.ClassDef) else ""
+            for member in members:
+                if isinstance(member, cst.FunctionDef):
+                    defined.setdefault((owner, member.name.value), []).append(member)
+        return {key: functions[0] for key, functions in defined.items() if len(functions) == 1}
+
+    def _own_callee(self, func: cst.BaseExpression) -> tuple[cst.FunctionDef, int] | None:
+        """The file's own function a call calls, with the index of the parameter its first positional
+        argument fills: ``helper(...)``; ``self.method(...)``/``cls.method(...)`` in the method's
+        module-level class (1, 0 for a staticmethod); ``Class.method(...)`` (0, 1 for a classmethod)."""
+        if isinstance(func, cst.Name):
+            function = self._own_functions.get(("", func.value))
+            return (function, 0) if function is not None else None
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        owner = func.value.value
+        through_instance = owner in ("self", "cls")
+        if through_instance:
+            if not self._classes or self._classes[-1] not in self.ctx.module.body:
+                return None
+            owner = self._classes[-1].name.value
+        function = self._own_functions.get((owner, func.attr.value))
+        if function is None or not owner:
+            return None
+        decorators = {dotted_name(d.decorator) for d in function.decorators}
+        bound = "classmethod" in decorators or (through_instance and "staticmethod" not in decorators)
+        return function, int(bound)
+
+    def _own_call_arguments(self, node: cst.Call, function: cst.FunctionDef, first: int) -> None:
+        """``build(m, ema_device="cuda")``, ``moving_average(m, e, 0.99, "cuda")``: an argument of the
+        file's own function whose parameter there is a device (``_param_role``) is rewritten like that
+        parameter's default; one whose parameter is a registry key is NPU109, as its default is."""
+        params = function.params
+        positional = [*params.posonly_params, *params.params][first:]
+        by_keyword = {p.name.value: p for p in (*params.params, *params.kwonly_params)}
+        name = dotted_name(node.func)
+        for index, arg in enumerate(node.args):
+            if arg.star == "*":
+                positional = []  # the parameters of later positional arguments are unknown
+            param = by_keyword.get(arg.keyword.value) if arg.keyword else None
+            if arg.keyword is None and not arg.star and index < len(positional):
+                param = positional[index]
+            role = self._param_role(param) if param is not None else None
+            if role == "device":
+                self._rewrite(arg.value, why=f"`{name}()`'s `{param.name.value}` parameter")
+            elif role == "key":
+                self._ambiguous(
+                    arg.value, f"passed to `{name}()`'s `{param.name.value}`, a registry key,", indexed_is_device=False
+                )
 
     @functools.cached_property
     def _compared_with_npu(self) -> frozenset[str]:
@@ -374,25 +421,41 @@ class DeviceStrings(Rule):
             self._ambiguous(value, "assigned to a variable")
 
     def visit_Param(self, node: cst.Param) -> None:
-        if looks_like_device(node.name) and not self._registry_key(node):
+        if node.default is None or not device_literals(node.default):
+            return
+        role = self._param_role(node)
+        if role in ("device", "unread"):
             self._rewrite(node.default, why="device parameter default")
-        elif looks_like_device(node.name):
+        elif role == "key":
             self._ambiguous(
                 node.default, "as the default of a parameter used as a registry key", indexed_is_device=False
             )
         else:
             self._ambiguous(node.default, "as a parameter default")
 
-    def _registry_key(self, param: cst.Param) -> bool:
-        """A device-named parameter its function only uses as a key (``registry[device]``,
-        ``table.setdefault(device, ...)``) and never passes on: a registry keyed by device type, whose
-        ``"cuda"`` default is the CUDA entry next to the project's own ``"npu"`` one (verl's engine
-        registry), not a device to move tensors to."""
-        function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
-        if not isinstance(function, cst.FunctionDef):
-            return False
-        uses = [n for n in iter_nodes(function.body, cst.Name) if n.value == param.name.value]
-        return bool(uses) and all(self._as_key(use) for use in uses)
+    def _param_role(self, param: cst.Param) -> str | None:
+        """What a parameter is to its function: ``"device"`` when it is named like a device
+        (``ema_device``) and read, or passed in a device position (``.to(target)``); ``"key"`` when it
+        is named like a device and only used as a key (``registry[device]``,
+        ``table.setdefault(device, ...)``): a registry keyed by device type, whose ``"cuda"`` is the
+        CUDA entry next to the project's own ``"npu"`` one (verl's engine registry), not a device to
+        move tensors to; ``"unread"`` when it is named like a device and never read; else None."""
+        if param not in self._param_roles:
+            function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
+            body = function.body if isinstance(function, (cst.FunctionDef, cst.Lambda)) else None
+            role = None
+            if looks_like_device(param.name):
+                reads = NameUses({param.name.value}) if body is not None else None
+                if reads is not None:
+                    walk(body, reads)
+                uses = reads.uses[param.name.value] if reads is not None else []
+                role = "unread" if not uses else "key" if all(self._as_key(use) for use in uses) else "device"
+            elif body is not None:
+                devices = _DeviceVariableUses()
+                walk(body, devices)
+                role = "device" if param.name.value in devices.names else None
+            self._param_roles[param] = role
+        return self._param_roles[param]
 
     def _as_key(self, name: cst.Name) -> bool:
         parents = TreeIndex.of(self.ctx).parents

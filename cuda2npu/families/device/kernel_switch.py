@@ -8,6 +8,8 @@ the portable one, runs on the NPU as it did before the migration."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.core.names import dotted_name
@@ -39,6 +41,7 @@ KERNEL_WORDS = {
     "cuda_extension",
     "custom_op",
 }
+EXT_NAME = re.compile(r"[A-Za-z0-9]\w*_ext")  # `pointops_ext`; a bare `_ext` is one when setup.py builds it
 
 
 def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
@@ -46,8 +49,9 @@ def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
     ``cuda`` word other than torch's (and than ``.cuda()``) or named for a GPU kernel technology
     (``_triton_entropy(x)``, ``fused_scale(x)``: ``KERNEL_WORDS``), a function of a compiled extension (a
     ``_C`` module of the project's, one its setup.py builds with CUDAExtension, a ``<name>_cuda``
-    module) or of apex (its kernels are not migrated where they are called this way); else the
-    first CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``)."""
+    module), of a module-level object named like a kernel (``my_kernel.forward(x)``:
+    ``_kernel_receiver``) or of apex (its kernels are not migrated where they are called this way);
+    else the first CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``)."""
     branch = cuda_branch(ctx, node)
     for part in branch:
         for call in iter_nodes(part, cst.Call):
@@ -65,7 +69,25 @@ def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
                     module
                     and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.cuda_extensions))
                 )
+                or _kernel_receiver(ctx, call.func)
             ):
                 return name
     found = cuda_only_use(ctx, branch)
     return found[0].strip("`") if found else None
+
+
+def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
+    """``func`` is a method of a module-level object named like a kernel or an extension module
+    (``my_kernel.forward``, ``ops.nms_cuda.run``, ``pointops_ext.group``: a ``cuda`` word, a
+    ``KERNEL_WORDS`` one, an ``_ext`` suffix after a name) whose first name no function or class of
+    the file binds: an import, a module-level binding (``my_kernel = load(...)``) or a name the file
+    never binds. Not ``kernel.cuda()`` on a local tensor named ``kernel``."""
+    receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+    if receiver is None:
+        return False
+    root, _, _ = receiver.partition(".")
+    part = receiver.rpartition(".")[2]
+    if not (CUDA_WORD.search(part) or (feature_word(part) or "") in KERNEL_WORDS or EXT_NAME.fullmatch(part)):
+        return False
+    module = ctx.resolver.module_scope
+    return not any(root in s.imports or root in s.others for s in ctx.resolver.scopes.values() if s is not module)
