@@ -158,6 +158,25 @@ def test_exclude_extend_exclude_and_force_exclude(tmp_path):
     assert "All checks passed!" in cli("check", tmp_path / "legacy" / "a.py", "--force-exclude").stdout
 
 
+def test_exclude_and_extend_exclude_on_the_command_line(tmp_path, monkeypatch):
+    """ruff's: --exclude replaces every configured exclude, --extend-exclude adds to them; globs
+    with a `/` are relative to the current directory."""
+    write(tmp_path / "pyproject.toml", '[tool.cuda2npu]\nexclude = ["legacy"]\n')
+    for name in ("keep.py", "legacy/a.py", "gen/b.py", "tools/gen/c.py"):
+        write(tmp_path / name, CUDA)
+    monkeypatch.chdir(tmp_path)
+
+    def files(*options):
+        return set(cli("check", ".", "--show-files", *options).stdout.split())
+
+    assert files() == {"keep.py", "gen/b.py", "tools/gen/c.py", "pyproject.toml"}
+    assert files("--extend-exclude", "gen/*") == {"keep.py", "tools/gen/c.py", "pyproject.toml"}
+    assert files("--extend-exclude", "gen") == {"keep.py", "pyproject.toml"}  # a component anywhere
+    assert files("--exclude", "tools,keep.py") == {"legacy/a.py", "gen/b.py", "pyproject.toml"}
+    data = json.loads(cli("check", ".", "--exclude", "gen", "--extend-exclude", "tools", "--format", "json").stdout)
+    assert sorted({d["path"] for d in data["diagnostics"]}) == ["keep.py", "legacy/a.py"]
+
+
 def test_per_file_ignores_are_relative_to_the_config_file(tmp_path):
     write(tmp_path / "cuda2npu.toml", '[per-file-ignores]\n"tests/*" = ["NPU101"]\n"conftest.py" = ["NPU1"]\n')
     write(tmp_path / "tests" / "test_a.py", CUDA)

@@ -40,6 +40,11 @@ def _codes(values: tuple[str, ...], option: str) -> tuple[str, ...]:
     return tuple("NPU" if c == "ALL" else c for c in codes)
 
 
+def _globs(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated, repeatable globs (``--exclude 'build,*.pyi' --exclude tests/data``)."""
+    return tuple(glob.strip() for value in values for glob in value.split(",") if glob.strip())
+
+
 def _run_settings(
     paths, select, ignore, strategies: dict, settings, fix: bool, default_select=("NPU",), project_root=None, **values
 ):
@@ -59,6 +64,8 @@ def _run_settings(
         isolated=settings.isolated,
         force_exclude=settings.force_exclude,
         ignore_noqa=settings.ignore_noqa,
+        exclude=_globs(settings.exclude) if settings.exclude else None,
+        extend_exclude=_globs(settings.extend_exclude),
         fix=fix,
         default_select=default_select,
         project_root=project_root,
@@ -221,6 +228,19 @@ selection = [
     ),
     click.option("--show-files", is_flag=True, help="Print the files that would be read, one per line, and exit."),
     click.option(
+        "--exclude",
+        multiple=True,
+        metavar="GLOBS",
+        help="Globs of files and directories to leave out, replacing every configured `exclude` "
+        "(comma-separated, repeatable; relative to the current directory).",
+    ),
+    click.option(
+        "--extend-exclude",
+        multiple=True,
+        metavar="GLOBS",
+        help="Globs to leave out on top of the configured excludes.",
+    ),
+    click.option(
         "--force-exclude",
         is_flag=True,
         help="Apply the configured excludes to files named on the command line too (pre-commit).",
@@ -257,6 +277,8 @@ class Settings:
         show_settings: bool = False,
         show_files: bool = False,
         ignore_noqa: bool = False,
+        exclude: tuple[str, ...] = (),
+        extend_exclude: tuple[str, ...] = (),
     ) -> None:
         self.extend_select = extend_select
         self.config_file = config_file
@@ -265,6 +287,8 @@ class Settings:
         self.show_settings = show_settings
         self.show_files = show_files
         self.ignore_noqa = ignore_noqa
+        self.exclude = exclude
+        self.extend_exclude = extend_exclude
 
 
 def with_selection(func):
@@ -287,6 +311,8 @@ def with_selection(func):
         show_settings,
         show_files,
         ignore_noqa,
+        exclude,
+        extend_exclude,
         **kwargs,
     ):
         strategies = {  # field -> (value, given on the command line): each file's configuration fills in the rest
@@ -298,7 +324,17 @@ def with_selection(func):
             "portable": (portable, _given("portable")),
             "target_torch": (target_torch, _given("target_torch")),
         }
-        settings = Settings(extend_select, config_file, isolated, force_exclude, show_settings, show_files, ignore_noqa)
+        settings = Settings(
+            extend_select,
+            config_file,
+            isolated,
+            force_exclude,
+            show_settings,
+            show_files,
+            ignore_noqa,
+            exclude,
+            extend_exclude,
+        )
         return func(*args, strategies=strategies, settings=settings, **kwargs)
 
     for option in reversed(selection):

@@ -125,11 +125,12 @@ class Config:
             return self.base.project_root
         return own
 
-    def anchored_excludes(self) -> tuple[tuple[str, str], ...]:
+    def anchored_excludes(self, exclude: tuple[tuple[str, str], ...] | None = None) -> tuple[tuple[str, str], ...]:
         """``(directory, glob)`` of every exclude and extend-exclude that applies, each glob anchored
         at the directory of the file that sets it (an ``exclude`` of its own replaces the inherited
-        one; ``extend-exclude`` adds to it)."""
-        return self._exclude() + self._extend_exclude()
+        one; ``extend-exclude`` adds to it). ``exclude``: anchored globs replacing every configured
+        ``exclude`` (the command line's ``--exclude``)."""
+        return (self._exclude() if exclude is None else exclude) + self._extend_exclude()
 
     def _exclude(self) -> tuple[tuple[str, str], ...]:
         if self.base is not None and "exclude" not in self.raw:

@@ -48,6 +48,8 @@ class CommandLine:
     isolated: bool = False
     force_exclude: bool = False
     ignore_noqa: bool = False  # `# noqa` directives hide nothing
+    exclude: tuple[str, ...] | None = None  # --exclude: replaces every configured exclude (globs from the cwd)
+    extend_exclude: tuple[str, ...] = ()  # --extend-exclude: added to them
     fix: bool = True  # migrate: True, check: False
     default_select: tuple[str, ...] = ("NPU",)  # when neither selects (check's leaves the NPU8 advisories out)
     project_root: Path | None = None  # migrate --out: the directory given is the project, copied on its own
@@ -179,7 +181,10 @@ class RunSettings:
         config = self.config_for(path)
         anchored = self._excludes.get(config.path)
         if anchored is None:
-            anchored = self._excludes[config.path] = config.anchored_excludes()
+            here = Path.cwd().resolve().as_posix()  # the command line's globs are relative to where it runs
+            replacing = None if self.cli.exclude is None else tuple((here, glob) for glob in self.cli.exclude)
+            added = tuple((here, glob) for glob in self.cli.extend_exclude)
+            anchored = self._excludes[config.path] = config.anchored_excludes(replacing) + added
         if matches_any(anchored, path):
             return True
         if config is self.explicit:  # --config FILE outside the tree: its component globs apply below the project root
