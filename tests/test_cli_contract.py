@@ -616,3 +616,52 @@ def test_rules_table_says_a_manual_rule_fixes_sometimes():
     assert re.search(r"NPU304\s+apex-other-optimizer\s+manual\s+sometimes", table)
     assert re.search(r"NPU301\s+apex-fused-adam\s+review\s+yes", table)
     assert re.search(r"NPU305\s+torch-optim-cuda-kernels\s+review\s+no", table)
+
+
+# 9. `check -` / `migrate -` with --stdin-filename, as ruff reads editors' buffers
+
+
+def test_check_reads_stdin_as_the_named_file_with_its_configuration(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cuda2npu.per-file-ignores]\n"tests/*" = ["NPU101"]\n')
+    source = CUDA + "torch.cuda.synchronize()\n"
+    named = run("check", "-", "--stdin-filename", "pkg/m.py", "--output-format", "concise", cwd=tmp_path, input=source)
+    assert named.returncode == 1
+    assert named.stdout.splitlines()[:2] == [
+        "pkg/m.py:3:19: NPU101 [*] `.cuda()` moves data to a CUDA device; use `.npu()`",
+        "pkg/m.py:4:1: NPU103 [*] `torch.cuda.synchronize` → `torch.npu.synchronize`",
+    ]
+    ignored = run("check", "-", "--stdin-filename", "tests/t.py", "--output-format", "json", cwd=tmp_path, input=source)
+    assert [d["code"] for d in json.loads(ignored.stdout)["diagnostics"]] == ["NPU103"]  # its per-file ignores
+    assert not (tmp_path / "pkg").exists() and not (tmp_path / "tests").exists()  # nothing read or written there
+    clean = run("check", "-", cwd=tmp_path, input="x = 1\n")
+    assert clean.returncode == 0 and "All checks passed!" in clean.stdout
+
+
+def test_migrate_stdin_prints_the_migrated_text(tmp_path):
+    migrated = run("migrate", "-", cwd=tmp_path, input=CUDA + "import knn_cuda\n")
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.startswith("import torch\nimport torch_npu\n\nx = torch.ones(1).npu()\n")
+    assert "TODO(cuda2npu): NPU606" in migrated.stdout
+    assert "TODO(cuda2npu) markers (1): stdin.py:5" in migrated.stderr
+    unchanged = run("migrate", "-", cwd=tmp_path, input="x = 1\n")
+    assert (unchanged.returncode, unchanged.stdout) == (0, "x = 1\n")
+    diff = run("migrate", "-", "--diff", "--stdin-filename", "m.py", cwd=tmp_path, input=CUDA)
+    assert diff.returncode == 1 and "+x = torch.ones(1).npu()" in diff.stdout and "--- a/m.py" in diff.stdout
+    broken = run("migrate", "-", cwd=tmp_path, input="x = (\n")
+    assert broken.returncode == 1 and broken.stdout == "x = (\n" and "stdin.py:1:5: cannot parse" in broken.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("check", "-", "."), "cannot be combined with other paths"),
+        (("check", ".", "--stdin-filename", "a.py"), "pass `-` as the PATH"),
+        (("check", "-", "--stdin-filename", "notes.txt"), "stdin is read as a Python file or notebook"),
+        (("check", "-", "--add-noqa"), "--add-noqa writes files"),
+        (("migrate", "-", "--out", "o"), "--out and --report need files"),
+    ],
+)
+def test_stdin_usage_errors(tmp_path, args, message):
+    result = run(*args, cwd=tmp_path, input=CUDA)
+    assert result.returncode == 2 and message in result.stderr

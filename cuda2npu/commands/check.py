@@ -15,7 +15,7 @@ from cuda2npu.output import baseline as baselines
 from cuda2npu.output import style
 from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, statistics
 from cuda2npu.project.project_files import finish_run
-from cuda2npu.project.runner import default_jobs, run
+from cuda2npu.project.runner import default_jobs, process_stdin, run
 from cuda2npu.project.settings import RunSettings
 from cuda2npu.project.workset import collect_results, display_name
 
@@ -36,22 +36,25 @@ class CheckRequest:
     write_baseline: bool = False
     statistics: bool = False  # counts per rule instead of the findings
     quiet: bool = False  # the findings only, no closing line
+    stdin: bytes | None = None  # `check -`: the text of paths[0] (--stdin-filename), read from stdin
 
 
-def source_lines(paths: set[str], files: dict[str, Path]) -> dict[str, object]:
-    """Lines of each file with findings: a list, or for notebooks a dict cell -> lines."""
+def source_lines(paths: set[str], files: dict[str, Path], stdin: bytes | None = None) -> dict[str, object]:
+    """Lines of each file with findings: a list, or for notebooks a dict cell -> lines (``stdin``:
+    the text of the one file named, read from stdin)."""
     from cuda2npu.filekinds.notebooks import cell_lines, is_notebook
 
     lines: dict[str, object] = {}
     for path in paths:
         try:
             real = files[path]
+            data = stdin if stdin is not None else real.read_bytes()
             if is_notebook(real):
-                lines[path] = cell_lines(real.read_bytes())
+                lines[path] = cell_lines(data)
             else:
                 from cuda2npu.core.decoding import decode
 
-                lines[path] = decode(real.read_bytes()).splitlines()
+                lines[path] = decode(data).splitlines()
         except Exception:  # noqa: BLE001 - unreadable or undecodable: no source context
             lines[path] = []
     return lines
@@ -61,6 +64,12 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
     """Run the rules over the selected files: (results, summary, display name -> path)."""
     from cuda2npu.filekinds import depfiles
 
+    if request.stdin is not None:
+        path = request.paths[0]
+        summary = Summary()
+        result = process_stdin(request.stdin, path, display_name(path), request.settings.options_for(path))
+        summary.add(result)
+        return [result], summary, {result.path: path}
     found = request.settings.discover(request.paths)
     style.warn_if_empty(found.files)
     options = request.settings.options_for  # each file's nearest configuration, its project's facts
@@ -90,7 +99,7 @@ def run_check(request: CheckRequest) -> int:
         return _internal(internal) if internal else 0
 
     needs_sources = request.output_format in NEEDS_SOURCES or request.baseline is not None
-    sources = source_lines({f.path for f in findings}, by_name) if needs_sources else {}
+    sources = source_lines({f.path for f in findings}, by_name, request.stdin) if needs_sources else {}
     baselined = 0
     if request.baseline is not None:
         if request.write_baseline:

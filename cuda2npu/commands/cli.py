@@ -342,6 +342,31 @@ def with_selection(func):
     return wrapper
 
 
+def _stdin_source(paths: tuple[Path, ...], stdin_filename: Path | None) -> tuple[list[Path], bytes | None]:
+    """``PATH -`` reads the text of ``--stdin-filename`` (default ``stdin.py``) from stdin, as ruff
+    does: (the paths to use, the text or None)."""
+    if Path("-") not in paths:
+        if stdin_filename is not None:
+            raise click.UsageError("--stdin-filename names the text read from stdin: pass `-` as the PATH")
+        return list(paths), None
+    if len(paths) > 1:
+        raise click.UsageError("`-` (read stdin) cannot be combined with other paths")
+    path = stdin_filename or Path("stdin.py")
+    if path.suffix not in (".py", ".pyi", ".ipynb"):
+        raise click.UsageError(
+            f"--stdin-filename {path}: stdin is read as a Python file or notebook (.py, .pyi, .ipynb)"
+        )
+    return [path], click.get_binary_stream("stdin").read()
+
+
+stdin_filename_option = click.option(
+    "--stdin-filename",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With `-` as the PATH: the file the text read from stdin stands for (its configuration and "
+    "per-file ignores apply; findings name it).",
+)
+
+
 def _writable(ctx, param, value: Path | None) -> Path | None:
     """An output file's path, refused (usage error, exit 2) before anything runs when it cannot be written."""
     if value is None:
@@ -357,7 +382,8 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@stdin_filename_option
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write a migrated copy of the tree here.")
 @click.option("--diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if anything would change.")
@@ -391,6 +417,7 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
 @with_selection
 def migrate(
     paths,
+    stdin_filename,
     out_dir,
     diff,
     check_only,
@@ -410,9 +437,12 @@ def migrate(
 ):
     """Rewrite CUDA code under PATHS (default: the current directory) for Ascend NPU (in place
     unless --out/--diff/--check)."""
-    from cuda2npu.commands.migrate import MigrateRequest, run_migrate
+    from cuda2npu.commands.migrate import MigrateRequest, migrate_stdin, run_migrate
 
-    paths = paths or (Path("."),)
+    paths, stdin = _stdin_source(paths, stdin_filename)
+    if stdin is not None and (out_dir is not None or report_file is not None):
+        raise click.UsageError("`-` (read stdin) writes the migrated text to stdout: --out and --report need files")
+    paths = paths or [Path(".")]
     run_settings = _run_settings(
         list(paths),
         select,
@@ -439,8 +469,9 @@ def migrate(
         allow_dirty=allow_dirty,
         quiet=quiet,
         jobs=jobs,
+        stdin=stdin,
     )
-    sys.exit(run_migrate(request))
+    sys.exit(migrate_stdin(request) if stdin is not None else run_migrate(request))
 
 
 def _no_fix(ctx, param, value) -> None:
@@ -452,7 +483,8 @@ def _no_fix(ctx, param, value) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@stdin_filename_option
 @click.option(
     "--output-format",
     "--format",
@@ -486,6 +518,7 @@ def _no_fix(ctx, param, value) -> None:
 @with_selection
 def check(
     paths,
+    stdin_filename,
     output_format,
     statistics,
     quiet,
@@ -509,8 +542,11 @@ def check(
         raise click.UsageError("--write-baseline needs --baseline FILE")
     if add_noqa and (baseline_file is not None or output_file is not None):
         raise click.UsageError("--add-noqa cannot be combined with --baseline or --output-file")
+    paths, stdin = _stdin_source(paths, stdin_filename)
+    if stdin is not None and add_noqa:
+        raise click.UsageError("--add-noqa writes files: it cannot be combined with `-` (read stdin)")
     run_settings = _run_settings(
-        list(paths) or [Path(".")],
+        paths or [Path(".")],
         select,
         ignore,
         strategies,
@@ -533,6 +569,7 @@ def check(
         write_baseline=write_baseline,
         statistics=statistics,
         quiet=quiet,
+        stdin=stdin,
     )
     sys.exit(run_check(request))
 

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import click
+
 from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
 from cuda2npu.core.fileio import atomic_write, io_error
@@ -24,7 +26,7 @@ from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
 from cuda2npu.project.project_files import finish_run
-from cuda2npu.project.runner import default_jobs, run
+from cuda2npu.project.runner import default_jobs, process_stdin, run
 from cuda2npu.project.settings import RunSettings
 from cuda2npu.project.workset import collect_results, display_name
 
@@ -52,6 +54,7 @@ class MigrateRequest:
     jobs: int | None = None
     exit_non_zero_on_fix: bool = False  # pre-commit: exit 1 when files were changed
     exit_non_zero_on_open: bool = False  # pre-commit: exit 1 while findings that need a human are left
+    stdin: bytes | None = None  # `migrate -`: the text of paths[0] (--stdin-filename); the result goes to stdout
 
 
 # per-file facts, and project_imports (real paths of this machine: facts, not choices)
@@ -401,6 +404,31 @@ def _real_relative(path: Path, real_root: Path, fallback: str) -> str:
         return path.resolve().relative_to(real_root).as_posix()
     except ValueError:
         return fallback
+
+
+def migrate_stdin(request: MigrateRequest) -> int:
+    """``migrate -``: the migrated text on stdout (``--diff``: the diff; ``--check``: nothing), the
+    findings left open on stderr; exit codes as for a file. Generated companion files are not
+    written: the message names them."""
+    path = request.paths[0]
+    result = process_stdin(request.stdin, path, display_name(path), request.settings.options_for(path))
+    changed = result.status == "changed"
+    if request.diff:
+        if changed:
+            style.echo(color_diff(unified_diff(result.path, request.stdin, result.new_source)), nl=False)
+    elif not request.check_only:
+        output = click.get_binary_stream("stdout")
+        output.write(result.new_source if changed else request.stdin)
+        output.flush()
+    if not request.quiet:
+        _print_failures([result])
+        for name in result.companions if changed else []:
+            _say(f"  needs the generated {name} next to it: `cuda2npu migrate` on the project writes it")
+        markers = marker_lines(decode(result.new_source)) if changed and result.path.endswith((".py", ".pyi")) else []
+        _print_left_open([result], {result.path: markers} if markers else {}, None)
+    if result.status == "failed" or ((request.diff or request.check_only) and changed):
+        return 1
+    return 1 if (request.exit_non_zero_on_fix and changed) or _open(request, [result]) else 0
 
 
 def run_migrate(request: MigrateRequest) -> int:

@@ -50,9 +50,22 @@ def process_file(path: Path, display: str, options: Options, cache: Cache | None
             cache.put(key, result)
         return result
     except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
-        return FileResult(
-            display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
-        )
+        return _crashed(display, exc)
+
+
+def process_stdin(data: bytes, path: Path, display: str, options: Options) -> FileResult:
+    """Check or migrate text read from stdin as the file ``path`` would be (``check -
+    --stdin-filename PATH``): its per-file options apply; never raises, as process_file."""
+    try:
+        return _process_bytes(path, data, display, options.for_path(path))
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
+        return _crashed(display, exc)
+
+
+def _crashed(display: str, exc: Exception) -> FileResult:
+    return FileResult(
+        display, "failed", f"internal error: {type(exc).__name__}: {exc}", internal_error=traceback.format_exc()
+    )
 
 
 def _with_imports(path: Path, data: bytes, result: FileResult) -> FileResult:
