@@ -1,5 +1,6 @@
-"""Hugging Face Trainer flags in shell launch scripts: the shell side of NPU901, NPU904 and NPU906
-(rules/transformers.toml; one code per decision, whatever the file kind).
+"""Flags of the programs a shell launch script starts: the shell side of NPU901, NPU904, NPU906
+(rules/transformers.toml), NPU201 (rules/distributed.toml) and NPU921 (rules/ray.toml); one code
+per decision, whatever the file kind.
 
 - ``--attn_implementation flash_attention_2`` (NPU901): ``sdpa`` unless the project's transformers pin
   guarantees the NPU flash-attention path; a manual item when the launched program packs sequences
@@ -7,6 +8,12 @@
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
   the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags).
+- ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
+  trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
+  counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
+- ``ray start --num-gpus N`` (NPU921): ``--resources='{"NPU": N}'``, Ray's resource name of Ascend
+  cards, as ``num_gpus=`` in Python; a manual item where the command passes ``--resources`` already
+  or the flag is inside a quoted string, nothing where it asks for 0 GPUs or the ``"NPU"`` resource.
 
 ``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
 that parses ``TrainingArguments`` (a regex over that file); elsewhere the flag may be another program's
@@ -27,7 +34,9 @@ from cuda2npu.families.ds_config import BF16_NAMES
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_lines
 
-FLAG = re.compile(r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16)(?![\w-])")
+FLAG = re.compile(
+    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|vllm[_.-]sync[_-]backend)(?![\w-])"
+)
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
@@ -36,6 +45,20 @@ DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:=|[ \t]+)(["']?)([\w./-]+\.js
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
 FA2 = "flash_attention_2"
+# `ray start` and, up to the end of its command (a separator), its --num-gpus and --resources flags
+RAY_START = re.compile(
+    r"(?P<ray>(?<![\w./-])ray[ \t]+start(?![\w-]))|(?P<end>&&|\|\||[;&|()])"
+    r"|(?<![\w-])--(?P<flag>num-gpus|resources)(?![\w-])"
+)
+SHELL_VARIABLE = re.compile(r"""(=|[ \t]+)(["]?)(\$(?:\w+|\{[^}\s"']+\}))\2(?![^\s;&|)])""")
+NPU = "NPU"  # Ray's resource name of Ascend cards (cuda2npu/families/ray/common.py)
+SYNC_NOTE = (
+    "is the backend of the trainer → vLLM weight-sync group, and NCCL does not run on Ascend; name `hccl` "
+    "only where the program hands it to torch.distributed (OpenRLHF releases before its vLLM "
+    "PyNcclCommunicator sync of 2025-08), with vllm-ascend serving: Ray's collective groups "
+    "(`--vllm_sync_with_ray`) have no HCCL backend (NPU926), and later OpenRLHF syncs through vLLM's "
+    "PyNcclCommunicator whatever the flag says (NPU932)"
+)
 
 
 @dataclass
@@ -45,7 +68,7 @@ class _Program:
 
 
 def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
-    """Findings for the Trainer flags of a shell script, and its text with the fixes applied."""
+    """Findings for the launch flags of a shell script, and its text with the fixes applied."""
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
     for command in _commands(text, options.ignore_noqa):
@@ -53,8 +76,10 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
         deepspeed = _deepspeed_without_bf16(command, path)
-        for line, match in flags:
-            found = _flag(line, match, program, has_bf16, deepspeed, options)
+        found_flags = [
+            (line, match, _flag(line, match, program, has_bf16, deepspeed, options)) for line, match in flags
+        ]
+        for line, match, found in [*found_flags, *_ray_start(command)]:
             if found is None:
                 continue
             code, message, tier, edit = found
@@ -64,9 +89,10 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
             if line.directive is not None and line.directive.matches(code):
                 continue
             fixable = edit is not None
+            applied = fixable and options.fix
             column = match.start() + 1
-            findings.append(Finding(display, line.number, column, code, doc.name, message, tier, fixable))
-            if fixable and options.fix:
+            findings.append(Finding(display, line.number, column, code, doc.name, message, tier, fixable, applied))
+            if applied:
                 start, end, new = edit
                 edits.append((line.start + start, line.start + end, new))
     for start, end, new in sorted(edits, reverse=True):
@@ -83,6 +109,8 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     word = value.group(3) if value is not None else None
     if name.startswith("attn"):
         return None if word != FA2 else _attention(name, value, program, options)
+    if name.startswith("vllm"):
+        return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
     if word is not None and word.lower() not in TRUE:
         return None
     known = program is not None and program.known
@@ -126,6 +154,80 @@ def _attention(name: str, value: re.Match, program: _Program | None, options):
         f"sdpa; transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
     return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), "sdpa")
+
+
+def _ray_start(command: list[ShellLine]) -> list[tuple[ShellLine, re.Match, tuple | None]]:
+    """The ``--num-gpus`` flags of the ``ray start`` commands in a script command, each with its
+    finding (a tuple as :func:`_flag` returns, or None)."""
+    found = []
+    gpus: list[tuple[ShellLine, re.Match]] = []
+    resources: list[str] = []  # what follows each --resources flag on its line
+    inside = False
+
+    def close() -> None:
+        for line, match in gpus:
+            found.append((line, match, _num_gpus(line, match, resources)))
+        gpus.clear()
+        resources.clear()
+
+    for line in command:
+        for match in RAY_START.finditer(line.code):
+            if match.group("ray") or match.group("end"):
+                close()
+                inside = bool(match.group("ray"))
+            elif inside and match.group("flag") == "num-gpus":
+                gpus.append((line, match))
+            elif inside:
+                resources.append(line.code[match.end() :])
+    close()
+    return found
+
+
+def _num_gpus(line: ShellLine, match: re.Match, resources: list[str]):
+    """``--num-gpus N`` of ``ray start`` → ``--resources='{"NPU": N}'``; ``resources``: the text after
+    each ``--resources`` flag of the same command."""
+    value = _value(line.code, match.end())
+    if value is _UNKNOWN:
+        value = SHELL_VARIABLE.match(line.code, match.end())  # `$N`, `${N}`, or None
+    word = value.group(3) if value is not None else None
+    if word == "0" or any(NPU in text for text in resources):
+        return None  # asks for no GPU, or for the NPUs already
+    end = value.end() if value is not None else match.end()
+    shown = f"`{line.code[match.start() : end]}`"
+    if word is not None and word.startswith("$"):
+        new = f'--resources="{{\\"{NPU}\\": {word}}}"'
+    elif word is not None and word.isdigit():
+        new = f"--resources='{{\"{NPU}\": {word}}}'"
+    else:
+        new = None
+    if new is None or resources or _quoted(line.code, match.start()):
+        where = "its `--resources` JSON" if resources else "a `--resources` JSON"
+        message = (
+            f'{shown} registers GPUs, which an Ascend host has none of: ask for `{{"{NPU}": n}}` in {where} '
+            "by hand (Ray's resource name of Ascend cards; `ray start` counts them by itself without it)"
+        )
+        return "NPU921", message, Tier.MANUAL, None
+    message = (
+        f'{shown} → `{new}` (Ray schedules Ascend cards as the "{NPU}" resource; `ray start` counts them '
+        "by itself without it)"
+    )
+    return "NPU921", message, Tier.EXACT, (match.start(), end, new)
+
+
+def _quoted(code: str, end: int) -> bool:
+    """Whether ``code[end]`` is inside a quoted string (``ssh host "ray start ..."``)."""
+    quote = None
+    escaped = False
+    for char in code[:end]:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is None and char in "\"'":
+            quote = char
+        elif char == quote:
+            quote = None
+    return quote is not None
 
 
 _UNKNOWN = object()

@@ -9,8 +9,9 @@
 
 They are reported, not rewritten: a launch script is usually changed by hand together with the
 cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it. The Hugging
-Face Trainer flags of a launched program (``--tf32``, ``--fp16``, ``--attn_implementation``) are
-cuda2npu/filekinds/launch_flags.py's, which edits the flag it understands (:func:`check_shell_file`).
+Face Trainer flags of a launched program (``--tf32``, ``--fp16``, ``--attn_implementation``), the
+vLLM sync-backend flag and ``ray start --num-gpus`` are cuda2npu/filekinds/launch_flags.py's, which
+edits the flag it understands (:func:`check_shell_file`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Ray schedules Ascend cards as the accelerator resource ``"NPU"`` (ray >= 2.9.0); ``num_gpus`` has
 no NPU counterpart keyword, so ``num_gpus=n`` becomes ``resources={"NPU": n}`` (merged into a
-``resources`` dict display), the ``"GPU"`` key of a placement-group bundle becomes ``"NPU"``, and an
-NVIDIA ``accelerator_type`` (no Ascend node carries it) is marked. Facts: docs/reference/ray.md.
+``resources`` dict display), the ``"GPU"`` key of a placement-group bundle and the ``"gpu"`` key of
+a Tune resource dict (``resources_per_trial``, ``tune.with_resources``: one bundle) become ``"NPU"``,
+and an NVIDIA ``accelerator_type`` (no Ascend node carries it) is marked. Facts: docs/reference/ray.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ BUNDLE_CALLS = {
     "ray.util.placement_group.placement_group": 0,
     "ray.tune.PlacementGroupFactory": 0,
     "ray.tune.execution.placement_groups.PlacementGroupFactory": 0,
+}
+# Ray Tune callables taking a resource dict ({"cpu": 1, "gpu": 1}) -> (keyword, position)
+TUNE_RESOURCES = {
+    "ray.tune.run": ("resources_per_trial", None),
+    "ray.tune.tune.run": ("resources_per_trial", None),
+    "ray.tune.Experiment": ("resources_per_trial", None),
+    "ray.tune.experiment.Experiment": ("resources_per_trial", None),
+    "ray.tune.experiment.experiment.Experiment": ("resources_per_trial", None),
+    "ray.tune.with_resources": ("resources", 1),
+    "ray.tune.trainable.util.with_resources": ("resources", 1),
 }
 NVIDIA_TYPES = {"V100", "P100", "T4", "P4", "K80", "A10G", "L4", "L40S", "A100", "H100", "H200", "H20", "B200"}
 ACCELERATOR_NOTE = (
@@ -164,7 +175,10 @@ class GpuBundles(Rule):
         value = bundles.value if bundles is not None else (positional[0].value if positional else None)
         if value is None:
             return
-        displays = _bundle_displays(value) if not isinstance(value, cst.Name) else self._assigned(value)
+        if isinstance(value, cst.Name):
+            displays = _assigned_displays(self.ctx, value, _bundle_displays)
+        else:
+            displays = _bundle_displays(value)
         if displays is None:
             self.report(
                 "NPU922",
@@ -185,21 +199,23 @@ class GpuBundles(Rule):
                     needs_torch_npu=False,
                 )
 
-    def _assigned(self, name: cst.Name) -> list[cst.Dict] | None:
-        """The bundle dicts of the list displays assigned to ``name`` in its function (or module); None
-        when it is bound otherwise too (a loop, ``+=``, unpacking)."""
-        index = TreeIndex.of(self.ctx)
-        scope = index.parents.get(name)
-        while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
-            scope = index.parents.get(scope)
-        found: list[cst.Dict] = []
-        values = assigned_values(scope, name.value) or []
-        for value in values:
-            displays = _bundle_displays(value)
-            if displays is None:
-                return None
-            found += displays
-        return found if values else None
+
+def _assigned_displays(ctx, name: cst.Name, displays_of) -> list[cst.Dict] | None:
+    """The dicts ``displays_of`` finds in the values assigned to ``name`` in its function (or
+    module); None when one is not displayed, or the name is bound otherwise too (a loop, ``+=``,
+    unpacking)."""
+    index = TreeIndex.of(ctx)
+    scope = index.parents.get(name)
+    while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
+        scope = index.parents.get(scope)
+    found: list[cst.Dict] = []
+    values = assigned_values(scope, name.value) or []
+    for value in values:
+        displays = displays_of(value)
+        if displays is None:
+            return None
+        found += displays
+    return found if values else None
 
 
 def _bundle_displays(value: cst.BaseExpression) -> list[cst.Dict] | None:
@@ -214,6 +230,65 @@ def _bundle_displays(value: cst.BaseExpression) -> list[cst.Dict] | None:
         bundles = [literal_dict(e.value) for e in value.elements]
         return None if any(b is None for b in bundles) else bundles
     return None
+
+
+def _resource_dict(value: cst.BaseExpression) -> list[cst.Dict] | None:
+    mapping = literal_dict(value)
+    return [mapping] if mapping is not None else None
+
+
+@register
+class TuneResources(Rule):
+    """The ``"gpu"`` (or ``"GPU"``) key of a Tune resource dict: ``resources_per_trial=`` of
+    ``tune.run`` / ``Experiment`` and the resources of ``tune.with_resources``, displayed in the
+    call or assigned to the name passed. Tune makes one bundle of it (``resource_dict_to_pg_factory``):
+    ``cpu``/``gpu``/``memory`` are its CPU/GPU/memory, any other key a Ray resource of that name."""
+
+    codes = ("NPU922",)
+    triggers = (r"resources_per_trial", r"with_resources")
+    requires = (r"""["'](?:gpu|GPU)["']""",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        place = TUNE_RESOURCES.get(self.resolver.qualified_name(node.func) or "")
+        if place is None or in_npu_branch(self.ctx, node):
+            return
+        name, position = place
+        arg = keyword(node, name)
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if arg is None and position is not None and len(positional) > position:
+            arg = positional[position]
+        if arg is None:
+            return
+        value = arg.value
+        if isinstance(value, cst.Name):
+            mappings = _assigned_displays(self.ctx, value, _resource_dict)
+        else:
+            mappings = _resource_dict(value)
+        for mapping in mappings or []:  # None: a PlacementGroupFactory (NPU922), a callable, not known
+            self._resources(mapping)
+
+    def _resources(self, mapping: cst.Dict) -> None:
+        key = next((k for k in ("gpu", "GPU") if entry(mapping, k) is not None), None)
+        if key is None or _asks_nothing(entry(mapping, key).value) or entry(mapping, NPU) is not None:
+            return
+        if entry(mapping, "custom_resources") is not None:
+            self.report(
+                "NPU922",
+                mapping,
+                f'`"{key}"` asks for GPUs, and with `"custom_resources"` Tune ignores the other keys of the '
+                f'dict: ask for `"{NPU}"` in `"custom_resources"` by hand (Ray\'s resource name of Ascend cards)',
+                tier=Tier.MANUAL,
+                needs_torch_npu=False,
+            )
+            return
+        self.report(
+            "NPU922",
+            mapping,
+            f'Tune resource key `"{key}"` → `"{NPU}"` (Tune passes keys other than cpu/gpu/memory on as Ray '
+            "resources; Ray's resource name of Ascend cards)",
+            lambda updated: renamed_key(updated, key, NPU),
+            needs_torch_npu=False,
+        )
 
 
 @register

@@ -1,0 +1,88 @@
+"""Launch flags of the LLM stack in shell scripts: ``ray start --num-gpus`` (NPU921) and the vLLM
+weight-sync backend flags of OpenRLHF-style trainers (NPU201)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from cli_helpers import cli, write
+
+SCRIPT = r"""
+#!/bin/bash
+ray start --head --node-ip-address 0.0.0.0 --num-gpus 8
+ray start --address=$HEAD --num-gpus=$NUM_GPUS --block
+ray start --head \
+    --num-gpus 4 \
+    --dashboard-host=0.0.0.0
+ray start --head --num-gpus 0
+ray start --head --num-gpus 8 --resources='{"NPU": 8}'
+ray start --head --num-gpus 8 --resources='{"ssd": 1}'
+ssh worker "ray start --num-gpus 8"
+ray start --head --num-gpus "$(nproc)"
+ray start --head && python train.py --num-gpus 8
+ray start --num-gpus 2  # noqa: NPU921
+# ray start --num-gpus 8
+python train.py --vllm_sync_backend nccl --vllm.sync_backend=nccl
+python train.py --vllm_sync_backend gloo --vllm-sync-backend "nccl"
+"""
+
+MIGRATED = r"""
+#!/bin/bash
+ray start --head --node-ip-address 0.0.0.0 --resources='{"NPU": 8}'
+ray start --address=$HEAD --resources="{\"NPU\": $NUM_GPUS}" --block
+ray start --head \
+    --resources='{"NPU": 4}' \
+    --dashboard-host=0.0.0.0
+ray start --head --num-gpus 0
+ray start --head --num-gpus 8 --resources='{"NPU": 8}'
+ray start --head --num-gpus 8 --resources='{"ssd": 1}'
+ssh worker "ray start --num-gpus 8"
+ray start --head --num-gpus "$(nproc)"
+ray start --head && python train.py --num-gpus 8
+ray start --num-gpus 2  # noqa: NPU921
+# ray start --num-gpus 8
+python train.py --vllm_sync_backend nccl --vllm.sync_backend=nccl
+python train.py --vllm_sync_backend gloo --vllm-sync-backend "nccl"
+"""
+
+
+def diagnostics(root):
+    data = json.loads(cli("check", root, "--format", "json").stdout)
+    return [(d["line"], d["column"], d["code"], d["tier"]) for d in data["diagnostics"] if d["path"].endswith(".sh")]
+
+
+def test_findings_with_positions_and_tiers(tmp_path):
+    write(tmp_path / "launch.sh", SCRIPT)
+    assert diagnostics(tmp_path) == [
+        (2, 44, "NPU921", "exact"),
+        (3, 27, "NPU921", "exact"),
+        (5, 5, "NPU921", "exact"),
+        (9, 18, "NPU921", "manual"),  # its --resources asks for something else: merged by hand
+        (10, 23, "NPU921", "manual"),  # quoted: the rewrite's quotes would end the string
+        (11, 18, "NPU921", "manual"),  # a value not spelled out
+        (15, 17, "NPU201", "review"),
+        (15, 42, "NPU201", "review"),
+        (16, 42, "NPU201", "review"),
+    ]
+
+
+def test_ray_start_is_rewritten_once_and_the_rest_stays(tmp_path):
+    script = write(tmp_path / "launch.sh", SCRIPT)
+    cli("migrate", tmp_path)
+    assert script.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+    cli("migrate", tmp_path)
+    assert script.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+
+
+def test_the_sync_backend_message_says_what_the_value_does(tmp_path):
+    write(tmp_path / "launch.sh", "python train.py --vllm_sync_backend nccl\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    [message] = [d["message"] for d in data["diagnostics"]]
+    assert "hccl" in message and "torch.distributed" in message and "NPU926" in message and "NPU932" in message
+
+
+def test_applied_shell_edits_are_not_left_for_a_human(tmp_path):
+    write(tmp_path / "launch.sh", "ray start --head --num-gpus 8\n")
+    result = cli("migrate", tmp_path)
+    assert "need a human" not in result.stdout + result.stderr
