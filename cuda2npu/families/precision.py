@@ -15,6 +15,7 @@ fixes rebuild the autocast call on top of them, and nothing they emit is a CUDA 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 import libcst as cst
@@ -29,6 +30,8 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
+from cuda2npu.families.device.cuda_api_checks import name_tokens
+from cuda2npu.families.device.kernel_switch import first_kernel
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 
@@ -37,6 +40,7 @@ CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
 CUSTOM_FWD = {"torch.cuda.amp.custom_fwd", "torch.amp.custom_fwd"}
+NPU_CUSTOM_FWD = {"torch.npu.amp.custom_fwd", "torch_npu.npu.amp.custom_fwd"}  # NPU106's renames of the CUDA one
 CUDA_SCALER = "torch.cuda.amp.GradScaler"
 CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
 SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
@@ -96,8 +100,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)
         elif qualified in AUTOCAST:
             self._autocast(node, AUTOCAST_PARAMS, cuda=False)
-        elif qualified in CUSTOM_FWD:
-            self._custom_fwd(node)
+        elif qualified in CUSTOM_FWD or qualified in NPU_CUSTOM_FWD:
+            self._custom_fwd(node, npu=qualified in NPU_CUSTOM_FWD)
 
     def _saved_autocast_state(self, node: cst.Call) -> bool:
         """``autocast(**ctx.gpu_autocast_kwargs)`` where this file assigns ``ctx.gpu_autocast_kwargs`` a dict
@@ -213,10 +217,25 @@ class CudaAutocastBf16(ValueUses, Rule):
             imports=[ImportNeed("functools"), ImportNeed("torch")],
         )
 
-    def _custom_fwd(self, node: cst.Call) -> None:
+    def _custom_fwd(self, node: cst.Call, npu: bool) -> None:
+        """``cast_inputs=torch.float16`` → bfloat16, unless the forward calls a CUDA kernel, whose input
+        contract it is (reported, also once NPU106 has renamed the decorator: ``npu``)."""
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "cast_inputs":
                 if is_torch_dtype(self.resolver, arg.value, "float16", "half"):
+                    kernel = self._forward_kernel(node)
+                    if kernel is not None:
+                        self.report(
+                            "NPU340",
+                            node,
+                            f"`cast_inputs={code_of(arg.value)}` kept: the forward calls `{kernel}`, a CUDA "
+                            "kernel, and float16 is its input contract, not a precision choice; the kernel needs "
+                            "an NPU port that takes float16 (or change cast_inputs with a port that takes bfloat16)",
+                            tier=Tier.REVIEW,
+                        )
+                        return
+                    if npu:
+                        return  # NPU code (or this rule's own result): not a CUDA autocast
                     FileEdits.for_rule(self).need_import("NPU340", Tier.NUMERIC, "torch")
                     self.report(
                         "NPU340",
@@ -224,6 +243,15 @@ class CudaAutocastBf16(ValueUses, Rule):
                         "`custom_fwd(cast_inputs=torch.float16)` → `cast_inputs=torch.bfloat16` (--precision bf16)",
                         lambda _: expression("torch.bfloat16"),
                     )
+
+    def _forward_kernel(self, decorator: cst.Call) -> str | None:
+        """The first CUDA kernel the function decorated by ``decorator`` calls (None: none, or not a
+        decorator)."""
+        index = TreeIndex.of(self.ctx)
+        function = index.parents.get(index.parents.get(decorator))
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        return first_kernel(self.ctx, [function.body])
 
 
 @register
@@ -265,7 +293,8 @@ class GradScalerFp16InitScale(Rule):
 @register
 class ModelHalfUnderBf16(Rule):
     """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported) in a
-    file that trains (calls ``.backward(...)``): float16 inference runs on NPU as it is."""
+    file that trains (calls ``.backward(...)``), outside evaluation code: float16 inference runs on
+    NPU as it is."""
 
     codes = ("NPU342",)
     triggers = (r"\.\s*backward\s*\(",)  # it reports only in files that train (float16 inference is fine)
@@ -290,6 +319,8 @@ class ModelHalfUnderBf16(Rule):
             cast = ".to(torch.float16)"
         else:
             return
+        if self._evaluates(node):
+            return
         self.report(
             "NPU342",
             node,
@@ -297,6 +328,100 @@ class ModelHalfUnderBf16(Rule):
             '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
+
+    def _evaluates(self, cast: cst.Call) -> bool:
+        """Whether ``cast`` is evaluation code: under ``torch.no_grad()`` / ``torch.inference_mode()``,
+        or in a function that does not train (``_training_functions``) and is named for evaluation
+        (``evaluate``, ``test``, ``predict``, ...), is decorated with ``no_grad``/``inference_mode``, or
+        puts the model in eval mode before the cast (or in the statement after it)."""
+        index = TreeIndex.of(self.ctx)
+        statement = self.ctx.statement
+        if any(
+            isinstance(owner, cst.With) and any(self._no_grad(item.item) for item in owner.items)
+            for owner in index.ancestors(statement)
+        ):
+            return True
+        function = index.function.get(statement)
+        if function is None or function.name.value in self._training_functions:
+            return False
+        if EVAL_WORDS.intersection(name_tokens(function.name.value)) or any(
+            self._no_grad(decorator.decorator) for decorator in function.decorators
+        ):
+            return True
+        model = code_of(_unmoved(cast))
+        near = [statement, *index.following(statement)[:1]]
+        calls = [
+            *itertools.takewhile(lambda call: call is not cast, iter_nodes(function.body, cst.Call)),
+            *(call for part in near for call in iter_nodes(part, cst.Call)),
+        ]
+        return any(_method(call) == "eval" and code_of(_unmoved(call)) == model for call in calls)
+
+    def _no_grad(self, expr: cst.BaseExpression) -> bool:
+        """``torch.no_grad()``, ``torch.inference_mode()`` (also as a decorator without parentheses)."""
+        return self.resolver.qualified_name(expr.func if isinstance(expr, cst.Call) else expr) in NO_GRAD
+
+    @functools.cached_property
+    def _training_functions(self) -> set[str]:
+        """The names of this file's functions that train (``_trains``) or call one that does."""
+        training: set[str] = set()
+        callees: dict[str, set[str]] = {}
+        for function in TreeIndex.of(self.ctx).functions:
+            name = function.name.value
+            for call in iter_nodes(function.body, cst.Call):
+                if _trains(call):
+                    training.add(name)
+                    break
+                callees.setdefault(name, set()).add(_callee_name(call) or "")
+        grown = True
+        while grown:
+            grown = False
+            for name, called in callees.items():
+                if name not in training and not called.isdisjoint(training):
+                    training.add(name)
+                    grown = True
+        return training
+
+
+NO_GRAD = {
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.autograd.no_grad",
+    "torch.autograd.grad_mode.no_grad",
+    "torch.autograd.grad_mode.inference_mode",
+}
+EVAL_WORDS = {  # function name words of evaluation code
+    "eval",
+    "evaluate",
+    "evaluation",
+    "validate",
+    "validation",
+    "val",
+    "test",
+    "infer",
+    "inference",
+    "predict",
+    "generate",
+    "sample",
+}
+OPTIMIZER_WORDS = {"opt", "optim", "optimizer", "optimiser", "scaler"}
+
+
+def _method(node: cst.BaseExpression) -> str | None:
+    """``eval`` for ``model.eval()``; None for anything but a method call."""
+    return node.func.attr.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) else None
+
+
+def _trains(call: cst.Call) -> bool:
+    """A training call: ``loss.backward()``, ``optimizer.zero_grad()``, ``optimizer.step()`` /
+    ``scaler.step(optimizer)``, ``trainer.train()`` / ``trainer.fit(...)`` (not ``model.train()``, which
+    evaluation code calls to restore the mode)."""
+    method = _method(call)
+    if method in ("backward", "zero_grad"):
+        return True
+    words = set(name_tokens((dotted_name(call.func.value) or "").rpartition(".")[2])) if method else set()
+    return (method == "step" and not words.isdisjoint(OPTIMIZER_WORDS)) or (
+        method in ("train", "fit") and "trainer" in words
+    )
 
 
 class _Backward(cst.CSTVisitor):
@@ -319,6 +444,13 @@ class _Backward(cst.CSTVisitor):
 
 
 MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")
+
+
+def _unmoved(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The model a chain of moves and casts starts from: ``model`` for ``model.cuda().half()``."""
+    while _method(node) in (*MOVES, "half"):
+        node = node.func.value
+    return node
 
 
 def _looks_like_model(node: cst.BaseExpression) -> bool:

@@ -41,39 +41,50 @@ KERNEL_WORDS = {
     "cuda_extension",
     "custom_op",
 }
+TORCH_OPS = ("aten", "prims", "npu")  # torch.ops namespaces of torch's and torch_npu's own operators
 EXT_NAME = re.compile(r"[A-Za-z0-9]\w*_ext")  # `pointops_ext`; a bare `_ext` is one when setup.py builds it
 
 
 def kernel_call(ctx, node: cst.If | cst.IfExp) -> str | None:
-    """The first CUDA kernel in the branch ``node``'s test selects: a call of a callee with a
-    ``cuda`` word other than torch's (and than ``.cuda()``) or named for a GPU kernel technology
-    (``_triton_entropy(x)``, ``fused_scale(x)``: ``KERNEL_WORDS``), a function of a compiled extension (a
-    ``_C`` module of the project's, one its setup.py builds with CUDAExtension, a ``<name>_cuda``
-    module), of a module-level object named like a kernel (``my_kernel.forward(x)``:
-    ``_kernel_receiver``) or of apex (its kernels are not migrated where they are called this way);
-    else the first CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``)."""
-    branch = cuda_branch(ctx, node)
-    for part in branch:
+    """The first CUDA kernel in the branch ``node``'s test selects (``calls_kernel``); else the first
+    CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``)."""
+    return first_kernel(ctx, cuda_branch(ctx, node))
+
+
+def first_kernel(ctx, parts) -> str | None:
+    """The name of the first CUDA kernel the code ``parts`` calls (``calls_kernel``), else of the
+    first CUDA-only import, call or reference there (``cuda_gates.cuda_only_use``); None: none."""
+    for part in parts:
         for call in iter_nodes(part, cst.Call):
-            name = dotted_name(call.func) or ""
-            qualified = ctx.resolver.qualified_name(call.func) or name
-            if qualified.startswith("torch."):
-                continue
-            last = name.rpartition(".")[2]
-            module = qualified.rpartition(".")[0]
-            if (
-                (CUDA_WORD.search(last) and last != "cuda")
-                or (feature_word(last) or "") in KERNEL_WORDS
-                or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
-                or (
-                    module
-                    and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.cuda_extensions))
-                )
-                or _kernel_receiver(ctx, call.func)
-            ):
-                return name
-    found = cuda_only_use(ctx, branch)
+            if calls_kernel(ctx, call):
+                return dotted_name(call.func) or ""
+    found = cuda_only_use(ctx, parts)
     return found[0].strip("`") if found else None
+
+
+def calls_kernel(ctx, call: cst.Call) -> bool:
+    """Whether ``call`` calls a CUDA kernel: a custom operator (``torch.ops.my_ext.gemm``, not torch's or
+    torch_npu's namespaces), a callee other than torch's with a ``cuda`` word (not ``.cuda()``) or named
+    for a GPU kernel technology (``_triton_entropy(x)``, ``fused_scale(x)``: ``KERNEL_WORDS``), a function
+    of a compiled extension (a ``_C`` module of the project's, one its setup.py builds with
+    CUDAExtension, a ``<name>_cuda`` module), of a module-level object named like a kernel
+    (``my_kernel.forward(x)``: ``_kernel_receiver``) or of apex (its kernels are not migrated where they
+    are called this way)."""
+    name = dotted_name(call.func) or ""
+    qualified = ctx.resolver.qualified_name(call.func) or name
+    if qualified.startswith("torch.ops."):
+        return qualified.split(".")[2] not in TORCH_OPS
+    if qualified.split(".")[0] in ("torch", "torch_npu"):
+        return False
+    last = name.rpartition(".")[2]
+    module = qualified.rpartition(".")[0]
+    return bool(
+        (CUDA_WORD.search(last) and last != "cuda")
+        or (feature_word(last) or "") in KERNEL_WORDS
+        or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
+        or (module and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.cuda_extensions)))
+        or _kernel_receiver(ctx, call.func)
+    )
 
 
 def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
