@@ -39,14 +39,15 @@ def test_sarif_validates_against_the_2_1_0_schema(project):
     assert [r["id"] for r in driver["rules"]] == list(all_rules())
     for rule in driver["rules"]:
         assert rule["name"] and rule["shortDescription"]["text"] and rule["fullDescription"]["text"]
-        assert rule["helpUri"].endswith(f"rules/INDEX.md#{rule['id'].lower()}-{rule['name']}")
+        assert "helpUri" not in rule  # no published rules page declared: no link that does not work
+        assert rule["help"]["text"].endswith(f"cuda2npu rules {rule['id']}")
     results = log["runs"][0]["results"]
     assert len(results) == 7
     first = results[0]
     assert first["ruleId"] == "NPU101" and driver["rules"][first["ruleIndex"]]["id"] == "NPU101"
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "pkg%20dir/a.py"
-    assert location["region"] == {"startLine": 5, "startColumn": 11}
+    assert location["region"] == {"startLine": 5, "startColumn": 11, "endLine": 5, "endColumn": 15}
     notebook = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.ipynb"]
     assert (
         notebook[0]["properties"]["cell"] == 3
@@ -118,3 +119,13 @@ def test_output_file(project):
     out = project / "report.sarif"
     assert cli("check", ".", "--format", "sarif", "-o", out, "--exit-zero").exit_code == 0
     assert json.loads(out.read_text())["version"] == "2.1.0"
+
+
+def test_sarif_links_each_rule_to_the_declared_rules_page(project, monkeypatch):
+    from cuda2npu.output import formatters
+
+    monkeypatch.setattr(formatters, "_rules_url", lambda: "https://example.org/cuda2npu/rules/INDEX.md")
+    driver = json.loads(cli("check", ".", "--format", "sarif").stdout)["runs"][0]["tool"]["driver"]
+    rule = next(r for r in driver["rules"] if r["id"] == "NPU101")
+    assert rule["helpUri"] == "https://example.org/cuda2npu/rules/INDEX.md#npu101-cuda-method-call"
+    assert "## NPU101 cuda-method-call" in (Path(__file__).resolve().parent.parent / "rules" / "INDEX.md").read_text()
