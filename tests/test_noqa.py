@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import cli
+from cli_helpers import cli, cuda2npu
 from helpers import dedent, migrate_text
 
 from cuda2npu.core.noqa import NoqaMap, add_noqa, may_concern_us, parse_comment
@@ -200,3 +200,30 @@ def test_ignore_noqa_reports_what_directives_hide(tmp_path):
     assert codes("--ignore-noqa") == ["NPU103", "NPU701", "NPU703", "NPU711"]  # NPU703: a.py now needs torch_npu
     cli("migrate", tmp_path, "--ignore-noqa", "--no-cache")
     assert "torch.npu.is_available()" in (tmp_path / "a.py").read_text()
+
+
+def test_malformed_directives_are_warned_about_on_stderr_and_ignored(tmp_path):
+    """ruff's warnings: `# noqa:` without codes (or with lowercase ones) and `# noqa` glued to other
+    text are no directives; each is named with its file and line on stderr, once."""
+    source = (
+        "import torch\n"
+        "a = torch.ones(1).cuda()  # noqa:\n"
+        "b = torch.ones(1).cuda()  # noqa: npu101\n"
+        "c = torch.ones(1).cuda()  # noqa'd by hand\n"
+        "d = torch.ones(1).cuda()  # noqa: NPU101\n"
+        "e = torch.ones(1).cuda()  # noqa\n"
+        "s = '# noqa:'\n"
+    )
+    (tmp_path / "m.py").write_text(source)
+    result = cuda2npu("check", "m.py", "--output-format", "concise", cwd=tmp_path)
+    assert [line.split(":")[1] for line in result.stdout.splitlines() if "NPU101" in line] == ["2", "3", "4"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: Invalid `# noqa` directive on m.py:2: expected a comma-separated list of codes (e.g., `# noqa: NPU101, NPU103`)",
+        "warning: Invalid `# noqa` directive on m.py:3: expected a comma-separated list of codes (e.g., `# noqa: NPU101, NPU103`)",
+        "warning: Invalid `# noqa` directive on m.py:4: expected `:` followed by a comma-separated list of codes (e.g., `# noqa: NPU101, NPU103`)",
+    ]
+    migrated = cuda2npu("migrate", "m.py", "--diff", cwd=tmp_path)
+    assert migrated.stderr.count("warning: Invalid `# noqa` directive") == 3
+    assert "warning" not in cuda2npu("check", "m.py", "--ignore-noqa", cwd=tmp_path).stderr
+    assert "warning" not in cuda2npu("check", "m.py", "-q", cwd=tmp_path).stderr

@@ -85,6 +85,8 @@ def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[
 
 def run_check(request: CheckRequest) -> int:
     results, summary, by_name = check_files(request)
+    if not request.quiet:
+        style.print_warnings(results)
     findings = sorted((f for r in results for f in r.findings), key=lambda f: f.sort_key())
     internal = [r for r in results if r.internal_error]
 

@@ -421,6 +421,7 @@ def migrate_stdin(request: MigrateRequest) -> int:
         output.write(result.new_source if changed else request.stdin)
         output.flush()
     if not request.quiet:
+        style.print_warnings([result])
         _print_failures([result])
         for name in result.companions if changed else []:
             _say(f"  needs the generated {name} next to it: `cuda2npu migrate` on the project writes it")
@@ -584,6 +585,7 @@ def _finish(
     if request.quiet:  # errors only
         _print_failures([r for r in results if r.status == "failed"])
         return
+    style.print_warnings(results)
     if wrote:
         _print_changed(results, "Migrated")
     _print_failures(results)

@@ -72,6 +72,7 @@ class FileResult:
     # torch_npu unguarded at module level (the dependency files' pass reads these instead of the file)
     imports: list[str] | None = None
     imports_torch_npu: bool = False
+    warnings: list[str] = field(default_factory=list)  # for stderr, as ruff's (malformed `# noqa` directives)
 
 
 @dataclass

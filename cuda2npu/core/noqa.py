@@ -162,6 +162,35 @@ def line_directives(text: str, ignore: bool = False) -> dict[int, Directive]:
     return directives
 
 
+EXAMPLE = "(e.g., `# noqa: NPU101, NPU103`)"
+
+
+def malformed(text: str) -> list[tuple[int, str]]:
+    """``(line, why)`` of each comment that starts a ``# noqa`` directive but is none, which ruff warns
+    about and then ignores: ``# noqa:`` without codes (or with lowercase ones), ``# noqa'd`` /
+    ``# noqaNPU101``. ``text`` is Python source; an untokenizable text has no warnings (NPU001 says why)."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.COMMENT or parse_comment(token.string) is not None:
+                continue
+            if parse_file_comment(token.string) is not None:
+                continue
+            for match in DIRECTIVE.finditer(token.string):
+                rest = token.string[match.end() :].lstrip()
+                if rest.startswith(":"):
+                    found.append((token.start[0], f"expected a comma-separated list of codes {EXAMPLE}"))
+                    break
+                if token.string[match.end() : match.end() + 1] not in ("", " ", "\t", "#"):
+                    found.append(
+                        (token.start[0], f"expected `:` followed by a comma-separated list of codes {EXAMPLE}")
+                    )
+                    break
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return []
+    return found
+
+
 def split_lines(text: str) -> list[str]:
     """Physical lines with their endings (``\\n``, ``\\r\\n`` or ``\\r``), as Python's tokenizer sees them."""
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)

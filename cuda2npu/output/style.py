@@ -115,3 +115,9 @@ def warn_if_empty(files) -> None:
     """A path that holds nothing to look at is probably mistyped: say so on stderr, as ruff does."""
     if not files:
         echo("warning: No Python files found under the given path(s)", err=True)
+
+
+def print_warnings(results) -> None:
+    """The files' warnings (malformed ``# noqa`` directives, ...) on stderr, once each, as ruff's."""
+    for warning in sorted({w for result in results for w in result.warnings}):
+        echo(f"warning: {warning}", err=True)

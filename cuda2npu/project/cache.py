@@ -36,7 +36,7 @@ from cuda2npu.core.options import Options
 CACHE_DIR_NAME = ".cuda2npu_cache"
 ENV_DISABLE = "CUDA2NPU_NO_CACHE"
 ROOT_MARKERS = ("pyproject.toml", "cuda2npu.toml", ".cuda2npu.toml", "setup.py", ".git")
-SCHEMA = 2  # 2: FileResult.imports
+SCHEMA = 3  # 2: FileResult.imports; 3: FileResult.warnings
 TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# cuda2npu result cache (https://bford.info/cachedir/)\n"
 
 

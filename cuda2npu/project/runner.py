@@ -14,7 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator
 
-from cuda2npu.core import prefilter
+from cuda2npu.core import noqa, prefilter
+from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
 from cuda2npu.core.fileio import io_error
 from cuda2npu.core.options import Options
@@ -41,12 +42,12 @@ def process_file(path: Path, display: str, options: Options, cache: Cache | None
         return io_error(display, exc)
     try:
         if cache is None:
-            return _with_imports(path, data, _process_bytes(path, data, display, options))
+            return _annotated(path, data, display, options)
         # the cache comes first: hashing (~1 GB/s) is cheaper than the prefilter regex
         key = cache.key(data, display, options)
         result = cache.get(key)
         if result is None:
-            result = _with_imports(path, data, _process_bytes(path, data, display, options))
+            result = _annotated(path, data, display, options)
             cache.put(key, result)
         return result
     except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
@@ -57,7 +58,7 @@ def process_stdin(data: bytes, path: Path, display: str, options: Options) -> Fi
     """Check or migrate text read from stdin as the file ``path`` would be (``check -
     --stdin-filename PATH``): its per-file options apply; never raises, as process_file."""
     try:
-        return _process_bytes(path, data, display, options.for_path(path))
+        return _annotated(path, data, display, options.for_path(path))
     except Exception as exc:  # noqa: BLE001 - a rule bug must not end the run
         return _crashed(display, exc)
 
@@ -68,12 +69,18 @@ def _crashed(display: str, exc: Exception) -> FileResult:
     )
 
 
-def _with_imports(path: Path, data: bytes, result: FileResult) -> FileResult:
-    """``result`` with the imports of the file's final text (Python files and notebooks), which the
-    dependency files' pass reads instead of the file (cached with the result)."""
+def _annotated(path: Path, data: bytes, display: str, options: Options) -> FileResult:
+    """The file's result with the imports of its final text (Python files and notebooks), which the
+    dependency files' pass reads instead of the file, and the warnings about its malformed ``# noqa``
+    directives (Python files; cached with the result)."""
+    result = _process_bytes(path, data, display, options)
     if path.suffix in (".py", ".pyi", ".ipynb"):
         final = result.new_source if result.new_source is not None else data
         result.imports, result.imports_torch_npu = scan_imports(final, path.suffix == ".ipynb")
+    if path.suffix in (".py", ".pyi") and not options.ignore_noqa and noqa.QUICK.search(data):
+        result.warnings = [
+            f"Invalid `# noqa` directive on {display}:{line}: {why}" for line, why in noqa.malformed(decode(data))
+        ]
     return result
 
 
