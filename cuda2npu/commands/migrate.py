@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
 from cuda2npu.core.fileio import atomic_write, io_error
@@ -75,8 +76,14 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _named(code: str) -> str:
+    """``NPU101 cuda-method-call``: a code with its rule's name, as ruff's statistics show them."""
+    doc = all_rules().get(code)
+    return f"{code} {doc.name}" if doc is not None else code
+
+
 def _by_code(findings) -> str:
-    return ", ".join(f"{code} ×{n}" for code, n in sorted(Counter(f.code for f in findings).items()))
+    return ", ".join(f"{_named(code)} ×{n}" for code, n in sorted(Counter(f.code for f in findings).items()))
 
 
 def _out_dir_problem(request: MigrateRequest) -> str | None:
@@ -273,7 +280,7 @@ def _print_summary(summary: Summary, wrote: bool) -> None:
         f"{summary.skipped_other} skipped, {summary.changed} {verb}, {summary.failed} failed"
     )
     if summary.edits:
-        edits = ", ".join(f"{code} ({tier}) ×{n}" for (code, tier), n in sorted(summary.edits.items()))
+        edits = ", ".join(f"{_named(code)} ({tier}) ×{n}" for (code, tier), n in sorted(summary.edits.items()))
         _say(f"  edits: {edits}")
 
 
