@@ -8,7 +8,10 @@ installed (a compiled CUDA extension, TensorRT-LLM, Triton, cupy, ...) or the CU
 missing. Left as written, the test is False there and the fallback runs. NPU103 (a
 ``torch.cuda.is_available()`` test or flag), NPU102/NPU104 (``.is_cuda``, ``x.device.type ==
 "cuda"``, through ``device/kernel_switch.py``) keep such tests and report them; NPU604/NPU606 take
-an import in the branch they keep for guarded.
+an import in the branch they keep for guarded. A test's skip guard is such a test too:
+``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over a test importing ``my_cuda_ext``
+(or ``if not torch.cuda.is_available(): pytest.skip(...)`` before the import) stays CUDA's, so the
+test is skipped on an NPU host.
 
 Libraries the migration rewrites (apex, flash-attn, TransformerEngine) do not count here: their
 calls in the branch become NPU code, which the rewritten test must reach.
@@ -50,6 +53,9 @@ SHELL_CALLS = {
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
 EXTENSION = "a compiled CUDA extension"
+# skip decorators of a test -> whether a true condition skips it (`skipUnless`: a true one runs it)
+SKIP_DECORATORS = {"pytest.mark.skipif": True, "unittest.skipIf": True, "unittest.skipUnless": False}
+SKIP_CALLS = {"pytest.skip"}  # raises Skipped in a test: an exit, as `self.skipTest(...)`
 
 
 def _module_reason(module: str, options) -> str | None:
@@ -187,7 +193,44 @@ def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
         return []
     if isinstance(node, cst.IfExp) or node.orelse is not None:
         return [node.orelse]
-    return TreeIndex.of(ctx).following(node) if leaves(node.body) else []
+    return TreeIndex.of(ctx).following(node) if leaves(node.body) or _skips(ctx, node.body) else []
+
+
+def _skips(ctx, block: cst.BaseSuite) -> bool:
+    """The block ends in a call that skips the test (``pytest.skip("needs CUDA")``, ``self.skipTest(...)``)."""
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    call = last.value if isinstance(last, cst.Expr) else None
+    if not isinstance(call, cst.Call):
+        return False
+    name = dotted_name(call.func) or ""
+    return name.endswith(".skipTest") or ctx.resolver.qualified_name(call.func) in SKIP_CALLS
+
+
+def skipped_cuda_use(ctx, call: cst.Call) -> tuple[str, str] | None:
+    """``(what, why)`` for the CUDA-only code of the test a skip decorator guards, when the test runs
+    only where its condition says CUDA (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``
+    over a test importing a compiled CUDA extension; ``unittest.skipIf``/``skipUnless`` alike, on a
+    test function or class): the decorator is a feature switch, False on an NPU host, which skips the
+    test there (see :func:`cuda_only_use`)."""
+    definition = _decorated(ctx, call)
+    if definition is None or not call.args or call.args[0].keyword is not None:
+        return None
+    skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")
+    if skips_when_true is None:
+        return None
+    true, false = _means_cuda(ctx, call.args[0].value)
+    runs_on_cuda = false if skips_when_true else true
+    return cuda_only_use(ctx, [definition.body]) if runs_on_cuda else None
+
+
+def _decorated(ctx, call: cst.Call) -> cst.FunctionDef | cst.ClassDef | None:
+    """The function or class ``call`` decorates (``@call`` over it), else None."""
+    parents = TreeIndex.of(ctx).parents
+    decorator = parents.get(call)
+    definition = parents.get(decorator) if isinstance(decorator, cst.Decorator) else None
+    return definition if isinstance(definition, (cst.FunctionDef, cst.ClassDef)) else None
 
 
 def _negated(test: cst.BaseExpression) -> bool:
@@ -283,11 +326,21 @@ def _cuda_flags(ctx) -> frozenset[str]:
 
 
 def kept_cuda_blocks(ctx, node: cst.If) -> list[cst.CSTNode]:
-    """The blocks of ``node`` that only run on CUDA hosts once migrated: its CUDA branch when its
-    test is a CUDA test the migration keeps because that branch runs CUDA-only code."""
+    """The blocks of ``node`` (or, after an early exit, the statements that follow it) that only run
+    on CUDA hosts once migrated: its CUDA branch when its test is a CUDA test the migration keeps
+    because that branch runs CUDA-only code."""
     if _means_cuda(ctx, node.test)[0] is None:
         return []
     branch = cuda_branch(ctx, node)
     if not branch or cuda_only_use(ctx, branch) is None:
         return []
-    return [b.body if isinstance(b, cst.Else) else b for b in branch if isinstance(b, (cst.BaseSuite, cst.Else))]
+    return [b.body if isinstance(b, cst.Else) else b for b in branch]
+
+
+def kept_cuda_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:
+    """Whether a skip decorator of ``definition`` is a CUDA test the migration keeps (see
+    :func:`skipped_cuda_use`): its body runs on CUDA hosts only."""
+    return any(
+        isinstance(d.decorator, cst.Call) and skipped_cuda_use(ctx, d.decorator) is not None
+        for d in definition.decorators
+    )

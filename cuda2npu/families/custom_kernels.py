@@ -14,7 +14,7 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
-from cuda2npu.families.cuda_gates import kept_cuda_blocks
+from cuda2npu.families.cuda_gates import kept_cuda_blocks, kept_cuda_test
 from cuda2npu.families.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
@@ -23,6 +23,7 @@ from cuda2npu.families.cuda_only_modules import (
     cuda_only_distribution,
     cuda_only_distributions,
 )
+from cuda2npu.families.raising_fallbacks import import_note, raising_fallbacks
 
 SHELL_CALLS = {
     "subprocess.run",
@@ -188,11 +189,32 @@ class CudaOnlyImports(Rule):
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[str] = []  # the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
-        self._after_probe: set[cst.CSTNode] = set()  # statements after `if <not installed>: return`
+        # statements after an early exit that guards them as a block would: `if <not installed>:
+        # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
+        self._after: dict[cst.CSTNode, str] = {}
+        self._raising: dict[cst.CSTNode, str] = {}  # try body whose fallback raises -> where it raises
+        self._inside_raising: list[str] = []  # those of the enclosing `try` blocks
 
     def visit_Try(self, node: cst.Try) -> None:
-        if any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
+        if not any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
+            return
+        raises = raising_fallbacks(self.ctx).tries.get(node.body)
+        if raises:  # `except ImportError: HAVE_X = False`, then `if not HAVE_X: raise`: no fallback
+            self._raising[node.body] = import_note(raises)
+        else:
             self._guards[node.body] = "fallback"
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self._raises_without(node)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._raises_without(node)
+
+    def _raises_without(self, node: cst.Raise | cst.Assert) -> None:
+        """NPU606 at a ``raise``/``assert`` that a fallback's False flag reaches (see raising_fallbacks)."""
+        found = raising_fallbacks(self.ctx).raises.get(node)
+        if found is not None:
+            self.report("NPU606", node, found.message())
 
     def visit_If(self, node: cst.If) -> None:
         if _type_checking(node.test):
@@ -201,29 +223,52 @@ class CudaOnlyImports(Rule):
             self._guards[node.body] = "fallback"
             if _means_missing(node.test) and leaves(node.body):
                 # `if find_spec("xformers") is None: return False`: what follows runs only where it is installed
-                self._after_probe.update(TreeIndex.of(self.ctx).following(node))
-        elif self.ctx.text is None or b"cuda" in self.ctx.text:
+                self._after.update(dict.fromkeys(TreeIndex.of(self.ctx).following(node), "fallback"))
+        elif self._mentions_cuda():
             # `if torch.cuda.is_available(): from knn_cuda import KNN`: a feature switch the migration
-            # keeps CUDA's (cuda_gates), False on an NPU host
-            self._guards.update(dict.fromkeys(kept_cuda_blocks(self.ctx, node), "static"))
+            # keeps CUDA's (cuda_gates), False on an NPU host; also what follows `if not ...: return`
+            for block in kept_cuda_blocks(self.ctx, node):
+                (self._guards if isinstance(block, cst.BaseSuite) else self._after)[block] = "static"
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._functions[node.body] = node.name.value
+        self._kept_test(node)
 
-    def _after_missing_probe(self) -> bool:
-        """The current statement (or one holding it) follows an ``if`` that leaves when a probe says
-        the package is missing."""
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._kept_test(node)
+
+    def _kept_test(self, node: cst.FunctionDef | cst.ClassDef) -> None:
+        """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over a test of CUDA-only code:
+        a feature switch the migration keeps (cuda_gates), so the test is skipped on an NPU host."""
+        if node.decorators and self._mentions_cuda() and kept_cuda_test(self.ctx, node):
+            self._guards[node.body] = "static"
+
+    def _mentions_cuda(self) -> bool:
+        return self.ctx.text is None or b"cuda" in self.ctx.text
+
+    def _after_guard(self) -> str | None:
+        """How the current statement (or one holding it) is guarded by an early exit before it."""
         statement = self.ctx.statement
-        if not self._after_probe or statement is None:
-            return False
-        return statement in self._after_probe or any(
-            owner in self._after_probe for owner in TreeIndex.of(self.ctx).ancestors(statement)
+        if not self._after or statement is None:
+            return None
+        return next(
+            (
+                self._after[owner]
+                for owner in (statement, *TreeIndex.of(self.ctx).ancestors(statement))
+                if owner in self._after
+            ),
+            None,
         )
 
     def _enter(self, block: cst.CSTNode, step: int) -> None:
         guard = self._guards.get(block)
         if guard is not None:
             self._depth[guard] += step
+        if block in self._raising:
+            if step > 0:
+                self._inside_raising.append(self._raising[block])
+            else:
+                self._inside_raising.pop()
         if block in self._functions:
             if step > 0:
                 self._running.append(self._functions[block])
@@ -277,17 +322,19 @@ class CudaOnlyImports(Rule):
         """NPU606 for the first of ``modules`` the table knows, unless a guard keeps the import from
         running (a fallback only for an import that fails: a library that imports runs past it) or
         the file has a marker for its package already."""
-        if self._depth["static"]:
+        after = self._after_guard()
+        if self._depth["static"] or after == "static":
             return
         for module in modules:
             found = cuda_module(module, self.options.cuda_extensions, self.options.local_modules)
-            if found is None or (found[0] == "imports" and (self._depth["fallback"] or self._after_missing_probe())):
+            if found is None or (found[0] == "imports" and (self._depth["fallback"] or after == "fallback")):
                 continue
             root = module.split(".")[0]
             if root not in self._marked:
                 self._marked.add(root)
-                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running else ""
-                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1])
+                raising = self._inside_raising[-1] if found[0] == "imports" and self._inside_raising else ""
+                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running and not raising else ""
+                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1]) + raising
                 self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review" else None)
             return
 

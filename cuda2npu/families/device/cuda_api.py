@@ -27,7 +27,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.attention.versions import parse_target
-from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use
+from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use, skipped_cuda_use
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
@@ -283,8 +283,15 @@ class TorchCudaApi(Rule):
             ):  # torch's own `fused=` dispatch by device
                 keyword = arg.keyword.value
                 self._mark_switch(arg.value, lambda k=keyword: (feature_word(k), f"`{k}=`"))
+        if node.args and node.args[0].keyword is None:  # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`
+            self._mark_switch(node.args[0].value, lambda: self._skipped(node), capability=False)
         if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx, node):
             self._check_arguments(node, qualified)
+
+    def _skipped(self, node: cst.Call) -> tuple[str | None, str]:
+        """A skip decorator over a test of CUDA-only code (``import my_cuda_ext``): ``cuda_gates``."""
+        found = skipped_cuda_use(self.ctx, node)
+        return (found[1], f"{found[0]} in the test it skips") if found else (None, "")
 
     # --- torch.cuda calls whose arguments torch_npu does not take ---------------------------------
 

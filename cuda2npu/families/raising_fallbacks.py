@@ -1,0 +1,230 @@
+"""``except ImportError`` fallbacks that raise: the flag the handler sets, read later by a test
+whose failing branch raises (NPU606).
+
+``try: import fused_weight_gradient_mlp_cuda; AVAILABLE = True`` / ``except ImportError: AVAILABLE
+= False``, then ``if gradient_accumulation_fusion and not AVAILABLE: raise RuntimeError(...)`` (or
+``assert AVAILABLE``): on an NPU host the import fails, the flag is False and the code raises under
+its defaults, so the handler is no fallback. A flag whose False branch runs a torch fallback is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.positions import positions_for
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.cuda_only_modules import cuda_module
+
+MISSING = ("False", "None")  # what a handler sets its flag to
+
+
+@dataclass(frozen=True)
+class Raise:
+    """A ``raise`` (or failing ``assert``) reached when ``module`` did not import and its handler
+    set ``flag`` to ``missing``."""
+
+    flag: str
+    missing: str  # "False" or "None"
+    module: str
+    node: cst.CSTNode  # the Raise or Assert
+    function: str  # where it is: "Linear.__init__" ("" at module level)
+    conditions: tuple[str, ...]  # what else must hold: "`gradient_accumulation_fusion` is True (its default)"
+    advice: tuple[str, ...]  # "pass `gradient_accumulation_fusion=False` on NPU"
+    line: int = 0
+
+    def message(self) -> str:
+        """NPU606's message at the raise."""
+        if self.conditions:
+            when = f" when {' and '.join(self.conditions)}"
+        else:
+            when = f" whenever `{self.function}` runs" if self.function else " at import"
+        advice = "; ".join(self.advice) or f"port (or migrate) what needs `{self.module}` and drop the check"
+        return (
+            f"raises on an NPU host{when}: `{self.module}` cannot be imported there, so `{self.flag}` is "
+            f"{self.missing}; {advice}"
+        )
+
+
+def import_note(raises: tuple[Raise, ...]) -> str:
+    """What NPU606's message at the import adds: where its handler's flag raises."""
+    first = raises[0]
+    where = f"line {first.line}" + (f" (`{first.function}`)" if first.function else "")
+    others = f" and {len(raises) - 1} more" if len(raises) > 1 else ""
+    return f"; its `except ImportError` is no fallback: `{first.flag}` {first.missing} raises at {where}{others}"
+
+
+@dataclass(frozen=True)
+class RaisingFallbacks:
+    """The file's raising fallbacks: by the body of their ``try`` and by the raising statement."""
+
+    tries: dict[cst.CSTNode, tuple[Raise, ...]]
+    raises: dict[cst.CSTNode, Raise]
+
+
+def raising_fallbacks(ctx) -> RaisingFallbacks:
+    """The file's ``try``/``except ImportError`` blocks around a CUDA-only import whose handler sets
+    a flag that a later test turns into a ``raise`` (built once per file)."""
+    return ctx.file_state(_build)
+
+
+def _build(ctx) -> RaisingFallbacks:
+    tries: dict[cst.CSTNode, tuple[Raise, ...]] = {}
+    if ctx.text is not None and not (b"except" in ctx.text and (b"raise" in ctx.text or b"assert" in ctx.text)):
+        return RaisingFallbacks(tries, {})
+    for node in iter_nodes(ctx.module, cst.Try):
+        flags = [flag for h in node.handlers if catches_import_error(h) for flag in _missing_flags(h)]
+        module = _cuda_only_import(ctx, node.body) if flags else None
+        if module is None:
+            continue
+        index = TreeIndex.of(ctx)
+        scope = index.function.get(node) or ctx.module
+        found = [
+            _describe(index, module, flag, missing, site)
+            for flag, missing in flags
+            for site in _raising_tests(scope, flag, node)
+        ]
+        if found:
+            tries[node.body] = tuple(found)
+    if tries:
+        lines = positions_for(ctx.module, [r.node for sites in tries.values() for r in sites])
+        tries = {body: tuple(replace(r, line=lines[r.node].start.line) for r in sites) for body, sites in tries.items()}
+    return RaisingFallbacks(tries, {r.node: r for sites in tries.values() for r in sites})
+
+
+def _cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
+    """The first module imported in ``body`` that cannot be imported on an NPU host."""
+    options = ctx.options
+    for node in iter_nodes(body, (cst.Import, cst.ImportFrom)):
+        if isinstance(node, cst.Import):
+            candidates = [dotted_name(a.name) or "" for a in node.names]
+        elif node.module is None or node.relative:
+            continue
+        else:
+            module = dotted_name(node.module) or ""
+            names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
+            candidates = [module, *(f"{module}.{n}" for n in names)]
+        for candidate in candidates:
+            found = cuda_module(candidate, options.cuda_extensions, options.local_modules)
+            if found is not None and found[0] == "imports":
+                return candidate
+    return None
+
+
+def _missing_flags(handler: cst.ExceptHandler) -> list[tuple[str, str]]:
+    """(name, "False" or "None") for each name the handler sets to False or None (``HAVE_X = False``)."""
+    flags = []
+    for line in handler.body.body:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if (
+                isinstance(small, cst.Assign)
+                and isinstance(small.value, cst.Name)
+                and small.value.value in MISSING
+                and all(isinstance(t.target, cst.Name) for t in small.targets)
+            ):
+                flags.extend((t.target.value, small.value.value) for t in small.targets)
+    return flags
+
+
+def _raising_tests(scope: cst.CSTNode, flag: str, guard: cst.Try):
+    """The ``raise``/``assert`` statements of ``scope`` that raise when ``flag`` is False: ``if not
+    flag: raise``, ``if flag: ... else: raise``, ``assert flag`` (not those in the ``try`` itself)."""
+    inside = set(iter_nodes(guard, (cst.If, cst.Assert)))
+    for node in iter_nodes(scope, (cst.If, cst.Assert)):
+        if node in inside:
+            continue
+        if isinstance(node, cst.Assert):
+            if True in _signs(node.test, flag):
+                yield node
+            continue
+        if isinstance(_last(node.body), cst.Raise) and False in _signs(node.test, flag):
+            yield _last(node.body)
+        orelse = _last(node.orelse.body) if isinstance(node.orelse, cst.Else) else None
+        if isinstance(orelse, cst.Raise) and True in _signs(node.test, flag):
+            yield orelse
+
+
+def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
+    last = block.body[-1] if block.body else None
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+
+
+def _signs(test: cst.BaseExpression, flag: str) -> set[bool]:
+    """How ``test`` reads ``flag``: True where it is true when the flag is (``flag``, ``flag is not
+    None``), False where negated (``not flag``, ``flag is None``); through ``and``/``or``/``not``."""
+    if isinstance(test, cst.Name):
+        return {True} if test.value == flag else set()
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return {not sign for sign in _signs(test.expression, flag)}
+    if isinstance(test, cst.BooleanOperation):
+        return _signs(test.left, flag) | _signs(test.right, flag)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        constant = target.comparator.value if isinstance(target.comparator, cst.Name) else None
+        if not (isinstance(test.left, cst.Name) and test.left.value == flag) or constant not in (*MISSING, "True"):
+            return set()
+        if isinstance(target.operator, (cst.Is, cst.Equal)):
+            return {constant == "True"}
+        if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
+            return {constant != "True"}
+    return set()
+
+
+def _required(test: cst.BaseExpression, truth: bool, flag: str) -> list[tuple[cst.BaseExpression, bool]]:
+    """The operands of ``test`` besides ``flag`` that must have these truth values for ``test`` to
+    be ``truth`` once the flag is False (``x and not flag`` true: ``x`` true)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _required(test.expression, not truth, flag)
+    if isinstance(test, cst.BooleanOperation):
+        both = isinstance(test.operator, cst.And) == truth  # `and` true, `or` false: both sides
+        sides = [s for s in (test.left, test.right) if both or _signs(s, flag)]
+        return [found for side in sides for found in _required(side, truth, flag)]
+    return [] if _signs(test, flag) else [(test, truth)]
+
+
+def _describe(index: TreeIndex, module: str, flag: str, missing: str, node: cst.Raise | cst.Assert) -> Raise:
+    """The raise, with what else must hold for it (the other operands of its test and of the
+    ``if`` statements around it in its function) and how to keep that from holding on NPU."""
+    statement = index.parents[node]
+    required = _required(node.test, False, flag) if isinstance(node, cst.Assert) else []
+    for owner, role in index.enclosing(statement):
+        if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(owner, cst.If) and role in ("body", "orelse"):
+            required = _required(owner.test, role == "body", flag) + required
+    function = next((index.function[s] for s in (statement, *index.ancestors(statement)) if s in index.function), None)
+    params = {p.name.value: p for p in _params(function)}
+    conditions, advice = [], []
+    for operand, value in required:
+        spelled = code_of(operand).strip()
+        param = params.get(spelled)
+        default = literal(param.default) if param is not None else NOT_LITERAL
+        by_default = default is not NOT_LITERAL and bool(default) == value
+        conditions.append(f"`{spelled}` is {value}{' (its default)' if by_default else ''}")
+        if param is None:
+            advice.append(f"make `{spelled}` {not value} on NPU")
+        elif default is NOT_LITERAL or by_default:
+            advice.append(f"pass `{spelled}={not value}` on NPU")
+        else:
+            advice.append(f"keep `{spelled}={not value}` (its default) on NPU")
+    return Raise(flag, missing, module, node, _qualified(index, function), tuple(conditions), tuple(advice))
+
+
+def _params(function: cst.FunctionDef | None) -> list[cst.Param]:
+    if function is None:
+        return []
+    return [*function.params.params, *function.params.kwonly_params]
+
+
+def _qualified(index: TreeIndex, function: cst.FunctionDef | None) -> str:
+    """``Class.method`` or ``function`` ("" at module level)."""
+    if function is None:
+        return ""
+    owner = index.parents.get(index.parents.get(function))
+    return f"{owner.name.value}.{function.name.value}" if isinstance(owner, cst.ClassDef) else function.name.value
