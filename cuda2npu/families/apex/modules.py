@@ -588,6 +588,7 @@ class CudaOnlyApex(ApexRule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._in_import = False
+        self._reported_notes: set[str] = set()  # apex parts whose imports this file reported
 
     def leave_Import(self, original_node: cst.Import) -> None:
         self._in_import = False
@@ -598,11 +599,13 @@ class CudaOnlyApex(ApexRule):
     def visit_Import(self, node: cst.Import) -> None:
         self._in_import = True
         if self.active:
+            found = []
             for alias in node.names:
                 bound = (
                     dotted_name(alias.asname.name) if alias.asname else (dotted_name(alias.name) or "").split(".")[0]
                 )
-                self._flag(alias, dotted_name(alias.name) or "", [bound])
+                found.append(self._cuda_only(alias, dotted_name(alias.name) or "", [bound]))
+            self._report_import(node, found)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._in_import = True
@@ -613,11 +616,26 @@ class CudaOnlyApex(ApexRule):
             provided = [
                 n for n in FP16_UTILS_EXPORTS if cuda_only_note(f"{module}.{n}") and not self.resolver.is_bound(n)
             ]
-            self._flag(node, module, provided if module == "apex.fp16_utils" else None)
+            self._report_import(node, [self._cuda_only(node, module, provided if module == "apex.fp16_utils" else None)])
             return
+        found = []
         for alias in node.names:
             bound = dotted_name(alias.asname.name) if alias.asname else dotted_name(alias.name)
-            self._flag(alias, f"{module}.{dotted_name(alias.name)}", [bound])
+            found.append(self._cuda_only(alias, f"{module}.{dotted_name(alias.name)}", [bound]))
+        self._report_import(node, found)
+
+    def _report_import(self, node: cst.Import | cst.ImportFrom, found: list[tuple[str, str] | None]) -> None:
+        """One NPU324 per import statement and apex part, naming what it imports, and none for a part
+        this file's imports were already reported for (one marker says what to do about it)."""
+        by_note: dict[str, list[str]] = {}
+        for item in filter(None, found):
+            by_note.setdefault(item[1], []).append(item[0])
+        for note, names in by_note.items():
+            if note in self._reported_notes:
+                continue
+            self._reported_notes.add(note)
+            listed = ", ".join(f"`{name}`" for name in names)
+            self.report("NPU324", node, f"{listed} {'is' if len(names) == 1 else 'are'} CUDA-only: {note}")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         """``apex.contrib.X`` reached through ``import apex``: flag the shortest matching chain,
@@ -634,18 +652,23 @@ class CudaOnlyApex(ApexRule):
             if self.ctx.statement is None or not behind_apex_import(self.edits.index, self.ctx.statement):
                 self._flag(node, name)
 
-    def _flag(self, node: cst.CSTNode, qualified: str, bound: list[str] | None = None) -> None:
-        """Report ``qualified`` if CUDA-only and, for an import, if the names it binds are read
-        (an unread apex import does no harm: NPU330 removes it with ``--apex=native``)."""
+    def _flag(self, node: cst.CSTNode, qualified: str) -> None:
+        found = self._cuda_only(node, qualified)
+        if found is not None:
+            self.report("NPU324", node, f"`{qualified}` is CUDA-only: {found[1]}")
+
+    def _cuda_only(self, node: cst.CSTNode, qualified: str, bound: list[str] | None = None) -> tuple[str, str] | None:
+        """``(qualified, note)`` if ``qualified`` is CUDA-only and, for an import, if the names it
+        binds are read (an unread apex import does no harm: NPU330 removes it with ``--apex=native``)."""
         note = cuda_only_note(qualified)
         if note is None:
-            return
+            return None
         if bound is not None:
             uses = NameUses(set(bound), self.resolver.scopes)
             walk(self.ctx.module, uses)
             if not any(uses.uses.values()) and not any(exported(self.ctx, node, name) for name in bound):
-                return  # (a re-export other modules read is a use: families/exports.py)
-        self.report("NPU324", node, f"`{qualified}` is CUDA-only: {note}")
+                return None  # (a re-export other modules read is a use: families/exports.py)
+        return qualified, note
 
 
 @register
