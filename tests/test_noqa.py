@@ -44,7 +44,8 @@ def test_directives_parse_like_ruff(comment, codes):
         (b"x = 1  # reason # noqa\r", True),
         (b"x = 1  # noqa: F401 \xc3\xa9\n", True),  # not ASCII: taken to matter
         (b"x = 1  # noqa123\n", False),
-        (b"# ruff: noqa\n", True),  # a file-level exemption
+        (b"# cuda2npu: noqa\n", True),  # a file-level exemption
+        (b"# ruff: noqa\n", False),  # blanket for ruff's rules: not ours
         (b"# flake8: noqa: F401\n", False),
         (b"x = 1\n", False),
     ],
@@ -168,8 +169,11 @@ def test_malformed_directives_suppress_nothing(comment):
 @pytest.mark.parametrize(
     ("header", "left"),
     [
-        ("# ruff: noqa\n", []),
-        ("# flake8: noqa\n", []),
+        ("# cuda2npu: noqa\n", []),
+        ("# ruff: noqa\n", ["NPU101", "NPU103"]),  # blanket, for ruff's own rules: not ours
+        ("# flake8: noqa\n", ["NPU101", "NPU103"]),
+        ("# flake8: noqa: NPU1\n", []),
+        ("# ruff: noqa: NPU101\n", ["NPU103"]),
         ("# cuda2npu: noqa: NPU103\n", ["NPU101"]),
         ("# ruff: noqa: npu103\n", ["NPU101", "NPU103"]),  # lowercase: not a directive
         ("x = 1  # ruff: noqa\n", ["NPU101", "NPU103"]),  # not on a line of its own

@@ -4,8 +4,10 @@
   ``# noqa : NPU101``) only the listed codes or code prefixes (codes are separated by commas and/or
   spaces). The directive may follow other comment text (``# reason  # noqa: NPU101``);
   ``# noqa:`` without codes and lowercase codes (``# noqa: npu101``) are not directives, as in ruff.
-- ``# cuda2npu: noqa``, ``# ruff: noqa`` and ``# flake8: noqa`` on a line of their own exempt the
-  whole file (with codes, ``# ruff: noqa: NPU101``, from those codes only), as in ruff.
+- ``# cuda2npu: noqa`` on a line of its own exempts the whole file; ``# cuda2npu: noqa: NPU101``,
+  ``# ruff: noqa: NPU101`` and ``# flake8: noqa: NPU101`` exempt it from those codes only, as in
+  ruff. A blanket ``# ruff: noqa`` / ``# flake8: noqa`` does not: it is written for the other
+  tool's style rules (a first read found one hiding a whole file's CUDA code).
 - A finding is suppressed by a directive on its own line. When that line cannot carry a comment
   (it ends inside a multi-line string or with a ``\\`` continuation), the directive goes on the
   line where that string or continuation ends, as in ruff.
@@ -31,7 +33,7 @@ CODE = re.compile(r"[A-Z]+[0-9]*")
 # from each "# noqa" (overlapping: one in a string does not hide the comment after it) to the line's
 # end; [\s\x1c-\x1f] is str's \s in ASCII
 QUICK = re.compile(rb"(?=(#[\s\x1c-\x1f]*(?:(?:cuda2npu|ruff|flake8)[ \t]*:[ \t]*)?noqa[^\r\n]*))", re.IGNORECASE)
-FILE_DIRECTIVE = re.compile(r"#\s*(?:cuda2npu|ruff|flake8)\s*:\s*noqa(?:\s*:\s*([A-Z0-9,\s]+))?\s*$", re.IGNORECASE)
+FILE_DIRECTIVE = re.compile(r"#\s*(cuda2npu|ruff|flake8)\s*:\s*noqa(?:\s*:\s*([A-Z0-9,\s]+))?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,16 @@ def parse_comment(comment: str, line: int = 0, offset: int = 0) -> Directive | N
 
 
 def parse_file_comment(comment: str, line: int = 0) -> Directive | None:
-    """A file-level exemption: ``# cuda2npu: noqa``, ``# ruff: noqa`` or ``# flake8: noqa`` on a line
-    of its own (blanket), or with codes (``# ruff: noqa: NPU101``), as ruff reads them."""
+    """A file-level exemption on a line of its own: ``# cuda2npu: noqa`` (blanket), or with codes
+    (``# cuda2npu: noqa: NPU101``, ``# ruff: noqa: NPU101``, ``# flake8: noqa: NPU1``), as ruff reads
+    them. A blanket ``# ruff: noqa`` / ``# flake8: noqa`` is not one: projects put it on generated or
+    vendored files for the other tool's style rules, and it must not hide CUDA code from a migration."""
     match = FILE_DIRECTIVE.match(comment)
-    if match is None or (match.group(1) or "") != (match.group(1) or "").upper():
+    if match is None or (match.group(2) or "") != (match.group(2) or "").upper():
         return None  # lowercase codes: not a directive (ruff warns about it)
-    codes = tuple(CODE.findall(match.group(1) or ""))
+    codes = tuple(CODE.findall(match.group(2) or ""))
+    if not codes and match.group(1).lower() != "cuda2npu":
+        return None
     return Directive(line, 0, len(comment), codes or None)
 
 
