@@ -665,3 +665,22 @@ def test_migrate_stdin_prints_the_migrated_text(tmp_path):
 def test_stdin_usage_errors(tmp_path, args, message):
     result = run(*args, cwd=tmp_path, input=CUDA)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_show_fixes_enumerates_the_fixes_per_file_and_rule(tmp_path):
+    (tmp_path / "a.py").write_text(CUDA + "y = torch.zeros(2).cuda()\ntorch.cuda.synchronize()\n")
+    (tmp_path / "b.py").write_text(CUDA + "import knn_cuda\n")
+    expected = [
+        "- a.py:",
+        "    2 × NPU101 (cuda-method-call)",
+        "    1 × NPU103 (torch-cuda-api)",
+        "- b.py:",
+        "    1 × NPU101 (cuda-method-call)",
+    ]
+    checked = run("check", ".", "--show-fixes", "--output-format", "concise", cwd=tmp_path).stdout.splitlines()
+    assert checked[checked.index("Would fix 4 findings:") + 1 :] == expected  # NPU606 has no fix
+    planned = run("migrate", ".", "--diff", "--show-fixes", cwd=tmp_path).stderr.splitlines()
+    assert planned[planned.index("Would fix 4 findings:") + 1 :][:5] == expected
+    migrated = run("migrate", ".", "--show-fixes", cwd=tmp_path).stderr.splitlines()
+    assert migrated[migrated.index("Fixed 4 findings:") + 1 :][:5] == expected
+    assert "Fixed" not in run("migrate", ".", "--show-fixes", cwd=tmp_path).stderr  # nothing left to fix

@@ -13,7 +13,7 @@ from cuda2npu.core.diagnostics import FileResult, Summary
 from cuda2npu.core.options import Options
 from cuda2npu.output import baseline as baselines
 from cuda2npu.output import style
-from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, statistics
+from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, fixes, statistics
 from cuda2npu.project.project_files import finish_run
 from cuda2npu.project.runner import default_jobs, process_stdin, run
 from cuda2npu.project.settings import RunSettings
@@ -36,6 +36,7 @@ class CheckRequest:
     write_baseline: bool = False
     statistics: bool = False  # counts per rule instead of the findings
     quiet: bool = False  # the findings only, no closing line
+    show_fixes: bool = False  # after the findings, the fixes `migrate` would apply, per file and rule
     stdin: bytes | None = None  # `check -`: the text of paths[0] (--stdin-filename), read from stdin
 
 
@@ -127,6 +128,8 @@ def run_check(request: CheckRequest) -> int:
         )
     else:
         output = FORMATTERS[request.output_format](findings, summary, sources)
+    if request.show_fixes and request.output_format in TERMINAL:
+        output = "\n\n".join(filter(None, (output, fixes([f for f in findings if f.fixable], "Would fix"))))
     if not to_terminal:
         request.output_file.write_text(output + "\n", encoding="utf-8")
     elif output:

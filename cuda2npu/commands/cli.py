@@ -402,6 +402,9 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
     help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.",
 )
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
+@click.option(
+    "--show-fixes", is_flag=True, help="List the fixes applied (or, with --diff/--check, to apply) per file and rule."
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option(
     "--exit-non-zero-on-fix",
@@ -426,6 +429,7 @@ def migrate(
     no_markers,
     no_review_markers,
     allow_dirty,
+    show_fixes,
     quiet,
     exit_non_zero_on_fix,
     exit_non_zero_on_open,
@@ -467,6 +471,7 @@ def migrate(
         check_only=check_only,
         report_file=report_file,
         allow_dirty=allow_dirty,
+        show_fixes=show_fixes,
         quiet=quiet,
         jobs=jobs,
         stdin=stdin,
@@ -496,6 +501,11 @@ def _no_fix(ctx, param, value) -> None:
 )
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them (text or json).")
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings only, without the closing summary line.")
+@click.option(
+    "--show-fixes",
+    is_flag=True,
+    help="After the findings (text formats), list the fixes `migrate` would apply per file and rule.",
+)
 @click.option("--fix", is_flag=True, hidden=True, expose_value=False, callback=_no_fix)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option(
@@ -522,6 +532,7 @@ def check(
     output_format,
     statistics,
     quiet,
+    show_fixes,
     exit_zero,
     output_file,
     add_noqa,
@@ -569,6 +580,7 @@ def check(
         write_baseline=write_baseline,
         statistics=statistics,
         quiet=quiet,
+        show_fixes=show_fixes,
         stdin=stdin,
     )
     sys.exit(run_check(request))

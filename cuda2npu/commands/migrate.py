@@ -22,7 +22,7 @@ from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import is_project_file
 from cuda2npu.output import style
-from cuda2npu.output.formatters import location
+from cuda2npu.output.formatters import fixes, location
 from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
@@ -55,6 +55,7 @@ class MigrateRequest:
     jobs: int | None = None
     exit_non_zero_on_fix: bool = False  # pre-commit: exit 1 when files were changed
     exit_non_zero_on_open: bool = False  # pre-commit: exit 1 while findings that need a human are left
+    show_fixes: bool = False  # enumerate the fixes per file and rule (ruff's --show-fixes)
     stdin: bytes | None = None  # `migrate -`: the text of paths[0] (--stdin-filename); the result goes to stdout
 
 
@@ -597,6 +598,11 @@ def _finish(
         _print_changed(results, "Migrated")
     _print_failures(results)
     _print_companions(companions, wrote)
+    if request.show_fixes:
+        applied = [f for r in results if r.status == "changed" for f in r.findings if f.applied]
+        enumeration = fixes(applied, "Fixed" if wrote else "Would fix")
+        if enumeration:
+            style.echo(enumeration, err=True)
     _print_summary(summary, wrote)
     _print_pins(request.options)
     _print_left_open(results, markers, request.report_file)

@@ -140,6 +140,26 @@ def statistics(findings: list[Finding], output_format: str = "text") -> str:
     return "\n".join(f"{counts[code]:>{width}}\t{code}\t{mark[code]} {docs[code].name}" for code in rows)
 
 
+def fixes(findings: list[Finding], verb: str) -> str:
+    """``--show-fixes``: the fixes per file and rule, as ruff enumerates them (``Fixed 3 findings:``,
+    ``- train.py:``, ``    2 × NPU101 (cuda-method-call)``); empty when there are none."""
+    by_file: dict[str, Counter] = {}
+    for f in findings:
+        by_file.setdefault(f.path, Counter())[f.code] += 1
+    total = sum(sum(codes.values()) for codes in by_file.values())
+    if not total:
+        return ""
+    docs = all_rules()
+    lines = [f"{verb} {total} finding{'s' if total != 1 else ''}:"]
+    for path in sorted(by_file):
+        lines.append(f"- {path}:")
+        codes = by_file[path]
+        lines += [
+            f"    {n} × {code} ({docs[code].name})" for code, n in sorted(codes.items(), key=lambda i: (-i[1], i[0]))
+        ]
+    return "\n".join(lines)
+
+
 def as_json(findings: list[Finding], summary: Summary, sources: dict[str, list[str]]) -> str:
     return json.dumps(check_report(findings, summary), indent=2)
 
