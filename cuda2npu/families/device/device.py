@@ -11,14 +11,16 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.device.kernel_switch import kernel_call
 from cuda2npu.families.device.receivers import foreign_constructor
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.npu_aware import in_npu_branch, is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 
@@ -269,6 +271,16 @@ class TransferToNpuImport(Rule):
     MODULE = "torch_npu.contrib.transfer_to_npu"
 
     def _flag(self, node: cst.CSTNode) -> None:
+        if self._npu_setup(node):
+            self.report(
+                "NPU108",
+                node,
+                "`transfer_to_npu` kept: it is imported where the project already sets itself up for the NPU, "
+                "and the code it serves may rely on its patches (`torch.cuda.amp` calls in NPU branches, "
+                "libraries' `device=\"cuda\"` defaults); remove it only once nothing does",
+                tier=Tier.REVIEW,
+            )
+            return
         self.report(
             "NPU108",
             node,
@@ -276,6 +288,18 @@ class TransferToNpuImport(Rule):
             "disabled); the static rewrite replaces it",
             lambda _: cst.RemoveFromParent(),
             tier=Tier.REVIEW,
+        )
+
+    def _npu_setup(self, node: cst.CSTNode) -> bool:
+        """The import sits in code written for the NPU: an NPU branch (``if is_npu_available():``) or a
+        ``try`` that falls back when torch_npu is missing — a project's own NPU set-up, whose other
+        code was written against the patched torch."""
+        if in_npu_branch(self.ctx, node):
+            return True
+        index = TreeIndex.of(self.ctx)
+        return any(
+            isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)
+            for owner, role in index.enclosing(self.ctx.statement)
         )
 
     def visit_Import(self, node: cst.Import) -> None:
