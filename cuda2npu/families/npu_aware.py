@@ -46,7 +46,7 @@ import libcst as cst
 
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
@@ -199,6 +199,9 @@ class _Constructs(cst.CSTVisitor):
                 self.roots += [n for t, b in branches if _excludes_npu(t) for n in (t, b)]
                 self.roots += [e for chain in run if (e := _cuda_else(chain)) is not None]
                 run = []
+        for position, statement in enumerate(body):
+            if _npu_early_exit(statement):  # `if <probe>: return x.to("npu")`, then the CUDA code
+                self.roots += body[position + 1 :]
         self._assignments(body)
 
     def _assignments(self, body) -> None:
@@ -283,15 +286,33 @@ def _detects_npu(test: cst.BaseExpression) -> bool:
     return bool(NPU_CHECK.search(name)) or last == "is_npu" or flag
 
 
+def _npu_early_exit(statement: cst.CSTNode) -> bool:
+    """``if accel_ok(): return x.to("npu")`` with no ``else``: a branch that handles the NPU alone
+    and leaves, under a test naming no CUDA (a probe of another module, ``if use_npu:``); what
+    follows it in the block is the CUDA alternative."""
+    return (
+        isinstance(statement, cst.If)
+        and statement.orelse is None
+        and leaves(statement.body)
+        and mentions(statement.body) == (False, True)
+        and not mentions(statement.test)[0]
+    )
+
+
 def _cuda_else(chain: cst.If) -> cst.CSTNode | None:
     """The ``else`` body of ``if <NPU detected>: ... else: <CUDA code>``, the NPU test in any
-    branch (``if is_mlu_available(): ... elif is_npu_available(): ... else: <CUDA>``), no branch
-    testing CUDA."""
-    last, tests = chain, [chain.test]
+    branch (``if is_mlu_available(): ... elif is_npu_available(): ... else: <CUDA>``) or a branch
+    whose body handles the NPU alone under a test naming no device (``if accel_ok(): x.to("npu")``,
+    a probe of another module), no branch testing CUDA."""
+    last, tests, bodies = chain, [chain.test], [chain.body]
     while isinstance(last.orelse, cst.If):
         last = last.orelse
         tests.append(last.test)
-    if not isinstance(last.orelse, cst.Else) or not any(_detects_npu(test) for test in tests):
+        bodies.append(last.body)
+    npu_branch = any(_detects_npu(test) for test in tests) or any(
+        mentions(body) == (False, True) and mentions(test) == (False, False) for test, body in zip(tests, bodies)
+    )
+    if not isinstance(last.orelse, cst.Else) or not npu_branch:
         return None
     if any(mentions(test)[0] for test in tests):
         return None
