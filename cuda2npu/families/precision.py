@@ -154,6 +154,18 @@ class CudaAutocastBf16(ValueUses, Rule):
                 tier=Tier.REVIEW,
             )
             return
+        half = self._half_weights(node) if dtype is not None else None
+        if half is not None:
+            self.report(
+                "NPU340",
+                node,
+                f"CUDA autocast with dtype={code_of(dtype.value)} kept: the model's weights are float16 here "
+                f"(`{half}`), and bfloat16 autocast over float16 weights mixes the two types (ops outside "
+                "autocast's lists promote or fail); NPU autocast runs float16 too — move the weights and "
+                "the autocast to bfloat16 together, or keep both float16",
+                tier=Tier.REVIEW,
+            )
+            return
         rebuild = isinstance(node.func, cst.Attribute)
         tier = Tier.NUMERIC
         FileEdits.for_rule(self).need_import("NPU340", tier, "torch")
@@ -175,6 +187,22 @@ class CudaAutocastBf16(ValueUses, Rule):
             fix,
             tier=tier,
         )
+
+    def _half_weights(self, node: cst.Call) -> str | None:
+        """A model cast to float16 in the function around ``node`` (or the module, at module level):
+        ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)`` — what the autocast's
+        explicit float16 then matches (the code, or None)."""
+        index = TreeIndex.of(self.ctx)
+        scope = index.function.get(self.ctx.statement) or self.ctx.module
+        for call in iter_nodes(scope, cst.Call):
+            method = _method(call)
+            if method not in ("half", "to") or not _looks_like_model(_unmoved(call.func.value)):
+                continue
+            if (method == "half" and not call.args) or (
+                method == "to" and any(is_torch_dtype(self.resolver, a.value, "float16", "half") for a in call.args)
+            ):
+                return code_of(call)
+        return None
 
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         """Record a CUDA autocast class used as a value; reported when the traversal leaves it, after
