@@ -189,12 +189,11 @@ class CudaAutocastBf16(ValueUses, Rule):
         )
 
     def _half_weights(self, node: cst.Call) -> str | None:
-        """A model cast to float16 in the function around ``node`` (or the module, at module level):
-        ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)`` — what the autocast's
-        explicit float16 then matches (the code, or None)."""
-        index = TreeIndex.of(self.ctx)
-        scope = index.function.get(self.ctx.statement) or self.ctx.module
-        for call in iter_nodes(scope, cst.Call):
+        """A model cast to float16 in the function around ``node``: ``model.half()``,
+        ``Net().cuda().half()``, ``model.to(torch.float16)`` — what the autocast's explicit float16
+        then matches (the code, or None; at module level the two are too far apart to tell)."""
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        for call in iter_nodes(scope, cst.Call) if scope is not None else ():
             method = _method(call)
             if method not in ("half", "to") or not _looks_like_model(_unmoved(call.func.value)):
                 continue
