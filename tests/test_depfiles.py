@@ -214,7 +214,7 @@ def test_explicit_file_arguments_scan_the_whole_project_for_imports(tmp_path):
     assert '"xformers"' in setup.read_text()
 
 
-def test_shell_scripts_are_reported_only_when_opted_in(tmp_path):
+def test_shell_scripts_are_reported_renamed_and_marked(tmp_path):
     write(tmp_path / "train.py", MIGRATED_CODE)
     script = write(
         tmp_path / "launch.sh",
@@ -228,7 +228,6 @@ def test_shell_scripts_are_reported_only_when_opted_in(tmp_path):
         export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT  # NCCL's logging: nothing to migrate
         """,
     )
-    before = script.read_text()
     assert cli("check", tmp_path, "--ignore", "NPU71").exit_code == 0
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     got = [(d["line"], d["column"], d["code"], d["message"]) for d in data["diagnostics"]]
@@ -241,14 +240,115 @@ def test_shell_scripts_are_reported_only_when_opted_in(tmp_path):
     ]
     assert "ASCEND_RT_VISIBLE_DEVICES" in got[0][3] and "HCCL_SOCKET_IFNAME" in got[1][3]
     assert "npu-smi info" in got[4][3]
+    migrated = textwrap.dedent(
+        """\
+        #!/bin/bash
+        # CUDA_VISIBLE_DEVICES=0 in a comment is fine
+        export ASCEND_RT_VISIBLE_DEVICES=0,1
+        # TODO(cuda2npu): NPU713 `NCCL_IB_HCA` configures NCCL: no documented HCCL counterpart
+        export HCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5
+        # TODO(cuda2npu): NPU713 `NCCL_P2P_LEVEL` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)
+        # TODO(cuda2npu): NPU712 {smi}
+        NCCL_P2P_LEVEL=NVL nvidia-smi --query-gpu=name --format=csv
+        CUDA_LAUNCH_BLOCKING=1 python train.py  # noqa: NPU711
+        export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT  # NCCL's logging: nothing to migrate
+        """
+    ).format(smi=got[4][3])
+    result = cli("migrate", tmp_path, "--report", tmp_path / "report.json")
+    assert script.read_text() == migrated
+    assert "not marked in the code" not in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    [entry] = [f for f in report["files"] if f["path"].endswith("launch.sh")]
+    assert [e["code"] for e in entry["edits"]] == ["NPU711", "NPU713"]
+    assert [m["code"] for m in entry["manual"]] == ["NPU713", "NPU713", "NPU712"]
+    assert entry["markers"] == [4, 6, 7]
     cli("migrate", tmp_path)
-    assert script.read_text() == before  # never rewritten
+    assert script.read_text() == migrated  # once
 
 
-@pytest.mark.parametrize("name", ["requirements-gpu.txt", "requirements/cuda.txt"])
+SHELL_CASES = {
+    # a launch line of a job script: the variable is renamed, nothing else on the line changes
+    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 2 train.py\n": (
+        "ASCEND_RT_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 2 train.py\n"
+    ),
+    # set, read, defaulted and unset: all renamed together, quoting kept
+    'export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"\necho "$CUDA_VISIBLE_DEVICES"\nunset CUDA_VISIBLE_DEVICES\n': (
+        'export ASCEND_RT_VISIBLE_DEVICES="${ASCEND_RT_VISIBLE_DEVICES:-0}"\necho "$ASCEND_RT_VISIBLE_DEVICES"\n'
+        "unset ASCEND_RT_VISIBLE_DEVICES\n"
+    ),
+    # IDs out of order: ASCEND_RT_VISIBLE_DEVICES stops parsing there, renamed for review
+    "CUDA_VISIBLE_DEVICES=3,1 python train.py &\n": (
+        "# TODO(cuda2npu): NPU711 review: `CUDA_VISIBLE_DEVICES` is ignored on Ascend → `ASCEND_RT_VISIBLE_DEVICES`; "
+        "its IDs must be ascending (parsing stops at the first one out of order), and `3,1` is not\n"
+        "ASCEND_RT_VISIBLE_DEVICES=3,1 python train.py &\n"
+    ),
+    # a mask hiding every GPU: renamed, but whether the NPU runtime hides the NPUs is for review
+    'CUDA_VISIBLE_DEVICES="" python prepare.py\n': (
+        "# TODO(cuda2npu): NPU711 review: `CUDA_VISIBLE_DEVICES` is ignored on Ascend → `ASCEND_RT_VISIBLE_DEVICES`; "
+        '`CUDA_VISIBLE_DEVICES=""` hides every CUDA device: check that it hides the NPUs too\n'
+        'ASCEND_RT_VISIBLE_DEVICES="" python prepare.py\n'
+    ),
+    # the marker of a continued command goes above its first line, indented like it
+    "if true; then\n  python train.py \\\n    --n $(nvidia-smi -L | wc -l)\nfi\n": (
+        "if true; then\n  # TODO(cuda2npu): NPU712 {smi}\n  python train.py \\\n    --n $(nvidia-smi -L | wc -l)\nfi\n"
+    ),
+    "set -e\nmodule load gcc/11 cuda/12.4\n": (
+        "set -e\n# TODO(cuda2npu): NPU714 `module load gcc/11 cuda/12.4` loads the CUDA toolkit's environment module, "
+        "which an Ascend host does not have (the command fails there, and ends a `set -e` script): set up CANN "
+        "instead (`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, or the cluster's CANN module)\n"
+        "module load gcc/11 cuda/12.4\n"
+    ),
+    # near-misses: the script handles the NPU already, a lowercase or longer name, another module,
+    # a read of an unrelated variable, a noqa, a comment
+    'if [ -n "$NPU" ]; then export ASCEND_RT_VISIBLE_DEVICES=0; else export CUDA_VISIBLE_DEVICES=0; fi\n': None,
+    "cuda_visible_devices=0 MY_CUDA_VISIBLE_DEVICES=0 python x.py\necho $CUDA_VISIBLE_DEVICES_LIST\n": None,
+    "module load python/3.10 cudf-tools\nmodule list\necho nvidia-smi-like\n": None,
+    "export NCCL_IB_HCA=mlx5  # noqa: NPU713\nnvidia-smi  # noqa\n# module load cuda/12.4\n": None,
+}
+
+
+@pytest.mark.parametrize("name", ["launch.sh", "job.slurm", "job.sbatch", "run.bash"])
+@pytest.mark.parametrize("case", list(SHELL_CASES))
+def test_shell_script_shapes(tmp_path, case, name):
+    from cuda2npu.filekinds.shellscripts import NVIDIA_SMI_MESSAGE
+
+    script = tmp_path / name
+    script.write_text(case)
+    expected = SHELL_CASES[case]
+    expected = case if expected is None else expected.replace("{smi}", NVIDIA_SMI_MESSAGE)
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+
+
+def test_portable_output_keeps_the_cuda_variable(tmp_path):
+    script = write(tmp_path / "run.sh", "CUDA_VISIBLE_DEVICES=1 python train.py\n")
+    cli("migrate", tmp_path, "--portable")
+    assert script.read_text() == (
+        "# TODO(cuda2npu): NPU711 review: `CUDA_VISIBLE_DEVICES` kept for CUDA hosts (portable output); on Ascend "
+        "hosts the variable is `ASCEND_RT_VISIBLE_DEVICES`: set it as well\nCUDA_VISIBLE_DEVICES=1 python train.py\n"
+    )
+
+
+def test_markers_off_leave_manual_lines_alone(tmp_path):
+    script = write(tmp_path / "run.sh", "CUDA_VISIBLE_DEVICES=1 python train.py\nnvidia-smi\n")
+    cli("migrate", tmp_path, "--no-markers")
+    assert script.read_text() == "ASCEND_RT_VISIBLE_DEVICES=1 python train.py\nnvidia-smi\n"
+
+
+@pytest.mark.parametrize(
+    "name", ["requirements-gpu.txt", "requirements/cuda.txt", "exp_requirements.txt", "dev-requirements.in"]
+)
 def test_requirements_file_names(tmp_path, name):
     write(tmp_path / name, "xformers\n")
     assert [code for _, _, code in findings(tmp_path)] == ["NPU701"]
+
+
+@pytest.mark.parametrize("name", ["constraints.txt", "requirements.md", "notes.txt"])
+def test_other_text_files_are_not_requirements(tmp_path, name):
+    write(tmp_path / name, "xformers\n")
+    assert findings(tmp_path) == []
 
 
 # --- goldens: fixtures/depfiles/<case>/ migrates to the dependency files of <case>.expected/ ------

@@ -86,3 +86,36 @@ def test_applied_shell_edits_are_not_left_for_a_human(tmp_path):
     write(tmp_path / "launch.sh", "ray start --head --num-gpus 8\n")
     result = cli("migrate", tmp_path)
     assert "need a human" not in result.stdout + result.stderr
+
+
+def test_flag_edits_variable_renames_and_markers_go_together(tmp_path):
+    """One job script (a Slurm batch file) with a launch flag, a CUDA device mask and a GPU count from
+    nvidia-smi: the flag and the variable are rewritten, the count is marked above the command."""
+    write(tmp_path / "train.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    script = write(
+        tmp_path / "slurm" / "train.slurm",
+        """
+        #!/bin/bash
+        #SBATCH --gres=gpu:2
+        CUDA_VISIBLE_DEVICES=0,1 torchrun \\
+            --nproc_per_node $(nvidia-smi -L | wc -l) ../train.py \\
+            --tf32 True
+        """,
+    )
+    assert [d[2] for d in diagnostics_of(tmp_path, "train.slurm")] == ["NPU711", "NPU712", "NPU904"]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[2].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host")
+    assert lines[3:] == [
+        "ASCEND_RT_VISIBLE_DEVICES=0,1 torchrun \\",
+        "    --nproc_per_node $(nvidia-smi -L | wc -l) ../train.py \\",
+        "    --tf32 False",
+    ]
+    before = script.read_text()
+    cli("migrate", tmp_path)
+    assert script.read_text() == before
+
+
+def diagnostics_of(root, name):
+    data = json.loads(cli("check", root, "--format", "json").stdout)
+    return [(d["line"], d["column"], d["code"], d["tier"]) for d in data["diagnostics"] if d["path"].endswith(name)]

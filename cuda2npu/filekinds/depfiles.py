@@ -1,4 +1,4 @@
-"""Dependency files: requirements*.txt / requirements*.in, pyproject.toml, setup.cfg, setup.py and
+"""Dependency files: *requirements*.txt / *requirements*.in, pyproject.toml, setup.cfg, setup.py and
 the ``- pip:`` list of conda environment*.yml files.
 
 Reported (``check``) and, under ``migrate``, rewritten:
@@ -73,8 +73,9 @@ def unknown_nvidia(name: str) -> bool:
 
 
 def is_requirements_file(path: Path) -> bool:
-    """``requirements*.txt``, pip-compile's ``requirements*.in`` sources, and both under ``requirements/``."""
-    named = path.name.startswith("requirements") or path.parent.name == "requirements"
+    """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``), pip-compile's
+    ``*requirements*.in`` sources, and both under ``requirements/``."""
+    named = "requirements" in path.stem or path.parent.name == "requirements"
     return path.suffix in (".txt", ".in") and named
 
 

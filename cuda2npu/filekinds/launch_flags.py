@@ -32,7 +32,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.ds_config import BF16_NAMES
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
-from cuda2npu.filekinds.shell_lines import ShellLine, shell_lines
+from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|vllm[_.-]sync[_-]backend)(?![\w-])"
@@ -67,11 +67,14 @@ class _Program:
     packs: bool  # it uses DataCollatorWithFlattening
 
 
-def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
-    """Findings for the launch flags of a shell script, and its text with the fixes applied."""
+def check_launch_flags(
+    text: str, path: Path, display: str, options
+) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+    """Findings for the launch flags of a shell script, and the edits of the fixes applied
+    (``(start, end, replacement)`` offsets in ``text``)."""
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
-    for command in _commands(text, options.ignore_noqa):
+    for command in shell_commands(text, options.ignore_noqa):
         program = _program(command, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
@@ -95,9 +98,7 @@ def check_launch_flags(text: str, path: Path, display: str, options) -> tuple[li
             if applied:
                 start, end, new = edit
                 edits.append((line.start + start, line.start + end, new))
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    return findings, text
+    return findings, edits
 
 
 def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, deepspeed: str | None, options):
@@ -241,20 +242,6 @@ def _value(code: str, end: int):
         return None
     value = VALUE.match(code, end)
     return value if value is not None and not value.group(3).startswith("-") else _UNKNOWN
-
-
-def _commands(text: str, ignore_noqa: bool) -> list[list[ShellLine]]:
-    """The script's commands (lines joined by a trailing backslash), comment lines left out."""
-    commands: list[list[ShellLine]] = []
-    current: list[ShellLine] = []
-    for line in shell_lines(text, ignore_noqa):
-        current.append(line)
-        if not line.code.rstrip().endswith("\\"):
-            commands.append(current)
-            current = []
-    if current:
-        commands.append(current)
-    return commands
 
 
 def _program(command: list[ShellLine], script: Path) -> _Program | None:

@@ -33,3 +33,17 @@ def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
         directive = parse_comment(line[comment.end() - 1 :]) if comment and not ignore_noqa else None
         lines.append(ShellLine(number, start, code, directive))
     return lines
+
+
+def shell_commands(text: str, ignore_noqa: bool = False) -> list[list[ShellLine]]:
+    """The script's commands (lines joined by a trailing backslash), comment lines left out."""
+    commands: list[list[ShellLine]] = []
+    current: list[ShellLine] = []
+    for line in shell_lines(text, ignore_noqa):
+        current.append(line)
+        if not line.code.rstrip().endswith("\\"):
+            commands.append(current)
+            current = []
+    if current:
+        commands.append(current)
+    return commands

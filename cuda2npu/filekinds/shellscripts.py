@@ -1,17 +1,25 @@
-"""Shell launch scripts (``*.sh`` found with the Python code): their CUDA and NCCL settings reported.
+"""Shell launch scripts (``*.sh``, ``*.bash`` and Slurm's ``*.slurm`` / ``*.sbatch`` batch scripts
+found with the Python code): their CUDA and NCCL settings.
 
-- NPU711 ``shell-cuda-env``: ``CUDA_VISIBLE_DEVICES=…`` (and the other CUDA variables of
-  rules/tables/env_vars.toml) set or exported; the message names the Ascend variable.
-- NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend).
-- NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables set or exported; the
-  message names the documented HCCL counterpart, or says there is none. NCCL's logging variables
-  (``NCCL_DEBUG``, ...: rules/tables/env_vars.toml ``nccl_logging``) ask nothing and are not reported.
+- NPU711 ``shell-cuda-env``: a CUDA variable of rules/tables/env_vars.toml (``CUDA_VISIBLE_DEVICES``,
+  ...) set, read (``$NAME``, ``${NAME...}``), exported or unset: renamed to the Ascend variable, as
+  NPU202 does in Python; a review item where ``CUDA_VISIBLE_DEVICES`` is set to IDs out of order
+  (``ASCEND_RT_VISIBLE_DEVICES`` must be ascending) or to none (``""``, ``-1``).
+- NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend): manual.
+- NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables: renamed where the table has a
+  documented HCCL counterpart (review, as NPU203 does in Python), otherwise set or exported is a
+  manual item naming the analog, or saying there is none. NCCL's logging variables (``NCCL_DEBUG``,
+  ...: ``nccl_logging``) ask nothing and are not reported.
+- NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
+  ``cudatoolkit``; Lmod's ``ml``): manual.
 
-They are reported, not rewritten: a launch script is usually changed by hand together with the
-cluster set-up. Comment lines are skipped; ``# noqa: NPU711`` on a line suppresses it. The Hugging
-Face Trainer flags of a launched program (``--tf32``, ``--fp16``, ``--attn_implementation``), the
-vLLM sync-backend flag and ``ray start --num-gpus`` are cuda2npu/filekinds/launch_flags.py's, which
-edits the flag it understands (:func:`check_shell_file`).
+A variable is not renamed where the script names its Ascend counterpart already (it handles both),
+nor under ``--portable`` (kept, and the Ascend name reported to set as well). Findings left to a
+human get a ``# TODO(cuda2npu): CODE`` line above their command (above the first line of a
+backslash-continued one); ``--no-markers`` / ``--no-review-markers`` apply. Comment lines are
+skipped; ``# noqa: NPU711`` on a line suppresses it. The flags of a launched program (``--tf32``,
+``--fp16``, ``--attn_implementation``, the vLLM sync backend, ``ray start --num-gpus``) are
+cuda2npu/filekinds/launch_flags.py's (:func:`check_shell_file` runs both).
 """
 
 from __future__ import annotations
@@ -21,64 +29,172 @@ from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.diagnostics import Finding
+from cuda2npu.core.diagnostics import Finding, Tier
+from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.filekinds.launch_flags import check_launch_flags
-from cuda2npu.filekinds.shell_lines import shell_lines
+from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
+SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
+READ = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)(?!\w)")
+NAMED = re.compile(
+    r"(?:^|[\s;&|(`])(?:unset(?:[ \t]+-v)?|export|readonly|env[ \t]+-u)[ \t]+([A-Z_][A-Z0-9_]*)(?![\w=])"
+)
+VALUE = re.compile(r"""(["']?)([^\s"';&|()]*)\1(?=$|[\s;&|)])""")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
+CUDA_MODULE = re.compile(
+    r"(?<![\w-])(?:module[ \t]+(?:load|add|try-load|try-add)|ml)(?:[ \t]+[^\s;&|]+)*?"
+    r"[ \t]+(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+-]*)?(?![\w/@.+-])",
+    re.IGNORECASE,
+)
+NVIDIA_SMI_MESSAGE = (
+    "`nvidia-smi` is not installed on an Ascend host (a GPU count read from it is 0): use `npu-smi info` "
+    "(`npu-smi info -l` lists the NPUs), or count the devices with "
+    "`python -c 'import torch, torch_npu; print(torch.npu.device_count())'`"
+)
 
 
 def is_shell_script(path: Path) -> bool:
-    return path.suffix in (".sh", ".bash")
-
-
-def _variables() -> tuple[dict[str, str], dict[str, str], dict[str, str], list[str]]:
-    env = table("env_vars")
-    return env["cuda"], env["nccl"], env["nccl_manual"], env["nccl_logging"]["names"]
+    return path.suffix in SUFFIXES
 
 
 def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
-    """Every finding of a shell script, and its text with the launch-flag fixes applied."""
-    flags, new_text = check_launch_flags(text, path, display, options)
-    return sorted([*check_shell_script(text, display, options), *flags], key=Finding.sort_key), new_text
+    """Every finding of a shell script, and its text with the fixes and markers applied."""
+    flags, flag_edits = check_launch_flags(text, path, display, options)
+    findings, edits = check_shell_script(text, display, options)
+    return sorted([*findings, *flags], key=Finding.sort_key), _apply(text, [*flag_edits, *edits])
 
 
-def check_shell_script(text: str, display: str, options) -> list[Finding]:
-    cuda, nccl, nccl_manual, logging = _variables()
+def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """``text`` with edits that do not overlap applied; insertions at one offset land in list order."""
+    order = sorted(range(len(edits)), key=lambda i: (edits[i][0], edits[i][1], i), reverse=True)
+    for start, end, new in (edits[i] for i in order):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def check_shell_script(text: str, display: str, options) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+    """The NPU71x findings of a shell script, and the edits of its renames and markers."""
+    env = table("env_vars")
+    renames = {
+        **{n: ("NPU711", new) for n, new in env["cuda"].items()},
+        **{n: ("NPU713", new) for n, new in env["nccl"].items()},
+    }
+    commands = shell_commands(text, options.ignore_noqa)
+    code_text = "\n".join(line.code for command in commands for line in command)
     findings: list[Finding] = []
+    edits: list[tuple[int, int, str]] = []
+    marks: list[tuple[str, str]] = []  # the markers of the command at hand: (code, reason)
 
-    def report(code: str, line: int, column: int, message: str) -> None:
+    def report(line: ShellLine, column: int, code: str, message: str, tier=None, edit=None) -> None:
         doc = rule_doc(code)
-        if options.code_enabled(code, doc.opt_in):
-            findings.append(Finding(display, line, column, code, doc.name, message, doc.tier, False))
+        if not options.code_enabled(code, doc.opt_in) or (line.directive and line.directive.matches(code)):
+            return
+        tier = tier or doc.tier
+        fixable = edit is not None and tier <= options.max_tier
+        applied = fixable and options.fix
+        findings.append(Finding(display, line.number, column, code, doc.name, message, tier, fixable, applied))
+        if applied:
+            edits.append((line.start + edit[0], line.start + edit[1], edit[2]))
+        reason = _marker_reason(findings[-1], doc.tier, options)
+        if reason is not None:
+            marks.append((code, reason))
 
-    for line in shell_lines(text, options.ignore_noqa):
-        number, code_part, directive = line.number, line.code, line.directive
-        before = len(findings)
-        for match in ASSIGNMENT.finditer(code_part):
-            name, column = match.group(1), match.start(1) + 1
-            if name in logging:
-                continue  # NCCL's own logging: nothing to migrate
-            if name in cuda:
-                report(
-                    "NPU711", number, column, f"`{name}` selects CUDA devices/behaviour: on Ascend set `{cuda[name]}`"
+    for command in commands:
+        for line in command:
+            for name, start, end, assigned in _variables(line.code):
+                if name in env["nccl_logging"]["names"]:
+                    continue  # NCCL's own logging: nothing to migrate
+                if name in renames:
+                    code, new = renames[name]
+                    if re.search(rf"(?<!\w){new}(?!\w)", code_text) is None:  # else: it handles both already
+                        report(line, start + 1, code, *_rename(line.code, name, new, end, assigned, options))
+                elif not assigned:
+                    continue
+                elif name in env["nccl_manual"]:
+                    report(
+                        line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
+                    )
+                elif name.startswith(("NCCL_", "TORCH_NCCL_")):
+                    message = (
+                        f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)"
+                    )
+                    report(line, start + 1, "NPU713", message, Tier.MANUAL)
+            for match in NVIDIA_SMI.finditer(line.code):
+                report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
+            for match in CUDA_MODULE.finditer(line.code):
+                message = (
+                    f"`{match.group()}` loads the CUDA toolkit's environment module, which an Ascend host does not "
+                    "have (the command fails there, and ends a `set -e` script): set up CANN instead "
+                    "(`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, or the cluster's CANN module)"
                 )
-            elif name in nccl:
-                report("NPU713", number, column, f"`{name}` configures NCCL: on Ascend set `{nccl[name]}` (HCCL)")
-            elif name in nccl_manual:
-                report("NPU713", number, column, f"`{name}` configures NCCL: {nccl_manual[name]}")
-            elif name.startswith(("NCCL_", "TORCH_NCCL_")):
-                report(
-                    "NPU713",
-                    number,
-                    column,
-                    f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)",
-                )
-        for match in NVIDIA_SMI.finditer(code_part):
-            report(
-                "NPU712", number, match.start() + 1, "`nvidia-smi` queries NVIDIA GPUs: use `npu-smi info` on Ascend"
-            )
-        if directive is not None:
-            findings[before:] = [f for f in findings[before:] if not directive.matches(f.code)]
-    return findings
+                report(line, match.start() + 1, "NPU714", message)
+        edits += _markers(text, command[0], marks)
+        marks.clear()
+    return findings, edits
+
+
+def _variables(code: str) -> list[tuple[str, int, int, bool]]:
+    """(name, start, end, assigned) of every variable a line's code sets, reads, exports or unsets."""
+    found = [(m.group(1), m.start(1), m.end(1), True) for m in ASSIGNMENT.finditer(code)]
+    found += [(m.group(1), m.start(1), m.end(1), False) for pattern in (READ, NAMED) for m in pattern.finditer(code)]
+    return sorted(found, key=lambda item: item[1])
+
+
+def _rename(code: str, name: str, new: str, end: int, assigned: bool, options):
+    """(message, tier, edit) for a variable with an Ascend counterpart (``end``: where its name ends)."""
+    if options.portable:
+        message = (
+            f"`{name}` kept for CUDA hosts (portable output); on Ascend hosts the variable is `{new}`: set it as well"
+        )
+        return message, Tier.REVIEW, None
+    start = end - len(name)
+    if name.startswith(("NCCL_", "TORCH_NCCL_")):
+        return (
+            f"`{name}` configures NCCL → `{new}` (closest HCCL analog; no official mapping table exists)",
+            None,
+            (start, end, new),
+        )
+    message = f"`{name}` is ignored on Ascend → `{new}`"
+    value = VALUE.match(code, end + 1) if assigned and name == "CUDA_VISIBLE_DEVICES" else None
+    ids = value.group(2).split(",") if value is not None else []
+    if value is not None and (not value.group(2) or any(i.startswith("-") for i in ids)):
+        message += f"; `{name}={value.group()}` hides every CUDA device: check that it hides the NPUs too"
+        return message, Tier.REVIEW, (start, end, new)
+    numbers = [int(i) for i in ids] if all(i.isdigit() for i in ids) else []
+    if numbers != sorted(numbers):
+        message += (
+            f"; its IDs must be ascending (parsing stops at the first one out of order), and `{value.group(2)}` is not"
+        )
+        return message, Tier.REVIEW, (start, end, new)
+    return message, None, (start, end, new)
+
+
+def _marker_reason(finding: Finding, rule_tier: Tier, options) -> str | None:
+    """The reason of a finding's ``# TODO(cuda2npu)`` marker (None: no marker), as in the Python files
+    (cuda2npu/filekinds/python.py ``marker_reason``)."""
+    if not (options.fix and options.markers):
+        return None
+    reason = " ".join(finding.message.split())
+    if finding.tier is Tier.MANUAL and not finding.applied:
+        return reason
+    if not options.review_markers or finding.applied and finding.tier <= rule_tier:
+        return None
+    return f"review: {reason}"
+
+
+def _markers(text: str, first: ShellLine, marks: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
+    """Marker lines above a command's first line, indented like it, but for the codes the comment
+    lines just above already carry a marker for."""
+    above = text[: first.start].splitlines()
+    marked = set()
+    while above and above[-1].strip().startswith("#"):
+        marked.add(above.pop().strip())
+    line = text[first.start :].split("\n", 1)[0]
+    indent = re.match(r"[ \t]*", line).group(0)
+    newline = "\r\n" if line.endswith("\r") else "\n"
+    edits = []
+    for code, reason in dict.fromkeys(marks):
+        if not any(comment.startswith(f"{MARKER_PREFIX}{code}") for comment in marked):
+            edits.append((first.start, first.start, f"{indent}{marker_text(code, reason)}{newline}"))
+    return edits
