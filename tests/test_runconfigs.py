@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from cli_helpers import cli
 
-from cuda2npu.filekinds.runconfig_code import consumed_keys
+from cuda2npu.filekinds.runconfig_code import config_keys, consumed_keys
 from cuda2npu.filekinds.runconfig_files import is_run_config
 
 READER = """
@@ -142,6 +142,16 @@ def test_tooling_and_large_files_are_not_read(tmp_path):
     assert findings(tmp_path) == []
 
 
+def test_config_keys_know_attention_keys_and_the_trainer_taking_deepspeed_configs(tmp_path):
+    reader = (
+        b"p = HfArgumentParser(ModelArguments)\nm = load(name, attn_implementation=model_args.attn_implementation)\n"
+    )
+    assert config_keys({tmp_path / "a.py": reader}) == (("attention", "attn_implementation"), ("trainer", "deepspeed"))
+    builder = b'args = TrainingArguments(output_dir="o", fp16=fp16, deepspeed=deepspeed)\n'
+    assert config_keys({tmp_path / "b.py": builder}) == (("trainer", "deepspeed"),)
+    assert config_keys({tmp_path / "c.py": b'args = TrainingArguments(output_dir="o")\n'}) == ()
+
+
 def test_consumed_keys_follow_reads_into_device_and_backend_consumers():
     source = """
         device = cfg.get("infer_device", "cuda")
@@ -244,3 +254,124 @@ def test_deepspeed_bf16_block_without_enabled_and_cuda_only_optimizer_are_report
     assert found == {("NPU723", False), ("NPU724", False)}
     cli("migrate", tmp_path)
     assert ds.read_text() == text
+
+
+TRAINER_PARSER = """
+from transformers import HfArgumentParser, TrainingArguments
+
+(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+"""
+EXPLICIT_FP16 = '{"zero_optimization": {"stage": 2}, "fp16": {"enabled": true}, "bf16": {"enabled": false}}\n'
+
+
+def test_deepspeed_config_the_hf_trainer_matches_against_fp16_flags_that_stay_is_reviewed(tmp_path):
+    # TrainingArguments(fp16=True, bf16=False) keeps fp16 (NPU906 review): the Trainer would raise on a bf16 config
+    write(
+        tmp_path / "train.py",
+        'from transformers import TrainingArguments\n\nargs = TrainingArguments(output_dir="o", fp16=True, bf16=False, deepspeed="ds.json")\n',
+    )
+    ds = write(tmp_path / "ds.json", EXPLICIT_FP16)
+    assert findings(tmp_path) == [("ds.json", 1, "NPU723", "review")]
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    [review] = [d for d in data["diagnostics"] if d["code"] == "NPU723"]
+    assert "change both together" in review["message"] and "TrainingArguments" in review["message"]
+    cli("migrate", tmp_path)
+    assert ds.read_text() == EXPLICIT_FP16
+
+
+def test_deepspeed_config_follows_the_shell_fp16_flag_only_where_that_flag_is_rewritten(tmp_path):
+    write(tmp_path / "train.py", TRAINER_PARSER)
+    switched = write(tmp_path / "configs" / "ds_a.json", EXPLICIT_FP16)
+    no_bf16 = write(tmp_path / "configs" / "ds_b.json", '{"zero_optimization": {}, "fp16": {"enabled": true}}\n')
+    kept = write(tmp_path / "configs" / "ds_c.json", EXPLICIT_FP16)
+    raw = write(tmp_path / "configs" / "ds_raw.json", '{"zero_optimization": {}, "fp16": {"enabled": true}}\n')
+    write(
+        tmp_path / "scripts" / "run.sh",
+        """
+        deepspeed train.py \\
+          --deepspeed configs/ds_a.json \\
+          --fp16
+        deepspeed train.py --deepspeed configs/ds_b.json --fp16 true
+        deepspeed train.py --deepspeed configs/ds_c.json --bf16 false
+        """,
+    )
+    assert findings(tmp_path) == [
+        ("ds_a.json", 1, "NPU723", "numeric"),  # the command's --fp16 becomes --bf16 (NPU906): both change
+        ("ds_b.json", 1, "NPU723", "review"),  # NPU906 reviews that --fp16 (no bf16 block): both stay
+        ("ds_c.json", 1, "NPU723", "review"),  # --bf16 false: the flags stay fp16
+        ("ds_raw.json", 1, "NPU723", "review"),  # no command seen, but the code hands configs to TrainingArguments
+    ]
+    cli("migrate", tmp_path)
+    assert switched.read_text() == EXPLICIT_FP16.replace(
+        'true}, "bf16": {"enabled": false', 'false}, "bf16": {"enabled": true'
+    )
+    assert (tmp_path / "scripts" / "run.sh").read_text().splitlines()[2] == "  --bf16"
+    assert no_bf16.read_text() == '{"zero_optimization": {}, "fp16": {"enabled": true}}\n'
+    assert kept.read_text() == EXPLICIT_FP16
+    assert raw.read_text() == '{"zero_optimization": {}, "fp16": {"enabled": true}}\n'
+
+
+def test_deepspeed_config_without_a_trainer_still_follows_the_policy(tmp_path):
+    write(tmp_path / "train.py", 'import deepspeed\n\nengine = deepspeed.initialize(config="ds.json")\n')
+    ds = write(tmp_path / "ds.json", EXPLICIT_FP16)
+    assert findings(tmp_path) == [("ds.json", 1, "NPU723", "numeric")]
+    cli("migrate", tmp_path)
+    assert '"bf16": {"enabled": true}' in ds.read_text()
+
+
+FA2_READER = """
+from dataclasses import dataclass
+
+from transformers import AutoModelForCausalLM, HfArgumentParser
+
+
+@dataclass
+class ModelArguments:
+    attn_implementation: str = "eager"
+
+
+(model_args,) = HfArgumentParser(ModelArguments).parse_yaml_file("configs/train.yaml")
+model = AutoModelForCausalLM.from_pretrained("m", attn_implementation=model_args.attn_implementation)
+"""
+
+
+def findings_of(path, code_prefix, *options):
+    data = json.loads(cli("check", path, "--format", "json", *options).stdout)
+    found = [(d["path"].rsplit("/", 1)[-1], d["line"], d["code"], d["tier"]) for d in data["diagnostics"]]
+    return sorted(f for f in found if f[2].startswith(code_prefix))
+
+
+def test_flash_attention_2_in_a_run_config_the_code_reads_becomes_sdpa_below_the_npu_release(tmp_path):
+    write(tmp_path / "requirements.txt", "transformers==4.44.2\n")
+    write(tmp_path / "scripts" / "train.py", FA2_READER)
+    text = "model_name_or_path: m\nattn_implementation: flash_attention_2   # fast\nbf16: true\n"
+    cfg = write(tmp_path / "configs" / "train.yaml", text)
+    packed = write(
+        tmp_path / "configs" / "packed.yaml", 'attn_implementation: "flash_attention_2"\npadding_free: true\n'
+    )
+    js = write(
+        tmp_path / "configs" / "run.json",
+        '{"attention": "flash_attention_2", "attn_implementation": "flash_attention_2"}',
+    )
+    assert findings_of(tmp_path, "NPU90") == [
+        ("packed.yaml", 1, "NPU903", "manual"),  # padding-free packing: SDPA < 4.51 ignores the packed position_ids
+        ("run.json", 1, "NPU901", "numeric"),
+        ("train.yaml", 2, "NPU901", "numeric"),
+    ]
+    cli("migrate", tmp_path)
+    assert cfg.read_text() == text.replace("flash_attention_2", "sdpa")
+    assert js.read_text() == '{"attention": "flash_attention_2", "attn_implementation": "sdpa"}'
+    assert packed.read_text().startswith("# TODO(cuda2npu): NPU903 ")
+    assert packed.read_text().endswith('attn_implementation: "flash_attention_2"\npadding_free: true\n')
+    assert findings_of(tmp_path, "NPU901") == []
+
+
+def test_flash_attention_2_unread_key_is_reviewed_and_a_new_enough_pin_keeps_it(tmp_path):
+    write(tmp_path / "requirements.txt", "transformers==4.44.2\n")
+    write(tmp_path / "train.py", "import torch\n")
+    text = "attn_implementation: flash_attention_2\n"
+    for name in ("a.yaml", "b.yaml"):
+        write(tmp_path / "recipes" / name, text)
+    assert findings_of(tmp_path, "NPU901") == [("a.yaml", 1, "NPU901", "review")]  # one for the project
+    write(tmp_path / "requirements.txt", "transformers>=4.51.0\n")
+    assert findings_of(tmp_path, "NPU901") == []

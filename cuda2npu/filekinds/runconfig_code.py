@@ -1,13 +1,19 @@
-"""Which configuration keys the project's Python code passes to a device or backend consumer.
+"""Which configuration keys the project's Python code passes to a device, backend or attention consumer.
 
 A cheap, conservative regex scan (a project fact, cuda2npu/project/facts.py): a read of a key,
 ``cfg["device"]``, ``cfg.get("device", ...)``, or an attribute of a config-like name
-(``cfg.device``, ``self.config.train.device``, ``args.dist_backend``), found as the argument of
-``torch.device(...)``, ``.to(...)``, a ``device=`` keyword (role ``device``) or of
-``init_process_group(...)``, a ``backend=`` / ``dist_backend=`` keyword (role ``backend``), either
-directly or through one name assigned such a read in the same file (``device = cfg["device"]`` ...
-``model.to(device)``). Only projects whose code loads a configuration file (yaml, json, toml,
-OmegaConf, hydra, ...) have such keys.
+(``cfg.device``, ``self.config.train.device``, ``model_args.attn_implementation``), found as the
+argument of ``torch.device(...)``, ``.to(...)``, a ``device=`` keyword (role ``device``), of
+``init_process_group(...)``, a ``backend=`` / ``dist_backend=`` keyword (role ``backend``) or of an
+``attn_implementation=`` keyword (role ``attention``), either directly or through one name assigned
+such a read in the same file (``device = cfg["device"]`` ... ``model.to(device)``). Only projects
+whose code loads a configuration file (yaml, json, toml, OmegaConf, hydra, ``HfArgumentParser``'s
+YAML/JSON files, ...) have such keys.
+
+One more pair, ``("trainer", "deepspeed")``: the project's code hands DeepSpeed configurations to
+transformers' ``TrainingArguments`` (a ``deepspeed=`` keyword in a file building them, or a
+``TrainingArguments`` parser, which takes ``--deepspeed``). The HF Trainer then matches a config's
+explicit ``fp16`` / ``bf16`` ``"enabled"`` against the arguments' flags (runconfig_deepspeed.py).
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from pathlib import Path
 
 LOADS_CONFIG = re.compile(
     rb"\b(?:yaml\.(?:safe_|full_|unsafe_)?load|json\.load|tomllib\.load|toml\.load|tomli\.load|OmegaConf|hydra|"
-    rb"DictConfig|EasyDict|ruamel|Config\.fromfile|mmengine)"
+    rb"DictConfig|EasyDict|ruamel|Config\.fromfile|mmengine|parse_yaml_file|parse_json_file|HfArgumentParser|TrlParser)"
 )
+# transformers' TrainingArguments (and TRL's subclasses) built in code, or parsed from the command line
+BUILDS_TRAINING_ARGUMENTS = re.compile(rb"\b(?:\w*TrainingArguments|(?:SFT|DPO|GRPO|KTO|ORPO|CPO|Reward)Config)\(")
+PARSES_TRAINING_ARGUMENTS = re.compile(rb"\b(?:HfArgumentParser|TrlParser)\b")
+TRAINER_DEEPSPEED = ("trainer", "deepspeed")
 KEY_TEXT = r"""["']([A-Za-z_][\w.-]*)["']"""  # a key literal, the key captured
 KEY_LITERAL = r"""["'][A-Za-z_][\w.-]*["']"""
 EXPRESSION = rf"(?:self\.)?[A-Za-z_]\w*(?:\[\s*{KEY_LITERAL}\s*\]|\.get\(\s*{KEY_LITERAL}[^()\n]*\)|\.[A-Za-z_]\w*)*"
@@ -28,6 +38,7 @@ CONSUMERS = {
     "backend": re.compile(
         rf"(?:\binit_process_group\(\s*|[(,]\s*(?:backend|dist_backend)\s*=\s*|\binit_distributed\(\s*){ARGUMENT}"
     ),
+    "attention": re.compile(rf"[(,]\s*attn_implementation\s*=\s*{ARGUMENT}"),
 }
 SUBSCRIPT_READ = re.compile(rf".*\[\s*{KEY_TEXT}\s*\]$")
 GET_READ = re.compile(rf".*\.get\(\s*{KEY_TEXT}[^()\n]*\)$")
@@ -65,11 +76,21 @@ def consumed_keys(text: str) -> set[tuple[str, str]]:
 
 
 def config_keys(texts: dict[Path, bytes]) -> tuple[tuple[str, str], ...]:
-    """The (role, key) pairs of the project: empty unless some Python file loads a configuration."""
-    if not any(LOADS_CONFIG.search(text) for text in texts.values()):
-        return ()
+    """The (role, key) pairs of the project (none but the trainer's unless some Python file loads a
+    configuration)."""
     found: set[tuple[str, str]] = set()
+    if any(hands_deepspeed_to_trainer(text) for text in texts.values()):
+        found.add(TRAINER_DEEPSPEED)
+    if not any(LOADS_CONFIG.search(text) for text in texts.values()):
+        return tuple(sorted(found))
     for text in texts.values():
-        if b"device" in text or b"backend" in text or b".to(" in text:
+        if b"device" in text or b"backend" in text or b".to(" in text or b"attn_implementation" in text:
             found |= consumed_keys(text.decode("utf-8", "replace"))
     return tuple(sorted(found))
+
+
+def hands_deepspeed_to_trainer(text: bytes) -> bool:
+    """A file parsing ``TrainingArguments`` (``--deepspeed``), or building them where it names ``deepspeed``."""
+    if PARSES_TRAINING_ARGUMENTS.search(text):
+        return True
+    return b"deepspeed" in text and BUILDS_TRAINING_ARGUMENTS.search(text) is not None

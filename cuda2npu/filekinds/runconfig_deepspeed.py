@@ -5,15 +5,28 @@ docs/reference/run_configs.md.
 The change on the parsed configuration is cuda2npu/families/ds_config.py's ``fp16_to_bf16`` (shared
 with the Python-side DeepSpeed rule); ``fp16_block_edits`` makes it on the text, which
 ``json.loads`` then checks.
+
+The HF Trainer matches a config's explicit ``fp16`` / ``bf16`` ``"enabled"`` against
+``TrainingArguments``' flags and raises ValueError on a mismatch (``HfTrainerDeepSpeedConfig.fill_match``).
+So a config the Trainer reads is switched only together with those flags: where every shell command
+passing it as ``--deepspeed`` gets its ``--fp16`` rewritten to ``--bf16`` (NPU906 in
+cuda2npu/filekinds/launch_flags.py); where the project's code hands configs to ``TrainingArguments``
+(the ``("trainer", "deepspeed")`` fact, runconfig_code.py) and no such command is seen, it is reviewed.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from cuda2npu.families import ds_config
+from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags
+from cuda2npu.filekinds.runconfig_code import TRAINER_DEEPSPEED
 from cuda2npu.filekinds.runconfig_entries import Member
+from cuda2npu.filekinds.shell_lines import shell_commands
+from cuda2npu.filekinds.shellscripts import is_shell_script
 
 DS_CONFIG_NAME = re.compile(r"ds_config\w*\.json|\w*deepspeed\w*\.json", re.I)
 DS_TOP_LEVEL = ("zero_optimization", "train_micro_batch_size_per_gpu")
@@ -82,3 +95,57 @@ def cuda_only_options(config: dict, members: list[Member]) -> list[tuple[Member,
             why = "DeepSpeed's `amp` mode runs NVIDIA apex amp (CUDA-only): use `bf16` (or `fp16`) instead"
             found.append((member, why))
     return found
+
+
+def launched_configs(names: dict[Path, str], options_of: Callable) -> dict[Path, bool]:
+    """The configs (resolved paths) that the run's shell scripts pass as ``--deepspeed X.json``, each
+    with whether every such command gets its ``--fp16`` rewritten to ``--bf16`` (a fixable NPU906)."""
+    found: dict[Path, bool] = {}
+    for script in names:
+        if not is_shell_script(script):
+            continue
+        try:
+            text = script.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "--deepspeed" not in text:
+            continue
+        options = replace(options_of(script).for_path(script), fix=False)
+        flags, _ = check_launch_flags(text, script, names[script], options)
+        switched = {f.line for f in flags if f.code == "NPU906" and f.fixable}
+        for command in shell_commands(text, options.ignore_noqa):
+            for line in command:
+                match = DEEPSPEED.search(line.code)
+                config = _config_path(script, match.group(2)) if match is not None else None
+                if config is not None:
+                    rewritten = any(other.number in switched for other in command)
+                    found[config] = found.get(config, True) and rewritten
+    return found
+
+
+def _config_path(script: Path, relative: str) -> Path | None:
+    """The file ``relative`` names, looked up as launch_flags does: next to the script and up to three directories above."""
+    for directory in [script.parent, *script.parent.parents][:4]:
+        if (directory / relative).is_file():
+            return (directory / relative).resolve()
+    return None
+
+
+def trainer_coupling(path: Path, options, launched: dict[Path, bool]) -> str | None:
+    """Why the config's fp16 switch must wait for TrainingArguments' flags (None: it may be made)."""
+    rewritten = launched.get(path.resolve())
+    if rewritten is True:
+        return None
+    if rewritten is False:
+        where = (
+            "a shell command passes it as `--deepspeed` and keeps its fp16 flags (no `--fp16` rewritten to `--bf16`)"
+        )
+    elif TRAINER_DEEPSPEED in options.config_keys:
+        where = "the project's code hands DeepSpeed configs to transformers' TrainingArguments, whose fp16/bf16 flags are not rewritten with it"
+    else:
+        return None
+    return (
+        f"{where}: the HF Trainer raises ValueError when the config's explicit fp16/bf16 `enabled` differ from "
+        "TrainingArguments' fp16/bf16, so change both together (`bf16=True` / `--bf16 true` with "
+        '`"bf16": {"enabled": true}` and fp16 off), or set both blocks\' "enabled" to "auto"; fp16 also runs on Ascend'
+    )

@@ -11,6 +11,12 @@
 - NPU725 ``accelerate-multi-gpu``, NPU726 ``accelerate-fp16``: accelerate's config YAML
   (``compute_environment:`` and ``distributed_type:``): ``MULTI_GPU`` → ``MULTI_NPU``,
   ``mixed_precision: fp16`` → ``bf16`` under the BF16 policy.
+- NPU901 (rules/transformers.toml, the run-config side of the Python rule): ``flash_attention_2`` at
+  a key the code passes to ``attn_implementation=`` (``model_args.attn_implementation`` of an
+  ``HfArgumentParser`` YAML) becomes ``sdpa`` unless the transformers pin guarantees the NPU
+  flash-attention path (4.51.0); with ``padding_free: true`` in the same file it is a manual NPU903
+  item (SDPA before 4.51 ignores the packed ``position_ids``). A key ``attn_implementation`` no code
+  is seen reading is a review item.
 
 A review item stands for every file of the run with the same key and value (a project with 423
 configs saying ``device: "cuda"`` gets one finding, at the first file, which names the others):
@@ -36,6 +42,7 @@ from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
 from cuda2npu.families import ds_config
+from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds.depfiles import apply_edits, decoded_text, encoded_like
 from cuda2npu.filekinds.runconfig_entries import Entry, json_members, toml_entries, yaml_entries
@@ -46,10 +53,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MAX_BYTES = 1 << 20
-PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"")
+PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2")
 DEVICE_VALUE = re.compile(r"cuda(?::\d+)?")
 BACKEND_KEYS = {"backend", "dist_backend", "distributed_backend", "ddp_backend", "process_group_backend"}
 DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16 = (f"NPU72{i}" for i in range(1, 7))
+FA2, ATTENTION_KEY, PADDING_FREE = "flash_attention_2", "attn_implementation", "padding_free"
+TRUE = {"true", "yes", "on"}
 
 
 @dataclass
@@ -83,15 +92,16 @@ class Plan:
 def check_run_configs(paths: list[Path], names: dict[Path, str], options_of: Callable) -> list[FileResult]:
     """The results of the run configurations among ``paths`` (only those with findings)."""
     plans = []
+    launched = deepspeed.launched_configs(names, options_of) if any(p.suffix == ".json" for p in paths) else {}
     for path in sorted(paths, key=lambda p: names[p]):
-        plan = _plan(path, names[path], options_of(path).for_path(path))
+        plan = _plan(path, names[path], options_of(path).for_path(path), launched)
         if plan is not None and plan.items:
             plans.append(plan)
     _share(plans)
     return [result for result in map(_result, plans) if result is not None]
 
 
-def _plan(path: Path, display: str, options) -> Plan | None:
+def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan | None:
     try:
         if path.stat().st_size > MAX_BYTES:
             return None
@@ -109,7 +119,7 @@ def _plan(path: Path, display: str, options) -> Plan | None:
             return None
         plan.entries, plan.parsed = [m.entry for m in members], json.loads(text)
         if deepspeed.is_deepspeed_config(path, plan.parsed):
-            plan.items += _deepspeed_items(plan, members)
+            plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, launched))
     elif kind == "toml":
         try:
             plan.parsed = tomllib.loads(text)
@@ -120,6 +130,7 @@ def _plan(path: Path, display: str, options) -> Plan | None:
         plan.entries = yaml_entries(text)
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
+    plan.items += _attention_items(plan.entries, options)
     noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
     plan.items = [
         item
@@ -155,6 +166,36 @@ def _device_items(entries: list[Entry], options) -> list[Item]:
     return items
 
 
+def _attention_items(entries: list[Entry], options) -> list[Item]:
+    """``flash_attention_2`` where the pinned transformers has no NPU path for it (NPU901, NPU903)."""
+    if guaranteed(options, FA2_ON_NPU):
+        return []
+    packs = any(e.key == PADDING_FREE and (e.value is True or str(e.value).lower() in TRUE) for e in entries)
+    items = []
+    for entry in entries:
+        if not entry.editable or entry.value != FA2:
+            continue
+        raises = f"`{entry.key}: {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)})"
+        if ("attention", entry.key) in options.config_keys and packs:
+            message = (
+                f"{raises}, and with `{PADDING_FREE}: true` SDPA there ignores the packed position_ids (packed "
+                f"sequences would attend to each other): require transformers >= {FA2_ON_NPU} or pad the batches"
+            )
+            items.append(Item("NPU903", entry, message, Tier.MANUAL))
+        elif ("attention", entry.key) in options.config_keys:
+            message = (
+                f"{raises}, and the code passes `{entry.key}` to `attn_implementation=`: `sdpa` (torch's "
+                f"scaled_dot_product_attention, numerics differ slightly); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
+            )
+            items.append(Item("NPU901", entry, message, Tier.NUMERIC, [entry.replaced("sdpa")], (FA2, "sdpa")))
+        elif entry.key == ATTENTION_KEY:
+            message = (
+                f"{raises}, and no code was seen passing `{entry.key}` to transformers: set `sdpa` if it reaches one"
+            )
+            items.append(Item("NPU901", entry, message, Tier.REVIEW, shared=("NPU901", entry.key, entry.value)))
+    return items
+
+
 def _device_named(key: str) -> bool:
     return key == "device" or key.endswith("_device")
 
@@ -172,16 +213,22 @@ def _accelerate_items(entries: list[Entry], options) -> list[Item]:
         )
     precision = top.get("mixed_precision")
     if precision is not None and precision.editable and precision.value == "fp16" and options.precision == "bf16":
-        message = "accelerate's `mixed_precision: fp16` under the BF16 policy: `bf16` (no loss scaling; --precision fp16 keeps it)"
+        message = (
+            "accelerate's `mixed_precision: fp16` → `bf16` under the BF16 policy (native on Atlas A2, no loss scaling; "
+            "a numeric change: fp16 runs on Ascend too, and `--precision fp16` keeps it)"
+        )
         items.append(Item(ACC_FP16, precision, message, Tier.NUMERIC, [precision.replaced("bf16")], ("fp16", "bf16")))
     return items
 
 
-def _deepspeed_items(plan: Plan, members) -> list[Item]:
+def _deepspeed_items(plan: Plan, members, coupling: str | None) -> list[Item]:
+    """``coupling``: why an fp16 switch must wait for the HF Trainer's flags (runconfig_deepspeed.py)."""
     items, config = [], plan.parsed
     by_path = {m.entry.path: m for m in members}
     if plan.options.precision == "bf16" and ("fp16",) in by_path:
         entry, result = by_path[("fp16",)].entry, ds_config.fp16_to_bf16(config)
+        if result.config is not None and coupling is not None:
+            result = ds_config.Bf16Result(problem=coupling)
         if result.config is not None:
             plan.block = result.config
             message = f"DeepSpeed fp16 under the BF16 policy: {'; '.join(result.changes)}; --precision fp16 keeps fp16"

@@ -1,10 +1,15 @@
 """DeepSpeed config dicts written in Python (NPU913, and NPU911 for an optimizer without NPU build).
 
 A dict literal is a DeepSpeed config when it is passed to ``deepspeed.initialize(config=...)`` /
-``config_params=`` or accelerate's ``DeepSpeedPlugin(hf_ds_config=...)`` (directly or through a
-name of this file), or when its keys are DeepSpeed's own (``zero_optimization``,
+``config_params=`` or accelerate's ``DeepSpeedPlugin(hf_ds_config=...)``, or as ``deepspeed=``
+(directly or through a name of this file), or when its keys are DeepSpeed's own (``zero_optimization``,
 ``train_micro_batch_size_per_gpu``, ...). Its data goes through the plain-data functions of
 cuda2npu/families/ds_config.py; entries that do not change keep their text.
+
+A dict passed as ``deepspeed=`` to a call (``TrainingArguments``, TRL's configs) has its explicit
+``"enabled"`` values matched by the HF Trainer against the call's ``fp16`` / ``bf16`` flags (a
+mismatch raises ValueError): it is switched only where NPU906 switches that call's ``fp16=True`` to
+``bf16=True`` in the same run, and reviewed otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.transformers.sources import keyword, sources
+from cuda2npu.families.transformers.training_args import ARGUMENT_CLASSES
 
 # callable → keywords taking a DeepSpeed config (deepspeed/__init__.py v0.19.5; accelerate v1.14.0
 # src/accelerate/utils/dataclasses.py)
@@ -135,6 +142,13 @@ class DeepSpeedConfigDict(Rule):
         result = fp16_to_bf16(data)
         if result.problem is None and result.config is not None and self._reads_fp16_block:
             result = Bf16Result(problem='this file reads the "fp16" block elsewhere (`config["fp16"]`)')
+        if result.problem is None and result.config is not None and self._trainer_flags.get(node) is False:
+            result = Bf16Result(
+                problem="it is passed as `deepspeed=` to a call whose fp16/bf16 flags stay as they are (NPU906 "
+                "switches only a plain `TrainingArguments(fp16=True)`), and the HF Trainer raises ValueError when "
+                "the config's explicit fp16/bf16 `enabled` differ from them: change both together, or set both "
+                'blocks\' "enabled" to "auto"'
+            )
         if result.problem is not None:
             self._review(node, result.problem)
         elif result.config is not None:
@@ -169,7 +183,7 @@ class DeepSpeedConfigDict(Rule):
 
     def _is_config(self, node: cst.Dict) -> bool:
         keys = {string_value(e.key) for e in node.elements if isinstance(e, cst.DictElement)}
-        if node in self._passed or keys & DEEPSPEED_KEYS:
+        if node in self._passed or node in self._trainer_flags or keys & DEEPSPEED_KEYS:
             return True
         block = next(
             (e.value for e in node.elements if isinstance(e, cst.DictElement) and string_value(e.key) == FP16), None
@@ -191,6 +205,36 @@ class DeepSpeedConfigDict(Rule):
             if isinstance(assign.value, cst.Dict) and any(dotted_name(t.target) in names for t in assign.targets):
                 found.add(assign.value)
         return found
+
+    @functools.cached_property
+    def _trainer_flags(self) -> dict[cst.Dict, bool]:
+        """The dict literals passed as ``deepspeed=`` to a call (through a same-file name too), each
+        with whether every such call gets NPU906's ``fp16=True`` → ``bf16=True``."""
+        found: dict[cst.Dict, bool] = {}
+        for call in iter_nodes(self.ctx.module, cst.Call):
+            arg = keyword(call, "deepspeed")
+            if arg is None:
+                continue
+            follows = self._npu906_switches(call)
+            for source in sources(self.ctx, arg.value):
+                if isinstance(source, cst.Dict):
+                    found[source] = found.get(source, True) and follows
+        return found
+
+    def _npu906_switches(self, call: cst.Call) -> bool:
+        """Whether NPU906 rewrites this call's flags to bf16: ``TrainingArguments(fp16=True)`` with no
+        ``bf16=`` nor ``**kwargs`` (cuda2npu/families/transformers/training_args.py)."""
+        name = self.resolver.qualified_name(call.func) or ""
+        fp16 = keyword(call, "fp16")
+        return (
+            name.split(".")[0] == "transformers"
+            and name.rpartition(".")[2] in ARGUMENT_CLASSES
+            and fp16 is not None
+            and literal(fp16.value) is True
+            and keyword(call, "bf16") is None
+            and not any(arg.star == "**" for arg in call.args)
+            and self.options.code_enabled("NPU906")
+        )
 
     @functools.cached_property
     def _reads_fp16_block(self) -> bool:
