@@ -51,6 +51,7 @@ FAMILIES = (
     "transformers.attention",
     "transformers.training_args",
     "transformers.device_map",
+    "transformers.quantization",
 )
 
 

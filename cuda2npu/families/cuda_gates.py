@@ -35,6 +35,7 @@ from cuda2npu.families.cuda_only_modules import (
     APEX_ROOTS,
     CUDA_LIBRARIES,
     EXTENSION_NAME,
+    cuda_call,
     cuda_module,
 )
 
@@ -128,9 +129,13 @@ def _spelled(node: cst.CSTNode, short: str) -> str:
 
 def _call_use(ctx, node: cst.Call) -> tuple[str, str] | None:
     """A CUDA toolkit program run through a shell (``nvcc --version``), ``importlib.import_module`` of
-    a CUDA-only module, or a function named for nvcc (``get_nvcc_version()``)."""
+    a CUDA-only module, a call only a library's CUDA build has (``faiss.StandardGpuResources()``,
+    the table's ``calls``), or a function named for nvcc (``get_nvcc_version()``)."""
     name = dotted_name(node.func) or ""
     qualified = ctx.resolver.qualified_name(node.func) or name
+    only_cuda = cuda_call(qualified)
+    if only_cuda is not None and only_cuda[0] == "calls":
+        return f"`{qualified}`", only_cuda[1].split(": ")[0]
     if qualified in SHELL_CALLS:
         for string in iter_nodes(node, (cst.SimpleString, cst.FormattedStringText)):
             value = string_value(string) if isinstance(string, cst.SimpleString) else string.value

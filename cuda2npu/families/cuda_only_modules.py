@@ -79,14 +79,17 @@ def _import_roots(paths: list[Path]) -> set[Path]:
 
 PACKAGES = "cuda_only_packages"
 MODULE_KINDS = ("imports", "kernels", "review")
+CALL_KINDS = ("calls", "review_calls")
 
 
 class _Index(NamedTuple):
-    """The table, indexed: module (or dotted prefix) -> (kind, note); distribution -> entry; globs."""
+    """The table, indexed: module (or dotted prefix) -> (kind, note); distribution -> entry; globs;
+    qualified name (or glob) of a CUDA-only call -> (kind, note)."""
 
     modules: dict[str, tuple[str, str]]
     exact: dict[str, dict]
     globs: list[tuple[str, dict]]
+    calls: dict[str, tuple[str, str]]
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,6 +101,18 @@ def _index() -> _Index:
         {m: (kind, note) for p in packages for kind in MODULE_KINDS for m, note in p.get(kind, {}).items()},
         exact,
         [(d, p) for d, p in named if d not in exact],
+        {c: (kind, note) for p in packages for kind in CALL_KINDS for c, note in p.get(kind, {}).items()},
+    )
+
+
+def cuda_call(qualified: str) -> tuple[str, str] | None:
+    """(``calls`` or ``review_calls``, why) for a call of a module that imports on an NPU host but
+    whose callable needs CUDA there (``faiss.StandardGpuResources``), else None."""
+    if qualified.split(".")[0] not in cuda_call_roots():
+        return None
+    calls = _index().calls
+    return calls.get(qualified) or next(
+        (found for pattern, found in calls.items() if fnmatch.fnmatchcase(qualified, pattern)), None
     )
 
 
@@ -124,9 +139,17 @@ def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[s
     return found[1] if found is not None and found[0] == "imports" else None
 
 
+@functools.lru_cache(maxsize=None)
+def cuda_call_roots() -> frozenset[str]:
+    """The top-level modules of the table's CUDA-only calls (``faiss``, ``lmdeploy``)."""
+    return frozenset(name.split(".")[0] for name in _index().calls)
+
+
 def cuda_module_roots() -> tuple[str, ...]:
-    """The top-level names of the modules the table knows (``triton``, ``vllm`` for ``vllm._C``)."""
-    return tuple(sorted({module.split(".")[0] for module in _index().modules}))
+    """The top-level names of the modules and calls the table knows (``triton``, ``vllm`` for
+    ``vllm._C``, ``faiss`` for its GPU classes)."""
+    index = _index()
+    return tuple(sorted({name.split(".")[0] for name in (*index.modules, *index.calls)}))
 
 
 def is_cuda_extension(module: str, declared: tuple[str, ...] = ()) -> bool:

@@ -18,6 +18,8 @@ from cuda2npu.families.cuda_gates import kept_cuda_blocks, kept_cuda_test
 from cuda2npu.families.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
+    cuda_call,
+    cuda_call_roots,
     cuda_module,
     cuda_module_roots,
     cuda_only_distribution,
@@ -149,6 +151,10 @@ CUDA_ONLY_MESSAGES = {
     "kernels": "`{module}` runs CUDA kernels, which fail on an NPU host{when}: {note}",
     "review": "`{module}` imports on an NPU host, but some of its operations need CUDA: {note}",
 }
+CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
+    "calls": "`{name}(...)` fails on an NPU host: {note}",
+    "review_calls": "`{name}(...)` selects a CUDA-only path: {note}",
+}
 
 
 @register
@@ -194,6 +200,9 @@ class CudaOnlyImports(Rule):
         self._after: dict[cst.CSTNode, str] = {}
         self._raising: dict[cst.CSTNode, str] = {}  # try body whose fallback raises -> where it raises
         self._inside_raising: list[str] = []  # those of the enclosing `try` blocks
+        self._called: set[cst.CSTNode] = set()  # statements NPU606 marked for a CUDA-only call
+        # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
+        self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
     def visit_Try(self, node: cst.Try) -> None:
         if not any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
@@ -304,12 +313,26 @@ class CudaOnlyImports(Rule):
         self._cuda_only(node, candidates)
 
     def visit_Call(self, node: cst.Call) -> None:
-        """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer norm)."""
+        """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer
+        norm), and a call that needs a library's CUDA build (``faiss.StandardGpuResources()``)."""
+        if self._calls_possible:
+            self._cuda_call(node, self.resolver.qualified_name(node.func) or "")
         if not node.args or node.args[0].keyword is not None:
             return
         module = string_value(node.args[0].value)
         if module and self.resolver.qualified_name(node.func) == "importlib.import_module":
             self._cuda_only(node, [module])
+
+    def _cuda_call(self, node: cst.Call, qualified: str) -> None:
+        """NPU606 at a call of the table's ``calls`` / ``review_calls`` (one per statement), unless a
+        static guard (``if TYPE_CHECKING:``, a kept CUDA switch) keeps it from running."""
+        found = cuda_call(qualified)
+        statement = self.ctx.statement
+        if found is None or statement in self._called or self._depth["static"] or self._after_guard() == "static":
+            return
+        self._called.add(statement)
+        message = CUDA_CALL_MESSAGES[found[0]].format(name=qualified, note=found[1])
+        self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review_calls" else None)
 
     def _library(self, node: cst.CSTNode, *candidates: str) -> None:
         for candidate in candidates:
