@@ -83,6 +83,29 @@ def at_least(spec: str, version: str) -> bool | None:
     return False
 
 
+def excludes_from(spec: str, version: str) -> bool:
+    """Whether a clause of ``spec`` excludes ``version`` and every later release (``==2.6.3``,
+    ``<2.9``, ``~=2.6.0``, ``==2.8.*``): the pin allows nothing from ``version`` on. False when it
+    allows a later release or is not understood."""
+    wanted = version_key(version)
+    for op, value in clauses(spec) or []:
+        if op in ("==", "!=") and value.endswith(".*"):
+            prefix = version_key(value[:-2])
+            width = value[:-2].count(".") + 1
+            if op == "==" and prefix is not None and prefix[0][:width] < wanted[0][:width]:
+                return True
+            continue
+        if op == "~=":  # `~=2.6.3` is `>=2.6.3, <2.7`
+            release = (base_release(value) or "").split(".")
+            if len(release) < 2:
+                continue
+            op, value = "<", ".".join([*release[:-2], str(int(release[-2]) + 1)])
+        bound = version_key(value)
+        if bound is not None and ((op in ("==", "===", "<=") and bound < wanted) or (op == "<" and bound <= wanted)):
+            return True
+    return False
+
+
 def pinned(pins: tuple[tuple[str, str], ...], distribution: str) -> str | None:
     """The specifier the project pins ``distribution`` with ("" when named without one), else None."""
     return dict(pins).get(distribution)

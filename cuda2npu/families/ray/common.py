@@ -1,4 +1,5 @@
-"""Helpers shared by the Ray rules: whether the file uses Ray, keyword arguments, literal resource dicts."""
+"""Helpers shared by the Ray rules: whether the file uses Ray, whether the project's Ray knows the
+"NPU" resource, keyword arguments, literal resource dicts."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
+from cuda2npu.core.pins import excludes_from, pinned
 from cuda2npu.core.traversal import iter_nodes
 
 NPU = "NPU"  # Ray's resource name of Ascend cards (python/ray/_private/accelerators/npu.py)
+FIRST_NPU_RAY = "2.9.0"  # the first release detecting Ascend cards as "NPU" (docs/reference/ray.md §1)
 RAY_IMPORT = re.compile(rb"^\s*(?:import|from)\s+ray\b", re.MULTILINE)
 
 
@@ -32,6 +36,31 @@ def _root(node: cst.BaseExpression) -> str:
     while isinstance(node, cst.Attribute):
         node = node.value
     return node.value if isinstance(node, cst.Name) else ""
+
+
+def ray_without_npu(options) -> str | None:
+    """The project's Ray pin (``ray==2.6.3``) when it allows no release with the "NPU" resource, else None."""
+    spec = pinned(options.pins, "ray")
+    if not spec or not excludes_from(spec, FIRST_NPU_RAY):
+        return None
+    return f"ray{spec}"
+
+
+def report_npu(rule, code: str, node: cst.CSTNode, message: str, fix, **kw) -> None:
+    """``rule.report`` of a rewrite that asks Ray for "NPU"; a review item without the fix where
+    the project pins a Ray that does not know that resource (the request would never be placed)."""
+    pin = ray_without_npu(rule.options)
+    if pin is None:
+        rule.report(code, node, message, fix, **kw)
+        return
+    kw.pop("imports", None)
+    rule.report(
+        code,
+        node,
+        f'{message}; not rewritten: the pin `{pin}` predates Ray\'s "{NPU}" resource ({FIRST_NPU_RAY} detects '
+        f"Ascend cards): upgrade Ray, or start every node with `--resources='{{\"{NPU}\": <cards>}}'`, then make the change",
+        **{**kw, "tier": Tier.REVIEW},
+    )
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:

@@ -26,6 +26,7 @@ from cuda2npu.families.ray.common import (
     keyword,
     literal_dict,
     renamed_key,
+    report_npu,
     with_entry,
 )
 
@@ -97,7 +98,8 @@ class NumGpus(Rule):
             return
         if resources is not None and entry(resources.value, NPU) is not None:
             return  # already asks for NPUs as well
-        self.report(
+        report_npu(
+            self,
             "NPU921",
             node,
             f'{shown} → `resources={{"{NPU}": ...}}` (Ray schedules Ascend cards as the "{NPU}" resource)',
@@ -124,7 +126,8 @@ class NumGpus(Rule):
                 needs_torch_npu=False,
             )
         elif resources is None or entry(resources.value, NPU) is None:
-            self.report(
+            report_npu(
+                self,
                 "NPU921",
                 mapping,
                 f'`"num_gpus"` → `"resources": {{"{NPU}": ...}}` (Ray schedules Ascend cards as the "{NPU}" resource)',
@@ -191,7 +194,8 @@ class GpuBundles(Rule):
             return
         for bundle in displays:
             if entry(bundle, "GPU") is not None and entry(bundle, NPU) is None:
-                self.report(
+                report_npu(
+                    self,
                     "NPU922",
                     bundle,
                     f'bundle key `"GPU"` → `"{NPU}"` (Ray\'s resource name of Ascend cards)',
@@ -281,7 +285,8 @@ class TuneResources(Rule):
                 needs_torch_npu=False,
             )
             return
-        self.report(
+        report_npu(
+            self,
             "NPU922",
             mapping,
             f'Tune resource key `"{key}"` → `"{NPU}"` (Tune passes keys other than cpu/gpu/memory on as Ray '

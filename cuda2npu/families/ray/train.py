@@ -9,6 +9,8 @@ need ``TorchConfig(backend="hccl")``. Facts: docs/reference/ray.md §4.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
@@ -25,12 +27,27 @@ from cuda2npu.families.ray.common import (
     keyword,
     literal_dict,
     renamed_key,
+    report_npu,
     with_entry,
 )
 
 SCALING_CONFIGS = {"ray.train.ScalingConfig", "ray.air.ScalingConfig", "ray.air.config.ScalingConfig"}
-TORCH_TRAINERS = {"ray.train.torch.TorchTrainer", "ray.train.torch.torch_trainer.TorchTrainer"}
+# TorchTrainer and its subclasses, which take `torch_config` (ray 2.6.3 `ray/train/huggingface/`, `ray/train/lightning/`)
+TORCH_TRAINERS = {
+    "ray.train.torch.TorchTrainer",
+    "ray.train.torch.torch_trainer.TorchTrainer",
+    "ray.train.huggingface.AccelerateTrainer",
+    "ray.train.huggingface.accelerate.AccelerateTrainer",
+    "ray.train.huggingface.accelerate.accelerate_trainer.AccelerateTrainer",
+    "ray.train.huggingface.HuggingFaceTrainer",
+    "ray.train.huggingface.TransformersTrainer",
+    "ray.train.huggingface.transformers.TransformersTrainer",
+    "ray.train.huggingface.transformers.transformers_trainer.TransformersTrainer",
+    "ray.train.lightning.LightningTrainer",
+    "ray.train.lightning.lightning_trainer.LightningTrainer",
+}
 TORCH_CONFIGS = {"ray.train.torch.TorchConfig", "ray.train.torch.config.TorchConfig"}
+HCCL = re.compile(rb"""["']hccl["']""")  # a backend the file names already
 HCCL_NOTE = "Ray Train picks gloo for workers that hold no GPU"
 
 
@@ -61,14 +78,39 @@ class UseGpu(Rule):
                 todo = f'where it is true, pass `resources_per_worker={{"{NPU}": 1, ...}}` with `use_gpu=False`'
             self.report("NPU923", node, f"{shown}: {todo}", tier=Tier.MANUAL, needs_torch_npu=False)
             return
-        self.report(
+        message = (
+            f'`use_gpu=True` → `resources_per_worker={{"{NPU}": ...}}` (one NPU per worker unless it asked for '
+            f"more GPUs; {HCCL_NOTE}"
+        )
+        if (
+            not self._other_trainer(node)
+            or self.ctx.file_state(_has_torch_trainer)
+            or HCCL.search(self.ctx.text or b"")
+        ):
+            report_npu(self, "NPU923", node, f"{message}: see NPU924)", _npu_workers, needs_torch_npu=False)
+            return
+        report_npu(
+            self,
             "NPU923",
             node,
-            f'`use_gpu=True` → `resources_per_worker={{"{NPU}": ...}}` (one NPU per worker unless it asked for '
-            f"more GPUs; {HCCL_NOTE}: see NPU924)",
+            f"{message}, and NPU924 does not know this trainer: if it runs torch.distributed, give it "
+            '`TorchConfig(backend="hccl")`)',
             _npu_workers,
+            tier=Tier.REVIEW,
             needs_torch_npu=False,
         )
+
+    def _other_trainer(self, node: cst.Call) -> bool:
+        """Whether ``node`` is the ``scaling_config`` of a trainer that is no TorchTrainer (the project's own)."""
+        parents = TreeIndex.of(self.ctx).parents
+        arg = parents.get(node)
+        trainer = parents.get(arg) if isinstance(arg, cst.Arg) and arg.value is node else None
+        return isinstance(trainer, cst.Call) and self.resolver.qualified_name(trainer.func) not in TORCH_TRAINERS
+
+
+def _has_torch_trainer(ctx) -> bool:
+    """Whether the file calls a TorchTrainer (or subclass), whose backend NPU924 sets."""
+    return any(ctx.resolver.qualified_name(call.func) in TORCH_TRAINERS for call in iter_nodes(ctx.module, cst.Call))
 
 
 def _npu_workers(call: cst.Call) -> cst.Call:
@@ -109,7 +151,7 @@ class TorchBackend(Rule):
     ScalingConfig that reserves devices."""
 
     codes = ("NPU924",)
-    triggers = (r"TorchTrainer", r"TorchConfig")
+    triggers = (r"TorchTrainer", r"TorchConfig", r"AccelerateTrainer", r"(?:Transformers|HuggingFace|Lightning)Trainer")
     requires = (r"ScalingConfig",)
 
     def visit_Call(self, node: cst.Call) -> None:

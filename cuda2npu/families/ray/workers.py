@@ -20,7 +20,7 @@ from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.ray.common import NPU, has_double_star, keyword
+from cuda2npu.families.ray.common import NPU, has_double_star, keyword, report_npu
 
 RESOURCE_VIEWS = ("ray.cluster_resources", "ray.available_resources")
 # ray.util.collective group constructors -> position of `backend` (ray 2.60.0 signatures; default "nccl")
@@ -36,7 +36,8 @@ class GpuIds(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.resolver.qualified_name(node.func) != "ray.get_gpu_ids" or node.args or in_npu_branch(self.ctx, node):
             return
-        self.report(
+        report_npu(
+            self,
             "NPU925",
             node,
             f'`ray.get_gpu_ids()` → `ray.get_runtime_context().get_accelerator_ids()["{NPU}"]`: the NPU ids '
@@ -105,7 +106,8 @@ class ClusterGpuCount(Rule):
     def _key(self, mapping: cst.BaseExpression, key: cst.BaseExpression) -> None:
         if string_value(key) != "GPU" or not self._resource_view(mapping) or in_npu_branch(self.ctx, key):
             return
-        self.report(
+        report_npu(
+            self,
             "NPU928",
             key,
             f'`"GPU"` of Ray\'s resource totals counts no Ascend card: `"{NPU}"` (Ray\'s resource name for them)',

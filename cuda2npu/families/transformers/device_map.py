@@ -2,8 +2,11 @@
 
 transformers turns a device string into ``{"": torch.device(s)}`` and accelerate places the
 weights there (docs/reference/transformers.md §5): ``"npu:0"`` is a torch device once torch_npu is
-imported, so ``"cuda:N"`` becomes ``"npu:N"`` (exact). A bare ``"cuda"`` becomes ``"npu"`` (review):
-transformers 5 reads ``"cuda"`` as the GPU of ``LOCAL_RANK``, while ``"npu"`` is the current NPU.
+imported, so ``"cuda:N"`` becomes ``"npu:N"`` (exact). A bare ``"cuda"`` becomes ``"npu"``, for
+review where it can differ: transformers 5 reads ``"cuda"`` as the GPU of ``LOCAL_RANK``, while
+``"npu"`` is the current NPU, which matters only in a multi-process run (the file reads
+``LOCAL_RANK`` or sets up torch.distributed, accelerate or DeepSpeed) under a transformers pin that
+allows 5 (none: any release); elsewhere both are the current device and the rewrite is exact.
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
 (0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
 """
@@ -16,11 +19,17 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
+from cuda2npu.core.pins import excludes_from, pinned
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.sources import is_hf_call, keyword
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
+LOCAL_RANK_CUDA = "5.0.0"  # `device_map="cuda"` → f"cuda:{LOCAL_RANK}" (docs/reference/transformers.md §5)
+# a file that runs in several processes: it reads the launcher's rank or sets up a process group
+MULTI_PROCESS = re.compile(
+    rb"LOCAL_RANK|local_rank|init_process_group|torch\.distributed|\bAccelerator\b|deepspeed\.initialize"
+)
 
 
 @register
@@ -47,11 +56,22 @@ class CudaDeviceMap(Rule):
         if match.group(1) is not None:
             self.report("NPU905", value, f'`device_map` "{text}" → "npu:{match.group(1)}"', fix=_npu)
             return
+        if not self._rank_matters():
+            self.report("NPU905", value, '`device_map="cuda"` → "npu": the current device', fix=_npu)
+            return
         message = (
             '`device_map="cuda"` → "npu": the current NPU; transformers 5 reads "cuda" as the GPU of LOCAL_RANK: '
             'in a multi-process run call torch.npu.set_device(local_rank) first or pass f"npu:{local_rank}"'
         )
         self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
+
+    def _rank_matters(self) -> bool:
+        """Whether "cuda" and "npu" may name different devices: the file runs in several processes
+        and the project's transformers pin allows 5 (which reads "cuda" as the GPU of LOCAL_RANK)."""
+        spec = pinned(self.options.pins, "transformers")
+        if spec is not None and excludes_from(spec, LOCAL_RANK_CUDA):
+            return False
+        return MULTI_PROCESS.search(self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()) is not None
 
 
 def _npu(node: cst.SimpleString) -> cst.SimpleString:
