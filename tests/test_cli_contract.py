@@ -207,7 +207,8 @@ def test_need_a_human_counts_agree_with_the_report_and_the_markers(tmp_path):
     assert f"TODO(cuda2npu) markers ({len(written)}): " in stderr
     assert all(where in stderr for where in written)
     assert re.search(
-        r"advisories, reported only .*NPU804 host-sync-in-training-loop ×1, NPU805 cudnn-benchmark ×1; `cuda2npu check --select NPU8` lists them", stderr
+        r"advisories, reported only .*NPU804 host-sync-in-training-loop ×1, NPU805 cudnn-benchmark ×1; `cuda2npu check --select NPU8` lists them",
+        stderr,
     )
 
 
@@ -243,7 +244,9 @@ def test_exit_non_zero_on_open_while_a_manual_item_is_left(tmp_path):
     (tmp_path / "advice.py").write_text("import torch\n\nmodel = torch.compile(torch.nn.Linear(2, 2))\n")
     hook = _hook_entry("cuda2npu-migrate")
     first = run(*hook, "manual.py", cwd=tmp_path)
-    assert first.returncode == 1 and "need a human: 1 finding (NPU606 cuda-only-import ×1)" in first.stderr, first.stderr
+    assert first.returncode == 1 and "need a human: 1 finding (NPU606 cuda-only-import ×1)" in first.stderr, (
+        first.stderr
+    )
     assert "# TODO(cuda2npu): NPU606" in (tmp_path / "manual.py").read_text()
     second = run(*hook, "manual.py", cwd=tmp_path)  # nothing to change: the marker is there already
     assert second.returncode == 1 and "0 changed" in second.stderr and "need a human: 1 finding" in second.stderr

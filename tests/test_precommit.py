@@ -137,7 +137,10 @@ def test_hooks_block_then_accept_a_commit(tmp_path):
     again = git(project, "commit", "-m", "add kernels")
     output = again.stdout + again.stderr
     assert again.returncode != 0 and re.search(r"cuda2npu migrate\.+Failed", output), output
-    assert "need a human: 1 finding (NPU606 cuda-only-import ×1)" in output and "files were modified by this hook" not in output
+    assert (
+        "need a human: 1 finding (NPU606 cuda-only-import ×1)" in output
+        and "files were modified by this hook" not in output
+    )
     text = (project / "kernels.py").read_text()  # looked at: suppressed where it is
     (project / "kernels.py").write_text(text.replace("import triton\n", "import triton  # noqa: NPU606\n"))
     git(project, "add", "-A")

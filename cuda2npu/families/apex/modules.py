@@ -616,7 +616,9 @@ class CudaOnlyApex(ApexRule):
             provided = [
                 n for n in FP16_UTILS_EXPORTS if cuda_only_note(f"{module}.{n}") and not self.resolver.is_bound(n)
             ]
-            self._report_import(node, [self._cuda_only(node, module, provided if module == "apex.fp16_utils" else None)])
+            self._report_import(
+                node, [self._cuda_only(node, module, provided if module == "apex.fp16_utils" else None)]
+            )
             return
         found = []
         for alias in node.names:

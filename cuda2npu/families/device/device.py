@@ -277,7 +277,7 @@ class TransferToNpuImport(Rule):
                 node,
                 "`transfer_to_npu` kept: it is imported where the project already sets itself up for the NPU, "
                 "and the code it serves may rely on its patches (`torch.cuda.amp` calls in NPU branches, "
-                "libraries' `device=\"cuda\"` defaults); remove it only once nothing does",
+                'libraries\' `device="cuda"` defaults); remove it only once nothing does',
                 tier=Tier.REVIEW,
             )
             return
