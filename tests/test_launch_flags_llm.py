@@ -36,13 +36,18 @@ ray start --head \
     --dashboard-host=0.0.0.0
 ray start --head --num-gpus 0
 ray start --head --num-gpus 8 --resources='{"NPU": 8}'
+# TODO(cuda2npu): NPU921 `--num-gpus 8` registers GPUs, which an Ascend host has none of: ask for `{"NPU": n}` in its `--resources` JSON by hand (Ray's resource name of Ascend cards; `ray start` counts them by itself without it)
 ray start --head --num-gpus 8 --resources='{"ssd": 1}'
+# TODO(cuda2npu): NPU921 `--num-gpus 8` registers GPUs, which an Ascend host has none of: ask for `{"NPU": n}` in a `--resources` JSON by hand (Ray's resource name of Ascend cards; `ray start` counts them by itself without it)
 ssh worker "ray start --num-gpus 8"
+# TODO(cuda2npu): NPU921 `--num-gpus` registers GPUs, which an Ascend host has none of: ask for `{"NPU": n}` in a `--resources` JSON by hand (Ray's resource name of Ascend cards; `ray start` counts them by itself without it)
 ray start --head --num-gpus "$(nproc)"
 ray start --head && python train.py --num-gpus 8
 ray start --num-gpus 2  # noqa: NPU921
 # ray start --num-gpus 8
+# TODO(cuda2npu): NPU201 review: `--vllm_sync_backend nccl` is the backend of the trainer → vLLM weight-sync group, and NCCL does not run on Ascend; name `hccl` only where the program hands it to torch.distributed (OpenRLHF releases before its vLLM PyNcclCommunicator sync of 2025-08), with vllm-ascend serving: Ray's collective groups (`--vllm_sync_with_ray`) have no HCCL backend (NPU926), and later OpenRLHF syncs through vLLM's PyNcclCommunicator whatever the flag says (NPU932)
 python train.py --vllm_sync_backend nccl --vllm.sync_backend=nccl
+# TODO(cuda2npu): NPU201 review: `--vllm-sync-backend nccl` is the backend of the trainer → vLLM weight-sync group, and NCCL does not run on Ascend; name `hccl` only where the program hands it to torch.distributed (OpenRLHF releases before its vLLM PyNcclCommunicator sync of 2025-08), with vllm-ascend serving: Ray's collective groups (`--vllm_sync_with_ray`) have no HCCL backend (NPU926), and later OpenRLHF syncs through vLLM's PyNcclCommunicator whatever the flag says (NPU932)
 python train.py --vllm_sync_backend gloo --vllm-sync-backend "nccl"
 """
 

@@ -32,6 +32,8 @@ torchrun --nproc_per_node 8 train.py \\
     --bf16 \\
     --attn_implementation sdpa \\
     --output_dir out  # keep this comment
+# TODO(cuda2npu): NPU904 review: `--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False, if this flag is TrainingArguments'
+# TODO(cuda2npu): NPU906 review: `--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type), if this flag is TrainingArguments'
 python other.py --tf32 --fp16 True
 python train.py --tf32 False --fp16 $FP16 --attn_implementation "sdpa"
 python train.py --tf32 true  # noqa: NPU904
@@ -106,7 +108,9 @@ def test_packing_programs_keep_flash_attention_2_with_a_manual_item(tmp_path):
     script = write(tmp_path / "launch.sh", "python train.py --attn_implementation=flash_attention_2\n")
     assert [d[3] for d in diagnostics(tmp_path) if d[0] == "launch.sh"] == ["NPU903"]
     cli("migrate", tmp_path)
-    assert script.read_text() == "python train.py --attn_implementation=flash_attention_2\n"
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU903 `--attn_implementation flash_attention_2` with padding-free")
+    assert lines[1:] == ["python train.py --attn_implementation=flash_attention_2"]
 
 
 def test_check_writes_nothing(tmp_path):
@@ -133,7 +137,9 @@ def test_fp16_with_a_deepspeed_config_without_bf16_block_is_for_review(tmp_path)
     assert not fp16[1]["fixable"] and "ds_auto.json, which has none" in fp16[1]["message"]
     assert fp16[2]["fixable"]
     cli("migrate", tmp_path)
-    assert script.read_text().splitlines() == [
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU906 review: `--fp16` under the bf16 policy")
+    assert lines[1:] == [
         "deepspeed train.py --deepspeed ds_auto.json --fp16",
         "deepspeed train.py --deepspeed=ds_both.json --bf16",
     ]

@@ -15,8 +15,9 @@ found with the Python code): their CUDA and NCCL settings.
 
 A variable is not renamed where the script names its Ascend counterpart already (it handles both),
 nor under ``--portable`` (kept, and the Ascend name reported to set as well). Findings left to a
-human get a ``# TODO(cuda2npu): CODE`` line above their command (above the first line of a
-backslash-continued one); ``--no-markers`` / ``--no-review-markers`` apply. Comment lines are
+human, and the launched programs' flag findings left to one, get a ``# TODO(cuda2npu): CODE``
+line above their command (above the first line of a backslash-continued one);
+``--no-markers`` / ``--no-review-markers`` apply. Comment lines are
 skipped; ``# noqa: NPU711`` on a line suppresses it. The flags of a launched program (``--tf32``,
 ``--fp16``, ``--attn_implementation``, the vLLM sync backend, ``ray start --num-gpus``) are
 cuda2npu/filekinds/launch_flags.py's (:func:`check_shell_file` runs both).
@@ -61,7 +62,7 @@ def is_shell_script(path: Path) -> bool:
 def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list[Finding], str]:
     """Every finding of a shell script, and its text with the fixes and markers applied."""
     flags, flag_edits = check_launch_flags(text, path, display, options)
-    findings, edits = check_shell_script(text, display, options)
+    findings, edits = check_shell_script(text, display, options, flags)
     return sorted([*findings, *flags], key=Finding.sort_key), _apply(text, [*flag_edits, *edits])
 
 
@@ -73,8 +74,11 @@ def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
     return text
 
 
-def check_shell_script(text: str, display: str, options) -> tuple[list[Finding], list[tuple[int, int, str]]]:
-    """The NPU71x findings of a shell script, and the edits of its renames and markers."""
+def check_shell_script(
+    text: str, display: str, options, flags: list[Finding] = ()
+) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+    """The NPU71x findings of a shell script, and the edits of its renames and markers (also the
+    markers of ``flags``, the launched programs' flag findings, above their commands)."""
     env = table("env_vars")
     renames = {
         **{n: ("NPU711", new) for n, new in env["cuda"].items()},
@@ -129,6 +133,11 @@ def check_shell_script(text: str, display: str, options) -> tuple[list[Finding],
                     "(`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, or the cluster's CANN module)"
                 )
                 report(line, match.start() + 1, "NPU714", message)
+        lines = {line.number for line in command}
+        for flag in (f for f in flags if f.line in lines):
+            reason = _marker_reason(flag, rule_doc(flag.code).tier, options)
+            if reason is not None and all(code != flag.code for code, _ in marks):  # one per flag code and command
+                marks.append((flag.code, reason))
         edits += _markers(text, command[0], marks)
         marks.clear()
     return findings, edits
