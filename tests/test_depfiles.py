@@ -441,6 +441,26 @@ def test_guarded_torch_npu_import_of_multi_backend_code_does_not_require_it(tmp_
     assert req.read_text() == "torch>=2.1\ntorch_npu\n"
 
 
+def test_a_project_on_transformers_needs_torch_npu_declared_although_no_file_imports_it(tmp_path):
+    """transformers, accelerate and DeepSpeed use the NPU only where torch_npu is installed: a
+    project of them whose own files never import torch_npu (only its configs were migrated) needs
+    it declared; a project of plain torch whose code needs no change does not."""
+    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n")
+    req = write(tmp_path / "requirements.txt", "torch==2.6.0\ntransformers\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    [finding] = [d for d in data["diagnostics"] if d["code"] == "NPU703"]
+    assert (
+        "torch_npu is needed by transformers (which use the NPU only where torch_npu is installed)"
+        in (finding["message"])
+    )
+    cli("migrate", tmp_path)
+    assert req.read_text().splitlines()[:2] == ["torch==2.6.0", "torch_npu==2.6.0.post5"]
+    plain = tmp_path / "plain"
+    write(plain / "infer.py", "import torch\nx = torch.ones(1)\n")
+    write(plain / "requirements.txt", "torch==2.6.0\n")
+    assert findings(plain) == []
+
+
 def test_no_release_for_torch_without_markers_still_reports_and_adds(tmp_path):
     write(tmp_path / "a.py", MIGRATED_CODE)
     req = write(tmp_path / "requirements.txt", "torch==2.7.0\n")

@@ -469,7 +469,9 @@ class ProjectImports:
     """Who imports what, over the Python files and notebooks of the run (after migration)."""
 
     by_module: dict[str, list[str]]
-    will_import_torch_npu: bool  # unguarded in some file, or added by this run's fixes
+    # why the project needs torch_npu installed ("" if it does not): "imported" (unguarded in some
+    # file, or added by this run's fixes), or a library of NPU_LOADERS it imports
+    torch_npu_need: str
 
     def importers(self, modules: tuple[str, ...]) -> list[str]:
         return sorted({p for m in modules for p in self.by_module.get(m, [])})
@@ -517,14 +519,17 @@ def _listed(found: list[versions.Release]) -> str:
     return ", ".join(r.label() for r in found) or "none"
 
 
-def _torch_npu_to_add(spec: str, fits: list[versions.Release] | None, environment: str) -> tuple[str, str]:
-    """(requirement, message) of NPU703 for a torch requirement with ``spec``."""
+def _torch_npu_to_add(
+    spec: str, fits: list[versions.Release] | None, environment: str, need: str = "imported"
+) -> tuple[str, str]:
+    """(requirement, message) of NPU703 for a torch requirement with ``spec`` (``need``: why the
+    project needs torch_npu, ProjectImports.torch_npu_need)."""
     pinned = versions.exact_pin(spec)
     release = fits[0] if fits and pinned else None
     requirement = f"torch_npu=={release.torch_npu}" if release else "torch_npu"
     if environment:
         requirement += f"; {environment}"
-    lead = "torch_npu is imported but not declared: add"
+    lead = f"torch_npu is {need} but not declared: add"
     if release:
         eol = "; that torch line is past end of life for torch_npu" if release.eol else ""
         return requirement, (
@@ -700,8 +705,8 @@ def _check_torch_npu(
     fits = versions.allowed(spec)
     mismatch = _mismatch(spec, fits, declared)
     at = _line_bounds(text, (declared or torch).start)[0]
-    if declared is None and imports.will_import_torch_npu:
-        requirement, message = _torch_npu_to_add(spec, fits, environment)
+    if declared is None and imports.torch_npu_need:
+        requirement, message = _torch_npu_to_add(spec, fits, environment, imports.torch_npu_need)
         own_line = _new_line_at(text, torch) is not None
         comment = (
             marker_text(MISMATCH_CODE, mismatch)
@@ -713,7 +718,7 @@ def _check_torch_npu(
             and comment
         ):
             at = None  # NPU704's marker came with the inserted line
-    if mismatch and (declared is not None or imports.will_import_torch_npu):
+    if mismatch and (declared is not None or imports.torch_npu_need):
         where = declared or torch
         report(MISMATCH_CODE, where.line, where.column, mismatch, mark=at)
 

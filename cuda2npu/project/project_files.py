@@ -26,6 +26,12 @@ from cuda2npu.project.discovery import discover
 FileImports = tuple[set[str], bool]  # (modules a file imports, whether it imports torch_npu unguarded)
 
 
+# libraries that pick the NPU themselves when torch_npu can be imported (transformers'
+# is_torch_npu_available, accelerate's is_npu_available, DeepSpeed's accelerator detection):
+# a project on them needs torch_npu installed even where no file of its own imports it
+NPU_LOADERS = frozenset({"transformers", "accelerate", "deepspeed"})
+
+
 def project_imports(
     directory: Path,
     results: list[FileResult],
@@ -74,7 +80,11 @@ def project_imports(
         for module in modules:
             by_module.setdefault(module, []).append(display)
         required = required or top_level
-    return ProjectImports(by_module, required)
+    if required:
+        return ProjectImports(by_module, "imported")
+    loaders = sorted(NPU_LOADERS.intersection(by_module))
+    need = f"needed by {', '.join(loaders)} (which use the NPU only where torch_npu is installed)" if loaders else ""
+    return ProjectImports(by_module, need)
 
 
 def finish_run(results: list[FileResult], names: dict[Path, str], options, summary) -> list[FileResult]:
