@@ -7,7 +7,7 @@ rewritten to the NPU, the test would run that code on an NPU host, where the mod
 installed (a compiled CUDA extension, TensorRT-LLM, Triton, cupy, ...) or the CUDA toolkit is
 missing. Left as written, the test is False there and the fallback runs. NPU103 (a
 ``torch.cuda.is_available()`` test or flag), NPU102/NPU104 (``.is_cuda``, ``x.device.type ==
-"cuda"``, through ``device/kernel_switch.py``) keep such tests and report them; NPU604/NPU606 take
+"cuda"``, through ``kernel_switch.py``) keep such tests and report them; NPU604/NPU606 take
 an import in the branch they keep for guarded. A test's skip guard is such a test too:
 ``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over a test importing ``my_cuda_ext``
 (or ``if not torch.cuda.is_available(): pytest.skip(...)`` before the import) stays CUDA's, so the

@@ -41,7 +41,7 @@ def target_torch(options: Options) -> tuple[int, int] | None:
         match = _VERSION.match(options.target_torch.strip())
         return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
     if options.target_torch_npu:
-        from cuda2npu.families.attention.versions import parse_target
+        from cuda2npu.core.torch_npu_target import parse_target
 
         torch = parse_target(options.target_torch_npu).torch
         return torch[:2] if torch else None

@@ -22,6 +22,7 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
@@ -30,8 +31,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
-from cuda2npu.families.device.cuda_api_checks import name_tokens
-from cuda2npu.families.device.kernel_switch import first_kernel
+from cuda2npu.families.kernel_switch import first_kernel
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 

@@ -46,9 +46,12 @@ from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
-from cuda2npu.families.attention.common import (
+from cuda2npu.families.attention.probes import find_probe, probe_flags
+from cuda2npu.families.exports import exported
+from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
     NO_LIMIT,
@@ -71,9 +74,6 @@ from cuda2npu.families.attention.common import (
     plan_import_removals,
     support_fix,
 )
-from cuda2npu.families.attention.probes import find_probe, probe_flags
-from cuda2npu.families.attention.versions import parse_target
-from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
 

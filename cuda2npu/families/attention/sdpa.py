@@ -21,7 +21,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.attention.common import (
+from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     PORTABLE_NOTE,
     ModuleFacts,

@@ -36,8 +36,11 @@ from cuda2npu.core.names import target_names
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.attention.common import (
+from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
+from cuda2npu.families.exports import exported
+from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     ModuleFacts,
     call_source,
@@ -49,9 +52,6 @@ from cuda2npu.families.attention.common import (
     plan_import_removals,
     report_mask_helper_support,
 )
-from cuda2npu.families.attention.versions import parse_target
-from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
-from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 REWRITE, MANUAL = "NPU409", "NPU410"

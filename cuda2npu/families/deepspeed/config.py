@@ -26,9 +26,8 @@ from cuda2npu.core.nodes import expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
+from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources
 from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.transformers.sources import keyword, sources
-from cuda2npu.families.transformers.training_args import ARGUMENT_CLASSES
 
 # callable → keywords taking a DeepSpeed config (deepspeed/__init__.py v0.19.5; accelerate v1.14.0
 # src/accelerate/utils/dataclasses.py)

@@ -19,25 +19,18 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.literals import DEVICE_STRING, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import attribute_chain
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.attention.versions import parse_target
 from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use, skipped_cuda_use
 from cuda2npu.families.device import cuda_api_portable as portable_api
-from cuda2npu.families.device.cuda_api_checks import (
-    CallCheck,
-    adapt_keywords,
-    boolean_parts,
-    check_call,
-    cuda_library,
-    feature_word,
-    signature,
-)
+from cuda2npu.families.device.cuda_api_checks import CallCheck, adapt_keywords, check_call, signature
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 

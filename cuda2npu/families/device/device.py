@@ -18,8 +18,8 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.device.kernel_switch import kernel_call
 from cuda2npu.families.device.receivers import foreign_constructor
+from cuda2npu.families.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import in_npu_branch, is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only

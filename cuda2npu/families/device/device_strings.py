@@ -29,6 +29,7 @@ import libcst as cst
 
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import boolean_parts, feature_word
 from cuda2npu.core.literals import (
     DEVICE_STRING,
     device_literals,
@@ -44,8 +45,7 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.cuda_gates import cuda_branch
-from cuda2npu.families.device.cuda_api_checks import boolean_parts, feature_word
-from cuda2npu.families.device.kernel_switch import kernel_call
+from cuda2npu.families.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}

@@ -50,9 +50,11 @@ from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.attention.common import (
+from cuda2npu.families.exports import exported
+from cuda2npu.families.kernel_rewrites import (
     ModuleFacts,
     describe_support,
     import_needs,
@@ -60,8 +62,6 @@ from cuda2npu.families.attention.common import (
     package_names,
     plan_import_removals,
 )
-from cuda2npu.families.attention.versions import parse_target
-from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.transformer_engine.generated import (
     COMPANION,

@@ -26,9 +26,7 @@ from cuda2npu.core.names import module_qualified
 from cuda2npu.core.nodes import keyword_arg
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.transformers.releases import ATTN_IMPLEMENTATION, FA2_ON_NPU, guaranteed, pin_text
-from cuda2npu.families.transformers.sources import (
+from cuda2npu.families.hf_sources import (
     imports_hf,
     is_hf_call,
     is_plain_dict_call,
@@ -36,6 +34,8 @@ from cuda2npu.families.transformers.sources import (
     statement_of,
     string_sources,
 )
+from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.releases import ATTN_IMPLEMENTATION, FA2_ON_NPU, guaranteed, pin_text
 
 FA2 = "flash_attention_2"
 PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")

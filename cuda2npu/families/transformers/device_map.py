@@ -21,8 +21,8 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.pins import excludes_from, pinned
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.hf_sources import is_hf_call, keyword
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.transformers.sources import is_hf_call, keyword
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
 LOCAL_RANK_CUDA = "5.0.0"  # `device_map="cuda"` → f"cuda:{LOCAL_RANK}" (docs/reference/transformers.md §5)

@@ -16,8 +16,8 @@ import libcst as cst
 from cuda2npu.core.literals import literal
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.hf_sources import is_hf_call, keyword, sources
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.transformers.sources import is_hf_call, keyword, sources
 
 FLAGS = ("load_in_4bit", "load_in_8bit")
 CONFIG = "BitsAndBytesConfig"

@@ -20,10 +20,9 @@ import libcst as cst
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.transformers.sources import keyword, sources, statement_of
 
-ARGUMENT_CLASSES = ("TrainingArguments", "Seq2SeqTrainingArguments")
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
 
 

@@ -1,4 +1,4 @@
-"""Shared machinery of the attention and TransformerEngine rules (NPU4xx).
+"""Shared machinery of the attention and TransformerEngine rules (NPU4xx): the kernel rewrites of both families.
 
 * :func:`may_be_none` classifies argument expressions (with ``core.literals.literal`` and
   ``core.nodes.is_pure``), so a rewrite knows when it may fold a value or must report instead;

@@ -15,6 +15,7 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
 HF_PACKAGES = ("transformers",)
+ARGUMENT_CLASSES = ("TrainingArguments", "Seq2SeqTrainingArguments")  # the Trainer's arguments
 CONSTANTS = ("True", "False", "None")
 
 

@@ -12,11 +12,11 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.feature_words import feature_word
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
-from cuda2npu.families.device.cuda_api_checks import feature_word
 from cuda2npu.families.npu_aware import CUDA_WORD
 
 # The feature words (rules/tables/torch_cuda_api.toml) that name a GPU kernel when a callee carries
