@@ -233,35 +233,31 @@ def test_shell_scripts_are_reported_renamed_and_marked(tmp_path):
     got = [(d["line"], d["column"], d["code"], d["message"]) for d in data["diagnostics"]]
     assert [g[:3] for g in got] == [
         (3, 8, "NPU711"),
-        (4, 8, "NPU713"),
-        (4, 32, "NPU713"),
-        (5, 1, "NPU713"),
+        (4, 8, "NPU713"),  # NCCL_IB_HCA and NCCL_P2P_LEVEL: tuning switches HCCL never reads, not reported
         (5, 20, "NPU712"),
     ]
     assert "ASCEND_RT_VISIBLE_DEVICES" in got[0][3] and "HCCL_SOCKET_IFNAME" in got[1][3]
-    assert "npu-smi info" in got[4][3]
+    assert "npu-smi info" in got[2][3]
     migrated = textwrap.dedent(
         """\
         #!/bin/bash
         # CUDA_VISIBLE_DEVICES=0 in a comment is fine
         export ASCEND_RT_VISIBLE_DEVICES=0,1
-        # TODO(cuda2npu): NPU713 `NCCL_IB_HCA` configures NCCL: no documented HCCL counterpart
         export HCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5
-        # TODO(cuda2npu): NPU713 `NCCL_P2P_LEVEL` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)
         # TODO(cuda2npu): NPU712 {smi}
         NCCL_P2P_LEVEL=NVL nvidia-smi --query-gpu=name --format=csv
         CUDA_LAUNCH_BLOCKING=1 python train.py  # noqa: NPU711
         export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT  # NCCL's logging: nothing to migrate
         """
-    ).format(smi=got[4][3])
+    ).format(smi=got[2][3])
     result = cli("migrate", tmp_path, "--report", tmp_path / "report.json")
     assert script.read_text() == migrated
     assert "not marked in the code" not in result.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     [entry] = [f for f in report["files"] if f["path"].endswith("launch.sh")]
     assert [e["code"] for e in entry["edits"]] == ["NPU711", "NPU713"]
-    assert [m["code"] for m in entry["manual"]] == ["NPU713", "NPU713", "NPU712"]
-    assert entry["markers"] == [4, 6, 7]
+    assert [m["code"] for m in entry["manual"]] == ["NPU712"]
+    assert entry["markers"] == [5]
     cli("migrate", tmp_path)
     assert script.read_text() == migrated  # once
 

@@ -7,9 +7,10 @@ found with the Python code): their CUDA and NCCL settings.
   (``ASCEND_RT_VISIBLE_DEVICES`` must be ascending) or to none (``""``, ``-1``).
 - NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend): manual.
 - NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables: renamed where the table has a
-  documented HCCL counterpart (review, as NPU203 does in Python), otherwise set or exported is a
-  manual item naming the analog, or saying there is none. NCCL's logging variables (``NCCL_DEBUG``,
-  ...: ``nccl_logging``) ask nothing and are not reported.
+  documented HCCL counterpart (review, as NPU203 does in Python); one with an analog of another
+  unit or syntax (``NCCL_BUFFSIZE``, ``nccl_manual``) set or exported is a manual item naming it.
+  NCCL's logging and tuning switches (``NCCL_DEBUG``, ``NCCL_P2P_DISABLE``, any other ``NCCL_*``)
+  ask nothing and are not reported, as in Python.
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
   ``cudatoolkit``; Lmod's ``ml``): manual.
 
@@ -115,15 +116,10 @@ def check_shell_script(
                         report(line, start + 1, code, *_rename(line.code, name, new, end, assigned, options))
                 elif not assigned:
                     continue
-                elif name in env["nccl_manual"]:
+                elif name in env["nccl_manual"]:  # an analog with another unit or syntax, or a hint
                     report(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
                     )
-                elif name.startswith(("NCCL_", "TORCH_NCCL_")):
-                    message = (
-                        f"`{name}` configures NCCL, which Ascend does not use (HCCL has no documented counterpart)"
-                    )
-                    report(line, start + 1, "NPU713", message, Tier.MANUAL)
             for match in NVIDIA_SMI.finditer(line.code):
                 report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
             for match in CUDA_MODULE.finditer(line.code):
