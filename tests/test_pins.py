@@ -118,3 +118,19 @@ def test_a_pinned_torch_decides_the_target_and_the_report_says_so(tmp_path: Path
     chosen = cuda2npu("migrate", tmp_path, "--diff", "--no-cache", "--target-torch-npu", "2.7.1.post8")
     assert '+    torch.npu.mstx.range_push("step")' in chosen.stdout
     assert "for the pin" not in chosen.stderr
+
+
+def test_setup_py_requirement_table_read_through_a_lookup(tmp_path: Path):
+    """Hugging Face's setup.py keeps its pins in a module-level table that install_requires reads by
+    name (``deps["transformers"]``): the pins are read from the table (a first read saw open-r1's
+    ``transformers==4.52.3`` missed, and its flash_attention_2 configs rewritten needlessly)."""
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        "import re\nfrom setuptools import setup\n"
+        '_deps = ["accelerate>=1.2.1", "transformers==4.52.3", "torch==2.6.0"]\n'
+        'deps = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in _deps)}\n'
+        'setup(name="x", install_requires=[deps["transformers"], deps["torch"]], classifiers=["A", "B"])\n'
+    )
+    pins, read = project_pins([setup], tmp_path)
+    assert dict(pins)["transformers"] == "==4.52.3" and dict(pins)["torch"] == "==2.6.0"
+    assert read == ("setup.py",)

@@ -8,6 +8,7 @@ at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from cuda2npu.core.options import Options
 from cuda2npu.core.pins import CONSULTED, pinned
 from cuda2npu.families.cuda_only_modules import normalize_distribution
 from cuda2npu.filekinds import depfiles_versions
-from cuda2npu.filekinds.depfiles import dependencies, is_dependency_file
+from cuda2npu.filekinds.depfiles import Dep, dependencies, is_dependency_file
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock")
 
@@ -49,10 +50,28 @@ def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str,
 
 def _requirement_pins(name: str, text: str) -> list[tuple[str, str]]:
     found = []
-    for dep in dependencies(name, text):
+    for dep in [*dependencies(name, text), *(_requirement_table(text) if name == "setup.py" else ())]:
         spec = dep.spec.split(";", 1)[0].strip()
         if dep.name and not spec.startswith("@"):  # a direct URL pins no version we can read
             found.append((dep.name, spec))
+    return found
+
+
+def _requirement_table(text: str) -> list[Dep]:
+    """The requirements of a module-level list of requirement strings in setup.py that
+    ``install_requires`` reads through a lookup (Hugging Face's ``_deps = ["transformers==4.52.3",
+    ...]`` and ``deps["transformers"]``), which the setup() call does not show as literals. Read for
+    the pins only: such a table is never edited."""
+    tree = ast.parse(text)
+    found = []
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign) else None
+        if not isinstance(value, (ast.List, ast.Tuple)) or len(value.elts) < 2:
+            continue
+        strings = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        deps = [Dep(string, 0, 0, 0, 0, literal=True) for string in strings]
+        if len(strings) == len(value.elts) and all(dep.name for dep in deps):
+            found += deps
     return found
 
 
