@@ -195,7 +195,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
         for call in iter_nodes(scope, cst.Call) if scope is not None else ():
             method = _method(call)
-            if method not in ("half", "to") or not _looks_like_model(_unmoved(call.func.value)):
+            if method not in ("half", "to") or not _loaded_model(_unmoved(call.func.value)):
                 continue
             if (method == "half" and not call.args) or (
                 method == "to" and any(is_torch_dtype(self.resolver, a.value, "float16", "half") for a in call.args)
@@ -478,6 +478,12 @@ def _unmoved(node: cst.BaseExpression) -> cst.BaseExpression:
     while _method(node) in (*MOVES, "half"):
         node = node.func.value
     return node
+
+
+def _loaded_model(node: cst.BaseExpression) -> bool:
+    """A model (``_looks_like_model``) or one loaded by a hub call (``AutoModel.from_pretrained(...)``)."""
+    loaded = isinstance(node, cst.Call) and (dotted_name(node.func) or "").endswith("from_pretrained")
+    return loaded or _looks_like_model(node)
 
 
 def _looks_like_model(node: cst.BaseExpression) -> bool:
