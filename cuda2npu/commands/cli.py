@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -264,77 +265,43 @@ def _disable_cache(value: bool) -> None:
         os.environ[ENV_DISABLE] = "1"
 
 
+@dataclass(frozen=True)
 class Settings:
     """What with_selection hands to a command besides the strategies: how each file's configuration
-    is found and the options combined with it (_run_settings)."""
+    is found and the options combined with it (_run_settings). Its fields are the click
+    parameters of the same names."""
 
-    def __init__(
-        self,
-        extend_select: tuple[str, ...],
-        config_file: Path | None,
-        isolated: bool,
-        force_exclude: bool,
-        show_settings: bool = False,
-        show_files: bool = False,
-        ignore_noqa: bool = False,
-        exclude: tuple[str, ...] = (),
-        extend_exclude: tuple[str, ...] = (),
-    ) -> None:
-        self.extend_select = extend_select
-        self.config_file = config_file
-        self.isolated = isolated
-        self.force_exclude = force_exclude
-        self.show_settings = show_settings
-        self.show_files = show_files
-        self.ignore_noqa = ignore_noqa
-        self.exclude = exclude
-        self.extend_exclude = extend_exclude
+    extend_select: tuple[str, ...]
+    config_file: Path | None
+    isolated: bool
+    force_exclude: bool
+    show_settings: bool
+    show_files: bool
+    ignore_noqa: bool
+    exclude: tuple[str, ...]
+    extend_exclude: tuple[str, ...]
+
+
+# click parameter -> Options field of the strategies (each file's configuration fills in the rest)
+STRATEGIES = {
+    "precision": "precision",
+    "apex_strategy": "apex",
+    "colossalai_strategy": "colossalai",
+    "fuse_sdpa": "fuse_sdpa",
+    "target_torch_npu": "target_torch_npu",
+    "portable": "portable",
+    "target_torch": "target_torch",
+}
 
 
 def with_selection(func):
-    """Add the options shared by migrate and check; they arrive as ``strategies`` plus select/ignore/jobs."""
+    """Add the options shared by migrate and check; they arrive as ``strategies`` (field -> (value,
+    given on the command line)) and ``settings`` (:class:`Settings`) plus select/ignore/jobs."""
 
     @functools.wraps(func)
-    def wrapper(
-        *args,
-        precision,
-        apex_strategy,
-        colossalai_strategy,
-        fuse_sdpa,
-        target_torch_npu,
-        portable,
-        target_torch,
-        extend_select,
-        config_file,
-        isolated,
-        force_exclude,
-        show_settings,
-        show_files,
-        ignore_noqa,
-        exclude,
-        extend_exclude,
-        **kwargs,
-    ):
-        strategies = {  # field -> (value, given on the command line): each file's configuration fills in the rest
-            "precision": (precision, _given("precision")),
-            "apex": (apex_strategy, _given("apex_strategy")),
-            "colossalai": (colossalai_strategy, _given("colossalai_strategy")),
-            "fuse_sdpa": (fuse_sdpa, _given("fuse_sdpa")),
-            "target_torch_npu": (target_torch_npu, _given("target_torch_npu")),
-            "portable": (portable, _given("portable")),
-            "target_torch": (target_torch, _given("target_torch")),
-        }
-        settings = Settings(
-            extend_select,
-            config_file,
-            isolated,
-            force_exclude,
-            show_settings,
-            show_files,
-            ignore_noqa,
-            exclude,
-            extend_exclude,
-        )
+    def wrapper(*args, **kwargs):
+        strategies = {field: (kwargs.pop(param), _given(param)) for param, field in STRATEGIES.items()}
+        settings = Settings(**{name: kwargs.pop(name) for name in Settings.__dataclass_fields__})
         return func(*args, strategies=strategies, settings=settings, **kwargs)
 
     for option in reversed(selection):
