@@ -119,6 +119,16 @@ def as_positional(arg: cst.Arg) -> cst.Arg:
     return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
 
 
+def _without_comments(comma: cst.Comma) -> cst.Comma:
+    """A copied separator keeps its line break and indentation, not the comment after it (which
+    belongs to the argument it followed)."""
+    after = comma.whitespace_after
+    if not isinstance(after, cst.ParenthesizedWhitespace):
+        return comma
+    first = after.first_line.with_changes(comment=None, whitespace=cst.SimpleWhitespace(""))
+    return comma.with_changes(whitespace_after=after.with_changes(first_line=first, empty_lines=()))
+
+
 def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
     """``call`` with a new argument list; commas are normalised, the original style is kept.
 
@@ -129,12 +139,18 @@ def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
     original = list(call.args)
     trailing = bool(original) and isinstance(original[-1].comma, cst.Comma)
     middle = {id(a.value): a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)}
-    separator = next(iter(middle.values()), cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    separator = _without_comments(next(iter(middle.values()), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+    # the space before ``)`` (a line break in a call laid out one argument per line) goes with the
+    # last argument, whichever it is now
+    closing = original[-1].whitespace_after_arg if original else cst.SimpleWhitespace("")
     result: list[cst.Arg] = []
     for index, arg in enumerate(args):
-        if index < len(args) - 1:
+        last = index == len(args) - 1
+        if not last:
             comma = middle.get(id(arg.value), separator)
         else:
             comma = original[-1].comma if trailing else cst.MaybeSentinel.DEFAULT
+        if original and (last or arg.value is original[-1].value):
+            arg = arg.with_changes(whitespace_after_arg=closing if last else cst.SimpleWhitespace(""))
         result.append(arg.with_changes(comma=comma))
     return call.with_changes(args=result)
