@@ -194,12 +194,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         then matches (the code, or None; at module level the two are too far apart to tell)."""
         scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
         for call in iter_nodes(scope, cst.Call) if scope is not None else ():
-            method = _method(call)
-            if method not in ("half", "to") or not _loaded_model(_unmoved(call.func.value)):
-                continue
-            if (method == "half" and not call.args) or (
-                method == "to" and any(is_torch_dtype(self.resolver, a.value, "float16", "half") for a in call.args)
-            ):
+            if _half_cast(self.resolver, call) and _loaded_model(_unmoved(call.func.value)):
                 return code_of(call)
         return None
 
@@ -340,13 +335,8 @@ class ModelHalfUnderBf16(Rule):
             self._restored.add(receiver)
         if node in self._restored or not _looks_like_model(receiver):
             return
-        if method == "half" and not node.args:
-            cast = ".half()"
-        elif method == "to" and any(is_torch_dtype(self.resolver, a.value, "float16", "half") for a in node.args):
-            cast = ".to(torch.float16)"
-        else:
-            return
-        if self._evaluates(node):
+        cast = _half_cast(self.resolver, node)
+        if cast is None or self._evaluates(node):
             return
         self.report(
             "NPU342",
@@ -431,6 +421,17 @@ EVAL_WORDS = {  # function name words of evaluation code
     "sample",
 }
 OPTIMIZER_WORDS = {"opt", "optim", "optimizer", "optimiser", "scaler"}
+
+
+def _half_cast(resolver, call: cst.Call) -> str | None:
+    """``".half()"`` for ``x.half()``, ``".to(torch.float16)"`` for ``x.to(torch.float16)`` (any
+    position, ``torch.half`` too); None for any other call."""
+    method = _method(call)
+    if method == "half" and not call.args:
+        return ".half()"
+    if method == "to" and any(is_torch_dtype(resolver, a.value, "float16", "half") for a in call.args):
+        return ".to(torch.float16)"
+    return None
 
 
 def _method(node: cst.BaseExpression) -> str | None:
