@@ -21,11 +21,11 @@ import libcst as cst
 
 from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
-from cuda2npu.core.catalogue import table
 from cuda2npu.core.decoding import SourceError, decode, position
 from cuda2npu.core.deep_stack import run_deep
-from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding, Tier
+from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding
 from cuda2npu.core.imports import add_imports, ensure_torch_npu_import, is_import_line
+from cuda2npu.core.markers import marker_reason
 from cuda2npu.core.options import Options
 from cuda2npu.core.positions import positions_for, positions_of
 from cuda2npu.core.prefilter import trigger
@@ -108,22 +108,6 @@ def _apply_round(module: cst.Module, reports: list[Report], options: Options):
     applied = {i for _, entries in fixes.items() for i, _ in entries} - applier.failed
     needs = [need for i in sorted(applied) for need in reports[i].imports]
     return add_imports(new_module, needs), applied
-
-
-def marker_reason(code: str, tier: Tier, message: str, options: Options, applied: bool) -> str | None:
-    """The reason a finding's ``# TODO(cuda2npu)`` marker gives (None: no marker), see rules/tables/markers.toml."""
-    if not options.markers:
-        return None
-    reason = " ".join(message.split())  # one line: a message quoting multi-line code stays whole
-    if tier is Tier.MANUAL and not applied:
-        return reason
-    if not options.review_markers:
-        return None
-    policy = table("markers")
-    if applied:
-        check = tier >= Tier.REVIEW and (tier > rule_doc(code).tier or code in policy["applied"])
-        return f"review: {reason}" if check else None
-    return None if code in policy["unmarked"] else f"review: {reason}"
 
 
 def _markers_of(module: cst.Module, reports: list[Report], options: Options, applied: bool, extra=()):

@@ -32,7 +32,7 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.core.markers import MARKER_PREFIX, marker_text
+from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
 from cuda2npu.filekinds.launch_flags import check_launch_flags
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
@@ -101,7 +101,7 @@ def check_shell_script(
         findings.append(Finding(display, line.number, column, code, doc.name, message, tier, fixable, applied))
         if applied:
             edits.append((line.start + edit[0], line.start + edit[1], edit[2]))
-        reason = _marker_reason(findings[-1], doc.tier, options)
+        reason = _marker(findings[-1], options)
         if reason is not None:
             marks.append((code, reason))
 
@@ -131,7 +131,7 @@ def check_shell_script(
                 report(line, match.start() + 1, "NPU714", message)
         lines = {line.number for line in command}
         for flag in (f for f in flags if f.line in lines):
-            reason = _marker_reason(flag, rule_doc(flag.code).tier, options)
+            reason = _marker(flag, options)
             if reason is not None and all(code != flag.code for code, _ in marks):  # one per flag code and command
                 marks.append((flag.code, reason))
         edits += _markers(text, command[0], marks)
@@ -175,17 +175,12 @@ def _rename(code: str, name: str, new: str, end: int, assigned: bool, options):
     return message, None, (start, end, new)
 
 
-def _marker_reason(finding: Finding, rule_tier: Tier, options) -> str | None:
-    """The reason of a finding's ``# TODO(cuda2npu)`` marker (None: no marker), as in the Python files
-    (cuda2npu/filekinds/python.py ``marker_reason``)."""
-    if not (options.fix and options.markers):
+def _marker(finding: Finding, options) -> str | None:
+    """The reason of a finding's ``# TODO(cuda2npu)`` marker line, as in the Python files (None: no
+    marker, and none in ``check``, which writes nothing)."""
+    if not options.fix:
         return None
-    reason = " ".join(finding.message.split())
-    if finding.tier is Tier.MANUAL and not finding.applied:
-        return reason
-    if not options.review_markers or finding.applied and finding.tier <= rule_tier:
-        return None
-    return f"review: {reason}"
+    return marker_reason(finding.code, finding.tier, finding.message, options, finding.applied)
 
 
 def _markers(text: str, first: ShellLine, marks: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
