@@ -42,6 +42,7 @@ from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.pins import base_release
+from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
 from cuda2npu.families.cuda_only_modules import not_cuda_distribution
@@ -425,18 +426,6 @@ def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, 
         above.pop()
     prefix = "" if at == 0 or text[:at].endswith("\n") else newline
     return [(at, at, f"{prefix}{indent}{marker_text(code, reason)}{newline}")]
-
-
-def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
-    """Apply edits from the end; edits at one offset land in list order. An edit reaching into a
-    later one (two neighbours removed from one inline list share a comma) is clipped at it."""
-    limit = len(text)
-    order = sorted(range(len(edits)), key=lambda i: (edits[i][0], edits[i][1], i), reverse=True)
-    for start, end, replacement in (edits[i] for i in order):
-        end = min(end, limit)
-        text = text[:start] + replacement + text[end:]
-        limit = start
-    return text
 
 
 # --- the check -------------------------------------------------------------------------------

@@ -41,10 +41,11 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
+from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families import ds_config
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
-from cuda2npu.filekinds.depfiles import apply_edits, decoded_text, encoded_like
+from cuda2npu.filekinds.depfiles import decoded_text, encoded_like
 from cuda2npu.filekinds.runconfig_entries import Entry, json_members, toml_entries, yaml_entries
 
 if sys.version_info >= (3, 11):

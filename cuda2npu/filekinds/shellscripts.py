@@ -33,6 +33,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
+from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds.launch_flags import check_launch_flags
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
@@ -64,15 +65,7 @@ def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list
     """Every finding of a shell script, and its text with the fixes and markers applied."""
     flags, flag_edits = check_launch_flags(text, path, display, options)
     findings, edits = check_shell_script(text, display, options, flags)
-    return sorted([*findings, *flags], key=Finding.sort_key), _apply(text, [*flag_edits, *edits])
-
-
-def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
-    """``text`` with edits that do not overlap applied; insertions at one offset land in list order."""
-    order = sorted(range(len(edits)), key=lambda i: (edits[i][0], edits[i][1], i), reverse=True)
-    for start, end, new in (edits[i] for i in order):
-        text = text[:start] + new + text[end:]
-    return text
+    return sorted([*findings, *flags], key=Finding.sort_key), apply_edits(text, [*flag_edits, *edits])
 
 
 def check_shell_script(
