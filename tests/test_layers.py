@@ -79,9 +79,6 @@ def test_imports_flow_down(name):
 FAMILY_PACKAGES = {
     name.split(".")[2] for name, path in MODULES.items() if name.count(".") == 2 and path.name == "__init__.py"
 } - {"families"}
-# the one edge left to remove: precision.py (NPU34x) edits through apex's FileEdits, which moves to
-# core as the edit transaction of the planning API
-KNOWN_FAMILY_EDGES = {("cuda2npu.families.precision", "cuda2npu.families.apex.common")}
 
 
 def family_of(name: str) -> str | None:
@@ -98,11 +95,7 @@ def test_families_import_the_core_and_the_shared_modules_never_each_other(name):
     """A family subpackage imports no other family; a shared module imports no family subpackage
     (what two families need lives at the top of ``families/`` or in ``core/``)."""
     own = family_of(name)
-    wrong = sorted(
-        target
-        for target in GRAPH[name]
-        if family_of(target) not in (None, "shared", own) and (name, target) not in KNOWN_FAMILY_EDGES
-    )
+    wrong = sorted(target for target in GRAPH[name] if family_of(target) not in (None, "shared", own))
     assert not wrong, f"{name} ({own}) imports another family: {wrong}"
 
 

@@ -325,3 +325,8 @@ class NameUses(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in self.names and node not in self._skip and self._reads_outer_binding(node.value):
             self.uses[node.value].append(node)
+
+
+def is_torch_dtype(resolver: NameResolver, node: cst.BaseExpression | None, *names: str) -> bool:
+    """``torch.float16`` / ``torch.half`` (by qualified name) for ``names=("float16", "half")``."""
+    return node is not None and resolver.qualified_name(node) in {f"torch.{n}" for n in names}

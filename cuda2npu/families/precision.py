@@ -25,12 +25,11 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, is_torch_dtype
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.apex.common import FileEdits, is_torch_dtype
 from cuda2npu.families.kernel_switch import first_kernel
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -167,8 +166,6 @@ class CudaAutocastBf16(ValueUses, Rule):
             )
             return
         rebuild = isinstance(node.func, cst.Attribute)
-        tier = Tier.NUMERIC
-        FileEdits.for_rule(self).need_import("NPU340", tier, "torch")
 
         def fix(updated: cst.Call) -> cst.Call:
             others = remap_args(updated, params, drop={"device_type", "dtype"})
@@ -185,7 +182,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             f"CUDA autocast → {target}: BF16 is the native mixed-precision type of Atlas A2 NPUs and needs no loss "
             "scaling (--precision bf16)",
             fix,
-            tier=tier,
+            tier=Tier.NUMERIC,
+            imports=[ImportNeed("torch")],
         )
 
     def _half_weights(self, node: cst.Call) -> str | None:
@@ -258,12 +256,12 @@ class CudaAutocastBf16(ValueUses, Rule):
                         return
                     if npu:
                         return  # NPU code (or this rule's own result): not a CUDA autocast
-                    FileEdits.for_rule(self).need_import("NPU340", Tier.NUMERIC, "torch")
                     self.report(
                         "NPU340",
                         arg.value,
                         "`custom_fwd(cast_inputs=torch.float16)` → `cast_inputs=torch.bfloat16` (--precision bf16)",
                         lambda _: expression("torch.bfloat16"),
+                        imports=[ImportNeed("torch")],
                     )
 
     def _forward_kernel(self, decorator: cst.Call) -> str | None:

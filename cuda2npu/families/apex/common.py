@@ -53,16 +53,6 @@ def apex_name(resolver, node: cst.BaseExpression) -> str | None:
     return name if name and name.split(".")[0] in APEX_ROOTS else None
 
 
-# --- arguments -----------------------------------------------------------------------------
-
-
-def is_torch_dtype(resolver, node: cst.BaseExpression | None, *names: str) -> bool:
-    """``torch.float16`` / ``torch.half`` (by qualified name) for ``names=("float16", "half")``."""
-    return node is not None and resolver.qualified_name(node) in {f"torch.{n}" for n in names}
-
-
-# --- statements ----------------------------------------------------------------------------
-
 # --- the per-file edit registry ------------------------------------------------------------
 
 
