@@ -103,6 +103,16 @@ def test_fp16_policy_keeps_fp16_flags(tmp_path):
     assert "--fp16 \\" in script.read_text() and "--tf32 False" in script.read_text()
 
 
+def test_a_transformers_pin_before_bf16_on_npu_keeps_fp16_flags(tmp_path):
+    """transformers < 4.34 raises on bf16=True with an NPU device: --fp16 stays, for review."""
+    script = launch_project(tmp_path)
+    write(tmp_path / "requirements.txt", "transformers==4.32.0\n")
+    cli("migrate", tmp_path)
+    text = script.read_text()
+    assert "--fp16 \\" in text and "--bf16" not in text
+    assert "NPU906 review: `--fp16` kept under the bf16 policy: the pin `transformers==4.32.0` predates 4.34.0" in text
+
+
 def test_packing_programs_keep_flash_attention_2_with_a_manual_item(tmp_path):
     write(tmp_path / "train.py", TRAINER + "from transformers import DataCollatorWithFlattening\n")
     script = write(tmp_path / "launch.sh", "python train.py --attn_implementation=flash_attention_2\n")

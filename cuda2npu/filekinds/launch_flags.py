@@ -7,7 +7,8 @@ per decision, whatever the file kind.
   (``DataCollatorWithFlattening``, NPU903).
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
-  the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags).
+  the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags),
+  or the transformers pin predates bf16 on the NPU (4.34.0).
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
   counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
@@ -31,7 +32,7 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.ds_config import BF16_NAMES
-from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
@@ -125,6 +126,9 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
         return "NPU904", message, Tier.NUMERIC, (value.start(3), value.end(3), NEGATED.get(word, "False"))
     if options.precision != "bf16":
         return None
+    rejected = bf16_rejected(options)
+    if rejected is not None:
+        return "NPU906", f"`--fp16` kept under the bf16 policy: {rejected}", Tier.REVIEW, None
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
     if not known or has_bf16 or deepspeed:
         if has_bf16:

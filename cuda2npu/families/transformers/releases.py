@@ -3,10 +3,11 @@ project's pin guarantees (``Options.pins``, cuda2npu/core/pins.py)."""
 
 from __future__ import annotations
 
-from cuda2npu.core.pins import pin_at_least, pinned
+from cuda2npu.core.pins import excludes_from, pin_at_least, pinned
 
 FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
 ATTN_IMPLEMENTATION = "4.36.0"  # attn_implementation= and "sdpa" exist (§2)
+BF16_ON_NPU = "4.34.0"  # TrainingArguments accepts bf16 on an NPU device (§4)
 
 
 def guaranteed(options, version: str) -> bool:
@@ -17,3 +18,22 @@ def guaranteed(options, version: str) -> bool:
 def pin_text(options) -> str:
     spec = pinned(options.pins, "transformers")
     return f"the pin `transformers{spec}` allows older releases" if spec is not None else "no transformers pin found"
+
+
+def predates(options, version: str) -> str | None:
+    """The project's transformers specifier when it allows no release from ``version`` on (the
+    feature is missing whatever gets installed), else None."""
+    spec = pinned(options.pins, "transformers")
+    return spec if spec and excludes_from(spec, version) else None
+
+
+def bf16_rejected(options) -> str | None:
+    """Why ``bf16=True`` cannot replace ``fp16=True`` under the project's pin (None: it can)."""
+    spec = predates(options, BF16_ON_NPU)
+    if spec is None:
+        return None
+    return (
+        f"the pin `transformers{spec}` predates {BF16_ON_NPU}, the first release whose TrainingArguments "
+        "accepts bf16 on an NPU device (older ones raise ValueError); fp16 runs on the NPU with loss scaling: "
+        f"raise the pin to >={BF16_ON_NPU} to train in BF16, the NPU's native type"
+    )

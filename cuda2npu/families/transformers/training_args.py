@@ -8,7 +8,7 @@
   is another format and is not turned on silently: the message names it.
 - NPU906: under the bf16 precision policy, ``fp16=True`` becomes ``bf16=True`` (BF16 is the
   native mixed-precision type of the Atlas A2 NPUs and needs no loss scaling; ``TrainingArguments``
-  accepts it on the NPU, §4). A call also passing ``bf16`` or ``**kwargs`` is a review item, and so
+  accepts it on the NPU from transformers 4.34.0, §4: under an older pin fp16 stays, a review item). A call also passing ``bf16`` or ``**kwargs`` is a review item, and so
   is one passing a ``deepspeed=`` config that shows no bf16 block to be (a path, an ``"auto"`` fp16
   block): the Trainer fills the config's ``"auto"`` blocks from these flags.
 """
@@ -22,6 +22,7 @@ from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.releases import bf16_rejected
 
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
 
@@ -76,6 +77,10 @@ class TrainingArgumentSwitches(Rule):
             self.report_in(statement_of(self.ctx, source), "NPU904", source, message, fix=_false)
 
     def _fp16(self, call: cst.Call, fp16: cst.Arg) -> None:
+        rejected = bf16_rejected(self.options)
+        if rejected is not None:
+            self.report("NPU906", fp16, f"`fp16=True` kept under the bf16 policy: {rejected}", tier=Tier.REVIEW)
+            return
         if keyword(call, "bf16") is not None or any(arg.star == "**" for arg in call.args):
             message = "`fp16=True` under the bf16 policy: use `bf16=True` (this call also sets bf16 or passes **kwargs)"
             self.report("NPU906", fp16, message, tier=Tier.REVIEW)
