@@ -36,6 +36,9 @@ def resolve_calls(source: str) -> list[tuple[str, frozenset]]:
             "apex.amp.initialize",
         ),
         ("import torch\ndef f():\n    global torch\n    torch.cuda.init()\n", "torch.cuda.init"),
+        # a file that star-imports and never binds torch gets it from the star
+        ("from pkg.utils import *\ntorch.cuda.synchronize()\n", "torch.cuda.synchronize"),
+        ("from .utils import *\ndef f():\n    torch.cuda.synchronize()\n", "torch.cuda.synchronize"),
     ],
 )
 def test_resolves_through_imports(source, expected):
@@ -52,6 +55,9 @@ def test_resolves_through_imports(source, expected):
         "import torch\ndef f():\n    with open('x') as torch:\n        torch.cuda.synchronize()\n",
         "from . import torch\ntorch.cuda.synchronize()\n",
         "cuda.synchronize()\n",
+        "torch.cuda.synchronize()\n",  # no star import: an unbound name stays unknown
+        "from pkg.utils import *\ntorch = Mock()\ntorch.cuda.synchronize()\n",
+        "from pkg.utils import *\ndef f(torch):\n    torch.cuda.synchronize()\n",
     ],
 )
 def test_local_names_shadow_imports(source):

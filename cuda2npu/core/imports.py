@@ -266,12 +266,14 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     file also gets it in each function whose code names ``torch_npu`` without seeing an import of it.
 
     Files that never import torch need nothing (a device string they hold is used elsewhere), unless
-    their code names ``torch_npu``: then it is imported with the file's other imports.
+    their code names ``torch_npu`` or reads ``torch.npu`` (torch from a star import): then it is
+    imported with the file's other imports.
     ``guarded``: the import in a ``try`` whose ``except ImportError`` passes (portable output).
     """
     code = module.code  # generated anew on every access
     if not TORCH_IMPORT.search(code):
-        return add_imports(module, [ImportNeed("torch_npu")]) if _names_torch_npu(module, code) else module
+        needed = _names_torch_npu(module, code) or _reads_torch_npu_namespace(module, code)
+        return add_imports(module, [ImportNeed("torch_npu")]) if needed else module
     if not has_plain_torch_npu_import(module, functions=False):  # one in a function serves that function only
         body = _after_torch_import(module.body, guarded)
         if body is not None:
@@ -281,6 +283,15 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     module.visit(places)
     blocks = places.blocks(first=not imported)
     return module.visit(_NestedInsertion(blocks, guarded)) if blocks else module
+
+
+def _reads_torch_npu_namespace(module: cst.Module, code: str) -> bool:
+    """The code reads ``torch.npu`` although the file imports no torch (``torch`` from a star
+    import): the namespace exists once torch_npu is imported (torch < 2.5 does not load it itself)."""
+    return "torch.npu" in code and any(
+        isinstance(node.value, cst.Name) and node.value.value == "torch" and node.attr.value == "npu"
+        for node in iter_nodes(module, cst.Attribute)
+    )
 
 
 def _names_torch_npu(module: cst.Module, code: str) -> bool:

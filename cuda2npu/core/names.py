@@ -75,6 +75,7 @@ class _BindingCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.scopes: dict[cst.CSTNode, Scope] = {}
         self.stack: list[Scope] = []
+        self.star_imports = False  # `from m import *` (module level: the only place Python allows it)
 
     def _push(self, node: cst.CSTNode, kind: str) -> None:
         scope = Scope(kind, self.stack[-1] if self.stack else None)
@@ -128,6 +129,7 @@ class _BindingCollector(cst.CSTVisitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         if isinstance(node.names, cst.ImportStar):
+            self.star_imports = True
             return False
         module = dotted_name(node.module) if node.module is not None else None
         for alias in node.names:
@@ -178,6 +180,8 @@ class NameResolver(cst.BatchableCSTVisitor):
         walk(module, collector)
         self._scopes = collector.scopes
         self._stack: list[Scope] = []
+        if collector.star_imports:
+            _torch_from_star_import(self.module_scope)
 
     @property
     def scopes(self) -> dict[cst.CSTNode, Scope]:
@@ -229,6 +233,14 @@ class NameResolver(cst.BatchableCSTVisitor):
         """The single qualified name of ``node``, or None if unknown or ambiguous."""
         names = self.qualified_names(node)
         return next(iter(names)) if len(names) == 1 else None
+
+
+def _torch_from_star_import(module_scope: Scope) -> None:
+    """A file that never binds ``torch`` but star-imports a module gets ``torch`` from it
+    (``from pkg.utils import *`` where utils.py does ``import torch``): whatever else the star
+    brings, a ``torch.cuda.synchronize()`` there can only be torch's."""
+    if module_scope.lookup("torch") is None:
+        module_scope.bind_import("torch", "torch")
 
 
 def module_qualified(module_scope, expr: cst.BaseExpression) -> str | None:
