@@ -84,6 +84,23 @@ def test_suppressed_findings_are_neither_reported_nor_fixed():
     assert lines[6].endswith("e = torch.zeros(1).npu()")
 
 
+def test_a_bare_noqa_on_a_failing_import_still_marks_it():
+    """`import transformer_engine as te  # noqa` silences flake8's unused import; the import still
+    fails on an NPU host, so its manual finding stays (and its marker); `# noqa: NPU606` hides it."""
+    source = dedent(
+        """
+        import torch
+        import transformer_engine as te  # noqa
+        x = torch.zeros(1).cuda()  # noqa
+        """
+    )
+    after, result = migrate_text(source, Options())
+    assert [(f.line, f.code) for f in result.findings] == [(2, "NPU606")]
+    assert "# TODO(cuda2npu): NPU606" in after and "x = torch.zeros(1).cuda()  # noqa" in after
+    _, result = migrate_text(source.replace("te  # noqa", "te  # noqa: NPU606"), Options())
+    assert "NPU606" not in {f.code for f in result.findings}
+
+
 def test_multi_line_statements_use_the_line_of_the_finding():
     source = dedent(
         '''

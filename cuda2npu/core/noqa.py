@@ -8,6 +8,8 @@
   ``# ruff: noqa: NPU101`` and ``# flake8: noqa: NPU101`` exempt it from those codes only, as in
   ruff. A blanket ``# ruff: noqa`` / ``# flake8: noqa`` does not: it is written for the other
   tool's style rules (a first read found one hiding a whole file's CUDA code).
+- A bare ``# noqa`` on an import line does not hide a manual finding about that import (it fails
+  on an NPU host): it is flake8/ruff's unused-import silencer (``import transformer_engine  # noqa``).
 - A finding is suppressed by a directive on its own line. When that line cannot carry a comment
   (it ends inside a multi-line string or with a ``\\`` continuation), the directive goes on the
   line where that string or continuation ends, as in ruff.
@@ -25,7 +27,8 @@ import tokenize
 from dataclasses import dataclass
 
 from cuda2npu.core.catalogue import rule as rule_doc
-from cuda2npu.core.diagnostics import Finding
+from cuda2npu.core.diagnostics import Finding, Tier
+from cuda2npu.core.imports import is_import_line
 
 UNUSED_CODE = "NPU005"
 DIRECTIVE = re.compile(r"#\s*noqa", re.IGNORECASE)
@@ -249,12 +252,26 @@ def suppress(
     for report in reports:
         line = positions[report.node].start.line
         directive = noqa_map.suppresses(line, report.code)
+        if directive is not None and _failing_import(directive, noqa_map, report):
+            directive = None
         if directive is None:
             kept.append(report)
         else:
             used.setdefault(directive.line, set()).add(report.code)
     unused = unused_findings(noqa_map, used, options, path) if first_round and unused_enabled(options) else []
     return kept, unused
+
+
+def _failing_import(directive: Directive, noqa_map: NoqaMap, report) -> bool:
+    """A bare line ``# noqa`` on an import that fails on an NPU host (a manual finding at an import
+    line) does not hide that finding: it was written for flake8/ruff's unused-import warning
+    (``import transformer_engine as te  # noqa``), and the import still stops the program."""
+    return (
+        directive.codes is None
+        and directive is not noqa_map.exemption
+        and report.tier == Tier.MANUAL
+        and is_import_line(report.statement)
+    )
 
 
 def unused_findings(noqa_map: NoqaMap, used: dict[int, set[str]], options, path: str) -> list[Finding]:
