@@ -94,8 +94,9 @@ def test_applied_shell_edits_are_not_left_for_a_human(tmp_path):
 
 
 def test_flag_edits_variable_renames_and_markers_go_together(tmp_path):
-    """One job script (a Slurm batch file) with a launch flag, a CUDA device mask and a GPU count from
-    nvidia-smi: the flag and the variable are rewritten, the count is marked above the command."""
+    """One job script (a Slurm batch file) with a GPU request, a launch flag, a CUDA device mask and a
+    GPU count from nvidia-smi: the flag and the variable are rewritten, the count is marked above the
+    command, the request above its directive."""
     write(tmp_path / "train.py", "from transformers import HfArgumentParser, TrainingArguments\n")
     script = write(
         tmp_path / "slurm" / "train.slurm",
@@ -107,11 +108,12 @@ def test_flag_edits_variable_renames_and_markers_go_together(tmp_path):
             --tf32 True
         """,
     )
-    assert [d[2] for d in diagnostics_of(tmp_path, "train.slurm")] == ["NPU711", "NPU712", "NPU904"]
+    assert [d[2] for d in diagnostics_of(tmp_path, "train.slurm")] == ["NPU716", "NPU711", "NPU712", "NPU904"]
     cli("migrate", tmp_path)
     lines = script.read_text().splitlines()
-    assert lines[2].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host")
-    assert lines[3:] == [
+    assert lines[1].startswith("# TODO(cuda2npu): NPU716 review: `--gres=gpu:2` asks Slurm for the GRES named `gpu`")
+    assert lines[3].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host")
+    assert lines[4:] == [
         "ASCEND_RT_VISIBLE_DEVICES=0,1 torchrun \\",
         "    --nproc_per_node $(nvidia-smi -L | wc -l) ../train.py \\",
         "    --tf32 False",

@@ -178,6 +178,13 @@ def cuda_only_distribution(name: str) -> tuple[tuple[str, ...], str] | None:
     return (tuple(entry["modules"]), entry["advice"]) if entry else None
 
 
+def unknown_nvidia(name: str) -> bool:
+    """An ``nvidia-*`` distribution the table neither names as CUDA-only nor as harmless."""
+    name = normalize_distribution(name)
+    known = cuda_only_distribution(name) is not None or not_cuda_distribution(name)
+    return name.startswith("nvidia-") and not known
+
+
 def cuda_only_distributions() -> tuple[str, ...]:
     """Every distribution name and glob of the table, in file order."""
     return tuple(d for p in table(PACKAGES)["package"].values() for d in p.get("distributions", ()))

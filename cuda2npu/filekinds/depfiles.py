@@ -45,7 +45,7 @@ from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
-from cuda2npu.families.cuda_only_modules import not_cuda_distribution
+from cuda2npu.families.cuda_only_modules import unknown_nvidia
 from cuda2npu.filekinds import depfiles_versions as versions
 
 if sys.version_info >= (3, 11):
@@ -64,13 +64,6 @@ COMPILE_COMMAND = re.compile(r"(?m)^#\s+(?:pip-compile|uv pip compile)\b(.*)$")
 VIA = re.compile(r"(?m)^[ \t]+# via\b")
 INDENTED_COMMENT = re.compile(r"[ \t]+#[^\n]*(?:\n|$)")
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
-
-
-def unknown_nvidia(name: str) -> bool:
-    """An ``nvidia-*`` distribution the table neither names as CUDA-only nor as harmless."""
-    name = normalize(name)
-    known = cuda_only(name) is not None or not_cuda_distribution(name)
-    return name.startswith("nvidia-") and not known
 
 
 def is_requirements_file(path: Path) -> bool:

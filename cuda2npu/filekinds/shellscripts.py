@@ -13,6 +13,10 @@ found with the Python code): their CUDA and NCCL settings.
   ask nothing and are not reported, as in Python.
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
   ``cudatoolkit``; Lmod's ``ml``): manual.
+- NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
+  (``#SBATCH --gres=gpu:8``), and the shell side of NPU701 (``pip install flash-attn``) and NPU103
+  (``python -c 'import torch; print(torch.cuda.device_count())'``): the programs the script runs,
+  read word by word in cuda2npu/filekinds/shell_programs.py. ``#SBATCH`` lines are read too.
 
 A variable is not renamed where the script names its Ascend counterpart already (it handles both),
 nor under ``--portable`` (kept, and the Ascend name reported to set as well). Findings left to a
@@ -35,7 +39,8 @@ from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds.launch_flags import check_launch_flags
-from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
+from cuda2npu.filekinds.shell_lines import ShellLine, sbatch_lines, shell_commands
+from cuda2npu.filekinds.shell_programs import Found, check_programs, check_sbatch_line
 
 SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
@@ -98,6 +103,15 @@ def check_shell_script(
         if reason is not None:
             marks.append((code, reason))
 
+    def report_found(found: list[Found]) -> None:
+        for item in found:
+            edit = (item.start, item.end, item.edit) if item.edit is not None else None
+            report(item.line, item.start + 1, item.code, item.message, item.tier, edit)
+
+    for line in sbatch_lines(text, options.ignore_noqa):
+        report_found(check_sbatch_line(line))
+        edits += _markers(text, line, marks)
+        marks.clear()
     for command in commands:
         for line in command:
             for name, start, end, assigned in _variables(line.code):
@@ -122,6 +136,7 @@ def check_shell_script(
                     "(`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, or the cluster's CANN module)"
                 )
                 report(line, match.start() + 1, "NPU714", message)
+        report_found(check_programs(command, options))
         lines = {line.number for line in command}
         for flag in (f for f in flags if f.line in lines):
             reason = _marker(flag, options)

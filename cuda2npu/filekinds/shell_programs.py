@@ -1,0 +1,210 @@
+"""The programs a shell launch script runs, read word by word (cuda2npu/filekinds/shellscripts.py
+reports what they find): one code per decision, whatever the file kind.
+
+- ``pip install flash-attn==2.5.9 --no-build-isolation`` (NPU701, as in a requirements file): a
+  distribution of rules/tables/cuda_only_packages.toml, or an ``nvidia-*`` one the table does not
+  know; reported and kept (whether the script still needs it is the project's call), marked.
+- ``python -c 'import torch; print(torch.cuda.device_count())'`` (NPU103, as in Python): that exact
+  code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
+  calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
+- ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
+  NPU is passed to the container.
+- Slurm GPU requests (NPU716, review): ``--gres=gpu:N`` anywhere; ``--gpus``, ``--gpus-per-node``
+  (``-task``, ``-socket``) and ``-G`` in ``#SBATCH`` lines and ``srun`` / ``sbatch`` / ``salloc``
+  commands.
+
+docs/reference/launch_scripts.md has the Ascend docker and Slurm facts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
+from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
+
+# pip install options that take the next word as their value (unless written `--opt=value`)
+PIP_VALUED = frozenset(
+    "-r --requirement -c --constraint -e --editable -t --target --platform --python-version --implementation "
+    "--abi --root --prefix --src --upgrade-strategy -C --config-settings --global-option --install-option "
+    "--no-binary --only-binary --progress-bar -i --index-url --extra-index-url -f --find-links --log --proxy "
+    "--retries --timeout --exists-action --trusted-host --cert --client-cert --cache-dir --report --python "
+    "--keyring-provider --root-user-action --use-feature --use-deprecated --group".split()
+)
+DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
+PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
+PIP = re.compile(r"(?:.*/)?pip[\d.]*")
+DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
+SLURM = re.compile(r"(?:.*/)?(?:srun|sbatch|salloc)")
+TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
+DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*")
+NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
+GRES_GPU = re.compile(r"""(?<![\w-])--gres(?:=|[ \t]+)["']?(?:[^\s"',]*,)*gpu(?::[^\s"',]*)?(?![\w-])""")
+GPU_OPTION = re.compile(r"(?<![\w-])(?:--gpus(?:-per-(?:node|task|socket))?(?![\w-])|-G(?=[ \t]*[\d$]))")
+GPU_WORD = re.compile(r"--gpus(?:-per-(?:node|task|socket))?(?:=.*)?|-G.*")
+LAUNCHERS = frozenset({"torchrun", "accelerate", "deepspeed", "bash", "sh"})
+SLURM_MESSAGE = (
+    "asks Slurm for the GRES named `gpu`: an Ascend cluster names its cards as its slurm.conf declares "
+    "(often `npu`), or allocates whole nodes: request them as the cluster does (`scontrol show node` "
+    "shows each node's `Gres=`)"
+)
+DOCKER_MESSAGE = (
+    "passes no NPU to the container: `--gpus` and the nvidia runtime need the NVIDIA Container Toolkit "
+    "(not on an Ascend host: docker refuses to start), and a CUDA image has no CANN or torch_npu: pass the "
+    "NPUs (`--device /dev/davinciN --device /dev/davinci_manager --device /dev/devmm_svm --device "
+    "/dev/hisi_hdc` and the driver mounts, or `ASCEND_VISIBLE_DEVICES` under Ascend Docker Runtime) and run "
+    "a CANN image with torch_npu"
+)
+
+
+@dataclass
+class Found:
+    """One finding of a program's words: ``start``/``end`` are offsets in ``line.code``; ``edit`` is
+    the replacement of that span (None: reported only)."""
+
+    line: ShellLine
+    start: int
+    code: str
+    message: str
+    tier: Tier | None = None
+    end: int = 0
+    edit: str | None = None
+
+
+def check_programs(command: list[ShellLine], options) -> list[Found]:
+    """The findings of the pip, python, docker and Slurm commands of a script command."""
+    found: list[Found] = []
+    for words in simple_commands(command):
+        values = [word.value for word in words]
+        for index, value in enumerate(values):
+            if value is None:
+                continue
+            if PIP.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
+                found += _pip_install(words[index + 2 :], options)
+            elif PYTHON.fullmatch(value):
+                found += _inline_python(words, values, index, options)
+            elif DOCKER.fullmatch(value) and values[index + 1 : index + 2] in (["run"], ["create"]):
+                found += _docker(words[index:], values[index:])
+            elif SLURM.fullmatch(value):
+                found += [
+                    _slurm(word.line, word.start, word.text)
+                    for word, option in _options(words[index + 1 :], values[index + 1 :])
+                    if option is not None and GPU_WORD.fullmatch(option)
+                ]
+    found += [_slurm(line, match.start(), match.group()) for line in command for match in GRES_GPU.finditer(line.code)]
+    return found
+
+
+def check_sbatch_line(line: ShellLine) -> list[Found]:
+    """The Slurm GPU requests of an ``#SBATCH`` directive line."""
+    return [
+        _slurm(line, match.start(), match.group())
+        for pattern in (GRES_GPU, GPU_OPTION)
+        for match in pattern.finditer(line.code)
+    ]
+
+
+def _pip_install(words: list[ShellWord], options) -> list[Found]:
+    """NPU701 for the CUDA-only distributions a ``pip install`` names (``words``: those after ``install``)."""
+    found = []
+    skip = False
+    for word in words:
+        value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
+        if skip:
+            skip = False
+            continue
+        if value.startswith("-"):
+            skip = value in PIP_VALUED
+            continue
+        match = DISTRIBUTION.match(value)
+        if match is None:
+            continue
+        name = normalize_distribution(match.group(1))
+        info = cuda_only_distribution(name)
+        if info is not None and not (name == "apex" and options.apex == "ascend"):
+            message = (
+                f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}); on an NPU host the install fails or "
+                "installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA hosts only"
+            )
+            found.append(Found(word.line, word.start, "NPU701", message))
+        elif unknown_nvidia(name):
+            message = (
+                f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
+            )
+            found.append(Found(word.line, word.start, "NPU701", message))
+    return found
+
+
+def _inline_python(words: list[ShellWord], values: list[str | None], index: int, options) -> list[Found]:
+    """NPU103 for the ``python -c CODE`` at ``words[index]`` when its code calls ``torch.cuda`` (kept
+    under ``--portable``, for CUDA hosts)."""
+    for position in range(index + 1, len(words) - 1):
+        if values[position] == "-c":
+            break
+        if values[position] is None or not values[position].startswith("-"):
+            return []
+    else:
+        return []
+    word = words[position + 1]
+    if not TORCH_CUDA.search(word.text):
+        return []
+    quote = word.text[0]
+    inner = word.text[1:-1]
+    if options.portable:
+        message = (
+            "inline Python calls `torch.cuda`, kept for CUDA hosts (portable output): on Ascend hosts "
+            "`torch.cuda.device_count()` is 0; use `torch.npu` after `import torch_npu` there"
+        )
+        return [Found(word.line, word.start, "NPU103", message, Tier.REVIEW)]
+    if quote in "'\"" and word.text.endswith(quote) and quote not in inner and DEVICE_COUNT.fullmatch(inner):
+        message = (
+            "`torch.cuda.device_count()` is 0 on an NPU host (torchrun then starts no worker) → "
+            "`torch.npu.device_count()`, with `import torch_npu`"
+        )
+        return [Found(word.line, word.start, "NPU103", message, end=word.end, edit=f"{quote}{NPU_DEVICE_COUNT}{quote}")]
+    message = (
+        "inline Python calls `torch.cuda`, which finds no device on an NPU host (`device_count()` is 0, "
+        "`is_available()` False): use `torch.npu` after `import torch_npu`"
+    )
+    return [Found(word.line, word.start, "NPU103", message, Tier.MANUAL)]
+
+
+def _docker(words: list[ShellWord], values: list[str | None]) -> list[Found]:
+    """NPU715 for a ``docker run`` (``words`` from ``docker`` on) that asks for NVIDIA GPUs."""
+    if values[0].endswith("nvidia-docker"):
+        return [Found(words[0].line, words[0].start, "NPU715", f"`nvidia-docker` {DOCKER_MESSAGE}", Tier.MANUAL)]
+    options = _options(words[2:], values[2:])
+    for position, (word, value) in enumerate(options):
+        following = options[position + 1 : position + 2]
+        if value in ("--gpus", "--runtime") and following and (value == "--gpus" or following[0][1] == "nvidia"):
+            shown = f"{word.text} {following[0][0].text}"
+        elif value is not None and (value.startswith("--gpus=") or value == "--runtime=nvidia"):
+            shown = word.text
+        else:
+            continue
+        message = f"`{values[0].rsplit('/', 1)[-1]} {values[1]} {shown}` {DOCKER_MESSAGE}"
+        return [Found(word.line, word.start, "NPU715", message, Tier.MANUAL)]
+    return []
+
+
+def _options(words: list[ShellWord], values: list[str | None]) -> list[tuple[ShellWord, str | None]]:
+    """The leading options of a program (with their values): ``words`` up to the program it runs
+    (``srun -p a -n 4 python x.py``, ``docker run --name c img cmd``), the first word that follows a
+    word that is no option, or that names a Python or launcher program or a ``.py`` / ``.sh`` file."""
+    options = []
+    for position, (word, value) in enumerate(zip(words, values)):
+        after_option = position == 0 or (values[position - 1] or "").startswith("-")
+        option = value is not None and value.startswith("-")
+        program = value is not None and (
+            PYTHON.fullmatch(value) or value in LAUNCHERS or value.endswith((".py", ".sh"))
+        )
+        if program or not (option or after_option):
+            break
+        options.append((word, value))
+    return options
+
+
+def _slurm(line: ShellLine, start: int, text: str) -> Found:
+    return Found(line, start, "NPU716", f"`{text}` {SLURM_MESSAGE}")

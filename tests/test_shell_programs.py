@@ -1,0 +1,138 @@
+"""The programs a shell launch script runs (cuda2npu/filekinds/shell_programs.py): `pip install` of a
+CUDA-only distribution (NPU701), `python -c` device counts (NPU103), `docker run --gpus` (NPU715) and
+Slurm GPU requests (NPU716)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import cli, write
+
+from cuda2npu.filekinds.shell_programs import DOCKER_MESSAGE, SLURM_MESSAGE
+
+FLASH = (
+    "`{req}`: `flash-attn` is CUDA-only (use torch_npu.npu_fusion_attention (cuda2npu migrates flash_attn "
+    "calls)); on an NPU host the install fails or installs nothing usable (a `set -e` script stops there): drop "
+    "it, or install it on CUDA hosts only"
+)
+NPU_COUNT = "'import torch, torch_npu; print(torch.npu.device_count())'"
+
+CASES = {
+    # a CUDA-only distribution installed by a launcher: kept, marked (as NPU701 in a requirements file)
+    "set -e\npip install packaging ninja\npip install flash-attn==2.5.9.post1 --no-build-isolation\n": (
+        "set -e\npip install packaging ninja\n"
+        f"# TODO(cuda2npu): NPU701 review: {FLASH.format(req='pip install flash-attn==2.5.9.post1')}\n"
+        "pip install flash-attn==2.5.9.post1 --no-build-isolation\n"
+    ),
+    # options and their values skipped, a quoted requirement and a pinned variable read, one marker per package
+    'python3 -m pip install -U --index-url https://x/simple "flash_attn>=2" \\\n    "xformers==$XF"\n': (
+        f"# TODO(cuda2npu): NPU701 review: {FLASH.format(req='pip install flash_attn>=2')}\n"
+        "# TODO(cuda2npu): NPU701 review: `pip install xformers==$XF`: `xformers` is CUDA-only (xformers has no "
+        "Ascend build; use F.scaled_dot_product_attention or torch_npu.npu_fusion_attention); on an NPU host the "
+        "install fails or installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA "
+        "hosts only\n"
+        'python3 -m pip install -U --index-url https://x/simple "flash_attn>=2" \\\n    "xformers==$XF"\n'
+    ),
+    # the device count torchrun is given: exactly this inline code is rewritten, the quotes kept
+    "GPUS=$(python -c 'import torch; print(torch.cuda.device_count())')\ntorchrun --nproc_per_node $GPUS x.py\n": (
+        f"GPUS=$(python -c {NPU_COUNT})\ntorchrun --nproc_per_node $GPUS x.py\n"
+    ),
+    'N=`python3 -u -c "import torch;print(torch.cuda.device_count());"`\n': (
+        'N=`python3 -u -c "import torch, torch_npu; print(torch.npu.device_count())"`\n'
+    ),
+    # other inline code on torch.cuda: a manual item
+    "if python -c 'import torch; assert torch.cuda.is_available()'; then echo gpu; fi\n": (
+        "# TODO(cuda2npu): NPU103 inline Python calls `torch.cuda`, which finds no device on an NPU host "
+        "(`device_count()` is 0, `is_available()` False): use `torch.npu` after `import torch_npu`\n"
+        "if python -c 'import torch; assert torch.cuda.is_available()'; then echo gpu; fi\n"
+    ),
+    # a container started with NVIDIA GPUs: marked above the command's first line
+    "sudo docker run --gpus all --rm \\\n    -it img:cu117 python cli.py\n": (
+        f"# TODO(cuda2npu): NPU715 `docker run --gpus all` {DOCKER_MESSAGE}\n"
+        "sudo docker run --gpus all --rm \\\n    -it img:cu117 python cli.py\n"
+    ),
+    "docker run --runtime nvidia img\n": (
+        f"# TODO(cuda2npu): NPU715 `docker run --runtime nvidia` {DOCKER_MESSAGE}\ndocker run --runtime nvidia img\n"
+    ),
+    # Slurm: a directive line and an srun option, marked for review
+    "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8  # per node\nsrun --gpus-per-node=8 python x.py\n": (
+        "#!/bin/bash\n#SBATCH --nodes=2\n"
+        f"# TODO(cuda2npu): NPU716 review: `--gres=gpu:8` {SLURM_MESSAGE}\n"
+        "#SBATCH --gres=gpu:8  # per node\n"
+        f"# TODO(cuda2npu): NPU716 review: `--gpus-per-node=8` {SLURM_MESSAGE}\n"
+        "srun --gpus-per-node=8 python x.py\n"
+    ),
+    'ARGS="--nodes=$N --gres=gpu:$G"\n': (
+        f'# TODO(cuda2npu): NPU716 review: `--gres=gpu:$G` {SLURM_MESSAGE}\nARGS="--nodes=$N --gres=gpu:$G"\n'
+    ),
+    # near-misses: other packages, an uninstall, a requirements file (NPU701 reads it itself), inline code
+    # that is not torch.cuda's, the launched program's own --gpus flag, a container given NPUs, NPUs
+    # asked of Slurm, a commented-out directive, noqa
+    "pip install '.[train]' packaging\npip uninstall -y flash-attn\npip install -r requirements.txt\n": None,
+    "python -c 'import torch; print(torch.__version__)'\npython -c \"import torch, torch_npu; print(torch.npu.device_count())\"\n": None,
+    "srun -p a -n 4 python x.py --gpus 2\ndocker run --rm img python x.py --gpus 2\ndocker build -t x .\n": None,
+    "docker run --device /dev/davinci0 --device /dev/davinci_manager img\n": None,
+    "#SBATCH --gres=npu:8\n# SBATCH --gres=gpu:8\n##SBATCH --gpus=8\n": None,
+    "#SBATCH --gres=gpu:8  # noqa: NPU716\npip install xformers  # noqa: NPU701\n": None,
+}
+
+
+@pytest.mark.parametrize("name", ["launch.sh", "job.slurm"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_program_shapes(tmp_path, case, name):
+    script = tmp_path / name
+    script.write_text(case)
+    expected = case if CASES[case] is None else CASES[case]
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected  # once
+
+
+def test_codes_tiers_and_positions(tmp_path):
+    write(
+        tmp_path / "run.sh",
+        """
+        #SBATCH --gres=gpu:4
+        pip install flash-attn
+        N=$(python -c 'import torch; print(torch.cuda.device_count())')
+        docker run --gpus=all img
+        """,
+    )
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    got = [(d["line"], d["column"], d["code"], d["tier"], d["fixable"]) for d in data["diagnostics"]]
+    assert got == [
+        (1, 9, "NPU716", "review", False),
+        (2, 13, "NPU701", "review", False),
+        (3, 15, "NPU103", "exact", True),
+        (4, 12, "NPU715", "manual", False),
+    ]
+    assert cli("check", tmp_path, "--ignore", "NPU7,NPU103").exit_code == 0
+
+
+def test_apex_is_kept_for_ascends_fork(tmp_path):
+    script = write(tmp_path / "setup.sh", "pip install apex\n")
+    cli("migrate", tmp_path, "--apex", "ascend")
+    assert script.read_text() == "pip install apex\n"
+    cli("migrate", tmp_path)
+    assert script.read_text().startswith("# TODO(cuda2npu): NPU701 review: `pip install apex`")
+
+
+def test_no_review_markers_keeps_the_manual_ones(tmp_path):
+    script = write(tmp_path / "run.sh", "#SBATCH --gres=gpu:1\ndocker run --gpus 1 img\n")
+    cli("migrate", tmp_path, "--no-review-markers")
+    assert script.read_text() == (
+        f"#SBATCH --gres=gpu:1\n# TODO(cuda2npu): NPU715 `docker run --gpus 1` {DOCKER_MESSAGE}\ndocker run --gpus 1 img\n"
+    )
+
+
+def test_portable_output_keeps_the_cuda_count(tmp_path):
+    case = "N=$(python -c 'import torch; print(torch.cuda.device_count())')\n"
+    script = write(tmp_path / "run.sh", case)
+    cli("migrate", tmp_path, "--portable")
+    assert script.read_text() == (
+        "# TODO(cuda2npu): NPU103 review: inline Python calls `torch.cuda`, kept for CUDA hosts (portable "
+        "output): on Ascend hosts `torch.cuda.device_count()` is 0; use `torch.npu` after `import torch_npu` there\n"
+        + case
+    )
