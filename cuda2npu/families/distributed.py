@@ -30,7 +30,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -99,6 +99,7 @@ class _BackendFlow(cst.CSTVisitor):
         self._options: list[tuple[str, cst.Call]] = []
         self._class_attributes: list[tuple[str, cst.BaseExpression, bool]] = []  # (name, value, annotated)
         self._kinds: list[str] = []  # "class" / "function" of the enclosing definitions
+        self._definitions: list[cst.FunctionDef] = []
         self._backend_kwargs: set[str] = set()  # `init_process_group(**name)`
         self._ray_kwargs: set[str] = set()  # `collective.create_collective_group(..., **name)`
 
@@ -145,6 +146,7 @@ class _BackendFlow(cst.CSTVisitor):
             *node.params.params,
             *node.params.kwonly_params,
         ]
+        self._definitions.append(node)
         self._kinds.append("function")
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -245,6 +247,8 @@ class _BackendFlow(cst.CSTVisitor):
             for param in params:
                 if param.name.value in self.sinks and param.default is not None:
                     self.rewrite.update(backend_literals(param.default))
+        for function in self._definitions:
+            self.ignore.update(_compared_only_labels(function, self.sinks))
         for comparison in self._compared:
             sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
             if any(self._holds_backend(side) for side in sides):
@@ -277,6 +281,30 @@ class _BackendFlow(cst.CSTVisitor):
         except Unbindable:
             return []
         return [arg.value for param, arg in bound.items() if param in self.sinks]
+
+
+def _compared_only_labels(function: cst.FunctionDef, sinks: set[str]) -> list[cst.SimpleString]:
+    """The ``"nccl"`` literals of a parameter that its function only compares with literals and
+    never passes on (``backend="nccl"`` ... ``assert backend == "nccl"``, the process group made
+    elsewhere): a label of what the code supports, not a backend it sets up."""
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    found: list[cst.SimpleString] = []
+    for param in params:
+        name = param.name.value
+        default = backend_literals(param.default)
+        if not default or name in sinks:
+            continue
+        uses = [n for n in iter_nodes(function.body, cst.Name) if n.value == name]
+        named, labels = 0, []
+        for comparison in iter_nodes(function.body, cst.Comparison):
+            sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+            here = sum(isinstance(side, cst.Name) and side.value == name for side in sides)
+            if here:
+                named += here
+                labels += [literal for side in sides for literal in backend_literals(side)]
+        if uses and named == len(uses):
+            found += default + labels
+    return found
 
 
 class _Literals(cst.CSTVisitor):
