@@ -72,6 +72,17 @@ def test_requirements_txt_is_rewritten(tmp_path):
     assert cli("migrate", tmp_path, "--check").exit_code == 0
 
 
+def test_requirements_for_another_accelerator_are_left_alone(tmp_path):
+    """requirements-rocm.txt is the project's file for AMD hosts: no torch_npu added, no pin read."""
+    write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
+    rocm = write(tmp_path / "requirements-rocm.txt", "torch==2.4.0\nflash-attn\n")
+    write(tmp_path / "requirements.txt", "torch==2.4.0\n")
+    assert {f[0] for f in findings(tmp_path)} == {"requirements.txt"}
+    cli("migrate", tmp_path)
+    assert rocm.read_text() == "torch==2.4.0\nflash-attn\n"
+    assert "torch_npu" in (tmp_path / "requirements.txt").read_text()
+
+
 def test_files_with_nothing_to_change_are_byte_identical_and_not_reported(tmp_path):
     write(tmp_path / "a.py", MIGRATED_CODE)
     contents = {

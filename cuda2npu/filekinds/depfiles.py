@@ -66,11 +66,16 @@ INDENTED_COMMENT = re.compile(r"[ \t]+#[^\n]*(?:\n|$)")
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
 
 
+OTHER_PLATFORM = re.compile(r"(?:^|[-_.])(?:rocm|hip|amd|xpu|intel|tpu|mps|neuron|hpu|gaudi)\d*(?=[-_.]|$)", re.I)
+
+
 def is_requirements_file(path: Path) -> bool:
     """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``), pip-compile's
-    ``*requirements*.in`` sources, and both under ``requirements/``."""
+    ``*requirements*.in`` sources, and both under ``requirements/``; not one named for another
+    accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``): the project keeps it for
+    those hosts, and torch_npu or the NPU's pins have no business there."""
     named = "requirements" in path.stem or path.parent.name == "requirements"
-    return path.suffix in (".txt", ".in") and named
+    return path.suffix in (".txt", ".in") and named and not OTHER_PLATFORM.search(path.stem)
 
 
 def is_environment_file(name: str) -> bool:
