@@ -14,6 +14,12 @@ One more pair, ``("trainer", "deepspeed")``: the project's code hands DeepSpeed 
 transformers' ``TrainingArguments`` (a ``deepspeed=`` keyword in a file building them, or a
 ``TrainingArguments`` parser, which takes ``--deepspeed``). The HF Trainer then matches a config's
 explicit ``fp16`` / ``bf16`` ``"enabled"`` against the arguments' flags (runconfig_deepspeed.py).
+
+And the ``TrainingArguments`` read from files (runconfig_trainer.py): ``("trainer", "files")`` where
+the project parses them from JSON/YAML (``HfArgumentParser``'s ``parse_json_file`` /
+``parse_yaml_file`` / ``json_file=`` / ``yaml_file=``, ``TrlParser``'s ``--config``) and names a
+``TrainingArguments`` class; with it, ``("trainer_file", PATH)`` for each path literal such a parser
+is given (directly or through one name assigned it in the same file).
 """
 
 from __future__ import annotations
@@ -29,6 +35,18 @@ LOADS_CONFIG = re.compile(
 BUILDS_TRAINING_ARGUMENTS = re.compile(rb"\b(?:\w*TrainingArguments|(?:SFT|DPO|GRPO|KTO|ORPO|CPO|Reward)Config)\(")
 PARSES_TRAINING_ARGUMENTS = re.compile(rb"\b(?:HfArgumentParser|TrlParser)\b")
 TRAINER_DEEPSPEED = ("trainer", "deepspeed")
+TRAINER_FILES = ("trainer", "files")
+TRAINER_FILE = "trainer_file"  # the role of a path literal given to a file parser
+FILE_PARSE = re.compile(
+    rb"\b(?:parse_json_file|parse_yaml_file|parse_args_and_config|TrlParser)\b|\b(?:json|yaml)_file\s*="
+)
+TRAINING_CLASS = re.compile(rb"\b(?:\w*TrainingArguments|(?:SFT|DPO|GRPO|KTO|ORPO|CPO|Reward|PPO|RLOO)Config)\b")
+PATH_LITERAL = r"""["']([^"'\n]+\.(?:json|ya?ml))["']"""
+NAME_ARGUMENT = r"([A-Za-z_]\w*)\s*[,)]"
+PARSED_FILE = re.compile(
+    rf"(?:\b(?:parse_json_file|parse_yaml_file)\(\s*|\b(?:json|yaml)_file\s*=\s*)(?:{PATH_LITERAL}|{NAME_ARGUMENT})"
+)
+PATH_ASSIGNMENT = re.compile(rf"^[ \t]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]+)?=[ \t]*{PATH_LITERAL}[ \t]*(?:#.*)?$", re.M)
 KEY_TEXT = r"""["']([A-Za-z_][\w.-]*)["']"""  # a key literal, the key captured
 KEY_LITERAL = r"""["'][A-Za-z_][\w.-]*["']"""
 EXPRESSION = rf"(?:self\.)?[A-Za-z_]\w*(?:\[\s*{KEY_LITERAL}\s*\]|\.get\(\s*{KEY_LITERAL}[^()\n]*\)|\.[A-Za-z_]\w*)*"
@@ -81,6 +99,7 @@ def config_keys(texts: dict[Path, bytes]) -> tuple[tuple[str, str], ...]:
     found: set[tuple[str, str]] = set()
     if any(hands_deepspeed_to_trainer(text) for text in texts.values()):
         found.add(TRAINER_DEEPSPEED)
+    found |= trainer_files(texts)
     if not any(LOADS_CONFIG.search(text) for text in texts.values()):
         return tuple(sorted(found))
     for text in texts.values():
@@ -94,3 +113,21 @@ def hands_deepspeed_to_trainer(text: bytes) -> bool:
     if PARSES_TRAINING_ARGUMENTS.search(text):
         return True
     return b"deepspeed" in text and BUILDS_TRAINING_ARGUMENTS.search(text) is not None
+
+
+def trainer_files(texts: dict[Path, bytes]) -> set[tuple[str, str]]:
+    """``TRAINER_FILES`` and the ``(TRAINER_FILE, path)`` literals, where the project reads
+    ``TrainingArguments`` from files (an argument parser with a file parser, and a TrainingArguments
+    class named somewhere in the project)."""
+    parsing = [t for t in texts.values() if PARSES_TRAINING_ARGUMENTS.search(t) and FILE_PARSE.search(t)]
+    if not parsing or not any(TRAINING_CLASS.search(text) for text in texts.values()):
+        return set()
+    found = {TRAINER_FILES}
+    for text in parsing:
+        source = text.decode("utf-8", "replace")
+        literals = {m.group(1): m.group(2) for m in PATH_ASSIGNMENT.finditer(source)}
+        for match in PARSED_FILE.finditer(source):
+            path = match.group(1) or literals.get(match.group(2))
+            if path is not None:
+                found.add((TRAINER_FILE, path))
+    return found

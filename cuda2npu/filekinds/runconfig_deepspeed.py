@@ -116,16 +116,17 @@ def launched_configs(names: dict[Path, str], options_of: Callable) -> dict[Path,
         for command in shell_commands(text, options.ignore_noqa):
             for line in command:
                 match = DEEPSPEED.search(line.code)
-                config = _config_path(script, match.group(2)) if match is not None else None
+                config = config_path(script, match.group(2)) if match is not None else None
                 if config is not None:
                     rewritten = any(other.number in switched for other in command)
                     found[config] = found.get(config, True) and rewritten
     return found
 
 
-def _config_path(script: Path, relative: str) -> Path | None:
-    """The file ``relative`` names, looked up as launch_flags does: next to the script and up to three directories above."""
-    for directory in [script.parent, *script.parent.parents][:4]:
+def config_path(near: Path, relative: str) -> Path | None:
+    """The file ``relative`` names, looked up as launch_flags does: next to the file ``near`` (a
+    script, a config naming it) and up to three directories above."""
+    for directory in [near.parent, *near.parent.parents][:4]:
         if (directory / relative).is_file():
             return (directory / relative).resolve()
     return None

@@ -17,12 +17,17 @@
   flash-attention path (4.51.0); with ``padding_free: true`` in the same file it is a manual NPU903
   item (SDPA before 4.51 ignores the packed ``position_ids``). A key ``attn_implementation`` no code
   is seen reading is a review item.
+- NPU727, NPU906, NPU904: ``TrainingArguments`` written as JSON or YAML (read by ``HfArgumentParser``'s
+  file parsers; cuda2npu/filekinds/runconfig_trainer.py): ``optim: paged_adamw_32bit`` /
+  ``adamw_apex_fused`` → ``adamw_torch`` (other bitsandbytes optimizers: manual), ``fp16: true`` →
+  ``bf16: true`` under the bf16 policy (the key renamed, as ``fp16=True`` → ``bf16=True`` in Python),
+  ``tf32: true`` → ``false``.
 
 A review item stands for every file of the run with the same key and value (a project with 423
 configs saying ``device: "cuda"`` gets one finding, at the first file, which names the others):
-one marker, not 423. Edits change the scalar only (the rest of the file stays byte for byte) and
-are read back before they are kept: JSON and TOML with ``json`` / ``tomllib`` (exactly the edited
-values changed), YAML with the line reader. A review or manual item gets a
+one marker, not 423. Edits change the scalar only (or a key: ``fp16`` → ``bf16``; the rest of the
+file stays byte for byte) and are read back before they are kept: JSON and TOML with ``json`` /
+``tomllib`` (exactly the edited values and keys changed), YAML with the line reader. A review or manual item gets a
 ``# TODO(cuda2npu): CODE`` line above its key in YAML and TOML; JSON has no comments (reported
 only). A file over 1 MiB is not read (a data file, not a configuration). ``# noqa: NPU721`` on
 the key's line suppresses a finding.
@@ -45,8 +50,17 @@ from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families import ds_config
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
+from cuda2npu.filekinds import runconfig_trainer as trainer
 from cuda2npu.filekinds.depfiles import decoded_text, encoded_like
-from cuda2npu.filekinds.runconfig_entries import Entry, json_members, toml_entries, yaml_entries
+from cuda2npu.filekinds.runconfig_entries import (
+    YAML_KEY,
+    Entry,
+    Member,
+    json_members,
+    physical_lines,
+    toml_entries,
+    yaml_entries,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,10 +68,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MAX_BYTES = 1 << 20
-PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2")
+PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2|optim|tf32")
 DEVICE_VALUE = re.compile(r"cuda(?::\d+)?")
 BACKEND_KEYS = {"backend", "dist_backend", "distributed_backend", "ddp_backend", "process_group_backend"}
-DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16 = (f"NPU72{i}" for i in range(1, 7))
+DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16, OPTIM = (f"NPU72{i}" for i in range(1, 8))
+TF32, FP16_TRAINING, FP16_KEY, BF16_KEY = "NPU904", "NPU906", "fp16", "bf16"
 FA2, ATTENTION_KEY, PADDING_FREE = "flash_attention_2", "attn_implementation", "padding_free"
 TRUE = {"true", "yes", "on"}
 
@@ -73,6 +88,7 @@ class Item:
     edits: list[tuple[int, int, str]] | None = None
     change: tuple[str, str] | None = None
     shared: tuple | None = None  # review items: one finding per (code, key, value) in a run
+    rename: str | None = None  # the entry's new key (its value stays)
 
 
 @dataclass
@@ -114,13 +130,12 @@ def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan
         return None
     kind = {".json": "json", ".toml": "toml"}.get(path.suffix, "yaml")
     plan = Plan(display, kind, text, data, options)
+    members: list[Member] = []
     if kind == "json":
         members = json_members(text)
         if members is None:
             return None
         plan.entries, plan.parsed = [m.entry for m in members], json.loads(text)
-        if deepspeed.is_deepspeed_config(path, plan.parsed):
-            plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, launched))
     elif kind == "toml":
         try:
             plan.parsed = tomllib.loads(text)
@@ -129,6 +144,12 @@ def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan
         plan.entries = toml_entries(text)
     else:
         plan.entries = yaml_entries(text)
+    top = _top_level(plan.entries)
+    if kind != "toml" and trainer.is_training_arguments(path, top, options):
+        plan.items += _trainer_items(plan, path, top, members)
+    elif kind == "json" and deepspeed.is_deepspeed_config(path, plan.parsed):
+        plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, launched))
+    elif kind == "yaml":
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
     plan.items += _attention_items(plan.entries, options)
@@ -195,6 +216,67 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
             )
             items.append(Item("NPU901", entry, message, Tier.REVIEW, shared=("NPU901", entry.key, entry.value)))
     return items
+
+
+def _top_level(entries: list[Entry]) -> dict[str, Entry | None]:
+    """The top-level keys: their scalar entry, or None for a YAML mapping or list (known by its children)."""
+    top: dict[str, Entry | None] = {}
+    for entry in entries:
+        if len(entry.path) == 1:
+            top[entry.key] = entry
+        else:
+            top.setdefault(entry.path[0], None)
+    return top
+
+
+def _trainer_items(plan: Plan, path: Path, top: dict[str, Entry | None], members: list[Member]) -> list[Item]:
+    """``TrainingArguments``' ``optim``, ``fp16`` and ``tf32`` (cuda2npu/filekinds/runconfig_trainer.py)."""
+    items, options = [], plan.options
+    optim, fp16, tf32 = (top.get(key) for key in ("optim", "fp16", "tf32"))
+    if optim is not None and optim.editable and isinstance(optim.value, str):
+        decision = trainer.optim_decision(optim.value)
+        if decision is not None and decision[0] is not None:
+            new, message = decision
+            items.append(Item(OPTIM, optim, message, Tier.NUMERIC, [optim.replaced(new)], (optim.value, new)))
+        elif decision is not None:
+            items.append(Item(OPTIM, optim, decision[1], Tier.MANUAL))
+    if fp16 is not None and trainer.is_true(fp16) and options.precision == "bf16":
+        problem = trainer.fp16_problem(path, top, plan.parsed, options)
+        if problem is None:
+            message = (
+                "`fp16: true` → `bf16: true` in a TrainingArguments config (bf16 policy: BF16 is the NPU's native "
+                "mixed-precision type, no loss scaling; `--precision fp16` keeps fp16)"
+            )
+            start, end = _key_span(plan, fp16, members)
+            edit = (start, end, plan.text[start:end].replace(FP16_KEY, BF16_KEY))
+            items.append(Item(FP16_TRAINING, fp16, message, Tier.NUMERIC, [edit], rename=BF16_KEY))
+        else:
+            message = f"`fp16: true` kept in a TrainingArguments config under the bf16 policy: {problem}"
+            items.append(Item(FP16_TRAINING, fp16, message, Tier.REVIEW, shared=(FP16_TRAINING, FP16_KEY, message)))
+    if tf32 is not None and trainer.is_true(tf32):
+        message = (
+            "`tf32: true` makes TrainingArguments raise on an NPU host (TF32 needs an Ampere GPU, every transformers "
+            "release): false; the NPU's analogue, HF32 (torch.npu.matmul.allow_hf32), is a different format: "
+            "enable it yourself if you want it"
+        )
+        new = trainer.false_text(tf32)
+        items.append(Item(TF32, tf32, message, Tier.NUMERIC, [tf32.replaced(new)], (tf32.value, _read_as(tf32, new))))
+    return items
+
+
+def _read_as(entry: Entry, text: str) -> object:
+    """How the config's reader gives the literal ``text`` written at ``entry``: JSON parses it, the YAML line reader keeps the text."""
+    return json.loads(text) if entry.value is True else text
+
+
+def _key_span(plan: Plan, entry: Entry, members: list[Member]) -> tuple[int, int]:
+    """Where the entry's key is in the text (JSON: its quoted string; YAML: the key of its line)."""
+    if plan.kind == "json":
+        member = next(m for m in members if m.entry is entry)
+        return member.key_start, member.key_end
+    line = next(line for offset, line in physical_lines(plan.text) if offset == entry.line_start)
+    match = YAML_KEY.match(line)
+    return entry.line_start + match.start("key"), entry.line_start + match.end("key")
 
 
 def _device_named(key: str) -> bool:
@@ -311,16 +393,30 @@ def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, 
 def _reads_back(plan: Plan, new_text: str, applied: list[Item]) -> bool:
     """The new text says what the old one did, but for the applied changes (and nothing else)."""
     changes = {item.entry.start: item.change for item in applied if item.change is not None}
+    renames = {item.entry.path: item.rename for item in applied if item.rename is not None}
     if plan.kind == "yaml":
-        expected = [(e.path, changes[e.start][1] if e.start in changes else e.value) for e in plan.entries]
+        expected = [
+            (_renamed(e.path, renames), changes[e.start][1] if e.start in changes else e.value) for e in plan.entries
+        ]
         return [(e.path, e.value) for e in yaml_entries(new_text)] == expected
     try:
         parsed = json.loads(new_text) if plan.kind == "json" else tomllib.loads(new_text)
     except ValueError:
         return False
     block = any(item.code == DS_FP16 for item in applied)
-    found = _leaf_changes(plan.block if block else plan.parsed, parsed)
+    found = _leaf_changes(_with_renames(plan.block if block else plan.parsed, renames), parsed)
     return found is not None and sorted(map(repr, found)) == sorted(map(repr, changes.values()))
+
+
+def _renamed(path: tuple[str, ...], renames: dict[tuple[str, ...], str]) -> tuple[str, ...]:
+    return path[:-1] + (renames[path],) if path in renames else path
+
+
+def _with_renames(document: object, renames: dict[tuple[str, ...], str]) -> object:
+    """The parsed document with the renamed top-level keys in their places."""
+    if not renames or not isinstance(document, dict):
+        return document
+    return {_renamed((key,), renames)[0]: value for key, value in document.items()}
 
 
 def _leaf_changes(old: object, new: object) -> list[tuple] | None:
