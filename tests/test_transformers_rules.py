@@ -113,6 +113,30 @@ def test_a_transformers_pin_before_bf16_on_npu_keeps_fp16_flags(tmp_path):
     assert "NPU906 review: `--fp16` kept under the bf16 policy: the pin `transformers==4.32.0` predates 4.34.0" in text
 
 
+def test_optim_flags_of_bitsandbytes_optimizers(tmp_path):
+    """--optim paged_adamw_32bit is torch's AdamW in bitsandbytes: adamw_torch where the flag is
+    TrainingArguments'; 8-bit states are a person's choice; another program's flag is for review."""
+    write(tmp_path / "train.py", TRAINER)
+    script = write(
+        tmp_path / "finetune.sh",
+        """
+        python train.py --optim paged_adamw_32bit --lr 1e-4
+        python train.py --optim=paged_adamw_8bit
+        python other.py --optim paged_adamw_32bit
+        python train.py --optim adamw_torch
+        """,
+    )
+    codes = [(d[1], d[3]) for d in diagnostics(tmp_path) if d[0] == "finetune.sh"]
+    assert codes == [(1, "NPU727"), (2, "NPU727"), (3, "NPU727")]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[0] == "python train.py --optim adamw_torch --lr 1e-4"
+    assert lines[1].startswith("# TODO(cuda2npu): NPU727 `--optim paged_adamw_8bit` builds a bitsandbytes optimizer")
+    assert lines[2] == "python train.py --optim=paged_adamw_8bit"
+    assert lines[3].startswith("# TODO(cuda2npu): NPU727 review: `--optim paged_adamw_32bit` builds")
+    assert lines[4:] == ["python other.py --optim paged_adamw_32bit", "python train.py --optim adamw_torch"]
+
+
 def test_packing_programs_keep_flash_attention_2_with_a_manual_item(tmp_path):
     write(tmp_path / "train.py", TRAINER + "from transformers import DataCollatorWithFlattening\n")
     script = write(tmp_path / "launch.sh", "python train.py --attn_implementation=flash_attention_2\n")

@@ -9,6 +9,8 @@ per decision, whatever the file kind.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
   the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags),
   or the transformers pin predates bf16 on the NPU (4.34.0).
+- ``--optim paged_adamw_32bit`` (NPU727): ``adamw_torch``, the same AdamW (other bitsandbytes
+  optimizers: manual).
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
   counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
@@ -32,11 +34,12 @@ from pathlib import Path
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.ds_config import BF16_NAMES
+from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
-    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|vllm[_.-]sync[_-]backend)(?![\w-])"
+    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend)(?![\w-])"
 )
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
@@ -113,6 +116,8 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
         return None if word != FA2 else _attention(name, value, program, options)
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
+    if name == "optim":
+        return _optim(word, value, program)
     if word is not None and word.lower() not in TRUE:
         return None
     known = program is not None and program.known
@@ -142,6 +147,20 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
     return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+
+
+def _optim(word: str | None, value: re.Match | None, program: _Program | None):
+    """NPU727 for ``--optim NAME`` naming a bitsandbytes or apex optimizer: ``adamw_torch`` where
+    that is the same AdamW and the flag is TrainingArguments', else reported."""
+    decision = optim_decision(word, f"`--optim {word}`") if word else None
+    if decision is None:
+        return None
+    new, message = decision
+    if new is None:
+        return "NPU727", message, Tier.MANUAL, None
+    if program is None or not program.known:
+        return "NPU727", f"{message}, if this flag is TrainingArguments'", Tier.REVIEW, None
+    return "NPU727", message, Tier.NUMERIC, (value.start(3), value.end(3), new)
 
 
 def _attention(name: str, value: re.Match, program: _Program | None, options):

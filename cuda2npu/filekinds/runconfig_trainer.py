@@ -12,7 +12,8 @@ matched as the end of the file's path), or its top-level keys are unmistakably T
 - NPU727 ``optim``: ``paged_adamw_32bit`` (bitsandbytes' paged AdamW, 32-bit states) and
   ``adamw_apex_fused`` (apex's FusedAdam) become ``adamw_torch``: the same AdamW update, from
   ``torch.optim.AdamW``, with the same arguments from the Trainer. The other bitsandbytes optimizers
-  (8-bit states, Lion, RMSprop, AdEMAMix) are manual items: no torch optimizer computes them.
+  (8-bit states, Lion, RMSprop, AdEMAMix) are manual items: no torch optimizer computes them (the
+  table, shared with the Python rule and the launch flags: cuda2npu/families/transformers/optimizer_names.py).
 - NPU906 ``fp16: true`` → ``bf16: true`` under the bf16 policy, as ``TrainingArguments(fp16=True)``:
   a review item under a transformers pin older than 4.34.0, where the file also sets ``bf16``, or
   where its ``deepspeed`` config shows no bf16 block that follows the flags (the Trainer fills the
@@ -56,34 +57,6 @@ TRAINING_KEYS = {
     "remove_unused_columns",
     "report_to",
 }
-SAME_ADAMW = "adamw_torch"
-# optim names whose optimizer computes torch's AdamW update in a CUDA-only implementation, with
-# float32 moments whatever the parameters' dtype (§8): what it builds, whose it is, what else changes
-ADAMW_ALIASES = {
-    "paged_adamw_32bit": (
-        "bitsandbytes' paged AdamW",
-        "bitsandbytes",
-        "; they stay in device memory, where paging could move them to the host",
-    ),
-    "adamw_apex_fused": ("apex's FusedAdam (a CUDA extension)", "apex", ""),
-}
-# transformers' OptimizerNames built from bitsandbytes (trainer.py get_optimizer_cls_and_kwargs)
-BNB_OPTIMIZERS = {
-    "adamw_bnb_8bit",
-    "adamw_8bit",
-    "paged_adamw_8bit",
-    "lion_32bit",
-    "lion_8bit",
-    "paged_lion_32bit",
-    "paged_lion_8bit",
-    "rmsprop_bnb",
-    "rmsprop_bnb_8bit",
-    "rmsprop_bnb_32bit",
-    "ademamix",
-    "ademamix_8bit",
-    "paged_ademamix_32bit",
-    "paged_ademamix_8bit",
-}
 TRUE_WORDS = {"true", "yes", "on"}  # YAML 1.1 (yaml.safe_load) and JSON's true
 FALSE_OF = {"true": "false", "True": "False", "TRUE": "FALSE", "yes": "no", "Yes": "No", "on": "off", "On": "Off"}
 
@@ -112,28 +85,6 @@ def is_true(entry: Entry) -> bool:
 def false_text(entry: Entry) -> str:
     """The false literal in the spelling of the true one."""
     return "false" if entry.value is True else FALSE_OF.get(str(entry.value), "false")
-
-
-def optim_decision(value: str) -> tuple[str | None, str] | None:
-    """(``adamw_torch`` or None: manual, message) for an ``optim`` naming a CUDA-only optimizer."""
-    if value in ADAMW_ALIASES:
-        what, whose, memory = ADAMW_ALIASES[value]
-        return SAME_ADAMW, (
-            f"`optim: {value}` builds {what}, which has no NPU path: `{SAME_ADAMW}` (torch.optim.AdamW) computes "
-            "the same AdamW update from the same Trainer arguments; its moments take the parameters' dtype, where "
-            f"{whose} kept float32 ones (the same for float32 parameters, not for a model loaded in bf16/fp16){memory}"
-        )
-    if value in BNB_OPTIMIZERS:
-        paged = " (paged states need CUDA managed memory)" if "paged" in value else ""
-        if "8bit" in value:
-            what, choice = "8-bit optimizer states", f"`{SAME_ADAMW}` (32-bit states: more memory, other numerics)"
-        else:
-            what, choice = "an update no torch optimizer computes the same way", "one the Trainer builds from torch"
-        return None, (
-            f"`optim: {value}` builds a bitsandbytes optimizer ({what}); bitsandbytes has no Ascend kernels{paged}: "
-            f"choose {choice}"
-        )
-    return None
 
 
 def fp16_problem(path: Path, top: dict[str, Entry | None], parsed: object, options) -> str | None:

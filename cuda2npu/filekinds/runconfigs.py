@@ -48,6 +48,7 @@ from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families import ds_config
+from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds import runconfig_trainer as trainer
@@ -234,7 +235,7 @@ def _trainer_items(plan: Plan, path: Path, top: dict[str, Entry | None], members
     items, options = [], plan.options
     optim, fp16, tf32 = (top.get(key) for key in ("optim", "fp16", "tf32"))
     if optim is not None and optim.editable and isinstance(optim.value, str):
-        decision = trainer.optim_decision(optim.value)
+        decision = optim_decision(optim.value, f"`optim: {optim.value}`")
         if decision is not None and decision[0] is not None:
             new, message = decision
             items.append(Item(OPTIM, optim, message, Tier.NUMERIC, [optim.replaced(new)], (optim.value, new)))

@@ -1,4 +1,4 @@
-"""NPU904 and NPU906: ``TrainingArguments`` switches that mean CUDA.
+"""NPU904, NPU906 and NPU727: ``TrainingArguments`` switches that mean CUDA.
 
 - NPU904: ``tf32=True`` raises in ``TrainingArguments.__post_init__`` wherever TF32 cannot be
   enabled, which is every NPU host in every release read (4.35.2 to 5.25.0,
@@ -6,11 +6,15 @@
   variable or argparse default, a ``{"tf32": True}`` / ``dict(tf32=True)`` passed as ``**kwargs``,
   the field default of a ``TrainingArguments`` subclass) becomes ``False``. torch_npu's HF32 switch
   is another format and is not turned on silently: the message names it.
+- NPU727: an ``optim=`` value reaching ``TrainingArguments`` the same ways that names a bitsandbytes
+  or apex optimizer (cuda2npu/families/transformers/optimizer_names.py): ``adamw_torch`` where that
+  is the same AdamW (``paged_adamw_32bit``, ``adamw_apex_fused``), else a manual item.
 - NPU906: under the bf16 precision policy, ``fp16=True`` becomes ``bf16=True`` (BF16 is the
   native mixed-precision type of the Atlas A2 NPUs and needs no loss scaling; ``TrainingArguments``
-  accepts it on the NPU from transformers 4.34.0, §4: under an older pin fp16 stays, a review item). A call also passing ``bf16`` or ``**kwargs`` is a review item, and so
-  is one passing a ``deepspeed=`` config that shows no bf16 block to be (a path, an ``"auto"`` fp16
-  block): the Trainer fills the config's ``"auto"`` blocks from these flags.
+  accepts it on the NPU from transformers 4.34.0, §4: under an older pin fp16 stays, a review
+  item). A call also passing ``bf16`` or ``**kwargs`` is a review item, and so is one passing a
+  ``deepspeed=`` config that shows no bf16 block to be (a path, an ``"auto"`` fp16 block): the
+  Trainer fills the config's ``"auto"`` blocks from these flags.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import bf16_rejected
 
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
@@ -33,7 +38,7 @@ def _is_arguments_class(name: str | None) -> bool:
 
 @register
 class TrainingArgumentSwitches(Rule):
-    codes = ("NPU904", "NPU906")
+    codes = ("NPU904", "NPU906", "NPU727")
     triggers = (r"TrainingArguments",)
 
     def __init__(self, ctx) -> None:
@@ -43,13 +48,13 @@ class TrainingArgumentSwitches(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_arguments_class(self.resolver.qualified_name(node.func)) or in_npu_branch(self.ctx, node):
             return
-        tf32 = keyword(node, "tf32")
-        if tf32 is not None:
-            self._tf32_sources(tf32.value)
-        for arg in node.args:
-            if arg.star == "**":
-                for mapping in sources(self.ctx, arg.value):
-                    self._tf32_sources(_entry(mapping, "tf32"))
+        for name, follow in (("tf32", self._tf32_sources), ("optim", self._optim_sources)):
+            arg = keyword(node, name)
+            if arg is not None:
+                follow(arg.value)
+            for star in (a for a in node.args if a.star == "**"):
+                for mapping in sources(self.ctx, star.value):
+                    follow(_entry(mapping, name))
         fp16 = keyword(node, "fp16")
         if fp16 is not None and literal(fp16.value) is True and self.options.precision == "bf16":
             self._fp16(node, fp16)
@@ -59,8 +64,10 @@ class TrainingArgumentSwitches(Rule):
             return
         for statement in node.body.body:
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == "tf32":
-                self._tf32_sources(field_default(small.value))
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                follow = {"tf32": self._tf32_sources, "optim": self._optim_sources}.get(small.target.value)
+                if follow is not None:
+                    follow(field_default(small.value))
 
     def _tf32_sources(self, value: cst.BaseExpression | None) -> None:
         if value is None:
@@ -75,6 +82,23 @@ class TrainingArgumentSwitches(Rule):
                 "yourself if you want it"
             )
             self.report_in(statement_of(self.ctx, source), "NPU904", source, message, fix=_false)
+
+    def _optim_sources(self, value: cst.BaseExpression | None) -> None:
+        """NPU727 for an ``optim`` name whose optimizer needs CUDA (bitsandbytes', apex's)."""
+        for source in sources(self.ctx, value) if value is not None else ():
+            name = string_value(source)
+            decision = optim_decision(name, f'`optim="{name}"`') if name else None
+            if decision is None or source in self._done or in_npu_branch(self.ctx, source):
+                continue
+            self._done.add(source)
+            new, message = decision
+            fix = (
+                (lambda node, new=new: node.with_changes(value=f"{node.prefix}{node.quote}{new}{node.quote}"))
+                if new
+                else None
+            )
+            tier = Tier.NUMERIC if new else Tier.MANUAL
+            self.report_in(statement_of(self.ctx, source), "NPU727", source, message, fix=fix, tier=tier)
 
     def _fp16(self, call: cst.Call, fp16: cst.Arg) -> None:
         rejected = bf16_rejected(self.options)
