@@ -548,3 +548,33 @@ def test_run_results_carry_the_imports_of_their_final_text(tmp_path):
     assert from_json(to_json(migrated)).imports == migrated.imports  # cached with the result
     (tmp_path / "notes.txt").write_text("import apex\n")
     assert process_file(tmp_path / "notes.txt", "notes.txt", Options(fix=False)).imports is None
+
+
+def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
+    """transformers < 4.32, accelerate < 0.21, deepspeed < 0.9.3 and vllm < 0.7.1 do not run on an
+    NPU host; a range that allows a newer release is left alone."""
+    write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
+    req = write(
+        tmp_path / "requirements.txt",
+        """
+        transformers==4.28.1
+        accelerate>=0.18,<0.20
+        deepspeed==0.9.1
+        vllm<=0.6.3
+        vllm-flash-attn
+        peft==0.3.0
+        transformers-stream-generator>=0.0.4
+        """,
+    )
+    write(tmp_path / "requirements-new.txt", "transformers>=4.28\naccelerate==0.21.0\ndeepspeed~=0.14\n")
+    assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == [
+        ("requirements.txt", 1, "NPU705"),
+        ("requirements.txt", 2, "NPU705"),
+        ("requirements.txt", 3, "NPU705"),
+        ("requirements.txt", 4, "NPU705"),
+    ]
+    cli("migrate", tmp_path)
+    lines = req.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU705 `transformers==4.28.1` allows no transformers release")
+    assert lines[1] == "transformers==4.28.1"
+    assert "vllm-ascend" in lines[6] and lines[7] == "vllm<=0.6.3"
