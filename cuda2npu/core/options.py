@@ -78,6 +78,7 @@ class Options:
     pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
     pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
+    tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()

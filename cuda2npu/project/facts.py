@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
+from cuda2npu.families.device.receivers import tensordict_holders
 from cuda2npu.families.project_imports import imported_names
 from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
@@ -28,7 +29,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     """The Options fields of what rules must know of the whole project: the CUDA extensions its
     setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
     the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
-    (their CUDA counterparts in other files are left as written: npu_aware), the names its modules
+    (their CUDA counterparts in other files are left as written: npu_aware), its classes with a
+    TensorDict field (a ``.cuda()`` in a file importing one moves with ``.to``: device/receivers.py), the names its modules
     import from each other (an import another file reads is not unused: families/project_imports.py),
     its version pins (project/pins.py), and the run configurations' keys its code passes to a device
     or backend (filekinds/runconfig_code.py).
@@ -44,6 +46,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
         "local_modules": local,
         "loose_modules": loose,
         "npu_backend_classes": npu_backend_classes(texts),
+        "tensordict_holders": tensordict_holders(texts),
         "project_imports": imported_names(texts),
         "config_keys": config_keys(texts),
     }

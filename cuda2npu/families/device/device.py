@@ -8,17 +8,21 @@ Portable output (``--portable``): ``.cuda()`` → ``.to(<the accelerator>)``, ``
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.device.receivers import foreign_constructor
+from cuda2npu.families.device.device_strings import is_index, npu_index
+from cuda2npu.families.device.receivers import TENSORDICT, foreign_constructor, tensordict_source, torch_value
 from cuda2npu.families.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import in_npu_branch, is_cuda_alternative
 
@@ -104,15 +108,21 @@ class CudaMethodCall(Rule):
             if is_cuda_alternative(self.ctx, func):
                 return
             container = foreign_constructor(self, func.value)
-            if container is not None:
+            if container is not None and container.split(".")[0] != TENSORDICT:
                 self._container_cuda_call(node, container)
             elif self.options.portable:
                 self._portable_cuda_call(node)
+            elif container is not None or (self._tensordict_source and not torch_value(self, func.value)):
+                self._tensordict_cuda_call(node, container)
             else:
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
 
+    @functools.cached_property
+    def _tensordict_source(self) -> str | None:
+        return tensordict_source(self)
+
     def _container_cuda_call(self, node: cst.Call, container: str) -> None:
-        """``TensorDict(...).cuda()`` → ``.to("npu")``: the container has no ``.npu()``."""
+        """``Data(...).cuda()`` → ``.to("npu")``: the container has no ``.npu()``."""
         blocking = [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "non_blocking"]
         what = f"a `{container}` is not a tensor or module: it has no `.npu()`"
         if len(blocking) != len(node.args):
@@ -131,6 +141,49 @@ class CudaMethodCall(Rule):
             ),
             tier=Tier.REVIEW,
             needs_torch_npu=not self.options.portable,
+        )
+
+    def _tensordict_cuda_call(self, node: cst.Call, container: str | None) -> None:
+        """``.cuda(...)`` on a TensorDict (``container``, built in the file) or, in a file importing
+        tensordict, on a receiver not known to be a tensor or module: ``.to("npu", ...)``, which moves
+        all three (a TensorDict has no ``.npu()``), its keywords kept. A device index becomes
+        ``"npu:N"`` / ``f"npu:{i}"`` where it is an int: always for a TensorDict (``cuda(device:
+        int)``), else an index the file shows (``0``, ``local_rank``, ``torch.cuda.current_device()``);
+        a device string stays (NPU104 rewrites it). Any other device argument: by hand."""
+        what = f"a `{container}`" if container else f"a TensorDict ({self._tensordict_source})"
+        devices = [i for i, arg in enumerate(node.args) if arg.keyword is None or arg.keyword.value == "device"]
+        at = devices[0] if devices else None
+        device = node.args[at].value if at is not None else None
+        string = device is not None and (string_value(device) is not None or isinstance(device, cst.FormattedString))
+        index = (
+            device is not None
+            and not string
+            and (container or is_index(self.resolver, device))
+            and npu_index(device) is not None
+        )
+        if any(arg.star for arg in node.args) or len(devices) > 1 or not (device is None or string or index):
+            self.report(
+                "NPU101",
+                node,
+                f"`.cuda(...)`: {what} is not a tensor or module: it has no `.npu()`; move it with `.to(...)` by hand",
+                tier=Tier.MANUAL,
+            )
+            return
+
+        def fix(call: cst.Call) -> cst.Call:
+            rest = [arg for i, arg in enumerate(call.args) if i != at]
+            if rest:
+                rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            moved = cst.SimpleString('"npu"') if at is None else call.args[at].value
+            moved = npu_index(moved) if index else moved
+            return call.with_changes(func=call.func.with_changes(attr=cst.Name("to")), args=[cst.Arg(moved), *rest])
+
+        self.report(
+            "NPU101",
+            node,
+            f"`.cuda()`: {what} is not a tensor or module: it has no `.npu()`; `.to(...)` moves a tensor, "
+            "a module and a TensorDict alike (docs/reference/tensordict.md §1)",
+            fix,
         )
 
     def _portable_cuda_call(self, node: cst.Call) -> None:

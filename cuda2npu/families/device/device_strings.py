@@ -260,6 +260,10 @@ class DeviceStrings(Rule):
                 continue
             if arg.keyword.value in DEVICE_KEYWORDS:
                 self._rewrite(arg.value, why=f"`{arg.keyword.value}=`")
+            elif ("device", arg.keyword.value) in self.options.config_keys:
+                self._rewrite(
+                    arg.value, why=f"`{arg.keyword.value}=` (a configuration key the project reads as a device)"
+                )
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
 
@@ -558,7 +562,8 @@ class CudaDeviceIndex(Rule):
     project's pin), ``.to(d)`` / ``torch.device(d)`` / ``device=d`` of torch calls before torch 2.3
     (the targeted torch). NPU103 makes the guard true on the NPU, so the int would now reach CUDA;
     it becomes ``f"npu:{...}"`` when every read of ``d`` is such a device position, else it is
-    marked. An index no such consumer reads stays as it is."""
+    marked. An index no such consumer reads stays as it is. ``torch.cuda.current_device()`` passed
+    there itself (``torch.empty(n, device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too."""
 
     codes = ("NPU104",)
     triggers = (r"cuda\.is_available", r"current_device", r"device_count")
@@ -579,7 +584,7 @@ class CudaDeviceIndex(Rule):
             return
         where = " and ".join(sorted(set(consumers)))
         message = f"`{name}` is a device index that {where} reads as `cuda:N`"
-        fix = _npu_index_fix(index)
+        fix = npu_index if npu_index(index) is not None else None
         if others or fix is None:
             why = "it has other reads" if others else "it does not fit in an f-string as written"
             self.report(
@@ -587,6 +592,19 @@ class CudaDeviceIndex(Rule):
             )
             return
         self.report("NPU104", index, f'{message}; → f"npu:{{...}}"', fix)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        """``torch.empty(n, device=torch.cuda.current_device())`` (nanotron): the index itself in a consumer."""
+        if not from_cuda_count(self.resolver, node.value) or is_cuda_alternative(self.ctx, node):
+            return
+        where = self._consumer(node, node.value, TreeIndex.of(self.ctx).parents)
+        if where:
+            self.report(
+                "NPU104",
+                node.value,
+                f'`{code_of(node.value)}` is a device index that {where} reads as `cuda:N`; → f"npu:{{...}}"',
+                npu_index,
+            )
 
     def _cuda_index(self, node: cst.Assign) -> cst.BaseExpression | None:
         """The int index ``node`` assigns for CUDA: the CUDA side of ``a if torch.cuda.is_available()
@@ -596,14 +614,14 @@ class CudaDeviceIndex(Rule):
         if isinstance(value, cst.IfExp):
             branch = cuda_branch(self.ctx, value) if self._tests_cuda(value.test) else []
             chosen = branch[0] if branch else None
-            return chosen if chosen is not None and self._is_index(chosen) else None
-        if self._from_cuda_count(value):
+            return chosen if chosen is not None and is_index(self.resolver, chosen) else None
+        if from_cuda_count(self.resolver, value):
             return value
         tree = TreeIndex.of(self.ctx)
         statement = tree.parents.get(node)
         enclosing = tree.enclosing(statement) if statement in tree.placement else []
         owner = enclosing[0][0] if enclosing else None
-        if not isinstance(owner, cst.If) or not self._tests_cuda(owner.test) or not self._is_index(value):
+        if not isinstance(owner, cst.If) or not self._tests_cuda(owner.test) or not is_index(self.resolver, value):
             return None
         block = tree.placement[statement].block
         branches = cuda_branch(self.ctx, owner)
@@ -614,21 +632,6 @@ class CudaDeviceIndex(Rule):
             isinstance(p, cst.Call) and self.resolver.qualified_name(p.func) == "torch.cuda.is_available"
             for p in boolean_parts(test)
         )
-
-    def _is_index(self, expr: cst.BaseExpression) -> bool:
-        """``0``, ``int(...)``, ``local_rank`` / ``args.local_rank``, or a value of ``torch.cuda.current_device()``."""
-        if isinstance(expr, cst.Integer):
-            return True
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int":
-            return True
-        last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
-        return bool(RANK_NAME.search(last)) or self._from_cuda_count(expr)
-
-    def _from_cuda_count(self, expr: cst.BaseExpression) -> bool:
-        """``torch.cuda.current_device()``, ``torch.cuda.device_count() - 1``."""
-        while isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
-            expr = expr.left if isinstance(expr.left, cst.Call) else expr.right
-        return isinstance(expr, cst.Call) and self.resolver.qualified_name(expr.func) in CUDA_INDEX_CALLS
 
     def _reads(self, scope: cst.CSTNode, name: str) -> tuple[list[str], list[cst.Name]]:
         """(the consumers that read ``name`` as a CUDA index, the reads of it outside device positions)."""
@@ -646,7 +649,7 @@ class CudaDeviceIndex(Rule):
                 consumers.append(kind)
         return consumers, others
 
-    def _consumer(self, arg: cst.CSTNode | None, read: cst.Name, parents) -> str | None:
+    def _consumer(self, arg: cst.CSTNode | None, read: cst.BaseExpression, parents) -> str | None:
         """What reads ``read`` as a device: a consumer's name when it reads an int as CUDA under the
         project's pins, "" when it is a device position that maps an int to the NPU, None otherwise."""
         call = parents.get(arg) if isinstance(arg, cst.Arg) and arg.value is read else None
@@ -674,12 +677,29 @@ class CudaDeviceIndex(Rule):
         return None
 
 
-def _npu_index_fix(index: cst.BaseExpression):
-    """The fix turning ``index`` into ``"npu:N"`` / ``f"npu:{index}"``; None when the f-string cannot hold it."""
+def is_index(resolver, expr: cst.BaseExpression) -> bool:
+    """``0``, ``int(...)``, ``local_rank`` / ``args.local_rank``, or a value of ``torch.cuda.current_device()``."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int":
+        return True
+    last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+    return bool(RANK_NAME.search(last)) or from_cuda_count(resolver, expr)
+
+
+def from_cuda_count(resolver, expr: cst.BaseExpression) -> bool:
+    """``torch.cuda.current_device()``, ``torch.cuda.device_count() - 1``."""
+    while isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        expr = expr.left if isinstance(expr.left, cst.Call) else expr.right
+    return isinstance(expr, cst.Call) and resolver.qualified_name(expr.func) in CUDA_INDEX_CALLS
+
+
+def npu_index(index: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``"npu:N"`` / ``f"npu:{index}"`` for an int device index; None when the f-string cannot hold it."""
     if isinstance(index, cst.Integer):
-        return lambda updated: cst.SimpleString(f'"npu:{updated.value}"')
+        return cst.SimpleString(f'"npu:{index.value}"')
     text = code_of(index)
     quote = next((q for q in ('"', "'") if q not in text), None)
     if quote is None or any(c in text for c in "\\\n{}#"):
         return None
-    return lambda updated: cst.parse_expression(f"f{quote}npu:{{{code_of(updated)}}}{quote}")
+    return cst.parse_expression(f"f{quote}npu:{{{text}}}{quote}")

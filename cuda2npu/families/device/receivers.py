@@ -4,9 +4,17 @@ other libraries have ``.cuda()`` and ``.to(device)`` but no ``.npu()``:
 ``TensorDict(...).cuda()`` becomes ``.to("npu")``. Only the libraries named here: a call of any
 other library (``AutoModel.from_pretrained(...)``, ``torchvision.models.resnet50()``) usually
 returns a module, which has ``.npu()``.
+
+A TensorDict also comes out of its methods (``td.split(2)``, ``td.select(...)``, ``td[0]``), out of
+dataclass fields (``batch: TensorDict``) and parameters: in a file that imports ``tensordict``, any
+``.cuda()`` whose receiver is not a torch value the file shows becomes ``.to(...)``, which moves a
+tensor, a module and a TensorDict alike (docs/reference/tensordict.md).
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import libcst as cst
 
@@ -15,6 +23,60 @@ from cuda2npu.core.statements import TreeIndex
 
 # Top-level packages whose objects move with .cuda()/.to(device) but are neither tensors nor modules.
 CONTAINER_LIBRARIES = ("tensordict", "torch_geometric", "dgl", "pytorch3d")
+TENSORDICT = "tensordict"
+TOP_LEVEL_LINE = re.compile(rb"^[^\s#].*", re.MULTILINE)  # a module-level statement's first line
+TENSORDICT_FIELD = re.compile(  # `    batch: TensorDict = None`, `    self.batch: Optional[TensorDict] = ...`
+    rb"^[ \t]+(?:self\.)?\w+[ \t]*:[ \t]*(?:Optional\[|[\"'])?(?:tensordict\.)?TensorDict\b", re.MULTILINE
+)
+# Top-level packages whose calls return tensors or modules (``AutoModel.from_pretrained(...)``).
+TORCH_LIBRARIES = ("torch", "torchvision", "transformers", "timm")
+
+
+def tensordict_holders(texts: dict[Path, bytes]) -> tuple[str, ...]:
+    """The project's module-level classes with a field annotated ``TensorDict`` (verl's
+    ``DataProto``: ``batch: TensorDict = None``), from a regex over the files that name tensordict
+    (a project fact: cuda2npu/project/facts.py)."""
+    names: set[str] = set()
+    for text in texts.values():
+        if b"tensordict" not in text:
+            continue
+        for field in TENSORDICT_FIELD.finditer(text):
+            owner = None
+            for line in TOP_LEVEL_LINE.finditer(text, 0, field.start()):
+                owner = re.match(rb"class[ \t]+(\w+)", line.group())
+            if owner is not None:
+                names.add(owner.group(1).decode())
+    return tuple(sorted(names))
+
+
+def tensordict_source(rule) -> str | None:
+    """Why a ``.cuda()`` receiver of the file may be a TensorDict: the file imports tensordict, or
+    a class of the project holding one (``Options.tensordict_holders``); None when nothing says so."""
+    holders = set(rule.options.tensordict_holders)
+    for scope in rule.resolver.scopes.values():
+        for names in scope.imports.values():
+            for name in names:
+                if name.split(".")[0] == TENSORDICT:
+                    return "this file imports tensordict"
+                if name.rpartition(".")[2] in holders:
+                    return f"this file imports `{name.rpartition('.')[2]}`, a class of the project holding one"
+    return None
+
+
+def torch_value(rule, receiver: cst.BaseExpression) -> bool:
+    """``receiver`` is a tensor or module by what the file shows: a call of torch (``torch.zeros(2)``,
+    ``nn.Linear(4, 4)``) or of a library of models (``AutoModel.from_pretrained(...)``), a method
+    chain on one (``torch.ones(2).float()``), or a plain name bound once, in its scope, to one."""
+    if isinstance(receiver, cst.Name):
+        receiver = _single_binding(rule, receiver.value)
+    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+        if not isinstance(receiver.func.value, cst.Call):
+            break
+        receiver = receiver.func.value
+    if not isinstance(receiver, cst.Call):
+        return False
+    name = rule.resolver.qualified_name(receiver.func)
+    return name is not None and name.split(".")[0] in TORCH_LIBRARIES
 
 
 def foreign_constructor(rule, receiver: cst.BaseExpression) -> str | None:
