@@ -425,8 +425,19 @@ class DeviceStrings(Rule):
             return  # neither branch below could report: spare the pre-pass (most assignments)
         elif isinstance(target, cst.Name) and target.value in self._device_variables:
             self._rewrite(value, why="device variable")
-        else:
+        elif not self._enum_member():
             self._ambiguous(value, "assigned to a variable")
+
+    def _enum_member(self) -> bool:
+        """The statement is a member of an ``Enum`` class (``class TimerType(Enum): CUDA = "cuda"``):
+        a label the code compares, not a device it moves anything to."""
+        owner = self._classes[-1] if self._classes else None
+        return (
+            owner is not None
+            and isinstance(owner.body, cst.IndentedBlock)
+            and self.ctx.statement in owner.body.body
+            and any((self.resolver.qualified_name(base.value) or "").startswith("enum.") for base in owner.bases)
+        )
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.default is None or not device_literals(node.default):
