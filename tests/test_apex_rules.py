@@ -365,22 +365,30 @@ def test_fused_adam_states_apex_defaults_that_differ():
         b = FusedAdam(params, 1e-3, adam_w_mode=False)
         c = FusedAdam(params, lr=1e-3, weight_decay=0.1, set_grad_none=True, capturable=False)
     """)
-    assert "a = torch_npu.optim.NpuFusedAdamW(params, lr=1e-3, weight_decay=0.0)" in text
-    assert "b = torch_npu.optim.NpuFusedAdam(params, 1e-3)" in text
-    assert "c = torch_npu.optim.NpuFusedAdamW(params, lr=1e-3, weight_decay=0.1)" in text
+    assert "a = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)" in text
+    assert "b = torch.optim.Adam(params, 1e-3)" in text
+    assert "c = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1)" in text
     assert all(f.tier is Tier.REVIEW for f in findings["NPU301"])
 
 
-def test_bf16_parameters_select_torch_optim():
+def test_fused_optimizers_become_torch_optim_and_say_why_not_npu_fused():
+    """Whatever wraps the model elsewhere (FSDP, Megatron's fp16 optimizer) may replace .data/.grad,
+    which the NpuFused classes' one fused buffer does not survive: torch.optim, no torch_npu import."""
     text, findings = migrate("""
         import torch
-        from apex.optimizers import FusedAdam
+        from apex.optimizers import FusedAdam as Adam
+        from apex.optimizers import FusedSGD as SGD
 
-        model = model.to(torch.bfloat16)
-        optimizer = FusedAdam(model.parameters(), lr=1e-3)
+        optimizer = Adam(param_groups, lr=1e-4, weight_decay=0.1)
+        fallback = SGD(param_groups, lr=0.1, momentum=0.9)
+        optimizer = Float16OptimizerWithFloat16Params(optimizer, clip_grad=1.0)
     """)
-    assert "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)" in text
-    assert "casts to bfloat16" in findings["NPU301"][0].message
+    assert "optimizer = torch.optim.AdamW(param_groups, lr=1e-4, weight_decay=0.1)" in text
+    assert "fallback = torch.optim.SGD(param_groups, lr=0.1, momentum=0.9)" in text
+    assert "torch_npu" not in text and "apex" not in text
+    for finding in [*findings["NPU301"], *findings["NPU303"]]:
+        assert "torch.optim, the same algorithm, rather than torch_npu.optim.NpuFused" in finding.message
+        assert "one buffer at the first step and breaks when p.data/p.grad are replaced" in finding.message
 
 
 def test_ascend_strategy_keeps_apex_with_npu_names():
@@ -399,6 +407,7 @@ def test_ascend_strategy_keeps_apex_with_npu_names():
     )
     assert "from apex.optimizers import NpuFusedAdamW" in text and "from apex.optimizers import FusedAdam" not in text
     assert "optimizer = NpuFusedAdamW(model.parameters(), lr=1e-3, weight_decay=0.0)" in text
+    assert any("do not replace p.data/p.grad" in f.message for f in findings["NPU301"])  # NpuFused constraints
     assert 'amp.initialize(model, optimizer, opt_level="O1", combine_grad=True)' in text
     assert "norm = FusedLayerNorm(8)" in text
     assert not [f for f in findings.get("NPU330", []) if f.tier is Tier.MANUAL]

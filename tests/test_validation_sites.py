@@ -173,7 +173,7 @@ EDITS = [
         "lm/layers.py:30:FusedLayerNorm",
         "max abs error",
     ),
-    ("lm/layers.py", "def optimizer", "NpuFusedAdamW(", "NpuFusedAdam(", "lm/layers.py:45:FusedAdam", "param0"),
+    ("lm/layers.py", "def optimizer", "torch.optim.AdamW(", "torch.optim.Adam(", "lm/layers.py:45:FusedAdam", "param0"),
     # the project's own subclass of a fused module: its forward, on the NPU branch, as edited
     (
         "lm/fused_norm.py",

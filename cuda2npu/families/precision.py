@@ -1,9 +1,11 @@
 """The mixed-precision policy (``--precision``, NPU340–NPU342) for native torch AMP code.
 
 * ``bf16`` (default): every CUDA autocast runs in bfloat16 — BF16 is the native mixed-precision
-  type of Atlas A2 (910B-class) chips and needs no loss scaling (NPU340); models cast to float16
-  are reported with the BF16 alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one;
-  it is harmless with BF16).
+  type of Atlas A2 (910B-class) chips and needs no loss scaling (NPU340) — but a float16 one the
+  code offers as a choice next to a bfloat16 one (a dict of autocasts, an ``if``/``elif`` on the
+  precision), which is the user's and keeps float16; models cast to float16 are reported with the
+  BF16 alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one; it is harmless with
+  BF16).
 * ``fp16``: float16 stays; a CUDA ``GradScaler()`` without ``init_scale`` starts at 2**14 instead
   of 2**16, because NPU overflow detection differs from the GPU's (NPU341).
 * ``keep``: nothing here; NPU106 only changes the device.
@@ -153,6 +155,8 @@ class CudaAutocastBf16(ValueUses, Rule):
                 tier=Tier.REVIEW,
             )
             return
+        if dtype is not None and self._bf16_offered(node):
+            return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`)
         half = self._half_weights(node) if dtype is not None else None
         if half is not None:
             self.report(
@@ -184,6 +188,16 @@ class CudaAutocastBf16(ValueUses, Rule):
             fix,
             tier=Tier.NUMERIC,
             imports=[ImportNeed("torch")],
+        )
+
+    def _bf16_offered(self, node: cst.Call) -> bool:
+        """Whether a bfloat16 autocast is another choice next to ``node``, where the user picks the
+        precision: the float16 one is then the user's, and keeps its dtype (NPU106 changes the device)."""
+        return any(
+            _callee_name(call) == "autocast"
+            and any(is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args)
+            for choice in _other_choices(TreeIndex.of(self.ctx).parents, node)
+            for call in iter_nodes(choice, cst.Call)
         )
 
     def _half_weights(self, node: cst.Call) -> str | None:
@@ -430,6 +444,34 @@ def _half_cast(resolver, call: cst.Call) -> str | None:
     if method == "to" and any(is_torch_dtype(resolver, a.value, "float16", "half") for a in call.args):
         return ".to(torch.float16)"
     return None
+
+
+def _other_choices(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The alternatives the code offers next to ``node``: the other entries of the dict, list, tuple
+    or set display it is an entry of, the other side of the ``a if c else b`` it is a side of, or
+    else the other branches of the nearest ``if``/``elif``/``else`` chain it is in (in its function)."""
+    parent = parents.get(node)
+    if isinstance(parent, (cst.DictElement, cst.Element)):
+        return [element for element in parents[parent].elements if element is not parent]
+    if isinstance(parent, cst.IfExp) and node is not parent.test:
+        return [parent.orelse if node is parent.body else parent.body]
+    child = node
+    while parent is not None and not (isinstance(parent, cst.If) and child is not parent.test):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return []
+        child, parent = parent, parents.get(parent)
+    if parent is None:
+        return []
+    while isinstance(parents.get(parent), cst.If) and parents[parent].orelse is parent:  # up an `elif` chain
+        parent = parents[parent]
+    branches: list[cst.CSTNode] = []
+    link = parent
+    while isinstance(link, cst.If):
+        branches.append(link.body)
+        link = link.orelse
+    if isinstance(link, cst.Else):
+        branches.append(link)
+    return [branch for branch in branches if branch is not child]
 
 
 def _method(node: cst.BaseExpression) -> str | None:

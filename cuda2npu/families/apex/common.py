@@ -88,7 +88,6 @@ class FileEdits:
         self.ctx = ctx
         self.edits: dict[cst.CSTNode, StatementEdit] = {}
         self.removed_refs: dict[cst.Name, Tier] = {}
-        self.cuda_refs: dict[cst.Name, Tier] = {}  # kept by portable fixes for CUDA hosts
         self.imports: dict[tuple[str, str | None], ImportRequest] = {}
         self.collapsed: dict[cst.CSTNode, list] = {}  # try statements replaced by else/finally bodies
         self.regions: dict[cst.CSTNode, list[Region]] = {}  # block -> regions to wrap
@@ -168,12 +167,6 @@ class FileEdits:
         """A fix removes this reference to an imported apex name."""
         if name is not None:
             self.removed_refs[name] = max(tier, self.removed_refs.get(name, Tier.EXACT))
-
-    def keep_ref(self, name: cst.Name | None, tier: Tier) -> None:
-        """A portable fix keeps this reference for CUDA hosts (``npu_call if <NPU> else apex_call``):
-        its import stays, guarded by ``try``/``except ImportError`` (apex is absent on NPU hosts)."""
-        if name is not None:
-            self.cuda_refs[name] = max(tier, self.cuda_refs.get(name, Tier.EXACT))
 
     def need_import(self, code: str, tier: Tier, module: str, obj: str | None = None) -> None:
         """A fix of ``code`` emits code using ``module`` (``import module``) or ``from module import obj``."""
@@ -284,7 +277,7 @@ class _Unapplied:
     def _ignored(self, *args, **kwargs) -> None:
         return None
 
-    remove = insert_before = insert_after = replace = wrap = drop_ref = keep_ref = need_import = _ignored
+    remove = insert_before = insert_after = replace = wrap = drop_ref = need_import = _ignored
 
 
 def _wrapped(build: Callable[[list], cst.BaseStatement], members: list) -> cst.BaseStatement:

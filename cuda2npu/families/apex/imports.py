@@ -14,12 +14,13 @@ their fixes remove (:class:`~cuda2npu.families.apex.common.FileEdits`). Then:
    without it (see :func:`_detection_flags`);
 4. blocks the migration emptied are collapsed: ``if <pure test>: <all removed>`` is removed and
    ``try: <all removed> except ...`` keeps only its ``else``/``finally`` statements;
-5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``)
-   are added once, by a fix on the module.
+5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``
+   with ``--apex=ascend``) are added once, by a fix on the module.
 
 Portable output (``--portable``): no fallback replaces its ``try`` (CUDA hosts import apex), and an
-import whose remaining uses are the apex calls portable fixes keep for CUDA hosts is guarded,
-``try: <import> except ImportError: <names> = None`` (only the NPU branch runs where apex is missing).
+import whose remaining uses are apex calls on the CUDA side of code that already handles the NPU is
+guarded, ``try: <import> except ImportError: <names> = None`` (only the NPU branch runs where apex
+is missing).
 """
 
 from __future__ import annotations
@@ -186,16 +187,10 @@ class ApexImports(Rule):
         self.report("NPU330", node, message, lambda _: removal, tier=tier, needs_torch_npu=False)
 
     def _for_cuda(self, edits: FileEdits, uses: list[list[cst.Name]]) -> Tier | None:
-        """The tier at which kept names' uses are only CUDA calls (of portable fixes, or on the CUDA
-        side of code that already handles the NPU, such as an earlier run's portable output) and
-        removed references, with at least one such call; None otherwise."""
-        cuda_refs = dict(edits.cuda_refs)
-        cuda_refs.update(
-            (use, Tier.EXACT)
-            for names in uses
-            for use in names
-            if use not in cuda_refs and is_cuda_alternative(self.ctx, use)
-        )
+        """The tier at which kept names' uses are only CUDA calls (on the CUDA side of code that
+        already handles the NPU, such as an earlier run's portable output) and removed references,
+        with at least one such call; None otherwise."""
+        cuda_refs = {use: Tier.EXACT for names in uses for use in names if is_cuda_alternative(self.ctx, use)}
         tiers = [cuda_refs.get(use, edits.removed_refs.get(use)) for names in uses for use in names]
         if not any(use in cuda_refs for names in uses for use in names):
             return None

@@ -1,28 +1,25 @@
-"""apex fused optimizers → torch_npu.optim / torch.optim or the generated ``apex_npu_optimizers.py``
-(NPU301–NPU304), and torch.optim's CUDA kernel flags (NPU305).
+"""apex fused optimizers → torch.optim (Ascend apex's ``apex.optimizers.NpuFused*`` with
+``--apex=ascend``) or the generated ``apex_npu_optimizers.py`` (NPU301–NPU304), and torch.optim's
+CUDA kernel flags (NPU305).
 
-The optimizers no torch or torch_npu class computes — ``FusedLAMB`` (``NpuFusedLamb`` is another
-LAMB), ``FusedNovoGrad``, ``FusedMixedPrecisionLamb``, and ``FusedAdam`` without bias correction or
-with ``adam_w_mode`` decided at run time — go to the same-named classes of the generated
+The optimizers no torch class computes — ``FusedLAMB`` (``NpuFusedLamb`` is another LAMB),
+``FusedNovoGrad``, ``FusedMixedPrecisionLamb``, and ``FusedAdam`` without bias correction or with
+``adam_w_mode`` decided at run time — go to the same-named classes of the generated
 ``apex_npu_optimizers.py`` (apex's math and state layout in plain PyTorch, see
 ``cuda2npu/families/apex/generated.py``): every reference of the first three, FusedAdam's calls.
 
 apex's ``FusedAdam`` defaults to ``adam_w_mode=True`` (decoupled weight decay, i.e. AdamW) and to
-``weight_decay=0``, while ``NpuFusedAdamW`` and ``torch.optim.AdamW`` default to ``1e-2``: the
+``weight_decay=0``, while ``torch.optim.AdamW`` (and ``NpuFusedAdamW``) default to ``1e-2``: the
 rewrite picks the class from ``adam_w_mode`` and always states ``weight_decay``.
 
-Which class: ``torch_npu.optim.NpuFused*`` (``apex.optimizers.NpuFused*`` with ``--apex=ascend``)
-copy every parameter and gradient into one buffer at the first step and accept only float32 and
-float16 parameters (docs/reference/torch_npu.md §3). When the file does something they
-break on — casts to bfloat16 (``.bfloat16()``, ``.to(torch.bfloat16)``, ``torch_dtype=torch.bfloat16``),
-calls ``zero_grad(set_to_none=True)`` or assigns ``.data`` / ``.grad`` — the same algorithm from
-``torch.optim`` is used instead, and the finding says why. What one file cannot show (a model cast
-elsewhere, moved after the first step) is stated in the finding for review.
-
-Portable output (``--portable``): a torch_npu.optim class is built only on an Ascend host,
-``(torch_npu.optim.NpuFusedAdamW(...) if portable_device.device_type() == "npu" else FusedAdam(...))``,
-apex's call everywhere else (its import guarded by NPU330); torch.optim and the generated classes
-are plain PyTorch, written as without ``--portable``.
+Why torch.optim and not ``torch_npu.optim.NpuFused*``: the same algorithm, without the fused
+buffer. The NpuFused classes copy every parameter and gradient into one buffer at the first step
+and break when ``.data``/``.grad`` are replaced afterwards (FSDP, DeepSpeed, Megatron's
+mixed-precision optimizers, EMA code, often in another file), on bfloat16 parameters,
+``zero_grad(set_to_none=True)`` or a model moved after the first step (docs/reference/torch_npu.md
+§3), none of which one file shows. ``--apex=ascend`` is the user's choice of Ascend's apex and keeps
+its NpuFused classes, with those constraints in the finding. torch.optim is plain PyTorch, so
+``--portable`` output is the same call.
 """
 
 from __future__ import annotations
@@ -33,10 +30,8 @@ from cuda2npu.core.arguments import Unbindable, bind, literal_arg, positional_co
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.nodes import code_of, expression, keyword_arg, root_name, with_args
+from cuda2npu.core.nodes import expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import walk
-from cuda2npu.families import portable
 from cuda2npu.families.apex.common import ApexRule, apex_dependent
 from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
 from cuda2npu.families.npu_aware import is_cuda_alternative
@@ -74,8 +69,15 @@ NO_EFFECT = {
 }
 FUSED_CONSTRAINTS = (
     "NpuFused optimizers copy all parameters and gradients into one buffer at the first step: afterwards "
-    "do not replace p.data/p.grad, call zero_grad(set_to_none=True) or move the model, and keep parameters "
-    "float32/float16 (bfloat16 is rejected); their zero_grad() zeroes gradients instead of setting them to None"
+    "do not replace p.data/p.grad (FSDP, DeepSpeed and Megatron's fp16 optimizers do), call "
+    "zero_grad(set_to_none=True) or move the model, and keep parameters float32/float16 (bfloat16 is "
+    "rejected); their zero_grad() zeroes gradients instead of setting them to None"
+)
+TORCH_OPTIM = (
+    "torch.optim, the same algorithm, rather than torch_npu.optim.{fused}: that one copies all parameters and "
+    "gradients into one buffer at the first step and breaks when p.data/p.grad are replaced afterwards (FSDP, "
+    "DeepSpeed, Megatron's fp16 optimizers), on bfloat16 parameters, zero_grad(set_to_none=True) or a model "
+    "moved after it"
 )
 GENERATED = (
     f"from the generated {COMPANION}: apex's update rule in plain PyTorch (same arguments, defaults and state_dict)"
@@ -95,41 +97,6 @@ OTHER_OPTIMIZERS = {
 }
 
 
-class _FusedHazards(cst.CSTVisitor):
-    """What in a file breaks an NpuFused optimizer (see the module docstring)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[str] = []
-
-    def _add(self, what: str) -> None:
-        if what not in self.found:
-            self.found.append(what)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-        if method == "bfloat16" and not node.args:
-            self._add("casts parameters to bfloat16 (`.bfloat16()`)")
-        if method == "to" and any(_is_bf16(a.value) for a in node.args):
-            self._add("casts to bfloat16 (`.to(torch.bfloat16)`)")
-        if any(a.keyword is not None and a.keyword.value == "torch_dtype" and _is_bf16(a.value) for a in node.args):
-            self._add("loads a model in bfloat16 (`torch_dtype=torch.bfloat16`)")
-        if method == "zero_grad" and any(
-            a.keyword is not None and a.keyword.value == "set_to_none" and dotted_name(a.value) != "False"
-            for a in node.args
-        ):
-            self._add("calls `zero_grad(set_to_none=True)`")
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        target = node.target
-        if isinstance(target, cst.Attribute) and target.attr.value in ("data", "grad"):
-            self._add(f"assigns `.{target.attr.value}`")
-
-
-def _is_bf16(node: cst.BaseExpression) -> bool:
-    return (dotted_name(node) or "").endswith(".bfloat16")
-
-
 @register
 class ApexFusedOptimizers(ApexRule):
     """NPU301 FusedAdam, NPU302 FusedLAMB, NPU303 FusedSGD, NPU304 the other apex optimizers."""
@@ -139,67 +106,28 @@ class ApexFusedOptimizers(ApexRule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._hazards: list[str] | None = None
-        self._support_code: str | None = None  # portable output: the code of the first dispatch
         self.bindings = ApexBindings.of(ctx) if self.active else None
 
-    @property
-    def hazards(self) -> list[str]:
-        if self._hazards is None:
-            scan = _FusedHazards()
-            walk(self.ctx.module, scan)
-            self._hazards = scan.found
-        return self._hazards
-
     def _target(self, fused: str, torch_class: str) -> tuple[str, str]:
-        """(qualified target, why) for an NpuFused class name and its torch.optim counterpart."""
-        if self.hazards:
-            why = (
-                f"not {fused}: this file {' and '.join(self.hazards)}, which NpuFused optimizers do not support; "
-                f"{torch_class} runs the same algorithm"
-            )
-            return f"torch.optim.{torch_class}", why
-        ascend = self.options.apex == "ascend" and not self.options.portable  # NVIDIA's apex on CUDA hosts
-        module = "apex.optimizers" if ascend else "torch_npu.optim"
-        return f"{module}.{fused}", FUSED_CONSTRAINTS
+        """(qualified target, why) for an NpuFused class name and its torch.optim counterpart: Ascend
+        apex's class with ``--apex=ascend`` (not in portable output, which runs on CUDA hosts too),
+        torch.optim's otherwise."""
+        if self.options.apex == "ascend" and not self.options.portable:
+            return f"apex.optimizers.{fused}", FUSED_CONSTRAINTS
+        return f"torch.optim.{torch_class}", TORCH_OPTIM.format(fused=fused)
 
     def _rewrite(
         self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra=(), message: str
     ) -> None:
         """Report the call rewritten to ``target`` with the remapped arguments."""
         tier = Tier.REVIEW
-        if self.options.portable and target.startswith("torch_npu."):
-            self._dispatch(code, node, target, params, drop=drop, positional=positional, extra=extra, message=message)
-            return
         func = self._callee(node.func, target, code, tier)
 
         def fix(updated: cst.Call) -> cst.Call:
             args = remap_args(updated, params, drop=drop, positional=positional)
             return with_args(updated.with_changes(func=func(updated.func)), [*args, *extra])
 
-        self.report(code, node, message, fix, tier=tier, needs_torch_npu=target.startswith("torch_npu"))
-
-    def _dispatch(self, code: str, node: cst.Call, target: str, params, *, drop, positional, extra, message) -> None:
-        """Portable output: the torch_npu.optim call on an Ascend host, apex's call (kept) elsewhere."""
-        tier = Tier.REVIEW
-        host = portable.on_npu_host()
-        self.edits.keep_ref(root_name(node.func), tier)
-        self.edits.need_import(code, tier, "torch")  # torch_npu is imported next to torch
-        portable.need(self, tier, host)
-        self._support_code = self._support_code or code
-
-        def fix(updated: cst.Call) -> cst.BaseExpression:
-            args = remap_args(updated, params, drop=drop, positional=positional)
-            npu = with_args(updated.with_changes(func=expression(target)), [*args, *extra])
-            return expression(portable.choose(code_of(npu), host, code_of(updated)))
-
-        name = code_of(node.func)
-        message += f"; portable: built on Ascend hosts only (`{host}`), `{name}` elsewhere (its import guarded)"
-        self.report(code, node, message, fix, tier=tier, needs_torch_npu=True)
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        if self._support_code:
-            portable.report_support(self, self._support_code)
+        self.report(code, node, message, fix, tier=tier, needs_torch_npu=False)
 
     def _callee(self, func: cst.BaseExpression, target: str, code: str, tier: Tier):
         """How to spell ``target``: Ascend's apex classes keep the file's apex import style."""
@@ -210,13 +138,12 @@ class ApexFusedOptimizers(ApexRule):
         if module == "apex.optimizers":
             self.edits.need_import(code, tier, module, name)
             return lambda _: cst.Name(name)
-        if module.startswith(("torch.", "torch_npu.")):
-            self.edits.need_import(code, tier, "torch")  # torch_npu is imported next to torch
+        self.edits.need_import(code, tier, "torch")
         return lambda _: expression(target)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.active or is_cuda_alternative(self.ctx, node):
-            return  # also the apex call of portable output's `npu_call if <NPU host> else apex_call`
+            return
         name = self.apex(node.func)
         if name == "apex.optimizers.FusedAdam":
             self._adam(node)
@@ -425,5 +352,10 @@ class TorchOptimizerCudaFlags(Rule):
                 and dotted_name(arg.value) not in ("False", "None")
             ):
                 flag = arg.keyword.value
-                alternative = f", or use torch_npu.optim.NpuFused{name}" if name in self.NPU_FUSED else ""
+                alternative = (
+                    f", or torch_npu.optim.NpuFused{name} if the parameters are float32/float16 and their "
+                    ".data/.grad are never replaced"
+                    if name in self.NPU_FUSED
+                    else ""
+                )
                 self.report("NPU305", arg, f"`{name}({flag}=...)`: " + self.NOTES[flag].format(alternative=alternative))
