@@ -7,9 +7,9 @@ import re
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import IMPORT_ERRORS, catches, catches_import_error
+from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catches, catches_import_error
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
@@ -25,7 +25,8 @@ from cuda2npu.families.cuda_only_modules import (
     cuda_only_distribution,
     cuda_only_distributions,
 )
-from cuda2npu.families.raising_fallbacks import import_note, raising_fallbacks
+from cuda2npu.families.kernel_rewrites import import_port, import_port_note
+from cuda2npu.families.raising_fallbacks import raising_fallbacks
 
 SHELL_CALLS = {
     "subprocess.run",
@@ -88,28 +89,40 @@ class CustomKernels(Rule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """One finding per file, at the first Triton decorator of its first kernel (``@triton.autotune``
         above ``@triton.jit``), counting the others: a marker at every kernel repeated what the first
-        one and the file's ``import triton`` marker (NPU606) already ask."""
-        decorator = self._triton_decorator(node)
-        if decorator is None or self._kernels_reported:
+        one asks (the file's ``import triton`` gets no NPU606 then: the import is not what fails)."""
+        kernels = triton_kernels(self.ctx)
+        if node not in kernels or self._kernels_reported:
             return
         self._kernels_reported = True
-        count = sum(1 for f in iter_nodes(self.ctx.module, cst.FunctionDef) if self._triton_decorator(f) is not None)
+        count = len(kernels)
         others = f" (and {count - 1} other{'s' if count > 2 else ''} in this file)" if count > 1 else ""
         self.report(
             "NPU603",
-            decorator,
+            kernels[node],
             f"Triton kernel{others}: Triton targets CUDA here; use torch ops, Triton-Ascend or an Ascend kernel",
         )
 
-    def _triton_decorator(self, node: cst.FunctionDef) -> cst.Decorator | None:
-        for decorator in node.decorators:
-            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            if (self.resolver.qualified_name(target) or "") in TRITON_KERNEL_DECORATORS:
-                return decorator
-        return None
-
 
 TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
+
+
+def triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
+    """The file's Triton kernels (through its module-level imports), each with its first Triton
+    decorator (built once per file)."""
+    return ctx.file_state(_triton_kernels)
+
+
+def _triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
+    if ctx.text is not None and b"triton" not in ctx.text:
+        return {}
+    kernels = {}
+    for function in iter_nodes(ctx.module, cst.FunctionDef):
+        for decorator in function.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if module_qualified(ctx.resolver.module_scope, target) in TRITON_KERNEL_DECORATORS:
+                kernels[function] = decorator
+                break
+    return kernels
 
 
 AVAILABILITY = re.compile(r"(?i)\w+_available|has_\w+|have_\w+|\w+_installed|find_spec")
@@ -161,7 +174,9 @@ CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`c
 class CudaOnlyImports(Rule):
     """NPU604 (a CUDA-only library imported anywhere) and NPU606 (a CUDA-only module imported), both
     only where nothing guards the import: the file fails on an NPU host, at import or, in a function,
-    when the function runs. NPU606 marks one import per top-level package and file."""
+    when the function runs. NPU606 marks one import per top-level package and file; not ``import
+    triton`` in a file defining Triton kernels (NPU603 marks them), nor an import whose ``except
+    ImportError`` raises later (NPU606 marks the raise, see raising_fallbacks)."""
 
     codes = ("NPU604", "NPU606")
     triggers = (
@@ -198,8 +213,8 @@ class CudaOnlyImports(Rule):
         # statements after an early exit that guards them as a block would: `if <not installed>:
         # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
         self._after: dict[cst.CSTNode, str] = {}
-        self._raising: dict[cst.CSTNode, str] = {}  # try body whose fallback raises -> where it raises
-        self._inside_raising: list[str] = []  # those of the enclosing `try` blocks
+        self._raising: set[cst.CSTNode] = set()  # try bodies whose fallback raises (NPU606 at the raise)
+        self._inside_raising = 0  # how many of them enclose the current node
         self._called: set[cst.CSTNode] = set()  # statements NPU606 marked for a CUDA-only call
         # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
@@ -207,9 +222,9 @@ class CudaOnlyImports(Rule):
     def visit_Try(self, node: cst.Try) -> None:
         if not any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
             return
-        raises = raising_fallbacks(self.ctx).tries.get(node.body)
-        if raises:  # `except ImportError: HAVE_X = False`, then `if not HAVE_X: raise`: no fallback
-            self._raising[node.body] = import_note(raises)
+        if node.body in raising_fallbacks(self.ctx).tries:
+            # `except ImportError: HAVE_X = False`, then `if not HAVE_X: raise`: NPU606 marks the raise
+            self._raising.add(node.body)
         else:
             self._guards[node.body] = "fallback"
 
@@ -274,10 +289,7 @@ class CudaOnlyImports(Rule):
         if guard is not None:
             self._depth[guard] += step
         if block in self._raising:
-            if step > 0:
-                self._inside_raising.append(self._raising[block])
-            else:
-                self._inside_raising.pop()
+            self._inside_raising += step
         if block in self._functions:
             if step > 0:
                 self._running.append(self._functions[block])
@@ -343,23 +355,48 @@ class CudaOnlyImports(Rule):
 
     def _cuda_only(self, node: cst.CSTNode, modules: list[str]) -> None:
         """NPU606 for the first of ``modules`` the table knows, unless a guard keeps the import from
-        running (a fallback only for an import that fails: a library that imports runs past it) or
-        the file has a marker for its package already."""
+        running (a fallback only for an import that fails: a library that imports runs past it), the
+        file has a marker for its package already or another marker says it (Triton kernels, a raise)."""
         after = self._after_guard()
         if self._depth["static"] or after == "static":
             return
         for module in modules:
             found = cuda_module(module, self.options.cuda_extensions, self.options.local_modules)
-            if found is None or (found[0] == "imports" and (self._depth["fallback"] or after == "fallback")):
+            fallback = self._depth["fallback"] or after == "fallback" or self._inside_raising
+            if found is None or (found[0] == "imports" and fallback):
                 continue
             root = module.split(".")[0]
+            if root == "triton" and triton_kernels(self.ctx) and self.options.code_enabled("NPU603"):
+                return  # the import works where Triton is installed; NPU603 marks the kernels
             if root not in self._marked:
                 self._marked.add(root)
-                raising = self._inside_raising[-1] if found[0] == "imports" and self._inside_raising else ""
-                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running and not raising else ""
-                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1]) + raising
+                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running else ""
+                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1])
+                ported = _import_ported(node)
+                if ported and self.options.code_enabled("NPU606"):
+                    marked_imports(self.ctx).add(node)
+                    message += f"; {import_port_note(ported)}"
                 self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review" else None)
             return
+
+
+def marked_imports(ctx) -> set[cst.CSTNode]:
+    """The imports of flash-attn helpers whose NPU606 marker says how to port them (filled as the
+    traversal reaches them): their uses need no marker of their own (NPU403)."""
+    return ctx.file_state(_no_imports)
+
+
+def _no_imports(ctx) -> set[cst.CSTNode]:
+    return set()
+
+
+def _import_ported(node: cst.CSTNode) -> dict[str, str]:
+    """The names an import binds that are ported at the import alone (flash-attn's pure-PyTorch helpers,
+    einops functions it re-exports) -> what they are (kernel_rewrites.import_port)."""
+    if not isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node.names, cst.ImportStar):
+        return {}
+    bound = {bound_name(alias, node): import_port(bound_object(alias, node) or "") for alias in node.names}
+    return {name: kind for name, kind in bound.items() if kind is not None}
 
 
 # importlib.metadata and pkg_resources lookups of an installed distribution -> what they raise without it

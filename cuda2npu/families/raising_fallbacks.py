@@ -5,11 +5,12 @@ whose failing branch raises (NPU606).
 = False``, then ``if gradient_accumulation_fusion and not AVAILABLE: raise RuntimeError(...)`` (or
 ``assert AVAILABLE``): on an NPU host the import fails, the flag is False and the code raises under
 its defaults, so the handler is no fallback. A flag whose False branch runs a torch fallback is one.
+NPU606 marks each such raise (its message names the module and the flag), not the import as well.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -17,7 +18,6 @@ from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
-from cuda2npu.core.positions import positions_for
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_only_modules import cuda_module
@@ -37,7 +37,6 @@ class Raise:
     function: str  # where it is: "Linear.__init__" ("" at module level)
     conditions: tuple[str, ...]  # what else must hold: "`gradient_accumulation_fusion` is True (its default)"
     advice: tuple[str, ...]  # "pass `gradient_accumulation_fusion=False` on NPU"
-    line: int = 0
 
     def message(self) -> str:
         """NPU606's message at the raise."""
@@ -50,14 +49,6 @@ class Raise:
             f"raises on an NPU host{when}: `{self.module}` cannot be imported there, so `{self.flag}` is "
             f"{self.missing}; {advice}"
         )
-
-
-def import_note(raises: tuple[Raise, ...]) -> str:
-    """What NPU606's message at the import adds: where its handler's flag raises."""
-    first = raises[0]
-    where = f"line {first.line}" + (f" (`{first.function}`)" if first.function else "")
-    others = f" and {len(raises) - 1} more" if len(raises) > 1 else ""
-    return f"; its `except ImportError` is no fallback: `{first.flag}` {first.missing} raises at {where}{others}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +70,7 @@ def _build(ctx) -> RaisingFallbacks:
     if ctx.text is not None and not (b"except" in ctx.text and (b"raise" in ctx.text or b"assert" in ctx.text)):
         return RaisingFallbacks(tries, {})
     for node in iter_nodes(ctx.module, cst.Try):
-        flags = [flag for h in node.handlers if catches_import_error(h) for flag in _missing_flags(h)]
+        flags = [flag for h in node.handlers if catches_import_error(h) for flag in missing_flags(h)]
         module = _cuda_only_import(ctx, node.body) if flags else None
         if module is None:
             continue
@@ -92,9 +83,6 @@ def _build(ctx) -> RaisingFallbacks:
         ]
         if found:
             tries[node.body] = tuple(found)
-    if tries:
-        lines = positions_for(ctx.module, [r.node for sites in tries.values() for r in sites])
-        tries = {body: tuple(replace(r, line=lines[r.node].start.line) for r in sites) for body, sites in tries.items()}
     return RaisingFallbacks(tries, {r.node: r for sites in tries.values() for r in sites})
 
 
@@ -117,7 +105,7 @@ def _cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
     return None
 
 
-def _missing_flags(handler: cst.ExceptHandler) -> list[tuple[str, str]]:
+def missing_flags(handler: cst.ExceptHandler) -> list[tuple[str, str]]:
     """(name, "False" or "None") for each name the handler sets to False or None (``HAVE_X = False``)."""
     flags = []
     for line in handler.body.body:
@@ -140,13 +128,13 @@ def _raising_tests(scope: cst.CSTNode, flag: str, guard: cst.Try):
         if node in inside:
             continue
         if isinstance(node, cst.Assert):
-            if True in _signs(node.test, flag):
+            if True in signs(node.test, flag):
                 yield node
             continue
-        if isinstance(_last(node.body), cst.Raise) and False in _signs(node.test, flag):
+        if isinstance(_last(node.body), cst.Raise) and False in signs(node.test, flag):
             yield _last(node.body)
         orelse = _last(node.orelse.body) if isinstance(node.orelse, cst.Else) else None
-        if isinstance(orelse, cst.Raise) and True in _signs(node.test, flag):
+        if isinstance(orelse, cst.Raise) and True in signs(node.test, flag):
             yield orelse
 
 
@@ -155,15 +143,15 @@ def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
     return last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
 
 
-def _signs(test: cst.BaseExpression, flag: str) -> set[bool]:
+def signs(test: cst.BaseExpression, flag: str) -> set[bool]:
     """How ``test`` reads ``flag``: True where it is true when the flag is (``flag``, ``flag is not
     None``), False where negated (``not flag``, ``flag is None``); through ``and``/``or``/``not``."""
     if isinstance(test, cst.Name):
         return {True} if test.value == flag else set()
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return {not sign for sign in _signs(test.expression, flag)}
+        return {not sign for sign in signs(test.expression, flag)}
     if isinstance(test, cst.BooleanOperation):
-        return _signs(test.left, flag) | _signs(test.right, flag)
+        return signs(test.left, flag) | signs(test.right, flag)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         constant = target.comparator.value if isinstance(target.comparator, cst.Name) else None
@@ -183,9 +171,9 @@ def _required(test: cst.BaseExpression, truth: bool, flag: str) -> list[tuple[cs
         return _required(test.expression, not truth, flag)
     if isinstance(test, cst.BooleanOperation):
         both = isinstance(test.operator, cst.And) == truth  # `and` true, `or` false: both sides
-        sides = [s for s in (test.left, test.right) if both or _signs(s, flag)]
+        sides = [s for s in (test.left, test.right) if both or signs(s, flag)]
         return [found for side in sides for found in _required(side, truth, flag)]
-    return [] if _signs(test, flag) else [(test, truth)]
+    return [] if signs(test, flag) else [(test, truth)]
 
 
 def _describe(index: TreeIndex, module: str, flag: str, missing: str, node: cst.Raise | cst.Assert) -> Raise:

@@ -41,7 +41,7 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT, catches_import_error, remove_import_names
+from cuda2npu.core.imports import TORCH_IMPORT, bound_name, bound_object, catches_import_error, remove_import_names
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
@@ -50,6 +50,7 @@ from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
 from cuda2npu.families.attention.probes import find_probe, probe_flags
+from cuda2npu.families.custom_kernels import marked_imports
 from cuda2npu.families.exports import exported
 from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
@@ -64,6 +65,8 @@ from cuda2npu.families.kernel_rewrites import (
     follow,
     fresh_name,
     import_needs,
+    import_port,
+    import_port_note,
     may_be_none,
     missing_imports,
     node_path,
@@ -75,6 +78,7 @@ from cuda2npu.families.kernel_rewrites import (
     support_fix,
 )
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.raising_fallbacks import missing_flags, signs
 from cuda2npu.families.value_uses import ValueUses
 
 OP = "npu_fusion_attention"
@@ -225,20 +229,8 @@ UNSUPPORTED_PREFIXES = (
         "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core",
     ),
     (
-        "flash_attn.layers.rotary.apply_rotary_emb_torch",
-        "flash-attn's pure-PyTorch rotary reference (x*cos + rotate_half(x)*sin), but flash-attn cannot be installed on an NPU host; copy it into the project",
-    ),
-    (
-        "flash_attn.layers.rotary.rotate_half",
-        "pure-PyTorch helper, but flash-attn cannot be installed on an NPU host; copy it into the project",
-    ),
-    (
         "flash_attn.layers.rotary.",
         "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)",
-    ),
-    (
-        "flash_attn.bert_padding.",
-        "pure-PyTorch padding helpers, but flash-attn cannot be installed on an NPU host; copy `unpad_input`/`pad_input`/`index_first_axis` into the project",
     ),
     ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
     (
@@ -368,6 +360,17 @@ def _untransposed(call: cst.Call) -> cst.BaseExpression:
     return call.args[0].value
 
 
+@dataclass(frozen=True)
+class Binding:
+    """A name a flash-attn import binds: the import, its statement, the function it runs in (None: the
+    module) and the qualified name of what it binds."""
+
+    node: cst.Import | cst.ImportFrom
+    statement: cst.CSTNode | None
+    function: cst.FunctionDef | None
+    bound: str
+
+
 class Manual(Exception):
     """The call cannot be rewritten faithfully; the message says why and what to do."""
 
@@ -491,6 +494,59 @@ def _maybe_paren(text: str) -> str:
     return f"({text})" if " if " in text else text
 
 
+def _statement_of(index: TreeIndex, node: cst.CSTNode) -> cst.CSTNode | None:
+    while node is not None and node not in index.placement:
+        node = index.parents.get(node)
+    return node
+
+
+def _runs_only_with(index: TreeIndex, flags: list[str], statement: cst.CSTNode, seen: set) -> bool:
+    """``statement`` runs only where one of ``flags`` is true: in an ``if`` branch taken then, or in a
+    function (called in the file) every call of which does."""
+    for owner, role in index.enclosing(statement):
+        if isinstance(owner, cst.If) and role in ("body", "orelse"):
+            if any((role == "body") in signs(owner.test, flag) for flag in flags):
+                return True
+    function = index.function.get(statement)
+    if function is None or function in seen:
+        return False
+    seen.add(function)
+    calls = index.calls_to(function.name.value)
+    return bool(calls) and all(
+        (caller := _statement_of(index, call)) is not None and _runs_only_with(index, flags, caller, seen)
+        for call in calls
+    )
+
+
+def _guarded_read(index: TreeIndex, read: cst.CSTNode, text: str) -> bool:
+    """``read`` (of the target spelled ``text``) is in the test of an ``if`` that says it is set
+    (``text``, ``text is not None``, as an ``and`` operand), or runs in the body of such an ``if``."""
+    child, parent = read, index.parents.get(read)
+    while parent is not None and not (isinstance(parent, cst.If) and child is parent.test):
+        if parent in index.placement:
+            break
+        child, parent = parent, index.parents.get(parent)
+    if isinstance(parent, cst.If) and child is parent.test:
+        return _tests_set(parent.test, text)
+    statement = _statement_of(index, read)
+    return statement is not None and any(
+        isinstance(owner, cst.If) and role == "body" and _tests_set(owner.test, text)
+        for owner, role in index.enclosing(statement)
+    )
+
+
+def _tests_set(test: cst.BaseExpression, text: str) -> bool:
+    """``test`` is true only when the target spelled ``text`` is set: ``text``, ``text is not None``,
+    or an ``and`` of which one operand is."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_set(test.left, text) or _tests_set(test.right, text)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+        return is_none and isinstance(target.operator, (cst.IsNot, cst.NotEqual)) and code_of(test.left) == text
+    return isinstance(test, (cst.Name, cst.Attribute)) and code_of(test) == text
+
+
 @register
 class FlashAttention(ValueUses, Rule):
     """NPU401–NPU405: flash-attn calls and imports."""
@@ -519,6 +575,9 @@ class FlashAttention(ValueUses, Rule):
         self.rewrites: list[tuple[str, Tier]] = []
         self.value_refs: list[tuple[cst.BaseExpression, str, cst.CSTNode | None]] = []
         self.kept: set[str] = set()  # functions with a call left as it is (manual)
+        self.bindings: dict[str, list[Binding]] = {}  # name -> the flash-attn imports binding it
+        # imports of names ported at the import alone -> (its binding, the uses as written -> what they are)
+        self.ported: dict[cst.CSTNode, tuple[Binding, dict[str, str]]] = {}
         self.probe_flags = probe_flags(ctx.module)
         self.probes_reported: set[cst.If] = set()
 
@@ -585,9 +644,16 @@ class FlashAttention(ValueUses, Rule):
         return None
 
     def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
-        if self._import_fallback():
+        binding = self._binding(node.func)
+        if self._import_fallback(self.ctx.statement) or (binding and self._only_with_import(binding)):
             return  # on an NPU host the import fails first and the handler's fallback runs
-        if function in UNSUPPORTED:
+        kind = import_port(qualified)
+        if kind is not None and binding is not None:  # ported at the import (one marker there, not one per use)
+            self.ported.setdefault(binding.node, (binding, {}))[1][code_of(node.func)] = kind
+            return
+        if kind is not None:
+            reason = f"flash-attn cannot be installed on an NPU host; {import_port_note({code_of(node.func): kind})}"
+        elif function in UNSUPPORTED:
             reason = UNSUPPORTED[function]
         else:
             reason = next(
@@ -595,11 +661,10 @@ class FlashAttention(ValueUses, Rule):
             )
         self.report("NPU403", node, f"`{qualified}`: {reason}")
 
-    def _import_fallback(self) -> bool:
-        """Whether the current statement is in a ``try`` body that imports flash-attn and whose
-        handler catches ImportError (``try: from flash_attn.ops... import f; out = f(x)``
+    def _import_fallback(self, statement: cst.CSTNode | None) -> bool:
+        """Whether ``statement`` is in a ``try`` body that imports flash-attn and whose handler
+        catches ImportError (``try: from flash_attn.ops... import f; out = f(x)``
         ``except ImportError: out = torch_op(x)``)."""
-        statement = self.ctx.statement
         if statement is None:
             return False
         for owner, role in TreeIndex.of(self.ctx).enclosing(statement):
@@ -608,6 +673,48 @@ class FlashAttention(ValueUses, Rule):
                 if any(_flash_names(node) for node in imports):
                     return True
         return False
+
+    def _binding(self, expr: cst.BaseExpression) -> Binding | None:
+        """The flash-attn import that binds the head name of ``expr`` where the current statement
+        runs: one in its function (or an enclosing one) first, else one at module level."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        statement = self.ctx.statement
+        if not isinstance(expr, cst.Name) or statement is None:
+            return None
+        scopes = [*TreeIndex.of(self.ctx).ancestors(statement), None]
+        found = [b for b in self.bindings.get(expr.value, ()) if b.function in scopes]
+        return min(found, key=lambda b: scopes.index(b.function), default=None)
+
+    def _only_with_import(self, binding: Binding) -> bool:
+        """Whether the current statement runs only where ``binding``'s import succeeded: the import is
+        in a ``try`` whose ``except ImportError`` sets a flag False (``OK = False``) and the statement
+        is under ``if OK:``, or in a function every call of which is (TinyZero's
+        ``if FLASH_CE_AVAILABLE: out = loss_with_flash_ce(...)``)."""
+        index = TreeIndex.of(self.ctx)
+        flags = [
+            flag
+            for owner, role in index.enclosing(binding.statement)
+            if isinstance(owner, cst.Try) and role == "body"
+            for handler in owner.handlers
+            if catches_import_error(handler)
+            for flag, _ in missing_flags(handler)
+        ]
+        return bool(flags) and _runs_only_with(index, flags, self.ctx.statement, set())
+
+    def _import_ported(self) -> None:
+        """One NPU403 at each import of names ported at the import alone (flash-attn's pure-PyTorch
+        helpers, einops' functions it re-exports), naming the uses, unless its NPU606 marker does."""
+        marked = marked_imports(self.ctx)
+        for node, (binding, uses) in self.ported.items():
+            if node in marked and import_port(binding.bound) is not None:
+                continue  # NPU606's message there says how to port what the import binds
+            self.report_in(
+                binding.statement,
+                "NPU403",
+                node,
+                f"flash-attn cannot be installed on an NPU host, so this import fails there: {import_port_note(uses)}",
+            )
 
     def _attention(self, node: cst.Call, function: str) -> None:
         spec = SPECS[function]
@@ -918,6 +1025,8 @@ class FlashAttention(ValueUses, Rule):
         for expr, name, statement in self.value_refs:
             if name in self.kept:
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
+            if self._import_fallback(statement) and self._guarded_alias(expr):
+                continue  # never assigned on an NPU host, and every read of the alias has a fallback
             self.report_in(
                 statement,
                 "NPU403",
@@ -926,6 +1035,28 @@ class FlashAttention(ValueUses, Rule):
                 "installed on an NPU host (a guard such as `is not None` is False there; direct calls are "
                 "rewritten, a call through an alias or an attribute is not): replace it by hand",
             )
+
+    def _guarded_alias(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is assigned (``self.attn = flash_attn_func``) to a target every read of which tests
+        it (``if self.attn is not None:``) or runs in an ``if`` that does; not an ``assert``."""
+        index = TreeIndex.of(self.ctx)
+        assign = index.parents.get(expr)
+        if not isinstance(assign, cst.Assign) or assign.value is not expr or len(assign.targets) != 1:
+            return False
+        target = assign.targets[0].target
+        if not isinstance(target, (cst.Name, cst.Attribute)):
+            return False
+        text = code_of(target)
+        stores = {t.target for a in iter_nodes(self.ctx.module, cst.Assign) for t in a.targets}
+        last = target.attr.value if isinstance(target, cst.Attribute) else target.value
+        reads = [
+            node
+            for node in iter_nodes(self.ctx.module, type(target))
+            if node not in stores
+            and (node.attr.value if isinstance(node, cst.Attribute) else node.value) == last
+            and code_of(node) == text
+        ]
+        return bool(reads) and all(_guarded_read(index, read, text) for read in reads)
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
@@ -973,9 +1104,16 @@ class FlashAttention(ValueUses, Rule):
                 needs_torch_npu=False,
             )
 
-    def _import(self, node: cst.CSTNode) -> None:
+    def _import(self, node: cst.Import | cst.ImportFrom) -> None:
         if self.options.portable and node not in self.facts.guards and _flash_names(node):
             self.flash_imports.append((node, self.ctx.statement))
+        if _flash_names(node):
+            statement = self.ctx.statement
+            function = TreeIndex.of(self.ctx).function.get(statement) if statement is not None else None
+            for alias in node.names:
+                bound = bound_object(alias, node) or ""
+                binding = Binding(node, statement, function, bound)
+                self.bindings.setdefault(bound_name(alias, node), []).append(binding)
         unused = self.removals.get(node)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
@@ -1001,6 +1139,7 @@ class FlashAttention(ValueUses, Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         self._value_uses()
+        self._import_ported()
         if not self.rewrites or not self.options.fix:
             return
         if self.options.portable:

@@ -40,12 +40,20 @@ class BitsAndBytesQuantization(Rule):
     codes = ("NPU907",)
     triggers = (r"load_in_[48]bit",)
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._reported: set[cst.CSTNode] = set()  # statements with a finding: one per statement
+
     def visit_Call(self, node: cst.Call) -> None:
-        if not is_hf_call(self.resolver, node) or in_npu_branch(self.ctx, node):
+        """One finding per statement: ``from_pretrained(p, load_in_4bit=True,
+        quantization_config=BitsAndBytesConfig(load_in_4bit=True))`` asks one thing twice."""
+        statement = self.ctx.statement
+        if statement in self._reported or not is_hf_call(self.resolver, node) or in_npu_branch(self.ctx, node):
             return
         flags = [arg for arg in (keyword(node, flag) for flag in FLAGS) if arg is not None and self._may_be_on(arg)]
         if not flags:
             return
+        self._reported.add(statement)
         flag, value = flags[0].keyword.value, code_of(flags[0].value)
         shown = f"{flag}={value}" if len(value) <= 40 and "\n" not in value else flag
         if (self.resolver.qualified_name(node.func) or "").rpartition(".")[2] == CONFIG:
