@@ -19,7 +19,7 @@ from collections import Counter
 
 import libcst as cst
 
-from cuda2npu.core import noqa, prefilter
+from cuda2npu.core import large_files, noqa, prefilter
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.decoding import SourceError, decode, position
 from cuda2npu.core.deep_stack import run_deep
@@ -267,12 +267,62 @@ def _migrate_source(source: bytes, path: str, options: Options) -> FileResult:
     active = triggered(rules, source, options)
     if not active:  # the prefilter's one pattern cannot say a rule's `requires` (a parse is the cost)
         return skipped(source, path, PREFILTER_REASON)
+    if len(source) > large_files.LARGE_FILE_BYTES:
+        return _migrate_large(source, path, options, rules, active)
+    return _migrate_whole(source, path, options, rules, active)
+
+
+def _migrate_whole(source: bytes, path: str, options: Options, rules, active) -> FileResult:
     try:
         module = parse(source)
     except SourceError as exc:
         finding = engine_finding(path, "NPU001", str(exc), exc.line, exc.column, exc.end)
         return FileResult(path, "failed", str(exc), [finding])
+    return _migrate_module(module, source, path, options, rules, active)
 
+
+def _migrate_large(source: bytes, path: str, options: Options, rules, active) -> FileResult:
+    """A file above LARGE_FILE_BYTES, statement by statement (core/large_files.py): the pipeline runs
+    on the reduced text, its findings go back to their lines and the elided statements back in
+    place. Where the statements cannot be told apart, or the reduced text does not parse (a syntax
+    error in a kept statement, or the scan misjudged one), the whole file up to MAX_PARSED_BYTES."""
+    reduction = large_files.reduce(source, sorted({t for cls in rules for t in cls.triggers_for(options)}))
+    parsed = len(source if reduction is None else reduction.text)
+    if parsed <= large_files.MAX_PARSED_BYTES and reduction is not None and reduction.elided:
+        try:
+            module = parse(reduction.text)
+        except SourceError as exc:
+            if len(source) > large_files.MAX_PARSED_BYTES:  # too large to parse whole: the error as found
+                where = reduction.line(exc.line), exc.column
+                return FileResult(path, "failed", str(exc), [engine_finding(path, "NPU001", str(exc), *where)])
+            return _migrate_whole(source, path, options, rules, active)
+        result = _migrate_module(
+            module, reduction.text, path, options, rules, triggered(rules, reduction.text, options)
+        )
+        return _restored(result, reduction, path)
+    if parsed > large_files.MAX_PARSED_BYTES:
+        message = large_files.too_large(parsed, reduction is not None)
+        return FileResult(path, "failed", message, [engine_finding(path, "NPU001", message)])
+    return _migrate_whole(source, path, options, rules, active)
+
+
+def _restored(result: FileResult, reduction: large_files.Reduction, path: str) -> FileResult:
+    """``result`` of a reduced text made the whole file's: findings at the file's lines, the elided
+    statements spliced back into the migrated text."""
+    findings = [
+        dataclasses.replace(f, line=reduction.line(f.line), end_line=f.end_line and reduction.line(f.end_line))
+        for f in result.findings
+    ]
+    warnings = [*result.warnings, reduction.warning(path)]
+    new_source = result.new_source and reduction.splice(result.new_source)
+    if result.new_source is not None and new_source is None:
+        message = "large file: a rewrite moved statements around elided code; file left unchanged"
+        kept = [dataclasses.replace(f, applied=False) for f in findings]
+        return FileResult(path, "failed", message, [*kept, engine_finding(path, "NPU002", message)], warnings=warnings)
+    return dataclasses.replace(result, findings=findings, new_source=new_source, warnings=warnings)
+
+
+def _migrate_module(module: cst.Module, source: bytes, path: str, options: Options, rules, active) -> FileResult:
     has_noqa = not options.ignore_noqa and noqa.may_concern_us(source)
     findings: list[Finding] = []
     unused_noqa: list[Finding] = []

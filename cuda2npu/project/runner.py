@@ -78,7 +78,7 @@ def _annotated(path: Path, data: bytes, display: str, options: Options) -> FileR
         final = result.new_source if result.new_source is not None else data
         result.imports, result.imports_torch_npu = scan_imports(final, path.suffix == ".ipynb")
     if path.suffix in (".py", ".pyi") and not options.ignore_noqa and noqa.QUICK.search(data):
-        result.warnings = [
+        result.warnings += [
             f"Invalid `# noqa` directive on {display}:{line}: {why}" for line, why in noqa.malformed(decode(data))
         ]
     return result
