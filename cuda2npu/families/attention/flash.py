@@ -26,6 +26,12 @@ Decisions worth knowing when reading the code:
   output is (code after the call may ``.view()`` it): one copy of the output instead of the
   kernel copying three transposed inputs. The untransposed ``q`` is
   what is repeated or hoisted; ``k``/``v`` are used once. Mixed transposes keep BSND.
+* A class the file selects only when transformers 4.34–4.35's ``config._flash_attn_2_enabled`` is set
+  (their ``XFlashAttention2``, vendored into many projects) never runs on an NPU host: that flag needs
+  flash-attn installed (``probes.flag_selected_classes``). When the file's flash-attn imports are guarded
+  (a probe ``if``, ``try``/``except ImportError``), the class is left as written, its imports stay, and
+  the one NPU408 marker goes to where the class is selected; an unguarded import would fail on the NPU
+  host, so then the class is migrated as any other code.
 * Portable output (``--portable``): each rewrite becomes ``(<NPU call> if q.device.type == "npu"
   else <the original call>)`` and the flash-attn imports the original calls need are guarded
   (``except ImportError: name = None``); an NPU branch already there (the other side of such a
@@ -49,7 +55,7 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
-from cuda2npu.families.attention.probes import find_probe, probe_flags
+from cuda2npu.families.attention.probes import find_probe, flag_selected_classes, probe_flags
 from cuda2npu.families.custom_kernels import marked_imports
 from cuda2npu.families.exports import exported
 from cuda2npu.families.kernel_rewrites import (
@@ -485,6 +491,12 @@ def _with_hoisted(plan: Plan, bound: dict[str, cst.Arg], call: cst.Call) -> cst.
     return call
 
 
+def _use_name(qualified: str | None) -> str | None:
+    """``flash_attn_func`` for flash-attn's attention functions, else the qualified name itself."""
+    function = flash_function(qualified)
+    return function if function in SPECS else qualified
+
+
 def _flash_names(node: cst.CSTNode) -> list[str]:
     """The names an import of flash-attn packages only binds (empty for any other import)."""
     return list(dict.fromkeys(package_names(node, ("flash_attn", "flash_attn_interface")) or ()))
@@ -568,6 +580,11 @@ class FlashAttention(ValueUses, Rule):
         self.fallback_removals = plan_fallback_removals(self.facts, packages, migrated, keep)
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
             self.removals, self.guard_removals, self.fallback_removals = {}, {}, {}
+        self.probe_flags = probe_flags(ctx.module)
+        self.probes_reported: set[cst.If] = set()
+        self.unreached = self._flag_only_classes()  # classes never selected on an NPU host -> where they are
+        self.skipped: set[cst.ClassDef] = set()  # those with a flash-attn call left as written
+        self.unreached_calls: set[str] = set()  # the functions of those calls
         self.flash_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # (import, its statement)
         self.target = parse_target(self.options.target_torch_npu)
         self.helpers: list[str] = []
@@ -578,11 +595,47 @@ class FlashAttention(ValueUses, Rule):
         self.bindings: dict[str, list[Binding]] = {}  # name -> the flash-attn imports binding it
         # imports of names ported at the import alone -> (its binding, the uses as written -> what they are)
         self.ported: dict[cst.CSTNode, tuple[Binding, dict[str, str]]] = {}
-        self.probe_flags = probe_flags(ctx.module)
-        self.probes_reported: set[cst.If] = set()
+
+    def _flag_only_classes(self) -> dict[cst.ClassDef, list[cst.CSTNode]]:
+        """``flag_selected_classes`` no other module imports, when no module-level flash-attn import is
+        unguarded (else the file fails at that import on an NPU host unless the class's calls are
+        rewritten and the import goes)."""
+        found = flag_selected_classes(self.ctx)
+        classes = {cls: sites for cls, sites in found.items() if not exported(self.ctx, cls, cls.name.value)}
+        index = TreeIndex.of(self.ctx)
+        for node in iter_nodes(self.ctx.module, (cst.Import, cst.ImportFrom)) if classes else ():
+            statement = index.parents.get(node)
+            if not _flash_names(node) or node in self.facts.guards or index.function.get(statement) is not None:
+                continue
+            if not self._probed(statement) and not any(isinstance(o, cst.ClassDef) for o in index.ancestors(statement)):
+                return {}
+        return classes
+
+    def _probed(self, statement: cst.CSTNode | None) -> bool:
+        """``statement`` runs in the body of an ``if`` asking whether flash-attn is installed."""
+        return statement is not None and any(
+            isinstance(owner, cst.If) and role == "body" and find_probe(owner.test, self.probe_flags) is not None
+            for owner, role in TreeIndex.of(self.ctx).enclosing(statement)
+        )
+
+    def _unreached_class(self) -> cst.ClassDef | None:
+        """The class of :attr:`unreached` the current statement is in (through the parents: ``ancestors``
+        stops at an ``elif``)."""
+        node = self.ctx.statement if self.unreached else None
+        parents = TreeIndex.of(self.ctx).parents
+        while node is not None and node not in self.unreached:
+            node = parents.get(node)
+        return node
 
     # ---------------------------------------------------------------- calls
     def visit_Call(self, node: cst.Call) -> None:
+        cls = self._unreached_class()
+        if cls is not None:  # left as written, with what it uses
+            for qualified in self.resolver.qualified_names(node.func):
+                if qualified.split(".")[0] in FLASH_PACKAGES:
+                    self.skipped.add(cls)
+                    self.unreached_calls.add(_use_name(qualified))
+            return
         self.call_value_uses(node)
         qualified = self._callee(node)
         if qualified is None or is_cuda_alternative(self.ctx, node):
@@ -1014,9 +1067,8 @@ class FlashAttention(ValueUses, Rule):
 
     # ---------------------------------------------------------------- uses other than calls
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
-        qualified = self.resolver.qualified_name(expr)
-        name = flash_function(qualified) if flash_function(qualified) in SPECS else qualified
-        if name in SPECS or name in RMS_NORM or name in ROTARY:
+        name = _use_name(self.resolver.qualified_name(expr))
+        if (name in SPECS or name in RMS_NORM or name in ROTARY) and self._unreached_class() is None:
             self.value_refs.append((expr, name, self.ctx.statement))
 
     def _value_uses(self) -> None:
@@ -1025,6 +1077,8 @@ class FlashAttention(ValueUses, Rule):
         for expr, name, statement in self.value_refs:
             if name in self.kept:
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
+            if name in self.unreached_calls and self._probed(statement):
+                continue  # both this use and those calls run only where flash-attn is installed
             if self._import_fallback(statement) and self._guarded_alias(expr):
                 continue  # never assigned on an NPU host, and every read of the alias has a fallback
             self.report_in(
@@ -1137,7 +1191,28 @@ class FlashAttention(ValueUses, Rule):
         for node, statement in self.flash_imports:
             portable.report_import_guard(self, statement, node, _flash_names(node), "flash-attn", code_, tier)
 
+    def _unreached_selections(self) -> None:
+        """NPU408 where a class left as written (:attr:`unreached`) is selected, once per ``if``."""
+        index = TreeIndex.of(self.ctx)
+        sites: dict[cst.CSTNode, list[str]] = {}
+        for cls, found in self.unreached.items():
+            for site in found if cls in self.skipped else ():
+                sites.setdefault(site, []).append(cls.name.value)
+        for site, names in sites.items():
+            shown = " / ".join(f"`{n}`" for n in sorted(names))
+            self.report_in(
+                _statement_of(index, site),
+                "NPU408",
+                site.test,
+                f"{shown} is selected only when `config._flash_attn_2_enabled` is set, which transformers 4.34–4.35 "
+                "do for `from_pretrained(..., use_flash_attention_2=True)` after checking that flash-attn is "
+                "installed (it cannot be on an NPU host; later releases never set it): the class never runs there "
+                'and is left as written; for fused attention on transformers >= 4.36 load with attn_implementation="sdpa" '
+                '(or "eager")',
+            )
+
     def leave_Module(self, original_node: cst.Module) -> None:
+        self._unreached_selections()
         self._value_uses()
         self._import_ported()
         if not self.rewrites or not self.options.fix:

@@ -1,7 +1,14 @@
 """Tests asking whether flash-attn is installed (NPU408): ``is_flash_attn_2_available()``,
 ``importlib.util.find_spec("flash_attn")``, lightning's ``RequirementCache("flash-attn>=2.0")`` and
 module-level flags assigned from them. flash-attn cannot be installed on an NPU host, so such a
-test is False there and the branch it guards never runs, even once its calls are rewritten."""
+test is False there and the branch it guards never runs, even once its calls are rewritten.
+
+The same holds for transformers 4.34–4.35's config flag ``_flash_attn_2_enabled``: only
+``from_pretrained(..., use_flash_attention_2=True)`` sets it, after checking that flash-attn is
+installed, and later releases never set it (docs/reference/kernel_libraries.md, its
+``_flash_attn_2_enabled`` section). A class the file selects only under that flag
+(:func:`flag_selected_classes`) never runs on an NPU host.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,14 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.literals import string_value
+from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
 PACKAGE = re.compile(r"^flash[-_]attn\b", re.IGNORECASE)  # "flash_attn", "flash-attn>=2.0.0.post1"
 PROBE_FUNCTION = re.compile(r"is_flash_attn\w*_available")
+FLASH2_FLAG = "_flash_attn_2_enabled"  # transformers 4.34–4.35: set on the config by use_flash_attention_2=True
 
 
 def probe_flags(module: cst.Module) -> frozenset[str]:
@@ -43,3 +52,77 @@ def _is_probe_call(call: cst.Call) -> bool:
     if PROBE_FUNCTION.fullmatch(name.rsplit(".", 1)[-1]):
         return True
     return any(PACKAGE.match(string_value(arg.value) or "") for arg in call.args)
+
+
+def flag_selected_classes(ctx) -> dict[cst.ClassDef, list[cst.CSTNode]]:
+    """Module-level classes that every reference outside their own body picks in a branch taken only
+    when ``_flash_attn_2_enabled`` is set (``A(config) if not getattr(config, "_flash_attn_2_enabled",
+    False) else B(config)``): class → those ``if`` statements / conditional expressions. Empty when the
+    file sets the flag itself; a class no code of the file references is not one."""
+    if FLASH2_FLAG not in ctx.code or _sets_flag(ctx.module):
+        return {}
+    classes: dict[str, cst.ClassDef | None] = {}
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.ClassDef):  # a name defined twice is no one class
+            classes[statement.name.value] = None if statement.name.value in classes else statement
+    parents = TreeIndex.of(ctx).parents
+    sites: dict[cst.ClassDef, list[cst.CSTNode]] = {}
+    unselected: set[cst.ClassDef] = set()
+    for name in iter_nodes(ctx.module, cst.Name):
+        cls = classes.get(name.value)
+        parent = parents.get(name)
+        if cls is None or getattr(parent, "attr", None) is name or getattr(parent, "keyword", None) is name:
+            continue  # an attribute or keyword of that name is no reference
+        chain = [name]
+        while chain[-1] in parents and chain[-1] is not cls:
+            chain.append(parents[chain[-1]])
+        if chain[-1] is cls:
+            continue  # the class's own code (its name, `super(Cls, self)`)
+        branch = next(
+            (
+                owner
+                for child, owner in zip(chain, chain[1:])
+                if isinstance(owner, (cst.If, cst.IfExp))
+                and child is not owner.test
+                and _implies_flag(owner.test, child is owner.body)
+            ),
+            None,
+        )
+        if branch is None:
+            unselected.add(cls)
+        else:
+            sites.setdefault(cls, []).append(branch)
+    return {cls: list(dict.fromkeys(found)) for cls, found in sites.items() if cls not in unselected}
+
+
+def _implies_flag(test: cst.BaseExpression, truth: bool) -> bool:
+    """Whether ``test`` being ``truth`` means the flag is set (through ``not``/``and``/``or``)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _implies_flag(test.expression, not truth)
+    if isinstance(test, cst.BooleanOperation):
+        sides = (_implies_flag(test.left, truth), _implies_flag(test.right, truth))
+        both = isinstance(test.operator, cst.And) != truth  # `and` false, `or` true: each side must say so
+        return all(sides) if both else any(sides)
+    return truth and _reads_flag(test)
+
+
+def _reads_flag(test: cst.BaseExpression) -> bool:
+    """``config._flash_attn_2_enabled`` or ``getattr(config, "_flash_attn_2_enabled"[, False])``."""
+    if isinstance(test, cst.Attribute):
+        return test.attr.value == FLASH2_FLAG
+    if not (isinstance(test, cst.Call) and dotted_name(test.func) == "getattr" and len(test.args) in (2, 3)):
+        return False
+    default = literal(test.args[2].value) if len(test.args) == 3 else None
+    return string_value(test.args[1].value) == FLASH2_FLAG and default in (None, False)
+
+
+def _sets_flag(module: cst.Module) -> bool:
+    """The file sets the flag itself (``config._flash_attn_2_enabled = True``, ``setattr(config, "...", x)``)."""
+    for node in iter_nodes(module, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Call)):
+        if isinstance(node, cst.Call):
+            if dotted_name(node.func) == "setattr" and len(node.args) > 1:
+                if string_value(node.args[1].value) == FLASH2_FLAG:
+                    return True
+        elif isinstance(node.target, cst.Attribute) and node.target.attr.value == FLASH2_FLAG:
+            return True
+    return False
