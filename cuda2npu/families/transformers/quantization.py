@@ -1,26 +1,36 @@
-"""NPU907: bitsandbytes quantization asked of transformers (``load_in_8bit=True``,
-``load_in_4bit=True``, ``BitsAndBytesConfig(load_in_4bit=True, ...)``).
+"""NPU907 and NPU908: quantized loading asked of transformers whose kernels are CUDA ones.
 
-No bitsandbytes release has Ascend kernels (docs/reference/kernel_libraries.md, bitsandbytes): older
-transformers releases refuse to quantize without CUDA, later ones run bitsandbytes' device-agnostic
-pure-torch kernels (4-bit from bitsandbytes 0.47.0, 8-bit from 0.46.0), untested on Ascend; the
-Ascend backend of bitsandbytes' multi-backend-refactor branch quantizes NF4 only.
-A review item at the flag (or the config's construction); a flag whose every source in the file
-is ``False`` or ``None`` quantizes nothing and is left.
+- NPU907: bitsandbytes (``load_in_8bit=True``, ``load_in_4bit=True``, ``BitsAndBytesConfig(...)``).
+  No bitsandbytes release has Ascend kernels (docs/reference/kernel_libraries.md, bitsandbytes):
+  older transformers releases refuse to quantize without CUDA, later ones run bitsandbytes'
+  device-agnostic pure-torch kernels (4-bit from bitsandbytes 0.47.0, 8-bit from 0.46.0), untested
+  on Ascend; the Ascend backend of bitsandbytes' multi-backend-refactor branch quantizes NF4 only.
+  A review item at the flag: a transformers call's keyword, or, in a file importing transformers, a
+  ``{"load_in_8bit": ...}`` / ``dict(load_in_8bit=...)`` / ``kw.update(load_in_8bit=...)`` entry or
+  a ``kw["load_in_8bit"] = ...`` assignment (the dicts such code passes as ``**kw``). A flag whose
+  every source in the file is ``False`` or ``None`` quantizes nothing and is left. A
+  ``BitsAndBytesConfig(...)`` without a flag that may be on is a review item too unless the
+  transformers pin predates 4.38.0: from that release every ``BitsAndBytesConfig`` selects a
+  bitsandbytes quantizer, the 4-bit one unless ``load_in_8bit`` (docs/reference/transformers.md §9).
+- NPU908: ``GPTQConfig(...)`` / ``AwqConfig(...)``: GPTQ and AWQ run CUDA kernels (auto-gptq,
+  autoawq); only GPTQModel has Ascend kernels, for inference (§9). A review item at the config.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.literals import literal
+from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.hf_sources import is_hf_call, keyword, sources
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources
 from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.releases import predates
 
 FLAGS = ("load_in_4bit", "load_in_8bit")
 CONFIG = "BitsAndBytesConfig"
+ANY_CONFIG_QUANTIZES = "4.38.0"  # every BitsAndBytesConfig selects a bitsandbytes quantizer (§9)
 ADVICE = {
     "load_in_4bit": (
         "no bitsandbytes release has Ascend kernels (older transformers releases refuse to quantize without CUDA; "
@@ -33,35 +43,132 @@ ADVICE = {
         "CUDA; bitsandbytes >= 0.46 falls back to pure-torch kernels, untested on Ascend): load the model in bf16 without quantization"
     ),
 }
+CONFIG_WITHOUT_FLAG = (
+    "with neither `load_in_4bit` nor `load_in_8bit` on, transformers >= 4.38 still hands the model to "
+    "bitsandbytes' 4-bit quantizer (older releases quantize nothing); "
+) + ADVICE["load_in_4bit"]
+GPTQ_AWQ = {
+    "GPTQConfig": (
+        "GPTQ runs through optimum with CUDA kernels: transformers raises without CUDA before 4.35, and from "
+        "4.35 unless auto-gptq > 0.4.2 (slow pure-torch dequantize-and-matmul off CUDA, untested on Ascend) or "
+        "gptqmodel is installed; only GPTQModel >= 7.0.0 has Ascend NPU kernels (inference, not training): "
+        "load the unquantized model in bf16, or run inference with transformers >= 4.49 and GPTQModel >= 7.0.0"
+    ),
+    "AwqConfig": (
+        "AWQ runs autoawq's CUDA kernels: transformers raises without CUDA unless the IPEX version (Intel CPU) is "
+        "asked, which 4.57 also picks by itself, on the CPU, not the NPU; transformers 5 runs AWQ through gptqmodel, "
+        "whose Ascend kernel is a GPTQ one: load the unquantized model in bf16, or serve the AWQ weights with "
+        "lmdeploy or vllm-ascend"
+    ),
+}
 
 
 @register
-class BitsAndBytesQuantization(Rule):
-    codes = ("NPU907",)
-    triggers = (r"load_in_[48]bit",)
+class QuantizedLoading(Rule):
+    codes = ("NPU907", "NPU908")
+    triggers = (r"load_in_[48]bit", CONFIG, *GPTQ_AWQ)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._reported: set[cst.CSTNode] = set()  # statements with a finding: one per statement
+        self._hf: bool | None = None  # whether the file imports transformers (its dict keys are then HF's)
 
     def visit_Call(self, node: cst.Call) -> None:
         """One finding per statement: ``from_pretrained(p, load_in_4bit=True,
         quantization_config=BitsAndBytesConfig(load_in_4bit=True))`` asks one thing twice."""
-        statement = self.ctx.statement
-        if statement in self._reported or not is_hf_call(self.resolver, node) or in_npu_branch(self.ctx, node):
+        if self.ctx.statement in self._reported:
             return
-        flags = [arg for arg in (keyword(node, flag) for flag in FLAGS) if arg is not None and self._may_be_on(arg)]
-        if not flags:
+        if not is_hf_call(self.resolver, node):
+            if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and self._imports_hf():
+                self._keywords(node)
             return
-        self._reported.add(statement)
-        flag, value = flags[0].keyword.value, code_of(flags[0].value)
-        shown = f"{flag}={value}" if len(value) <= 40 and "\n" not in value else flag
-        if (self.resolver.qualified_name(node.func) or "").rpartition(".")[2] == CONFIG:
-            self.report("NPU907", node, f"`{CONFIG}({shown})` quantizes with bitsandbytes: {ADVICE[flag]}")
-        else:
-            self.report("NPU907", flags[0], f"`{shown}` quantizes with bitsandbytes: {ADVICE[flag]}")
+        name = (self.resolver.qualified_name(node.func) or "").rpartition(".")[2]
+        if name in GPTQ_AWQ:
+            if not in_npu_branch(self.ctx, node):
+                self._report("NPU908", node, f"`{_shown(code_of(node), name + '(...)')}`: {GPTQ_AWQ[name]}")
+            return
+        flag = self._keywords(node, config=name == CONFIG)
+        without_flag = flag is None and name == CONFIG and not _stars(node)
+        if without_flag and not predates(self.options, ANY_CONFIG_QUANTIZES) and not in_npu_branch(self.ctx, node):
+            self._report("NPU907", node, f"`{_shown(code_of(node), CONFIG + '(...)')}`: {CONFIG_WITHOUT_FLAG}")
 
-    def _may_be_on(self, arg: cst.Arg) -> bool:
-        """Not every value the flag takes in this file is ``False`` / ``None``."""
-        found = sources(self.ctx, arg.value)
-        return not found or any(literal(value) not in (False, None) for value in found)
+    def visit_Dict(self, node: cst.Dict) -> None:
+        """``{"load_in_8bit": True}``, a dict such code passes as ``**kwargs``."""
+        if self.ctx.statement in self._reported or not self._imports_hf():
+            return
+        for entry in node.elements:
+            flag = string_value(entry.key) if isinstance(entry, cst.DictElement) else None
+            if flag in FLAGS and self._flag(flag, entry.value, entry, f'"{flag}": {code_of(entry.value)}'):
+                return
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``kwargs["load_in_8bit"] = load_8bit``."""
+        if self.ctx.statement in self._reported or not self._imports_hf():
+            return
+        for target in node.targets:
+            flag = _key(target.target)
+            if flag in FLAGS and self._flag(flag, node.value, node.value, code_of(node).strip()):
+                return
+
+    def _imports_hf(self) -> bool:
+        if self._hf is None:
+            self._hf = imports_hf(self.resolver)
+        return self._hf
+
+    def _keywords(self, call: cst.Call, config: bool = False) -> cst.Arg | None:
+        """NPU907 for the first ``load_in_*bit`` keyword of ``call`` that may be on (at the call when
+        it builds a ``BitsAndBytesConfig``); that keyword, else None."""
+        for arg in (keyword(call, flag) for flag in FLAGS):
+            if arg is not None and self._flag(arg.keyword.value, arg.value, call if config else arg, config=config):
+                return arg
+        return None
+
+    def _flag(self, flag: str, value: cst.BaseExpression, node: cst.CSTNode, shown: str = "", config=False) -> bool:
+        """NPU907 at ``node`` for ``flag`` set to ``value``, unless every value it takes is off or
+        the NPU branch holds it; whether it reported."""
+        if in_npu_branch(self.ctx, node) or not self._may_be_on(value):
+            return False
+        shown = _shown(shown or f"{flag}={code_of(value)}", flag)
+        shown = f"{CONFIG}({shown})" if config else shown
+        self._report("NPU907", node, f"`{shown}` quantizes with bitsandbytes: {ADVICE[flag]}")
+        return True
+
+    def _report(self, code: str, node: cst.CSTNode, message: str) -> None:
+        self._reported.add(self.ctx.statement)
+        self.report(code, node, message)
+
+    def _may_be_on(self, value: cst.BaseExpression) -> bool:
+        """Not every value the flag takes in this file is ``False`` / ``None``; a parameter of the
+        enclosing function takes what its callers pass (``load_8bit: bool = False``), not only its default."""
+        if isinstance(value, cst.Name) and self._parameter(value.value):
+            return True
+        found = sources(self.ctx, value)
+        return not found or any(literal(source) not in (False, None) for source in found)
+
+    def _parameter(self, name: str) -> bool:
+        function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        params = function.params if function is not None else None
+        return params is not None and any(
+            p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        )
+
+
+def _shown(text: str, instead: str) -> str:
+    """``text`` for a message when short and on one line, else ``instead``."""
+    return text if len(text) <= 60 and "\n" not in text else instead
+
+
+def _stars(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def _is_update(call: cst.Call) -> bool:
+    """``kwargs.update(load_in_8bit=...)``."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "update"
+
+
+def _key(target: cst.BaseExpression) -> str | None:
+    """The string key of ``name["key"]``."""
+    if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+        return string_value(target.slice[0].slice.value)
+    return None
