@@ -191,7 +191,7 @@ CASES = (
         LocalSource("apex_flash"),
         "",
         run="train.py --steps 2",
-        remark="apex O1 + FusedAdam + flash-attn with dropout 0.1 -> BF16 autocast, NpuFusedAdamW, npu_fusion_attention",
+        remark="apex O1 + FusedAdam + flash-attn with dropout 0.1 -> BF16 autocast, torch.optim.AdamW, npu_fusion_attention",
     ),
     Case(
         "amp-scaler-fp16",

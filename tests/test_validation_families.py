@@ -73,7 +73,7 @@ def test_apex_migration_rewrites(apex):
     source = (migrated / "model.py").read_text()
     assert not re.search(r"^\s*(from|import) apex\b", source, re.MULTILINE)
     assert "torch.nn.LayerNorm(hidden, eps=1e-3)" in source
-    assert "torch_npu.optim.NpuFusedAdamW(model.parameters(), lr=1e-2, weight_decay=0.1)" in source
+    assert "torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)" in source
     assert "\nimport apex_npu_optimizers\n" in source and "apex_npu_optimizers.FusedLAMB(" in source
     assert 'with torch.autocast("npu", dtype=torch.bfloat16):\n            logits = self.body(x)' in source
     # the amp O1 loop of train(): no amp.initialize, the forward region autocast, plain backward
@@ -96,8 +96,8 @@ def test_apex_migration_is_equivalent_in_float32(apex, tmp_path):
     ("old", "new", "failing"),
     [
         # FusedAdam defaults to adam_w_mode=True: decoupled decay, not L2 added to the gradient
-        pytest.param("NpuFusedAdamW(", "NpuFusedAdam(", {"after step"}, id="adamw-mapped-to-adam"),
-        # NpuFusedAdamW's own default weight_decay is 1e-2, apex's 0.1 here
+        pytest.param("torch.optim.AdamW(", "torch.optim.Adam(", {"after step"}, id="adamw-mapped-to-adam"),
+        # torch.optim.AdamW's own default weight_decay is 1e-2, apex's 0.1 here
         pytest.param(", weight_decay=0.1)", ")", {"after step"}, id="weight-decay-dropped"),
         pytest.param(
             "LayerNorm(hidden, eps=1e-3)", "LayerNorm(hidden, eps=1e-5)", {"output", "grad"}, id="layernorm-eps-changed"
@@ -159,10 +159,12 @@ def test_autocast_migration_is_equivalent_under_bf16_bounds(apex, tmp_path):
 
 
 def test_bf16_model_with_npu_fused_optimizer_is_an_error(apex, tmp_path):
-    """Casting the migrated model to bfloat16 (NPU342's advice for .half()) breaks NpuFusedAdamW."""
+    """A hand port to torch_npu's NpuFusedAdamW (what --apex ascend writes) with the model cast to
+    bfloat16 (NPU342's advice for .half()) breaks: those optimizers take float32/float16 only."""
     original, migrated = apex
+    ported = _break(migrated, tmp_path / "ported", "torch.optim.AdamW(", "torch_npu.optim.NpuFusedAdamW(")
     broken = _break(
-        migrated,
+        ported,
         tmp_path,
         "model = AutocastClassifier().npu()",
         "model = AutocastClassifier().npu().to(torch.bfloat16)",

@@ -1,6 +1,6 @@
 """Migration bugs the whole-script A/B must catch, each at its place, and correct migrations it must
 pass: the flagship (apex O1 + FusedAdam + flash-attn with dropout 0.1, migrated to BF16 autocast,
-NpuFusedAdamW and npu_fusion_attention) and CUDA AMP float16 with a GradScaler (migrated with
+torch.optim.AdamW and npu_fusion_attention) and CUDA AMP float16 with a GradScaler (migrated with
 --precision fp16). ``benchmarks/mutants.py`` runs the whole catalogue on real projects."""
 
 from __future__ import annotations
