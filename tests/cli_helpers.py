@@ -32,10 +32,11 @@ def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
-def write(path: Path, text: str) -> Path:
-    """Write ``text`` (dedented, leading newline dropped) to ``path``, creating its directory."""
+def write(path: Path, text: str, newline: str = "\n") -> Path:
+    """Write ``text`` (dedented, leading newline dropped, lines ending in ``newline``) to ``path``,
+    creating its directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    path.write_bytes(textwrap.dedent(text).lstrip("\n").replace("\n", newline).encode("utf-8"))
     return path
 
 

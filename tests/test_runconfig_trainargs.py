@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from cli_helpers import cli
+from cli_helpers import cli, write
 
 from cuda2npu.filekinds.runconfig_code import trainer_files
 
@@ -18,12 +18,6 @@ from transformers import HfArgumentParser, TrainingArguments
 (args,) = HfArgumentParser(TrainingArguments).parse_json_file(json_file=sys.argv[1])
 """
 CODES = ("NPU727", "NPU906", "NPU904")
-
-
-def write(path, text, newline="\n"):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(textwrap.dedent(text).lstrip("\n").replace("\n", newline).encode())
-    return path
 
 
 def diagnostics(path, *options):

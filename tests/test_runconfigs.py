@@ -6,7 +6,7 @@ import json
 import textwrap
 
 import pytest
-from cli_helpers import cli
+from cli_helpers import cli, write
 
 from cuda2npu.filekinds.runconfig_code import config_keys, consumed_keys
 from cuda2npu.filekinds.runconfig_files import is_run_config
@@ -19,12 +19,6 @@ cfg = yaml.safe_load(open("config.yaml"))
 model = torch.nn.Linear(2, 2).to(cfg["device"])
 torch.distributed.init_process_group(backend=cfg.get("dist_backend"))
 """
-
-
-def write(path, text, newline="\n"):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(textwrap.dedent(text).lstrip("\n").replace("\n", newline).encode())
-    return path
 
 
 def findings(path, *options):
