@@ -1207,8 +1207,7 @@ class FlashAttention(ValueUses, Rule):
                 f"{shown} is selected only when `config._flash_attn_2_enabled` is set, which transformers 4.34–4.35 "
                 "do for `from_pretrained(..., use_flash_attention_2=True)` after checking that flash-attn is "
                 "installed (it cannot be on an NPU host; later releases never set it): the class never runs there "
-                'and is left as written; for fused attention on transformers >= 4.36 load with attn_implementation="sdpa" '
-                '(or "eager")',
+                "and is left as written; the other class of this choice is the one an NPU host runs",
             )
 
     def leave_Module(self, original_node: cst.Module) -> None:
