@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 import shlex
 import shutil
 from collections import Counter
@@ -22,6 +20,7 @@ from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import is_project_file
 from cuda2npu.output import style
+from cuda2npu.output.diffs import color_diff, unified_diff
 from cuda2npu.output.formatters import fixes, location
 from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
@@ -100,73 +99,8 @@ def _out_dir_problem(request: MigrateRequest) -> str | None:
     return None
 
 
-NO_NEWLINE = "\\ No newline at end of file\n"
-
-
-def _patch_lines(text: str) -> list[str]:
-    """Lines as `patch` sees them: split after "\\n" only (not at form feeds or U+2028)."""
-    return re.findall(r"[^\n]*\n|[^\n]+$", text)
-
-
-def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
-    """A unified diff that `patch`/`git apply` accept, with the "No newline at end of file" marker.
-
-    ``old=None``: a new file (``--- /dev/null``).
-    """
-    name = path.lstrip("/")
-    old_lines, old_name = ([], "/dev/null") if old is None else (_patch_lines(decode(old)), f"a/{name}")
-    lines = _unified_lines(old_lines, _patch_lines(decode(new)), old_name, f"b/{name}")
-    return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
-
-
-def _unified_lines(a: list[str], b: list[str], old_name: str, new_name: str, context: int = 3):
-    """``difflib.unified_diff`` without its "popular line" heuristic (autojunk), which in a file of more
-    than 200 lines treats frequent lines (``eps=1e-4,``, blank lines) as junk and shows them removed and
-    added again around a change."""
-    groups = difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context)
-    for index, group in enumerate(groups):
-        if index == 0:
-            yield f"--- {old_name}\n"
-            yield f"+++ {new_name}\n"
-        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
-        yield f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n"
-        for tag, a1, a2, b1, b2 in group:
-            if tag == "equal":
-                yield from (" " + line for line in a[a1:a2])
-                continue
-            yield from ("-" + line for line in a[a1:a2])
-            yield from ("+" + line for line in b[b1:b2])
-
-
-def _range(start: int, stop: int) -> str:
-    """A hunk range as unified diffs write it (``3``, ``3,4``, an empty range ``2,0``)."""
-    length = stop - start
-    if length == 1:
-        return str(start + 1)
-    return f"{start + 1 if length else start},{length}"
-
-
 MAX_LISTED_MARKERS = 10
 MAX_LISTED_FILES = 20
-
-
-def color_diff(diff: str) -> str:
-    """A unified diff coloured as git colours it (file headers bold, hunks cyan, - red, + green)."""
-    if not style.enabled():
-        return diff
-    colours = (
-        ("--- ", {"bold": True}),
-        ("+++ ", {"bold": True}),
-        ("@@", {"fg": "cyan"}),
-        ("-", {"fg": "red"}),
-        ("+", {"fg": "green"}),
-    )
-    lines = []
-    for line in diff.splitlines(keepends=True):
-        body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
-        look = next((look for prefix, look in colours if body.startswith(prefix)), None)
-        lines.append((style.paint(body, True, **look) if look else body) + end)
-    return "".join(lines)
 
 
 def marker_locations(results: list[FileResult], by_name: dict[str, Path]) -> dict[str, list]:
