@@ -76,6 +76,7 @@ def test_requirements_for_another_accelerator_are_left_alone(tmp_path):
     """requirements-rocm.txt is the project's file for AMD hosts: no torch_npu added, no pin read."""
     write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
     rocm = write(tmp_path / "requirements-rocm.txt", "torch==2.4.0\nflash-attn\n")
+    write(tmp_path / "dcu-support" / "requirements.txt", "torch==2.1.0\nflash-attn\n")
     write(tmp_path / "requirements.txt", "torch==2.4.0\n")
     assert {f[0] for f in findings(tmp_path)} == {"requirements.txt"}
     cli("migrate", tmp_path)
@@ -553,7 +554,9 @@ def test_run_results_carry_the_imports_of_their_final_text(tmp_path):
 def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
     """transformers < 4.32, accelerate < 0.21, deepspeed < 0.9.3 and vllm < 0.7.1 do not run on an
     NPU host; a range that allows a newer release is left alone."""
-    write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
+    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\nx = torch.ones(1).cuda()\n")
+    write(tmp_path / "serve" / "app.py", "from transformers import AutoModel\n")
+    write(tmp_path / "serve" / "requirements.txt", "transformers==4.28.1\n")  # inference only: any release runs
     req = write(
         tmp_path / "requirements.txt",
         """

@@ -70,16 +70,19 @@ INDENTED_COMMENT = re.compile(r"[ \t]+#[^\n]*(?:\n|$)")
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
 
 
-OTHER_PLATFORM = re.compile(r"(?:^|[-_.])(?:rocm|hip|amd|xpu|intel|tpu|mps|neuron|hpu|gaudi)\d*(?=[-_.]|$)", re.I)
+OTHER_PLATFORM = re.compile(
+    r"(?:^|[-_.])(?:rocm|hip|amd|xpu|intel|tpu|mps|neuron|hpu|gaudi|dcu|musa|mlu)\d*(?=[-_.]|$)", re.I
+)
 
 
 def is_requirements_file(path: Path) -> bool:
     """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``), pip-compile's
     ``*requirements*.in`` sources, and both under ``requirements/``; not one named for another
-    accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``): the project keeps it for
-    those hosts, and torch_npu or the NPU's pins have no business there."""
+    accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``, ``dcu-support/requirements.txt``):
+    the project keeps it for those hosts, and torch_npu or the NPU's pins have no business there."""
     named = "requirements" in path.stem or path.parent.name == "requirements"
-    return path.suffix in (".txt", ".in") and named and not OTHER_PLATFORM.search(path.stem)
+    other = OTHER_PLATFORM.search(path.stem) or OTHER_PLATFORM.search(path.parent.name)
+    return path.suffix in (".txt", ".in") and named and not other
 
 
 def is_environment_file(name: str) -> bool:
@@ -435,6 +438,10 @@ def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, 
 
 IMPORT = re.compile(r'(?m)(?:^|[;:"]|\\n)[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)')
 IMPORT_MODULE = re.compile(r"import_module\(\s*[\"']([A-Za-z_]\w*)")
+# a file that trains with transformers' Trainer (or TRL's, built on it) records this pseudo-module:
+# NPU705's transformers entry concerns the Trainer's device choice only (npu_first_releases.toml)
+TRAINER = re.compile(r"\b\w*(?:Trainer|TrainingArguments)\b")
+TRAINER_USE = "transformers.Trainer"
 # an unguarded `import torch_npu` (module level, in a .py file / a notebook cell): torch_npu is a
 # requirement. Indented imports (`try:`, inside a function) are the optional NPU support of
 # multi-backend code (DeepSpeed's accelerators), which does not make torch_npu a requirement.
@@ -451,8 +458,12 @@ def scan_imports(data: bytes, notebook: bool) -> tuple[list[str], bool]:
 
 
 def imported_modules(text: str) -> set[str]:
-    """Top-level modules a Python file or notebook JSON imports (a generous regex scan)."""
-    return set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
+    """Top-level modules a Python file or notebook JSON imports (a generous regex scan), and
+    :data:`TRAINER_USE` where it imports transformers or trl and names a Trainer."""
+    found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
+    if found & {"transformers", "trl"} and TRAINER.search(text):
+        found.add(TRAINER_USE)
+    return found
 
 
 @dataclass
@@ -679,7 +690,7 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
         message = f"conda's `{package}` installs CUDA for a CUDA build of pytorch: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     for dep in deps:
-        too_old = _predates_npu(dep)
+        too_old = _predates_npu(dep, imports)
         if too_old is not None:
             report(TOO_OLD_CODE, dep.line, dep.column, too_old, mark=_line_bounds(text, dep.start)[0])
     torch = next((d for d in deps if d.name == "torch"), None)
@@ -692,12 +703,15 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
     return findings, apply_edits(text, edits) if edits else text
 
 
-def _predates_npu(dep: Dep) -> str | None:
+def _predates_npu(dep: Dep, imports: ProjectImports) -> str | None:
     """NPU705's message when ``dep`` allows no release of its library that runs on an NPU
-    (rules/tables/npu_first_releases.toml), else None."""
+    (rules/tables/npu_first_releases.toml) and the project uses what that release brings (an entry's
+    ``used_as``: a module the project's files import), else None."""
     release = table("npu_first_releases")["release"].get(dep.name)
     spec = _version_spec(dep)[0]
     if release is None or not spec or not excludes_from(spec, release["first"]):
+        return None
+    if "used_as" in release and not imports.importers((release["used_as"],)):
         return None
     return (
         f"`{dep.requirement.strip()}` allows no {dep.name} release from {release['first']} on, {release['what']}: "
