@@ -87,10 +87,20 @@ class QuantizedLoading(Rule):
             if not in_npu_branch(self.ctx, node):
                 self._report("NPU908", node, f"`{_shown(code_of(node), name + '(...)')}`: {GPTQ_AWQ[name]}")
             return
+        if name != CONFIG and self._config_built_here(node):
+            return  # the BitsAndBytesConfig's own finding says it: `load_in_4bit=q` beside it asks nothing more
         flag = self._keywords(node, config=name == CONFIG)
         without_flag = flag is None and name == CONFIG and not _stars(node)
         if without_flag and not predates(self.options, ANY_CONFIG_QUANTIZES) and not in_npu_branch(self.ctx, node):
             self._report("NPU907", node, f"`{_shown(code_of(node), CONFIG + '(...)')}`: {CONFIG_WITHOUT_FLAG}")
+
+    def _config_built_here(self, call: cst.Call) -> bool:
+        """``quantization_config=`` of ``call`` is a ``BitsAndBytesConfig(...)`` the file builds."""
+        arg = keyword(call, "quantization_config")
+        return arg is not None and any(
+            isinstance(value, cst.Call) and (self.resolver.qualified_name(value.func) or "").endswith(f".{CONFIG}")
+            for value in sources(self.ctx, arg.value)
+        )
 
     def visit_Dict(self, node: cst.Dict) -> None:
         """``{"load_in_8bit": True}``, a dict such code passes as ``**kwargs``."""
