@@ -47,6 +47,7 @@ FAMILIES = (
     "ray.train",
     "ray.workers",
     "vllm",
+    "megatron",
     "transformer_engine.rules",
     "transformers.attention",
     "transformers.training_args",
