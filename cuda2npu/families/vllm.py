@@ -14,20 +14,23 @@ import libcst as cst
 
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.file_notes import FileNote
 from cuda2npu.families.npu_aware import in_npu_branch
 
-ENGINES = {
-    "vllm.LLM",
-    "vllm.entrypoints.llm.LLM",
-    "vllm.LLMEngine.from_engine_args",
-    "vllm.AsyncLLMEngine.from_engine_args",
-    "vllm.engine.llm_engine.LLMEngine.from_engine_args",
-    "vllm.engine.async_llm_engine.AsyncLLMEngine.from_engine_args",
-    "vllm.EngineArgs",
-    "vllm.AsyncEngineArgs",
-    "vllm.engine.arg_utils.EngineArgs",
-    "vllm.engine.arg_utils.AsyncEngineArgs",
-}
+ENGINES = frozenset(
+    {
+        "vllm.LLM",
+        "vllm.entrypoints.llm.LLM",
+        "vllm.LLMEngine.from_engine_args",
+        "vllm.AsyncLLMEngine.from_engine_args",
+        "vllm.engine.llm_engine.LLMEngine.from_engine_args",
+        "vllm.engine.async_llm_engine.AsyncLLMEngine.from_engine_args",
+        "vllm.EngineArgs",
+        "vllm.AsyncEngineArgs",
+        "vllm.engine.arg_utils.EngineArgs",
+        "vllm.engine.arg_utils.AsyncEngineArgs",
+    }
+)
 PYNCCL = "vllm.distributed.device_communicators.pynccl.PyNcclCommunicator"
 CUDA_MODULES = ("vllm._C", "vllm._custom_ops")
 PLUGIN_NOTE = (
@@ -48,28 +51,15 @@ CUSTOM_OPS_NOTE = (
 )
 
 
-def _imports_vllm_ascend(ctx) -> bool:
-    """Whether the file already imports vllm_ascend (it knows about the plugin)."""
-    text = ctx.text if ctx.text is not None else ctx.module.code.encode()
-    return b"vllm_ascend" in text
-
-
 @register
-class VllmPlugin(Rule):
+class VllmPlugin(FileNote):
     """The first vLLM engine the file builds: one review note that vllm-ascend must be installed."""
 
     codes = ("NPU931",)
     triggers = (r"\bvllm\b",)
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self.noted = ctx.file_state(_imports_vllm_ascend)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.noted or self.resolver.qualified_name(node.func) not in ENGINES:
-            return
-        self.noted = True
-        self.report("NPU931", node, PLUGIN_NOTE, needs_torch_npu=False)
+    entry_points = ENGINES
+    note = PLUGIN_NOTE
+    counterpart = b"vllm_ascend"
 
 
 @register
