@@ -113,7 +113,7 @@ def test_rules_accepts_prefixes_and_suggests_codes():
     colossalai = [d["code"] for d in json.loads(run("rules", "npu5", "--format", "json").stdout)]
     assert colossalai == [code for code in everything if code.startswith("NPU5")] and colossalai
     assert "What it does:" in run("rules", "npu101").stdout
-    unknown = run("rules", "NPU94")
+    unknown = run("rules", "NPU96")
     assert unknown.returncode == 2 and "matches no rule code" in unknown.stderr and "did you mean" in unknown.stderr
 
 
@@ -351,8 +351,8 @@ def test_check_fix_points_to_migrate():
 
 def test_unknown_codes_name_the_option_and_suggest_close_ones(tmp_path):
     (tmp_path / "a.py").write_text(CUDA)
-    bad = run("check", "--select", "NPU94", cwd=tmp_path)
-    assert bad.returncode == 2 and "Invalid value for '--select': 'NPU94' matches no rule code" in bad.stderr
+    bad = run("check", "--select", "NPU96", cwd=tmp_path)
+    assert bad.returncode == 2 and "Invalid value for '--select': 'NPU96' matches no rule code" in bad.stderr
     ignored = run("migrate", ".", "--diff", "--ignore", "NPU1011", cwd=tmp_path)
     assert ignored.returncode == 2 and "'--ignore'" in ignored.stderr and "did you mean NPU101" in ignored.stderr
     (tmp_path / "cuda2npu.toml").write_text('select = ["NPU1011"]\n')
