@@ -288,21 +288,35 @@ def _deepspeed_without_bf16(command: list[ShellLine], script: Path) -> str | Non
         match = DEEPSPEED.search(line.code)
         if match is None:
             continue
-        text = _project_text(script, match.group(2))
-        try:
-            config = json.loads(text) if text is not None else None
-        except ValueError:
-            config = None
+        config = json_config(script, match.group(2))
         if not isinstance(config, dict) or not any(name in config for name in BF16_NAMES):
             return match.group(2)
     return None
 
 
-def _project_text(script: Path, relative: str) -> str | None:
-    """The text of the file ``relative`` names, looked up next to the script and up to three directories above."""
-    for directory in [script.parent, *script.parent.parents][:4]:
-        try:
-            return (directory / relative).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
+def project_file(near: Path, relative: str) -> Path | None:
+    """The file ``relative`` names, looked up next to the file ``near`` (a script, a config naming
+    it) and up to three directories above."""
+    for directory in [near.parent, *near.parent.parents][:4]:
+        if (directory / relative).is_file():
+            return (directory / relative).resolve()
     return None
+
+
+def _project_text(near: Path, relative: str) -> str | None:
+    """The text of the file ``relative`` names (:func:`project_file`), None where there is none."""
+    path = project_file(near, relative)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path is not None else None
+    except OSError:
+        return None
+
+
+def json_config(near: Path, relative: str) -> object:
+    """The parsed JSON of the file ``relative`` names (:func:`project_file`); None where there is
+    none or it is not JSON."""
+    text = _project_text(near, relative)
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda2npu.families import ds_config
-from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags
+from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags, project_file
 from cuda2npu.filekinds.runconfig_code import TRAINER_DEEPSPEED
 from cuda2npu.filekinds.runconfig_entries import Member
 from cuda2npu.filekinds.shell_lines import shell_commands
@@ -116,20 +116,11 @@ def launched_configs(names: dict[Path, str], options_of: Callable) -> dict[Path,
         for command in shell_commands(text, options.ignore_noqa):
             for line in command:
                 match = DEEPSPEED.search(line.code)
-                config = config_path(script, match.group(2)) if match is not None else None
+                config = project_file(script, match.group(2)) if match is not None else None
                 if config is not None:
                     rewritten = any(other.number in switched for other in command)
                     found[config] = found.get(config, True) and rewritten
     return found
-
-
-def config_path(near: Path, relative: str) -> Path | None:
-    """The file ``relative`` names, looked up as launch_flags does: next to the file ``near`` (a
-    script, a config naming it) and up to three directories above."""
-    for directory in [near.parent, *near.parent.parents][:4]:
-        if (directory / relative).is_file():
-            return (directory / relative).resolve()
-    return None
 
 
 def trainer_coupling(path: Path, options, launched: dict[Path, bool]) -> str | None:

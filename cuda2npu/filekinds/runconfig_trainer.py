@@ -23,13 +23,12 @@ matched as the end of the file's path), or its top-level keys are unmistakably T
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePosixPath
 
 from cuda2npu.families.ds_config import AUTO, BF16_NAMES, FP16
 from cuda2npu.families.transformers.releases import bf16_rejected
+from cuda2npu.filekinds.launch_flags import json_config
 from cuda2npu.filekinds.runconfig_code import TRAINER_FILE, TRAINER_FILES
-from cuda2npu.filekinds.runconfig_deepspeed import config_path
 from cuda2npu.filekinds.runconfig_entries import Entry
 
 TRAINING_KEYS = {
@@ -98,7 +97,7 @@ def fp16_problem(path: Path, top: dict[str, Entry | None], parsed: object, optio
     value = _deepspeed_value(top, parsed)
     if value is None:
         return None
-    config = _read_json(config_path(path, value)) if isinstance(value, str) else value
+    config = json_config(path, value) if isinstance(value, str) else value
     if not _follows_bf16_flag(config):
         shown = f"`{value}`" if isinstance(value, str) else "the inline `deepspeed` object"
         return (
@@ -133,10 +132,3 @@ def _follows_bf16_flag(config: object) -> bool:
         and isinstance(fp16, dict)
         and fp16.get("enabled", False) in (AUTO, False)
     )
-
-
-def _read_json(path: Path | None) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace")) if path is not None else None
-    except (OSError, ValueError):
-        return None
