@@ -118,6 +118,13 @@ def pin_at_least(pins: tuple[tuple[str, str], ...], distribution: str, version: 
     return None if spec is None else at_least(spec, version)
 
 
+def pin_predates(pins: tuple[tuple[str, str], ...], distribution: str, version: str) -> str | None:
+    """The project's specifier of ``distribution`` when it allows no release from ``version`` on
+    (``ray==2.6.3`` for 2.9.0), else None (not pinned, not understood, or a newer release allowed)."""
+    spec = pinned(pins, distribution)
+    return spec if spec and excludes_from(spec, version) else None
+
+
 def _allows_one(op: str, value: str, version: str) -> bool | None:
     key = version_key(version)
     if op == "===":

@@ -9,7 +9,7 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.pins import excludes_from, pinned
+from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.traversal import iter_nodes
 
 NPU = "NPU"  # Ray's resource name of Ascend cards (python/ray/_private/accelerators/npu.py)
@@ -40,10 +40,8 @@ def _root(node: cst.BaseExpression) -> str:
 
 def ray_without_npu(options) -> str | None:
     """The project's Ray pin (``ray==2.6.3``) when it allows no release with the "NPU" resource, else None."""
-    spec = pinned(options.pins, "ray")
-    if not spec or not excludes_from(spec, FIRST_NPU_RAY):
-        return None
-    return f"ray{spec}"
+    spec = pin_predates(options.pins, "ray", FIRST_NPU_RAY)
+    return f"ray{spec}" if spec else None
 
 
 def report_npu(rule, code: str, node: cst.CSTNode, message: str, fix, **kw) -> None:

@@ -19,10 +19,10 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.pins import excludes_from, pinned
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.hf_sources import is_hf_call, keyword
 from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.families.transformers.releases import predates
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
 LOCAL_RANK_CUDA = "5.0.0"  # `device_map="cuda"` → f"cuda:{LOCAL_RANK}" (docs/reference/transformers.md §5)
@@ -68,8 +68,7 @@ class CudaDeviceMap(Rule):
     def _rank_matters(self) -> bool:
         """Whether "cuda" and "npu" may name different devices: the file runs in several processes
         and the project's transformers pin allows 5 (which reads "cuda" as the GPU of LOCAL_RANK)."""
-        spec = pinned(self.options.pins, "transformers")
-        if spec is not None and excludes_from(spec, LOCAL_RANK_CUDA):
+        if predates(self.options, LOCAL_RANK_CUDA):
             return False
         return MULTI_PROCESS.search(self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()) is not None
 

@@ -3,7 +3,7 @@ project's pin guarantees (``Options.pins``, cuda2npu/core/pins.py)."""
 
 from __future__ import annotations
 
-from cuda2npu.core.pins import excludes_from, pin_at_least, pinned
+from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 
 FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
 ATTN_IMPLEMENTATION = "4.36.0"  # attn_implementation= and "sdpa" exist (§2)
@@ -23,8 +23,7 @@ def pin_text(options) -> str:
 def predates(options, version: str) -> str | None:
     """The project's transformers specifier when it allows no release from ``version`` on (the
     feature is missing whatever gets installed), else None."""
-    spec = pinned(options.pins, "transformers")
-    return spec if spec and excludes_from(spec, version) else None
+    return pin_predates(options.pins, "transformers", version)
 
 
 def bf16_rejected(options) -> str | None:
