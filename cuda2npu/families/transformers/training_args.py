@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.literals import field_default, literal, string_value
+from cuda2npu.core.literals import field_default, literal, rename_fix, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
@@ -73,9 +73,8 @@ class TrainingArgumentSwitches(Rule):
         if value is None:
             return
         for source in sources(self.ctx, value):
-            if literal(source) is not True or source in self._done or in_npu_branch(self.ctx, source):
+            if literal(source) is not True or not self._fresh(source):
                 continue
-            self._done.add(source)
             message = (
                 "`TrainingArguments(tf32=True)` raises on an NPU host (TF32 needs an Ampere GPU, every transformers "
                 f"release): tf32=False; the NPU's analogue, HF32, is a different format ({HF32}): enable it "
@@ -88,17 +87,18 @@ class TrainingArgumentSwitches(Rule):
         for source in sources(self.ctx, value) if value is not None else ():
             name = string_value(source)
             decision = optim_decision(name, f'`optim="{name}"`') if name else None
-            if decision is None or source in self._done or in_npu_branch(self.ctx, source):
+            if decision is None or not self._fresh(source):
                 continue
-            self._done.add(source)
             new, message = decision
-            fix = (
-                (lambda node, new=new: node.with_changes(value=f"{node.prefix}{node.quote}{new}{node.quote}"))
-                if new
-                else None
-            )
-            tier = Tier.NUMERIC if new else Tier.MANUAL
+            fix, tier = (rename_fix(name, new), Tier.NUMERIC) if new else (None, Tier.MANUAL)
             self.report_in(statement_of(self.ctx, source), "NPU727", source, message, fix=fix, tier=tier)
+
+    def _fresh(self, source: cst.BaseExpression) -> bool:
+        """A value not reported yet (now it is) and not in code that handles the NPU."""
+        if source in self._done or in_npu_branch(self.ctx, source):
+            return False
+        self._done.add(source)
+        return True
 
     def _fp16(self, call: cst.Call, fp16: cst.Arg) -> None:
         rejected = bf16_rejected(self.options)
