@@ -73,6 +73,13 @@ def _pure_slice(item: cst.BaseSlice) -> bool:
     return False
 
 
+def named_params(function: cst.FunctionDef | cst.Lambda) -> list[cst.Param]:
+    """The parameters a caller can fill by position or name, in order (positional-only, ordinary,
+    keyword-only; not ``*args`` / ``**kwargs``)."""
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
 def root_name(node: cst.BaseExpression) -> cst.Name | None:
     """``a`` in ``a.b.c``."""
     while isinstance(node, cst.Attribute):

@@ -29,6 +29,7 @@ from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
 from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
@@ -141,11 +142,7 @@ class _BackendFlow(cst.CSTVisitor):
             self.sinks.add(name)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._functions[node.name.value] = [
-            *node.params.posonly_params,
-            *node.params.params,
-            *node.params.kwonly_params,
-        ]
+        self._functions[node.name.value] = named_params(node)
         self._definitions.append(node)
         self._kinds.append("function")
 
@@ -287,9 +284,8 @@ def _compared_only_labels(function: cst.FunctionDef, sinks: set[str]) -> list[cs
     """The ``"nccl"`` literals of a parameter that its function only compares with literals and
     never passes on (``backend="nccl"`` ... ``assert backend == "nccl"``, the process group made
     elsewhere): a label of what the code supports, not a backend it sets up."""
-    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
     found: list[cst.SimpleString] = []
-    for param in params:
+    for param in named_params(function):
         name = param.name.value
         default = backend_literals(param.default)
         if not default or name in sinks:

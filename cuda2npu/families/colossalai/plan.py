@@ -33,6 +33,7 @@ from cuda2npu.core.nodes import (
     attribute_chain,
     code_of,
     keyword_arg,
+    named_params,
     string,
     with_args,
 )
@@ -155,7 +156,7 @@ class _ScopeNames(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         if node is self.root:
-            for param in [*node.params.params, *node.params.posonly_params, *node.params.kwonly_params]:
+            for param in named_params(node):
                 self.stores[param.name.value].append(param)
             walk(node.body, self)
         else:

@@ -32,7 +32,7 @@ import libcst as cst
 from cuda2npu.core.imports import is_docstring
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, target_names
-from cuda2npu.core.nodes import code_of, is_pure
+from cuda2npu.core.nodes import code_of, is_pure, named_params
 from cuda2npu.core.traversal import children, iter_nodes, walk
 
 IMPURE, PURE, RECIPE_VALUE = 0, 1, 2
@@ -287,8 +287,7 @@ class _Collect(cst.CSTVisitor):
         body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
         if function.decorators or function.asynchronous or not body:
             return False
-        params = function.params
-        defaults = [p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.default]
+        defaults = [p.default for p in named_params(function) if p.default]
         if not all(is_pure(d) for d in defaults):
             return False
         *steps, last = body

@@ -21,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.nodes import code_of
+from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources
@@ -157,10 +157,7 @@ class QuantizedLoading(Rule):
 
     def _parameter(self, name: str) -> bool:
         function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
-        params = function.params if function is not None else None
-        return params is not None and any(
-            p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-        )
+        return function is not None and any(p.name.value == name for p in named_params(function))
 
 
 def _shown(text: str, instead: str) -> str:
