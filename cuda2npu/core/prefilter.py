@@ -68,9 +68,14 @@ def trigger(pattern: str) -> Triggers:
     return found
 
 
+def rule_triggers(rules: list[type[Rule]], options: Options) -> list[str]:
+    """Every trigger of the given rules in a run with ``options``, each once, sorted."""
+    return sorted({t for rule in rules for t in rule.triggers_for(options)})
+
+
 def build(rules: list[type[Rule]], options: Options) -> Triggers:
     """The prefilter of the given rules in a run with ``options``: is any of their triggers there?"""
-    return Triggers(sorted({t for rule in rules for t in rule.triggers_for(options)}))
+    return Triggers(rule_triggers(rules, options))
 
 
 def skip_reason(source: bytes) -> str | None:

@@ -286,7 +286,7 @@ def _migrate_large(source: bytes, path: str, options: Options, rules, active) ->
     on the reduced text, its findings go back to their lines and the elided statements back in
     place. Where the statements cannot be told apart, or the reduced text does not parse (a syntax
     error in a kept statement, or the scan misjudged one), the whole file up to MAX_PARSED_BYTES."""
-    reduction = large_files.reduce(source, sorted({t for cls in rules for t in cls.triggers_for(options)}))
+    reduction = large_files.reduce(source, prefilter.rule_triggers(rules, options))
     parsed = len(source if reduction is None else reduction.text)
     if parsed <= large_files.MAX_PARSED_BYTES and reduction is not None and reduction.elided:
         try:
