@@ -47,6 +47,17 @@ CASES = {
         "(`device_count()` is 0, `is_available()` False): use `torch.npu` after `import torch_npu`\n"
         "if python -c 'import torch; assert torch.cuda.is_available()'; then echo gpu; fi\n"
     ),
+    # conda's CUDA build of pytorch (as NPU702 in an environment file): marked, kept
+    "set -eo pipefail\nconda install -y pytorch torchvision pytorch-cuda=11.8 -c pytorch -c nvidia\n": (
+        "set -eo pipefail\n# TODO(cuda2npu): NPU702 `conda install pytorch-cuda` installs CUDA for a CUDA build of "
+        "pytorch: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)\n"
+        "conda install -y pytorch torchvision pytorch-cuda=11.8 -c pytorch -c nvidia\n"
+    ),
+    "mamba install 'nvidia::cudatoolkit>=11'\n": (
+        "# TODO(cuda2npu): NPU702 `conda install cudatoolkit` installs CUDA for a CUDA build of pytorch: "
+        "torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)\n"
+        "mamba install 'nvidia::cudatoolkit>=11'\n"
+    ),
     # a container started with NVIDIA GPUs: marked above the command's first line
     "sudo docker run --gpus all --rm \\\n    -it img:cu117 python cli.py\n": (
         f"# TODO(cuda2npu): NPU715 `docker run --gpus all` {DOCKER_MESSAGE}\n"
@@ -70,6 +81,7 @@ CASES = {
     # that is not torch.cuda's, the launched program's own --gpus flag, a container given NPUs, NPUs
     # asked of Slurm, a commented-out directive, noqa
     "pip install '.[train]' packaging\npip uninstall -y flash-attn\npip install -r requirements.txt\n": None,
+    "conda install -y pytorch cpuonly -c pytorch\nconda remove pytorch-cuda\nconda install pytorch-cudnn-extra\n": None,
     "python -c 'import torch; print(torch.__version__)'\npython -c \"import torch, torch_npu; print(torch.npu.device_count())\"\n": None,
     "srun -p a -n 4 python x.py --gpus 2\ndocker run --rm img python x.py --gpus 2\ndocker build -t x .\n": None,
     "docker run --device /dev/davinci0 --device /dev/davinci_manager img\n": None,

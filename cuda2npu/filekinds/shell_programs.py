@@ -7,6 +7,8 @@ reports what they find): one code per decision, whatever the file kind.
 - ``python -c 'import torch; print(torch.cuda.device_count())'`` (NPU103, as in Python): that exact
   code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
   calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
+- ``conda install pytorch-cuda=12.1 -c nvidia`` (NPU702, as in an environment file): conda's
+  ``pytorch-cuda`` / ``cudatoolkit`` / ``cuda-toolkit`` select a CUDA build of pytorch; reported, marked.
 - ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
   NPU is passed to the container.
 - Slurm GPU requests (NPU716, review): ``--gres=gpu:N`` anywhere; ``--gpus``, ``--gpus-per-node``
@@ -36,6 +38,8 @@ PIP_VALUED = frozenset(
 DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
 PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
 PIP = re.compile(r"(?:.*/)?pip[\d.]*")
+CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
+CONDA_CUDA = re.compile(r"(?:[\w.-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit)(?=$|[=<>!~ ])")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
 SLURM = re.compile(r"(?:.*/)?(?:srun|sbatch|salloc)")
 TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
@@ -74,7 +78,7 @@ class Found:
 
 
 def check_programs(command: list[ShellLine], options) -> list[Found]:
-    """The findings of the pip, python, docker and Slurm commands of a script command."""
+    """The findings of the pip, conda, python, docker and Slurm commands of a script command."""
     found: list[Found] = []
     for words in simple_commands(command):
         values = [word.value for word in words]
@@ -83,6 +87,8 @@ def check_programs(command: list[ShellLine], options) -> list[Found]:
                 continue
             if PIP.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
                 found += _pip_install(words[index + 2 :], options)
+            elif CONDA.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
+                found += _conda_install(words[index + 2 :])
             elif PYTHON.fullmatch(value):
                 found += _inline_python(words, values, index, options)
             elif DOCKER.fullmatch(value) and values[index + 1 : index + 2] in (["run"], ["create"]):
@@ -134,6 +140,21 @@ def _pip_install(words: list[ShellWord], options) -> list[Found]:
                 f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
             )
             found.append(Found(word.line, word.start, "NPU701", message))
+    return found
+
+
+def _conda_install(words: list[ShellWord]) -> list[Found]:
+    """NPU702 for the conda packages of a ``conda install`` (``words``: those after ``install``) that
+    select a CUDA build of pytorch."""
+    found = []
+    for word in words:
+        match = CONDA_CUDA.match(word.value if word.value is not None else word.text.strip("'\""))
+        if match is not None:
+            message = (
+                f"`conda install {match.group(1)}` installs CUDA for a CUDA build of pytorch: torch_npu runs on "
+                "the CPU build of torch (install torch and torch_npu with pip)"
+            )
+            found.append(Found(word.line, word.start, "NPU702", message, Tier.MANUAL))
     return found
 
 

@@ -14,7 +14,8 @@ found with the Python code): their CUDA and NCCL settings.
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
   ``cudatoolkit``; Lmod's ``ml``): manual.
 - NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
-  (``#SBATCH --gres=gpu:8``), and the shell side of NPU701 (``pip install flash-attn``) and NPU103
+  (``#SBATCH --gres=gpu:8``), and the shell side of NPU701 (``pip install flash-attn``), NPU702
+  (``conda install pytorch-cuda``) and NPU103
   (``python -c 'import torch; print(torch.cuda.device_count())'``): the programs the script runs,
   read word by word in cuda2npu/filekinds/shell_programs.py. ``#SBATCH`` lines are read too.
 
