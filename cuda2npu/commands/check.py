@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda2npu.commands.pipeline import run_rules
 from cuda2npu.core.diagnostics import FileResult, Summary
 from cuda2npu.core.options import Options
 from cuda2npu.output import baseline as baselines
 from cuda2npu.output import style
 from cuda2npu.output.formatters import FORMATTERS, NEEDS_SOURCES, TERMINAL, fixes, statistics
-from cuda2npu.project.project_files import finish_run
-from cuda2npu.project.runner import default_jobs, process_stdin, run
+from cuda2npu.project.runner import process_stdin
 from cuda2npu.project.settings import RunSettings
-from cuda2npu.project.workset import collect_results, display_name
+from cuda2npu.project.workset import display_name
 
 EXIT_USAGE = 2
 
@@ -63,25 +63,14 @@ def source_lines(paths: set[str], files: dict[str, Path], stdin: bytes | None = 
 
 def check_files(request: CheckRequest) -> tuple[list[FileResult], Summary, dict[str, Path]]:
     """Run the rules over the selected files: (results, summary, display name -> path)."""
-    from cuda2npu.filekinds import depfiles
-
     if request.stdin is not None:
         path = request.paths[0]
         summary = Summary()
         result = process_stdin(request.stdin, path, display_name(path), request.settings.options_for(path))
         summary.add(result)
         return [result], summary, {result.path: path}
-    found = request.settings.discover(request.paths)
-    style.warn_if_empty(found.files)
-    options = request.settings.options_for  # each file's nearest configuration, its project's facts
-    names = {path: display_name(path) for path in found.files}
-    sources = [(path, name) for path, name in names.items() if not depfiles.is_project_file(path)]
-    summary = Summary()
-    results: list[FileResult] = collect_results(
-        lambda done: run(sources, options, request.jobs or default_jobs(), on_done=done), summary, len(sources)
-    )
-    results = finish_run(results, names, options, summary)
-    return results, summary, {name: path for path, name in names.items()}
+    done = run_rules(request.settings, request.paths, request.jobs)
+    return done.results, done.summary, done.by_name
 
 
 def run_check(request: CheckRequest) -> int:

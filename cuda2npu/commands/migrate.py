@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from cuda2npu.commands.pipeline import run_rules
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Summary
@@ -18,17 +19,15 @@ from cuda2npu.core.fileio import atomic_write, io_error
 from cuda2npu.core.gitutil import dirty_files, in_work_tree
 from cuda2npu.core.markers import marker_lines
 from cuda2npu.core.options import Options
-from cuda2npu.filekinds.depfiles import is_project_file
 from cuda2npu.output import style
 from cuda2npu.output.diffs import color_diff, unified_diff
 from cuda2npu.output.formatters import fixes, location
 from cuda2npu.output.report import left_open, migration_report
 from cuda2npu.project.cache import CACHE_DIR_NAME
 from cuda2npu.project.companions import CREATE, DIFFERS, SAME, Companion, plan
-from cuda2npu.project.project_files import finish_run
-from cuda2npu.project.runner import default_jobs, process_stdin, run
+from cuda2npu.project.runner import process_stdin
 from cuda2npu.project.settings import RunSettings
-from cuda2npu.project.workset import collect_results, display_name
+from cuda2npu.project.workset import display_name
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -379,34 +378,19 @@ def run_migrate(request: MigrateRequest) -> int:
         problem = _out_dir_problem(request)
         if problem:
             return _fail(problem)
-    found = request.settings.discover(request.paths)
-    style.warn_if_empty(found.files)
     root = request.paths[0] if request.out_dir is not None else None
 
     def name_of(path: Path) -> str:  # --out: relative to the project root, as in the copy
         return path.relative_to(root).as_posix() if root else display_name(path)
 
-    names = {path: name_of(path) for path in found.files}
-    sources = [(path, name) for path, name in names.items() if not is_project_file(path)]
-    summary = Summary()
-    results = collect_results(
-        # --out leaves the source tree as it is: no result cache written into it
-        lambda done: run(
-            sources,
-            request.settings.options_for,  # each file's nearest configuration, its project's facts
-            request.jobs or default_jobs(),
-            cache=None if request.out_dir else "auto",
-            on_done=done,
-        ),
-        summary,
-        len(sources),
-    )
-    results = finish_run(results, names, request.settings.options_for, summary)  # dependency files, shell scripts
-    for path, reason in found.skipped:
+    # --out leaves the source tree as it is: no result cache written into it
+    done = run_rules(request.settings, request.paths, request.jobs, name_of, cache=None if request.out_dir else "auto")
+    results, summary = done.results, done.summary
+    for path, reason in done.skipped:
         skipped = FileResult(name_of(path), "skipped", reason)
         summary.add(skipped)
         results.append(skipped)
-    by_name = {display: path for path, display in names.items()}
+    by_name = done.by_name
     changed = [r for r in results if r.status == "changed"]
 
     if request.diff or request.check_only:
