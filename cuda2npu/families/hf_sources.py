@@ -44,6 +44,13 @@ def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
 
 
+def subscript_key(target: cst.BaseExpression) -> str | None:
+    """The string key of ``kwargs["key"]`` (a keyword a ``**kwargs`` dict will pass)."""
+    if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+        return string_value(target.slice[0].slice.value)
+    return None
+
+
 def statement_of(ctx, node: cst.CSTNode) -> cst.CSTNode | None:
     """The statement holding ``node`` (where its marker goes)."""
     index = TreeIndex.of(ctx)

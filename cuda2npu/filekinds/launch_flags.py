@@ -35,7 +35,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.ds_config import BF16_NAMES
 from cuda2npu.families.transformers.optimizer_names import optim_decision
-from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, fa2_replacement, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
@@ -173,11 +173,12 @@ def _attention(name: str, value: re.Match, program: _Program | None, options):
             f"position_ids: require transformers >= {FA2_ON_NPU} or pad the batches"
         )
         return "NPU903", message, Tier.MANUAL, None
+    replacement, why = fa2_replacement(options)
     message = (
         f"`--{name} {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): "
-        f"sdpa; transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
+        f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
-    return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), "sdpa")
+    return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), replacement)
 
 
 def _ray_start(command: list[ShellLine]) -> list[tuple[ShellLine, re.Match, tuple | None]]:

@@ -49,7 +49,7 @@ from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families import ds_config
 from cuda2npu.families.transformers.optimizer_names import optim_decision
-from cuda2npu.families.transformers.releases import FA2_ON_NPU, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import FA2_ON_NPU, fa2_replacement, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds import runconfig_trainer as trainer
 from cuda2npu.filekinds.depfiles import decoded_text, encoded_like
@@ -206,14 +206,16 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
             )
             items.append(Item("NPU903", entry, message, Tier.MANUAL))
         elif ("attention", entry.key) in options.config_keys:
+            value, why = fa2_replacement(options)
             message = (
-                f"{raises}, and the code passes `{entry.key}` to `attn_implementation=`: `sdpa` (torch's "
-                f"scaled_dot_product_attention, numerics differ slightly); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
+                f"{raises}, and the code passes `{entry.key}` to `attn_implementation=`: `{value}` ({why}); "
+                f"transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
             )
-            items.append(Item("NPU901", entry, message, Tier.NUMERIC, [entry.replaced("sdpa")], (FA2, "sdpa")))
+            items.append(Item("NPU901", entry, message, Tier.NUMERIC, [entry.replaced(value)], (FA2, value)))
         elif entry.key == ATTENTION_KEY:
             message = (
-                f"{raises}, and no code was seen passing `{entry.key}` to transformers: set `sdpa` if it reaches one"
+                f"{raises}, and no code was seen passing `{entry.key}` to transformers: set `{fa2_replacement(options)[0]}` "
+                "if it reaches one"
             )
             items.append(Item("NPU901", entry, message, Tier.REVIEW, shared=("NPU901", entry.key, entry.value)))
     return items

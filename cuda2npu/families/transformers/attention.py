@@ -7,9 +7,10 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
 - NPU901: the ``"flash_attention_2"`` literal that reaches ``attn_implementation`` (a transformers
   call's keyword, ``dict(attn_implementation=...)``, a ``{"attn_implementation": ...}`` dict,
   ``config._attn_implementation = ...``, through a same-file variable, parameter default, argparse
-  default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36).
-- NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` where the pin
-  guarantees 4.36.0, else a manual item.
+  default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36), ``"eager"`` where the
+  torch pin predates 2.1.1 (transformers' sdpa raises there).
+- NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` (or ``"eager"``,
+  as above) where the pin guarantees 4.36.0, else a manual item.
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
   or a model called with ``position_ids`` and ``attention_mask=None``):
   SDPA before transformers 4.51 ignores ``position_ids``, so packed sequences would attend to each
@@ -31,11 +32,19 @@ from cuda2npu.families.hf_sources import (
     is_hf_call,
     is_plain_dict_call,
     keyword,
+    sources,
     statement_of,
     string_sources,
+    subscript_key,
 )
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.transformers.releases import ATTN_IMPLEMENTATION, FA2_ON_NPU, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import (
+    ATTN_IMPLEMENTATION,
+    FA2_ON_NPU,
+    fa2_replacement,
+    guaranteed,
+    pin_text,
+)
 
 FA2 = "flash_attention_2"
 PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")
@@ -45,6 +54,7 @@ PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_co
 class FlashAttention2(Rule):
     codes = ("NPU901", "NPU902", "NPU903")
     triggers = (r"flash_attention_2",)
+    FLAG = "use_flash_attention_2"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -66,13 +76,18 @@ class FlashAttention2(Rule):
             flag = keyword(node, "use_flash_attention_2")
             if flag is not None and literal(flag.value) is True and not in_npu_branch(self.ctx, node):
                 self._use_flash_attention_2(node, flag)
+            elif flag is not None:
+                self._flag_entry(flag, flag.value)
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if not self._active() or not imports_hf(self.resolver):
             return
         for element in node.elements:
-            if isinstance(element, cst.DictElement) and string_value(element.key) == "attn_implementation":
+            key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+            if key == "attn_implementation":
                 self._attn_value(node, element.value)
+            elif key == self.FLAG:
+                self._flag_entry(element, element.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not self._active():
@@ -80,6 +95,22 @@ class FlashAttention2(Rule):
         for target in node.targets:
             if isinstance(target.target, cst.Attribute) and target.target.attr.value == "_attn_implementation":
                 self._attn_value(node, node.value)
+            elif subscript_key(target.target) == self.FLAG and imports_hf(self.resolver):
+                self._flag_entry(node, node.value)
+
+    def _flag_entry(self, node: cst.CSTNode, value: cst.BaseExpression) -> None:
+        """``use_flash_attention_2=flag`` / ``kwargs["use_flash_attention_2"] = flag`` /
+        ``{"use_flash_attention_2": flag}`` (a dict passed as ``**kwargs``) set to something other than
+        ``True``: a manual item unless every value it takes in this file is off."""
+        found = sources(self.ctx, value)
+        if found and all(literal(source) in (False, None) for source in found) or in_npu_branch(self.ctx, node):
+            return
+        message = (
+            f'`"{self.FLAG}"` passed to transformers raises on an NPU host before transformers {FA2_ON_NPU} '
+            f'({pin_text(self.options)}): pass `attn_implementation="{fa2_replacement(self.options)[0]}"` instead '
+            f"(transformers >= {ATTN_IMPLEMENTATION}), or require transformers >= {FA2_ON_NPU}"
+        )
+        self.report("NPU902", node, message, tier=Tier.MANUAL)
 
     def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> None:
         """Report the ``"flash_attention_2"`` literals ``value`` can take (each once)."""
@@ -93,28 +124,30 @@ class FlashAttention2(Rule):
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
+            value, why = fa2_replacement(self.options)
             message = (
                 f'`attn_implementation="{FA2}"` raises on an NPU host before transformers {FA2_ON_NPU} '
-                f'({pin_text(self.options)}): "sdpa" (torch\'s scaled_dot_product_attention, numerics differ '
-                f'slightly); transformers >= {FA2_ON_NPU} keeps "{FA2}" on NPU (npu_fusion_attention)'
+                f'({pin_text(self.options)}): "{value}" ({why}); transformers >= {FA2_ON_NPU} keeps "{FA2}" on '
+                "NPU (npu_fusion_attention)"
             )
-            self.report_in(statement, "NPU901", source, message, fix=_to_sdpa)
+            self.report_in(statement, "NPU901", source, message, fix=lambda node: _replaced(node, value))
 
     def _use_flash_attention_2(self, call: cst.Call, flag: cst.Arg) -> None:
         if self._packs():
             self.report("NPU903", flag, self._packing_message())
             return
+        value, why = fa2_replacement(self.options)
         if guaranteed(self.options, ATTN_IMPLEMENTATION) and keyword(call, "attn_implementation") is None:
             message = (
                 f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU}: "
-                f'`attn_implementation="sdpa"`; transformers >= {FA2_ON_NPU} keeps flash attention on NPU'
+                f'`attn_implementation="{value}"` ({why}); transformers >= {FA2_ON_NPU} keeps flash attention on NPU'
             )
-            self.report("NPU902", flag, message, fix=_sdpa_keyword)
+            self.report("NPU902", flag, message, fix=lambda arg: _implementation_keyword(arg, value))
             return
         message = (
             f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU} "
-            f'({pin_text(self.options)}): pass `attn_implementation="sdpa"` (transformers >= {ATTN_IMPLEMENTATION}) '
-            f"or remove it, or require transformers >= {FA2_ON_NPU}"
+            f'({pin_text(self.options)}): pass `attn_implementation="{value}"` (transformers >= '
+            f"{ATTN_IMPLEMENTATION}) or remove it, or require transformers >= {FA2_ON_NPU}"
         )
         self.report("NPU902", flag, message, tier=Tier.MANUAL)
 
@@ -145,10 +178,10 @@ def _packed_call(call: cst.Call) -> bool:
     return packed and keyword(call, "position_ids") is not None
 
 
-def _to_sdpa(literal_node: cst.SimpleString) -> cst.SimpleString:
-    return literal_node.with_changes(value=literal_node.value.replace(FA2, "sdpa"))
+def _replaced(literal_node: cst.SimpleString, value: str) -> cst.SimpleString:
+    return literal_node.with_changes(value=literal_node.value.replace(FA2, value))
 
 
-def _sdpa_keyword(arg: cst.Arg) -> cst.Arg:
-    sdpa = keyword_arg("attn_implementation", '"sdpa"')
-    return arg.with_changes(keyword=sdpa.keyword, value=sdpa.value)
+def _implementation_keyword(arg: cst.Arg, value: str) -> cst.Arg:
+    replacement = keyword_arg("attn_implementation", f'"{value}"')
+    return arg.with_changes(keyword=replacement.keyword, value=replacement.value)

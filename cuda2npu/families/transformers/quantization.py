@@ -24,7 +24,7 @@ from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources
+from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources, subscript_key
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.releases import predates
 
@@ -116,7 +116,7 @@ class QuantizedLoading(Rule):
         if self.ctx.statement in self._reported or not self._imports_hf():
             return
         for target in node.targets:
-            flag = _key(target.target)
+            flag = subscript_key(target.target)
             if flag in FLAGS and self._flag(flag, node.value, node.value, code_of(node).strip()):
                 return
 
@@ -172,10 +172,3 @@ def _stars(call: cst.Call) -> bool:
 def _is_update(call: cst.Call) -> bool:
     """``kwargs.update(load_in_8bit=...)``."""
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "update"
-
-
-def _key(target: cst.BaseExpression) -> str | None:
-    """The string key of ``name["key"]``."""
-    if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
-        return string_value(target.slice[0].slice.value)
-    return None

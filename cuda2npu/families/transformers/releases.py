@@ -8,6 +8,7 @@ from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
 ATTN_IMPLEMENTATION = "4.36.0"  # attn_implementation= and "sdpa" exist (§2)
 BF16_ON_NPU = "4.34.0"  # TrainingArguments accepts bf16 on an NPU device (§4)
+SDPA_TORCH = "2.1.1"  # transformers' "sdpa" raises ImportError under older torch (§2)
 
 
 def guaranteed(options, version: str) -> bool:
@@ -35,4 +36,16 @@ def bf16_rejected(options) -> str | None:
         f"the pin `transformers{spec}` predates {BF16_ON_NPU}, the first release whose TrainingArguments "
         "accepts bf16 on an NPU device (older ones raise ValueError); fp16 runs on the NPU with loss scaling: "
         f"raise the pin to >={BF16_ON_NPU} to train in BF16, the NPU's native type"
+    )
+
+
+def fa2_replacement(options) -> tuple[str, str]:
+    """The ``attn_implementation`` that replaces ``flash_attention_2`` under the project's pins, and
+    why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on."""
+    spec = pin_predates(options.pins, "torch", SDPA_TORCH)
+    if spec is None:
+        return "sdpa", "torch's scaled_dot_product_attention, numerics differ slightly"
+    return "eager", (
+        f"not sdpa: the pin `torch{spec}` predates {SDPA_TORCH}, which transformers' sdpa requires; "
+        "numerics differ slightly"
     )
