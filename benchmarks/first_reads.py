@@ -3,7 +3,7 @@
     python benchmarks/first_reads.py                   # the rounds' totals, from first_reads.toml
     python benchmarks/first_reads.py next -n 8         # the candidates not read yet
     python benchmarks/first_reads.py hunks SRC         # migrate SRC (a checkout), number its hunks
-    python benchmarks/first_reads.py record SRC --project owner/name --commit C --round 4
+    python benchmarks/first_reads.py record SRC --project owner/name --commit C --round 4 [--tool T]
                                                       # tally SRC's verdicts, add them to first_reads.toml
 
 ``hunks`` runs this checkout's cuda2npu (``migrate SRC --out TMP --no-cache -j 1``) and writes,
@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     recording.add_argument("--project", required=True, help="owner/name")
     recording.add_argument("--commit", required=True)
     recording.add_argument("--round", required=True, dest="round_name")
+    recording.add_argument("--tool", help="the commit of the cuda2npu that was read (default: this checkout's)")
     args = parser.parse_args(argv)
     if args.command == "next":
         print("\n".join(unread(load())[: args.n]))
@@ -166,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_hunks(args.source.resolve()):
             print(path)
     elif args.command == "record":
-        print(record(args.source.resolve(), args.project, args.commit, args.round_name, tool_commit()))
+        tool = args.tool or tool_commit()
+        print(record(args.source.resolve(), args.project, args.commit, args.round_name, tool))
     else:
         print(summary_table(load()))
     return 0

@@ -26,7 +26,13 @@ def test_precision_doc_rows_are_the_registry_totals(first_reads):
     from benchmarks/first_reads.toml."""
     doc = (REPO / "docs" / "precision.md").read_text()
     totals = first_reads.totals(first_reads.load()["read"])
-    for name, label in {"3": "3 (LLM stack)", "3'": "3 (LLM stack, after its rules)", "3b": "3b ", "3c": "3c "}.items():
+    for name, label in {
+        "3": "3 (LLM stack)",
+        "3'": "3 (LLM stack, after its rules)",
+        "3b": "3b ",
+        "3c": "3c ",
+        "4": "4 ",
+    }.items():
         row = next(line for line in doc.splitlines() if line.startswith(f"| {label}"))
         hunks, wrong, noise = (int(re.match(r"\s*(\d+)", cell).group(1)) for cell in row.split("|")[4:7])
         assert (hunks, wrong, noise) == tuple(totals[name][k] for k in ("hunks", "wrong", "noise")), name
@@ -51,11 +57,11 @@ def test_hunks_then_record_then_no_second_first_read(first_reads, tmp_path, monk
     count = len(re.findall(r"^\[hunk\.\d+\]$", verdicts_file.read_text(), re.M))
     assert count >= 1
     with pytest.raises(SystemExit, match="without a verdict"):
-        first_reads.record(source, "someone/toy", "abc1234", "4", "HEAD")
+        first_reads.record(source, "someone/toy", "abc1234", "toy", "HEAD")
     filled = verdicts_file.read_text().replace('verdict = ""', 'verdict = "correct"', count - 1)
     verdicts_file.write_text(filled.replace('verdict = ""', 'verdict = "noise"'))
-    line = first_reads.record(source, "someone/toy", "abc1234", "4", "HEAD")
+    line = first_reads.record(source, "someone/toy", "abc1234", "toy", "HEAD")
     assert line == f"someone/toy: hunks {count}, wrong 0, noise 1, import_failing 0, import_failing_unmarked 0"
-    assert first_reads.totals(first_reads.load()["read"])["4"]["hunks"] == count
+    assert first_reads.totals(first_reads.load()["read"])["toy"]["hunks"] == count
     with pytest.raises(SystemExit, match="read before"):
-        first_reads.record(source, "someone/toy", "abc1234", "4", "HEAD")
+        first_reads.record(source, "someone/toy", "abc1234", "toy", "HEAD")
