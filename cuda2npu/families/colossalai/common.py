@@ -1,8 +1,10 @@
 """ColossalAI rules that apply under both strategies (``--colossalai keep|native``).
 
 * NPU502 ``colossalai.utils.get_current_device()`` → ``get_accelerator().get_current_device()``
-  (keep) or ``torch.device("npu", torch.npu.current_device())`` (native);
-* NPU503 ColossalAI's CUDA/CPU-kernel optimizers → ``torch.optim`` classes with the same update;
+  (keep, where the pin allows a ColossalAI before the accelerator API) or
+  ``torch.device("npu", torch.npu.current_device())`` (native);
+* NPU503 ColossalAI's CUDA/CPU-kernel optimizers → ``torch.optim`` classes with the same update (under keep,
+  not HybridAdam where the pin guarantees its NPU path);
 * NPU509 imports of ColossalAI's CUDA kernels (``colossalai.kernel``, shardformer fused norms);
 * NPU510 ColossalAI imports a rewrite left unused (names counted here, edits reported by
   :class:`~cuda2npu.families.colossalai.support.ImportEditor`).
@@ -17,9 +19,18 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import as_keyword, as_positional, code_of, keyword_arg, with_args
+from cuda2npu.core.pins import pinned
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.colossalai.plan import replaces_every_booster
-from cuda2npu.families.colossalai.support import REMOVABLE_KEEP, REMOVABLE_NATIVE, TRIGGERS, ImportEditor, symbol_of
+from cuda2npu.families.colossalai.support import (
+    ACCELERATOR_API,
+    REMOVABLE_KEEP,
+    REMOVABLE_NATIVE,
+    TRIGGERS,
+    ImportEditor,
+    accelerator_api,
+    symbol_of,
+)
 from cuda2npu.families.value_uses import ValueUses
 
 # Signatures (ColossalAI ≥ 0.3.x; positional order matters: FusedAdam puts adamw_mode before weight_decay).
@@ -154,6 +165,19 @@ class CurrentDevice(ColossalRule):
                 needs_torch_npu=True,
             )
             return
+        api = accelerator_api(self.options)
+        if api:
+            return  # a wrapper of get_accelerator().get_current_device() in every pinned release
+        if api is False:
+            self.report(
+                "NPU502",
+                node,
+                f"`get_current_device()` of `colossalai{pinned(self.options.pins, 'colossalai')}` returns cuda:N, "
+                f"or cpu where CUDA is missing (on an NPU host), and these releases have no accelerator API: "
+                f"raise the pin to colossalai>={ACCELERATOR_API} (where it returns npu:N)",
+                tier=Tier.MANUAL,
+            )
+            return
         accelerator = self.imports().from_name(
             "colossalai.accelerator",
             "get_accelerator",
@@ -171,7 +195,9 @@ class CurrentDevice(ColossalRule):
         self.report(
             "NPU502",
             node,
-            "`get_current_device()` → `get_accelerator().get_current_device()` (the accelerator answers npu:N on Ascend)",
+            "`get_current_device()` → `get_accelerator().get_current_device()`, the call it wraps from ColossalAI "
+            f"{ACCELERATOR_API} on (npu:N on Ascend); older releases return cpu on an NPU host and lack this API "
+            f"(a pin colossalai>={ACCELERATOR_API} keeps the call as it is)",
             lambda _: cst.Call(cst.Attribute(cst.Call(accelerator), cst.Name("get_current_device"))),
             needs_torch_npu=False,
         )
@@ -200,9 +226,16 @@ class FusedOptimizers(ValueUses, ColossalRule):
             ) or self.resolver.is_bound("GeminiOptimizer")  # ColossalAI's own gemini code
         return self._gemini
 
+    def supported(self, name: str | None) -> bool:
+        """HybridAdam kept under keep where the pin guarantees its NPU path (ColossalAI >= 0.3.5: the CUDA
+        kernel loaded only with CUDA, npu parameters updated in plain PyTorch)."""
+        return name == "HybridAdam" and self.strategy() == "keep" and accelerator_api(self.options) is True
+
     def visit_Call(self, node: cst.Call) -> None:
         self.call_value_uses(node)
         name = self.symbol(node.func)
+        if self.supported(name):
+            return
         if name == "FusedLAMB":
             self.report(
                 "NPU503",
@@ -218,7 +251,7 @@ class FusedOptimizers(ValueUses, ColossalRule):
 
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         name = self.symbol(expr)
-        if name in ADAM_PARAMS or name == "FusedSGD":
+        if (name in ADAM_PARAMS or name == "FusedSGD") and not self.supported(name):
             self.value_refs.append((expr, name, class_test, self.ctx.statement))
 
     def leave_Module(self, original_node: cst.Module) -> None:

@@ -1,6 +1,7 @@
 """ColossalAI kept as the training framework, running on its NPU accelerator (``--colossalai keep``).
 
-* NPU501 ``colossalai.launch*``: ``backend="hccl"`` and an explicit ``set_accelerator("npu")``;
+* NPU501 ``colossalai.launch*``: ``backend="hccl"`` and an explicit ``set_accelerator("npu")`` where the
+  project's pin allows a ColossalAI without the accelerator API (nothing where it guarantees one);
 * NPU504 plugin precision under the BF16 policy, and ``Booster(mixed_precision=...)``;
 * NPU505 ``GeminiPlugin`` on NPU (static placement only);
 * NPU506 ShardFormer kernel switches that need CUDA (fused normalization, JIT fusion);
@@ -18,14 +19,14 @@ from cuda2npu.core.arguments import has_star, positional_count
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import code_of, keyword_arg, string, with_args
-from cuda2npu.core.pins import pin_at_least
+from cuda2npu.core.pins import pinned
 from cuda2npu.core.rulebase import register
 from cuda2npu.families.colossalai.common import ColossalRule
+from cuda2npu.families.colossalai.support import ACCELERATOR_API, accelerator_api
 
 # Parameters of the launchers once ``config`` was dropped (ColossalAI 0.3.8: initialize.py of the
 # 0.3.7 and 0.3.8 sdists on PyPI); older releases put ``config`` first. ``backend`` is the argument
-# this rule cares about; a project pinning colossalai>=0.3.8 passes it first by position.
-WITHOUT_CONFIG = "0.3.8"
+# this rule cares about.
 LAUNCH_PARAMS = {
     "launch": ("rank", "world_size", "host", "port", "backend", "local_rank", "seed", "verbose"),
     "launch_from_torch": ("backend", "seed", "verbose"),
@@ -80,8 +81,21 @@ class Launch(KeepRule):
             self._selected = True
         if name not in LAUNCH_PARAMS:
             return
+        api = accelerator_api(self.options)
+        if api:
+            return  # the pinned releases pick the NPU accelerator and take its backend (hccl) themselves
         self._backend(node, name)
-        self._accelerator(node, name)
+        if api is None:
+            self._accelerator(node, name)
+        else:
+            self.report(
+                "NPU501",
+                node,
+                f"`{name}()`: the pin `colossalai{pinned(self.options.pins, 'colossalai')}` predates ColossalAI "
+                f"{ACCELERATOR_API}, the first release with an NPU accelerator (older ones know only cuda and cpu "
+                f"devices); raise the pin to colossalai>={ACCELERATOR_API}",
+                tier=Tier.MANUAL,
+            )
 
     def _backend(self, node: cst.Call, name: str) -> None:
         if has_star(node) or _keyword(node, "backend") is not None:
@@ -91,9 +105,7 @@ class Launch(KeepRule):
         count = positional_count(node)
         if count > backend_index + 1:
             return  # passed by position under both signatures
-        if count == backend_index + 1 and pin_at_least(self.options.pins, "colossalai", WITHOUT_CONFIG):
-            return  # the pinned release has no `config`: this is the backend, by position
-        if count == backend_index + 1:
+        if count == backend_index + 1 and accelerator_api(self.options) is None:  # (before 0.3.5: `config`)
             positional = [a.value for a in node.args if a.keyword is None]
             if literal(positional[-1]) is not NOT_LITERAL and isinstance(literal(positional[-1]), str):
                 return  # `launch_from_torch("nccl")`: the backend, by position (new signature)
@@ -347,7 +359,7 @@ class ModelParallelism(KeepRule):
             "HybridParallelPlugin": ("tp_size", "pp_size"),
             "MoeHybridParallelPlugin": ("tp_size", "pp_size", "ep_size"),
         }
-        positional = [a.value for a in node.args if a.keyword is None]
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
         for index, key in enumerate(positions.get(name, ())):
             if index < len(positional):
                 sizes[key] = positional[index]
@@ -356,9 +368,11 @@ class ModelParallelism(KeepRule):
             if arg is not None:
                 sizes[key] = arg.value
         parallel = {k: v for k, v in sizes.items() if literal(v) not in (1, None)}
-        if not parallel:
+        # a hybrid plugin's `*args`/`**kwargs` may carry its sizes: quoted as written
+        stars = [f"{a.star}{code_of(a.value)}" for a in node.args if a.star and name in positions]
+        if not parallel and not stars:
             return
-        listed = ", ".join(f"{k}={code_of(v)}" for k, v in parallel.items())
+        listed = ", ".join([*(f"{k}={code_of(v)}" for k, v in parallel.items()), *stars])
         notes = [
             f"`{name}({listed})`: ShardFormer parallelism is kept; it communicates over HCCL through ColossalAI's "
             "accelerator API, but its per-model policies replace layers with ColossalAI implementations that "

@@ -3,6 +3,7 @@
 * which ColossalAI symbol an expression names (``colossalai.booster.plugin.TorchDDPPlugin`` and its
   re-exports all read as ``TorchDDPPlugin``);
 * reading literals (``literal``, re-exported from ``cuda2npu.core.literals``);
+* what the project's ColossalAI pin guarantees (:func:`accelerator_api`);
 * :class:`ImportEditor`, which plans the imports the ColossalAI rewrites need (``from
   colossalai.accelerator import get_accelerator``, ``import torch``, ``import numpy as np``: the name
   each binds, refusing a name the file already uses) and which ColossalAI imports a rewrite left
@@ -30,6 +31,7 @@ from cuda2npu.core.imports import (
     remove_import_names,
 )
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
+from cuda2npu.core.pins import pin_at_least, pin_predates
 from cuda2npu.families.exports import exported
 
 TRIGGERS = (r"colossalai",)
@@ -79,6 +81,20 @@ REMOVABLE_NATIVE = REMOVABLE_KEEP | {
     "LowLevelZeroPlugin",
     "get_accelerator",
 }
+
+
+# The first release with the accelerator API (PR #5239, docs/reference/colossalai.md): get_accelerator() probes
+# cuda, npu, cpu; launch() takes the backend from it; utils.get_current_device() wraps it; HybridAdam updates
+# npu parameters with a pure-PyTorch path.
+ACCELERATOR_API = "0.3.5"
+
+
+def accelerator_api(options) -> bool | None:
+    """Whether every ColossalAI the project's pin allows has the accelerator API (True), none has
+    (False: the pin predates 0.3.5), or either may be installed (None: not pinned, or both allowed)."""
+    if pin_at_least(options.pins, "colossalai", ACCELERATOR_API):
+        return True
+    return False if pin_predates(options.pins, "colossalai", ACCELERATOR_API) else None
 
 
 def symbol_of(qualified: str | None) -> str | None:
