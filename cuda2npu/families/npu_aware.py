@@ -8,7 +8,9 @@ node for which :func:`is_cuda_alternative` is true.
 
 The constructs (a side "mentions" CUDA through ``"cuda"``/``"nccl"`` strings, names or
 identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda``,
-``CUDAFusedRMSNormWithHook`` and ``os.getenv("FORCE_CUDA")``; NPU likewise through ``npu``/``hccl``):
+``CUDAFusedRMSNormWithHook`` and ``os.getenv("FORCE_CUDA")``; NPU likewise through ``npu``/``hccl``
+and torch's PrivateUse1 backend name, ``torch._C._get_privateuse1_backend_name()``, which is
+``"npu"`` once torch_npu is loaded (docs/reference/torch_npu.md §4.1)):
 
 - runs of adjacent ``if`` statements and their ``elif`` branches: a branch whose test mentions
   CUDA (not NPU), test and body, when another branch's test mentions the NPU; and the ``else``
@@ -19,8 +21,9 @@ identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda`
 - the test and body of a branch that rules the NPU out (``if x.device.type != "npu" and
   is_cuda_available():``, ``not x.is_npu``);
 - the body of a branch taken only on another accelerator (``elif device_type == "musa":``,
-  ``if is_mlu_available():``, ``a if is_torch_xla_available() else b``): nothing there runs on
-  the NPU (mmengine's MUSA autocast reads ``torch.get_autocast_gpu_dtype()``);
+  ``if is_mlu_available():``, ``a if is_torch_xla_available() else b``; ROCm's torch:
+  ``if torch.version.hip:``, ``if "AMD" in torch.cuda.get_device_name():``, ``device == "hip"``):
+  nothing there runs on the NPU (mmengine's MUSA autocast reads ``torch.get_autocast_gpu_dtype()``);
 - the test and body of a branch (or ``a if c else b`` value) taken only where a device-neutral
   accelerator abstraction says CUDA (DeepSpeed's ``get_accelerator().device_name() == "cuda"``,
   ``communication_backend_name() == "nccl"``): it never runs on the NPU;
@@ -28,6 +31,9 @@ identifier-like strings with a ``cuda`` word, such as ``is_cuda``, ``torch.cuda`
   and the ``else`` value of ``a if <NPU detected> else b`` (portable output's dispatch
   ``npu_call(x) if x.device.type == "npu" else cuda_call(x)``: ``b`` runs on every other device);
 - ``and``/``or`` operands that mention CUDA, when another operand mentions the NPU;
+- not an NPU side: an exact test of a device that may carry an index against ``"npu"``
+  (``device in ("mps", "npu")``, ``device == "npu"``) next to a CUDA prefix test
+  (``device.startswith("cuda")``): ``"npu:0"`` passes neither, so the CUDA test must change;
 - list, tuple and set elements that mention CUDA, when another element does the NPU;
 - dict entries whose key mentions CUDA, when another key mentions the NPU;
 - assignments to a name with a ``cuda`` word (``self.is_cuda``) when the same block also
@@ -53,13 +59,20 @@ CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
 NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")
+PRIVATEUSE1 = re.compile(r"privateuse1", re.IGNORECASE)  # torch_npu's backend: _get_privateuse1_backend_name
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CUDA_STRING = re.compile(r"(?:cuda|nccl)(?::.*)?|torch\.cuda\.\w+Tensor", re.DOTALL)  # a tensor type: NPU111
 NPU_STRING = re.compile(r"(?:npu|hccl)(?::.*)?|torch\.npu\.\w+Tensor", re.DOTALL)
-OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla")  # accelerators with branches of their own
+# accelerators with branches of their own (``hip``: ROCm's torch, which answers to torch.cuda)
+OTHER_DEVICES = (b"musa", b"mlu", b"xpu", b"mps", b"hpu", b"dipu", b"xla", b"hip", b"rocm")
 _OTHER = "|".join(word.decode() for word in OTHER_DEVICES)
 OTHER_DEVICE_WORD = re.compile(rf"(?:^|_)(?:{_OTHER})(?:_|$)", re.IGNORECASE)
 OTHER_DEVICE_STRING = re.compile(rf"(?:{_OTHER})(?::.*)?", re.DOTALL)
+# a ROCm device's name as torch.cuda reports it there (`"AMD" in torch.cuda.get_device_name()`,
+# `"gfx90a" in props.gcnArchName`)
+ROCM_DEVICE_NAME = re.compile(r"AMD|Radeon|Instinct|MI\d+|gfx\d+")
+ROCM_QUERIES = ("get_device_name", "gcnArchName")
+ROCM_TEXT = re.compile(rb"get_device_name|gcnArchName")
 ACCELERATOR_QUERIES = {"device_name": "cuda", "communication_backend_name": "nccl"}  # DeepSpeed's on CUDA
 ACCELERATOR_TEXT = re.compile(rb"(?:device_name|communication_backend_name)\s*\(")
 OTHER_BACKEND_CLASS = re.compile(
@@ -72,6 +85,8 @@ class _Mentions(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.cuda = self.npu = self.other_backend = self.other_device = self.accelerator_query = False
+        self.privateuse1 = False  # torch's PrivateUse1 backend name: the NPU where torch_npu is loaded
+        self.device_name_query = False  # a device's name read (a ROCm test may look in it)
 
     def _string(self, value: str | None) -> None:
         if value is not None:
@@ -92,10 +107,12 @@ class _Mentions(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.accelerator_query |= node.attr.value in ACCELERATOR_QUERIES
+        self.device_name_query |= node.attr.value in ROCM_QUERIES
 
     def visit_Name(self, node: cst.Name) -> None:
         self.cuda |= CUDA_WORD.search(node.value) is not None or CUDA_CAMEL.search(node.value) is not None
         self.npu |= NPU_WORD.search(node.value) is not None or NPU_CAMEL.search(node.value) is not None
+        self.privateuse1 |= PRIVATEUSE1.search(node.value) is not None
         self.other_backend |= OTHER_BACKEND_CLASS.search(node.value) is not None
         self.other_device |= OTHER_DEVICE_WORD.search(node.value) is not None
 
@@ -105,7 +122,7 @@ def mentions(node: cst.CSTNode | None) -> tuple[bool, bool]:
     found = _Mentions()
     if node is not None:
         walk(node, found)
-    return found.cuda, found.npu
+    return found.cuda, found.npu or found.privateuse1
 
 
 def _excludes_npu(test: cst.BaseExpression) -> bool:
@@ -131,6 +148,8 @@ def _only_another_device(test: cst.BaseExpression) -> bool:
         return isinstance(test.operator, cst.And) and (
             _only_another_device(test.left) or _only_another_device(test.right)
         )
+    if _rocm_test(test):
+        return True
     if isinstance(test, cst.Comparison):
         if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, (cst.Equal, cst.In)):
             return False
@@ -141,6 +160,26 @@ def _only_another_device(test: cst.BaseExpression) -> bool:
     parts = name.split(".")
     return any(OTHER_DEVICE_WORD.search(part) for part in parts) and (
         "available" in name or parts[-1].startswith("is_")
+    )
+
+
+def _rocm_test(test: cst.BaseExpression) -> bool:
+    """A test true only under ROCm's torch: ``torch.version.hip`` (``is not None``), or a ROCm
+    device name looked for in what torch.cuda reports (``"AMD" in torch.cuda.get_device_name()``)."""
+    if dotted_name(test) == "torch.version.hip":
+        return True
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    operator, other = test.comparisons[0].operator, test.comparisons[0].comparator
+    if isinstance(operator, cst.IsNot):
+        return dotted_name(test.left) == "torch.version.hip" and dotted_name(other) == "None"
+    name = string_value(test.left)
+    queried = dotted_name(other.func if isinstance(other, cst.Call) else other) or ""
+    return (
+        isinstance(operator, cst.In)
+        and name is not None
+        and ROCM_DEVICE_NAME.fullmatch(name) is not None
+        and queried.rpartition(".")[2] in ROCM_QUERIES
     )
 
 
@@ -172,9 +211,44 @@ def _cuda_only(sides: list[tuple[cst.CSTNode, list[cst.CSTNode]]]) -> list[cst.C
     A side that mentions both devices is neither alternative (its own parts are looked at).
     """
     kinds = [mentions(tested) for tested, _ in sides]
-    if not any(npu and not cuda for cuda, npu in kinds):
+    npu_sides = [tested for (tested, _), (cuda, npu) in zip(sides, kinds) if npu and not cuda]
+    if not npu_sides:
         return []
+    if all(map(_exact_npu_test, npu_sides)) and any(_cuda_prefix_test(tested) for tested, _ in sides):
+        return []  # `device.startswith("cuda") or device in ("mps", "npu")`: "npu:0" is in neither
     return [node for (_, keep), (cuda, npu) in zip(sides, kinds) if cuda and not npu for node in keep]
+
+
+def _exact_npu_test(test: cst.CSTNode) -> bool:
+    """``device == "npu"`` / ``device in ("mps", "npu")``: an exact test of a value that may carry an
+    index (not a device type such as ``x.device.type`` or ``device_type``), false for ``"npu:0"``."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    operator, value, other = test.comparisons[0].operator, test.left, test.comparisons[0].comparator
+    if isinstance(operator, cst.Equal):
+        value, other = (other, value) if string_value(value) == "npu" else (value, other)
+        exact = string_value(other) == "npu"
+    else:
+        exact = (
+            isinstance(operator, cst.In)
+            and isinstance(other, (cst.List, cst.Tuple, cst.Set))
+            and any(string_value(e.value) == "npu" for e in other.elements)
+        )
+    return exact and not (dotted_name(value) or "").lower().endswith("type")
+
+
+def _cuda_prefix_test(test: cst.CSTNode) -> bool:
+    """Whether ``test`` holds a CUDA prefix test, true for an index too: ``device.startswith("cuda")``,
+    ``"cuda" in device``."""
+    for call in iter_nodes(test, cst.Call):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "startswith":
+            if any(mentions(arg)[0] for arg in call.args):
+                return True
+    return any(
+        isinstance(c.comparisons[0].operator, cst.In) and string_value(c.left) in ("cuda", "cuda:")
+        for c in iter_nodes(test, cst.Comparison)
+        if len(c.comparisons) == 1
+    )
 
 
 class _Constructs(cst.CSTVisitor):
@@ -277,9 +351,13 @@ NPU_FLAG = re.compile(  # SUPPORT_NPU, HAS_NPU, use_npu, npu_enabled; not a feat
 
 def _detects_npu(test: cst.BaseExpression) -> bool:
     """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``,
-    an NPU flag (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works)."""
+    an NPU flag (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works). Not a
+    comparison with torch's PrivateUse1 name: it tests a configured device (torch's DataLoader
+    ``pin_memory_device``, "" by default), so an ``else`` after it also runs on the NPU."""
     if isinstance(test, cst.Comparison):
-        return mentions(test) == (False, True)
+        found = _Mentions()
+        walk(test, found)
+        return found.npu and not found.cuda
     name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
     last = name.rpartition(".")[2]
     flag = not isinstance(test, cst.Call) and NPU_FLAG.fullmatch(last) is not None
@@ -349,7 +427,7 @@ def _assigned(small: cst.BaseSmallStatement) -> list[str]:
 
 # what a file must spell (lower-cased) for a name or string of it to mention the NPU or another backend
 # (a word start is checked apart; other accelerators' names for their branches, see _only_another_device)
-NPU_TEXT = tuple(re.compile(rb"%s(?![a-z0-9])" % word) for word in (b"npu", b"hccl", *OTHER_DEVICES))
+NPU_TEXT = tuple(re.compile(rb"%s(?![a-z0-9])" % word) for word in (b"npu", b"hccl", b"privateuse1", *OTHER_DEVICES))
 BACKEND_CLASS_TEXT = re.compile(rb"(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)")
 
 
@@ -375,12 +453,24 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
     nodes: set[cst.CSTNode] = {node for body in _counterpart_classes(ctx) for node in iter_nodes(body)}
-    if ctx.text is not None and not may_mention_another_device(ctx.text) and not ACCELERATOR_TEXT.search(ctx.text):
+    if (
+        ctx.text is not None
+        and not may_mention_another_device(ctx.text)
+        and not ACCELERATOR_TEXT.search(ctx.text)
+        and not ROCM_TEXT.search(ctx.text)
+    ):
         return frozenset(nodes)  # most CUDA files never spell the NPU: no walk needed
     found = _Mentions()
     walk(ctx.module, found)
     # most CUDA files name none: nothing to keep
-    if found.npu or found.other_backend or found.other_device or found.accelerator_query:
+    if (
+        found.npu
+        or found.privateuse1
+        or found.other_backend
+        or found.other_device
+        or found.accelerator_query
+        or found.device_name_query
+    ):
         constructs = _Constructs()
         walk(ctx.module, constructs)
         for root in constructs.roots:

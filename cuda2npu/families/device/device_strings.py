@@ -162,10 +162,19 @@ class DeviceStrings(Rule):
         return self._device_variable_names
 
     def _rewrite(
-        self, expr: cst.BaseExpression | None, code: str = "NPU104", why: str = "device", prefix_ok: bool = False
+        self,
+        expr: cst.BaseExpression | None,
+        code: str = "NPU104",
+        why: str = "device",
+        prefix_ok: bool = False,
+        compared: bool = False,
     ) -> bool:
-        """Report every device literal in ``expr`` (``prefix_ok``: also ``"cuda:"`` prefixes); True
-        if there was one."""
+        """Report every device literal in ``expr`` (``prefix_ok``: also ``"cuda:"`` prefixes; a
+        comprehension: those of its element); True if there was one. ``compared``: the string is
+        only compared (``x.device.type == "cuda"``, ``device.startswith("cuda")``), no device torch
+        parses, so its ``"npu"`` needs no ``import torch_npu``."""
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):  # [f"cuda:{i}" for i in ids]
+            expr = expr.elt
         if expr is None:
             return False
         found = False
@@ -203,7 +212,11 @@ class DeviceStrings(Rule):
                 )
             else:
                 self.report(
-                    code, literal, f'CUDA device string in a {why} position; use "npu"', rename_fix("cuda", "npu")
+                    code,
+                    literal,
+                    f'CUDA device string in a {why} position; use "npu"',
+                    rename_fix("cuda", "npu"),
+                    needs_torch_npu=not compared,
                 )
         return found
 
@@ -215,7 +228,7 @@ class DeviceStrings(Rule):
         ``f"cuda:{i}"``, ``"cuda:%d" % i``) names nothing but a device: it is rewritten like one
         (ParlAI's model-parallel helper keeps ``f"cuda:{i}"`` names in a list and a dict and passes
         them to ``.to()``: they must all change), unless ``indexed_is_device`` is False."""
-        if expr is not None and indexed_is_device and _indexed_device(expr):
+        if expr is not None and indexed_is_device and _indexed_devices(expr):
             self._rewrite(expr, why=f"device ({where}, with an index)")
             return
         value = string_value(expr) if expr is not None else None
@@ -247,7 +260,7 @@ class DeviceStrings(Rule):
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and _is_device_type_expr(node.func.value):
-            self._rewrite(positional[0], why="device prefix test", prefix_ok=True)
+            self._rewrite(positional[0], why="device prefix test", prefix_ok=True, compared=True)
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
@@ -298,18 +311,21 @@ class DeviceStrings(Rule):
     def _rewrite_compared(self, expr: cst.BaseExpression, device: cst.BaseExpression, prefix_ok: bool = False) -> None:
         """``device`` compared with ``expr``: the accelerator, unless the file also compares the same
         expression with ``"npu"`` (FastChat's ``if device != "cuda": warn("CPU-offloading is only enabled
-        when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself."""
+        when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself. A
+        part test (``"cuda" in device``) is a prefix test, rewritten as ``device.startswith("cuda")`` is:
+        ``"npu:0"`` fails ``device == "npu"``, so the part test is where the NPU is taken."""
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
+        part = prefix_ok and not sequence
         for element in [e.value for e in expr.elements] if sequence else [expr]:
             switch = element in self._kernel_switches or element in self._feature_switches
-            if code_of(device) in self._compared_with_npu and not switch:
+            if code_of(device) in self._compared_with_npu and not switch and not part:
                 self._ambiguous(
                     element,
                     f'compared with `{code_of(device)}`, which this file also compares with "npu",',
                     indexed_is_device=False,
                 )
             else:
-                self._rewrite(element, why="device comparison", prefix_ok=prefix_ok and not sequence)
+                self._rewrite(element, why="device comparison", prefix_ok=part, compared=True)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._classes.append(node)
@@ -538,6 +554,16 @@ def _indexed_device(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format":
         return string_value(expr.func.value) == "cuda:{}"
     return False
+
+
+def _indexed_devices(expr: cst.BaseExpression) -> bool:
+    """A device with an index (:func:`_indexed_device`), a list, tuple or set holding one
+    (``devices=["cuda:0", "cuda:1"]``) or a comprehension of them (``[f"cuda:{i}" for i in ids]``)."""
+    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        expr = expr.elt
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return any(_indexed_device(element.value) for element in expr.elements)
+    return _indexed_device(expr)
 
 
 def _is_device_string(expr: cst.BaseExpression) -> bool:

@@ -130,7 +130,9 @@ class FlashAttention2(Rule):
                 f'({pin_text(self.options)}): "{value}" ({why}); transformers >= {FA2_ON_NPU} keeps "{FA2}" on '
                 "NPU (npu_fusion_attention)"
             )
-            self.report_in(statement, "NPU901", source, message, fix=lambda node: _replaced(node, value))
+            self.report_in(
+                statement, "NPU901", source, message, fix=lambda node: _replaced(node, value), needs_torch_npu=False
+            )
 
     def _use_flash_attention_2(self, call: cst.Call, flag: cst.Arg) -> None:
         if self._packs():
@@ -142,7 +144,9 @@ class FlashAttention2(Rule):
                 f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU}: "
                 f'`attn_implementation="{value}"` ({why}); transformers >= {FA2_ON_NPU} keeps flash attention on NPU'
             )
-            self.report("NPU902", flag, message, fix=lambda arg: _implementation_keyword(arg, value))
+            self.report(
+                "NPU902", flag, message, fix=lambda arg: _implementation_keyword(arg, value), needs_torch_npu=False
+            )
             return
         message = (
             f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU} "

@@ -7,6 +7,7 @@ review where it can differ: transformers 5 reads ``"cuda"`` as the GPU of ``LOCA
 ``"npu"`` is the current NPU, which matters only in a multi-process run (the file reads
 ``LOCAL_RANK`` or sets up torch.distributed, accelerate or DeepSpeed) under a transformers pin that
 allows 5 (none: any release); elsewhere both are the current device and the rewrite is exact.
+Each arm of a conditional value (``"cpu" if flag else "cuda"``) is read the same way.
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
 (0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
 """
@@ -46,7 +47,9 @@ class CudaDeviceMap(Rule):
         else:
             values = [arg.value]
         for value in values:
-            self._device(value)
+            for arm in _arms(value):
+                if not in_npu_branch(self.ctx, arm):
+                    self._device(arm)
 
     def _device(self, value: cst.BaseExpression) -> None:
         text = string_value(value)
@@ -71,6 +74,13 @@ class CudaDeviceMap(Rule):
         if predates(self.options, LOCAL_RANK_CUDA):
             return False
         return MULTI_PROCESS.search(self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()) is not None
+
+
+def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values ``value`` can take: the arms of ``"cpu" if flag else "cuda"`` (nested ones too)."""
+    if isinstance(value, cst.IfExp):
+        return _arms(value.body) + _arms(value.orelse)
+    return [value]
 
 
 def _npu(node: cst.SimpleString) -> cst.SimpleString:
