@@ -14,7 +14,9 @@ an import in the branch they keep for guarded. A test's skip guard is such a tes
 test is skipped on an NPU host.
 
 Libraries the migration rewrites (apex, flash-attn, TransformerEngine) do not count here: their
-calls in the branch become NPU code, which the rewritten test must reach.
+calls in the branch become NPU code, which the rewritten test must reach. A branch that only runs an
+NVIDIA diagnostic (``check_nvlink_connectivity(fabric)``: :func:`nvidia_checks_only`) has nothing
+to run on an NPU host either; NPU103 leaves its test as written without a report.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Iterable
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
+from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
@@ -54,6 +57,7 @@ SHELL_CALLS = {
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
 EXTENSION = "a compiled CUDA extension"
+NVIDIA_TOOL_WORDS = {"nvlink", "nvml", "nvidia", "nvsmi"}  # a function so named asks NVIDIA's driver or tools
 # skip decorators of a test -> whether a true condition skips it (`skipUnless`: a true one runs it)
 SKIP_DECORATORS = {"pytest.mark.skipif": True, "unittest.skipIf": True, "unittest.skipUnless": False}
 SKIP_CALLS = {"pytest.skip"}  # raises Skipped in a test: an exit, as `self.skipTest(...)`
@@ -150,6 +154,24 @@ def _call_use(ctx, node: cst.Call) -> tuple[str, str] | None:
     if "nvcc" in re.split(r"[^a-z0-9]+", name.rpartition(".")[2].lower()):
         return f"`{name}`", "runs nvcc, which is not installed on NPU hosts"
     return None
+
+
+def nvidia_checks_only(blocks: list[cst.CSTNode]) -> bool:
+    """Whether ``blocks`` do nothing but call functions named for NVIDIA's driver tools (``if
+    torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``, also
+    ``_check_nvidia_smi()``): a diagnostic with nothing to run on an NPU host, where the test, left
+    as written, stays False as before."""
+    called = False
+    for block in blocks:
+        block = block.body if isinstance(block, cst.Else) else block
+        for statement in block.body if isinstance(block, cst.BaseSuite) else [block]:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]:
+                call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
+                words = set(name_tokens((dotted_name(call.func) or "").rpartition(".")[2])) if call else set()
+                if not words & NVIDIA_TOOL_WORDS:
+                    return False
+                called = True
+    return called
 
 
 def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:

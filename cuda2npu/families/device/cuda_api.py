@@ -3,8 +3,13 @@ torch.cuda APIs with no NPU counterpart (NPU601). Mapping data: ``rules/tables/t
 the keywords of every rewritten call are checked against ``rules/tables/torch_npu_signatures.toml``.
 
 Left alone: a ``torch.cuda.is_available()`` whose value switches on a CUDA-only feature (reported,
-tier review: on NPU the feature must stay off), and code that already handles NPU next to CUDA
+tier review: on NPU the feature must stay off), another library's CUDA path (``use_gpu=`` of its
+call) or a CUDA value no rule rewrites (``if torch.cuda.is_available(): accelerator = "cuda"``:
+the test and the value change together or not at all), silently one that gates an NVIDIA-only
+check (``check_nvlink_connectivity()``), and code that already handles NPU next to CUDA
 (``if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...``, ``{"cuda": ..., "npu": ...}``).
+A compute-capability test choosing bfloat16 (``get_device_capability()[0] >= 8``) becomes
+``torch.npu.is_bf16_supported()``.
 ``torch._C._cuda_*`` bindings are reported with their ``torch_npu._C._npu_*`` counterpart.
 
 Portable output (``--portable``): cuda2npu/families/device/cuda_api_portable.py.
@@ -12,6 +17,7 @@ Portable output (``--portable``): cuda2npu/families/device/cuda_api_portable.py.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -23,18 +29,30 @@ from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_wor
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.literals import DEVICE_STRING, string_value
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.nodes import attribute_chain
+from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use, skipped_cuda_use
+from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use, nvidia_checks_only, skipped_cuda_use
 from cuda2npu.families.device import cuda_api_portable as portable_api
-from cuda2npu.families.device.cuda_api_checks import CallCheck, adapt_keywords, check_call, signature
+from cuda2npu.families.device.cuda_api_checks import (
+    CallCheck,
+    adapt_keywords,
+    bf16_capability_test,
+    check_call,
+    kept_cuda_value,
+    library_gpu_switch,
+    signature,
+)
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
+KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
+LIBRARY_PATH = "another library's CUDA path"
+NVIDIA_CHECK = "an NVIDIA-only check"  # left as written, unreported: nothing to decide
 # strings that choose another library's CUDA runtime: ONNX Runtime's providers, the GPU builds on PyPI
 CUDA_RUNTIME = re.compile(r"CUDAExecutionProvider|TensorrtExecutionProvider|\b[\w.]+-gpu\b")
 
@@ -125,24 +143,88 @@ class TorchCudaApi(Rule):
             capability=not _device_choice(node),
         )
 
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        """``torch.cuda.get_device_capability()[0] >= 8`` choosing bfloat16 → ``torch.npu.is_bf16_supported()``
+        (``bf16_capability_test``; torch.npu.get_device_capability() is None)."""
+        call = self._bf16_tests.get(node)
+        if call is None or self.options.portable or is_cuda_alternative(self.ctx, node):
+            return
+        self._switch_parts.update(_attributes(node))
+        supported = cst.Call(
+            func=call.func.with_changes(value=_cuda_to_npu(call.func.value), attr=cst.Name("is_bf16_supported"))
+        )
+        self.report(
+            "NPU103",
+            node,
+            f"`{code_of(node)}` asks for CUDA compute capability 8, the first with bfloat16 → "
+            f"`{code_of(supported)}` (torch.npu.get_device_capability() is None; docs/reference/torch_npu.md §4.2)",
+            lambda updated: supported.with_changes(lpar=updated.lpar, rpar=updated.rpar),
+        )
+
     def _gated(self, node: cst.If | cst.IfExp) -> tuple[str | None, str]:
         """CUDA-only code in the branch the test selects (``if torch.cuda.is_available(): from knn_cuda
         import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``; or a read
         of the CUDA compute capability there (``if not torch.cuda.is_available(): return ""`` before
         a loop unpacking ``get_device_capability(i)``, which is None on the NPU)."""
+        if nvidia_checks_only(cuda_branch(self.ctx, node)):
+            return NVIDIA_CHECK, ""
         found = gated_cuda_use(self.ctx, node)
         if found:
             return found[1], f"{found[0]} in its branch"
         queries = [
-            call
+            (call, read)
             for block in cuda_branch(self.ctx, node)
             for call in iter_nodes(block, cst.Call)
-            if self.resolver.qualified_name(call.func) in CAPABILITY_QUERIES
+            if (read := self._capability_read(call))
         ]
         if queries:  # kept as written with the switch: the branch never runs on the NPU
-            self._switch_parts.update(attribute for call in queries for attribute in _attributes(call.func))
-            return "compute capability", "`torch.cuda.get_device_capability()` in its branch"
-        return None, ""
+            self._switch_parts.update(attribute for call, _ in queries for attribute in _attributes(call.func))
+            return "compute capability", f"{queries[0][1]} in its branch"
+        kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
+        return (KEPT_VALUE, kept) if kept else (None, "")
+
+    def _capability_read(self, call: cst.Call) -> str | None:
+        """How ``call`` reads the CUDA compute capability (``get_device_capability()``, a field torch_npu
+        leaves empty of ``get_device_properties()``, or its whole answer), else None: a bfloat16 test
+        (rewritten) or a read of filled fields only (``.name``, ``.total_memory``)."""
+        qualified = self.resolver.qualified_name(call.func)
+        if qualified not in CAPABILITY_QUERIES or call in self._bf16_tests.values():
+            return None
+        if qualified == "torch.cuda.get_device_capability":
+            return f"`{qualified}()`"
+        fields = self._fields_read(call)
+        filled = table("torch_cuda_api")["device_properties"]["filled"]
+        empty = [f for f in fields if f not in filled] if fields is not None else None
+        if empty == []:
+            return None
+        return f"`{qualified}(...).{empty[0]}`" if empty else f"`{qualified}(...)`"
+
+    def _fields_read(self, call: cst.Call) -> list[str] | None:
+        """The fields read of a ``get_device_properties(...)`` answer: ``(...).name``, or ``p.<field>`` of
+        ``p = get_device_properties(...)`` in its function (or module); None: used whole."""
+        index = TreeIndex.of(self.ctx)
+        parent = index.parents.get(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            return [parent.attr.value]
+        if (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            scope = index.function.get(index.parents.get(parent)) or self.ctx.module
+            return _variable_fields(scope, parent.targets[0].target.value)
+        return None
+
+    @functools.cached_property
+    def _bf16_tests(self) -> dict[cst.Comparison, cst.Call]:
+        """``torch.cuda.get_device_capability()[0] >= 8`` tests choosing bfloat16 → the capability call."""
+        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        if b"get_device_capability" not in text or b"bf" not in text:
+            return {}
+        found = {}
+        for node in iter_nodes(self.ctx.module, (cst.If, cst.IfExp, cst.Assign)):
+            found.update(bf16_capability_test(self.ctx, node))
+        return found
 
     def _flag_gates(self, name: str | None, local: bool = False) -> tuple[str | None, str]:
         """``HAS_KNN = torch.cuda.is_available()`` read by a test whose branch runs CUDA-only code
@@ -214,17 +296,18 @@ class TorchCudaApi(Rule):
         if not calls:
             return
         word, where = word_and_place()
-        if not word and capability and not self._switches.keys() >= set(calls) and self._tests_capability(value):
-            word, where = "compute capability", "`torch.cuda.get_device_capability()` in the same test"
-        if word:
-            self._switches.update((func, f"{where}: {word}") for func in calls)
+        read = capability and not word and not self._switches.keys() >= set(calls) and self._tests_capability(value)
+        if read:
+            word, where = "compute capability", f"{read} in the same test"
+        if word == NVIDIA_CHECK:  # nothing to decide: the check stays off on NPU, as before
+            self._switch_parts.update(_attributes(value))
+        elif word:
+            self._switches.update((func, _switch_message(word, where)) for func in calls)
             self._switch_parts.update(_attributes(value))  # `... and torch.cuda.get_device_capability()[0] >= 7`
 
-    def _tests_capability(self, value: cst.BaseExpression) -> bool:
-        """``value`` reads the CUDA compute capability (``get_device_capability()``, ``get_device_properties()``)."""
-        return any(
-            self.resolver.qualified_name(call.func) in CAPABILITY_QUERIES for call in iter_nodes(value, cst.Call)
-        )
+    def _tests_capability(self, value: cst.BaseExpression) -> str | None:
+        """How ``value`` reads the CUDA compute capability (``_capability_read``), else None."""
+        return next((read for call in iter_nodes(value, cst.Call) if (read := self._capability_read(call))), None)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -275,11 +358,22 @@ class TorchCudaApi(Rule):
                 "torch."
             ):  # torch's own `fused=` dispatch by device
                 keyword = arg.keyword.value
-                self._mark_switch(arg.value, lambda k=keyword: (feature_word(k), f"`{k}=`"))
+                self._mark_switch(
+                    arg.value,
+                    lambda k=keyword: _first(
+                        lambda: (feature_word(k), f"`{k}=`"),
+                        lambda: self._library_path(node, k),
+                    ),
+                )
         if node.args and node.args[0].keyword is None:  # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`
             self._mark_switch(node.args[0].value, lambda: self._skipped(node), capability=False)
         if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx, node):
             self._check_arguments(node, qualified)
+
+    def _library_path(self, node: cst.Call, keyword: str) -> tuple[str | None, str]:
+        """``lib.load(args=Namespace(use_gpu_init=torch.cuda.is_available()))``: ``library_gpu_switch``."""
+        where = library_gpu_switch(self.ctx, node, keyword)
+        return (LIBRARY_PATH, where) if where else (None, "")
 
     def _skipped(self, node: cst.Call) -> tuple[str | None, str]:
         """A skip decorator over a test of CUDA-only code (``import my_cuda_ext``): ``cuda_gates``."""
@@ -377,17 +471,11 @@ class TorchCudaApi(Rule):
             or self.resolver.qualified_name(value.func) != "torch.cuda.get_device_properties"
         ):
             return
-        scope = self._function() or self.ctx.module
-        bases = {a.value: a.attr.value for a in iter_nodes(scope, cst.Attribute) if isinstance(a.value, cst.Name)}
-        uses = [n for n in iter_nodes(scope, cst.Name) if n.value == name]
-        bound = [
-            t for t in iter_nodes(scope, cst.AssignTarget) if isinstance(t.target, cst.Name) and t.target.value == name
-        ]
-        reads = [n for n in uses if all(n is not t.target for t in bound)]
-        if not reads or any(n not in bases for n in reads):
+        fields = _variable_fields(self._function() or self.ctx.module, name)
+        if not fields:
             return  # unread, or used whole (printed, passed on): the general review stays
         filled = table("torch_cuda_api")["device_properties"]["filled"]
-        self._properties[value.func] = next((bases[n] for n in reads if bases[n] not in filled), None)
+        self._properties[value.func] = next((f for f in fields if f not in filled), None)
 
     def _member(self, node: cst.Attribute, sub: str, name: str) -> None:
         api = _api(sub, name)
@@ -395,13 +483,7 @@ class TorchCudaApi(Rule):
         if sub:  # the enclosing attribute speaks for `torch.cuda.<sub>`
             self._skip.add(node.value)
         if node in self._switches:
-            self.report(
-                api.code,
-                node,
-                f"`{spelled}()` switches a CUDA-only feature on ({self._switches[node]}); not rewritten: on NPU "
-                "the feature must stay off, and torch.cuda.is_available() is False there",
-                tier=Tier.REVIEW,
-            )
+            self.report(api.code, node, f"`{spelled}()` {self._switches[node]}", tier=Tier.REVIEW)
             return
         if node in self._switch_parts:
             return  # the switch's finding covers its expression
@@ -732,6 +814,39 @@ class TorchCudaApi(Rule):
                 tier=tier,
                 needs_torch_npu=False,
             )
+
+
+def _switch_message(word: str, where: str) -> str:
+    """What a kept ``torch.cuda.is_available()`` says after its name, by the kind of switch."""
+    if word == KEPT_VALUE:
+        return (
+            f"chooses {where}, which no rule rewrites (no torch device: a library's accelerator name, "
+            "a label); not rewritten: the rewritten test alone would pick that CUDA value on an NPU host, "
+            "where it fails; change the test and the value together, or leave both"
+        )
+    if word == LIBRARY_PATH:
+        return (
+            f"switches another library's CUDA path on ({where}); not rewritten: the library calls "
+            "torch.cuda itself, so on NPU the switch must stay off, and torch.cuda.is_available() is False there"
+        )
+    return (
+        f"switches a CUDA-only feature on ({where}: {word}); not rewritten: on NPU the feature must stay off, "
+        "and torch.cuda.is_available() is False there"
+    )
+
+
+def _variable_fields(scope: cst.CSTNode, name: str) -> list[str] | None:
+    """The fields read of the variable ``name`` in ``scope``, all its reads being ``name.<field>``
+    (reads after another binding of it count too); None: it is unread or used whole."""
+    bases = {a.value: a.attr.value for a in iter_nodes(scope, cst.Attribute) if isinstance(a.value, cst.Name)}
+    uses = [n for n in iter_nodes(scope, cst.Name) if n.value == name]
+    bound = [
+        t for t in iter_nodes(scope, cst.AssignTarget) if isinstance(t.target, cst.Name) and t.target.value == name
+    ]
+    reads = [n for n in uses if all(n is not t.target for t in bound)]
+    if not reads or any(n not in bases for n in reads):
+        return None
+    return [bases[n] for n in reads]
 
 
 def _target_name(target: cst.BaseExpression) -> str | None:

@@ -1,6 +1,8 @@
 """What NPU103 must know about a torch.cuda call before renaming it: whether torch_npu's callable
 takes its arguments (``rules/tables/torch_npu_signatures.toml``), whether its value switches on a
-CUDA-only feature (``[feature_switches]`` of ``rules/tables/torch_cuda_api.toml``)."""
+CUDA-only feature (``[feature_switches]`` of ``rules/tables/torch_cuda_api.toml``), another
+library's CUDA path or a CUDA value no rule rewrites, and which compute-capability tests ask for
+bfloat16 (``torch.npu.is_bf16_supported()`` answers them, docs/reference/torch_npu.md §4.2, §4.4)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,27 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.feature_words import name_tokens
+from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
+from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families.cuda_gates import cuda_branch
+from cuda2npu.families.device.device_strings import (
+    AMBIGUOUS_KEYWORDS,
+    DEVICE_KEYWORDS,
+    DEVICE_NAME,
+    _DeviceVariableUses,
+    looks_like_device,
+)
+
+GPU_WORDS = {"gpu", "gpus", "cuda"}  # a keyword so named switches a library's CUDA path (`use_gpu_initialization=`)
+NAMESPACES = {"argparse.Namespace", "types.SimpleNamespace"}  # keywords held for the call they are passed to
+# libraries that choose the NPU themselves: a GPU keyword of theirs follows the rewritten test
+NPU_AWARE_LIBRARIES = {"torch", "torch_npu", "transformers", "accelerate", "deepspeed", "diffusers", "peft", "trl"}
+CHOICE_VALUES = {"cuda", "gpu"}
+CAPABILITY = "torch.cuda.get_device_capability"
 
 
 @dataclass
@@ -101,3 +123,123 @@ def adapt_keywords(call: cst.Call, check: CallCheck) -> cst.Call:
     if args and len(args) < len(call.args):
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def library_gpu_switch(ctx, call: cst.Call, keyword: str) -> str | None:
+    """Where ``call`` hands a ``keyword`` naming gpu/cuda to another library, directly or through an
+    ``argparse.Namespace(...)`` passed to one (SwissArmyTransformer's ``AutoModel.from_pretrained(args=
+    Namespace(use_gpu_initialization=...))``, which then calls ``torch.cuda.current_device()``): a
+    switch of that library's CUDA path. None for a library that picks the NPU itself
+    (``NPU_AWARE_LIBRARIES``), the file's own functions and relative imports (their CUDA code is migrated)."""
+    if not GPU_WORDS & set(name_tokens(keyword)):
+        return None
+    qualified = ctx.resolver.qualified_name(call.func)
+    if qualified in NAMESPACES or dotted_name(call.func) == "dict":
+        outer = TreeIndex.of(ctx).call_of(call)
+        qualified = ctx.resolver.qualified_name(outer.func) if outer is not None else None
+    if not qualified or qualified.split(".")[0] in NPU_AWARE_LIBRARIES | set(ctx.options.local_modules):
+        return None
+    return f"`{keyword}=` read by `{qualified}`"
+
+
+def kept_cuda_value(ctx, blocks: list[cst.CSTNode]) -> str | None:
+    """The first ``"cuda"``/``"gpu"`` value ``blocks`` set or pass where no rule rewrites it (the
+    positions device_strings leaves as NPU109, and any ``"gpu"``): assigned to a name that is no device
+    (``accelerator = "cuda"``, Lightning's accelerator name), passed as a keyword that is none
+    (``Trainer(accelerator="gpu")``), returned, or a ``"gpu"`` chosen by a conditional expression."""
+    parents = TreeIndex.of(ctx).parents
+    for block in blocks:
+        for string in iter_nodes(block, cst.SimpleString):
+            value = (string_value(string) or "").lower()
+            if value not in CHOICE_VALUES:
+                continue
+            gpu, parent = value == "gpu", parents.get(string)
+            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is string:
+                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+                if gpu or not any(_device_target(ctx, t) for t in targets):
+                    return f"`{code_of(targets[0])} = {code_of(string)}`"
+            elif isinstance(parent, cst.Arg) and parent.keyword is not None:
+                if gpu or not _device_keyword(ctx, parent.keyword.value):
+                    return f"`{parent.keyword.value}={code_of(string)}`"
+            elif isinstance(parent, cst.Return) or (gpu and isinstance(parent, cst.IfExp) and parent.body is string):
+                return f"`{code_of(parent).strip()}`" if isinstance(parent, cst.Return) else f"`{code_of(string)}`"
+    return None
+
+
+def _device_target(ctx, target: cst.BaseExpression) -> bool:
+    """``device``, ``self.dev``, or a name the file passes in a device position (device_strings rewrites
+    a "cuda" assigned to it)."""
+    return looks_like_device(target) or (isinstance(target, cst.Name) and target.value in _device_variables(ctx))
+
+
+def _device_keyword(ctx, keyword: str) -> bool:
+    """A keyword whose "cuda" device_strings rewrites (``device=``, ``map_location=``, ``ema_device=``, a
+    configuration key the project reads as a device), not one it leaves as NPU109 (``accelerator=``)."""
+    if keyword in AMBIGUOUS_KEYWORDS:
+        return False
+    return (
+        keyword in DEVICE_KEYWORDS
+        or bool(DEVICE_NAME.search(keyword))
+        or ("device", keyword) in ctx.options.config_keys
+    )
+
+
+def _device_variables(ctx) -> frozenset[str]:
+    return ctx.file_state(_find_device_variables)
+
+
+def _find_device_variables(ctx) -> frozenset[str]:
+    uses = _DeviceVariableUses()
+    walk(ctx.module, uses)
+    return frozenset(uses.names)
+
+
+def bf16_capability_test(ctx, node: cst.If | cst.IfExp | cst.Assign) -> dict[cst.Comparison, cst.Call]:
+    """The comparisons in ``node``'s test that ask for CUDA compute capability 8 (Ampere, the first with
+    bfloat16: ``torch.cuda.get_device_capability()[0] >= 8``, ``... >= (8, 0)``) to choose bfloat16 (its
+    CUDA branch reads ``torch.bfloat16``, or an assignment names bf16: ``use_bf16 = ...``) → the
+    capability call; torch.npu.is_bf16_supported() answers the same question on the NPU."""
+    if isinstance(node, cst.Assign):
+        chooses = any(w in code_of(t.target).lower() for t in node.targets for w in ("bf16", "bfloat16"))
+        test = node.value
+    else:
+        chooses = any(_mentions_bf16(block) for block in cuda_branch(ctx, node))
+        test = node.test
+    if not chooses:
+        return {}
+    found = {}
+    for comparison in iter_nodes(test, cst.Comparison):
+        call = _asks_capability_8(ctx, comparison)
+        if call is not None:
+            found[comparison] = call
+    return found
+
+
+def _mentions_bf16(node: cst.CSTNode) -> bool:
+    """``torch.bfloat16``, ``bfloat16`` or a ``"bf16"``/``"bfloat16"`` string in ``node``."""
+    return any(
+        (isinstance(n, cst.Name) and n.value == "bfloat16") or string_value(n) in ("bf16", "bfloat16")
+        for n in iter_nodes(node, (cst.Name, cst.SimpleString))
+    )
+
+
+def _asks_capability_8(ctx, comparison: cst.Comparison) -> cst.Call | None:
+    """The ``torch.cuda.get_device_capability(...)`` call of ``X()[0] >= 8``, ``X()[0] > 7`` or
+    ``X() >= (8, 0)`` (an attribute chain, which the rewrite can turn into ``torch.npu.<...>``)."""
+    if len(comparison.comparisons) != 1:
+        return None
+    operator, right = comparison.comparisons[0].operator, comparison.comparisons[0].comparator
+    left, bound = comparison.left, literal(right)
+    if isinstance(left, cst.Subscript) and len(left.slice) == 1 and isinstance(left.slice[0].slice, cst.Index):
+        first = literal(left.slice[0].slice.value) == 0
+        asks = first and (
+            (isinstance(operator, cst.GreaterThanEqual) and bound == 8)
+            or (isinstance(operator, cst.GreaterThan) and bound == 7)
+        )
+        call = left.value
+    else:
+        asks = isinstance(operator, cst.GreaterThanEqual) and bound in ((8,), (8, 0))
+        call = left
+    if not asks or not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+        return None
+    return call if module_qualified(ctx.resolver.module_scope, call.func) == CAPABILITY else None
