@@ -10,7 +10,8 @@ found with the Python code): their CUDA and NCCL settings.
   documented HCCL counterpart (review, as NPU203 does in Python); one with an analog of another
   unit or syntax (``NCCL_BUFFSIZE``, ``nccl_manual``) set or exported is a manual item naming it.
   NCCL's logging and tuning switches (``NCCL_DEBUG``, ``NCCL_P2P_DISABLE``, any other ``NCCL_*``)
-  ask nothing and are not reported, as in Python.
+  ask nothing and are not reported, as in Python; nor is a ``nccl_manual`` variable set to NCCL's
+  own default (``NCCL_IB_DISABLE=0``, the table's ``nccl_defaults``).
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
   ``cudatoolkit``; Lmod's ``ml``): manual.
 - NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
@@ -49,6 +50,7 @@ READ = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)(?!\w)")
 NAMED = re.compile(
     r"(?:^|[\s;&|(`])(?:unset(?:[ \t]+-v)?|export|readonly|env[ \t]+-u)[ \t]+([A-Z_][A-Z0-9_]*)(?![\w=])"
 )
+ASSIGNED_VALUE = re.compile(r"""["']?([^\s"';&|()`]*)""")
 VALUE = re.compile(r"""(["']?)([^\s"';&|()]*)\1(?=$|[\s;&|)])""")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
 CUDA_MODULE = re.compile(
@@ -122,8 +124,8 @@ def check_shell_script(
                     code, new = renames[name]
                     if re.search(rf"(?<!\w){new}(?!\w)", code_text) is None:  # else: it handles both already
                         report(line, start + 1, code, *_rename(line.code, name, new, end, assigned, options))
-                elif not assigned:
-                    continue
+                elif not assigned or _assigned_value(line.code, end) == env["nccl_defaults"].get(name):
+                    continue  # a read, or NCCL's default value (`NCCL_IB_DISABLE=0`): asks nothing of HCCL
                 elif name in env["nccl_manual"]:  # an analog with another unit or syntax, or a hint
                     report(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
@@ -153,6 +155,12 @@ def _variables(code: str) -> list[tuple[str, int, int, bool]]:
     found = [(m.group(1), m.start(1), m.end(1), True) for m in ASSIGNMENT.finditer(code)]
     found += [(m.group(1), m.start(1), m.end(1), False) for pattern in (READ, NAMED) for m in pattern.finditer(code)]
     return sorted(found, key=lambda item: item[1])
+
+
+def _assigned_value(code: str, end: int) -> str:
+    """The value assigned after a variable's name ending at ``end``, up to the next blank or quote
+    (``0`` in ``NCCL_IB_DISABLE="0"``, and in ``OPTS="NCCL_DEBUG=info NCCL_IB_DISABLE=0"``)."""
+    return ASSIGNED_VALUE.match(code, end + 1).group(1)
 
 
 def _rename(code: str, name: str, new: str, end: int, assigned: bool, options):

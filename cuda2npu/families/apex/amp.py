@@ -55,6 +55,7 @@ from cuda2npu.families.apex.amp_shapes import (
     mirror_chain,
 )
 from cuda2npu.families.apex.common import ApexRule, FileEdits, apex_name
+from cuda2npu.families.old_torch import old_torch_code
 
 INITIALIZE_PARAMS = (
     "models",
@@ -129,9 +130,10 @@ class NotMigrated(Exception):
 class _AmpCollector(cst.BatchableCSTVisitor):
     """apex.amp uses, optimizer steps, clipping calls and the callees of every statement."""
 
-    def __init__(self, resolver: NameResolver) -> None:
+    def __init__(self, resolver: NameResolver, old_torch: frozenset[cst.CSTNode] = frozenset()) -> None:
         super().__init__()
         self.resolver = resolver
+        self.old_torch = old_torch  # code only a torch older than torch_npu's runs: not migrated
         self.initializes: list[cst.Call] = []
         self.scale_withs: list[tuple[cst.With, cst.Call]] = []
         self.amp_calls: list[tuple[cst.Call, str]] = []
@@ -152,7 +154,7 @@ class _AmpCollector(cst.BatchableCSTVisitor):
         self._in_import = False
 
     def _amp(self, node: cst.BaseExpression) -> str | None:
-        name = apex_name(self.resolver, node)
+        name = apex_name(self.resolver, node) if node not in self.old_torch else None
         return name if name and name.startswith("apex.amp.") else None
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -314,7 +316,7 @@ class AmpPlan:
         self.edits: FileEdits = rule.edits
         self.index = self.edits.index
         self.options = rule.options
-        self.collector = _AmpCollector(NameResolver(self.ctx.module))
+        self.collector = _AmpCollector(NameResolver(self.ctx.module), old_torch_code(self.ctx))
         walk_batched(self.ctx.module, [self.collector.resolver, self.collector])
         self.problems: list[NotMigrated] = []
         self.actions: list = []  # callables registering edits and planned reports

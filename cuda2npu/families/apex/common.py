@@ -10,6 +10,8 @@
   records the references to apex names that fixes remove and the imports fixes need; the
   finalizer (``apex_imports``) turns those into import edits and collapses blocks a migration
   emptied (``if args.fp16: <removed>``, ``try: <removed apex import> except ImportError: ...``).
+  A name whose ``except ImportError`` assigns it another implementation (``FusedLayerNorm =
+  LayerNorm``) is not apex's to the rules (:attr:`FileEdits.fallback_names`): NPU hosts run that one.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import catches_import_error, import_root
+from cuda2npu.core.imports import bound_name, catches_import_error, import_root
+from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import Rule
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
 from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
+from cuda2npu.families.old_torch import old_torch_only
 
 CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
 
@@ -127,6 +131,13 @@ class FileEdits:
     def star_modules(self) -> set[str]:
         """apex modules the file star-imports."""
         return self._scanned().star_modules
+
+    @property
+    def fallback_names(self) -> set[str]:
+        """Names an apex import binds in a ``try`` whose ``except ImportError`` assigns them another
+        implementation (``except: FusedLayerNorm = LayerNorm``, a class of the project): what
+        they are where apex is missing (NPU hosts), so their uses are left as written."""
+        return self._scanned().fallback_names
 
     def applies(self, tier: Tier) -> bool:
         """Whether a fix of this tier is applied by ``migrate`` with these options."""
@@ -379,6 +390,27 @@ class _ApexImportScan(cst.CSTVisitor):
         super().__init__()
         self.found = False
         self.star_modules: set[str] = set()
+        self.fallback_names: set[str] = set()
+
+    def visit_Try(self, node: cst.Try) -> None:
+        imported = {
+            bound_name(alias, small)
+            for stmt in clause_statements(node)
+            if isinstance(stmt, cst.SimpleStatementLine)
+            for small in stmt.body
+            if isinstance(small, (cst.Import, cst.ImportFrom))
+            and import_root(small) in APEX_ROOTS
+            and not isinstance(small.names, cst.ImportStar)
+            for alias in small.names
+        }
+        for handler in node.handlers:
+            if not catches_import_error(handler):
+                continue
+            for stmt in clause_statements(handler):
+                for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.Assign) and literal(small.value) is NOT_LITERAL:  # not `X = None`
+                        names = {n for t in small.targets for n in target_names(t.target)}
+                        self.fallback_names |= names & imported
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> bool:
         for small in node.body:
@@ -450,10 +482,13 @@ class ApexRule(Rule):
     def apex(self, node: cst.BaseExpression) -> str | None:
         """The apex name ``node`` reads; None also inside a class or function of its root name
         (``try: from apex... import FusedLayerNorm as BertLayerNorm / except ImportError: class
-        BertLayerNorm(nn.Module): ... super(BertLayerNorm, self)``: the fallback's own name)."""
+        BertLayerNorm(nn.Module): ... super(BertLayerNorm, self)``: the fallback's own name) and
+        for a name with an assigned fallback (:attr:`FileEdits.fallback_names`)."""
         root = root_name(node)
-        if root is not None and self.ctx.inside_definition_of(root.value):
+        if root is not None and (self.ctx.inside_definition_of(root.value) or root.value in self.edits.fallback_names):
             return None
+        if old_torch_only(self.ctx, node):
+            return None  # code only a torch older than any torch_npu's runs
         return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
 
     def replaced(self, code: str, node: cst.CSTNode, reference: cst.BaseExpression, message: str, fix) -> None:

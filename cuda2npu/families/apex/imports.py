@@ -10,8 +10,9 @@ their fixes remove (:class:`~cuda2npu.families.apex.common.FileEdits`). Then:
    fallback (native only): that is what an NPU host, where apex is not installed, runs anyway;
 3. an apex import that stays is reported (``manual``) unless an ``except ImportError`` guards it;
    an import whose ``try`` also sets a flag (``has_apex = True``, or ``has_apex = False`` in its
-   handler) stays, reported: the flag records whether apex imports, and would always say so
-   without it (see :func:`_detection_flags`);
+   handler) or returns one (``def has_apex(): try: import apex; return True``) stays: the flag
+   records whether apex imports, and would always say so without it (see :func:`_detection_flags`);
+   it is reported where code reads the flag (or calls the probe), which may select migrated code;
 4. blocks the migration emptied are collapsed: ``if <pure test>: <all removed>`` is removed and
    ``try: <all removed> except ...`` keeps only its ``else``/``finally`` statements;
 5. the imports the fixes' code needs (``import torch``, ``from apex.optimizers import NpuFusedAdamW``
@@ -24,6 +25,8 @@ is missing).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -55,6 +58,7 @@ from cuda2npu.families.apex.common import (
 from cuda2npu.families.apex.modules import cuda_only_note
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.old_torch import old_torch_only
 
 
 def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias | None, str]]:
@@ -81,6 +85,8 @@ class ApexImports(Rule):
         self._tries: list[cst.Try] = []
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> None:
+        if old_torch_only(self.ctx, node):
+            return  # `if version.parse(torch.__version__) < version.parse("1.6"): from apex import amp`
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS:
                 self._imports.append((node, small))
@@ -133,10 +139,12 @@ class ApexImports(Rule):
         removable = [(alias, tier) for alias, tier in verdicts if tier is not None]
         kept = [alias for alias, tier in verdicts if tier is None]
         at = _marked_statement(edits.index, statement)  # where a marker goes
-        flags = _detection_flags(edits, statement)
-        if flags and (removable or not any(uses.get(name) for _, name in _bound_names(node))):
-            if self.options.apex == "native":  # Ascend's apex imports where it is installed: nothing to say
-                self._report_flagged(at, node, flags)
+        detection = _detection_flags(edits, statement)
+        if detection and (removable or not any(uses.get(name) for _, name in _bound_names(node))):
+            # kept as written; with --apex=ascend (Ascend's apex imports where it is installed) or when
+            # nothing reads what it sets (a probe such as `has_apex()` no code calls), nothing to say
+            if self.options.apex == "native" and self._detection_read(edits, detection):
+                self._report_flagged(at, node, detection)
             return
         guard = None  # portable output: the tier at which the kept names are guarded
         if self.options.portable and kept and not import_guarded(edits.index, statement):
@@ -204,18 +212,46 @@ class ApexImports(Rule):
         )  # instead of its own fix
         portable.report_import_guard(self, statement, node, names, "apex", "NPU330", tier, edit)
 
-    def _report_flagged(self, statement, node, flags: list[str]) -> None:
-        """An import kept because its ``try`` sets flags that say whether apex imports."""
+    def _detection_read(self, edits: FileEdits, detection: "Detection") -> bool:
+        """Whether code reads what ``detection`` sets: its flags in the scope that sets them, the
+        probe function anywhere in the file; or, at module level, in another module (:func:`exported`)."""
+        function = edits.index.function.get(detection.guard)
+        flags = NameUses(set(detection.flags))
+        walk(function if function is not None else self.ctx.module, flags)
+        names = {detection.probe.name.value} if detection.probe is not None else set()
+        calls = NameUses(names, self.resolver.scopes)
+        walk(self.ctx.module, calls)
+        parents = edits.index.parents
+        for use in (use for found in (flags, calls) for uses in found.uses.values() for use in uses):
+            parent = parents.get(use)
+            if not (isinstance(parent, cst.AnnAssign) and parent.target is use):  # `flag: bool = True` sets it
+                return True
+        exported_names = detection.flags if function is None else names
+        return any(exported(self.ctx, function or detection.guard, name) for name in exported_names)
+
+    def _report_flagged(self, statement, node, detection: "Detection") -> None:
+        """An import kept because its ``try`` sets flags, or returns a value, that say whether apex imports."""
         text = _import_text(self.ctx.module, node)
-        names = ", ".join(f"`{flag}`" for flag in flags)
+        if detection.flags:
+            names = ", ".join(f"`{name}`" for name in detection.flags)
+            told = (
+                f"{names}, set in the same `try`, tell whether apex imports; without the import they would "
+                "always take their apex values while the code they select"
+            )
+            by_hand = "set the flags by hand"
+        else:  # a probe function: `try: import apex; return True`
+            told = (
+                f"the value `{detection.probe.name.value}()` returns tells whether apex imports; without the "
+                "import it would always be its apex value while the code it selects"
+            )
+            by_hand = "make it return that value by hand"
         self.report_in(
             statement,
             "NPU330",
             node,
-            f"`{text}` kept: {names}, set in the same `try`, tell whether apex imports; without the import they would "
-            "always take their apex values while the code they select (here or in other modules) may still need apex. "
+            f"`{text}` kept: {told} (here or in other modules) may still need apex. "
             "Where apex is missing (NPU hosts) the `except ImportError` branch runs; to use the migrated code there, "
-            "set the flags by hand and drop the import",
+            f"{by_hand} and drop the import",
             tier=Tier.MANUAL,
         )
 
@@ -360,13 +396,26 @@ def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
     return statements if bound and bound <= _defined_names(handler.body.body) else []
 
 
-def _detection_flags(edits: FileEdits, statement) -> list[str]:
-    """Names whose value depends on whether the apex import ``statement`` succeeds, in a ``try``
-    catching ImportError: assigned in its body or ``else`` from values that do not come from the
-    import (``has_apex = True``, ``LNImpl = OtherFusedNorm``), or in its handlers (``has_apex =
-    False`` under a default set earlier). ``norm = FusedLayerNorm(...)``, an alias of a class defined
-    there, and the handler's values for those names (``amp = None``) follow the import's names,
-    whose uses the migration rewrites or keeps."""
+class Detection(NamedTuple):
+    """What tells whether an apex import in a ``try`` catching ImportError succeeds (see
+    :func:`_detection_flags`)."""
+
+    guard: cst.Try | None
+    flags: list[str]  # names set in the `try` from values that do not come from the import
+    probe: cst.FunctionDef | None  # the function returning such a value
+
+    def __bool__(self) -> bool:
+        return bool(self.flags) or self.probe is not None
+
+
+def _detection_flags(edits: FileEdits, statement) -> Detection:
+    """The ``try`` catching ImportError around the apex import ``statement`` and what tells whether
+    that import succeeds: names assigned in its body or ``else`` from values that do not come from
+    the import (``has_apex = True``, ``LNImpl = OtherFusedNorm``), or in its handlers (``has_apex =
+    False`` under a default set earlier); the function around it when the ``try`` returns such a
+    value (``def has_apex(): try: import apex; return True / except ImportError: return False``).
+    ``norm = FusedLayerNorm(...)``, an alias of a class defined there, and the handler's values for
+    those names (``amp = None``) follow the import's names, whose uses the migration rewrites or keeps."""
     if isinstance(statement, cst.SimpleStatementSuite):  # `try: from apex ... import ...`
         owner = edits.index.parents[statement]
         role = "body" if getattr(owner, "body", None) is statement else None
@@ -374,7 +423,7 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
         place = edits.index.placement.get(statement)
         owner, role = edits.index.owner.get(place.block, (None, None)) if place else (None, None)
     if not (isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)):
-        return []
+        return Detection(None, [], None)
     body = clause_statements(owner)
     derived = {
         name
@@ -395,7 +444,24 @@ def _detection_flags(edits: FileEdits, statement) -> list[str]:
             flags += names
     for _, names in _assignments(s for h in owner.handlers for s in clause_statements(h)):
         flags += [name for name in names if name not in derived and name not in flags]
-    return flags
+    function = edits.index.function.get(owner)
+    probe = function if function is not None and _returns_outcome(owner, derived) else None
+    return Detection(owner, flags, probe)
+
+
+def _returns_outcome(owner: cst.Try, derived: set[str]) -> bool:
+    """The ``try`` returns a value that does not come from the import, in its body or ``else``
+    (``return True``), or in a handler (``except ImportError: return False``): an availability
+    probe, whose answer is the import's outcome."""
+    for clause, from_import in ((owner, True), (owner.orelse, True), *((h, False) for h in owner.handlers)):
+        for stmt in clause_statements(clause):
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Return) and small.value is not None:
+                    reads = NameUses(derived)
+                    walk(small.value, reads)
+                    if not (from_import and any(reads.uses.values())):
+                        return True
+    return False
 
 
 def _assignments(statements):

@@ -32,6 +32,11 @@ Decisions worth knowing when reading the code:
   (a probe ``if``, ``try``/``except ImportError``), the class is left as written, its imports stay, and
   the one NPU408 marker goes to where the class is selected; an unguarded import would fail on the NPU
   host, so then the class is migrated as any other code.
+* A branch taken only where flash-attn is installed (``if is_flash_attn_2_available():``, probes.py's
+  ``requires_probe``) or a ``try`` body after a flash-attn import never runs on an NPU host: no
+  NPU403 there (a value use such as ``inspect.signature(flash_attn_func)``, an unsupported call),
+  and an import there keeps its unused names unless the whole ``if`` goes (NPU405). Calls there are
+  still rewritten, with NPU408 at the probe. A value use is marked once per block.
 * Portable output (``--portable``): each rewrite becomes ``(<NPU call> if q.device.type == "npu"
   else <the original call>)`` and the flash-attn imports the original calls need are guarded
   (``except ImportError: name = None``); an NPU branch already there (the other side of such a
@@ -55,7 +60,7 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
-from cuda2npu.families.attention.probes import find_probe, flag_selected_classes, probe_flags
+from cuda2npu.families.attention.probes import find_probe, flag_selected_classes, probe_flags, requires_probe
 from cuda2npu.families.custom_kernels import marked_imports
 from cuda2npu.families.exports import exported
 from cuda2npu.families.kernel_rewrites import (
@@ -612,9 +617,12 @@ class FlashAttention(ValueUses, Rule):
         return classes
 
     def _probed(self, statement: cst.CSTNode | None) -> bool:
-        """``statement`` runs in the body of an ``if`` asking whether flash-attn is installed."""
+        """``statement`` runs in the branch of an ``if`` taken only where flash-attn is installed
+        (``if is_flash_attn_2_available():``, the ``else`` of ``if not ...:``): never on an NPU host."""
         return statement is not None and any(
-            isinstance(owner, cst.If) and role == "body" and find_probe(owner.test, self.probe_flags) is not None
+            isinstance(owner, cst.If)
+            and role in ("body", "orelse")
+            and requires_probe(owner.test, self.probe_flags, role == "body")
             for owner, role in TreeIndex.of(self.ctx).enclosing(statement)
         )
 
@@ -698,8 +706,9 @@ class FlashAttention(ValueUses, Rule):
 
     def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
         binding = self._binding(node.func)
-        if self._import_fallback(self.ctx.statement) or (binding and self._only_with_import(binding)):
-            return  # on an NPU host the import fails first and the handler's fallback runs
+        statement = self.ctx.statement
+        if self._import_fallback(statement) or self._probed(statement) or (binding and self._only_with_import(binding)):
+            return  # on an NPU host the import fails first and the handler's fallback runs, or the branch is not taken
         kind = import_port(qualified)
         if kind is not None and binding is not None:  # ported at the import (one marker there, not one per use)
             self.ported.setdefault(binding.node, (binding, {}))[1][code_of(node.func)] = kind
@@ -1074,21 +1083,37 @@ class FlashAttention(ValueUses, Rule):
     def _value_uses(self) -> None:
         """A flash-attn function whose calls this rule rewrites (none of them is left as it is), used as a
         value (a guard, an alias): the use keeps needing flash-attn, so it is reported where it is."""
+        index = TreeIndex.of(self.ctx)
+        uses: dict[tuple[cst.CSTNode | None, str], list[tuple[cst.BaseExpression, cst.CSTNode | None]]] = {}
         for expr, name, statement in self.value_refs:
             if name in self.kept:
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
             if name in self.unreached_calls and self._probed(statement):
                 continue  # both this use and those calls run only where flash-attn is installed
-            if self._import_fallback(statement) and self._guarded_alias(expr):
-                continue  # never assigned on an NPU host, and every read of the alias has a fallback
+            if (self._import_fallback(statement) or self._probed(statement)) and self._leaves_nothing(expr):
+                continue  # never runs on an NPU host, and leaves no alias read there without a test
+            place = index.placement.get(statement) if statement is not None else None
+            uses.setdefault((place.block if place is not None else None, code_of(expr)), []).append((expr, statement))
+        for (_, text), found in uses.items():  # one marker per block for the same use
+            expr, statement = found[0]
+            more = len({s for _, s in found[1:]} - {statement})
+            these = {0: "this use still needs", 1: "this use and the next in this block still need"}.get(
+                more, f"this use and the next {more} in this block still need"
+            )
             self.report_in(
                 statement,
                 "NPU403",
                 expr,
-                f"`{code_of(expr)}` used other than by calling it: this use still needs flash-attn, which cannot be "
-                "installed on an NPU host (a guard such as `is not None` is False there; direct calls are "
-                "rewritten, a call through an alias or an attribute is not): replace it by hand",
+                f"`{text}` used other than by calling it: {these} flash-attn, which cannot be installed on an NPU "
+                "host (a guard such as `is not None` is False there; direct calls are rewritten, a call through an "
+                "alias or an attribute is not): replace it by hand",
             )
+
+    def _leaves_nothing(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is not assigned as it is (``inspect.signature(f)``, ``f is not None``), or is to a
+        target every read of which tests it (:meth:`_guarded_alias`)."""
+        assign = TreeIndex.of(self.ctx).parents.get(expr)
+        return not (isinstance(assign, cst.Assign) and assign.value is expr) or self._guarded_alias(expr)
 
     def _guarded_alias(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is assigned (``self.attn = flash_attn_func``) to a target every read of which tests
@@ -1169,6 +1194,8 @@ class FlashAttention(ValueUses, Rule):
                 binding = Binding(node, statement, function, bound)
                 self.bindings.setdefault(bound_name(alias, node), []).append(binding)
         unused = self.removals.get(node)
+        if unused and self._probed(self.ctx.statement):
+            return  # the branch never runs on an NPU host: left as written (unless it all goes, visit_If)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
             guard = (

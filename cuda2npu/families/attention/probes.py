@@ -47,6 +47,27 @@ def find_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) ->
     return None
 
 
+def requires_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset(), truth: bool = True) -> bool:
+    """Whether ``test`` being ``truth`` means flash-attn is installed (through ``not``/``and``/``or``):
+    ``is_flash_attn_2_available()``, ``find_spec("flash_attn") is not None``, a flag of :func:`probe_flags`,
+    an ``and`` with one of them; not ``not is_flash_attn_2_available()``. A branch such a test takes
+    never runs on an NPU host, where flash-attn cannot be installed."""
+    return _implies(test, truth, lambda leaf: _probe_leaf(leaf, flags))
+
+
+def _probe_leaf(test: cst.BaseExpression, flags: frozenset[str]) -> bool | None:
+    """True: ``test`` is a probe; False: it is a probe's negation (``find_spec(...) is None``); None: neither."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            if isinstance(test.left, cst.Call) and _is_probe_call(test.left):
+                return isinstance(target.operator, (cst.IsNot, cst.NotEqual))
+        return None
+    if isinstance(test, cst.Name):
+        return True if test.value in flags else None
+    return True if isinstance(test, cst.Call) and _is_probe_call(test) else None
+
+
 def _is_probe_call(call: cst.Call) -> bool:
     name = dotted_name(call.func) or ""
     if PROBE_FUNCTION.fullmatch(name.rsplit(".", 1)[-1]):
@@ -97,13 +118,21 @@ def flag_selected_classes(ctx) -> dict[cst.ClassDef, list[cst.CSTNode]]:
 
 def _implies_flag(test: cst.BaseExpression, truth: bool) -> bool:
     """Whether ``test`` being ``truth`` means the flag is set (through ``not``/``and``/``or``)."""
+    return _implies(test, truth, lambda leaf: True if _reads_flag(leaf) else None)
+
+
+def _implies(test: cst.BaseExpression, truth: bool, leaf) -> bool:
+    """Whether ``test`` being ``truth`` means a condition holds, through ``not``/``and``/``or``;
+    ``leaf(expr)``: True where ``expr`` being true means it holds, False where ``expr`` being false
+    does, None where ``expr`` says nothing."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _implies_flag(test.expression, not truth)
+        return _implies(test.expression, not truth, leaf)
     if isinstance(test, cst.BooleanOperation):
-        sides = (_implies_flag(test.left, truth), _implies_flag(test.right, truth))
+        sides = (_implies(test.left, truth, leaf), _implies(test.right, truth, leaf))
         both = isinstance(test.operator, cst.And) != truth  # `and` false, `or` true: each side must say so
         return all(sides) if both else any(sides)
-    return truth and _reads_flag(test)
+    found = leaf(test)
+    return found is not None and found == truth
 
 
 def _reads_flag(test: cst.BaseExpression) -> bool:
