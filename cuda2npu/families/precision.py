@@ -3,8 +3,10 @@
 * ``bf16`` (default): every CUDA autocast runs in bfloat16 — BF16 is the native mixed-precision
   type of Atlas A2 (910B-class) chips and needs no loss scaling (NPU340) — but a float16 one the
   code offers as a choice next to a bfloat16 one (a dict of autocasts, an ``if``/``elif`` on the
-  precision), which is the user's and keeps float16; models cast to float16 are reported with the
-  BF16 alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one; it is harmless with
+  precision), which is the user's and keeps float16, and a dtype variable a test or a loop over
+  precisions picks (``def test_x(dtype=torch.float16)``, ``for dtype in (torch.float16,
+  torch.bfloat16):``), which is not reported; models cast to float16 are reported with the BF16
+  alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one; it is harmless with
   BF16).
 * ``fp16``: float16 stays; a CUDA ``GradScaler()`` without ``init_scale`` starts at 2**14 instead
   of 2**16, because NPU overflow detection differs from the GPU's (NPU341).
@@ -26,9 +28,9 @@ from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
-from cuda2npu.core.literals import string_value
+from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name, is_torch_dtype
-from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
+from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
@@ -148,6 +150,8 @@ class CudaAutocastBf16(ValueUses, Rule):
         if dtype is not None and self._current_autocast_dtype(dtype.value):
             return  # the enclosing region's dtype (BF16 under the policy): a checkpoint re-entering autocast
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
+            if self._tested_choice(dtype.value):
+                return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter
             self.report(
                 "NPU340",
                 node,
@@ -198,6 +202,24 @@ class CudaAutocastBf16(ValueUses, Rule):
             and any(is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args)
             for choice in _other_choices(TreeIndex.of(self.ctx).parents, node)
             for call in iter_nodes(choice, cst.Call)
+        )
+
+    def _tested_choice(self, dtype: cst.BaseExpression) -> bool:
+        """Whether ``dtype`` is a name the code runs with several precisions: the variable of a ``for``
+        over dtypes that holds bfloat16 (``for dtype in (torch.float16, torch.bfloat16):``), or a
+        parameter of a test (a ``test*`` function, or one ``@pytest.mark.parametrize`` fills)."""
+        if not isinstance(dtype, cst.Name):
+            return False
+        index = TreeIndex.of(self.ctx)
+        for owner in index.ancestors(self.ctx.statement):
+            if isinstance(owner, cst.For) and code_of(owner.target) == dtype.value:
+                choices = owner.iter.elements if isinstance(owner.iter, (cst.List, cst.Tuple)) else ()
+                return any(is_torch_dtype(self.resolver, choice.value, "bfloat16") for choice in choices)
+        function = index.function.get(self.ctx.statement)
+        if function is None or dtype.value not in {param.name.value for param in named_params(function)}:
+            return False
+        return function.name.value.startswith("test") or any(
+            dtype.value in _parametrized(decorator.decorator) for decorator in function.decorators
         )
 
     def _half_weights(self, node: cst.Call) -> str | None:
@@ -444,6 +466,15 @@ def _half_cast(resolver, call: cst.Call) -> str | None:
     if method == "to" and any(is_torch_dtype(resolver, a.value, "float16", "half") for a in call.args):
         return ".to(torch.float16)"
     return None
+
+
+def _parametrized(decorator: cst.BaseExpression) -> set[str]:
+    """The parameters ``@pytest.mark.parametrize("name, dtype", ...)`` fills (none for another decorator)."""
+    if not (isinstance(decorator, cst.Call) and (dotted_name(decorator.func) or "").endswith("parametrize")):
+        return set()
+    names = literal(decorator.args[0].value) if decorator.args else None
+    names = names.split(",") if isinstance(names, str) else names if isinstance(names, tuple) else ()
+    return {name.strip() for name in names if isinstance(name, str)}
 
 
 def _other_choices(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -8,7 +8,10 @@
   A review item at the flag: a transformers call's keyword, or, in a file importing transformers, a
   ``{"load_in_8bit": ...}`` / ``dict(load_in_8bit=...)`` / ``kw.update(load_in_8bit=...)`` entry or
   a ``kw["load_in_8bit"] = ...`` assignment (the dicts such code passes as ``**kw``). A flag whose
-  every source in the file is ``False`` or ``None`` quantizes nothing and is left. A
+  every source in the file is ``False`` or ``None`` quantizes nothing and is left, and so is a
+  parameter every call in the file passes off, a flag False in its branch (``q is not None`` in the
+  ``else`` of ``if q:``) and a flag given to a config, tokenizer or processor load, which builds no
+  model (docs/reference/transformers.md §7). A
   ``BitsAndBytesConfig(...)`` without a flag that may be on is a review item too unless the
   transformers pin predates 4.38.0: from that release every ``BitsAndBytesConfig`` selects a
   bitsandbytes quantizer, the 4-bit one unless ``load_in_8bit`` (docs/reference/transformers.md §9).
@@ -20,16 +23,21 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.literals import literal, string_value
+from cuda2npu.core.arguments import arg_value, try_bind
+from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources, subscript_key
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.releases import predates
 
 FLAGS = ("load_in_4bit", "load_in_8bit")
 CONFIG = "BitsAndBytesConfig"
+# what a from_pretrained of these classes loads quantizes nothing (a config, tokenizer, processor)
+NO_MODEL = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor")
 ANY_CONFIG_QUANTIZES = "4.38.0"  # every BitsAndBytesConfig selects a bitsandbytes quantizer (§9)
 ADVICE = {
     "load_in_4bit": (
@@ -82,7 +90,10 @@ class QuantizedLoading(Rule):
             if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and self._imports_hf():
                 self._keywords(node)
             return
-        name = (self.resolver.qualified_name(node.func) or "").rpartition(".")[2]
+        qualified = self.resolver.qualified_name(node.func) or ""
+        if _loads_no_model(qualified):
+            return  # `AutoConfig.from_pretrained(p, load_in_8bit=q)`: the model load is the quantizing one
+        name = qualified.rpartition(".")[2]
         if name in GPTQ_AWQ:
             if not in_npu_branch(self.ctx, node):
                 self._report("NPU908", node, f"`{_shown(code_of(node), name + '(...)')}`: {GPTQ_AWQ[name]}")
@@ -148,21 +159,96 @@ class QuantizedLoading(Rule):
         self.report(code, node, message)
 
     def _may_be_on(self, value: cst.BaseExpression) -> bool:
-        """Not every value the flag takes in this file is ``False`` / ``None``; a parameter of the
-        enclosing function takes what its callers pass (``load_8bit: bool = False``), not only its default."""
-        if isinstance(value, cst.Name) and self._parameter(value.value):
-            return True
+        """Not every value the flag takes in this file is ``False`` / ``None``, nor is it False in the
+        branch it sits in; a parameter of the enclosing function takes what its callers pass
+        (``load_8bit: bool = False``), not only its default."""
+        if self._false_in_branch(value):
+            return False
+        if isinstance(value, cst.Name):
+            function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+            param = next((p for p in named_params(function) if p.name.value == value.value), None) if function else None
+            if param is not None:
+                return not self._callers_pass_off(function, param)
         found = sources(self.ctx, value)
         return not found or any(literal(source) not in (False, None) for source in found)
 
-    def _parameter(self, name: str) -> bool:
-        function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
-        return function is not None and any(p.name.value == name for p in named_params(function))
+    def _false_in_branch(self, value: cst.BaseExpression) -> bool:
+        """``q``, ``bool(q)`` or ``q is not None`` in the ``else`` of ``if q:`` (or under ``if not q:``)
+        that does not assign ``q``, where ``q`` is falsy; ``q is not None`` only where no value ``q``
+        takes in this file is a falsy one other than None (``0``, ``""``)."""
+        tested, none_test = _truth_of(value)
+        if tested is None or not any(
+            isinstance(owner, cst.If) and _falsy_in(owner, role, tested)
+            for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
+        ):
+            return False
+        if not none_test:
+            return True
+        found = sources(self.ctx, tested)
+        return bool(found) and all(_none_or_truthy(literal(source)) for source in found)
+
+    def _callers_pass_off(self, function: cst.FunctionDef, param: cst.Param) -> bool:
+        """Every call of the plain function ``function`` in this file (one at least) passes ``param``
+        ``False`` / ``None`` or leaves it to such a default (``load_model(p, load_8bit=False)``)."""
+        index = TreeIndex.of(self.ctx)
+        method = isinstance(index.parents.get(index.parents.get(function)), cst.ClassDef)
+        if method or isinstance(function.params.star_arg, cst.Param):
+            return False  # called through an object, or `*args` taking positions
+        calls = index.calls_to(function.name.value)
+        names = [p.name.value for p in named_params(function)]
+        for call in calls:
+            bound = try_bind(call, names)
+            value = None if bound is None else arg_value(bound, param.name.value) or param.default
+            if value is None or literal(value) not in (False, None):
+                return False
+        return bool(calls)
 
 
 def _shown(text: str, instead: str) -> str:
     """``text`` for a message when short and on one line, else ``instead``."""
     return text if len(text) <= 60 and "\n" not in text else instead
+
+
+def _truth_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:
+    """What decides ``value``'s truth: ``q`` for ``q`` and ``bool(q)``, ``(q, True)`` for
+    ``q is not None``; ``(None, False)`` for anything else."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "bool":
+        return (value.args[0].value, False) if len(value.args) == 1 and not value.args[0].star else (None, False)
+    if isinstance(value, cst.Comparison) and len(value.comparisons) == 1:
+        target = value.comparisons[0]
+        if isinstance(target.operator, cst.IsNot) and literal(target.comparator) is None:
+            return value.left, True
+        return None, False
+    return (value, False) if isinstance(value, (cst.Name, cst.Attribute)) else (None, False)
+
+
+def _falsy_in(branch: cst.If, role: str, expr: cst.BaseExpression) -> bool:
+    """``expr`` is falsy throughout the ``role`` block of ``branch``: the ``else`` of ``if expr:`` or
+    the body of ``if not expr:``, neither assigning ``expr``."""
+    test = branch.test
+    if role == "body" and isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, block = test.expression, branch.body
+    elif role == "orelse":
+        block = branch.orelse
+    else:
+        return False
+    if code_of(test) != code_of(expr):
+        return False
+    if isinstance(expr, cst.Name):
+        return assigned_values(block, expr.value) == []
+    return not any(code_of(t.target) == code_of(expr) for node in iter_nodes(block, cst.Assign) for t in node.targets)
+
+
+def _none_or_truthy(value) -> bool:
+    """A literal that is None or truthy (not ``0``, ``""``, ``False``, not a non-literal)."""
+    return value is None or (value is not NOT_LITERAL and bool(value))
+
+
+def _loads_no_model(qualified: str) -> bool:
+    """``AutoConfig.from_pretrained``, a tokenizer's, a processor's: it builds no model, and a
+    ``load_in_8bit=`` passed there only sets a config attribute or is dropped (§7)."""
+    owner, _, method = qualified.rpartition(".")
+    return method == "from_pretrained" and owner.rpartition(".")[2].endswith(NO_MODEL)
 
 
 def _stars(call: cst.Call) -> bool:
