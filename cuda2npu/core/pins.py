@@ -16,7 +16,17 @@ _VERSION = re.compile(
 _SPECIFIER = re.compile(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*(\S+?)\s*")
 _WIDTH = 6
 # The distributions whose pins decide something (Options.pins keeps only these: a uv.lock names hundreds).
-CONSULTED = ("accelerate", "colossalai", "deepspeed", "ray", "torch", "torch-npu", "transformers", "vllm")
+CONSULTED = (
+    "accelerate",
+    "colossalai",
+    "deepspeed",
+    "liger-kernel",
+    "ray",
+    "torch",
+    "torch-npu",
+    "transformers",
+    "vllm",
+)
 _LOWER_BOUNDS = ("==", "===", ">=", ">", "~=")
 
 

@@ -50,6 +50,7 @@ class Report:
     statement: cst.CSTNode | None
     companion: str | None = None  # a generated file (cuda2npu/templates) the fix makes the file import
     imports: tuple[ImportNeed, ...] = ()  # imports the fix's code needs, added by the engine when it applies the fix
+    sole: bool = False  # the file cannot run on an NPU host: the engine keeps this report alone (filekinds/python.py)
 
 
 class RuleContext(cst.BatchableCSTVisitor):
@@ -112,6 +113,7 @@ class RuleContext(cst.BatchableCSTVisitor):
         needs_torch_npu: bool = True,
         companion: str | None = None,
         imports: Iterable[ImportNeed] = (),
+        sole: bool = False,
     ) -> None:
         if not self.options.code_enabled(code, rule_doc(code).opt_in):
             return
@@ -126,6 +128,7 @@ class RuleContext(cst.BatchableCSTVisitor):
                 statement=self.statement,
                 companion=companion,
                 imports=tuple(imports),
+                sole=sole,
             )
         )
 

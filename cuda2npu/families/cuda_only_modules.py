@@ -43,28 +43,41 @@ def shadowing_modules(
     paths: list[Path], declared: tuple[str, ...] = (), root: Path | None = None
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The project's own top-level packages and modules that NPU606 would take for CUDA-only ones
-    (migrating flash-attn itself: ``flash_attn`` is the project, not a missing dependency), as
-    (names shadowed in every file, ``(directory, name)`` of those shadowed in one directory only).
+    (migrating flash-attn or lightning-thunder itself: ``flash_attn`` is the project, not a missing
+    dependency), as (names shadowed in every file, ``(directory, name)`` of those shadowed in one
+    directory only).
 
     A package (a directory with ``__init__.py`` whose parent is none) is importable everywhere; a
     loose module ``d/x.py`` only from scripts run in ``d`` (Python puts a script's directory on
     ``sys.path``), unless ``d`` is the project root or its ``src/`` (then installed or on the path):
     ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's.
+    A package below the roots shadows only a module whose import fails (the table's ``imports``):
+    litgpt's ``extensions/thunder/`` is ``extensions.thunder``, not lightning-thunder.
     ``root``: the project root (default: the deepest directory holding every path)."""
     packages = {path.parent for path in paths if path.name == "__init__.py"}
-    everywhere = {directory.name for directory in packages if directory.parent not in packages}
     roots = _import_roots(paths) if root is None else {root, root / "src"}
+    everywhere: dict[str, bool] = {}  # name -> at an import root
+    for directory in sorted(packages):
+        if directory.parent not in packages:
+            everywhere[directory.name] = everywhere.get(directory.name, False) or directory.parent in roots
     loose: set[tuple[str, str]] = set()
     for path in paths:
         if path.suffix == ".py" and path.parent not in packages:
             if path.parent in roots:
-                everywhere.add(path.stem)
+                everywhere[path.stem] = True
             else:
                 loose.add((str(path.parent), path.stem))
     return (
-        tuple(sorted(name for name in everywhere if cuda_only_module(name, declared) is not None)),
-        tuple(sorted(entry for entry in loose if cuda_only_module(entry[1], declared) is not None)),
+        tuple(sorted(name for name, top in everywhere.items() if _shadows(name, declared, top))),
+        tuple(sorted(entry for entry in loose if _shadows(entry[1], declared, True))),
     )
+
+
+def _shadows(name: str, declared: tuple[str, ...], top: bool) -> bool:
+    """The project's module ``name`` is one NPU606 would report: any of the table's where it is
+    importable as ``name`` for sure (``top``), else only one whose import fails."""
+    found = cuda_module(name, declared)
+    return found is not None and (top or found[0] == "imports")
 
 
 def _import_roots(paths: list[Path]) -> set[Path]:
@@ -84,12 +97,13 @@ CALL_KINDS = ("calls", "review_calls")
 
 class _Index(NamedTuple):
     """The table, indexed: module (or dotted prefix) -> (kind, note); distribution -> entry; globs;
-    qualified name (or glob) of a CUDA-only call -> (kind, note)."""
+    qualified name (or glob) of a CUDA-only call -> (kind, note); module -> its package's entry."""
 
     modules: dict[str, tuple[str, str]]
     exact: dict[str, dict]
     globs: list[tuple[str, dict]]
     calls: dict[str, tuple[str, str]]
+    entries: dict[str, dict]
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,7 +116,28 @@ def _index() -> _Index:
         exact,
         [(d, p) for d, p in named if d not in exact],
         {c: (kind, note) for p in packages for kind in CALL_KINDS for c, note in p.get(kind, {}).items()},
+        {m: p for p in packages for kind in MODULE_KINDS for m in p.get(kind, {})},
     )
+
+
+def _entry(module: str) -> dict:
+    """The table's entry of the package ``module`` belongs to (the longest listed prefix), else {}."""
+    entries = _index().entries
+    matches = [p for p in entries if module == p or module.startswith(p + ".")]
+    return entries[max(matches, key=len)] if matches else {}
+
+
+def unported_module(module: str) -> bool:
+    """``module`` belongs to a package flagged ``unported``: nothing of it runs on an NPU and cuda2npu
+    ports none of its uses (lightning-thunder), so a file importing it unguarded cannot run there."""
+    return _entry(module).get("unported", False)
+
+
+def npu_release(module: str) -> tuple[str, str] | None:
+    """(distribution, its first release that runs on an NPU) for a module whose package names one
+    (``npu_release``: a distribution of rules/tables/npu_first_releases.toml; liger-kernel 0.6.5), else None."""
+    distribution = _entry(module).get("npu_release")
+    return (distribution, table("npu_first_releases")["release"][distribution]["first"]) if distribution else None
 
 
 def cuda_call(qualified: str) -> tuple[str, str] | None:

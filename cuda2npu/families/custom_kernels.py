@@ -11,6 +11,7 @@ from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catch
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
+from cuda2npu.core.pins import pin_at_least, pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
@@ -24,6 +25,8 @@ from cuda2npu.families.cuda_only_modules import (
     cuda_module_roots,
     cuda_only_distribution,
     cuda_only_distributions,
+    npu_release,
+    unported_module,
 )
 from cuda2npu.families.kernel_rewrites import import_port, import_port_note
 from cuda2npu.families.raising_fallbacks import raising_fallbacks
@@ -163,6 +166,10 @@ CUDA_ONLY_MESSAGES = {
     "imports": "`{module}` cannot be imported on an NPU host{when}: {note}",
     "kernels": "`{module}` runs CUDA kernels, which fail on an NPU host{when}: {note}",
     "review": "`{module}` imports on an NPU host, but some of its operations need CUDA: {note}",
+    # a package that runs on an NPU from some release on, which the project's pins do not guarantee
+    "release": "`{module}` runs on an NPU host only from {distribution} {first} on, which the project's pins do not guarantee{when}: {note}",
+    # an unported package imported unguarded at module level: the marker is all `migrate` writes
+    "unported": "`{module}` cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}",
 }
 CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
     "calls": "`{name}(...)` fails on an NPU host: {note}",
@@ -210,6 +217,7 @@ class CudaOnlyImports(Rule):
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[str] = []  # the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
+        self._unported: set[str] = set()  # of them, unported ones imported unguarded at module level
         # statements after an early exit that guards them as a block would: `if <not installed>:
         # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
         self._after: dict[cst.CSTNode, str] = {}
@@ -368,16 +376,45 @@ class CudaOnlyImports(Rule):
             root = module.split(".")[0]
             if root == "triton" and triton_kernels(self.ctx) and self.options.code_enabled("NPU603"):
                 return  # the import works where Triton is installed; NPU603 marks the kernels
-            if root not in self._marked:
+            release = npu_release(module)
+            kind, note = found if release is None else _by_pin(found, *release, self.options.pins)
+            if kind is None:
+                return  # the project's pin guarantees a release that runs on an NPU
+            unported = unported_module(module) and not fallback and self._module_level()
+            if root not in self._marked or (unported and root not in self._unported):
                 self._marked.add(root)
+                if unported:  # its report is all the engine keeps of the file (Report.sole)
+                    self._unported.add(root)
                 when = f" (`{self._running[-1]}` fails here when it runs)" if self._running else ""
-                message = CUDA_ONLY_MESSAGES[found[0]].format(module=module, when=when, note=found[1])
+                first = release or ("", "")
+                message = CUDA_ONLY_MESSAGES["unported" if unported else kind].format(
+                    module=module, when=when, note=note, distribution=first[0], first=first[1]
+                )
                 ported = _import_ported(node)
                 if ported and self.options.code_enabled("NPU606"):
                     marked_imports(self.ctx).add(node)
                     message += f"; {import_port_note(ported)}"
-                self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review" else None)
+                tier = Tier.REVIEW if kind in ("review", "release") else None
+                self.report("NPU606", node, message, tier=tier, sole=unported)
             return
+
+    def _module_level(self) -> bool:
+        """The current statement is one of the module's own (not in a function, a class or a block)."""
+        return not self._running and any(top is self.ctx.statement for top in self.ctx.module.body)
+
+
+def _by_pin(
+    found: tuple[str, str], distribution: str, first: str, pins: tuple[tuple[str, str], ...]
+) -> tuple[str | None, str]:
+    """(kind, note) of a module whose package runs on an NPU from ``distribution`` ``first`` on, by the
+    project's pin: no kind where it guarantees that release, ``found``'s naming the pin where it allows
+    none (``liger-kernel==0.5.2``), else ``release`` (a review: no pin, or one allowing older releases)."""
+    if pin_at_least(pins, distribution, first):
+        return None, found[1]
+    spec = pin_predates(pins, distribution, first)
+    if spec is not None:
+        return found[0], f"the project pins `{distribution}{spec}`, older than {first}; {found[1]}"
+    return "release", found[1]
 
 
 def marked_imports(ctx) -> set[cst.CSTNode]:

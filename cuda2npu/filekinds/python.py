@@ -7,7 +7,9 @@ Flow per file: decode check → parse → rules (one batched traversal) → fixe
 Markers (``rules/tables/markers.toml``): manual findings, findings left unfixed, and applied fixes
 that still need a check at their line get a ``# TODO(cuda2npu): CODE [review: ]reason`` comment
 above their statement. The findings reported are the ones still there at the end: a finding whose
-code a later rewrite removed (an import that became unused) is not listed.
+code a later rewrite removed (an import that became unused) is not listed. A report that says the
+file cannot run on an NPU host at all (``Report.sole``: a module nothing ports imported unguarded,
+NPU606) is kept alone: every other edit and marker would be pointless, so the file stays as written.
 """
 
 from __future__ import annotations
@@ -345,6 +347,7 @@ def _migrate_module(module: cst.Module, source: bytes, path: str, options: Optio
             known = positions_for(current, [report.node for report in reports])
             reports, unused = noqa.suppress(decode(text), known, reports, options, path, round_number == 0)
             unused_noqa += unused
+        reports = [r for r in reports if r.sole] or reports  # the file cannot run on an NPU host: left as written
         if not any(_applicable(r, options) for r in reports):
             if round_number == 0:
                 findings += _positioned(path, current, reports, options, set(), known=known)
