@@ -312,6 +312,13 @@ SHELL_CASES = {
     "cuda_visible_devices=0 MY_CUDA_VISIBLE_DEVICES=0 python x.py\necho $CUDA_VISIBLE_DEVICES_LIST\n": None,
     "module load python/3.10 cudf-tools\nmodule list\necho nvidia-smi-like\n": None,
     "export NCCL_IB_HCA=mlx5  # noqa: NPU713\nnvidia-smi  # noqa\n# module load cuda/12.4\n": None,
+    # NCCL's own default (NCCL_IB_DISABLE=0) asks nothing of HCCL, also inside a quoted option list
+    'OPTIONS_NCCL="NCCL_DEBUG=info NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=2"\nexport NCCL_IB_DISABLE="0"\n': None,
+    # near-miss: turning InfiniBand off is a setting HCCL has no counterpart of
+    "export NCCL_IB_DISABLE=1\n": (
+        "# TODO(cuda2npu): NPU713 `NCCL_IB_DISABLE` configures NCCL: no documented HCCL counterpart; see "
+        "HCCL_INTRA_ROCE_ENABLE / HCCL_INTRA_PCIE_ENABLE\nexport NCCL_IB_DISABLE=1\n"
+    ),
 }
 
 
@@ -581,3 +588,207 @@ def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
     assert lines[0].startswith("# TODO(cuda2npu): NPU705 `transformers==4.28.1` allows no transformers release")
     assert lines[1] == "transformers==4.28.1"
     assert "vllm-ascend" in lines[6] and lines[7] == "vllm<=0.6.3"
+
+
+def test_extras_for_another_build_are_left_alone(tmp_path):
+    """Extras keyed to a CUDA version, another accelerator, Windows or a hosted notebook, and those
+    made of other builds' wheels, are the other hosts' (unsloth's `cu121-torch240`, round 5): no
+    marker, nothing removed, no torch_npu; the base requirements and the generic extras are checked."""
+    write(tmp_path / "pkg" / "m.py", MIGRATED_CODE)
+    write(tmp_path / "pkg" / "k.py", "import triton\n\n@triton.jit\ndef kernel(x):\n    pass\n")
+    text = textwrap.dedent(
+        """\
+        [project]
+        name = "Demo_Pkg"
+        dependencies = [
+            "numpy",
+        ]
+
+        [project.optional-dependencies]
+        kernels = ["triton>=3.0 ; sys_platform == 'linux'"]
+        train = [
+            "demo-pkg[kernels]",
+            "torch>=2.4",
+            "apex",
+        ]
+        gpu = ["apex"]
+        cu121-torch240 = [
+            "demo-pkg[train]",
+            "apex",
+            "demo_pkg[cu121only]",
+        ]
+        cu121only = [
+            "xformers @ https://download.pytorch.org/whl/cu121/xformers-0.0.28-cp311-cp311-manylinux_2_28_x86_64.whl ; python_version == '3.11'",
+        ]
+        cu118onlytorch211 = ["torch==2.1.1+cu118", "triton"]
+        intelgputorch260 = [
+            "torch @ https://download.pytorch.org/whl/xpu/torch-2.6.0%2Bxpu-cp311-cp311-linux_x86_64.whl",
+            "triton",
+        ]
+        rocm64-torch280 = ["torch==2.8.0+rocm6.4", "triton"]
+        colab-new = ["demo-pkg[kernels]", "bitsandbytes"]
+        windows = ["xformers ; sys_platform == 'win32'"]
+        prebuilt = [
+            "flash-attn @ https://example.org/v2.7.4/flash_attn-2.7.4+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl",
+            "demo-pkg[cu121-torch240]",
+        ]
+
+        [dependency-groups]
+        cu124 = ["nvidia-nccl-cu12"]
+        dev = ["pytest", "nvidia-nccl-cu12"]
+        """
+    )
+    pyproject = write(tmp_path / "pyproject.toml", text)
+    assert findings(tmp_path) == [
+        ("pyproject.toml", 8, "NPU701"),
+        ("pyproject.toml", 11, "NPU703"),
+        ("pyproject.toml", 12, "NPU701"),
+        ("pyproject.toml", 14, "NPU701"),
+        ("pyproject.toml", 38, "NPU701"),
+    ]
+    assert cli("migrate", tmp_path).exit_code == 0
+    migrated = pyproject.read_text()
+    expected = (
+        text.replace(
+            'kernels = ["triton',
+            "# TODO(cuda2npu): NPU701 `triton` is CUDA-only (CUDA Triton does not target Ascend (Ascend's "
+            'port is triton-ascend)); kept while the code imports it\nkernels = ["triton',
+        )
+        .replace('    "torch>=2.4",\n    "apex",\n', '    "torch>=2.4",\n    "torch_npu",\n')
+        .replace('gpu = ["apex"]', "gpu = []")
+        .replace('dev = ["pytest", "nvidia-nccl-cu12"]', 'dev = ["pytest"]')
+    )
+    assert migrated == expected
+    assert cli("migrate", tmp_path).exit_code == 0
+    assert pyproject.read_text() == migrated  # idempotent
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cu118only",
+        "cu121-torch240",
+        "cu124-ampere-torch250",
+        "cuda",
+        "cuda12x",
+        "cu12x",
+        "CU118_Torch211",
+        "colab-new",
+        "kaggle",
+        "windows",
+        "intelgputorch260",
+        "intel-gpu-torch260",
+        "amd",
+        "rocm64-torch280",
+        "xpu",
+        "nvidia",
+        "hopper",
+    ],
+)
+def test_extra_names_for_another_build(name):
+    from cuda2npu.filekinds.depfiles import other_build_sections
+
+    assert other_build_sections({("extra", name): ["rich"]}, "demo") == {("extra", name)}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpu",
+        "cpu",
+        "npu",
+        "train",
+        "dev",
+        "all",
+        "huggingface",
+        "triton",
+        "flashattention",
+        "kernels",
+        "audio-torch290",
+        "intelligence",
+        "cudagraphs",
+        "accu121",
+        "windowing",
+    ],
+)
+def test_generic_extra_names(name):
+    from cuda2npu.filekinds.depfiles import other_build_sections
+
+    assert other_build_sections({("extra", name): ["rich"]}, "demo") == set()
+
+
+def test_torch_of_another_build_gets_no_torch_npu(tmp_path):
+    """Unsloth's Intel XPU extra got `torch_npu; <markers>` after its `torch @ ...+xpu` wheel
+    (round 5, hunk 284): torch_npu goes next to the torch an Ascend host installs, or nowhere."""
+    write(tmp_path / "m.py", MIGRATED_CODE)
+    text = textwrap.dedent(
+        """\
+        [project]
+        name = "demo"
+        dependencies = ["numpy"]
+
+        [project.optional-dependencies]
+        intelgputorch260 = [
+            "torch @ https://download.pytorch.org/whl/xpu/torch-2.6.0%2Bxpu-cp311-cp311-linux_x86_64.whl ; python_version == '3.11'",
+        ]
+        cu121 = ["torch==2.5.1+cu121"]
+        """
+    )
+    pyproject = write(tmp_path / "pyproject.toml", text)
+    assert findings(tmp_path) == []
+    cli("migrate", tmp_path)
+    assert pyproject.read_text() == text
+    pyproject.write_text(text + 'torch26 = ["torch==2.6.0"]\n')
+    assert findings(tmp_path) == [("pyproject.toml", 10, "NPU703")]
+    cli("migrate", tmp_path)
+    assert pyproject.read_text().endswith('torch26 = ["torch==2.6.0", "torch_npu==2.6.0.post5"]\n')
+
+
+def test_setup_py_and_setup_cfg_extras_for_another_build(tmp_path):
+    write(tmp_path / "m.py", MIGRATED_CODE)
+    setup_text = textwrap.dedent(
+        """\
+        from setuptools import setup
+
+        setup(
+            name="demo",
+            install_requires=["torch==2.6.0"],
+            extras_require={"cu121": ["xformers"], "fast": ["xformers"], "colab": ["demo[cu121]"]},
+        )
+        """
+    )
+    setup = write(tmp_path / "setup.py", setup_text)
+    cfg_text = textwrap.dedent(
+        """\
+        [metadata]
+        name = demo
+
+        [options.extras_require]
+        rocm =
+            triton
+        fast =
+            triton
+        """
+    )
+    cfg = write(tmp_path / "setup.cfg", cfg_text)
+    cli("migrate", tmp_path)
+    assert setup.read_text() == setup_text.replace(
+        '"torch==2.6.0"]', '"torch==2.6.0", "torch_npu==2.6.0.post5"]'
+    ).replace('"fast": ["xformers"]', '"fast": []')
+    assert cfg.read_text() == cfg_text.replace("fast =\n    triton\n", "fast =\n")
+
+
+@pytest.mark.parametrize("code", ["NPU701", "NPU703"])
+def test_catalogue_near_misses_are_left_alone(tmp_path, code):
+    """The `valid` pyproject.toml texts of NPU701 and NPU703 (rules/project.toml) in a project that
+    imports torch_npu and every CUDA-only module they name."""
+    from cuda2npu.core.catalogue import rule
+
+    write(tmp_path / "m.py", MIGRATED_CODE + "import triton\nimport xformers\nimport flash_attn\nimport bitsandbytes\n")
+    assert rule(code).valid
+    for text in rule(code).valid:
+        pyproject = write(tmp_path / "pyproject.toml", text)
+        assert [f for f in findings(tmp_path) if f[0] == "pyproject.toml"] == []
+        before = pyproject.read_text()
+        cli("migrate", tmp_path)
+        assert pyproject.read_text() == before

@@ -47,6 +47,13 @@ CASES = {
         "(`device_count()` is 0, `is_available()` False): use `torch.npu` after `import torch_npu`\n"
         "if python -c 'import torch; assert torch.cuda.is_available()'; then echo gpu; fi\n"
     ),
+    # PyTorch's CUDA index (as NPU702 in a requirements file): the CPU index
+    "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cu121\n": (
+        "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cpu\n"
+    ),
+    'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cu128" x\n': (
+        'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cpu" x\n'
+    ),
     # conda's CUDA build of pytorch (as NPU702 in an environment file): marked, kept
     "set -eo pipefail\nconda install -y pytorch torchvision pytorch-cuda=11.8 -c pytorch -c nvidia\n": (
         "set -eo pipefail\n# TODO(cuda2npu): NPU702 `conda install pytorch-cuda` installs CUDA for a CUDA build of "
@@ -81,6 +88,7 @@ CASES = {
     # that is not torch.cuda's, the launched program's own --gpus flag, a container given NPUs, NPUs
     # asked of Slurm, a commented-out directive, noqa
     "pip install '.[train]' packaging\npip uninstall -y flash-attn\npip install -r requirements.txt\n": None,
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu\npip install -i https://pypi.org/simple x\n": None,
     "conda install -y pytorch cpuonly -c pytorch\nconda remove pytorch-cuda\nconda install pytorch-cudnn-extra\n": None,
     "python -c 'import torch; print(torch.__version__)'\npython -c \"import torch, torch_npu; print(torch.npu.device_count())\"\n": None,
     "srun -p a -n 4 python x.py --gpus 2\ndocker run --rm img python x.py --gpus 2\ndocker build -t x .\n": None,

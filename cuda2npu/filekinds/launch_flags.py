@@ -11,6 +11,12 @@ per decision, whatever the file kind.
   or the transformers pin predates bf16 on the NPU (4.34.0).
 - ``--optim paged_adamw_32bit`` (NPU727): ``adamw_torch``, the same AdamW (other bitsandbytes
   optimizers: manual).
+- ``--distributed-backend nccl`` (``--distributed_backend``, ``--dist-backend``, ``--ddp_backend``,
+  ``--process-group-backend``; NPU201, as ``backend="nccl"`` in Python): ``hccl``, the backend torch_npu
+  registers; these flags only ever name a torch.distributed backend (Megatron-LM, SwissArmyTransformer,
+  DeepSpeed's examples, TrainingArguments), also inside an option string (``gpt_options="..."``)
+  expanded on a later command line. A bare ``--backend nccl`` may be another program's: review item.
+  Under ``--portable`` kept, and reported (the Ascend value to pass on NPU hosts).
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
   counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
@@ -39,7 +45,8 @@ from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, f
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
-    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend)(?![\w-])"
+    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend"
+    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend)(?![\w-])"
 )
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
@@ -116,6 +123,8 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
         return None if word != FA2 else _attention(name, value, program, options)
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
+    if name.endswith("backend"):
+        return None if word != "nccl" else _backend(name, value, options)
     if name == "optim":
         return _optim(word, value, program)
     if word is not None and word.lower() not in TRUE:
@@ -147,6 +156,30 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
     return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+
+
+def _backend(name: str, value: re.Match, options):
+    """NPU201 for ``--distributed-backend nccl``-style flags: ``hccl``, the backend torch_npu registers
+    (a bare ``--backend`` may be another program's, and ``--portable`` keeps the CUDA value: reported)."""
+    shown = f"`--{name} nccl`"
+    if options.portable:
+        message = (
+            f"{shown} kept for CUDA hosts (portable output): on Ascend hosts pass `hccl` (NCCL does not run there)"
+        )
+        return "NPU201", message, Tier.REVIEW, None
+    if name == "backend":
+        message = (
+            f"{shown}: NCCL does not run on Ascend; if the program hands this flag to torch.distributed, "
+            "pass `hccl` (the backend torch_npu registers)"
+        )
+        return "NPU201", message, Tier.REVIEW, None
+    message = (
+        f"{shown} names the torch.distributed backend, and NCCL does not run on Ascend → `hccl` (the backend "
+        "torch_npu registers); where the program restricts the flag's choices (Megatron-LM's "
+        "`choices=['nccl', 'gloo']`), `hccl` must be one of them (cuda2npu rewrites them in the project's own "
+        "argparse calls)"
+    )
+    return "NPU201", message, Tier.EXACT, (value.start(3), value.end(3), "hccl")
 
 
 def _optim(word: str | None, value: re.Match | None, program: _Program | None):

@@ -7,6 +7,8 @@ reports what they find): one code per decision, whatever the file kind.
 - ``python -c 'import torch; print(torch.cuda.device_count())'`` (NPU103, as in Python): that exact
   code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
   calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
+- ``pip install torch --index-url https://download.pytorch.org/whl/cu121`` (NPU702, as in a
+  requirements file): the index becomes ``/whl/cpu`` (torch_npu runs on the CPU build of torch).
 - ``conda install pytorch-cuda=12.1 -c nvidia`` (NPU702, as in an environment file): conda's
   ``pytorch-cuda`` / ``cudatoolkit`` / ``cuda-toolkit`` select a CUDA build of pytorch; reported, marked.
 - ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
@@ -26,8 +28,10 @@ from dataclasses import dataclass
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
+from cuda2npu.filekinds.torch_index import CUDA_INDEX, cpu_index
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
+INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
 PIP_VALUED = frozenset(
     "-r --requirement -c --constraint -e --editable -t --target --platform --python-version --implementation "
     "--abi --root --prefix --src --upgrade-strategy -C --config-settings --global-option --install-option "
@@ -116,8 +120,12 @@ def _pip_install(words: list[ShellWord], options) -> list[Found]:
     """NPU701 for the CUDA-only distributions a ``pip install`` names (``words``: those after ``install``)."""
     found = []
     skip = False
+    index = False  # the word is the value of an index option
     for word in words:
         value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
+        if index or value.startswith(tuple(f"{option}=" for option in INDEX_OPTIONS)):
+            found += _cuda_index(word)
+        index = value in INDEX_OPTIONS
         if skip:
             skip = False
             continue
@@ -141,6 +149,15 @@ def _pip_install(words: list[ShellWord], options) -> list[Found]:
             )
             found.append(Found(word.line, word.start, "NPU701", message))
     return found
+
+
+def _cuda_index(word: ShellWord) -> list[Found]:
+    """NPU702 for a PyTorch CUDA package index given to pip (``--index-url .../whl/cu121``): its
+    ``/whl/cpu`` counterpart, as in a requirements file."""
+    if CUDA_INDEX.search(word.text) is None:
+        return []
+    message = "a CUDA package index of PyTorch: torch_npu needs the CPU build (`/whl/cpu`)"
+    return [Found(word.line, word.start, "NPU702", message, end=word.end, edit=cpu_index(word.text))]
 
 
 def _conda_install(words: list[ShellWord]) -> list[Found]:

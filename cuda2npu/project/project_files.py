@@ -18,6 +18,7 @@ from cuda2npu.filekinds.depfiles import (
     imported_modules,
     is_project_file,
 )
+from cuda2npu.filekinds.dockerfiles import check_dockerfile, is_dockerfile
 from cuda2npu.filekinds.runconfig_files import is_run_config
 from cuda2npu.filekinds.runconfigs import check_run_configs
 from cuda2npu.filekinds.shellscripts import check_shell_file, is_shell_script
@@ -125,6 +126,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             continue
         if is_shell_script(path):
             findings, new_text = check_shell_file(text, path, display, file_options)
+        elif is_dockerfile(path):
+            findings, new_text = check_dockerfile(text, display, file_options)
         else:
             try:
                 findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))

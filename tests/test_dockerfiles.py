@@ -1,0 +1,184 @@
+"""Dockerfiles (cuda2npu/filekinds/dockerfiles.py): a stage built on a CUDA image (NPU717) and the
+shell of the RUN instructions, read with a launch script's checks (NPU701, NPU702, NPU712)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli_helpers import cli, write
+
+from cuda2npu.filekinds.dockerfiles import is_dockerfile
+
+DOCKERFILE = r"""
+# syntax=docker/dockerfile:1
+ARG CUDA=12.1.0
+ARG BASE=nvidia/cuda:${CUDA}-cudnn8-devel-ubuntu22.04
+FROM ${BASE} AS build
+ENV CUDA_VISIBLE_DEVICES=0
+RUN --mount=type=cache,target=/root/.cache \
+    pip install --no-cache-dir packaging ninja && \
+    pip install flash-attn==2.5.9.post1 --no-build-isolation
+RUN conda install -y pytorch pytorch-cuda=12.1 -c pytorch -c nvidia
+RUN <<EOF
+set -e
+nvidia-smi
+EOF
+RUN cat <<EOF > /requirements.txt
+flash-attn
+EOF
+COPY <<EOF /etc/motd
+nvidia-smi
+EOF
+RUN ["pip", "install", "xformers"]
+RUN pip install xformers  # noqa: NPU701
+
+FROM build AS dev
+FROM python:3.11-slim
+"""
+
+MIGRATED = r"""
+# syntax=docker/dockerfile:1
+ARG CUDA=12.1.0
+ARG BASE=nvidia/cuda:${CUDA}-cudnn8-devel-ubuntu22.04
+# TODO(cuda2npu): NPU717 `FROM ${BASE}` (`nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04` with its ARG defaults) builds on a CUDA image: CUDA libraries (and a CUDA build of torch, in the PyTorch images) with neither CANN nor torch_npu, made for NVIDIA's container runtime: build on a CANN image (`quay.io/ascend/cann:8.3.rc1-910b-ubuntu22.04-py3.11`; Ascend publishes `<cann>-<chip>-<os>-<python>` tags as `quay.io/ascend/cann` and `ascendai/cann`), then install torch's CPU wheel and its torch_npu there
+FROM ${BASE} AS build
+ENV CUDA_VISIBLE_DEVICES=0
+# TODO(cuda2npu): NPU701 review: `pip install flash-attn==2.5.9.post1`: `flash-attn` is CUDA-only (use torch_npu.npu_fusion_attention (cuda2npu migrates flash_attn calls)); on an NPU host the install fails or installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA hosts only
+RUN --mount=type=cache,target=/root/.cache \
+    pip install --no-cache-dir packaging ninja && \
+    pip install flash-attn==2.5.9.post1 --no-build-isolation
+# TODO(cuda2npu): NPU702 `conda install pytorch-cuda` installs CUDA for a CUDA build of pytorch: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)
+RUN conda install -y pytorch pytorch-cuda=12.1 -c pytorch -c nvidia
+RUN <<EOF
+set -e
+# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host (a GPU count read from it is 0): use `npu-smi info` (`npu-smi info -l` lists the NPUs), or count the devices with `python -c 'import torch, torch_npu; print(torch.npu.device_count())'`
+nvidia-smi
+EOF
+RUN cat <<EOF > /requirements.txt
+flash-attn
+EOF
+COPY <<EOF /etc/motd
+nvidia-smi
+EOF
+RUN ["pip", "install", "xformers"]
+RUN pip install xformers  # noqa: NPU701
+
+FROM build AS dev
+FROM python:3.11-slim
+"""
+
+
+def diagnostics(root):
+    data = json.loads(cli("check", root, "--format", "json").stdout)
+    return [(d["path"].rsplit("/", 1)[-1], d["line"], d["column"], d["code"], d["tier"]) for d in data["diagnostics"]]
+
+
+def test_check_reports_the_base_image_and_the_run_shell(tmp_path):
+    dockerfile = write(tmp_path / "docker" / "Dockerfile", DOCKERFILE)
+    before = dockerfile.read_text()
+    assert diagnostics(tmp_path) == [
+        ("Dockerfile", 4, 6, "NPU717", "manual"),
+        ("Dockerfile", 8, 17, "NPU701", "review"),
+        ("Dockerfile", 9, 30, "NPU702", "manual"),
+        ("Dockerfile", 12, 1, "NPU712", "manual"),
+    ]
+    assert dockerfile.read_text() == before  # check writes nothing
+
+
+def test_migrate_marks_above_the_instruction_once(tmp_path):
+    dockerfile = write(tmp_path / "Dockerfile", DOCKERFILE)
+    cli("migrate", tmp_path)
+    assert dockerfile.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+    cli("migrate", tmp_path)
+    assert dockerfile.read_text() == textwrap.dedent(MIGRATED).lstrip("\n")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "FROM nvidia/cuda:12.1.0-devel-ubuntu22.04",
+        "FROM --platform=linux/amd64 docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04 AS base",
+        "FROM pytorch/pytorch:2.1.0-cuda12.1-cudnn8-devel",
+        "FROM nvcr.io/nvidia/pytorch:24.01-py3",
+        "from nvcr.io/nvidia/tritonserver:24.01-py3@sha256:0123abcd",
+        "FROM ghcr.io/example/trainer:main-py3.11-cu121-2.2.1",
+        "ARG TAG=2.1.0-cuda12.1-cudnn8-runtime\nFROM pytorch/pytorch:$TAG",
+        "ARG VERSION\nFROM nvidia/cuda:${VERSION}-devel-ubuntu22.04",
+    ],
+)
+def test_cuda_images(tmp_path, line):
+    write(tmp_path / "Dockerfile", line + "\n")
+    assert [d[3] for d in diagnostics(tmp_path)] == ["NPU717"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FROM python:3.11-slim\n",
+        "FROM quay.io/ascend/cann:8.3.rc1-910b-ubuntu22.04-py3.11\n",
+        "FROM ubuntu:22.04 AS cuda\nFROM cuda\n",  # a stage named cuda
+        "FROM pytorch/pytorch:latest\n",  # the tag says nothing
+        "FROM ${BASE_IMAGE}\n",  # an ARG with no default
+        "FROM ubuntu:22.04\nARG BASE=nvidia/cuda:12.1.0-base-ubuntu22.04\nFROM ${BASE}\n",  # a stage's own ARG
+        "# noqa: NPU717\nFROM nvidia/cuda:12.1.0-devel-ubuntu22.04\n",  # above: FROM cannot carry a comment
+        "FROM rocm/pytorch:rocm6.0_ubuntu22.04_py3.10_pytorch_2.1.1\n",
+    ],
+)
+def test_other_images_are_left_alone(tmp_path, text):
+    dockerfile = write(tmp_path / "Dockerfile", text)
+    assert diagnostics(tmp_path) == []
+    cli("migrate", tmp_path)
+    assert dockerfile.read_text() == text
+
+
+def test_no_markers_reports_without_writing_them(tmp_path):
+    text = "FROM nvidia/cuda:12.1.0-devel-ubuntu22.04\nRUN nvidia-smi\n"
+    dockerfile = write(tmp_path / "Dockerfile.cuda", text)
+    cli("migrate", tmp_path, "--no-markers")
+    assert dockerfile.read_text() == text
+    assert [d[3] for d in diagnostics(tmp_path)] == ["NPU717", "NPU712"]
+
+
+def test_ignore_noqa_reports_what_the_comment_line_hides(tmp_path):
+    write(tmp_path / "train.Dockerfile", "# noqa: NPU717\nFROM nvidia/cuda:12.1.0-devel-ubuntu22.04\n")
+    data = json.loads(cli("check", tmp_path, "--ignore-noqa", "--format", "json").stdout)
+    assert [d["code"] for d in data["diagnostics"]] == ["NPU717"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Dockerfile", True),
+        ("dockerfile", True),
+        ("Dockerfile.legacy", True),
+        ("Dockerfile-cu121", True),
+        ("train.Dockerfile", True),
+        ("Containerfile", True),
+        ("Dockerfile.dockerignore", False),
+        ("dockerfile.py", False),
+        ("Dockerfile.md", False),
+        ("dockerfiles.txt", False),
+        ("build_dockerfile.sh", False),
+    ],
+)
+def test_which_files_are_dockerfiles(name, expected):
+    assert is_dockerfile(Path("docker") / name) is expected
+
+
+def test_windows_newlines_are_kept(tmp_path):
+    dockerfile = write(tmp_path / "Dockerfile", "FROM nvidia/cuda:12.1.0-base-ubuntu22.04\nRUN nvidia-smi\n", "\r\n")
+    cli("migrate", tmp_path)
+    lines = dockerfile.read_bytes().split(b"\r\n")
+    assert [line[:26] for line in lines] == [
+        b"# TODO(cuda2npu): NPU717 `",
+        b"FROM nvidia/cuda:12.1.0-ba",
+        b"# TODO(cuda2npu): NPU712 `",
+        b"RUN nvidia-smi",
+        b"",
+    ]
+    before = dockerfile.read_bytes()
+    cli("migrate", tmp_path)
+    assert dockerfile.read_bytes() == before
