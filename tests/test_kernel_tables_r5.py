@@ -48,6 +48,9 @@ def test_table_entries():
     assert not unported_module("flash_attn") and not unported_module("liger_kernel")
     assert cuda_only_distribution("lightning-thunder") == (("thunder",), cuda_only_distribution("lightning_thunder")[1])
     assert cuda_only_distribution("liger-kernel") is None  # an old pin is NPU705's, not NPU701's
+    # unsloth and unsloth_zoo raise at import without an NVIDIA, AMD or Intel GPU
+    assert cuda_module("unsloth_zoo.device_type")[0] == "imports" and unported_module("unsloth.models")
+    assert cuda_only_distribution("unsloth-zoo")[0] == ("unsloth", "unsloth_zoo")
 
 
 def test_every_npu_release_is_a_consulted_pin():
