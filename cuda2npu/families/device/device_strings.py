@@ -86,6 +86,10 @@ OPTION_CALLS = {
     "DEFINE_string": ("default", None),  # absl: DEFINE_string(name, default, help)
     "DEFINE_enum": ("default", "enum_values"),  # absl: DEFINE_enum(name, default, enum_values, help)
 }
+# a message saying something needs CUDA: "requires CUDA", "only supported on CUDA GPUs", "CUDA is required"
+CUDA_REQUIRED = re.compile(
+    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bCUDA\b|\bCUDA\b[^.;]*\b(?:required|only)\b", re.IGNORECASE
+)
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
@@ -149,6 +153,7 @@ class DeviceStrings(Rule):
         self._seen: set[cst.CSTNode] = set()
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
+        self._says_cuda_only: set[cst.CSTNode] = set()  # "cuda" compared where the branches say it needs CUDA
         self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
         self._param_roles: dict[cst.Param, str | None] = {}
 
@@ -317,6 +322,8 @@ class DeviceStrings(Rule):
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
         part = prefix_ok and not sequence
         for element in [e.value for e in expr.elements] if sequence else [expr]:
+            if element in self._says_cuda_only:
+                continue  # the code already handles every other device: as written, nothing to ask
             switch = element in self._kernel_switches or element in self._feature_switches
             if code_of(device) in self._compared_with_npu and not switch and not part:
                 self._ambiguous(
@@ -411,6 +418,8 @@ class DeviceStrings(Rule):
         callee = kernel_call(self.ctx, node) if literals else None
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
+        if literals and _cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
+            self._says_cuda_only.update(literals)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
@@ -522,6 +531,18 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _cuda_required(branch: cst.If) -> bool:
+    """A message of the branches of ``branch`` says that what they choose needs CUDA ("FP8 training
+    requires CUDA", "only supported on CUDA GPUs"): the test is a feature switch whose other side
+    the code has written for every other device."""
+    blocks = [branch.body, branch.orelse.body if isinstance(branch.orelse, cst.Else) else None]
+    return any(
+        CUDA_REQUIRED.search((string_value(string) if isinstance(string, cst.SimpleString) else string.value) or "")
+        for block in filter(None, blocks)
+        for string in iter_nodes(block, (cst.SimpleString, cst.FormattedStringText))
+    )
 
 
 def _cuda_type_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
