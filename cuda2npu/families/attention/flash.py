@@ -32,8 +32,8 @@ Decisions worth knowing when reading the code:
   (a probe ``if``, ``try``/``except ImportError``), the class is left as written, its imports stay, and
   the one NPU408 marker goes to where the class is selected; an unguarded import would fail on the NPU
   host, so then the class is migrated as any other code.
-* A branch taken only where flash-attn is installed (``if is_flash_attn_2_available():``, probes.py's
-  ``requires_probe``) or a ``try`` body after a flash-attn import never runs on an NPU host: no
+* A branch taken only where flash-attn is installed (``if is_flash_attn_2_available():``, flash_probes.py's
+  ``in_probed_branch``) or a ``try`` body after a flash-attn import never runs on an NPU host: no
   NPU403 there (a value use such as ``inspect.signature(flash_attn_func)``, an unsupported call),
   and an import there keeps its unused names unless the whole ``if`` goes (NPU405). Calls there are
   still rewritten, with NPU408 at the probe. A value use is marked once per block.
@@ -60,9 +60,15 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
-from cuda2npu.families.attention.probes import find_probe, flag_selected_classes, probe_flags, requires_probe
 from cuda2npu.families.custom_kernels import marked_imports
 from cuda2npu.families.exports import exported
+from cuda2npu.families.flash_probes import (
+    find_probe,
+    flag_selected_classes,
+    in_flash_import_try,
+    in_probed_branch,
+    probe_flags,
+)
 from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
@@ -617,14 +623,7 @@ class FlashAttention(ValueUses, Rule):
         return classes
 
     def _probed(self, statement: cst.CSTNode | None) -> bool:
-        """``statement`` runs in the branch of an ``if`` taken only where flash-attn is installed
-        (``if is_flash_attn_2_available():``, the ``else`` of ``if not ...:``): never on an NPU host."""
-        return statement is not None and any(
-            isinstance(owner, cst.If)
-            and role in ("body", "orelse")
-            and requires_probe(owner.test, self.probe_flags, role == "body")
-            for owner, role in TreeIndex.of(self.ctx).enclosing(statement)
-        )
+        return in_probed_branch(self.ctx, statement, self.probe_flags)
 
     def _unreached_class(self) -> cst.ClassDef | None:
         """The class of :attr:`unreached` the current statement is in (through the parents: ``ancestors``
@@ -724,17 +723,8 @@ class FlashAttention(ValueUses, Rule):
         self.report("NPU403", node, f"`{qualified}`: {reason}")
 
     def _import_fallback(self, statement: cst.CSTNode | None) -> bool:
-        """Whether ``statement`` is in a ``try`` body that imports flash-attn and whose handler
-        catches ImportError (``try: from flash_attn.ops... import f; out = f(x)``
-        ``except ImportError: out = torch_op(x)``)."""
-        if statement is None:
-            return False
-        for owner, role in TreeIndex.of(self.ctx).enclosing(statement):
-            if isinstance(owner, cst.Try) and role == "body" and any(map(catches_import_error, owner.handlers)):
-                imports = iter_nodes(owner.body, (cst.Import, cst.ImportFrom))
-                if any(_flash_names(node) for node in imports):
-                    return True
-        return False
+        """``try: from flash_attn.ops... import f; out = f(x)`` / ``except ImportError: out = torch_op(x)``."""
+        return in_flash_import_try(self.ctx, statement, _flash_names)
 
     def _binding(self, expr: cst.BaseExpression) -> Binding | None:
         """The flash-attn import that binds the head name of ``expr`` where the current statement

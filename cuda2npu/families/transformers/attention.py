@@ -22,11 +22,13 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import import_root
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import module_qualified
 from cuda2npu.core.nodes import keyword_arg
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.flash_probes import file_probe_flags, in_flash_import_try, in_probed_branch
 from cuda2npu.families.hf_sources import (
     imports_hf,
     is_hf_call,
@@ -98,6 +100,14 @@ class FlashAttention2(Rule):
             elif subscript_key(target.target) == self.FLAG and imports_hf(self.resolver):
                 self._flag_entry(node, node.value)
 
+    def _flash_only(self, node: cst.CSTNode) -> bool:
+        """``node`` runs only where flash-attn is installed (``try: import flash_attn`` then
+        ``impl = "flash_attention_2"``; ``if is_flash_attn_2_available():``): never on an NPU host."""
+        statement = statement_of(self.ctx, node)
+        return in_flash_import_try(self.ctx, statement, _imports_flash) or in_probed_branch(
+            self.ctx, statement, file_probe_flags(self.ctx)
+        )
+
     def _flag_entry(self, node: cst.CSTNode, value: cst.BaseExpression) -> None:
         """``use_flash_attention_2=flag`` / ``kwargs["use_flash_attention_2"] = flag`` /
         ``{"use_flash_attention_2": flag}`` (a dict passed as ``**kwargs``) set to something other than
@@ -117,7 +127,7 @@ class FlashAttention2(Rule):
         if in_npu_branch(self.ctx, sink):
             return
         for source in string_sources(self.ctx, value, FA2):
-            if source in self._done or in_npu_branch(self.ctx, source):
+            if source in self._done or in_npu_branch(self.ctx, source) or self._flash_only(source):
                 continue
             self._done.add(source)
             statement = statement_of(self.ctx, source)
@@ -173,6 +183,10 @@ class FlashAttention2(Rule):
             f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
             "or pad the batches instead"
         )
+
+
+def _imports_flash(node: cst.Import | cst.ImportFrom) -> bool:
+    return import_root(node) in ("flash_attn", "flash_attn_interface")
 
 
 def _packed_call(call: cst.Call) -> bool:

@@ -1,4 +1,4 @@
-"""Tests asking whether flash-attn is installed (NPU408): ``is_flash_attn_2_available()``,
+"""Tests asking whether flash-attn is installed (NPU408, NPU901): ``is_flash_attn_2_available()``,
 ``importlib.util.find_spec("flash_attn")``, lightning's ``RequirementCache("flash-attn>=2.0")`` and
 module-level flags assigned from them. flash-attn cannot be installed on an NPU host, so such a
 test is False there and the branch it guards never runs, even once its calls are rewritten.
@@ -7,7 +7,8 @@ The same holds for transformers 4.34–4.35's config flag ``_flash_attn_2_enable
 ``from_pretrained(..., use_flash_attention_2=True)`` sets it, after checking that flash-attn is
 installed, and later releases never set it (docs/reference/kernel_libraries.md, its
 ``_flash_attn_2_enabled`` section). A class the file selects only under that flag
-(:func:`flag_selected_classes`) never runs on an NPU host.
+(:func:`flag_selected_classes`) never runs on an NPU host; nor does a statement of a ``try`` body
+that imports flash-attn before it, with a handler for the ImportError (:func:`in_flash_import_try`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.statements import TreeIndex
@@ -39,6 +41,15 @@ def probe_flags(module: cst.Module) -> frozenset[str]:
     return frozenset(flags)
 
 
+def file_probe_flags(ctx) -> frozenset[str]:
+    """:func:`probe_flags` of the file of ``ctx`` (computed once per file)."""
+    return ctx.file_state(_module_probe_flags)
+
+
+def _module_probe_flags(ctx) -> frozenset[str]:
+    return probe_flags(ctx.module)
+
+
 def find_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) -> cst.CSTNode | None:
     """The probe call in ``test``, or the name of one of ``flags`` it reads (None: neither)."""
     for node in iter_nodes(test, (cst.Call, cst.Name)):
@@ -53,6 +64,30 @@ def requires_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()
     an ``and`` with one of them; not ``not is_flash_attn_2_available()``. A branch such a test takes
     never runs on an NPU host, where flash-attn cannot be installed."""
     return _implies(test, truth, lambda leaf: _probe_leaf(leaf, flags))
+
+
+def in_probed_branch(ctx, statement: cst.CSTNode | None, flags: frozenset[str]) -> bool:
+    """``statement`` runs in the branch of an ``if`` taken only where flash-attn is installed
+    (``if is_flash_attn_2_available():``, the ``else`` of ``if not ...:``): never on an NPU host."""
+    return statement is not None and any(
+        isinstance(owner, cst.If) and role in ("body", "orelse") and requires_probe(owner.test, flags, role == "body")
+        for owner, role in TreeIndex.of(ctx).enclosing(statement)
+    )
+
+
+def in_flash_import_try(ctx, statement: cst.CSTNode | None, imports_flash) -> bool:
+    """``statement`` is in a ``try`` body that imports flash-attn (``imports_flash(import_node)``) and
+    whose handler catches ImportError (``try: import flash_attn; impl = "flash_attention_2"``
+    ``except ImportError: impl = "eager"``): on an NPU host the import fails and the handler runs."""
+    if statement is None:
+        return False
+    return any(
+        isinstance(owner, cst.Try)
+        and role == "body"
+        and any(map(catches_import_error, owner.handlers))
+        and any(imports_flash(node) for node in iter_nodes(owner.body, (cst.Import, cst.ImportFrom)))
+        for owner, role in TreeIndex.of(ctx).enclosing(statement)
+    )
 
 
 def _probe_leaf(test: cst.BaseExpression, flags: frozenset[str]) -> bool | None:
