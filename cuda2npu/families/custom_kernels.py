@@ -223,7 +223,7 @@ class CudaOnlyImports(Rule):
         self._after: dict[cst.CSTNode, str] = {}
         self._raising: set[cst.CSTNode] = set()  # try bodies whose fallback raises (NPU606 at the raise)
         self._inside_raising = 0  # how many of them enclose the current node
-        self._called: set[cst.CSTNode] = set()  # statements NPU606 marked for a CUDA-only call
+        self._called: set[tuple] = set()  # (block, package) NPU606 marked for a CUDA-only call
         # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
@@ -344,13 +344,16 @@ class CudaOnlyImports(Rule):
             self._cuda_only(node, [module])
 
     def _cuda_call(self, node: cst.Call, qualified: str) -> None:
-        """NPU606 at a call of the table's ``calls`` / ``review_calls`` (one per statement), unless a
-        static guard (``if TYPE_CHECKING:``, a kept CUDA switch) keeps it from running."""
+        """NPU606 at a call of the table's ``calls`` / ``review_calls`` (one per block and package:
+        ``res = faiss.StandardGpuResources()`` then ``faiss.index_cpu_to_gpu(res, ...)`` in one ``if
+        use_gpu:`` block ask one thing), unless a static guard (``if TYPE_CHECKING:``, a kept CUDA
+        switch) keeps it from running."""
         found = cuda_call(qualified)
-        statement = self.ctx.statement
-        if found is None or statement in self._called or self._depth["static"] or self._after_guard() == "static":
+        placement = TreeIndex.of(self.ctx).placement.get(self.ctx.statement)
+        key = (placement.block if placement is not None else self.ctx.statement, qualified.split(".")[0])
+        if found is None or key in self._called or self._depth["static"] or self._after_guard() == "static":
             return
-        self._called.add(statement)
+        self._called.add(key)
         message = CUDA_CALL_MESSAGES[found[0]].format(name=qualified, note=found[1])
         self.report("NPU606", node, message, tier=Tier.REVIEW if found[0] == "review_calls" else None)
 
