@@ -3,7 +3,8 @@
 A value is followed, never guessed: a literal is itself; a name is followed to its assignments and
 parameter default in the function using it (else at module level); ``args.field`` to the argparse
 ``--field`` default and the class field ``field = ...`` / ``field(default=...)`` of this file;
-``a if c else b`` to both sides. Anything else is a value whose meaning is unknown (no source).
+``a if c else b`` to both sides; an attribute of an imported module (``torch.float16``) is itself.
+Anything else is a value whose meaning is unknown (no source).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.literals import field_default, string_value
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
@@ -65,9 +67,28 @@ def sources(ctx, value: cst.BaseExpression) -> list[cst.BaseExpression]:
         return sources(ctx, value.body) + sources(ctx, value.orelse)
     if isinstance(value, cst.Name) and value.value not in CONSTANTS:
         return [found for expr in _name_values(ctx, value) for found in sources(ctx, expr)]
-    if isinstance(value, cst.Attribute):
+    if isinstance(value, cst.Attribute) and not _module_attribute(ctx, value):
         return _field_defaults(ctx, value.attr.value)
     return [value]
+
+
+def _module_attribute(ctx, value: cst.Attribute) -> bool:
+    """``torch.float16``: an attribute of an imported module is itself, not an argparse field."""
+    root = value
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return isinstance(root, cst.Name) and root.value in ctx.file_state(_imported_names)
+
+
+def _imported_names(ctx) -> frozenset[str]:
+    """The names the file's imports bind (``import torch``, ``from x import y as z``)."""
+    return frozenset(
+        (alias.asname.name.value if alias.asname else (dotted_name(alias.name) or "").split(".")[0])
+        for node in iter_nodes(ctx.module, (cst.Import, cst.ImportFrom))
+        if not isinstance(node.names, cst.ImportStar)
+        for alias in node.names
+        if isinstance(alias.asname.name if alias.asname else alias.name, (cst.Name, cst.Attribute))
+    )
 
 
 def string_sources(ctx, value: cst.BaseExpression, wanted: str) -> list[cst.SimpleString]:

@@ -34,6 +34,7 @@ from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, 
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families.hf_sources import sources
 from cuda2npu.families.kernel_switch import first_kernel
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -150,8 +151,8 @@ class CudaAutocastBf16(ValueUses, Rule):
         if dtype is not None and self._current_autocast_dtype(dtype.value):
             return  # the enclosing region's dtype (BF16 under the policy): a checkpoint re-entering autocast
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
-            if self._tested_choice(dtype.value):
-                return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter
+            if self._tested_choice(dtype.value) or not self._half_chosen(dtype.value):
+                return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter, a run-time choice
             self.report(
                 "NPU340",
                 node,
@@ -221,6 +222,20 @@ class CudaAutocastBf16(ValueUses, Rule):
         return function.name.value.startswith("test") or any(
             dtype.value in _parametrized(decorator.decorator) for decorator in function.decorators
         )
+
+    def _half_chosen(self, dtype: cst.BaseExpression) -> bool:
+        """float16 is among the values ``dtype`` takes in this file (a loop's choices, its assignments
+        and parameter defaults) and bfloat16 is not (``amp_dtype = torch.float16``, ``for dtype in
+        (torch.float16, torch.float32):``); a dtype the code chooses at run time (``config.dtype``,
+        ``self._autocast_dtype``) is the user's precision, not the policy's."""
+        loops = [o for o in TreeIndex.of(self.ctx).ancestors(self.ctx.statement) if isinstance(o, cst.For)]
+        loop = next((o for o in loops if code_of(o.target) == code_of(dtype)), None)
+        if loop is not None:
+            values = [e.value for e in loop.iter.elements] if isinstance(loop.iter, (cst.List, cst.Tuple)) else []
+        else:
+            values = sources(self.ctx, dtype)
+        half = any(is_torch_dtype(self.resolver, value, "float16", "half") for value in values)
+        return half and not any(is_torch_dtype(self.resolver, value, "bfloat16") for value in values)
 
     def _half_weights(self, node: cst.Call) -> str | None:
         """A model cast to float16 in the function around ``node``: ``model.half()``,
