@@ -183,3 +183,37 @@ def test_distributed_backend_is_kept_under_portable(tmp_path):
         "Ascend hosts pass `hccl` (NCCL does not run there)",
         "torchrun pretrain.py --distributed-backend nccl",
     ]
+
+
+def test_device_flags_of_the_projects_programs_become_npu(tmp_path):
+    """`--devices cuda:0 cuda:1` passed to a project script that declares `--devices`: its torch
+    devices, `npu:0 npu:1`; another program's flag is reported; other values stay."""
+    write(
+        tmp_path / "eval.py",
+        'import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--devices", nargs="+")\nparser.add_argument("--device")\n',
+    )
+    script = write(
+        tmp_path / "eval.sh",
+        """
+        python eval.py --devices cuda:0 cuda:1 --batch 8
+        python eval.py --device=cuda --devices "cuda:3"
+        lm_eval --model hf --device cuda:0
+        python eval.py --device cpu --devices $DEVICES
+        """,
+    )
+    assert diagnostics_of(tmp_path, "eval.sh") == [
+        (1, 16, "NPU104", "exact"),
+        (2, 16, "NPU104", "exact"),
+        (2, 30, "NPU104", "exact"),
+        (3, 20, "NPU104", "review"),
+    ]
+    cli("migrate", tmp_path)
+    migrated = script.read_text().splitlines()
+    assert migrated[:2] == [
+        "python eval.py --devices npu:0 npu:1 --batch 8",
+        'python eval.py --device=npu --devices "npu:3"',
+    ]
+    assert migrated[2].startswith("# TODO(cuda2npu): NPU104 review: `--device cuda:0` names CUDA devices")
+    assert migrated[3:] == ["lm_eval --model hf --device cuda:0", "python eval.py --device cpu --devices $DEVICES"]
+    cli("migrate", tmp_path)
+    assert script.read_text().splitlines() == migrated

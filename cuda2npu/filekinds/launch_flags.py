@@ -1,6 +1,6 @@
 """Flags of the programs a shell launch script starts: the shell side of NPU901, NPU904, NPU906
-(rules/transformers.toml), NPU201 (rules/distributed.toml) and NPU921 (rules/ray.toml); one code
-per decision, whatever the file kind.
+(rules/transformers.toml), NPU201 (rules/distributed.toml), NPU104 (rules/device.toml) and NPU921
+(rules/ray.toml); one code per decision, whatever the file kind.
 
 - ``--attn_implementation flash_attention_2`` (NPU901): ``sdpa`` unless the project's transformers pin
   guarantees the NPU flash-attention path; a manual item when the launched program packs sequences
@@ -20,6 +20,9 @@ per decision, whatever the file kind.
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
   counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
+- ``--device cuda`` / ``--devices cuda:0 cuda:1`` (NPU104, as a device string in Python): ``npu``
+  (``npu:0 npu:1``) where the launched program is a project file declaring that option
+  (``add_argument("--devices", ...)``), else reported.
 - ``ray start --num-gpus N`` (NPU921): ``--resources='{"NPU": N}'``, Ray's resource name of Ascend
   cards, as ``num_gpus=`` in Python; a manual item where the command passes ``--resources`` already
   or the flag is inside a quoted string, nothing where it asks for 0 GPUs or the ``"NPU"`` resource.
@@ -46,8 +49,10 @@ from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
 
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend"
-    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend)(?![\w-])"
+    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|devices?)(?![\w-])"
 )
+# `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
+DEVICE_VALUES = re.compile(r"""(=|[ \t]+)((["']?)cuda(?::\d+)?\3(?:[ \t]+(["']?)cuda(?::\d+)?\4)*)(?![^\s;&|)])""")
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
@@ -76,6 +81,7 @@ SYNC_NOTE = (
 class _Program:
     known: bool  # a project file parsing TrainingArguments
     packs: bool  # it uses DataCollatorWithFlattening
+    source: str  # its text (the options it declares)
 
 
 def check_launch_flags(
@@ -115,6 +121,8 @@ def check_launch_flags(
 def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, deepspeed: str | None, options):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked."""
     name = match.group(1)
+    if name.startswith("device"):
+        return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
     if value is _UNKNOWN or name == "bf16":
         return None
@@ -156,6 +164,21 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
     return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+
+
+def _device(name: str, code: str, match: re.Match, program: _Program | None):
+    """NPU104 for ``--device cuda`` / ``--devices cuda:0 cuda:1``: ``npu`` (``npu:N``) where the
+    launched program is a project file declaring that option (its value is then the program's
+    torch device), else reported."""
+    values = DEVICE_VALUES.match(code, match.end())
+    if values is None:
+        return None
+    words = values.group(2)
+    new = re.sub(r"\bcuda\b", "npu", words)
+    message = f"`--{name} {words}` names CUDA devices; on an NPU host they are `npu` (`npu:N`)"
+    if program is None or not re.search(rf"""["']--{name}["']""", program.source):
+        return "NPU104", f"{message}, if the program hands this flag to torch", Tier.REVIEW, None
+    return "NPU104", message, Tier.EXACT, (values.start(2), values.end(2), new)
 
 
 def _backend(name: str, value: re.Match, options):
@@ -310,7 +333,9 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
         source = _project_text(script, match.group(2))
         if source is None:
             return None
-        return _Program(PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None)
+        return _Program(
+            PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None, source
+        )
     return None
 
 
