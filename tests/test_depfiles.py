@@ -792,3 +792,24 @@ def test_catalogue_near_misses_are_left_alone(tmp_path, code):
         before = pyproject.read_text()
         cli("migrate", tmp_path)
         assert pyproject.read_text() == before
+
+
+def test_the_projects_own_extras_are_not_its_dependencies(tmp_path):
+    """`unsloth[kernels]` in unsloth's own pyproject pulls in its extras: nothing to report at the
+    self-reference, while the extra's own CUDA-only requirement still is."""
+    write(tmp_path / "train.py", "import torch\nimport xformers\n")
+    pyproject = write(
+        tmp_path / "pyproject.toml",
+        """
+        [project]
+        name = "unsloth"
+        dependencies = ["torch>=2.4"]
+
+        [project.optional-dependencies]
+        kernels = ["xformers>=0.0.27"]
+        train = ["unsloth[kernels]"]
+        """,
+    )
+    data = json.loads(cli("check", tmp_path, "--format", "json", "--select", "NPU701").stdout)
+    assert [(d["path"].rsplit("/", 1)[-1], d["line"]) for d in data["diagnostics"]] == [("pyproject.toml", 6)]
+    assert "unsloth[kernels]" in pyproject.read_text()

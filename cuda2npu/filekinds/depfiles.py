@@ -297,8 +297,10 @@ def pyproject_toml(text: str) -> list[Dep]:
         for kind, table in (("extra", project.get("optional-dependencies")), ("group", data.get("dependency-groups")))
         for name, group in (table or {}).items()
     }
-    other_builds = other_build_sections(sections, normalize(str(project.get("name", ""))))
-    values = base + [v for group in sections.values() for v in group]
+    own = normalize(str(project.get("name", "")))
+    other_builds = other_build_sections(sections, own)
+    # the project's own extras (`unsloth[huggingface]` in unsloth's pyproject) are not dependencies to check
+    values = [v for v in base + [v for group in sections.values() for v in group] if not _self_extras(v, own)]
     headers = [(m.start(), m.group(1).strip()) for m in re.finditer(r"(?m)^\s*\[+([^\[\]]+)\]+", text)] + [
         (len(text), "")
     ]

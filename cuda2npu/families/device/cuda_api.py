@@ -25,7 +25,7 @@ import libcst as cst
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word
+from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word, name_tokens
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.literals import DEVICE_STRING, string_value
 from cuda2npu.core.names import dotted_name
@@ -35,7 +35,13 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import cuda_branch, gated_cuda_use, nvidia_checks_only, skipped_cuda_use
+from cuda2npu.families.cuda_gates import (
+    NVIDIA_TOOL_WORDS,
+    cuda_branch,
+    gated_cuda_use,
+    nvidia_checks_only,
+    skipped_cuda_use,
+)
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
@@ -261,6 +267,15 @@ class TorchCudaApi(Rule):
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._scopes.pop()
 
+    def _in_nvidia_tool(self) -> bool:
+        """Inside a function named for NVIDIA's driver or tools (``check_nvlink_connectivity``,
+        ``_nvml_memory``): a diagnostic of NVIDIA hardware with nothing to ask of an NPU, left as
+        written (its tests mock ``torch.cuda``)."""
+        return any(
+            isinstance(scope, cst.FunctionDef) and set(name_tokens(scope.name.value)) & NVIDIA_TOOL_WORDS
+            for scope in self._scopes
+        )
+
     def _scope_feature(self) -> tuple[str | None, str]:
         """A feature word of the enclosing function or class (a returned value is its answer)."""
         for scope in reversed(self._scopes):
@@ -435,7 +450,7 @@ class TorchCudaApi(Rule):
     # --- attributes -----------------------------------------------------------------------------
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node in self._skip:
+        if node in self._skip or self._in_nvidia_tool():
             self._skip.add(node.value)
             return
         self._unfilled_property(node)
