@@ -25,7 +25,8 @@ from cuda2npu import __version__
 from cuda2npu.commands.crash import internal_error
 from cuda2npu.core.catalogue import all_rules, matching, no_match
 from cuda2npu.core.config import ConfigError
-from cuda2npu.core.options import STRATEGY_CHOICES, default_select
+from cuda2npu.core.options import default_select
+from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS, StrategySetting
 from cuda2npu.output import style
 
 EXIT_USAGE = 2
@@ -151,6 +152,20 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _strategy_option(setting: StrategySetting):
+    """The click option of a strategy setting (core/strategy_settings.py)."""
+    kind = {"choice": click.Choice(setting.choices), "bool": None, "version": None}[setting.kind]
+    names = [setting.flag] + ([setting.param] if setting.param else [])
+    return click.option(
+        *names,
+        type=kind,
+        default=setting.default,
+        show_default=setting.kind == "choice",
+        metavar=setting.metavar,
+        help=setting.help,
+    )
+
+
 selection = [
     click.option(
         "--select",
@@ -161,51 +176,13 @@ selection = [
     click.option(
         "--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPU count)."
     ),
-    click.option(
-        "--precision",
-        type=click.Choice(STRATEGY_CHOICES["precision"]),
-        default="bf16",
-        show_default=True,
-        help="Mixed-precision policy for AMP rewrites.",
-    ),
-    click.option(
-        "--apex",
-        "apex_strategy",
-        type=click.Choice(STRATEGY_CHOICES["apex"]),
-        default="native",
-        show_default=True,
-        help="native: apex to torch AMP/optimizers; ascend: keep apex for Ascend's apex fork.",
-    ),
-    click.option(
-        "--colossalai",
-        "colossalai_strategy",
-        type=click.Choice(STRATEGY_CHOICES["colossalai"]),
-        default="keep",
-        show_default=True,
-        help="keep: ColossalAI on NPU; native: plain PyTorch distributed.",
-    ),
-    click.option(
-        "--fuse-sdpa/--no-fuse-sdpa",
-        default=False,
-        help="Rewrite F.scaled_dot_product_attention to npu_fusion_attention (opt-in).",
-    ),
+    *(_strategy_option(setting) for setting in STRATEGY_SETTINGS),
     click.option(
         "--target-torch-npu",
         metavar="VERSION",
         default=None,
         help="Never emit torch_npu APIs or keywords newer than this release "
         "(default: the newest the project's torch pin allows, else the newest documented).",
-    ),
-    click.option(
-        "--portable/--no-portable",
-        default=False,
-        help="Write device-agnostic code that runs on CUDA and on Ascend NPUs (docs/migrate.md: Portable output).",
-    ),
-    click.option(
-        "--target-torch",
-        metavar="VERSION",
-        default=None,
-        help="With --portable: the oldest torch the output runs on (torch.accelerator calls it lacks go through a generated helper).",
     ),
     click.option(
         "--extend-select",
@@ -284,13 +261,8 @@ class Settings:
 
 # click parameter -> Options field of the strategies (each file's configuration fills in the rest)
 STRATEGIES = {
-    "precision": "precision",
-    "apex_strategy": "apex",
-    "colossalai_strategy": "colossalai",
-    "fuse_sdpa": "fuse_sdpa",
+    **{setting.param or setting.field: setting.field for setting in STRATEGY_SETTINGS},
     "target_torch_npu": "target_torch_npu",
-    "portable": "portable",
-    "target_torch": "target_torch",
 }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from cuda2npu.core.catalogue import all_rules, no_match
-from cuda2npu.core.options import STRATEGY_CHOICES
+from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS, VERSION, parse_value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +36,6 @@ else:  # pragma: no cover
 
 CONFIG_NAMES = (".cuda2npu.toml", "cuda2npu.toml", "pyproject.toml")
 TIERS = ("exact", "numeric", "review")
-VERSION = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
 VALIDATE_KEYS = {  # read by the validation harness
     "entries": "a list of 'module:function' strings",
     "run": "a command line: a script relative to the project root, then its arguments",
@@ -52,12 +51,7 @@ KEYS = {
     "exclude": "a list of glob patterns",
     "extend-exclude": "a list of glob patterns",
     "per-file-ignores": "a table of glob = [rule codes or prefixes]",
-    "precision": "one of " + ", ".join(STRATEGY_CHOICES["precision"]),
-    "apex": "one of " + ", ".join(STRATEGY_CHOICES["apex"]),
-    "colossalai": "one of " + ", ".join(STRATEGY_CHOICES["colossalai"]),
-    "fuse-sdpa": "true or false",
-    "portable": "true or false",
-    "target-torch": "a torch release such as '2.6' or '2.7.1' (--portable)",
+    **{setting.key: setting.expected for setting in STRATEGY_SETTINGS},
     "target": "a table with key torch_npu",
     "validate": "a table with keys entries, run",
     "max-tier": "one of " + ", ".join(TIERS),
@@ -334,21 +328,15 @@ def parse_config(section: dict, path: Path, finder: ConfigFinder | None = None, 
         values["per_file_ignores"] = tuple(
             (pattern, _codes(codes, path, f"per-file-ignores.{pattern}")) for pattern, codes in table.items()
         )
-    for key in ("precision", "apex", "colossalai"):
-        if key in section:
-            values[key] = _choice(section[key], path, key, STRATEGY_CHOICES[key])
-    if "fuse-sdpa" in section:
-        values["fuse_sdpa"] = _bool(section["fuse-sdpa"], path, "fuse-sdpa")
-    for key in ("markers", "review-markers", "portable"):
+    for setting in STRATEGY_SETTINGS:
+        if setting.key in section:
+            try:
+                values[setting.field] = parse_value(setting, section[setting.key])
+            except ValueError as exc:
+                raise ConfigError(f"{_where(path, setting.key)} = {section[setting.key]!r} is invalid; {exc}") from None
+    for key in ("markers", "review-markers"):
         if key in section:
             values[key.replace("-", "_")] = _bool(section[key], path, key)
-    if "target-torch" in section:
-        version = section["target-torch"]
-        if not isinstance(version, str) or not VERSION.match(version):
-            raise ConfigError(
-                f"{_where(path, 'target-torch')} = {version!r} is invalid; expected {KEYS['target-torch']}"
-            )
-        values["target_torch"] = version
     if "max-tier" in section:
         values["max_tier"] = _choice(section["max-tier"], path, "max-tier", TIERS)
     if "target" in section:

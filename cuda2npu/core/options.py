@@ -9,12 +9,6 @@ from pathlib import Path
 
 from cuda2npu.core.diagnostics import Tier
 
-STRATEGY_CHOICES = {
-    "precision": ("bf16", "fp16", "keep"),
-    "apex": ("native", "ascend"),
-    "colossalai": ("keep", "native"),
-}
-
 OPT_IN_FLAGS = {"fuse_sdpa": "NPU406"}
 
 

@@ -28,6 +28,7 @@ from cuda2npu.core.config import Config, ConfigFinder, common_directory
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.globs import matches_any
 from cuda2npu.core.options import Options
+from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS
 from cuda2npu.project.discovery import Discovery, discover
 from cuda2npu.project.facts import project_facts
 from cuda2npu.project.pins import with_pinned_target
@@ -239,12 +240,7 @@ class RunSettings:
             "ignore": list(here.ignore),
             "per-file-ignores": anchored_pfi,
             "exclude": [_glob(base, glob) for base, glob in config.anchored_excludes()],
-            "precision": here.precision,
-            "apex": here.apex,
-            "colossalai": here.colossalai,
-            "fuse-sdpa": here.fuse_sdpa,
-            "portable": here.portable,
-            "target-torch": here.target_torch,
+            **{setting.key: getattr(here, setting.field) for setting in STRATEGY_SETTINGS},
             "target.torch_npu": here.target_torch_npu,
             "target.from-pin": here.target_from or None,
             "max-tier": str(here.max_tier),
