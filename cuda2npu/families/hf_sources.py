@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.literals import field_default, string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import module_qualified
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
@@ -74,21 +74,7 @@ def sources(ctx, value: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _module_attribute(ctx, value: cst.Attribute) -> bool:
     """``torch.float16``: an attribute of an imported module is itself, not an argparse field."""
-    root = value
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    return isinstance(root, cst.Name) and root.value in ctx.file_state(_imported_names)
-
-
-def _imported_names(ctx) -> frozenset[str]:
-    """The names the file's imports bind (``import torch``, ``from x import y as z``)."""
-    return frozenset(
-        (alias.asname.name.value if alias.asname else (dotted_name(alias.name) or "").split(".")[0])
-        for node in iter_nodes(ctx.module, (cst.Import, cst.ImportFrom))
-        if not isinstance(node.names, cst.ImportStar)
-        for alias in node.names
-        if isinstance(alias.asname.name if alias.asname else alias.name, (cst.Name, cst.Attribute))
-    )
+    return module_qualified(ctx.resolver.module_scope, value) is not None
 
 
 def string_sources(ctx, value: cst.BaseExpression, wanted: str) -> list[cst.SimpleString]:
