@@ -31,6 +31,7 @@ from cuda2npu.core.literals import field_default, string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
@@ -346,7 +347,7 @@ class NcclBackend(Rule):
         value = string_value(node)
         if value is None or not (value == "nccl" or MIXED_BACKEND.fullmatch(value)):
             return
-        if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore:
+        if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore or self._mmengine_dist_cfg(node):
             return
         certain = node not in self.flow.uncertain
         if value != "nccl" and self.options.portable:
@@ -378,6 +379,24 @@ class NcclBackend(Rule):
             )
             return
         self.report("NPU201", node, 'NCCL does not exist on NPU; the collective backend is "hccl"', fix)
+
+    def _mmengine_dist_cfg(self, node: cst.SimpleString) -> bool:
+        """``env_cfg = dict(dist_cfg=dict(backend="nccl"))`` in an mmengine config: mmengine's
+        ``init_dist`` ignores it on an NPU host (``init_process_group(backend="hccl")`` when
+        ``is_npu_available()``; docs/reference/torch_npu.md §6): nothing to change or ask."""
+        parents = TreeIndex.of(self.ctx).parents
+        arg = parents.get(node)
+        call = parents.get(arg)
+        outer = parents.get(call)
+        return (
+            isinstance(arg, cst.Arg)
+            and arg.keyword is not None
+            and arg.keyword.value == "backend"
+            and isinstance(call, cst.Call)
+            and isinstance(outer, cst.Arg)
+            and outer.keyword is not None
+            and outer.keyword.value == "dist_cfg"
+        )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         """``"nccl" if dist.is_nccl_available() else "gloo"``: the test chooses the backend this
