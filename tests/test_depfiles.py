@@ -284,6 +284,17 @@ SHELL_CASES = {
         'export ASCEND_RT_VISIBLE_DEVICES="${ASCEND_RT_VISIBLE_DEVICES:-0}"\necho "$ASCEND_RT_VISIBLE_DEVICES"\n'
         "unset ASCEND_RT_VISIBLE_DEVICES\n"
     ),
+    # NCCL tuning values HCCL rejects (HCCL_RDMA_TIMEOUT 5-20, HCCL_RDMA_TC a multiple of 4): kept, marked;
+    # values in range are renamed for review as before
+    "export NCCL_IB_TIMEOUT=22\nexport NCCL_IB_TC=162\nexport NCCL_IB_RETRY_CNT=7\n": (
+        "# TODO(cuda2npu): NPU713 `NCCL_IB_TIMEOUT` → `HCCL_RDMA_TIMEOUT` takes 5-20 on Atlas A2/A3 (5-24 on Atlas "
+        "training cards): 22 is not one of them; choose an HCCL value by hand\n"
+        "export NCCL_IB_TIMEOUT=22\n"
+        "# TODO(cuda2npu): NPU713 `NCCL_IB_TC` → `HCCL_RDMA_TC` takes 0-255, a multiple of 4 (the DSCP value times "
+        "4): 162 is not one of them; choose an HCCL value by hand\n"
+        "export NCCL_IB_TC=162\n"
+        "export HCCL_RDMA_RETRY_CNT=7\n"
+    ),
     # IDs out of order: ASCEND_RT_VISIBLE_DEVICES stops parsing there, renamed for review
     "CUDA_VISIBLE_DEVICES=3,1 python train.py &\n": (
         "# TODO(cuda2npu): NPU711 review: `CUDA_VISIBLE_DEVICES` is ignored on Ascend → `ASCEND_RT_VISIBLE_DEVICES`; "

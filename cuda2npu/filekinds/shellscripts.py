@@ -40,6 +40,7 @@ from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
 from cuda2npu.core.text_edits import apply_edits
+from cuda2npu.families.device.env_vars import hccl_value_problem
 from cuda2npu.filekinds.launch_flags import check_launch_flags
 from cuda2npu.filekinds.shell_lines import ShellLine, sbatch_lines, shell_commands
 from cuda2npu.filekinds.shell_programs import Found, check_programs, check_sbatch_line
@@ -122,7 +123,10 @@ def check_shell_script(
                     continue  # NCCL's own logging: nothing to migrate
                 if name in renames:
                     code, new = renames[name]
-                    if re.search(rf"(?<!\w){new}(?!\w)", code_text) is None:  # else: it handles both already
+                    problem = hccl_value_problem(new, _assigned_value(line.code, end)) if assigned else None
+                    if problem is not None:
+                        report(line, start + 1, code, f"`{name}` → `{new}` {problem}", Tier.MANUAL)
+                    elif re.search(rf"(?<!\w){new}(?!\w)", code_text) is None:  # else: it handles both already
                         report(line, start + 1, code, *_rename(line.code, name, new, end, assigned, options))
                 elif not assigned or _assigned_value(line.code, end) == env["nccl_defaults"].get(name):
                     continue  # a read, or NCCL's default value (`NCCL_IB_DISABLE=0`): asks nothing of HCCL

@@ -62,6 +62,11 @@ class EnvironmentVariables(Rule):
             self.report("NPU202", node, f"`{name}` → `{new}`", rename_fix(name, new), needs_torch_npu=False)
         elif name in env["nccl"]:
             new = env["nccl"][name]
+            value = string_value(_set_value(TreeIndex.of(self.ctx), node) or cst.Name("None"))
+            problem = hccl_value_problem(new, value)
+            if problem is not None:
+                self.report("NPU203", node, f"`{name}` → `{new}` {problem}", tier=Tier.MANUAL)
+                return
             self.report(
                 "NPU203",
                 node,
@@ -71,6 +76,19 @@ class EnvironmentVariables(Rule):
             )
         elif name in env["nccl_manual"]:
             self.report("NPU203", node, f"`{name}`: {env['nccl_manual'][name]}", tier=Tier.MANUAL)
+
+
+def hccl_value_problem(variable: str, value: str | None) -> str | None:
+    """Why ``value`` cannot be carried over to the HCCL ``variable`` (rules/tables/env_vars.toml
+    ``[hccl_ranges]``: ``NCCL_IB_TIMEOUT=22`` is out of HCCL_RDMA_TIMEOUT's 5-20), None when it can
+    or is not a literal number."""
+    limits = table("env_vars")["hccl_ranges"].get(variable)
+    if limits is None or value is None or not value.strip().isdigit():
+        return None
+    number = int(value)
+    if limits["min"] <= number <= limits["max"] and number % limits.get("multiple", 1) == 0:
+        return None
+    return f"takes {limits['note']}: {value} is not one of them; choose an HCCL value by hand"
 
 
 def _set_value(index: TreeIndex, name: cst.SimpleString) -> cst.BaseExpression | None:
