@@ -134,3 +134,23 @@ def test_setup_py_requirement_table_read_through_a_lookup(tmp_path: Path):
     pins, read = project_pins([setup], tmp_path)
     assert dict(pins)["transformers"] == "==4.52.3" and dict(pins)["torch"] == "==2.6.0"
     assert read == ("setup.py",)
+
+
+def test_a_vendored_copy_pins_its_version_and_keeps_fp16(tmp_path: Path):
+    """LoRA's examples carry transformers 4.4.2 (no `bf16` field in TrainingArguments): its
+    `__version__` is a pin, so a launch script's `--fp16` stays (NPU906 review), not `--bf16`."""
+    files = _write(
+        tmp_path,
+        {
+            "src/transformers/__init__.py": '__version__ = "4.4.2"\nfrom .training_args import TrainingArguments\n',
+            "src/transformers/training_args.py": "class TrainingArguments:\n    fp16: bool = False\n",
+            "src/other/__init__.py": '__version__ = "9.9"\n',
+            "run_glue.py": "from transformers import HfArgumentParser, TrainingArguments\n",
+            "run.sh": "python run_glue.py --fp16 --output_dir out\n",
+        },
+    )
+    pins, read = project_pins(files, tmp_path)
+    assert dict(pins) == {"transformers": "==4.4.2"} and read == ("src/transformers/__init__.py",)
+    cuda2npu("migrate", tmp_path)
+    script = (tmp_path / "run.sh").read_text()
+    assert "--fp16" in script and "NPU906 review: `--fp16` kept under the bf16 policy" in script

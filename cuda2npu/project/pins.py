@@ -1,8 +1,9 @@
 """The project's version pins, and the default they decide (the torch_npu release a migration targets).
 
 Read, never written: the dependency files the run discovers (requirements*.txt/.in, pyproject.toml,
-setup.cfg, setup.py, environment*.yml) and the lock files at the project root (``uv.lock``,
-``poetry.lock``, ``Pipfile.lock``). A distribution named in several places gets every specifier
+setup.cfg, setup.py, environment*.yml), the lock files at the project root (``uv.lock``,
+``poetry.lock``, ``Pipfile.lock``) and the ``__version__`` of a copy of a consulted package the
+project carries (``src/transformers/__init__.py``). A distribution named in several places gets every specifier
 at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +24,10 @@ from cuda2npu.filekinds import depfiles_versions
 from cuda2npu.filekinds.depfiles import Dep, dependencies, is_dependency_file
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock")
+# packages a project may carry a copy of (LoRA's examples/NLU/src/transformers 4.4.2): the copy's
+# `__version__` pins the release its programs run on
+VENDORED = frozenset(name.replace("-", "_") for name in CONSULTED if name not in ("torch", "torch-npu"))
+VERSION_LINE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*["']([0-9][\w.+-]*)["']""", re.M)
 
 
 def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
@@ -32,10 +38,16 @@ def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str,
     sources = [path for path in files if is_dependency_file(path) or path.name == "setup.py"]
     if root is not None:
         sources += [root / name for name in LOCK_FILES if (root / name).is_file()]
+    sources += [path for path in files if path.name == "__init__.py" and path.parent.name in VENDORED]
     for path in sources:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
-            found = _lock_pins(path.name, text) if path.name in LOCK_FILES else _requirement_pins(path.name, text)
+            if path.name == "__init__.py":
+                found = _vendored_pin(path.parent.name, text)
+            elif path.name in LOCK_FILES:
+                found = _lock_pins(path.name, text)
+            else:
+                found = _requirement_pins(path.name, text)
         except (OSError, ValueError, SyntaxError):  # unreadable or malformed: pins nothing
             continue
         found = [(name, spec) for name, spec in found if name in CONSULTED]
@@ -46,6 +58,12 @@ def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str,
                 specs[name].append(spec)
     pins = tuple((name, ",".join(spec for spec in parts if spec)) for name, parts in sorted(specs.items()))
     return pins, tuple(sorted(read))
+
+
+def _vendored_pin(package: str, text: str) -> list[tuple[str, str]]:
+    """``[("transformers", "==4.4.2")]`` for a copy of transformers whose ``__init__.py`` says so."""
+    match = VERSION_LINE.search(text)
+    return [(normalize_distribution(package), f"=={match.group(1)}")] if match else []
 
 
 def _requirement_pins(name: str, text: str) -> list[tuple[str, str]]:
