@@ -217,3 +217,22 @@ def test_device_flags_of_the_projects_programs_become_npu(tmp_path):
     assert migrated[3:] == ["lm_eval --model hf --device cuda:0", "python eval.py --device cpu --devices $DEVICES"]
     cli("migrate", tmp_path)
     assert script.read_text().splitlines() == migrated
+
+
+def test_megatron_entry_points_keep_their_precision_flags(tmp_path):
+    """`--fp16` / `--tf32` handed to Megatron-LM's pretrain_gpt.py (a submodule the project does not
+    carry) are Megatron's own: nothing to report, while an unknown program's stays a review item."""
+    script = write(
+        tmp_path / "train.sh",
+        """
+        torchrun third_party/Megatron-LM/pretrain_gpt.py --fp16 --num-layers 2
+        python pretrain_bert.py --fp16
+        python unknown_trainer.py --fp16
+        """,
+    )
+    assert diagnostics_of(tmp_path, "train.sh") == [(3, 27, "NPU906", "review")]
+    cli("migrate", tmp_path)
+    assert script.read_text().splitlines()[:2] == [
+        "torchrun third_party/Megatron-LM/pretrain_gpt.py --fp16 --num-layers 2",
+        "python pretrain_bert.py --fp16",
+    ]

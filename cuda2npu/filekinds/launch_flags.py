@@ -28,8 +28,9 @@
   or the flag is inside a quoted string, nothing where it asks for 0 GPUs or the ``"NPU"`` resource.
 
 ``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
-that parses ``TrainingArguments`` (a regex over that file); elsewhere the flag may be another program's
-and is a review item. Only the understood token is edited, everything else stays byte-identical;
+that parses ``TrainingArguments`` (a regex over that file); a Megatron-LM entry point's
+(``pretrain_gpt.py``, also where the project leaves Megatron-LM out) are Megatron's own and left
+alone; elsewhere the flag may be another program's and is a review item. Only the understood token is edited, everything else stays byte-identical;
 comment lines are skipped and ``# noqa`` on a line suppresses its findings and edits.
 """
 
@@ -57,6 +58,7 @@ VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
+MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
@@ -82,6 +84,7 @@ class _Program:
     known: bool  # a project file parsing TrainingArguments
     packs: bool  # it uses DataCollatorWithFlattening
     source: str  # its text (the options it declares)
+    megatron: bool = False  # a Megatron-LM entry point: its --fp16/--bf16/--tf32 are Megatron's own
 
 
 def check_launch_flags(
@@ -137,6 +140,8 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
         return _optim(word, value, program)
     if word is not None and word.lower() not in TRUE:
         return None
+    if program is not None and program.megatron:
+        return None  # Megatron's own precision flags: its fp16 (with its loss scaler) runs on Ascend (MindSpeed)
     known = program is not None and program.known
     if name == "tf32":
         message = "`--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False"
@@ -325,12 +330,16 @@ def _value(code: str, end: int):
 
 
 def _program(command: list[ShellLine], script: Path) -> _Program | None:
-    """The Python file the command launches, when it is a file of the project next to the script or above it."""
+    """The Python file the command launches, when it is a file of the project next to the script or
+    above it; a Megatron-LM entry point (``pretrain_gpt.py``, ``Megatron-LM/...``) is known not to
+    parse TrainingArguments even where the project does not carry it (a submodule left out)."""
     for line in command:
         match = PROGRAM.search(line.code)
         if match is None:
             continue
         source = _project_text(script, match.group(2))
+        if source is None and MEGATRON_PROGRAM.search(match.group(2)):
+            return _Program(False, False, "", megatron=True)
         if source is None:
             return None
         return _Program(
