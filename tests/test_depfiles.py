@@ -824,3 +824,12 @@ def test_the_projects_own_extras_are_not_its_dependencies(tmp_path):
     data = json.loads(cli("check", tmp_path, "--format", "json", "--select", "NPU701").stdout)
     assert [(d["path"].rsplit("/", 1)[-1], d["line"]) for d in data["diagnostics"]] == [("pyproject.toml", 6)]
     assert "unsloth[kernels]" in pyproject.read_text()
+
+
+def test_a_singular_requirement_txt_is_read(tmp_path):
+    """LoRA's `examples/NLG/requirement.txt` pins a CUDA wheel of torch: read like requirements.txt."""
+    write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
+    req = write(tmp_path / "examples" / "requirement.txt", "torch==2.4.0+cu121\n")
+    assert ("requirement.txt", 1, "NPU702") in findings(tmp_path)
+    cli("migrate", tmp_path)
+    assert req.read_text().startswith("torch==2.4.0\n")

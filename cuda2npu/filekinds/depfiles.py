@@ -94,11 +94,12 @@ OTHER_BUILD_WHEEL = re.compile(
 
 
 def is_requirements_file(path: Path) -> bool:
-    """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``), pip-compile's
-    ``*requirements*.in`` sources, and both under ``requirements/``; not one named for another
+    """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``, also the singular
+    ``requirement.txt``), pip-compile's ``*requirements*.in`` sources, and both under
+    ``requirements/``; not one named for another
     accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``, ``dcu-support/requirements.txt``):
     the project keeps it for those hosts, and torch_npu or the NPU's pins have no business there."""
-    named = "requirements" in path.stem or path.parent.name == "requirements"
+    named = "requirement" in path.stem or path.parent.name == "requirements"
     other = OTHER_PLATFORM.search(path.stem) or OTHER_PLATFORM.search(path.parent.name)
     return path.suffix in (".txt", ".in") and named and not other
 
