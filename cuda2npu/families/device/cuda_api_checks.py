@@ -17,13 +17,13 @@ from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import cuda_branch
 from cuda2npu.families.device.device_strings import (
     AMBIGUOUS_KEYWORDS,
     DEVICE_KEYWORDS,
     DEVICE_NAME,
-    _DeviceVariableUses,
+    device_variables,
     looks_like_device,
 )
 
@@ -169,7 +169,7 @@ def kept_cuda_value(ctx, blocks: list[cst.CSTNode]) -> str | None:
 def _device_target(ctx, target: cst.BaseExpression) -> bool:
     """``device``, ``self.dev``, or a name the file passes in a device position (device_strings rewrites
     a "cuda" assigned to it)."""
-    return looks_like_device(target) or (isinstance(target, cst.Name) and target.value in _device_variables(ctx))
+    return looks_like_device(target) or (isinstance(target, cst.Name) and target.value in device_variables(ctx))
 
 
 def _device_keyword(ctx, keyword: str) -> bool:
@@ -182,16 +182,6 @@ def _device_keyword(ctx, keyword: str) -> bool:
         or bool(DEVICE_NAME.search(keyword))
         or ("device", keyword) in ctx.options.config_keys
     )
-
-
-def _device_variables(ctx) -> frozenset[str]:
-    return ctx.file_state(_find_device_variables)
-
-
-def _find_device_variables(ctx) -> frozenset[str]:
-    uses = _DeviceVariableUses()
-    walk(ctx.module, uses)
-    return frozenset(uses.names)
 
 
 def bf16_capability_test(ctx, node: cst.If | cst.IfExp | cst.Assign) -> dict[cst.Comparison, cst.Call]:

@@ -125,7 +125,7 @@ def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
 KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
 
 
-class _DeviceVariableUses(cst.CSTVisitor):
+class DeviceVariableUses(cst.CSTVisitor):
     """Pre-pass: names passed in device positions anywhere in the file (``.to(dev)``, ``device=dev``)."""
 
     def __init__(self) -> None:
@@ -141,6 +141,18 @@ class _DeviceVariableUses(cst.CSTVisitor):
         self.names.update(c.value for c in candidates if isinstance(c, cst.Name))
 
 
+def device_variables(ctx) -> frozenset[str]:
+    """Names the file of ``ctx`` passes in device positions anywhere (computed once per file, on
+    first need)."""
+    return ctx.file_state(_find_device_variables)
+
+
+def _find_device_variables(ctx) -> frozenset[str]:
+    uses = DeviceVariableUses()
+    walk(ctx.module, uses)
+    return frozenset(uses.names)
+
+
 @register
 class DeviceStrings(Rule):
     codes = ("NPU104", "NPU106", "NPU109")
@@ -149,7 +161,6 @@ class DeviceStrings(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._device_variable_names: set[str] | None = None
         self._seen: set[cst.CSTNode] = set()
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
@@ -158,13 +169,8 @@ class DeviceStrings(Rule):
         self._param_roles: dict[cst.Param, str | None] = {}
 
     @property
-    def _device_variables(self) -> set[str]:
-        """Names used in device positions anywhere in the file; the pre-pass runs on first need only."""
-        if self._device_variable_names is None:
-            uses = _DeviceVariableUses()
-            walk(self.ctx.module, uses)
-            self._device_variable_names = uses.names
-        return self._device_variable_names
+    def _device_variables(self) -> frozenset[str]:
+        return device_variables(self.ctx)
 
     def _rewrite(
         self,
@@ -495,7 +501,7 @@ class DeviceStrings(Rule):
                 uses = reads.uses[param.name.value] if reads is not None else []
                 role = "unread" if not uses else "key" if all(self._as_key(use) for use in uses) else "device"
             elif body is not None:
-                devices = _DeviceVariableUses()
+                devices = DeviceVariableUses()
                 walk(body, devices)
                 role = "device" if param.name.value in devices.names else None
             self._param_roles[param] = role
