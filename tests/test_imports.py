@@ -37,3 +37,16 @@ def test_a_file_without_a_torch_import_gets_one_only_when_its_code_names_torch_n
     )
     mentioned = "x = 1  # TODO(cuda2npu): use torch_npu.npu_rms_norm\n"
     assert ensured(mentioned) == mentioned
+
+
+def test_setup_py_gets_no_torch_npu_import(tmp_path):
+    """A setup.py runs in an isolated build environment whose requirements have no torch_npu (torch
+    >= 2.5 loads it where it is installed): its rewrites add no `import torch_npu` (megablocks)."""
+    from cli_helpers import cli, write
+
+    setup = write(
+        tmp_path / "setup.py",
+        "import torch\nfrom setuptools import setup\n\nprint(torch.cuda.device_count())\nsetup(name='x')\n",
+    )
+    cli("migrate", tmp_path)
+    assert "torch.npu.device_count()" in setup.read_text() and "torch_npu" not in setup.read_text()
