@@ -369,3 +369,31 @@ def test_flash_attention_2_unread_key_is_reviewed_and_a_new_enough_pin_keeps_it(
     assert findings_of(tmp_path, "NPU901") == [("a.yaml", 1, "NPU901", "review")]  # one for the project
     write(tmp_path / "requirements.txt", "transformers>=4.51.0\n")
     assert findings_of(tmp_path, "NPU901") == []
+
+
+QUANT_READER = """
+import yaml
+from transformers import AutoModelForCausalLM
+
+cfg = yaml.safe_load(open("configs/qlora.yaml"))
+model = AutoModelForCausalLM.from_pretrained(cfg["model"], load_in_4bit=cfg["load_in_4bit"])
+"""
+
+
+def test_bitsandbytes_flags_in_a_run_config_are_marked(tmp_path):
+    """`load_in_4bit: true` the code hands to `from_pretrained(load_in_4bit=...)`: bitsandbytes has no
+    Ascend kernels (NPU907, review, marked); `false` asks nothing; an unread `load_in_8bit: true`
+    is reported once per project."""
+    write(tmp_path / "train.py", QUANT_READER)
+    cfg = write(tmp_path / "configs" / "qlora.yaml", "model: m\nload_in_4bit: true\nlora_r: 8\n")
+    write(tmp_path / "configs" / "full.yaml", "model: m\nload_in_4bit: false\n")
+    write(tmp_path / "configs" / "other.json", '{"load_in_8bit": true}')
+    assert findings_of(tmp_path, "NPU907") == [
+        ("other.json", 1, "NPU907", "review"),
+        ("qlora.yaml", 2, "NPU907", "review"),
+        ("train.py", 5, "NPU907", "review"),  # the keyword in the code, as without a config
+    ]
+    cli("migrate", tmp_path)
+    lines = cfg.read_text().splitlines()
+    assert lines[1].startswith("# TODO(cuda2npu): NPU907 review: `load_in_4bit: true` quantizes with bitsandbytes")
+    assert lines[2] == "load_in_4bit: true"

@@ -4,8 +4,9 @@ A cheap, conservative regex scan (a project fact, cuda2npu/project/facts.py): a 
 ``cfg["device"]``, ``cfg.get("device", ...)``, or an attribute of a config-like name
 (``cfg.device``, ``self.config.train.device``, ``model_args.attn_implementation``), found as the
 argument of ``torch.device(...)``, ``.to(...)``, a ``device=`` keyword (role ``device``), of
-``init_process_group(...)``, a ``backend=`` / ``dist_backend=`` keyword (role ``backend``) or of an
-``attn_implementation=`` keyword (role ``attention``), either directly or through one name assigned
+``init_process_group(...)``, a ``backend=`` / ``dist_backend=`` keyword (role ``backend``), of an
+``attn_implementation=`` keyword (role ``attention``) or of a ``load_in_4bit=`` / ``load_in_8bit=``
+keyword (role ``quantization``), either directly or through one name assigned
 such a read in the same file (``device = cfg["device"]`` ... ``model.to(device)``). Only projects
 whose code loads a configuration file (yaml, json, toml, OmegaConf, hydra, ``HfArgumentParser``'s
 YAML/JSON files, ...) have such keys.
@@ -57,6 +58,7 @@ CONSUMERS = {
         rf"(?:\binit_process_group\(\s*|[(,]\s*(?:backend|dist_backend)\s*=\s*|\binit_distributed\(\s*){ARGUMENT}"
     ),
     "attention": re.compile(rf"[(,]\s*attn_implementation\s*=\s*{ARGUMENT}"),
+    "quantization": re.compile(rf"[(,]\s*load_in_[48]bit\s*=\s*{ARGUMENT}"),
 }
 SUBSCRIPT_READ = re.compile(rf".*\[\s*{KEY_TEXT}\s*\]$")
 GET_READ = re.compile(rf".*\.get\(\s*{KEY_TEXT}[^()\n]*\)$")
@@ -103,7 +105,7 @@ def config_keys(texts: dict[Path, bytes]) -> tuple[tuple[str, str], ...]:
     if not any(LOADS_CONFIG.search(text) for text in texts.values()):
         return tuple(sorted(found))
     for text in texts.values():
-        if b"device" in text or b"backend" in text or b".to(" in text or b"attn_implementation" in text:
+        if any(word in text for word in (b"device", b"backend", b".to(", b"attn_implementation", b"load_in_")):
             found |= consumed_keys(text.decode("utf-8", "replace"))
     return tuple(sorted(found))
 

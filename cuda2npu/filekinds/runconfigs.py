@@ -49,6 +49,7 @@ from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families import ds_config
 from cuda2npu.families.transformers.optimizer_names import optim_decision
+from cuda2npu.families.transformers.quantization import ADVICE as QUANTIZATION_ADVICE
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, fa2_replacement, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds import runconfig_trainer as trainer
@@ -69,7 +70,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MAX_BYTES = 1 << 20
-PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2|optim|tf32")
+PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2|optim|tf32|load_in_[48]bit")
 DEVICE_VALUE = re.compile(r"cuda(?::\d+)?")
 BACKEND_KEYS = {"backend", "dist_backend", "distributed_backend", "ddp_backend", "process_group_backend"}
 DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16, OPTIM = (f"NPU72{i}" for i in range(1, 8))
@@ -154,6 +155,7 @@ def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
     plan.items += _attention_items(plan.entries, options)
+    plan.items += _quantization_items(plan.entries, options)
     noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
     plan.items = [
         item
@@ -218,6 +220,24 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
                 "if it reaches one"
             )
             items.append(Item("NPU901", entry, message, Tier.REVIEW, shared=("NPU901", entry.key, entry.value)))
+    return items
+
+
+def _quantization_items(entries: list[Entry], options) -> list[Item]:
+    """``load_in_4bit: true`` / ``load_in_8bit: true`` (NPU907, as the keyword in Python): bitsandbytes
+    quantization, which has no Ascend kernels; a review item where the code passes the key to
+    ``load_in_*bit=``, or the key is named so."""
+    items = []
+    for entry in entries:
+        flag = entry.key.rpartition(".")[2]
+        if flag not in QUANTIZATION_ADVICE or not (entry.value is True or str(entry.value).lower() in TRUE):
+            continue
+        passed = ("quantization", entry.key) in options.config_keys
+        reaches = "the code passes it to `from_pretrained`" if passed else "if it reaches `from_pretrained`"
+        message = f"`{entry.key}: {entry.value}` quantizes with bitsandbytes ({reaches}): {QUANTIZATION_ADVICE[flag]}"
+        items.append(
+            Item("NPU907", entry, message, Tier.REVIEW, shared=None if passed else ("NPU907", entry.key, True))
+        )
     return items
 
 
