@@ -177,3 +177,37 @@ def test_fp16_with_a_deepspeed_config_without_bf16_block_is_for_review(tmp_path)
         "deepspeed train.py --deepspeed ds_auto.json --fp16",
         "deepspeed train.py --deepspeed=ds_both.json --bf16",
     ]
+
+
+def test_flash_attention_2_stays_where_the_project_patches_its_internals(tmp_path):
+    """VILA packs sequences by replacing transformers' `_get_unpad_data` (another module): under SDPA
+    that patch is never called, so packed samples would attend to each other. `flash_attention_2`
+    stays, a manual NPU903 at it; without the patch it becomes "sdpa"."""
+    write(
+        tmp_path / "pkg" / "packing.py",
+        """
+        import transformers
+
+
+        def _get_unpad_data(attention_mask, *args, **kwargs):
+            return attention_mask
+
+
+        def patch():
+            transformers.modeling_flash_attention_utils._get_unpad_data = _get_unpad_data
+        """,
+    )
+    train = write(
+        tmp_path / "train.py",
+        'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n',
+    )
+    cli("migrate", tmp_path)
+    text = train.read_text()
+    assert 'attn_implementation="flash_attention_2"' in text
+    assert "NPU903 " in text and "pkg/packing.py: _get_unpad_data" in text
+    (tmp_path / "pkg" / "packing.py").write_text("import transformers\n")
+    train.write_text(
+        'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n'
+    )
+    cli("migrate", tmp_path)
+    assert 'attn_implementation="sdpa"' in train.read_text()

@@ -74,6 +74,7 @@ class Options:
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
+    flash_attention_hooks: tuple[str, ...] = ()  # "file: name" of the project's patches of transformers' FA2 internals
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)

@@ -25,6 +25,11 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 )
 
 
+# an assignment replacing a flash-attention internal of transformers (VILA's packing patches
+# `transformers.modeling_flash_attention_utils._get_unpad_data`): the packing relies on flash_attention_2
+FLASH_HOOK = re.compile(rb"^[ \t]*[\w.]*\w\.(_get_unpad_data|_flash_attention_forward|_upad_input)[ \t]*=(?!=)", re.M)
+
+
 def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tuple]:
     """The Options fields of what rules must know of the whole project: the CUDA extensions its
     setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
@@ -32,8 +37,9 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     (their CUDA counterparts in other files are left as written: npu_aware), its classes with a
     TensorDict field (a ``.cuda()`` in a file importing one moves with ``.to``: device/receivers.py), the names its modules
     import from each other (an import another file reads is not unused: families/project_imports.py),
-    its version pins (project/pins.py), and the run configurations' keys its code passes to a device
-    or backend (filekinds/runconfig_code.py).
+    its version pins (project/pins.py), the run configurations' keys its code passes to a device
+    or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
+    internals (:func:`flash_attention_hooks`).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -49,6 +55,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
         "tensordict_holders": tensordict_holders(texts),
         "project_imports": imported_names(texts),
         "config_keys": config_keys(texts),
+        "flash_attention_hooks": flash_attention_hooks(texts, root),
     }
 
 
@@ -72,3 +79,15 @@ def npu_backend_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
         if b"ccelerator" in text or b"latform" in text or b"ackend" in text:
             names.update(match.group(1).decode() for match in NPU_BACKEND_CLASS.finditer(text))
     return tuple(sorted(names))
+
+
+def flash_attention_hooks(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
+    """``"llava/model/utils/packing.py: _get_unpad_data"`` for each assignment replacing a
+    flash-attention internal of transformers (packed sequences told apart through it): such a
+    project's attention relies on flash_attention_2, which SDPA would not honour (NPU903)."""
+    found = set()
+    for path, text in texts.items():
+        if b"_get_unpad_data" in text or b"_flash_attention_forward" in text or b"_upad_input" in text:
+            shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
+            found.update(f"{shown}: {match.group(1).decode()}" for match in FLASH_HOOK.finditer(text))
+    return tuple(sorted(found))

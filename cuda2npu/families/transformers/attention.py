@@ -173,15 +173,24 @@ class FlashAttention2(Rule):
 
     def _packs(self) -> bool:
         """The file packs sequences without padding: ``DataCollatorWithFlattening``, or a model called
-        with packed ``position_ids`` and ``attention_mask=None`` (verl's remove-padding path)."""
+        with packed ``position_ids`` and ``attention_mask=None`` (verl's remove-padding path); or the
+        project patches transformers' flash-attention internals (``_get_unpad_data``: VILA's packing)."""
         if self._packing is None:
-            self._packing = any(
+            self._packing = bool(self.options.flash_attention_hooks) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
         return self._packing
 
     def _packing_message(self) -> str:
+        hooks = self.options.flash_attention_hooks
+        if hooks:
+            return (
+                f'"{FA2}" where the project patches transformers\' flash-attention internals (`{hooks[0]}`) to '
+                f"tell packed sequences apart raises on an NPU host before transformers {FA2_ON_NPU} "
+                f"({pin_text(self.options)}), and SDPA never calls those patches (packed sequences would attend "
+                f"to each other): require transformers >= {FA2_ON_NPU} or train without packing"
+            )
         return (
             f'"{FA2}" with padding-free packing (DataCollatorWithFlattening, or position_ids with '
             f"attention_mask=None) raises on an NPU host before "
