@@ -86,9 +86,12 @@ OPTION_CALLS = {
     "DEFINE_string": ("default", None),  # absl: DEFINE_string(name, default, help)
     "DEFINE_enum": ("default", "enum_values"),  # absl: DEFINE_enum(name, default, enum_values, help)
 }
-# a message saying something needs CUDA: "requires CUDA", "only supported on CUDA GPUs", "CUDA is required"
+# a message saying something needs CUDA: "requires CUDA", "only supported on CUDA GPUs", "CUDA is required",
+# "Current device is not cuda, skip numa binding"
 CUDA_REQUIRED = re.compile(
-    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bCUDA\b|\bCUDA\b[^.;]*\b(?:required|only)\b", re.IGNORECASE
+    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bCUDA\b|\bCUDA\b[^.;]*\b(?:required|only)\b"
+    r"|\bnot\b[^.;]*\bCUDA\b[^.;]*\bskip",
+    re.IGNORECASE,
 )
 
 
