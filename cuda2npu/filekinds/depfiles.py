@@ -419,10 +419,13 @@ def environment_yml(text: str) -> list[Dep]:
 
 
 def conda_cuda_packages(text: str) -> list[tuple[int, str]]:
-    """(offset, name) of the conda packages of an environment file that select CUDA builds."""
+    """(offset, name) of the conda packages of an environment file that select CUDA builds (and
+    pytorch pinned to a CUDA build string)."""
     found = []
     for offset, line in _physical_lines(text):
-        match = re.match(r"[ \t]*-[ \t]+(?:[\w.-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit)\b", line)
+        match = re.match(r"[ \t]*-[ \t]+(?:[\w.-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit)\b", line) or re.match(
+            r"[ \t]*-[ \t]+(?:[\w.-]+::)?((?:pytorch|torchvision|torchaudio)=[^=\s#]+=[^\s#]*cuda[^\s#]*)", line
+        )  # a CUDA build string: `pytorch=1.9.0=py3.8_cuda11.1_cudnn8.0.5_0`
         if match:
             found.append((offset + match.start(1), match.group(1)))
     return found
@@ -784,7 +787,12 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                     mark=offset,
                 )
     for offset, package in conda_cuda_packages(text) if is_environment_file(name) else ():
-        message = f"conda's `{package}` installs CUDA for a CUDA build of pytorch: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)"
+        what = (
+            "is a CUDA build (its build string names CUDA)"
+            if "=" in package
+            else "installs CUDA for a CUDA build of pytorch"
+        )
+        message = f"conda's `{package}` {what}: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     for dep in deps:
         too_old = _predates_npu(dep, imports)
