@@ -479,6 +479,8 @@ class DeviceStrings(Rule):
         role = self._param_role(node)
         if role in ("device", "unread"):
             self._rewrite(node.default, why="device parameter default")
+        elif role == "label":
+            return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
         elif role == "key":
             self._ambiguous(
                 node.default, "as the default of a parameter used as a registry key", indexed_is_device=False
@@ -507,8 +509,19 @@ class DeviceStrings(Rule):
                 devices = DeviceVariableUses()
                 walk(body, devices)
                 role = "device" if param.name.value in devices.names else None
+                if role is None and self._compared_only(param.name.value, body):
+                    role = "label"
             self._param_roles[param] = role
         return self._param_roles[param]
+
+    def _compared_only(self, name: str, body: cst.CSTNode) -> bool:
+        """Every read of ``name`` in ``body`` compares it with strings (``impl == "cuda"``, ``impl in
+        ["ref", "cuda"]``): StyleGAN2-style ops' ``impl="cuda"`` names an implementation, not a device."""
+        reads = NameUses({name})
+        walk(body, reads)
+        uses = reads.uses[name]
+        parents = TreeIndex.of(self.ctx).parents
+        return bool(uses) and all(_compared_with_strings(parents.get(use), use) for use in uses)
 
     def _as_key(self, name: cst.Name) -> bool:
         parents = TreeIndex.of(self.ctx).parents
@@ -540,6 +553,21 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _compared_with_strings(comparison: cst.CSTNode | None, operand: cst.Name) -> bool:
+    """``operand == "x"`` / ``operand in ("x", "y")``: ``comparison`` tests ``operand`` against strings only."""
+    if not isinstance(comparison, cst.Comparison):
+        return False
+    others = [comparison.left, *(target.comparator for target in comparison.comparisons)]
+    others = [other for other in others if other is not operand]
+    values = [
+        e.value
+        for other in others
+        for e in (other.elements if isinstance(other, (cst.List, cst.Tuple, cst.Set)) else [])
+    ]
+    singles = [other for other in others if not isinstance(other, (cst.List, cst.Tuple, cst.Set))]
+    return len(others) > 0 and all(string_value(v) is not None for v in [*values, *singles])
 
 
 def _cuda_required(branch: cst.If) -> bool:
