@@ -128,6 +128,7 @@ class TorchCudaApi(Rule):
         self._properties: dict[cst.CSTNode, str | None] = {}  # get_device_properties func → empty field read
         self._switches: dict[cst.CSTNode, str] = {}  # is_available attribute → the feature it gates
         self._switch_parts: set[cst.CSTNode] = set()  # attributes of a switch's expression: stay as written
+        self._kept_branch: set[cst.CSTNode] = set()  # attributes in the CUDA branch of a kept switch: as written
         self._guards: list[tuple[cst.If, set[str]]] = []  # `if hasattr(_C, "_cuda_x"):` → names
         self._scopes: list[cst.ClassDef | cst.FunctionDef] = []  # enclosing classes and functions
         self._target = parse_target(self.options.target_torch_npu)
@@ -140,7 +141,12 @@ class TorchCudaApi(Rule):
         names = _hasattr_names(node.test)
         if names:
             self._guards.append((node, names))
-        self._mark_switch(node.test, lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)))
+        if self._mark_switch(node.test, lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node))):
+            # the test stays `torch.cuda`, False on an NPU host: its CUDA branch never runs there, and is
+            # left as written with it (not half torch.cuda, half torch.npu)
+            self._kept_branch.update(
+                n for block in cuda_branch(self.ctx, node) for n in iter_nodes(block, cst.Attribute)
+            )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._mark_switch(
@@ -293,13 +299,14 @@ class TorchCudaApi(Rule):
         function = self._function()
         return function is not None and name in _returned_names(function)
 
-    def _mark_switch(self, value: cst.BaseExpression | None, word_and_place, capability: bool = True) -> None:
+    def _mark_switch(self, value: cst.BaseExpression | None, word_and_place, capability: bool = True) -> bool:
         """Record the ``torch.cuda.is_available()`` calls ``value`` is made of as a feature switch,
         when ``word_and_place()`` (called only then) names a CUDA-only feature or, with ``capability``,
         when ``value`` also tests the CUDA compute capability (torchtitan's ``has_cuda_capability``:
-        ``torch.npu.get_device_capability()`` is None, so the rewritten comparison would raise)."""
+        ``torch.npu.get_device_capability()`` is None, so the rewritten comparison would raise).
+        Whether ``value`` stays a ``torch.cuda`` test."""
         if value is None or _device_choice(value):
-            return
+            return False
         calls = [
             p.func
             for p in boolean_parts(value)
@@ -309,7 +316,7 @@ class TorchCudaApi(Rule):
             and self.resolver.qualified_name(p.func) == "torch.cuda.is_available"
         ]
         if not calls:
-            return
+            return False
         word, where = word_and_place()
         read = capability and not word and not self._switches.keys() >= set(calls) and self._tests_capability(value)
         if read:
@@ -319,6 +326,7 @@ class TorchCudaApi(Rule):
         elif word:
             self._switches.update((func, _switch_message(word, where)) for func in calls)
             self._switch_parts.update(_attributes(value))  # `... and torch.cuda.get_device_capability()[0] >= 7`
+        return bool(word)
 
     def _tests_capability(self, value: cst.BaseExpression) -> str | None:
         """How ``value`` reads the CUDA compute capability (``_capability_read``), else None."""
@@ -450,7 +458,7 @@ class TorchCudaApi(Rule):
     # --- attributes -----------------------------------------------------------------------------
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node in self._skip or self._in_nvidia_tool():
+        if node in self._skip or node in self._kept_branch or self._in_nvidia_tool():
             self._skip.add(node.value)
             return
         self._unfilled_property(node)
