@@ -27,11 +27,16 @@ def is_hf_call(resolver, call: cst.Call) -> bool:
     return name is not None and name.split(".")[0] in HF_PACKAGES
 
 
-def imports_hf(resolver) -> bool:
-    """Whether the file imports transformers anywhere (its dict keys such as ``attn_implementation`` are then HF's)."""
+def imports_hf(ctx) -> bool:
+    """Whether the file of ``ctx`` imports transformers anywhere (its dict keys such as
+    ``attn_implementation`` are then HF's); computed once per file."""
+    return ctx.file_state(_imports_hf)
+
+
+def _imports_hf(ctx) -> bool:
     return any(
         qualified.split(".")[0] in HF_PACKAGES
-        for scope in resolver.scopes.values()
+        for scope in ctx.resolver.scopes.values()
         for names in scope.imports.values()
         for qualified in names
     )

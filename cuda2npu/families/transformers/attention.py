@@ -62,7 +62,6 @@ class FlashAttention2(Rule):
         super().__init__(ctx)
         self._done: set[cst.CSTNode] = set()
         self._packing: bool | None = None
-        self._hf: bool | None = None  # whether the file imports transformers (its keywords are then HF's)
 
     def _active(self) -> bool:
         return not guaranteed(self.options, FA2_ON_NPU)
@@ -73,7 +72,7 @@ class FlashAttention2(Rule):
         hf = is_hf_call(self.resolver, node)
         arg = keyword(node, "attn_implementation")
         # transformers' keyword also where a project's own PreTrainedModel subclass or wrapper takes it
-        if arg is not None and (hf or is_plain_dict_call(self.resolver, node) or self._imports_hf()):
+        if arg is not None and (hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx)):
             self._attn_value(node, arg.value)
         if hf:
             flag = keyword(node, "use_flash_attention_2")
@@ -82,13 +81,8 @@ class FlashAttention2(Rule):
             elif flag is not None:
                 self._flag_entry(flag, flag.value)
 
-    def _imports_hf(self) -> bool:
-        if self._hf is None:
-            self._hf = imports_hf(self.resolver)
-        return self._hf
-
     def visit_Dict(self, node: cst.Dict) -> None:
-        if not self._active() or not self._imports_hf():
+        if not self._active() or not imports_hf(self.ctx):
             return
         for element in node.elements:
             key = string_value(element.key) if isinstance(element, cst.DictElement) else None
@@ -103,7 +97,7 @@ class FlashAttention2(Rule):
         for target in node.targets:
             if isinstance(target.target, cst.Attribute) and target.target.attr.value == "_attn_implementation":
                 self._attn_value(node, node.value)
-            elif subscript_key(target.target) == self.FLAG and self._imports_hf():
+            elif subscript_key(target.target) == self.FLAG and imports_hf(self.ctx):
                 self._flag_entry(node, node.value)
 
     def _flash_only(self, node: cst.CSTNode) -> bool:

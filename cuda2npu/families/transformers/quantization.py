@@ -79,7 +79,6 @@ class QuantizedLoading(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._reported: set[cst.CSTNode] = set()  # statements with a finding: one per statement
-        self._hf: bool | None = None  # whether the file imports transformers (its dict keys are then HF's)
 
     def visit_Call(self, node: cst.Call) -> None:
         """One finding per statement: ``from_pretrained(p, load_in_4bit=True,
@@ -87,7 +86,7 @@ class QuantizedLoading(Rule):
         if self.ctx.statement in self._reported:
             return
         if not is_hf_call(self.resolver, node):
-            if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and self._imports_hf():
+            if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and imports_hf(self.ctx):
                 self._keywords(node)
             return
         qualified = self.resolver.qualified_name(node.func) or ""
@@ -115,7 +114,7 @@ class QuantizedLoading(Rule):
 
     def visit_Dict(self, node: cst.Dict) -> None:
         """``{"load_in_8bit": True}``, a dict such code passes as ``**kwargs``."""
-        if self.ctx.statement in self._reported or not self._imports_hf():
+        if self.ctx.statement in self._reported or not imports_hf(self.ctx):
             return
         for entry in node.elements:
             flag = string_value(entry.key) if isinstance(entry, cst.DictElement) else None
@@ -124,17 +123,12 @@ class QuantizedLoading(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """``kwargs["load_in_8bit"] = load_8bit``."""
-        if self.ctx.statement in self._reported or not self._imports_hf():
+        if self.ctx.statement in self._reported or not imports_hf(self.ctx):
             return
         for target in node.targets:
             flag = subscript_key(target.target)
             if flag in FLAGS and self._flag(flag, node.value, node.value, code_of(node).strip()):
                 return
-
-    def _imports_hf(self) -> bool:
-        if self._hf is None:
-            self._hf = imports_hf(self.resolver)
-        return self._hf
 
     def _keywords(self, call: cst.Call, config: bool = False) -> cst.Arg | None:
         """NPU907 for the first ``load_in_*bit`` keyword of ``call`` that may be on (at the call when
