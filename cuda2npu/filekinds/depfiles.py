@@ -56,7 +56,7 @@ from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_o
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
 from cuda2npu.families.cuda_only_modules import unknown_nvidia
 from cuda2npu.filekinds import depfiles_versions as versions
-from cuda2npu.filekinds.torch_index import CUDA_INDEX, cpu_index
+from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -423,9 +423,8 @@ def conda_cuda_packages(text: str) -> list[tuple[int, str]]:
     pytorch pinned to a CUDA build string)."""
     found = []
     for offset, line in _physical_lines(text):
-        match = re.match(r"[ \t]*-[ \t]+(?:[\w.-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit)\b", line) or re.match(
-            r"[ \t]*-[ \t]+(?:[\w.-]+::)?((?:pytorch|torchvision|torchaudio)=[^=\s#]+=[^\s#]*cuda[^\s#]*)", line
-        )  # a CUDA build string: `pytorch=1.9.0=py3.8_cuda11.1_cudnn8.0.5_0`
+        item = re.match(r"[ \t]*-[ \t]+", line)
+        match = CONDA_CUDA.match(line, item.end()) if item else None
         if match:
             found.append((offset + match.start(1), match.group(1)))
     return found
@@ -787,12 +786,7 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                     mark=offset,
                 )
     for offset, package in conda_cuda_packages(text) if is_environment_file(name) else ():
-        what = (
-            "is a CUDA build (its build string names CUDA)"
-            if "=" in package
-            else "installs CUDA for a CUDA build of pytorch"
-        )
-        message = f"conda's `{package}` {what}: torch_npu runs on the CPU build of torch (install torch and torch_npu with pip)"
+        message = f"conda's `{package}` {conda_cuda_note(package)}"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     for dep in deps:
         too_old = _predates_npu(dep, imports)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
-from cuda2npu.filekinds.torch_index import CUDA_INDEX, cpu_index
+from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
@@ -43,7 +43,6 @@ DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
 PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
 PIP = re.compile(r"(?:.*/)?pip[\d.]*")
 CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
-CONDA_CUDA = re.compile(r"(?:[\w.-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit)(?=$|[=<>!~ ])")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
 SLURM = re.compile(r"(?:.*/)?(?:srun|sbatch|salloc)")
 TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
@@ -167,10 +166,7 @@ def _conda_install(words: list[ShellWord]) -> list[Found]:
     for word in words:
         match = CONDA_CUDA.match(word.value if word.value is not None else word.text.strip("'\""))
         if match is not None:
-            message = (
-                f"`conda install {match.group(1)}` installs CUDA for a CUDA build of pytorch: torch_npu runs on "
-                "the CPU build of torch (install torch and torch_npu with pip)"
-            )
+            message = f"`conda install {match.group(1)}` {conda_cuda_note(match.group(1))}"
             found.append(Found(word.line, word.start, "NPU702", message, Tier.MANUAL))
     return found
 
