@@ -28,10 +28,15 @@ PROBE_FUNCTION = re.compile(r"is_flash_attn\w*_available")
 FLASH2_FLAG = "_flash_attn_2_enabled"  # transformers 4.34–4.35: set on the config by use_flash_attention_2=True
 
 
-def probe_flags(module: cst.Module) -> frozenset[str]:
-    """Module-level names assigned from a probe (``FlashAttention2Available = RequirementCache(...)``)."""
+def file_probe_flags(ctx) -> frozenset[str]:
+    """Module-level names assigned from a probe (``FlashAttention2Available = RequirementCache(...)``)
+    in the file of ``ctx`` (computed once per file)."""
+    return ctx.file_state(_probe_flags)
+
+
+def _probe_flags(ctx) -> frozenset[str]:
     flags: set[str] = set()
-    for statement in module.body:
+    for statement in ctx.module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
@@ -39,15 +44,6 @@ def probe_flags(module: cst.Module) -> frozenset[str]:
                 targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                 flags.update(name for target in targets for name in target_names(target))
     return frozenset(flags)
-
-
-def file_probe_flags(ctx) -> frozenset[str]:
-    """:func:`probe_flags` of the file of ``ctx`` (computed once per file)."""
-    return ctx.file_state(_module_probe_flags)
-
-
-def _module_probe_flags(ctx) -> frozenset[str]:
-    return probe_flags(ctx.module)
 
 
 def find_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) -> cst.CSTNode | None:
@@ -60,7 +56,7 @@ def find_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()) ->
 
 def requires_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset(), truth: bool = True) -> bool:
     """Whether ``test`` being ``truth`` means flash-attn is installed (through ``not``/``and``/``or``):
-    ``is_flash_attn_2_available()``, ``find_spec("flash_attn") is not None``, a flag of :func:`probe_flags`,
+    ``is_flash_attn_2_available()``, ``find_spec("flash_attn") is not None``, a flag of :func:`file_probe_flags`,
     an ``and`` with one of them; not ``not is_flash_attn_2_available()``. A branch such a test takes
     never runs on an NPU host, where flash-attn cannot be installed."""
     return _implies(test, truth, lambda leaf: _probe_leaf(leaf, flags))

@@ -63,11 +63,11 @@ from cuda2npu.families import portable
 from cuda2npu.families.custom_kernels import marked_imports
 from cuda2npu.families.exports import exported
 from cuda2npu.families.flash_probes import (
+    file_probe_flags,
     find_probe,
     flag_selected_classes,
     in_flash_import_try,
     in_probed_branch,
-    probe_flags,
 )
 from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
@@ -591,7 +591,7 @@ class FlashAttention(ValueUses, Rule):
         self.fallback_removals = plan_fallback_removals(self.facts, packages, migrated, keep)
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
             self.removals, self.guard_removals, self.fallback_removals = {}, {}, {}
-        self.probe_flags = probe_flags(ctx.module)
+        self.probe_flags = file_probe_flags(ctx)
         self.probes_reported: set[cst.If] = set()
         self.unreached = self._flag_only_classes()  # classes never selected on an NPU host -> where they are
         self.skipped: set[cst.ClassDef] = set()  # those with a flash-attn call left as written
