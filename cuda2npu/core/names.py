@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.traversal import walk
 
 SCOPE_NODES = (
@@ -337,6 +338,34 @@ class NameUses(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in self.names and node not in self._skip and self._reads_outer_binding(node.value):
             self.uses[node.value].append(node)
+
+
+def string_comparisons(name: str, body: cst.CSTNode, parents) -> list[cst.Comparison] | None:
+    """The comparisons of ``name`` with string literals when they are its every read in ``body``
+    (``impl == "cuda"``, ``backend in ("nccl", "gloo")``): a label the code tests, not a value it
+    passes on. None when some read is anything else, or there is none. ``parents``: the module's
+    ``TreeIndex.parents``."""
+    reads = NameUses({name})
+    walk(body, reads)
+    comparisons = [parents.get(use) for use in reads.uses[name]]
+    if not comparisons or not all(_against_strings(c, use) for c, use in zip(comparisons, reads.uses[name])):
+        return None
+    return comparisons
+
+
+def _against_strings(comparison: cst.CSTNode | None, operand: cst.Name) -> bool:
+    """``comparison`` tests ``operand`` against string literals only (single ones or a list, tuple or set of them)."""
+    if not isinstance(comparison, cst.Comparison):
+        return False
+    others = [
+        side for side in (comparison.left, *(c.comparator for c in comparison.comparisons)) if side is not operand
+    ]
+    literals = [
+        element.value if isinstance(side, (cst.List, cst.Tuple, cst.Set)) else side
+        for side in others
+        for element in (side.elements if isinstance(side, (cst.List, cst.Tuple, cst.Set)) else [side])
+    ]
+    return bool(others) and all(string_value(literal) is not None for literal in literals)
 
 
 def is_torch_dtype(resolver: NameResolver, node: cst.BaseExpression | None, *names: str) -> bool:

@@ -28,11 +28,11 @@ import libcst as cst
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
-from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.names import dotted_name, module_qualified, string_comparisons
 from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.core.traversal import walk
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -85,8 +85,9 @@ def backend_literals(expr: cst.BaseExpression | None) -> list[cst.SimpleString]:
 class _BackendFlow(cst.CSTVisitor):
     """Pre-pass: which ``"nccl"`` literals reach torch.distributed, and which name something else."""
 
-    def __init__(self, scope) -> None:
+    def __init__(self, scope, parents) -> None:
         self.scope = scope
+        self.parents = parents  # the module's TreeIndex.parents
         self.rewrite: set[cst.CSTNode] = set()
         self.ignore: set[cst.CSTNode] = set()  # Ray, Literal[...]
         self.attributes: set[cst.CSTNode] = set()  # implementation names, left unless their value flows
@@ -246,7 +247,7 @@ class _BackendFlow(cst.CSTVisitor):
                 if param.name.value in self.sinks and param.default is not None:
                     self.rewrite.update(backend_literals(param.default))
         for function in self._definitions:
-            self.ignore.update(_compared_only_labels(function, self.sinks))
+            self.ignore.update(_compared_only_labels(function, self.sinks, self.parents))
         for comparison in self._compared:
             sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
             if any(self._holds_backend(side) for side in sides):
@@ -281,26 +282,19 @@ class _BackendFlow(cst.CSTVisitor):
         return [arg.value for param, arg in bound.items() if param in self.sinks]
 
 
-def _compared_only_labels(function: cst.FunctionDef, sinks: set[str]) -> list[cst.SimpleString]:
+def _compared_only_labels(function: cst.FunctionDef, sinks: set[str], parents) -> list[cst.SimpleString]:
     """The ``"nccl"`` literals of a parameter that its function only compares with literals and
     never passes on (``backend="nccl"`` ... ``assert backend == "nccl"``, the process group made
     elsewhere): a label of what the code supports, not a backend it sets up."""
     found: list[cst.SimpleString] = []
     for param in named_params(function):
-        name = param.name.value
         default = backend_literals(param.default)
-        if not default or name in sinks:
+        if not default or param.name.value in sinks:
             continue
-        uses = [n for n in iter_nodes(function.body, cst.Name) if n.value == name]
-        named, labels = 0, []
-        for comparison in iter_nodes(function.body, cst.Comparison):
-            sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
-            here = sum(isinstance(side, cst.Name) and side.value == name for side in sides)
-            if here:
-                named += here
-                labels += [literal for side in sides for literal in backend_literals(side)]
-        if uses and named == len(uses):
-            found += default + labels
+        comparisons = string_comparisons(param.name.value, function.body, parents)
+        if comparisons is not None:
+            sides = [side for c in comparisons for side in (c.left, *(t.comparator for t in c.comparisons))]
+            found += default + [literal for side in sides for literal in backend_literals(side)]
     return found
 
 
@@ -338,7 +332,7 @@ class NcclBackend(Rule):
     @property
     def flow(self) -> _BackendFlow:
         if self._flow is None:
-            self._flow = _BackendFlow(self.resolver.module_scope)
+            self._flow = _BackendFlow(self.resolver.module_scope, TreeIndex.of(self.ctx).parents)
             walk(self.ctx.module, self._flow)
             self._flow.resolve()
         return self._flow

@@ -37,7 +37,7 @@ from cuda2npu.core.literals import (
     rename_fix,
     string_value,
 )
-from cuda2npu.core.names import NameUses, dotted_name
+from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.pins import pin_at_least
 from cuda2npu.core.rulebase import Rule, register
@@ -287,7 +287,7 @@ class DeviceStrings(Rule):
                 continue
             if arg.keyword.value in DEVICE_KEYWORDS:
                 self._rewrite(arg.value, why=f"`{arg.keyword.value}=`")
-            elif ("device", arg.keyword.value) in self.options.config_keys:
+            elif ("device", arg.keyword.value) in self.options.project.config_keys:
                 self._rewrite(
                     arg.value, why=f"`{arg.keyword.value}=` (a configuration key the project reads as a device)"
                 )
@@ -517,11 +517,7 @@ class DeviceStrings(Rule):
     def _compared_only(self, name: str, body: cst.CSTNode) -> bool:
         """Every read of ``name`` in ``body`` compares it with strings (``impl == "cuda"``, ``impl in
         ["ref", "cuda"]``): StyleGAN2-style ops' ``impl="cuda"`` names an implementation, not a device."""
-        reads = NameUses({name})
-        walk(body, reads)
-        uses = reads.uses[name]
-        parents = TreeIndex.of(self.ctx).parents
-        return bool(uses) and all(_compared_with_strings(parents.get(use), use) for use in uses)
+        return string_comparisons(name, body, TreeIndex.of(self.ctx).parents) is not None
 
     def _as_key(self, name: cst.Name) -> bool:
         parents = TreeIndex.of(self.ctx).parents
@@ -553,21 +549,6 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
-
-
-def _compared_with_strings(comparison: cst.CSTNode | None, operand: cst.Name) -> bool:
-    """``operand == "x"`` / ``operand in ("x", "y")``: ``comparison`` tests ``operand`` against strings only."""
-    if not isinstance(comparison, cst.Comparison):
-        return False
-    others = [comparison.left, *(target.comparator for target in comparison.comparisons)]
-    others = [other for other in others if other is not operand]
-    values = [
-        e.value
-        for other in others
-        for e in (other.elements if isinstance(other, (cst.List, cst.Tuple, cst.Set)) else [])
-    ]
-    singles = [other for other in others if not isinstance(other, (cst.List, cst.Tuple, cst.Set))]
-    return len(others) > 0 and all(string_value(v) is not None for v in [*values, *singles])
 
 
 def _cuda_required(branch: cst.If) -> bool:
@@ -756,7 +737,7 @@ class CudaDeviceIndex(Rule):
         if keyword == "device" and (
             qualified in PIPELINES or (qualified.startswith("transformers.") and qualified.endswith("Pipeline"))
         ):
-            new_enough = pin_at_least(self.options.pins, "transformers", PIPELINE_INT_ON_NPU) is True
+            new_enough = pin_at_least(self.options.project.pins, "transformers", PIPELINE_INT_ON_NPU) is True
             return "" if new_enough else f"`{code_of(call.func)}(device=)` (transformers before {PIPELINE_INT_ON_NPU})"
         is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
         if (
