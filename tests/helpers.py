@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import fields
 
-from cuda2npu.core.options import Options
+from cuda2npu.core.options import FileContext, Options, ProjectFacts
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.filekinds.python import migrate_source
 
 OPTIONS_LINE = re.compile(r"^# cuda2npu-test:(?P<opts>.*)$", re.MULTILINE)
@@ -20,7 +22,24 @@ def options_from(text: str, **overrides) -> Options:
             key, _, value = pair.partition("=")
             values[key] = value == "true" if value in ("true", "false") else value
     values.update(overrides)
-    return Options(**values)
+    return options_of(**values)
+
+
+FACTS = {f.name for f in fields(ProjectFacts)}
+CONTEXT = {f.name for f in fields(FileContext)}
+
+
+def options_of(**values) -> Options:
+    """Options from one flat table of settings, project facts and file context, as the tests'
+    headers and variants write them (``pins=...``, ``in_package=true``, ``target_torch_npu=2.1.0``;
+    ``local_modules`` is both the project's and the file's)."""
+    facts = {name: values.pop(name) for name in list(values) if name in FACTS}
+    context = {name: values.pop(name) for name in list(values) if name in CONTEXT}
+    if "local_modules" in facts:
+        context["local_modules"] = facts["local_modules"]
+    if "target_torch_npu" in values:
+        values["target"] = parse_target(values.pop("target_torch_npu"))
+    return Options(**values, project=ProjectFacts(**facts), file=FileContext(**context))
 
 
 def migrate_text(text: str, options: Options | None = None, path: str = "case.py"):

@@ -23,7 +23,7 @@ import textwrap
 import libcst as cst
 import pytest
 from cli_helpers import REPO
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, options_of
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.options import Options
@@ -33,7 +33,7 @@ APEX_LEFT = re.compile(r"^\s*(from apex|import apex)|(?<![\w.])amp\.", re.MULTIL
 
 def migrate(source: str, **options):
     """(migrated text, findings); the output parses and a second run changes nothing."""
-    opts = Options(**options)
+    opts = options_of(**options)
     text, result = migrate_text(dedent(source), opts)
     cst.parse_module(text)
     again, _ = migrate_text(text, opts)

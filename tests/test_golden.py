@@ -14,7 +14,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 import tomllib
-from helpers import migrate_text, options_from
+from helpers import migrate_text, options_from, options_of
 
 from cuda2npu.core.options import Options
 
@@ -29,7 +29,7 @@ def _cases() -> list[tuple[str, Path, Options]]:
     for table in sorted(ROOT.rglob("variants.toml")):
         for name, variant in tomllib.loads(table.read_text(encoding="utf-8")).items():
             options = {key: _tuples(v) for key, v in variant["options"].items()}
-            cases.append((name, table.parent / variant["input"], Options(**options)))
+            cases.append((name, table.parent / variant["input"], options_of(**options)))
     return cases
 
 

@@ -4,7 +4,7 @@ left as written with one NPU606 marker)."""
 
 from __future__ import annotations
 
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, options_of
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.options import Options
@@ -67,7 +67,7 @@ def test_liger_follows_the_project_pin():
     by_pin = {}
     for spec in (None, "", ">=0.5", "==0.5.2", "<0.6", ">=0.6.5", "~=0.7.0"):
         pins = () if spec is None else (("liger-kernel", spec),)
-        found = migrate_text(source, Options(fix=False, pins=pins))[1].findings
+        found = migrate_text(source, options_of(fix=False, pins=pins))[1].findings
         by_pin[spec] = found[0].tier.name if found else None
     assert by_pin == {
         None: "REVIEW",
@@ -84,7 +84,7 @@ def test_project_facts_read_the_liger_pin(tmp_path):
     (tmp_path / "requirements.txt").write_text("torch==2.4.0\nliger-kernel==0.5.2\n")
     (tmp_path / "model.py").write_text("import liger_kernel\n")
     facts = project_facts(sorted(tmp_path.iterdir()), tmp_path)
-    assert ("liger-kernel", "==0.5.2") in facts["pins"]
+    assert ("liger-kernel", "==0.5.2") in facts.pins
 
 
 def _depfile(text: str, modules: dict[str, list[str]]) -> tuple[list, str]:
@@ -133,7 +133,7 @@ def test_the_project_own_thunder_package_is_not_reported(tmp_path):
     (tmp_path / "use.py").write_text("")
     everywhere, _ = shadowing_modules(sorted([package / "__init__.py", tmp_path / "use.py"]), root=tmp_path)
     assert everywhere == ("thunder",)
-    migrated, result = migrate_text(THUNDER_EXECUTOR, Options(local_modules=everywhere))
+    migrated, result = migrate_text(THUNDER_EXECUTOR, options_of(local_modules=everywhere))
     assert "NPU606" not in _codes(result) and "torch.npu.synchronize()" in migrated
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import cuda2npu
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, options_of
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.options import Options
@@ -118,7 +118,7 @@ def test_cuda_only_imports_at_module_level_and_extensions_in_functions():
         f.message.split("`")[1] for f in migrate_source(source.encode(), "a.py", options).findings if f.code == "NPU606"
     }
     assert found(Options(fix=False)) == {"lightconv_cuda", "fused_dense_cuda", "xentropy_cuda", "triton"}
-    declared = Options(fix=False, cuda_extensions=("fairseq.libnat_cuda",))
+    declared = options_of(fix=False, cuda_extensions=("fairseq.libnat_cuda",))
     assert found(declared) == {"lightconv_cuda", "fairseq.libnat_cuda", "fused_dense_cuda", "xentropy_cuda", "triton"}
 
 
@@ -193,7 +193,7 @@ def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
     assert everywhere == ("bench_cuda", "flash_attn", "triton")  # a package; loose in the root or src/
     assert loose == ((str(tmp_path / "scripts"), "xformers"),)  # importable by the scripts next to it only
     source = b"import torch\nfrom flash_attn.ops import layer_norm\nimport bench_cuda\nimport triton\n"
-    found = migrate_source(source, "a.py", Options(fix=False, local_modules=("bench_cuda", "flash_attn"))).findings
+    found = migrate_source(source, "a.py", options_of(fix=False, local_modules=("bench_cuda", "flash_attn"))).findings
     assert [f.line for f in found if f.code == "NPU606"] == [4]
 
 

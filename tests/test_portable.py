@@ -22,7 +22,7 @@ import pytest
 import tomllib
 import torch
 from cli_helpers import REPO, cuda2npu
-from helpers import migrate_text
+from helpers import migrate_text, options_of
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.options import Options
@@ -239,7 +239,7 @@ def test_te_code_without_a_portable_rewrite_is_kept_and_reported_as_not_portable
 
 def test_te_in_a_package_imports_the_generated_modules_relatively():
     source = (PORTABLE / "te_subclass.py").read_text()
-    migrated, _ = migrate_text(source, Options(portable=True, precision="keep", in_package=True))
+    migrated, _ = migrate_text(source, options_of(portable=True, precision="keep", in_package=True))
     assert "from . import portable_device, te_npu_modules" in migrated
     assert (
         'class Projection(te_npu_modules.Linear if portable_device.device_type() == "npu" else te.Linear):' in migrated

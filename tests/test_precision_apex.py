@@ -8,15 +8,14 @@ import re
 
 import libcst as cst
 import pytest
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, options_of
 
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.options import Options
 
 
 def migrate(source: str, **options):
     """(migrated text, findings) — also checks the output parses and is a fixed point."""
-    opts = Options(**options)
+    opts = options_of(**options)
     text, result = migrate_text(dedent(source), opts)
     cst.parse_module(text)
     again, _ = migrate_text(text, opts)

@@ -121,11 +121,11 @@ def test_the_scan_finds_the_names_other_modules_import(tmp_path):
 
 
 def test_each_file_gets_the_names_of_its_own(tmp_path):
-    from cuda2npu.core.options import Options
+    from cuda2npu.core.options import Options, ProjectFacts
 
     layers = tmp_path / "pkg" / "layers.py"
-    options = Options(project_imports=((os.path.realpath(layers), ("FusedAdam",)),))
-    assert options.for_path(layers).exports == ("FusedAdam",)
-    assert options.for_path(layers).project_imports == ()  # per file: the cache key holds its own names only
-    assert options.for_path(tmp_path / "pkg" / "model.py").exports == ()
-    assert Options().for_path(tmp_path / "pkg" / "__init__.py").exports == ("*",)
+    options = Options(project=ProjectFacts(project_imports=((os.path.realpath(layers), ("FusedAdam",)),)))
+    assert options.for_path(layers).file.exports == ("FusedAdam",)
+    assert options.for_path(layers).project.project_imports == ()  # per file: the cache key holds its own names only
+    assert options.for_path(tmp_path / "pkg" / "model.py").file.exports == ()
+    assert Options().for_path(tmp_path / "pkg" / "__init__.py").file.exports == ("*",)

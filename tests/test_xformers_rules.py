@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from helpers import dedent, migrate_text
+from helpers import dedent, migrate_text, options_of
 
 from cuda2npu.core.options import Options
 
 
 def _codes(source: str, **options) -> tuple[str, set[str]]:
-    after, result = migrate_text(dedent(source), Options(**options))
+    after, result = migrate_text(dedent(source), options_of(**options))
     return after, {f.code for f in result.findings}
 
 

@@ -6,7 +6,7 @@ import json
 import shlex
 import shutil
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
@@ -55,10 +55,6 @@ class MigrateRequest:
     exit_non_zero_on_open: bool = False  # pre-commit: exit 1 while findings that need a human are left
     show_fixes: bool = False  # enumerate the fixes per file and rule (ruff's --show-fixes)
     stdin: bytes | None = None  # `migrate -`: the text of paths[0] (--stdin-filename); the result goes to stdout
-
-
-# per-file facts, and project_imports (real paths of this machine: facts, not choices)
-UNREPORTED_OPTIONS = ("in_package", "exports", "project_imports")
 
 
 def _fail(message: str) -> int:
@@ -220,10 +216,10 @@ def _print_summary(summary: Summary, wrote: bool) -> None:
 
 def _print_pins(options: Options) -> None:
     """What the project's version pins decided (the torch_npu release the rewrites target)."""
-    if options.target_from:
+    if options.target.pin:
         _say(
-            f"  target: torch_npu {options.target_torch_npu}, for the pin {options.target_from} "
-            f"({', '.join(options.pin_files)}); --target-torch-npu overrides it"
+            f"  target: torch_npu {options.target.text}, for the pin {options.target.pin} "
+            f"({', '.join(options.project.pin_files)}); --target-torch-npu overrides it"
         )
 
 
@@ -496,8 +492,7 @@ def _finish(
     markers = marker_locations(results, by_name)
     if request.report_file is not None:
         options = {
-            **{k: v for k, v in asdict(request.options).items() if k not in UNREPORTED_OPTIONS},
-            "max_tier": str(request.options.max_tier),
+            **request.options.report(),
             "mode": "diff"
             if request.diff
             else "check"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.torch_npu_target import NEWEST, Target
 
 OPT_IN_FLAGS = {"fuse_sdpa": "NPU406"}
 
@@ -47,8 +48,36 @@ def _imports_of(project_imports: tuple[tuple[str, tuple[str, ...]], ...], path) 
 
 
 @dataclass(frozen=True)
+class ProjectFacts:
+    """What rules must know of the whole project, computed once per project root from its files
+    (cuda2npu/project/facts.py): never set by the user."""
+
+    cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
+    local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
+    loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
+    pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
+    pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
+    npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
+    tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
+    config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
+    flash_attention_hooks: tuple[str, ...] = ()  # "file: name" of the project's patches of transformers' FA2 internals
+    # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
+    project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """What the rules know of the file itself (``Options.for_path``)."""
+
+    exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)
+    in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
+    local_modules: tuple[str, ...] = ()  # the project's modules named like CUDA-only ones, and its directory's
+
+
+@dataclass(frozen=True)
 class Options:
-    """Everything that changes what the rules report or rewrite (part of the cache key)."""
+    """What changes what the rules report or rewrite (part of the cache key): the user's settings
+    (from the command line and the configuration), the project's facts and the file's context."""
 
     select: tuple[str, ...] = ("NPU",)
     ignore: tuple[str, ...] = ()
@@ -61,46 +90,51 @@ class Options:
     apex: str = "native"
     colossalai: str = "keep"
     fuse_sdpa: bool = False
-    target_torch_npu: str | None = None  # None: the newest version documented in the reference
-    target_from: str = ""  # the pin that chose target_torch_npu ("torch==2.4.0"), when the user did not
+    target: Target = NEWEST  # the torch_npu release targeted (--target-torch-npu, else the pins: project/pins.py)
     portable: bool = False  # device-agnostic output for CUDA and Ascend (cuda2npu/families/portable.py)
     target_torch: str | None = None  # --portable: the oldest torch to run on (None: see cuda2npu/families/portable.py)
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
-    cuda_extensions: tuple[str, ...] = ()  # modules the project's setup.py builds with CUDAExtension
-    local_modules: tuple[str, ...] = ()  # the project's own modules named like CUDA-only ones (flash_attn)
-    loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
-    pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
-    pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
-    npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
-    tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
-    config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
-    flash_attention_hooks: tuple[str, ...] = ()  # "file: name" of the project's patches of transformers' FA2 internals
-    # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
-    project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)
-    in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
+    project: ProjectFacts = ProjectFacts()
+    file: FileContext = FileContext()
 
     def for_path(self, path) -> "Options":
-        """The options for one file: matching per-file-ignores folded into ``ignore``; ``in_package``;
-        the loose modules of its own directory added to ``local_modules`` (a script imports them);
-        ``exports``: the names other project files import from it (all for a package's ``__init__.py``)."""
-        options = self
-        if self.project_imports or Path(path).name == "__init__.py":
-            exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(self.project_imports, path)
-            options = replace(options, project_imports=(), exports=exports)
-        if self.loose_modules:  # (real directory, name): the facts come from the project root's discovery
+        """The options for one file: matching per-file-ignores folded into ``ignore``; its context
+        (``exports``: the names other project files import from it, all for a package's
+        ``__init__.py``; ``in_package``; the loose modules of its own directory added to
+        ``local_modules``: a script imports them). The project-wide indexes it was read from are
+        dropped (the cache key holds the file's share only)."""
+        project = self.project
+        exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(project.project_imports, path)
+        local = project.local_modules
+        if project.loose_modules:  # (real directory, name): the facts come from the project root's discovery
             directory = os.path.realpath(Path(path).parent)
-            here = tuple(name for where, name in self.loose_modules if where == directory)
-            options = replace(options, local_modules=tuple(sorted({*self.local_modules, *here})), loose_modules=())
+            local = tuple(sorted({*local, *(name for where, name in project.loose_modules if where == directory)}))
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
-        if self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file():
-            options = replace(options, in_package=True)
+        in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
+        options = replace(
+            self,
+            project=replace(project, project_imports=(), loose_modules=()),
+            file=FileContext(exports=exports, in_package=in_package, local_modules=local),
+        )
         if not self.per_file_ignores:
             return options
         from cuda2npu.core.globs import matching_ignores
 
         extra = matching_ignores(self.per_file_ignores, path)
         return replace(options, ignore=self.ignore + extra, per_file_ignores=()) if extra else options
+
+    def report(self) -> dict:
+        """The options as the migration report writes them: one flat table of the user's settings
+        and the project's facts (not the per-file context, nor the project's import index: real
+        paths of this machine)."""
+        report = {}
+        for field in fields(self):
+            if field.name == "target":
+                report.update(target_torch_npu=self.target.chosen, target_from=self.target.pin)
+            elif field.name not in ("project", "file"):
+                report[field.name] = getattr(self, field.name)
+        report["max_tier"] = str(self.max_tier)
+        return report | {k: v for k, v in asdict(self.project).items() if k != "project_imports"}
 
     def opted_in(self) -> set[str]:
         """Opt-in rule codes switched on by a flag (``--fuse-sdpa`` → NPU406)."""

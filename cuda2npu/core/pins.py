@@ -3,7 +3,7 @@
 The subset dependency files use: ``==``, ``==X.*``, ``!=``, ``~=``, ``<``, ``<=``, ``>``, ``>=``,
 ``===``, joined by commas. Anything else is "not understood" (None), and callers then decide
 nothing from the pin. A project's pins are project facts (cuda2npu/project/facts.py,
-``Options.pins``); rules ask :func:`at_least` whether the pinned range has an API.
+``options.project.pins``); rules ask :func:`at_least` whether the pinned range has an API.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ _VERSION = re.compile(
 )
 _SPECIFIER = re.compile(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*(\S+?)\s*")
 _WIDTH = 6
-# The distributions whose pins decide something (Options.pins keeps only these: a uv.lock names hundreds).
+# The distributions whose pins decide something (ProjectFacts.pins keeps only these: a uv.lock names hundreds).
 CONSULTED = (
     "accelerate",
     "colossalai",

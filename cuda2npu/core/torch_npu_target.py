@@ -1,4 +1,4 @@
-"""Which torch_npu release a migration targets (``options.target_torch_npu``) and what it offers.
+"""Which torch_npu release a migration targets (``options.target``) and what it offers.
 
 ``--target-torch-npu`` accepts a pip package version (``2.1.0.post10``, ``2.6.0``) or a TorchNPU
 release (``7.2.0``, ``26.0.0``). Package versions map to releases through the compatibility
@@ -22,6 +22,7 @@ Version = tuple[int, ...]
 
 OLDEST_RELEASE: Version = (6, 0, 0)
 NEWEST_RELEASE: Version = (26, 1, 0)
+NEWEST_TEXT = "the newest documented release"
 
 # torch_npu package version → TorchNPU release (docs/reference/torch_npu.md §7, active table)
 PACKAGE_RELEASES: dict[str, Version] = {
@@ -72,11 +73,18 @@ def _fmt(version: Version) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """The targeted TorchNPU release and, when the package version says it, the torch version."""
+    """The targeted TorchNPU release and, when the package version says it, the torch version;
+    ``pin``: the pin that chose it (``torch==2.4.0``), when the user did not."""
 
     text: str
     release: Version
     torch: Version | None
+    pin: str = ""
+
+    @property
+    def chosen(self) -> str | None:
+        """The version as the user or the pins gave it; None: the newest documented release."""
+        return None if self.text == NEWEST_TEXT else self.text
 
     def supports(self, op: str, keyword: str) -> bool:
         return self.release >= KEYWORD_SINCE.get((op, keyword), OLDEST_RELEASE)
@@ -95,8 +103,9 @@ class Target:
 
 
 def parse_target(text: str | None) -> Target:
+    """The target a version names (None or empty: the newest documented release)."""
     if not text:
-        return Target("the newest documented release", NEWEST_RELEASE, None)
+        return NEWEST
     text = text.strip()
     match = _PACKAGE.match(text)
     if not match:
@@ -116,3 +125,6 @@ def parse_target(text: str | None) -> Target:
         if p_torch == torch and p_post <= (post or 0):
             candidates.append(release)
     return Target(text, max(candidates) if candidates else OLDEST_RELEASE, torch)
+
+
+NEWEST = Target(NEWEST_TEXT, NEWEST_RELEASE, None)

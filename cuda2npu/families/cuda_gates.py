@@ -67,12 +67,12 @@ def _module_reason(module: str, options) -> str | None:
     """Why ``module`` (or a package above it) exists only on CUDA hosts, for a gate (the first clause
     of the table's note); else None."""
     parts = module.split(".")
-    if parts[0] in MIGRATED or parts[0] in options.local_modules:
+    if parts[0] in MIGRATED or parts[0] in options.file.local_modules:
         return None
     libraries = table("torch_cuda_api")["feature_switches"]["libraries"]
     for end in range(1, len(parts) + 1):
         prefix = ".".join(parts[:end])
-        found = cuda_module(prefix, options.cuda_extensions, options.local_modules)
+        found = cuda_module(prefix, options.project.cuda_extensions, options.file.local_modules)
         note = found[1] if found is not None else None
         if note is None and prefix in CUDA_LIBRARIES:
             note = CUDA_LIBRARIES[prefix]

@@ -204,7 +204,7 @@ class CudaOnlyImports(Rule):
     def triggers_for(cls, options) -> tuple[str, ...]:
         """Also the extension modules the project's setup.py declares (``swin_window_process``): a
         file importing one may not mention CUDA at all, or no longer once its other calls are migrated."""
-        declared = {module.rsplit(".", 1)[-1] for module in options.cuda_extensions}
+        declared = {module.rsplit(".", 1)[-1] for module in options.project.cuda_extensions}
         return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared))
 
     def __init__(self, ctx) -> None:
@@ -372,7 +372,7 @@ class CudaOnlyImports(Rule):
         if self._depth["static"] or after == "static":
             return
         for module in modules:
-            found = cuda_module(module, self.options.cuda_extensions, self.options.local_modules)
+            found = cuda_module(module, self.options.project.cuda_extensions, self.options.file.local_modules)
             fallback = self._depth["fallback"] or after == "fallback" or self._inside_raising
             if found is None or (found[0] == "imports" and fallback):
                 continue
@@ -380,7 +380,7 @@ class CudaOnlyImports(Rule):
             if root == "triton" and triton_kernels(self.ctx) and self.options.code_enabled("NPU603"):
                 return  # the import works where Triton is installed; NPU603 marks the kernels
             release = npu_release(module)
-            kind, note = found if release is None else _by_pin(found, *release, self.options.pins)
+            kind, note = found if release is None else _by_pin(found, *release, self.options.project.pins)
             if kind is None:
                 return  # the project's pin guarantees a release that runs on an NPU
             unported = unported_module(module) and not fallback and self._module_level()

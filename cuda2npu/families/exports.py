@@ -7,7 +7,7 @@ a module-level import of a name that is
 
 - bound in a package's ``__init__.py`` (every module-level name of a package is its API);
 - listed in the module's ``__all__``;
-- imported from this module by another file of the project (``Options.exports``, a project fact:
+- imported from this module by another file of the project (``options.file.exports``, from a project fact:
   cuda2npu/families/project_imports.py, folded per file by ``Options.for_path``).
 
 Such an import stays, and is reported as a used one would be (a CUDA-only target is marked).
@@ -27,7 +27,7 @@ SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 def exported(ctx, node: cst.CSTNode, name: str) -> str | None:
     """Why the name ``name`` an import ``node`` binds is given to other modules (see the module
     doc), else None."""
-    exports = ctx.options.exports
+    exports = ctx.options.file.exports
     if "*" in exports:
         why = "a name of a package's `__init__.py`"
     elif name in exports:

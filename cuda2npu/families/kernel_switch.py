@@ -82,7 +82,10 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
         (CUDA_WORD.search(last) and last != "cuda")
         or (feature_word(last) or "") in KERNEL_WORDS
         or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
-        or (module and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.cuda_extensions)))
+        or (
+            module
+            and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.project.cuda_extensions))
+        )
         or _kernel_receiver(ctx, call.func)
     )
 

@@ -482,7 +482,7 @@ def _counterpart_classes(ctx) -> list[cst.CSTNode]:
     """The bodies of the module-level classes whose NPU counterpart the project implements in another
     file (ColossalAI's ``CudaAccelerator`` next to ``npu_accelerator.py``'s ``NpuAccelerator``, DeepSpeed's
     ``CUDA_Accelerator`` next to ``NPU_Accelerator``): an accelerator table picks one of them per host."""
-    wanted = {_backend_key(name) for name in ctx.options.npu_backend_classes}
+    wanted = {_backend_key(name) for name in ctx.options.project.npu_backend_classes}
     if not wanted:
         return []
     return [

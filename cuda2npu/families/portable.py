@@ -40,12 +40,8 @@ def target_torch(options: Options) -> tuple[int, int] | None:
     if options.target_torch:
         match = _VERSION.match(options.target_torch.strip())
         return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-    if options.target_torch_npu:
-        from cuda2npu.core.torch_npu_target import parse_target
-
-        torch = parse_target(options.target_torch_npu).torch
-        return torch[:2] if torch else None
-    return None
+    torch = options.target.torch  # the torch of a targeted torch_npu package version
+    return torch[:2] if torch else None
 
 
 def has(options: Options, api: str) -> bool:
@@ -177,7 +173,7 @@ def report_support(rule, code: str) -> None:
     helper = HELPER in wanted
     parts = ["`import torch`"] if "torch" in wanted else []
     parts += [
-        f"`{helper_import(rule.options.in_package).text()}` (the generated {COMPANION} next to this file)"
+        f"`{helper_import(rule.options.file.in_package).text()}` (the generated {COMPANION} next to this file)"
     ] * helper
     rule.report(
         code,
@@ -186,7 +182,7 @@ def report_support(rule, code: str) -> None:
         lambda node: node,  # the engine adds the imports
         imports=[
             *([ImportNeed("torch")] if "torch" in wanted else []),
-            *([helper_import(rule.options.in_package)] if helper else []),
+            *([helper_import(rule.options.file.in_package)] if helper else []),
         ],
         tier=min(tier for tier, _ in needs),
         needs_torch_npu=False,

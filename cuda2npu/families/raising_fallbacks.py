@@ -99,7 +99,7 @@ def _cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
             names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
             candidates = [module, *(f"{module}.{n}" for n in names)]
         for candidate in candidates:
-            found = cuda_module(candidate, options.cuda_extensions, options.local_modules)
+            found = cuda_module(candidate, options.project.cuda_extensions, options.file.local_modules)
             if found is not None and found[0] == "imports":
                 return candidate
     return None

@@ -132,7 +132,7 @@ def trainer_coupling(path: Path, options, launched: dict[Path, bool]) -> str | N
         where = (
             "a shell command passes it as `--deepspeed` and keeps its fp16 flags (no `--fp16` rewritten to `--bf16`)"
         )
-    elif TRAINER_DEEPSPEED in options.config_keys:
+    elif TRAINER_DEEPSPEED in options.project.config_keys:
         where = "the project's code hands DeepSpeed configs to transformers' TrainingArguments, whose fp16/bf16 flags are not rewritten with it"
     else:
         return None

@@ -62,9 +62,9 @@ FALSE_OF = {"true": "false", "True": "False", "TRUE": "FALSE", "yes": "no", "Yes
 
 def is_training_arguments(path: Path, top: dict[str, Entry | None], options) -> bool:
     """Whether a config with these top-level entries is read as ``TrainingArguments``."""
-    if TRAINER_FILES not in options.config_keys:
+    if TRAINER_FILES not in options.project.config_keys:
         return False
-    named = [key for role, key in options.config_keys if role == TRAINER_FILE]
+    named = [key for role, key in options.project.config_keys if role == TRAINER_FILE]
     if any(_names(path, literal) for literal in named):
         return True
     return "output_dir" in top and len(TRAINING_KEYS.intersection(top)) >= 2

@@ -179,7 +179,7 @@ def _device_items(entries: list[Entry], options) -> list[Item]:
             consumer = "init_process_group / backend="
         else:
             continue
-        if (role, entry.key) in options.config_keys:
+        if (role, entry.key) in options.project.config_keys:
             message = f"the code passes `{entry.key}` to {consumer}: `{entry.value}` becomes `{new}`"
             items.append(Item(code, entry, message, Tier.EXACT, [entry.replaced(new)], (entry.value, new)))
         elif named:
@@ -201,13 +201,13 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
         if not entry.editable or entry.value != FA2:
             continue
         raises = f"`{entry.key}: {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)})"
-        if ("attention", entry.key) in options.config_keys and packs:
+        if ("attention", entry.key) in options.project.config_keys and packs:
             message = (
                 f"{raises}, and with `{PADDING_FREE}: true` SDPA there ignores the packed position_ids (packed "
                 f"sequences would attend to each other): require transformers >= {FA2_ON_NPU} or pad the batches"
             )
             items.append(Item("NPU903", entry, message, Tier.MANUAL))
-        elif ("attention", entry.key) in options.config_keys:
+        elif ("attention", entry.key) in options.project.config_keys:
             value, why = fa2_replacement(options)
             message = (
                 f"{raises}, and the code passes `{entry.key}` to `attn_implementation=`: `{value}` ({why}); "
@@ -232,7 +232,7 @@ def _quantization_items(entries: list[Entry], options) -> list[Item]:
         flag = entry.key.rpartition(".")[2]
         if flag not in QUANTIZATION_ADVICE or not (entry.value is True or str(entry.value).lower() in TRUE):
             continue
-        passed = ("quantization", entry.key) in options.config_keys
+        passed = ("quantization", entry.key) in options.project.config_keys
         reaches = "the code passes it to `from_pretrained`" if passed else "if it reaches `from_pretrained`"
         message = f"`{entry.key}: {entry.value}` quantizes with bitsandbytes ({reaches}): {QUANTIZATION_ADVICE[flag]}"
         items.append(

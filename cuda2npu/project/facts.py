@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from cuda2npu.core.options import ProjectFacts
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.receivers import tensordict_holders
 from cuda2npu.families.project_imports import imported_names
@@ -30,8 +31,8 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 FLASH_HOOK = re.compile(rb"^[ \t]*[\w.]*\w\.(_get_unpad_data|_flash_attention_forward|_upad_input)[ \t]*=(?!=)", re.M)
 
 
-def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tuple]:
-    """The Options fields of what rules must know of the whole project: the CUDA extensions its
+def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
+    """What rules must know of the whole project: the CUDA extensions its
     setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
     the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
     (their CUDA counterparts in other files are left as written: npu_aware), its classes with a
@@ -45,18 +46,18 @@ def project_facts(files: list[Path], root: Path | None = None) -> dict[str, tupl
     local, loose = shadowing_modules(files, extensions, root)
     texts = python_texts(files)
     pins, pin_files = project_pins(files, root)
-    return {
-        "pins": pins,
-        "pin_files": pin_files,
-        "cuda_extensions": extensions,
-        "local_modules": local,
-        "loose_modules": loose,
-        "npu_backend_classes": npu_backend_classes(texts),
-        "tensordict_holders": tensordict_holders(texts),
-        "project_imports": imported_names(texts),
-        "config_keys": config_keys(texts),
-        "flash_attention_hooks": flash_attention_hooks(texts, root),
-    }
+    return ProjectFacts(
+        pins=pins,
+        pin_files=pin_files,
+        cuda_extensions=extensions,
+        local_modules=local,
+        loose_modules=loose,
+        npu_backend_classes=npu_backend_classes(texts),
+        tensordict_holders=tensordict_holders(texts),
+        project_imports=imported_names(texts),
+        config_keys=config_keys(texts),
+        flash_attention_hooks=flash_attention_hooks(texts, root),
+    )
 
 
 def python_texts(files: list[Path]) -> dict[Path, bytes]:

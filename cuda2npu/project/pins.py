@@ -19,6 +19,7 @@ import tomllib
 
 from cuda2npu.core.options import Options
 from cuda2npu.core.pins import CONSULTED, pinned
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.families.cuda_only_modules import normalize_distribution
 from cuda2npu.filekinds import depfiles_versions
 from cuda2npu.filekinds.depfiles import Dep, dependencies, is_dependency_file
@@ -135,10 +136,10 @@ def target_from_pins(pins: tuple[tuple[str, str], ...]) -> tuple[str, str] | Non
 
 
 def with_pinned_target(options: Options) -> Options:
-    """``options`` with ``target_torch_npu`` chosen by the pins when the user chose none."""
-    if options.target_torch_npu is not None:
+    """``options`` with the target chosen by the pins when the user chose none."""
+    if options.target.chosen is not None:
         return options
-    decided = target_from_pins(options.pins)
+    decided = target_from_pins(options.project.pins)
     if decided is None:
         return options
-    return replace(options, target_torch_npu=decided[0], target_from=decided[1])
+    return replace(options, target=replace(parse_target(decided[0]), pin=decided[1]))

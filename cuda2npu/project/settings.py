@@ -27,8 +27,9 @@ from pathlib import Path
 from cuda2npu.core.config import Config, ConfigFinder, common_directory
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.globs import matches_any
-from cuda2npu.core.options import Options
+from cuda2npu.core.options import Options, ProjectFacts
 from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS
+from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.project.discovery import Discovery, discover
 from cuda2npu.project.facts import project_facts
 from cuda2npu.project.pins import with_pinned_target
@@ -69,6 +70,8 @@ def options_from(config: Config, cli: CommandLine) -> Options:
         values["precision"] = "keep"  # portable output keeps the program's dtypes unless a policy is asked for
     if "max_tier" in values:
         values["max_tier"] = Tier.parse(values["max_tier"])
+    if "target_torch_npu" in values:
+        values["target"] = parse_target(values.pop("target_torch_npu"))
     chosen = cli.select or config.select or cli.default_select
     return Options(
         select=tuple(dict.fromkeys(chosen + config.extend_select + cli.extend_select)),
@@ -99,7 +102,7 @@ class RunSettings:
         self._options: dict[Path, Options] = {}
         self._base: dict[Path | None, Options] = {}
         self._excludes: dict[Path | None, tuple[tuple[str, str], ...]] = {}
-        self._facts: dict[Path, dict] = {}
+        self._facts: dict[Path, ProjectFacts] = {}
         self.config_in(self.common)  # a broken configuration is an error even where no file uses it
 
     # --- per directory ---------------------------------------------------------------------
@@ -161,7 +164,7 @@ class RunSettings:
             base = self._base.get(config.path)
             if base is None:
                 base = self._base[config.path] = options_from(config, self.cli)
-            options = replace(base, **self.facts(self.root_of(directory)))
+            options = replace(base, project=self.facts(self.root_of(directory)))
             self._options[directory] = options = with_pinned_target(options)
         return options
 
@@ -207,7 +210,7 @@ class RunSettings:
             paths = [p for p in paths if p.is_dir() or not self.excluded(p)]
         return discover(paths, excluded=self.excluded)
 
-    def facts(self, root: Path) -> dict:
+    def facts(self, root: Path) -> ProjectFacts:
         """The project facts of a project root, from every file the run's discovery finds there."""
         facts = self._facts.get(root)
         if facts is None:
@@ -241,18 +244,18 @@ class RunSettings:
             "per-file-ignores": anchored_pfi,
             "exclude": [_glob(base, glob) for base, glob in config.anchored_excludes()],
             **{setting.key: getattr(here, setting.field) for setting in STRATEGY_SETTINGS},
-            "target.torch_npu": here.target_torch_npu,
-            "target.from-pin": here.target_from or None,
+            "target.torch_npu": here.target.chosen,
+            "target.from-pin": here.target.pin or None,
             "max-tier": str(here.max_tier),
             "markers": here.markers,
             "review-markers": here.review_markers,
             "validate.entries": list(config.validate_entries),
             "validate.run": config.validate_run,
-            "cuda-extensions": list(here.cuda_extensions),
-            "local-modules": list(here.local_modules),
-            "npu-backend-classes": list(here.npu_backend_classes),
-            "pins": {name: spec for name, spec in here.pins},
-            "pin-files": list(here.pin_files),
+            "cuda-extensions": list(here.project.cuda_extensions),
+            "local-modules": list(here.file.local_modules),
+            "npu-backend-classes": list(here.project.npu_backend_classes),
+            "pins": {name: spec for name, spec in here.project.pins},
+            "pin-files": list(here.project.pin_files),
         }
         lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
         return "\n".join(lines)

@@ -45,7 +45,7 @@ def point_to_generated(rule, code: str, node: cst.BaseExpression, name: str, mes
         return
     tier = Tier.REVIEW
     rule.edits.drop_ref(root_name(node), tier)
-    module, obj = (".", MODULE) if rule.options.in_package else (MODULE, None)
+    module, obj = (".", MODULE) if rule.options.file.in_package else (MODULE, None)
     rule.edits.need_import(code, tier, module, obj)
     rule.report(
         code,

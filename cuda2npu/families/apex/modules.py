@@ -109,14 +109,6 @@ def cuda_only_note(qualified: str) -> str | None:
     return None
 
 
-def _torch_at_least(target: str | None, version: tuple[int, int]) -> bool:
-    """Whether the targeted torch_npu (None: the newest) is built on torch ≥ ``version``."""
-    if target is None:
-        return True
-    numbers = re.findall(r"\d+", target)[:2]
-    return len(numbers) < 2 or tuple(int(n) for n in numbers) >= version
-
-
 class ClassRenames(ApexRule):
     """Renames apex classes used as values: ``isinstance``/``issubclass`` arguments, base classes."""
 
@@ -241,7 +233,7 @@ class FusedNorms(ValueUses, ClassRenames):
         if self.options.portable:
             target = portable.target_torch(self.options)
             return target is None or target >= TORCH_WITH_RMSNORM
-        return _torch_at_least(self.options.target_torch_npu, TORCH_WITH_RMSNORM)
+        return self.options.target.torch_at_least(TORCH_WITH_RMSNORM)
 
     def _module(self, node: cst.Call, name: str) -> None:
         code, torch_name = self.RENAMES[name]

@@ -57,7 +57,6 @@ from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families import portable
 from cuda2npu.families.custom_kernels import marked_imports
@@ -582,7 +581,7 @@ class FlashAttention(ValueUses, Rule):
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
         # not the project's own flash_attn (migrating flash-attn itself): its imports are no dependency
-        packages = tuple(p for p in FLASH_PACKAGES if p not in self.options.local_modules)
+        packages = tuple(p for p in FLASH_PACKAGES if p not in self.options.file.local_modules)
         keep = functools.partial(exported, ctx)  # a re-export other modules read is no unused import
         self.removals = plan_import_removals(self.facts, packages, keep)
         migrated = any(mark in ctx.code for mark in MIGRATED_MARKS)
@@ -597,7 +596,7 @@ class FlashAttention(ValueUses, Rule):
         self.skipped: set[cst.ClassDef] = set()  # those with a flash-attn call left as written
         self.unreached_calls: set[str] = set()  # the functions of those calls
         self.flash_imports: list[tuple[cst.CSTNode, cst.CSTNode | None]] = []  # (import, its statement)
-        self.target = parse_target(self.options.target_torch_npu)
+        self.target = self.options.target
         self.helpers: list[str] = []
         self.imports: list[str] = []
         self.rewrites: list[tuple[str, Tier]] = []

@@ -36,7 +36,6 @@ from cuda2npu.core.names import target_names
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
 from cuda2npu.families.exports import exported
@@ -128,9 +127,9 @@ class MemoryEfficientAttention(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
-        packages = () if "xformers" in self.options.local_modules else ("xformers",)
+        packages = () if "xformers" in self.options.file.local_modules else ("xformers",)
         self.removals = plan_import_removals(self.facts, packages, functools.partial(exported, ctx))
-        self.target = parse_target(self.options.target_torch_npu)
+        self.target = self.options.target
         self.functions: list[cst.FunctionDef] = []
         self.mask_helper = False
         self.rewrote = False

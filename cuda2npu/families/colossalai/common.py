@@ -172,7 +172,7 @@ class CurrentDevice(ColossalRule):
             self.report(
                 "NPU502",
                 node,
-                f"`get_current_device()` of `colossalai{pinned(self.options.pins, 'colossalai')}` returns cuda:N, "
+                f"`get_current_device()` of `colossalai{pinned(self.options.project.pins, 'colossalai')}` returns cuda:N, "
                 f"or cpu where CUDA is missing (on an NPU host), and these releases have no accelerator API: "
                 f"raise the pin to colossalai>={ACCELERATOR_API} (where it returns npu:N)",
                 tier=Tier.MANUAL,

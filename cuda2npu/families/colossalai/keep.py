@@ -91,7 +91,7 @@ class Launch(KeepRule):
             self.report(
                 "NPU501",
                 node,
-                f"`{name}()`: the pin `colossalai{pinned(self.options.pins, 'colossalai')}` predates ColossalAI "
+                f"`{name}()`: the pin `colossalai{pinned(self.options.project.pins, 'colossalai')}` predates ColossalAI "
                 f"{ACCELERATOR_API}, the first release with an NPU accelerator (older ones know only cuda and cpu "
                 f"devices); raise the pin to colossalai>={ACCELERATOR_API}",
                 tier=Tier.MANUAL,

@@ -92,9 +92,9 @@ ACCELERATOR_API = "0.3.5"
 def accelerator_api(options) -> bool | None:
     """Whether every ColossalAI the project's pin allows has the accelerator API (True), none has
     (False: the pin predates 0.3.5), or either may be installed (None: not pinned, or both allowed)."""
-    if pin_at_least(options.pins, "colossalai", ACCELERATOR_API):
+    if pin_at_least(options.project.pins, "colossalai", ACCELERATOR_API):
         return True
-    return False if pin_predates(options.pins, "colossalai", ACCELERATOR_API) else None
+    return False if pin_predates(options.project.pins, "colossalai", ACCELERATOR_API) else None
 
 
 def symbol_of(qualified: str | None) -> str | None:

@@ -131,7 +131,7 @@ class TorchCudaApi(Rule):
         self._kept_branch: set[cst.CSTNode] = set()  # attributes in the CUDA branch of a kept switch: as written
         self._guards: list[tuple[cst.If, set[str]]] = []  # `if hasattr(_C, "_cuda_x"):` → names
         self._scopes: list[cst.ClassDef | cst.FunctionDef] = []  # enclosing classes and functions
-        self._target = parse_target(self.options.target_torch_npu)
+        self._target = self.options.target
         self._calls: dict[str, list[tuple[str, cst.Call]]] | None = None  # first name → calls (on demand)
         self._kept_aliases: set[str] = set()  # `from torch import cuda as tc` kept for a call `tc` serves
 

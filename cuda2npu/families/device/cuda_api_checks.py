@@ -137,7 +137,7 @@ def library_gpu_switch(ctx, call: cst.Call, keyword: str) -> str | None:
     if qualified in NAMESPACES or dotted_name(call.func) == "dict":
         outer = TreeIndex.of(ctx).call_of(call)
         qualified = ctx.resolver.qualified_name(outer.func) if outer is not None else None
-    if not qualified or qualified.split(".")[0] in NPU_AWARE_LIBRARIES | set(ctx.options.local_modules):
+    if not qualified or qualified.split(".")[0] in NPU_AWARE_LIBRARIES | set(ctx.options.file.local_modules):
         return None
     return f"`{keyword}=` read by `{qualified}`"
 
@@ -180,7 +180,7 @@ def _device_keyword(ctx, keyword: str) -> bool:
     return (
         keyword in DEVICE_KEYWORDS
         or bool(DEVICE_NAME.search(keyword))
-        or ("device", keyword) in ctx.options.config_keys
+        or ("device", keyword) in ctx.options.project.config_keys
     )
 
 

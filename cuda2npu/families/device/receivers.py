@@ -52,7 +52,7 @@ def tensordict_holders(texts: dict[Path, bytes]) -> tuple[str, ...]:
 def tensordict_source(rule) -> str | None:
     """Why a ``.cuda()`` receiver of the file may be a TensorDict: the file imports tensordict, or
     a class of the project holding one (``Options.tensordict_holders``); None when nothing says so."""
-    holders = set(rule.options.tensordict_holders)
+    holders = set(rule.options.project.tensordict_holders)
     for scope in rule.resolver.scopes.values():
         for names in scope.imports.values():
             for name in names:

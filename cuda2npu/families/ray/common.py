@@ -40,7 +40,7 @@ def _root(node: cst.BaseExpression) -> str:
 
 def ray_without_npu(options) -> str | None:
     """The project's Ray pin (``ray==2.6.3``) when it allows no release with the "NPU" resource, else None."""
-    spec = pin_predates(options.pins, "ray", FIRST_NPU_RAY)
+    spec = pin_predates(options.project.pins, "ray", FIRST_NPU_RAY)
     return f"ray{spec}" if spec else None
 
 

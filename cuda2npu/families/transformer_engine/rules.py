@@ -50,7 +50,6 @@ from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.exports import exported
@@ -264,14 +263,14 @@ class TransformerEngine(ValueUses, Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.target = parse_target(self.options.target_torch_npu)
+        self.target = self.options.target
         self.te_bindings = _te_bindings(ctx.module)
         if ctx.text is None or b"recipe" in ctx.text:  # a recipe object is named through that word
             self.recipes = plan_recipes(ctx.module, self._is_recipe, self._autocast_recipe, self.options.portable)
         else:
             self.recipes = NO_RECIPES
         self.facts = ModuleFacts.of(ctx.module, skip=self.recipes.removed_lines)
-        packages = tuple(p for p in ("transformer_engine",) if p not in self.options.local_modules)
+        packages = tuple(p for p in ("transformer_engine",) if p not in self.options.file.local_modules)
         self.import_removals = plan_import_removals(self.facts, packages, functools.partial(exported, ctx))
         if self.options.portable:  # TE's code stays (for CUDA hosts): so do its imports and recipes
             self.import_removals = {}
@@ -916,7 +915,7 @@ class TransformerEngine(ValueUses, Rule):
             self._guard_imports()
             portable.report_support(self, min(self.dispatches)[1])
         if self.uses_generated and self.options.fix:
-            relative = self.options.in_package
+            relative = self.options.file.in_package
             statement = f"from . import {MODULE}" if relative else f"import {MODULE}"
             self.report(
                 "NPU418",

@@ -1,5 +1,5 @@
 """The transformers releases that decide a rewrite (docs/reference/transformers.md), and what the
-project's pin guarantees (``Options.pins``, cuda2npu/core/pins.py)."""
+project's pin guarantees (``options.project.pins``, cuda2npu/core/pins.py)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,18 @@ SDPA_TORCH = "2.1.1"  # transformers' "sdpa" raises ImportError under older torc
 
 def guaranteed(options, version: str) -> bool:
     """Whether every transformers release the project's pin allows is ``version`` or newer."""
-    return pin_at_least(options.pins, "transformers", version) is True
+    return pin_at_least(options.project.pins, "transformers", version) is True
 
 
 def pin_text(options) -> str:
-    spec = pinned(options.pins, "transformers")
+    spec = pinned(options.project.pins, "transformers")
     return f"the pin `transformers{spec}` allows older releases" if spec is not None else "no transformers pin found"
 
 
 def predates(options, version: str) -> str | None:
     """The project's transformers specifier when it allows no release from ``version`` on (the
     feature is missing whatever gets installed), else None."""
-    return pin_predates(options.pins, "transformers", version)
+    return pin_predates(options.project.pins, "transformers", version)
 
 
 def bf16_rejected(options) -> str | None:
@@ -42,7 +42,7 @@ def bf16_rejected(options) -> str | None:
 def fa2_replacement(options) -> tuple[str, str]:
     """The ``attn_implementation`` that replaces ``flash_attention_2`` under the project's pins, and
     why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on."""
-    spec = pin_predates(options.pins, "torch", SDPA_TORCH)
+    spec = pin_predates(options.project.pins, "torch", SDPA_TORCH)
     if spec is None:
         return "sdpa", "torch's scaled_dot_product_attention, numerics differ slightly"
     return "eager", (
