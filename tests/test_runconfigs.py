@@ -240,6 +240,27 @@ def test_accelerate_config(tmp_path):
     assert sagemaker.read_text() == "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: MULTI_GPU\n"
 
 
+def test_accelerate_mixed_precision_with_a_deepspeed_file_is_kept_for_review(tmp_path):
+    """accelerate raises when `mixed_precision` and the DeepSpeed file's fp16/bf16 differ, and the
+    JSON cannot carry a marker: the YAML keeps fp16 and says why (smollm's slurm templates)."""
+    text = (
+        "compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  deepspeed_config_file: ds_config.json\n"
+        "  zero3_init_flag: false\ndistributed_type: DEEPSPEED\nmixed_precision: fp16\n"
+    )
+    cfg = write(tmp_path / "accelerate_config.yaml", text)
+    ds = write(tmp_path / "ds_config.json", '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}\n')
+    assert findings(tmp_path) == [
+        ("accelerate_config.yaml", 6, "NPU726", "review"),
+        ("ds_config.json", 1, "NPU723", "review"),
+    ]
+    cli("migrate", tmp_path)
+    assert cfg.read_text() == text.replace(
+        "mixed_precision: fp16",
+        "# TODO(cuda2npu): NPU726 review: accelerate's `mixed_precision: fp16` kept: `deepspeed_config_file: ds_config.json` sets the precision too, and accelerate raises ValueError when they differ; for BF16 (native on Atlas A2) change both together, or make the DeepSpeed file's fp16/bf16 `enabled` \"auto\" (fp16 runs on Ascend too)\nmixed_precision: fp16",
+    )
+    assert ds.read_text() == '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}\n'
+
+
 def test_deepspeed_bf16_block_without_enabled_and_cuda_only_optimizer_are_reported(tmp_path):
     text = '{"zero_optimization": {}, "fp16": {"enabled": true}, "bf16": {}, "optimizer": {"type": "Lamb"}}'
     ds = write(tmp_path / "ds_config.json", text)
@@ -311,6 +332,47 @@ def test_deepspeed_config_without_a_trainer_still_follows_the_policy(tmp_path):
     assert findings(tmp_path) == [("ds.json", 1, "NPU723", "numeric")]
     cli("migrate", tmp_path)
     assert '"bf16": {"enabled": true}' in ds.read_text()
+
+
+MEGATRON_ARGS = """
+import argparse
+
+import deepspeed
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fp16", action="store_true")
+    return deepspeed.add_config_arguments(parser).parse_args()
+"""
+
+
+def test_megatron_deepspeed_configs_stay_with_the_programs_own_fp16_flag(tmp_path):
+    """Megatron-DeepSpeed: the entry point builds fp16 parameters from its own `--fp16` while
+    DeepSpeed casts the model to its config's precision: the config is not switched alone, and the
+    Megatron flag is not TrainingArguments' (no NPU906)."""
+    write(tmp_path / "megatron" / "__init__.py", "")
+    write(tmp_path / "megatron" / "arguments.py", MEGATRON_ARGS)
+    write(tmp_path / "pretrain_gpt.py", "from megatron.arguments import parse_args\n\nargs = parse_args()\n")
+    launched = write(tmp_path / "examples" / "ds_config_gpt.json", EXPLICIT_FP16)
+    tests_only = write(tmp_path / "tests" / "ds_config.json", EXPLICIT_FP16)
+    script = write(
+        tmp_path / "examples" / "run.sh",
+        "deepspeed ../pretrain_gpt.py --fp16 --deepspeed --deepspeed_config ds_config_gpt.json\n",
+    )
+    assert findings(tmp_path) == [
+        ("ds_config.json", 1, "NPU723", "review"),  # the project's own --fp16 decides: both change together
+        ("ds_config_gpt.json", 1, "NPU723", "review"),  # the command keeps Megatron's --fp16
+    ]
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    messages = {d["path"].rsplit("/", 1)[-1]: d["message"] for d in data["diagnostics"] if d["code"] == "NPU723"}
+    assert "run.sh:1 passes it" in messages["ds_config_gpt.json"] and "Megatron" in messages["ds_config.json"]
+    assert not [d for d in data["diagnostics"] if d["code"] == "NPU906"]
+    cli("migrate", tmp_path)
+    assert launched.read_text() == EXPLICIT_FP16 and tests_only.read_text() == EXPLICIT_FP16
+    assert (
+        script.read_text() == "deepspeed ../pretrain_gpt.py --fp16 --deepspeed --deepspeed_config ds_config_gpt.json\n"
+    )
 
 
 FA2_READER = """

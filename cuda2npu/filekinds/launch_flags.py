@@ -29,8 +29,8 @@
 
 ``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
 that parses ``TrainingArguments`` (a regex over that file); a Megatron-LM entry point's
-(``pretrain_gpt.py``, also where the project leaves Megatron-LM out) are Megatron's own and left
-alone; elsewhere the flag may be another program's and is a review item. Only the understood token is edited, everything else stays byte-identical;
+(``pretrain_gpt.py``, also where the project leaves Megatron-LM out, and a project file importing
+``megatron``: forks such as Megatron-DeepSpeed) are Megatron's own and left alone; elsewhere the flag may be another program's and is a review item. Only the understood token is edited, everything else stays byte-identical;
 comment lines are skipped and ``# noqa`` on a line suppresses its findings and edits.
 """
 
@@ -59,7 +59,9 @@ PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
-DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
+IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
+# the HF Trainer's `--deepspeed X.json`, DeepSpeed's own `--deepspeed_config X.json` (Megatron-DeepSpeed)
+DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:[_-]config)?(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
 FA2 = "flash_attention_2"
@@ -332,7 +334,8 @@ def _value(code: str, end: int):
 def _program(command: list[ShellLine], script: Path) -> _Program | None:
     """The Python file the command launches, when it is a file of the project next to the script or
     above it; a Megatron-LM entry point (``pretrain_gpt.py``, ``Megatron-LM/...``) is known not to
-    parse TrainingArguments even where the project does not carry it (a submodule left out)."""
+    parse TrainingArguments even where the project does not carry it (a submodule left out), and a
+    project file importing ``megatron`` (a fork such as Megatron-DeepSpeed or gpt-neox) is one."""
     for line in command:
         match = PROGRAM.search(line.code)
         if match is None:
@@ -342,9 +345,9 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
             return _Program(False, False, "", megatron=True)
         if source is None:
             return None
-        return _Program(
-            PARSES_TRAINING_ARGUMENTS.search(source) is not None, PACKING.search(source) is not None, source
-        )
+        known = PARSES_TRAINING_ARGUMENTS.search(source) is not None
+        megatron = not known and IMPORTS_MEGATRON.search(source) is not None
+        return _Program(known, PACKING.search(source) is not None, source, megatron=megatron)
     return None
 
 

@@ -36,6 +36,8 @@ LOADS_CONFIG = re.compile(
 BUILDS_TRAINING_ARGUMENTS = re.compile(rb"\b(?:\w*TrainingArguments|(?:SFT|DPO|GRPO|KTO|ORPO|CPO|Reward)Config)\(")
 PARSES_TRAINING_ARGUMENTS = re.compile(rb"\b(?:HfArgumentParser|TrlParser)\b")
 TRAINER_DEEPSPEED = ("trainer", "deepspeed")
+PROGRAM_FP16 = ("program", "fp16")  # the project's own argparse `--fp16` (Megatron's), in a project using DeepSpeed
+OWN_FP16_OPTION = re.compile(rb"""\.add_argument\(\s*["']--fp16["']""")
 TRAINER_FILES = ("trainer", "files")
 TRAINER_FILE = "trainer_file"  # the role of a path literal given to a file parser
 FILE_PARSE = re.compile(
@@ -101,6 +103,8 @@ def config_keys(texts: dict[Path, bytes]) -> tuple[tuple[str, str], ...]:
     found: set[tuple[str, str]] = set()
     if any(hands_deepspeed_to_trainer(text) for text in texts.values()):
         found.add(TRAINER_DEEPSPEED)
+    if any(OWN_FP16_OPTION.search(t) for t in texts.values()) and any(b"deepspeed" in t for t in texts.values()):
+        found.add(PROGRAM_FP16)
     found |= trainer_files(texts)
     if not any(LOADS_CONFIG.search(text) for text in texts.values()):
         return tuple(sorted(found))

@@ -23,7 +23,7 @@ from typing import Callable
 
 from cuda2npu.families import ds_config
 from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags, project_file
-from cuda2npu.filekinds.runconfig_code import TRAINER_DEEPSPEED
+from cuda2npu.filekinds.runconfig_code import PROGRAM_FP16, TRAINER_DEEPSPEED
 from cuda2npu.filekinds.runconfig_entries import Member
 from cuda2npu.filekinds.shell_lines import shell_commands
 from cuda2npu.filekinds.shellscripts import is_shell_script
@@ -97,47 +97,79 @@ def cuda_only_options(config: dict, members: list[Member]) -> list[tuple[Member,
     return found
 
 
-def launched_configs(names: dict[Path, str], options_of: Callable) -> dict[Path, bool]:
-    """The configs (resolved paths) that the run's shell scripts pass as ``--deepspeed X.json``, each
-    with whether every such command gets its ``--fp16`` rewritten to ``--bf16`` (a fixable NPU906)."""
-    found: dict[Path, bool] = {}
-    for script in names:
-        if not is_shell_script(script):
-            continue
-        try:
-            text = script.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if "--deepspeed" not in text:
-            continue
-        options = replace(options_of(script).for_path(script), fix=False)
-        flags, _ = check_launch_flags(text, script, names[script], options)
-        switched = {f.line for f in flags if f.code == "NPU906" and f.fixable}
-        for command in shell_commands(text, options.ignore_noqa):
-            for line in command:
-                match = DEEPSPEED.search(line.code)
-                config = project_file(script, match.group(2)) if match is not None else None
-                if config is not None:
-                    rewritten = any(other.number in switched for other in command)
-                    found[config] = found.get(config, True) and rewritten
+def coupled_configs(names: dict[Path, str], options_of: Callable) -> dict[Path, str | None]:
+    """The configs (resolved paths) that other files of the run hand to a program with its own
+    precision setting, each with why its fp16 switch must wait (None: every such command gets its
+    ``--fp16`` rewritten to ``--bf16`` too, a fixable NPU906): shell commands passing it as
+    ``--deepspeed X.json`` / ``--deepspeed_config X.json``, accelerate configs naming it as
+    ``deepspeed_config_file`` with ``mixed_precision: fp16`` (kept: NPU726)."""
+    found: dict[Path, str | None] = {}
+    for path in names:
+        if is_shell_script(path):
+            _launched_by(path, names[path], options_of, found)
+        elif path.suffix in (".yaml", ".yml"):
+            _named_by_accelerate(path, names[path], found)
     return found
 
 
-def trainer_coupling(path: Path, options, launched: dict[Path, bool]) -> str | None:
-    """Why the config's fp16 switch must wait for TrainingArguments' flags (None: it may be made)."""
-    rewritten = launched.get(path.resolve())
-    if rewritten is True:
-        return None
-    if rewritten is False:
-        where = (
-            "a shell command passes it as `--deepspeed` and keeps its fp16 flags (no `--fp16` rewritten to `--bf16`)"
-        )
+def _launched_by(script: Path, display: str, options_of: Callable, found: dict[Path, str | None]) -> None:
+    try:
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if "--deepspeed" not in text:
+        return
+    options = replace(options_of(script).for_path(script), fix=False)
+    flags, _ = check_launch_flags(text, script, display, options)
+    switched = {f.line for f in flags if f.code == "NPU906" and f.fixable}
+    for command in shell_commands(text, options.ignore_noqa):
+        for line in command:
+            match = DEEPSPEED.search(line.code)
+            config = project_file(script, match.group(2)) if match is not None else None
+            if config is None or (config in found and found[config] is not None):
+                continue
+            if any(other.number in switched for other in command):
+                found[config] = None
+            else:
+                found[config] = f"{display}:{line.number} passes it to a program whose fp16 flags stay as they are"
+
+
+ACCELERATE_DS_FILE = re.compile(r"^[ \t]*deepspeed_config_file:[ \t]*[\"']?([^\s\"'#]+\.json)", re.M)
+ACCELERATE_FP16 = re.compile(r"^mixed_precision:[ \t]*[\"']?fp16\b", re.M)
+
+
+def _named_by_accelerate(path: Path, display: str, found: dict[Path, str | None]) -> None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if "deepspeed_config_file" not in text or not ACCELERATE_FP16.search(text):
+        return
+    for match in ACCELERATE_DS_FILE.finditer(text):
+        config = project_file(path, match.group(1))
+        if config is not None:
+            found[config] = f"the accelerate config {display} names it with `mixed_precision: fp16` (kept, NPU726)"
+
+
+def trainer_coupling(path: Path, options, coupled: dict[Path, str | None]) -> str | None:
+    """Why the config's fp16 switch must wait for the program's own precision setting (None: it may be made)."""
+    resolved = path.resolve()
+    if resolved in coupled:
+        where = coupled[resolved]
+        if where is None:
+            return None
     elif TRAINER_DEEPSPEED in options.project.config_keys:
         where = "the project's code hands DeepSpeed configs to transformers' TrainingArguments, whose fp16/bf16 flags are not rewritten with it"
+    elif PROGRAM_FP16 in options.project.config_keys:
+        where = (
+            "the project's own `--fp16` option sets the program's precision (Megatron builds fp16 parameters from it, "
+            "which a bf16 DeepSpeed engine does not match)"
+        )
     else:
         return None
     return (
-        f"{where}: the HF Trainer raises ValueError when the config's explicit fp16/bf16 `enabled` differ from "
-        "TrainingArguments' fp16/bf16, so change both together (`bf16=True` / `--bf16 true` with "
-        '`"bf16": {"enabled": true}` and fp16 off), or set both blocks\' "enabled" to "auto"; fp16 also runs on Ascend'
+        f"{where}: the config's explicit fp16/bf16 `enabled` must agree with it (the HF Trainer and accelerate raise "
+        "ValueError when they differ), so change both together (`--bf16` / `bf16=True` with "
+        '`"bf16": {"enabled": true}` and fp16 off), or, for the HF Trainer, set both blocks\' "enabled" to "auto"; '
+        "fp16 also runs on Ascend"
     )

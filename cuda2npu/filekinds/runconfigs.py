@@ -111,16 +111,16 @@ class Plan:
 def check_run_configs(paths: list[Path], names: dict[Path, str], options_of: Callable) -> list[FileResult]:
     """The results of the run configurations among ``paths`` (only those with findings)."""
     plans = []
-    launched = deepspeed.launched_configs(names, options_of) if any(p.suffix == ".json" for p in paths) else {}
+    coupled = deepspeed.coupled_configs(names, options_of) if any(p.suffix == ".json" for p in paths) else {}
     for path in sorted(paths, key=lambda p: names[p]):
-        plan = _plan(path, names[path], options_of(path).for_path(path), launched)
+        plan = _plan(path, names[path], options_of(path).for_path(path), coupled)
         if plan is not None and plan.items:
             plans.append(plan)
     _share(plans)
     return [result for result in map(_result, plans) if result is not None]
 
 
-def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan | None:
+def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) -> Plan | None:
     try:
         if path.stat().st_size > MAX_BYTES:
             return None
@@ -150,7 +150,7 @@ def _plan(path: Path, display: str, options, launched: dict[Path, bool]) -> Plan
     if kind != "toml" and trainer.is_training_arguments(path, top, options):
         plan.items += _trainer_items(plan, path, top, members)
     elif kind == "json" and deepspeed.is_deepspeed_config(path, plan.parsed):
-        plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, launched))
+        plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, coupled))
     elif kind == "yaml":
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
@@ -319,6 +319,15 @@ def _accelerate_items(entries: list[Entry], options) -> list[Item]:
         )
     precision = top.get("mixed_precision")
     if precision is not None and precision.editable and precision.value == "fp16" and options.precision == "bf16":
+        ds_file = next((e.value for e in entries if e.key == "deepspeed_config_file" and e.value), None)
+        if ds_file is not None:  # accelerate raises when the two disagree: the JSON gets no marker, so both stay
+            message = (
+                f"accelerate's `mixed_precision: fp16` kept: `deepspeed_config_file: {ds_file}` sets the precision "
+                "too, and accelerate raises ValueError when they differ; for BF16 (native on Atlas A2) change both "
+                'together, or make the DeepSpeed file\'s fp16/bf16 `enabled` "auto" (fp16 runs on Ascend too)'
+            )
+            items.append(Item(ACC_FP16, precision, message, Tier.REVIEW))
+            return items
         message = (
             "accelerate's `mixed_precision: fp16` → `bf16` under the BF16 policy (native on Atlas A2, no loss scaling; "
             "a numeric change: fp16 runs on Ascend too, and `--precision fp16` keeps it)"
