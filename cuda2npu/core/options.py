@@ -61,6 +61,7 @@ class ProjectFacts:
     tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
     flash_attention_hooks: tuple[str, ...] = ()  # "file: name" of the project's patches of transformers' FA2 internals
+    megatron_fork: bool = False  # the project carries its own `megatron` package without `megatron/core`
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
 

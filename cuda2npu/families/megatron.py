@@ -3,8 +3,10 @@ Megatron's CUDA-only parts when imported before megatron (docs/reference/megatro
 
 One review note per file, at its first call of a Megatron entry point (``pretrain``,
 ``initialize_megatron``, ``parallel_state.initialize_model_parallel``); none in a file that imports
-mindspeed already. The code needs no other change for it: what to do is install MindSpeed and
-import its adaptor in the entry script.
+mindspeed already, and none in a project carrying its own old Megatron (no ``megatron/core``:
+Megatron-DeepSpeed, gpt-neox), which MindSpeed does not patch: its code is migrated as the
+project's. The code needs no other change for it: what to do is install MindSpeed and import its
+adaptor in the entry script.
 """
 
 from __future__ import annotations
@@ -39,3 +41,7 @@ class MegatronOnMindSpeed(FileNote):
     entry_points = ENTRY_POINTS
     note = NOTE
     counterpart = b"mindspeed"
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.noted = self.noted or self.options.project.megatron_fork

@@ -40,7 +40,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     import from each other (an import another file reads is not unused: families/project_imports.py),
     its version pins (project/pins.py), the run configurations' keys its code passes to a device
     or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
-    internals (:func:`flash_attention_hooks`).
+    internals (:func:`flash_attention_hooks`), and whether it carries an old Megatron-LM of its own
+    (:func:`megatron_fork`).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -57,6 +58,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         project_imports=imported_names(texts),
         config_keys=config_keys(texts),
         flash_attention_hooks=flash_attention_hooks(texts, root),
+        megatron_fork=megatron_fork(files),
     )
 
 
@@ -92,3 +94,12 @@ def flash_attention_hooks(texts: dict[Path, bytes], root: Path | None) -> tuple[
             shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
             found.update(f"{shown}: {match.group(1).decode()}" for match in FLASH_HOOK.finditer(text))
     return tuple(sorted(found))
+
+
+def megatron_fork(files: list[Path]) -> bool:
+    """The project carries a ``megatron`` package without ``megatron/core`` (a fork of the Megatron-LM
+    of 2021-22: Megatron-DeepSpeed, gpt-neox): MindSpeed patches ``megatron.core`` and does not apply
+    (NPU941), and the fork's own code is migrated as the project's."""
+    packages = {path.parent for path in files if path.name == "__init__.py" and path.parent.name == "megatron"}
+    with_core = {path.parent.parent for path in files if path.name == "__init__.py" and path.parent.name == "core"}
+    return any(package not in with_core for package in packages)
