@@ -87,7 +87,30 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
             and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.project.cuda_extensions))
         )
         or _kernel_receiver(ctx, call.func)
+        or _kernel_attribute(ctx, call.func)
     )
+
+
+def _kernel_attribute(ctx, func: cst.BaseExpression) -> bool:
+    """``self.norm_fn.apply(...)`` where the file binds ``self.norm_fn = FusedRMSNormAffineFunction``,
+    an apex function (gpt-neox's MixedFusedRMSNorm): the method of an attribute holding a kernel."""
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)):
+        return False
+    held = ctx.file_state(_self_attributes).get(dotted_name(func.value) or "")
+    return held is not None and calls_kernel(ctx, cst.Call(func=cst.Attribute(held, func.attr)))
+
+
+def _self_attributes(ctx) -> dict[str, cst.BaseExpression]:
+    """``self.X`` → the name the file assigns to it (``self.norm_fn = FusedRMSNormAffineFunction``),
+    for the attributes assigned one name only."""
+    found: dict[str, cst.BaseExpression | None] = {}
+    for assign in iter_nodes(ctx.module, cst.Assign):
+        value = assign.value if dotted_name(assign.value) else None
+        for target in assign.targets:
+            name = dotted_name(target.target)
+            if name and name.startswith("self."):
+                found[name] = value if name not in found or dotted_name(found[name]) == dotted_name(value) else None
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
