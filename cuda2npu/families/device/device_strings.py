@@ -287,6 +287,8 @@ class DeviceStrings(Rule):
                 continue
             if arg.keyword.value in DEVICE_KEYWORDS:
                 self._rewrite(arg.value, why=f"`{arg.keyword.value}=`")
+            elif arg.keyword.value == "rng_types" and qualified.startswith("accelerate."):
+                self._rewrite(arg.value, why="accelerate's `rng_types=` (its RNGType has `npu`)")
             elif ("device", arg.keyword.value) in self.options.project.config_keys:
                 self._rewrite(
                     arg.value, why=f"`{arg.keyword.value}=` (a configuration key the project reads as a device)"
