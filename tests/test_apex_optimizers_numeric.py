@@ -1,13 +1,15 @@
-"""apex's optimizers and amp_C kernels, as the generated companion (``cuda2npu/templates/
-apex_npu_optimizers.py``) and the emulation's stand-ins (``cuda2npu/emulation/standins/apex/optimizers``,
-``standins/amp_C``) compute them, against an independent reference.
+"""apex's optimizers and amp_C kernels against an independent reference. There is one
+implementation, the generated companion (``cuda2npu/templates/apex_npu_optimizers.py``), which the
+emulation's stand-ins (``cuda2npu/emulation/standins/apex/optimizers``, ``standins/amp_C``) import:
+each case runs through both doors (the companion loaded from its file, as a migrated project does,
+and the stand-in package, as the original side of a validation does).
 
 The reference below is a plain per-tensor loop written from NVIDIA/apex's CUDA kernels (each
 function cites the kernel): float32 math (the kernels' ``MATH_T``), results rounded to the
 dtype of the tensor the kernel stores them in. Every case runs several steps over two parameter
 groups (one without weight decay) and compares parameters, optimizer state and step counts. The
-state_dict tests check apex's state layout and that a state saved by the stand-in (apex's layout)
-resumes in the companion and the other way round.
+state_dict tests check apex's state layout and that a state saved through one door resumes
+through the other.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch.optim.optimizer import required
 
-from ._base import ApexOptimizer
+from cuda2npu.templates.apex_npu_optimizers import _ApexOptimizer as ApexOptimizer  # apex's zero_grad
 
 
 class FusedSGD(ApexOptimizer):
