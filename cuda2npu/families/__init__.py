@@ -38,6 +38,7 @@ FAMILIES = (
     "deepspeed.accelerate",
     "device.amp_defaults",
     "device.cuda_api",
+    "device.fork_rng",
     "device.device",
     "device.device_strings",
     "device.env_vars",

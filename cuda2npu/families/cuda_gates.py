@@ -264,8 +264,19 @@ def _negated(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
 
 
-def _means_cuda(ctx, test: cst.BaseExpression) -> tuple[bool | None, bool]:
-    """(test true ⇒ CUDA, test false ⇒ CUDA); (None, False) when the test holds no CUDA test."""
+def no_cuda_branch(ctx, node: cst.If) -> list[cst.CSTNode]:
+    """What runs only when the test says no CUDA: the body when the test being true means no CUDA
+    (``not torch.cuda.is_available() and backend != "torch"``), the ``else`` branch when its being
+    false does (``torch.cuda.is_available()``); nothing when neither (``torch.cuda.is_available() and x``)."""
+    true, false = _means_cuda(ctx, node.test, cuda=False)
+    if true:
+        return [node.body]
+    return [node.orelse] if false and node.orelse is not None else []
+
+
+def _means_cuda(ctx, test: cst.BaseExpression, cuda: bool = True) -> tuple[bool | None, bool]:
+    """(test true ⇒ CUDA, test false ⇒ CUDA), with ``cuda=False`` (test true ⇒ no CUDA, test false ⇒
+    no CUDA); (None, False) when the test holds no CUDA test."""
     found = [False]
 
     def polarity(expr: cst.BaseExpression) -> tuple[bool, bool]:
@@ -282,11 +293,12 @@ def _means_cuda(ctx, test: cst.BaseExpression) -> tuple[bool | None, bool]:
             if "cuda" in (string_value(expr.left), string_value(expr.comparisons[0].comparator)):
                 found[0] = True  # `x.device.type == "cuda"`, `"cuda" in str(x.device)`
                 positive = isinstance(operator, (cst.Equal, cst.In, cst.Is))
-                return positive, isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+                negative = isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+                return (positive, negative) if cuda else (negative, positive)
             return False, False
         if _cuda_atom(ctx, expr):
             found[0] = True
-            return True, False
+            return cuda, not cuda
         return False, False
 
     true, false = polarity(test)

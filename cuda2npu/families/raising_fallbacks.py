@@ -86,6 +86,31 @@ def _build(ctx) -> RaisingFallbacks:
     return RaisingFallbacks(tries, {r.node: r for sites in tries.values() for r in sites})
 
 
+def failed_import_flags(ctx) -> frozenset[str]:
+    """Names an ``except ImportError`` handler sets to False or None after a CUDA-only import in its
+    ``try`` (``try: import flash_attn_interface as fa3`` / ``except ImportError: fa3 = None``): their
+    value on an NPU host, where the import fails."""
+    return ctx.file_state(_failed_import_flags)
+
+
+def _failed_import_flags(ctx) -> frozenset[str]:
+    if ctx.text is not None and b"ImportError" not in ctx.text:
+        return frozenset()
+    names: set[str] = set()
+    for node in iter_nodes(ctx.module, cst.Try):
+        flags = [flag for h in node.handlers if catches_import_error(h) for flag, _ in missing_flags(h)]
+        if flags and _cuda_only_import(ctx, node.body) is not None:
+            names.update(flags)
+    return frozenset(names)
+
+
+def requires_flag(test: cst.BaseExpression, flag: str) -> bool:
+    """Whether ``test`` is true only when ``flag`` is (``flag``, ``flag is not None``, ``x and flag``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return requires_flag(test.left, flag) or requires_flag(test.right, flag)
+    return signs(test, flag) == {True}
+
+
 def _cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
     """The first module imported in ``body`` that cannot be imported on an NPU host."""
     options = ctx.options

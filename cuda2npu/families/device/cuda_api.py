@@ -39,6 +39,7 @@ from cuda2npu.families.cuda_gates import (
     NVIDIA_TOOL_WORDS,
     cuda_branch,
     gated_cuda_use,
+    no_cuda_branch,
     nvidia_checks_only,
     skipped_cuda_use,
 )
@@ -54,9 +55,11 @@ from cuda2npu.families.device.cuda_api_checks import (
 )
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.raising_fallbacks import failed_import_flags, requires_flag
 
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
+FALLBACK = "a pure-PyTorch fallback"
 LIBRARY_PATH = "another library's CUDA path"
 NVIDIA_CHECK = "an NVIDIA-only check"  # left as written, unreported: nothing to decide
 # strings that choose another library's CUDA runtime: ONNX Runtime's providers, the GPU builds on PyPI
@@ -141,7 +144,12 @@ class TorchCudaApi(Rule):
         names = _hasattr_names(node.test)
         if names:
             self._guards.append((node, names))
-        if self._mark_switch(node.test, lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node))):
+        if self._mark_switch(
+            node.test,
+            lambda: _first(
+                lambda: _operand_feature(node.test), lambda: self._gated(node), lambda: self._fallback(node)
+            ),
+        ):
             # the test stays `torch.cuda`, False on an NPU host: its CUDA branch never runs there, and is
             # left as written with it (not half torch.cuda, half torch.npu)
             self._kept_branch.update(
@@ -149,6 +157,9 @@ class TorchCudaApi(Rule):
             )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
+        if node.body.deep_equals(node.orelse):  # `"cpu" if torch.cuda.is_available() else "cpu"`: no choice
+            self._switch_parts.update(_attributes(node.test))
+            return
         self._mark_switch(
             node.test,
             lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)),
@@ -183,17 +194,42 @@ class TorchCudaApi(Rule):
         found = gated_cuda_use(self.ctx, node)
         if found:
             return found[1], f"{found[0]} in its branch"
+        word, read = self._branch_read(cuda_branch(self.ctx, node))
+        if word:
+            return word, f"{read} in its branch"
+        kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
+        return (KEPT_VALUE, kept) if kept else (None, "")
+
+    def _branch_read(self, blocks: list[cst.CSTNode]) -> tuple[str | None, str]:
+        """A read in ``blocks`` of what an NPU host answers with None: the CUDA compute capability
+        (``_capability_read``; its calls stay as written with the switch: the branch never runs on
+        the NPU) or a CUDA build fact (``torch.version.cuda``, ``torch.backends.cudnn.version()``;
+        OLMo-core's ``assert torch.version.cuda is not None``)."""
         queries = [
             (call, read)
-            for block in cuda_branch(self.ctx, node)
+            for block in blocks
             for call in iter_nodes(block, cst.Call)
             if (read := self._capability_read(call))
         ]
-        if queries:  # kept as written with the switch: the branch never runs on the NPU
+        if queries:
             self._switch_parts.update(attribute for call, _ in queries for attribute in _attributes(call.func))
-            return "compute capability", f"{queries[0][1]} in its branch"
-        kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
-        return (KEPT_VALUE, kept) if kept else (None, "")
+            return "compute capability", queries[0][1]
+        facts = table("torch_cuda_api")["feature_switches"]["cuda_facts"]
+        for block in blocks:
+            for attribute in iter_nodes(block, cst.Attribute):
+                if self.resolver.qualified_name(attribute) in facts:
+                    return "the CUDA build's version, None on NPU", f"`{code_of(attribute)}`"
+        return None, ""
+
+    def _fallback(self, node: cst.If) -> tuple[str | None, str]:
+        """The branch the test takes without CUDA assigns a pure-PyTorch implementation (OLMo-core:
+        ``if not torch.cuda.is_available() and backend != Backend.torch: backend = Backend.torch``):
+        the fallback an NPU host needs too, whose other choice (flash-attn) does not run there."""
+        for block in no_cuda_branch(self.ctx, node):
+            for assign in iter_nodes(block, cst.Assign):
+                if _names_fallback(assign.value):
+                    return FALLBACK, f"`{code_of(assign.targets[0].target)} = {code_of(assign.value)}`"
+        return None, ""
 
     def _capability_read(self, call: cst.Call) -> str | None:
         """How ``call`` reads the CUDA compute capability (``get_device_capability()``, a field torch_npu
@@ -250,6 +286,9 @@ class TorchCudaApi(Rule):
                 found = gated_cuda_use(self.ctx, choice)
                 if found:
                     return found[1], f"`{name}` gates {found[0]}"
+                word, read = self._branch_read(cuda_branch(self.ctx, choice))
+                if word:  # OLMo-core: `cc = torch.cuda.get_device_capability()[0] if has_cuda else None`
+                    return word, f"`{name}` gates {read}"
         return None, ""
 
     def leave_If(self, original_node: cst.If) -> None:
@@ -321,12 +360,22 @@ class TorchCudaApi(Rule):
         read = capability and not word and not self._switches.keys() >= set(calls) and self._tests_capability(value)
         if read:
             word, where = "compute capability", f"{read} in the same test"
-        if word == NVIDIA_CHECK:  # nothing to decide: the check stays off on NPU, as before
+        if word == NVIDIA_CHECK or (word and self._under_failed_import()):
+            # nothing to decide: the check stays off on NPU, as before (or never runs there)
             self._switch_parts.update(_attributes(value))
         elif word:
             self._switches.update((func, _switch_message(word, where)) for func in calls)
             self._switch_parts.update(_attributes(value))  # `... and torch.cuda.get_device_capability()[0] >= 7`
         return bool(word)
+
+    def _under_failed_import(self) -> bool:
+        """In the body of ``if fa3 is not None:`` where ``fa3`` is None on an NPU host (a CUDA-only
+        import's ``except ImportError`` fallback, ``failed_import_flags``): code that never runs there."""
+        flags = failed_import_flags(self.ctx)
+        return bool(flags) and any(
+            isinstance(owner, cst.If) and role == "body" and any(requires_flag(owner.test, f) for f in flags)
+            for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
+        )
 
     def _tests_capability(self, value: cst.BaseExpression) -> str | None:
         """How ``value`` reads the CUDA compute capability (``_capability_read``), else None."""
@@ -847,6 +896,12 @@ def _switch_message(word: str, where: str) -> str:
             "a label); not rewritten: the rewritten test alone would pick that CUDA value on an NPU host, "
             "where it fails; change the test and the value together, or leave both"
         )
+    if word == FALLBACK:
+        return (
+            f"chooses {where} without CUDA, a fallback that runs on NPU too; not rewritten: an NPU host "
+            "takes that fallback, as a host without CUDA did, while the other choice needs CUDA; rewrite the "
+            "test only once that choice runs on NPU"
+        )
     if word == LIBRARY_PATH:
         return (
             f"switches another library's CUDA path on ({where}); not rewritten: the library calls "
@@ -870,6 +925,23 @@ def _variable_fields(scope: cst.CSTNode, name: str) -> list[str] | None:
     if not reads or any(n not in bases for n in reads):
         return None
     return [bases[n] for n in reads]
+
+
+def _names_fallback(value: cst.BaseExpression) -> bool:
+    """``Backend.torch``, ``"sdpa"``, ``EagerAttention()``: a value named for a pure-PyTorch
+    implementation (``[feature_switches] fallbacks``; not ``torch.float32``, whose last name decides)."""
+    func = value.func if isinstance(value, cst.Call) else value
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else string_value(func)
+        if isinstance(func, cst.SimpleString)
+        else None
+    )
+    words = table("torch_cuda_api")["feature_switches"]["fallbacks"]
+    return bool(name) and re.fullmatch(r"[\w-]+", name) is not None and any(t in words for t in name_tokens(name))
 
 
 def _target_name(target: cst.BaseExpression) -> str | None:

@@ -13,6 +13,7 @@ import functools
 import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import boolean_parts
 from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
@@ -32,6 +33,9 @@ TF32_FLAGS = {
     "torch.backends.cuda.matmul.allow_tf32": ("matmul", "torch.npu.matmul.allow_hf32"),
     "torch.backends.cudnn.allow_tf32": ("conv", "torch.npu.conv.allow_hf32"),
 }
+TF32_AVAILABLE = (
+    "is_torch_tf32_available"  # transformers': False without a CUDA device (rules/transformers.toml NPU904)
+)
 
 
 def _rename(new: str):
@@ -300,7 +304,7 @@ class Tf32Flags(Rule):
         if node.attr.value != "allow_tf32" or is_cuda_alternative(self.ctx, node):
             return
         qualified = self.resolver.qualified_name(node)
-        if qualified not in TF32_FLAGS:
+        if qualified not in TF32_FLAGS or self._under_tf32_test():
             return
         section, replacement = TF32_FLAGS[qualified]
         root = node
@@ -312,6 +316,21 @@ class Tf32Flags(Rule):
                 cst.Attribute(cst.Attribute(torch, cst.Name("npu")), cst.Name(section)), cst.Name("allow_hf32")
             )
         self.report("NPU105", node, f"TF32 does not exist on NPU; the analog is HF32: `{replacement}`", fix)
+
+    def _under_tf32_test(self) -> bool:
+        """In the body of ``if is_torch_tf32_available():`` (transformers'), which never runs on an NPU
+        host: the flag there is left as written."""
+        return any(
+            isinstance(owner, cst.If)
+            and role == "body"
+            and any(
+                isinstance(call, cst.Call)
+                and (self.resolver.qualified_name(call.func) or "").startswith("transformers.")
+                and (self.resolver.qualified_name(call.func) or "").endswith(f".{TF32_AVAILABLE}")
+                for call in boolean_parts(owner.test)
+            )
+            for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
+        )
 
 
 @register
