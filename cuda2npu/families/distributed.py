@@ -6,12 +6,21 @@
 ``dist_backend=``-style keywords and wrappers of other libraries that hand it on
 (:data:`WRAPPERS`), comparisons with ``dist.get_backend(...)``, argparse ``--backend`` /
 ``--dist-backend`` defaults and choices, and variables, attributes, parameters and arguments of
-functions of the same file whose value flows into one of those. ``"cpu:gloo,cuda:nccl"`` is
-torch's own syntax and ``dist.Backend.NCCL`` its own name: both are rewritten wherever they are.
+functions of the same file whose value flows into one of those (also through another name,
+``self.backend = DEFAULT_BACKEND``, and the tuple a backend is validated against,
+``if backend not in VALID_BACKENDS: raise``), and a backend-named choice
+``x_backend = "nccl" if c else "gloo"``. A callee named like torch's (``init_process_group``,
+``new_group``, ...) counts only when it is torch's or cannot be resolved: the project's own
+(imported from another module, relatively, or defined in the file) is followed like any function of
+the file. ``"cpu:gloo,cuda:nccl"`` is torch's own syntax and ``dist.Backend.NCCL`` its own name:
+both are rewritten wherever they are.
 
 Left alone: Ray's collective groups (no HCCL there), ``Literal["nccl", ...]`` annotations, class
-attributes and classes naming a CUDA/NCCL implementation, and the CUDA side of code that already
-handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``). Any other ``"nccl"`` is a review item.
+attributes and classes naming a CUDA/NCCL implementation, the CUDA side of code that already
+handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``, a function asking
+``dist.Backend.default_device_backend_map``), the expected side of a mapping test
+(``f("cuda") == "nccl"``) and the default of a parameter its function never reads. Any other
+``"nccl"`` is a review item.
 
 Portable output (``--portable``): the backend of the host's accelerator instead of ``"hccl"``,
 ``torch.distributed.get_default_backend_for_device(portable_device.device_type())`` (torch >= 2.6;
@@ -28,7 +37,7 @@ import libcst as cst
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
-from cuda2npu.core.names import dotted_name, module_qualified, string_comparisons
+from cuda2npu.core.names import NameUses, dotted_name, module_qualified, string_comparisons
 from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -64,6 +73,7 @@ WRAPPERS = {
 BACKEND_KEYWORDS = {"dist_backend", "process_group_backend", "ddp_backend", "distributed_backend"}
 BACKEND_OPTION = re.compile(r"(?:dist(?:ributed)?_|ddp_|process_group_)?backend")
 IMPLEMENTATION_CLASS = re.compile(r"cuda|nccl", re.IGNORECASE)
+CONSTANTS = {"None", "True", "False"}
 
 
 def backend_literals(expr: cst.BaseExpression | None) -> list[cst.SimpleString]:
@@ -80,6 +90,27 @@ def backend_literals(expr: cst.BaseExpression | None) -> list[cst.SimpleString]:
     if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
         return [lit for e in expr.elements for lit in backend_literals(e.value)]
     return []
+
+
+def value_names(expr: cst.BaseExpression) -> list[str]:
+    """Dotted names an expression can evaluate to (``a``, ``self.b``, also inside ``a if c else b``
+    and ``a or b``)."""
+    if isinstance(expr, cst.IfExp):
+        return value_names(expr.body) + value_names(expr.orelse)
+    if isinstance(expr, cst.BooleanOperation):
+        return value_names(expr.left) + value_names(expr.right)
+    name = dotted_name(expr)
+    return [name] if name and name not in CONSTANTS else []
+
+
+def _nccl_or_gloo(expr: cst.BaseExpression) -> bool:
+    """``"nccl" if c else "gloo"`` (either way round): a choice between two torch backends."""
+    return isinstance(expr, cst.IfExp) and {string_value(expr.body), string_value(expr.orelse)} == {"nccl", "gloo"}
+
+
+def _called_with_cuda(expr: cst.BaseExpression) -> bool:
+    """``f("cuda", ...)``: a call given the CUDA device by name."""
+    return isinstance(expr, cst.Call) and any(string_value(arg.value) == "cuda" for arg in expr.args)
 
 
 class _BackendFlow(cst.CSTVisitor):
@@ -105,6 +136,9 @@ class _BackendFlow(cst.CSTVisitor):
         self._definitions: list[cst.FunctionDef] = []
         self._backend_kwargs: set[str] = set()  # `init_process_group(**name)`
         self._ray_kwargs: set[str] = set()  # `collective.create_collective_group(..., **name)`
+        self._relative_imports: set[str] = set()  # names bound by `from .x import y`: the project's own
+        self._open: list[cst.FunctionDef] = []  # the enclosing functions
+        self._device_mapped: list[cst.FunctionDef] = []  # functions reading dist.Backend.default_device_backend_map
 
     def _qualified(self, expr: cst.BaseExpression) -> str:
         return module_qualified(self.scope, expr) or ""
@@ -119,7 +153,7 @@ class _BackendFlow(cst.CSTVisitor):
             keyword, position = WRAPPERS[qualified]
         elif qualified.startswith("ray."):
             return []
-        elif last in TORCH_BACKEND_PARAMS and (qualified.startswith("torch.distributed") or last != "Backend"):
+        elif last in TORCH_BACKEND_PARAMS and self._torch_named(call.func, qualified):
             keyword, position = "backend", TORCH_BACKEND_PARAMS[last]
         elif qualified.startswith("torch.distributed."):
             keyword = "backend"
@@ -137,15 +171,43 @@ class _BackendFlow(cst.CSTVisitor):
             self._backend_kwargs.update(_star_star_names(call))
         return found
 
+    def _torch_named(self, func: cst.BaseExpression, qualified: str) -> bool:
+        """Whether a callee named like one of torch.distributed's is torch's: it resolves there, or
+        not at all (``self.dist.new_group``; not ``Backend``). The project's own (imported from
+        another module or relatively, or a function of this file, followed by
+        :meth:`_local_positions`) takes its own labels."""
+        if qualified:
+            return qualified.startswith("torch.distributed")
+        name = dotted_name(func) or ""
+        head, _, rest = name.partition(".")
+        if isinstance(func, cst.Name):
+            own = head in self._relative_imports or head in self._functions
+        else:
+            own = head in ("self", "cls") and rest in self._functions
+        return not own and name.rpartition(".")[2] != "Backend"
+
     def _sink(self, expr: cst.BaseExpression) -> None:
         self.rewrite.update(backend_literals(expr))
-        name = dotted_name(expr)
-        if name:
-            self.sinks.add(name)
+        self.sinks.update(value_names(expr))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative and not isinstance(node.names, cst.ImportStar):
+            self._relative_imports.update(
+                dotted_name(alias.asname.name if alias.asname else alias.name) or "" for alias in node.names
+            )
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if (
+            self._open
+            and node.attr.value == "default_device_backend_map"
+            and self._qualified(node).startswith("torch.distributed.")
+        ):
+            self._device_mapped.append(self._open[-1])
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._functions[node.name.value] = named_params(node)
         self._definitions.append(node)
+        self._open.append(node)
         self._kinds.append("function")
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -154,9 +216,11 @@ class _BackendFlow(cst.CSTVisitor):
             self.attributes.update(_literals_in(node.body))
 
     def leave_FunctionDef(self, original_node: cst.CSTNode) -> None:
+        self._open.pop()
         self._kinds.pop()
 
-    leave_ClassDef = leave_FunctionDef
+    def leave_ClassDef(self, original_node: cst.CSTNode) -> None:
+        self._kinds.pop()
 
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression, annotated: bool = False) -> None:
         name = dotted_name(target)
@@ -180,8 +244,6 @@ class _BackendFlow(cst.CSTVisitor):
         if qualified.startswith("ray.") and qualified not in WRAPPERS:
             self.ignore.update(_literals_in(node))
             self._ray_kwargs.update(_star_star_names(node))
-        for expr in self._positions(node):
-            self._sink(expr)
         self._calls.append(node)
         if (dotted_name(node.func) or "").endswith("add_argument"):
             flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
@@ -206,6 +268,9 @@ class _BackendFlow(cst.CSTVisitor):
     def resolve(self) -> None:
         """Follow the values: keyword dicts, local functions passing a parameter on, assignments,
         comparisons."""
+        for call in self._calls:
+            for expr in self._positions(call):
+                self._sink(expr)
         for name, value in self._assigned:
             if isinstance(value, cst.Dict) and (name in self._backend_kwargs or name in self._ray_kwargs):
                 for element in value.elements:
@@ -221,6 +286,15 @@ class _BackendFlow(cst.CSTVisitor):
             for call in self._calls:
                 for expr in self._local_positions(call):
                     self._sink(expr)
+            for name, value in self._assigned:  # `self.backend = DEFAULT_BACKEND`: DEFAULT_BACKEND too
+                if name in self.sinks:
+                    self.sinks.update(value_names(value))
+            for params in self._functions.values():  # `def init(backend=DEFAULT_BACKEND)`
+                for param in params:
+                    if param.name.value in self.sinks and param.default is not None:
+                        self.sinks.update(value_names(param.default))
+            for comparison in self._compared:
+                self.sinks.update(self._validated_against(comparison))
             changed = len(self.sinks) != before
         sink_attributes = {s.rpartition(".")[2] for s in self.sinks if "." in s}
         for dest, call in self._options:
@@ -234,6 +308,8 @@ class _BackendFlow(cst.CSTVisitor):
                 self.backend_values.add(name)
             elif name in self.sinks:
                 self.rewrite.update(backend_literals(value))
+            elif _nccl_or_gloo(value) and "backend" in name.rpartition(".")[2].lower():  # `pg_backend = ...`
+                self.rewrite.update(set(backend_literals(value)) - self.attributes)
         # Class attributes: `name = "nccl"` names an implementation (left alone); a config field
         # `dist_backend: str = field(default="nccl")` is a backend option; other fields: review.
         for name, value, annotated in self._class_attributes:
@@ -250,9 +326,30 @@ class _BackendFlow(cst.CSTVisitor):
             self.ignore.update(_compared_only_labels(function, self.sinks, self.parents))
         for comparison in self._compared:
             sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
-            if any(self._holds_backend(side) for side in sides):
+            if any(_called_with_cuda(side) for side in sides):  # `f("cuda") == "nccl"`: a mapping's test
+                self.ignore.update(
+                    literal for side in sides for literal in _literals_in(side) if _backend_string(literal)
+                )
+            elif any(self._holds_backend(side) for side in sides):
                 for side in sides:
                     self.rewrite.update(backend_literals(side))
+        for function in self._device_mapped:  # asks torch for the device's backend: "nccl" is its fallback
+            self.ignore.update(
+                literal
+                for literal in _literals_in(function)
+                if _backend_string(literal) and literal not in self.rewrite
+            )
+
+    def _validated_against(self, comparison: cst.Comparison) -> list[str]:
+        """``VALID`` of ``backend in VALID`` / ``backend not in VALID``: the collection of names a
+        backend value is checked against, whose ``"nccl"`` must change with it."""
+        found, left = [], comparison.left
+        for target in comparison.comparisons:
+            name = dotted_name(target.comparator)
+            if isinstance(target.operator, (cst.In, cst.NotIn)) and name and self._holds_backend(left):
+                found.append(name)
+            left = target.comparator
+        return found
 
     def _holds_backend(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
@@ -285,17 +382,29 @@ class _BackendFlow(cst.CSTVisitor):
 def _compared_only_labels(function: cst.FunctionDef, sinks: set[str], parents) -> list[cst.SimpleString]:
     """The ``"nccl"`` literals of a parameter that its function only compares with literals and
     never passes on (``backend="nccl"`` ... ``assert backend == "nccl"``, the process group made
-    elsewhere): a label of what the code supports, not a backend it sets up."""
+    elsewhere): a label of what the code supports, not a backend it sets up; and the default of a
+    parameter its function never reads (the use commented out): it takes no effect."""
     found: list[cst.SimpleString] = []
     for param in named_params(function):
+        name = param.name.value
         default = backend_literals(param.default)
-        if not default or param.name.value in sinks:
+        if not default or name in sinks:
             continue
-        comparisons = string_comparisons(param.name.value, function.body, parents)
+        comparisons = string_comparisons(name, function.body, parents)
         if comparisons is not None:
             sides = [side for c in comparisons for side in (c.left, *(t.comparator for t in c.comparisons))]
             found += default + [literal for side in sides for literal in backend_literals(side)]
+        else:
+            reads = NameUses({name})
+            walk(function.body, reads)
+            if not reads.uses[name]:
+                found += default
     return found
+
+
+def _backend_string(node: cst.SimpleString) -> bool:
+    value = string_value(node) or ""
+    return value == "nccl" or bool(MIXED_BACKEND.fullmatch(value))
 
 
 class _Literals(cst.CSTVisitor):
@@ -338,9 +447,9 @@ class NcclBackend(Rule):
         return self._flow
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = string_value(node)
-        if value is None or not (value == "nccl" or MIXED_BACKEND.fullmatch(value)):
+        if not _backend_string(node):
             return
+        value = string_value(node)
         if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore or self._mmengine_dist_cfg(node):
             return
         certain = node not in self.flow.uncertain
