@@ -211,3 +211,19 @@ def test_flash_attention_2_stays_where_the_project_patches_its_internals(tmp_pat
     )
     cli("migrate", tmp_path)
     assert 'attn_implementation="sdpa"' in train.read_text()
+
+
+def test_a_flash_attention_patch_concerns_its_own_sub_project_only(tmp_path):
+    """smollm: the packing patch of one sub-project (vision/smolvlm2, its own pyproject.toml) says
+    nothing of another's attention (vision/m4): there flash_attention_2 becomes "sdpa" as usual."""
+    write(tmp_path / "vision" / "smolvlm2" / "pyproject.toml", '[project]\nname = "smolvlm"\n')
+    write(
+        tmp_path / "vision" / "smolvlm2" / "packing.py",
+        "import transformers\n\ntransformers.modeling_flash_attention_utils._get_unpad_data = len\n",
+    )
+    load = 'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n'
+    own = write(tmp_path / "vision" / "smolvlm2" / "train.py", load)
+    other = write(tmp_path / "vision" / "m4" / "train.py", load)
+    cli("migrate", tmp_path)
+    assert "NPU903 " in own.read_text() and 'attn_implementation="flash_attention_2"' in own.read_text()
+    assert 'attn_implementation="sdpa"' in other.read_text() and "NPU903" not in other.read_text()

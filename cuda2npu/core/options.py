@@ -60,8 +60,11 @@ class ProjectFacts:
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
-    flash_attention_hooks: tuple[str, ...] = ()  # "file: name" of the project's patches of transformers' FA2 internals
+    # ("file: name", real sub-project directory) of the project's patches of transformers' FA2 internals (for_path)
+    flash_attention_hooks: tuple[tuple[str, str], ...] = ()
     megatron_fork: bool = False  # the project carries its own `megatron` package without `megatron/core`
+    flash2_flag_setters: tuple[str, ...] = ()  # "file: text" setting `_flash_attn_2_enabled` True (flash_probes.py)
+    flash_attn_patches: tuple[str, ...] = ()  # "file: flash_attn.<name>" the project replaces (flash_probes.py)
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -73,6 +76,7 @@ class FileContext:
     exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
     local_modules: tuple[str, ...] = ()  # the project's modules named like CUDA-only ones, and its directory's
+    flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class Options:
         """The options for one file: matching per-file-ignores folded into ``ignore``; its context
         (``exports``: the names other project files import from it, all for a package's
         ``__init__.py``; ``in_package``; the loose modules of its own directory added to
-        ``local_modules``: a script imports them). The project-wide indexes it was read from are
+        ``local_modules``: a script imports them; the FA2 patches of its own sub-project). The project-wide indexes it was read from are
         dropped (the cache key holds the file's share only)."""
         project = self.project
         exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(project.project_imports, path)
@@ -112,10 +116,14 @@ class Options:
             local = tuple(sorted({*local, *(name for where, name in project.loose_modules if where == directory)}))
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
+        hooks = ()
+        if project.flash_attention_hooks:
+            real = os.path.realpath(path)
+            hooks = tuple(hook for hook, scope in project.flash_attention_hooks if real.startswith(scope + os.sep))
         options = replace(
             self,
-            project=replace(project, project_imports=(), loose_modules=()),
-            file=FileContext(exports=exports, in_package=in_package, local_modules=local),
+            project=replace(project, project_imports=(), loose_modules=(), flash_attention_hooks=()),
+            file=FileContext(exports=exports, in_package=in_package, local_modules=local, flash_attention_hooks=hooks),
         )
         if not self.per_file_ignores:
             return options
@@ -135,7 +143,9 @@ class Options:
             elif field.name not in ("project", "file"):
                 report[field.name] = getattr(self, field.name)
         report["max_tier"] = str(self.max_tier)
-        return report | {k: v for k, v in asdict(self.project).items() if k != "project_imports"}
+        facts = asdict(self.project)
+        facts["flash_attention_hooks"] = tuple(hook for hook, _ in self.project.flash_attention_hooks)  # no real paths
+        return report | {k: v for k, v in facts.items() if k != "project_imports"}
 
     def opted_in(self) -> set[str]:
         """Opt-in rule codes switched on by a flag (``--fuse-sdpa`` → NPU406)."""

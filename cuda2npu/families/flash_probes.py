@@ -7,13 +7,16 @@ The same holds for transformers 4.34–4.35's config flag ``_flash_attn_2_enable
 ``from_pretrained(..., use_flash_attention_2=True)`` sets it, after checking that flash-attn is
 installed, and later releases never set it (docs/reference/kernel_libraries.md, its
 ``_flash_attn_2_enabled`` section). A class the file selects only under that flag
-(:func:`flag_selected_classes`) never runs on an NPU host; nor does a statement of a ``try`` body
-that imports flash-attn before it, with a handler for the ImportError (:func:`in_flash_import_try`).
+(:func:`flag_selected_classes`) never runs on an NPU host, unless the project sets the flag itself
+(smollm's ``VMistralConfig.__init__(..., _flash_attn_2_enabled=True)``: :func:`flash2_flag_setters`);
+nor does a statement of a ``try`` body that imports flash-attn before it, with a handler for the
+ImportError (:func:`in_flash_import_try`).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import libcst as cst
 
@@ -26,6 +29,15 @@ from cuda2npu.core.traversal import iter_nodes
 PACKAGE = re.compile(r"^flash[-_]attn\b", re.IGNORECASE)  # "flash_attn", "flash-attn>=2.0.0.post1"
 PROBE_FUNCTION = re.compile(r"is_flash_attn\w*_available")
 FLASH2_FLAG = "_flash_attn_2_enabled"  # transformers 4.34–4.35: set on the config by use_flash_attention_2=True
+# the flag set True by the project's own code: a parameter default or keyword (`_flash_attn_2_enabled=True`), an
+# assignment (`config._flash_attn_2_enabled = True`), a dict entry or `setattr(config, "_flash_attn_2_enabled", True)`
+FLASH2_FLAG_SET = re.compile(rb"^[^#\n]*\b_flash_attn_2_enabled\b['\"]?[ \t]*[=:,][ \t]*True\b", re.M)
+# a flash-attn function replaced by the project's own (veScale's DTensor wrapper): `flash_attn.flash_attn_func = wrap`,
+# `setattr(flash_attn, "flash_attn_func", wrap)`
+FLASH_PATCH = re.compile(
+    rb"^[ \t]*(flash_attn(?:\.\w+)+)[ \t]*=(?!=)|\bsetattr\([ \t]*(flash_attn(?:\.\w+)*)[ \t]*,[ \t]*['\"](\w+)['\"]",
+    re.M,
+)
 
 
 def file_probe_flags(ctx) -> frozenset[str]:
@@ -106,13 +118,66 @@ def _is_probe_call(call: cst.Call) -> bool:
     return any(PACKAGE.match(string_value(arg.value) or "") for arg in call.args)
 
 
+def flash2_flag_setters(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
+    """``"m4/configuration_vmistral.py: _flash_attn_2_enabled=True"`` for each line of the project's
+    Python files that sets ``_flash_attn_2_enabled`` True (:data:`FLASH2_FLAG_SET`): a class selected
+    under that flag may then run on an NPU host (NPU408)."""
+    found = set()
+    for path, text in texts.items():
+        if FLASH2_FLAG.encode() in text:
+            shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
+            found.update(f"{shown}: {match.group().decode().strip()}" for match in FLASH2_FLAG_SET.finditer(text))
+    return tuple(sorted(found))
+
+
+def flash_attn_patches(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
+    """``"vescale/__init__.py: flash_attn.flash_attn_func"`` for each assignment in the project's Python
+    files replacing a flash-attn function with the project's own (:data:`FLASH_PATCH`): the calls of
+    that name run the project's wrapper, not flash-attn's kernel (NPU401/NPU402 leave them, review)."""
+    found = set()
+    for path, text in texts.items():
+        if b"flash_attn" in text:
+            shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
+            found.update(f"{shown}: {name}" for name in patched_functions(text))
+    return tuple(sorted(found))
+
+
+def patched_functions(text: bytes) -> list[str]:
+    """The flash-attn functions ``text`` replaces (``flash_attn.flash_attn_func``), in order."""
+    found = []
+    for match in FLASH_PATCH.finditer(text):
+        name = match.group(1) or (match.group(2) + b"." + match.group(3))
+        found.append(name.decode())
+    return list(dict.fromkeys(found))
+
+
+def patched_flash_functions(ctx) -> dict[str, str]:
+    """The flash-attn functions the project (:func:`flash_attn_patches`) or this file replaces with its own
+    → where (a project file, or "this file")."""
+    found = {}
+    for entry in ctx.options.project.flash_attn_patches:
+        where, _, name = entry.rpartition(": ")
+        found.setdefault(name, where)
+    text = ctx.text if ctx.text is not None else ctx.code.encode()
+    found.update(dict.fromkeys(patched_functions(text), "this file"))
+    return found
+
+
+def project_sets_flag(options) -> bool:
+    """Whether a file of the project sets ``_flash_attn_2_enabled`` True (:func:`flash2_flag_setters`)."""
+    return bool(options.project.flash2_flag_setters)
+
+
 def flag_selected_classes(ctx) -> dict[cst.ClassDef, list[cst.CSTNode]]:
     """Module-level classes that every reference outside their own body picks in a branch taken only
     when ``_flash_attn_2_enabled`` is set (``A(config) if not getattr(config, "_flash_attn_2_enabled",
     False) else B(config)``): class → those ``if`` statements / conditional expressions. Empty when the
-    file sets the flag itself; a class no code of the file references is not one."""
-    if FLASH2_FLAG not in ctx.code or _sets_flag(ctx.module):
+    file or the project sets the flag itself (:func:`flash2_flag_setters`); a class no code of the file
+    references is not one."""
+    if FLASH2_FLAG not in ctx.code or _sets_flag(ctx.module) or project_sets_flag(ctx.options):
         return {}
+    if FLASH2_FLAG_SET.search(ctx.text if ctx.text is not None else ctx.code.encode()):
+        return {}  # `Config(_flash_attn_2_enabled=True)`, a parameter default
     classes: dict[str, cst.ClassDef | None] = {}
     for statement in ctx.module.body:
         if isinstance(statement, cst.ClassDef):  # a name defined twice is no one class

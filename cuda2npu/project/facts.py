@@ -10,12 +10,14 @@ every Python file (families/project_imports.py).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.receivers import tensordict_holders
+from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.families.project_imports import imported_names
 from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
@@ -40,8 +42,9 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     import from each other (an import another file reads is not unused: families/project_imports.py),
     its version pins (project/pins.py), the run configurations' keys its code passes to a device
     or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
-    internals (:func:`flash_attention_hooks`), and whether it carries an old Megatron-LM of its own
-    (:func:`megatron_fork`).
+    internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
+    (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
+    replaces a flash-attn function with its own (families/flash_probes.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -57,8 +60,10 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         tensordict_holders=tensordict_holders(texts),
         project_imports=imported_names(texts),
         config_keys=config_keys(texts),
-        flash_attention_hooks=flash_attention_hooks(texts, root),
+        flash_attention_hooks=flash_attention_hooks(texts, root, files),
         megatron_fork=megatron_fork(files),
+        flash2_flag_setters=flash2_flag_setters(texts, root),
+        flash_attn_patches=flash_attn_patches(texts, root),
     )
 
 
@@ -84,15 +89,24 @@ def npu_backend_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def flash_attention_hooks(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
-    """``"llava/model/utils/packing.py: _get_unpad_data"`` for each assignment replacing a
+def flash_attention_hooks(
+    texts: dict[Path, bytes], root: Path | None, files: list[Path]
+) -> tuple[tuple[str, str], ...]:
+    """``("llava/model/utils/packing.py: _get_unpad_data", scope)`` for each assignment replacing a
     flash-attention internal of transformers (packed sequences told apart through it): such a
-    project's attention relies on flash_attention_2, which SDPA would not honour (NPU903)."""
+    project's attention relies on flash_attention_2, which SDPA would not honour (NPU903). ``scope``:
+    the real path of the sub-project holding the patch (the nearest directory above it with a
+    ``pyproject.toml``, ``setup.py`` or ``setup.cfg``, else the root): its files are the ones the
+    patch concerns (``Options.for_path``)."""
+    projects = {path.parent for path in files if path.name in ("pyproject.toml", "setup.py", "setup.cfg")}
     found = set()
     for path, text in texts.items():
         if b"_get_unpad_data" in text or b"_flash_attention_forward" in text or b"_upad_input" in text:
             shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
-            found.update(f"{shown}: {match.group(1).decode()}" for match in FLASH_HOOK.finditer(text))
+            scope = next((d for d in path.parents if d in projects), root or path.parent)
+            found.update(
+                (f"{shown}: {match.group(1).decode()}", os.path.realpath(scope)) for match in FLASH_HOOK.finditer(text)
+            )
     return tuple(sorted(found))
 
 

@@ -28,7 +28,8 @@ Decisions worth knowing when reading the code:
   what is repeated or hoisted; ``k``/``v`` are used once. Mixed transposes keep BSND.
 * A class the file selects only when transformers 4.34–4.35's ``config._flash_attn_2_enabled`` is set
   (their ``XFlashAttention2``, vendored into many projects) never runs on an NPU host: that flag needs
-  flash-attn installed (``probes.flag_selected_classes``). When the file's flash-attn imports are guarded
+  flash-attn installed (``flash_probes.flag_selected_classes``), unless the project sets it True itself
+  (a config's ``_flash_attn_2_enabled=True`` default: then the class is migrated as any other). When the file's flash-attn imports are guarded
   (a probe ``if``, ``try``/``except ImportError``), the class is left as written, its imports stay, and
   the one NPU408 marker goes to where the class is selected; an unguarded import would fail on the NPU
   host, so then the class is migrated as any other code.
@@ -52,7 +53,14 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import TORCH_IMPORT, bound_name, bound_object, catches_import_error, remove_import_names
+from cuda2npu.core.imports import (
+    TORCH_IMPORT,
+    bound_name,
+    bound_object,
+    catches_import_error,
+    import_root,
+    remove_import_names,
+)
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
@@ -67,6 +75,7 @@ from cuda2npu.families.flash_probes import (
     flag_selected_classes,
     in_flash_import_try,
     in_probed_branch,
+    patched_flash_functions,
 )
 from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
@@ -94,7 +103,7 @@ from cuda2npu.families.kernel_rewrites import (
     support_fix,
 )
 from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.raising_fallbacks import missing_flags, signs
+from cuda2npu.families.raising_fallbacks import missing_flags, raising_fallbacks, signs
 from cuda2npu.families.value_uses import ValueUses
 
 OP = "npu_fusion_attention"
@@ -306,6 +315,7 @@ RMS_NORM = {
         },
     ),
 }
+PATCHED_CODES = {**dict.fromkeys(RMS_NORM, "NPU404"), **dict.fromkeys(ROTARY, "NPU407")}  # else NPU403 (_patched)
 
 
 def _successor(qualified: str) -> str:
@@ -516,6 +526,15 @@ def _maybe_paren(text: str) -> str:
     return f"({text})" if " if " in text else text
 
 
+def _top_statement(index: TreeIndex, statement: cst.CSTNode, function: cst.FunctionDef) -> cst.CSTNode | None:
+    """The statement of ``function``'s own body that is or holds ``statement`` (None: another function's)."""
+    for candidate in (statement, *index.ancestors(statement)):
+        placement = index.placement.get(candidate)
+        if placement is not None and placement.block is function.body:
+            return candidate
+    return None
+
+
 def _statement_of(index: TreeIndex, node: cst.CSTNode) -> cst.CSTNode | None:
     while node is not None and node not in index.placement:
         node = index.parents.get(node)
@@ -549,19 +568,19 @@ def _guarded_read(index: TreeIndex, read: cst.CSTNode, text: str) -> bool:
             break
         child, parent = parent, index.parents.get(parent)
     if isinstance(parent, cst.If) and child is parent.test:
-        return _tests_set(parent.test, text)
+        return tests_set(parent.test, text)
     statement = _statement_of(index, read)
     return statement is not None and any(
-        isinstance(owner, cst.If) and role == "body" and _tests_set(owner.test, text)
+        isinstance(owner, cst.If) and role == "body" and tests_set(owner.test, text)
         for owner, role in index.enclosing(statement)
     )
 
 
-def _tests_set(test: cst.BaseExpression, text: str) -> bool:
+def tests_set(test: cst.BaseExpression, text: str) -> bool:
     """``test`` is true only when the target spelled ``text`` is set: ``text``, ``text is not None``,
     or an ``and`` of which one operand is."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _tests_set(test.left, text) or _tests_set(test.right, text)
+        return tests_set(test.left, text) or tests_set(test.right, text)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
@@ -591,6 +610,7 @@ class FlashAttention(ValueUses, Rule):
         if self.options.portable:  # the original calls stay (on CUDA): so do their imports
             self.removals, self.guard_removals, self.fallback_removals = {}, {}, {}
         self.probe_flags = file_probe_flags(ctx)
+        self.patches = patched_flash_functions(ctx)  # flash-attn functions the project replaces -> where
         self.probes_reported: set[cst.If] = set()
         self.unreached = self._flag_only_classes()  # classes never selected on an NPU host -> where they are
         self.skipped: set[cst.ClassDef] = set()  # those with a flash-attn call left as written
@@ -647,6 +667,9 @@ class FlashAttention(ValueUses, Rule):
         if qualified is None or is_cuda_alternative(self.ctx, node):
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
         function = flash_function(qualified)
+        if qualified in self.patches:
+            self._patched(node, qualified, function)
+            return
         if function in SPECS or qualified in RMS_NORM or qualified in ROTARY or qualified in NPU_KERNELS:
             self._behind_probe()
         if function in SPECS:
@@ -657,6 +680,20 @@ class FlashAttention(ValueUses, Rule):
             self._rotary(node, qualified)
         elif qualified.split(".")[0] in ("flash_attn", "flash_attn_interface"):
             self._unsupported(node, qualified, function)
+
+    def _patched(self, node: cst.Call, qualified: str, function: str | None) -> None:
+        """A call of a flash-attn function the project replaces with its own (veScale's wrapper unwrapping
+        DTensors): it runs that wrapper, whose work the bare NPU kernel would skip; left as written."""
+        code = SPECS[function].code if function in SPECS else PATCHED_CODES.get(qualified, "NPU403")
+        self.kept.add(_use_name(qualified))
+        self.report(
+            code,
+            node,
+            f"`{qualified}` is replaced by the project's own function ({self.patches[qualified]}): this call runs "
+            "that wrapper (which may convert its arguments, such as DTensors), not flash-attn's kernel, so it is left "
+            "as written; port the wrapper around its NPU counterpart and call that",
+            tier=Tier.REVIEW,
+        )
 
     def _behind_probe(self) -> None:
         """NPU408 at each ``if`` whose test asks whether flash-attn is installed around the current call."""
@@ -716,21 +753,44 @@ class FlashAttention(ValueUses, Rule):
         elif function in UNSUPPORTED:
             reason = UNSUPPORTED[function]
         else:
-            reason = next(
-                text for prefix, text in UNSUPPORTED_PREFIXES if qualified.startswith(prefix) or prefix == "flash_attn."
+            prefix, reason = next(
+                (prefix, text)
+                for prefix, text in UNSUPPORTED_PREFIXES
+                if qualified.startswith(prefix) or prefix == "flash_attn."
             )
+            if prefix == "flash_attn." and self._after_raise(node.func, statement):
+                return  # the function raises before, where NPU606's marker says so; nothing specific to add
         self.report("NPU403", node, f"`{qualified}`: {reason}")
+
+    def _after_raise(self, func: cst.BaseExpression, statement: cst.CSTNode | None) -> bool:
+        """``statement`` follows, in its function, a statement raising whenever the function runs because the
+        import binding the head name of ``func`` failed (OLMo's ``if flash_attn_4 is None: raise ...``, marked
+        NPU606): on an NPU host it is never reached."""
+        while isinstance(func, cst.Attribute):
+            func = func.value
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(statement) if statement is not None else None
+        if not isinstance(func, cst.Name) or function is None or not self.options.code_enabled("NPU606"):
+            return False
+        here = _top_statement(index, statement, function)
+        return here is not None and any(
+            found.flag == func.value
+            and not found.conditions
+            and (raising := _top_statement(index, index.parents[found.node], function)) is not None
+            and index.placement[raising].index < index.placement[here].index
+            for found in raising_fallbacks(self.ctx).raises.values()
+        )
 
     def _import_fallback(self, statement: cst.CSTNode | None) -> bool:
         """``try: from flash_attn.ops... import f; out = f(x)`` / ``except ImportError: out = torch_op(x)``."""
         return in_flash_import_try(self.ctx, statement, _flash_names)
 
-    def _binding(self, expr: cst.BaseExpression) -> Binding | None:
-        """The flash-attn import that binds the head name of ``expr`` where the current statement
-        runs: one in its function (or an enclosing one) first, else one at module level."""
+    def _binding(self, expr: cst.BaseExpression, statement: cst.CSTNode | None = None) -> Binding | None:
+        """The flash-attn import that binds the head name of ``expr`` where ``statement`` (default: the
+        current one) runs: one in its function (or an enclosing one) first, else one at module level."""
         while isinstance(expr, cst.Attribute):
             expr = expr.value
-        statement = self.ctx.statement
+        statement = statement or self.ctx.statement
         if not isinstance(expr, cst.Name) or statement is None:
             return None
         scopes = [*TreeIndex.of(self.ctx).ancestors(statement), None]
@@ -1081,6 +1141,8 @@ class FlashAttention(ValueUses, Rule):
                 continue  # both this use and those calls run only where flash-attn is installed
             if (self._import_fallback(statement) or self._probed(statement)) and self._leaves_nothing(expr):
                 continue  # never runs on an NPU host, and leaves no alias read there without a test
+            if self._after_local_import(expr, statement):
+                continue  # its function fails at the import first, where NPU606's marker says so
             place = index.placement.get(statement) if statement is not None else None
             uses.setdefault((place.block if place is not None else None, code_of(expr)), []).append((expr, statement))
         for (_, text), found in uses.items():  # one marker per block for the same use
@@ -1097,6 +1159,31 @@ class FlashAttention(ValueUses, Rule):
                 "host (a guard such as `is not None` is False there; direct calls are rewritten, a call through an "
                 "alias or an attribute is not): replace it by hand",
             )
+
+    def _after_local_import(self, expr: cst.BaseExpression, statement: cst.CSTNode | None) -> bool:
+        """``expr`` is bound by an import of the function it is used in (OLMo's ``from
+        flash_attn.ops.triton.layer_norm import rms_norm_fn`` then ``self._fn = rms_norm_fn``) that NPU606
+        marks (:meth:`_first_failing_import`)."""
+        binding = self._binding(expr, statement) if statement is not None else None
+        return (
+            binding is not None
+            and binding.function is not None
+            and binding.function is TreeIndex.of(self.ctx).function.get(statement)
+            and self._first_failing_import(import_root(binding.node)) is binding.node
+            and self.options.code_enabled("NPU606")
+        )
+
+    def _first_failing_import(self, package: str | None) -> cst.CSTNode | None:
+        """The file's first import of ``package`` that runs and stays on an NPU host (no ``try`` around it,
+        no probe, not removed): the one NPU606 marks."""
+        index = TreeIndex.of(self.ctx)
+        for node in iter_nodes(self.ctx.module, (cst.Import, cst.ImportFrom)):
+            statement = index.parents.get(node)
+            if import_root(node) != package or node in self.removals:
+                continue
+            if not (self._import_fallback(statement) or self._probed(statement) or node in self.facts.guards):
+                return node
+        return None
 
     def _leaves_nothing(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is not assigned as it is (``inspect.signature(f)``, ``f is not None``), or is to a
@@ -1222,8 +1309,9 @@ class FlashAttention(ValueUses, Rule):
                 site.test,
                 f"{shown} is selected only when `config._flash_attn_2_enabled` is set, which transformers 4.34–4.35 "
                 "do for `from_pretrained(..., use_flash_attention_2=True)` after checking that flash-attn is "
-                "installed (it cannot be on an NPU host; later releases never set it): the class never runs there "
-                "and is left as written; the other class of this choice is the one an NPU host runs",
+                "installed (it cannot be on an NPU host; later releases never set it), and no file of this project "
+                "sets it True: the class never runs there and is left as written; the other class of this choice is "
+                "the one an NPU host runs (if code outside this project sets the flag, migrate the class)",
             )
 
     def leave_Module(self, original_node: cst.Module) -> None:

@@ -20,6 +20,11 @@ Semantics: docs/reference/xformers.md (xFormers side) and docs/reference/torch_n
   ``output_dtype=`` is reported.
 * ``q`` is needed several times on the NPU path: an expression is hoisted into ``query = ...``
   when the call is the first thing its statement evaluates, else the call is reported.
+* A call through a name an ``except ImportError:`` handler sets to None, under an ``if`` testing that
+  name (``if xops is not None:``), never runs on an NPU host: left as written, unreported.
+* ``torch.ops.xformers_flash.flash_fwd`` (an operator namespace a CUDA build of xFormers registers when
+  imported) read where no AttributeError is caught (lingua's selective-checkpointing set): NPU410 there,
+  and the file's xFormers imports stay (removing them would hide that it still needs xFormers).
 """
 
 from __future__ import annotations
@@ -30,15 +35,17 @@ import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import catches_import_error, remove_import_names
+from cuda2npu.core.imports import catches, catches_import_error, remove_import_names
 from cuda2npu.core.literals import literal
-from cuda2npu.core.names import target_names
+from cuda2npu.core.names import dotted_name, module_qualified, target_names
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.attention.flash import tests_set
 from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
 from cuda2npu.families.exports import exported
+from cuda2npu.families.hf_sources import statement_of
 from cuda2npu.families.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     ModuleFacts,
@@ -58,6 +65,7 @@ FUNCTIONS = {"xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memor
 PARAMS = ("query", "key", "value", "attn_bias", "p", "scale", "op", "output_dtype")
 SPARSE_MODE = {"top-left": "2", "bottom-right": "3"}
 HEADS = "{q}.shape[2:-1]"  # the head dimensions: () for [B, M, K], (H,) or (G, H)
+ATTRIBUTE_ERRORS = frozenset({"AttributeError", "Exception", "BaseException"})
 
 
 class Manual(Exception):
@@ -128,11 +136,69 @@ class MemoryEfficientAttention(Rule):
         super().__init__(ctx)
         self.facts = ModuleFacts.of(ctx.module)
         packages = () if "xformers" in self.options.file.local_modules else ("xformers",)
-        self.removals = plan_import_removals(self.facts, packages, functools.partial(exported, ctx))
+        self.op_reads = self._op_reads() if packages else {}
+        self.op_marked: set[cst.CSTNode] = set()  # statements with an NPU410 marker for an operator read
+        # an xFormers operator read stays (NPU410): so do the imports that register it
+        keep = (lambda node, name: True) if self.op_reads else functools.partial(exported, ctx)
+        self.removals = plan_import_removals(self.facts, packages, keep)
         self.target = self.options.target
         self.functions: list[cst.FunctionDef] = []
         self.mask_helper = False
         self.rewrote = False
+
+    def _op_reads(self) -> dict[cst.Attribute, tuple[cst.CSTNode, str]]:
+        """``torch.ops.xformers*`` namespaces read where no AttributeError is caught → (their statement,
+        the whole attribute chain read: ``torch.ops.xformers_flash.flash_fwd.default``)."""
+        if "ops.xformers" not in self.ctx.code:
+            return {}
+        index = TreeIndex.of(self.ctx)
+        found = {}
+        for node in iter_nodes(self.ctx.module, cst.Attribute):
+            if (
+                node.attr.value.startswith("xformers")
+                and module_qualified(self.resolver.module_scope, node.value) == "torch.ops"
+            ):
+                chain: cst.CSTNode = node
+                while isinstance(index.parents.get(chain), cst.Attribute) and index.parents[chain].value is chain:
+                    chain = index.parents[chain]
+                statement = statement_of(self.ctx, chain)
+                if statement is not None and not self._catches_attribute_error(index, statement):
+                    found[node] = (statement, code_of(chain))
+        return found
+
+    def _catches_attribute_error(self, index: TreeIndex, statement: cst.CSTNode) -> bool:
+        """``statement`` runs in a ``try`` body whose handler catches AttributeError, or under ``with
+        contextlib.suppress(AttributeError)``."""
+        for owner, role in index.enclosing(statement):
+            if (
+                isinstance(owner, cst.Try)
+                and role == "body"
+                and any(catches(h, ATTRIBUTE_ERRORS) for h in owner.handlers)
+            ):
+                return True
+            if isinstance(owner, cst.With) and any(
+                isinstance(item.item, cst.Call)
+                and module_qualified(self.resolver.module_scope, item.item.func) == "contextlib.suppress"
+                and any((dotted_name(a.value) or "").rsplit(".", 1)[-1] in ATTRIBUTE_ERRORS for a in item.item.args)
+                for item in owner.items
+            ):
+                return True
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        statement, shown = self.op_reads.get(node, (None, ""))
+        if statement is None or statement in self.op_marked:
+            return
+        self.op_marked.add(statement)
+        self.report_in(
+            statement,
+            MANUAL,
+            node,
+            f"`{shown}` reads an operator namespace that a CUDA build of xFormers registers when imported: "
+            "xFormers cannot be installed on an NPU host, so this raises AttributeError there (the xFormers import "
+            "is kept for it); drop the read, or make it under `contextlib.suppress(AttributeError)`",
+            tier=Tier.MANUAL,
+        )
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
@@ -143,11 +209,12 @@ class MemoryEfficientAttention(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.resolver.qualified_name(node.func) not in FUNCTIONS or is_cuda_alternative(self.ctx, node):
             return
+        if self._behind_missing_import(node):
+            return  # never runs on an NPU host: left as written
         try:
             bound, kind, hoist = self._plan(node)
         except (Manual, Unbindable) as exc:
-            if not self._behind_missing_import(node):
-                self.report(MANUAL, node, f"`memory_efficient_attention` not rewritten: {exc}", tier=Tier.MANUAL)
+            self.report(MANUAL, node, f"`memory_efficient_attention` not rewritten: {exc}", tier=Tier.MANUAL)
             return
         message = self._message(bound, kind, hoist)
         if hoist:
@@ -173,20 +240,23 @@ class MemoryEfficientAttention(Rule):
 
     def _behind_missing_import(self, node: cst.Call) -> bool:
         """``try: from xformers import ops as xops`` / ``except ImportError: xops = None`` and the call
-        under ``if xops is not None:``: the name is None on an NPU host, so the call never runs there."""
+        under ``if xops is not None:`` (``if xops:``, an ``and`` with it; an ``if``/``else`` expression too): the
+        name is None on an NPU host, so the call never runs there."""
         root = node.func
         while isinstance(root, cst.Attribute):
             root = root.value
         if not isinstance(root, cst.Name) or root.value not in self._none_on_import_error:
             return False
         index = TreeIndex.of(self.ctx)
-        parent = index.parents.get(node)
+        child, parent = node, index.parents.get(node)
         while parent is not None:
-            if isinstance(parent, (cst.If, cst.IfExp)) and any(
-                name.value == root.value for name in iter_nodes(parent.test, cst.Name)
-            ):
+            if isinstance(parent, cst.IndentedBlock | cst.SimpleStatementSuite):
+                owner = index.parents.get(parent)
+                if isinstance(owner, cst.If) and parent is owner.body and tests_set(owner.test, root.value):
+                    return True
+            elif isinstance(parent, cst.IfExp) and child is parent.body and tests_set(parent.test, root.value):
                 return True
-            parent = index.parents.get(parent)
+            child, parent = parent, index.parents.get(parent)
         return False
 
     @functools.cached_property

@@ -170,14 +170,14 @@ class FlashAttention2(Rule):
         with packed ``position_ids`` and ``attention_mask=None`` (verl's remove-padding path); or the
         project patches transformers' flash-attention internals (``_get_unpad_data``: VILA's packing)."""
         if self._packing is None:
-            self._packing = bool(self.options.project.flash_attention_hooks) or any(
+            self._packing = bool(self.options.file.flash_attention_hooks) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
         return self._packing
 
     def _packing_message(self) -> str:
-        hooks = self.options.project.flash_attention_hooks
+        hooks = self.options.file.flash_attention_hooks
         if hooks:
             return (
                 f'"{FA2}" where the project patches transformers\' flash-attention internals (`{hooks[0]}`) to '
