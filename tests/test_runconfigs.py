@@ -9,6 +9,7 @@ import pytest
 from cli_helpers import cli, write
 
 from cuda2npu.filekinds.runconfig_code import config_keys, consumed_keys
+from cuda2npu.filekinds.runconfig_entries import yaml_entries, yaml_flow_entries
 from cuda2npu.filekinds.runconfig_files import is_run_config
 
 READER = """
@@ -48,6 +49,43 @@ def test_keys_the_code_passes_to_a_device_or_backend_are_edited_byte_for_byte(tm
     assert js.read_text() == '{"device": "npu", "name": "cuda", "dist_backend": "hccl"}\n'
     assert findings(tmp_path) == []
     assert cli("migrate", tmp_path, "--check").exit_code == 0
+
+
+FLOW_YAML = """# a run, gpt-neox style: one flow mapping
+{
+   # parallelism
+   "pipe_parallel_size": 1,
+   "zero_optimization": {"stage": 1, "overlap_comm": True,},
+   "note": "a # in a string",
+   'quoted': 'it''s',
+   plain_key: plain value,
+   "distributed_backend": "nccl",  # the collective backend
+}
+"""
+
+
+def test_a_yaml_flow_mapping_with_comments_and_trailing_commas_is_read():
+    entries = {e.path: e for e in yaml_entries(FLOW_YAML)}
+    assert entries[("zero_optimization", "overlap_comm")].value == "True"
+    assert entries[("note",)].value == "a # in a string"
+    assert entries[("quoted",)].value is None and not entries[("quoted",)].editable  # an escape: not read
+    assert entries[("plain_key",)].value == "plain value"
+    backend = entries[("distributed_backend",)]
+    assert (backend.value, backend.quote, backend.line, FLOW_YAML[backend.start : backend.end]) == (
+        "nccl",
+        '"',
+        9,
+        '"nccl"',
+    )
+    assert yaml_flow_entries("{ unclosed: 1\n") is None and yaml_flow_entries("key: value\n") is None
+
+
+def test_a_flow_mapping_run_config_is_edited_byte_for_byte(tmp_path):
+    write(tmp_path / "train.py", READER.replace('cfg.get("dist_backend")', 'cfg["distributed_backend"]'))
+    config = write(tmp_path / "config.yaml", FLOW_YAML)
+    assert findings(tmp_path) == [("config.yaml", 9, "NPU722", "exact")]
+    cli("migrate", tmp_path)
+    assert config.read_text() == FLOW_YAML.replace('"nccl"', '"hccl"')
 
 
 def test_device_named_keys_nobody_is_seen_reading_get_one_review_finding_per_project(tmp_path):

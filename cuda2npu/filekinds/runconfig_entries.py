@@ -2,9 +2,10 @@
 
 No YAML or TOML library: a line reader for YAML block mappings with plain or quoted scalars, a
 line reader for TOML ``key = "string"`` lines under ``[table]`` headers, and a scanner over JSON
-text (checked with ``json.loads`` first). What the readers do not understand (flow collections,
-anchors, aliases, tags, block and multi-line scalars, escapes) is listed as not editable, and the
-keys under it are not listed at all.
+text (checked with ``json.loads`` first), which also reads a YAML document that is one flow
+mapping (JSON-like, with comments, trailing commas and plain scalars). What the readers do not
+understand (flow collections inside block mappings, anchors, aliases, tags, block and multi-line
+scalars, escapes) is listed as not editable, and the keys under it are not listed at all.
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ YAML_PLAIN = re.compile(r"""(?P<v>[^\s&*!|>{\[%@`"'#,][^#]*?)[ ]*(?:[ ]#.*)?$"""
 
 
 def yaml_entries(text: str) -> list[Entry]:
-    """The keys of a YAML text's block mappings (every document's)."""
+    """The keys of a YAML text's block mappings (every document's), or of its one flow mapping
+    (:func:`yaml_flow_entries`)."""
+    flow = yaml_flow_entries(text) if text.lstrip().startswith(("{", "#")) else None
+    if flow is not None:
+        return flow
     entries: list[Entry] = []
     stack: list[tuple[int, tuple[str, ...]]] = []  # (indent, path) of the open mappings' keys
     under: int | None = None  # lines indented deeper than this belong to the last scalar/opaque value
@@ -112,6 +117,76 @@ def _yaml_scalar(path: tuple[str, ...], rest: str, start: int, line: int, line_s
 
 def _not_editable(entry: Entry) -> Entry:
     return Entry(entry.path, None, entry.start, entry.end, "", entry.line, entry.column, entry.line_start, False)
+
+
+# --- YAML flow documents ----------------------------------------------------------------------
+
+FLOW_STRING = re.compile(r""""(?:[^"\\]|\\.)*"|'(?:[^']|'')*'""", re.S)
+FLOW_PLAIN = re.compile(r"[^\s,\[\]{}#:'\"](?:[^,\[\]{}#:\n]|:(?=[^\s,\]}]))*")
+
+
+def yaml_flow_entries(text: str) -> list[Entry] | None:
+    """The keys of a YAML document that is one flow mapping (``{ "key": value, ... }`` with comments,
+    trailing commas, plain scalars such as ``True``: gpt-neox's configs); None when it is not one.
+    Scalars are read as the block reader reads them (their text; quoted ones without the quotes)."""
+    blanked = _blank_flow_comments(text)
+    start = JSON_SPACE.match(blanked).end()
+    if blanked[start : start + 1] != "{":
+        return None
+    spans: list[tuple] = []
+    try:
+        end = _json_value(blanked, start, (), spans, flow=True)
+    except (ValueError, IndexError, RecursionError):
+        return None
+    if blanked[end:].strip():
+        return None
+    entries = []
+    for path, _, _, value_start, value_end in spans:
+        line_start = text.rfind("\n", 0, value_start) + 1
+        line, column = text.count("\n", 0, value_start) + 1, value_start - line_start + 1
+        source = blanked[value_start:value_end].rstrip()  # a plain scalar ends before blanked commas and spaces
+        value_end = value_start + len(source)
+        if source[0] in "{[":
+            entries.append(Entry(path, None, value_start, value_end, "", line, column, line_start, False))
+            continue
+        quote = source[0] if source[0] in "\"'" else ""
+        editable = not quote or ("\\" not in source and quote * 2 not in source[1:-1])
+        value = _flow_text(source) if editable else None
+        entries.append(Entry(path, value, value_start, value_end, quote, line, column, line_start, editable))
+    return entries
+
+
+def _flow_text(source: str) -> str:
+    """A flow scalar's text: without its quotes (and YAML's escapes), or a plain scalar's trimmed text."""
+    if source[:1] == '"':
+        return json.loads(source)
+    if source[:1] == "'":
+        return source[1:-1].replace("''", "'")
+    return source.strip()
+
+
+def _blank_flow_comments(text: str) -> str:
+    """``text`` with its comments (outside quoted scalars) and trailing commas blanked, offsets kept."""
+    chars, i, quote = list(text), 0, ""
+    while i < len(text):
+        char = text[i]
+        if quote:
+            if char == "\\" and quote == '"':
+                i += 2
+                continue
+            if char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char == "#" and (i == 0 or text[i - 1] in " \t\r\n"):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            chars[i:end] = " " * (end - i)
+            i = end
+            continue
+        i += 1
+    blanked = "".join(chars)
+    return re.sub(r",(?=\s*[}\]])", " ", blanked)
 
 
 # --- TOML -------------------------------------------------------------------------------------
@@ -187,29 +262,35 @@ def json_entries(text: str) -> list[Entry] | None:
     return None if members is None else [m.entry for m in members]
 
 
-def _json_value(text: str, i: int, path: tuple[str, ...], spans: list[tuple]) -> int:
-    """Scan the value at ``i`` (the spans of its members into ``spans``); the offset past it."""
+def _json_value(text: str, i: int, path: tuple[str, ...], spans: list[tuple], flow: bool = False) -> int:
+    """Scan the value at ``i`` (the spans of its members into ``spans``); the offset past it.
+    ``flow``: YAML's flow syntax (single quotes, plain scalars and keys) instead of JSON's."""
     char = text[i : i + 1]
+    scalar = (FLOW_STRING, FLOW_PLAIN) if flow else (JSON_STRING, JSON_ATOM)
     if char in "{[":
         closing, i = "}" if char == "{" else "]", JSON_SPACE.match(text, i + 1).end()
         while text[i : i + 1] != closing:
             if char == "{":
-                key = JSON_STRING.match(text, i)
+                key = scalar[0].match(text, i) or (scalar[1].match(text, i) if flow else None)
+                if key is None or text[JSON_SPACE.match(text, key.end()).end()] != ":":
+                    raise ValueError(f"unexpected key at {i}")
                 colon = JSON_SPACE.match(text, key.end()).end()
                 value_start = JSON_SPACE.match(text, colon + 1).end()
-                name = json.loads(key.group(0))
+                name = _flow_text(key.group(0)) if flow else json.loads(key.group(0))
                 index = len(spans)
                 spans.append(())  # the member comes before the members of its value
-                value_end = _json_value(text, value_start, path + (name,), spans)
+                value_end = _json_value(text, value_start, path + (name,), spans, flow)
                 spans[index] = (path + (name,), *key.span(), value_start, value_end)
                 i = value_end
             else:
-                i = _json_value(text, i, path, spans)
+                i = _json_value(text, i, path, spans, flow)
             i = JSON_SPACE.match(text, i).end()
             if text[i : i + 1] == ",":
                 i = JSON_SPACE.match(text, i + 1).end()
+            elif text[i : i + 1] != closing:
+                raise ValueError(f"unexpected text at {i}")
         return i + 1
-    match = JSON_STRING.match(text, i) or JSON_ATOM.match(text, i)
+    match = scalar[0].match(text, i) or scalar[1].match(text, i)
     if match is None:
         raise ValueError(f"unexpected JSON text at {i}")
     return match.end()
