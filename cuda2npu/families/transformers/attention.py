@@ -23,7 +23,7 @@ import libcst as cst
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import import_root
-from cuda2npu.core.literals import literal, string_value
+from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.names import module_qualified
 from cuda2npu.core.nodes import keyword_arg
 from cuda2npu.core.rulebase import Rule, register
@@ -99,6 +99,19 @@ class FlashAttention2(Rule):
                 self._attn_value(node, node.value)
             elif subscript_key(target.target) == self.FLAG and imports_hf(self.ctx):
                 self._flag_entry(node, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        """``attn_implementation: str = field(default="flash_attention_2")``: the default of an
+        ``HfArgumentParser`` dataclass or config class the code passes on (LLaVA's ModelArguments)."""
+        if self._active() and _named_attn(node.target) and imports_hf(self.ctx):
+            default = field_default(node.value)
+            if default is not None:
+                self._attn_value(node, default)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        """``def load_model(..., attn_implementation="flash_attention_2")``: a loader's default."""
+        if self._active() and node.default is not None and _named_attn(node.name) and imports_hf(self.ctx):
+            self._attn_value(node, node.default)
 
     def _flash_only(self, node: cst.CSTNode) -> bool:
         """``node`` runs only where flash-attn is installed (``try: import flash_attn`` then
@@ -192,6 +205,10 @@ class FlashAttention2(Rule):
             f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
             "or pad the batches instead"
         )
+
+
+def _named_attn(target: cst.BaseExpression) -> bool:
+    return isinstance(target, cst.Name) and target.value in ("attn_implementation", "attention_implementation")
 
 
 def _imports_flash(node: cst.Import | cst.ImportFrom) -> bool:
