@@ -278,6 +278,8 @@ class DeviceStrings(Rule):
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
+        elif isinstance(node.func, cst.Name) and node.func.value in self._imported_device_callables:
+            self._project_call_arguments(node, *self._imported_device_callables[node.func.value])
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -385,6 +387,26 @@ class DeviceStrings(Rule):
         decorators = {dotted_name(d.decorator) for d in function.decorators}
         bound = "classmethod" in decorators or (through_instance and "staticmethod" not in decorators)
         return function, int(bound)
+
+    @functools.cached_property
+    def _imported_device_callables(self) -> dict[str, tuple[int, str]]:
+        """The project's callables with a CUDA device default (``ProjectFacts.device_parameters``) that
+        this file imports: name → (position, parameter)."""
+        wanted = {name: (position, param) for name, position, param in self.options.project.device_parameters}
+        module = self.resolver.module_scope
+        return {name: wanted[name] for name in wanted if name in module.imports and name not in module.others}
+
+    def _project_call_arguments(self, node: cst.Call, position: int, param: str) -> None:
+        """``GPUMemoryMonitor("cuda")`` where another file of the project defines
+        ``GPUMemoryMonitor.__init__(self, device="cuda:0")``: the argument is rewritten as that default is."""
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if any(arg.star for arg in node.args[: position + 1]):
+            return
+        chosen = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == param), None)
+        if chosen is None and len(positional) > position:
+            chosen = positional[position]
+        if chosen is not None:
+            self._rewrite(chosen.value, why=f"`{dotted_name(node.func)}()`'s `{param}` parameter")
 
     def _own_call_arguments(self, node: cst.Call, function: cst.FunctionDef, first: int) -> None:
         """``build(m, ema_device="cuda")``, ``moving_average(m, e, 0.99, "cuda")``: an argument of the
