@@ -296,6 +296,7 @@ class _BackendFlow(cst.CSTVisitor):
             for comparison in self._compared:
                 self.sinks.update(self._validated_against(comparison))
             changed = len(self.sinks) != before
+        self._own_labels()
         sink_attributes = {s.rpartition(".")[2] for s in self.sinks if "." in s}
         for dest, call in self._options:
             if BACKEND_OPTION.fullmatch(dest) or dest in sink_attributes:
@@ -339,6 +340,30 @@ class _BackendFlow(cst.CSTVisitor):
                 for literal in _literals_in(function)
                 if _backend_string(literal) and literal not in self.rewrite
             )
+
+    def _own_labels(self) -> None:
+        """The ``"nccl"`` a call hands to the project's own ``init_process_group`` (imported from
+        another module: veScale's NCCL emulator accepts only that label), directly or through a name
+        nothing passes to torch: left alone, unreported."""
+        labels: set[str] = set()
+        for call in self._calls:
+            last = (dotted_name(call.func) or "").rpartition(".")[2]
+            qualified = self._qualified(call.func)
+            own = (qualified and not qualified.startswith("torch.")) or (
+                isinstance(call.func, cst.Name) and call.func.value in self._relative_imports
+            )
+            if last not in TORCH_BACKEND_PARAMS or not own:
+                continue
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "backend"]
+            if len(positional) > TORCH_BACKEND_PARAMS[last]:
+                given.append(positional[TORCH_BACKEND_PARAMS[last]])
+            for expr in given:
+                self.ignore.update(backend_literals(expr))
+                labels.update(name for name in value_names(expr) if name not in self.sinks)
+        for name, value in self._assigned:
+            if name in labels:
+                self.ignore.update(backend_literals(value))
 
     def _validated_against(self, comparison: cst.Comparison) -> list[str]:
         """``VALID`` of ``backend in VALID`` / ``backend not in VALID``: the collection of names a
