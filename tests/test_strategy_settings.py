@@ -1,5 +1,6 @@
-"""The strategy settings are declared once (cuda2npu/core/strategy_settings.py): the configuration
-reader, the command line, --show-settings and the manual's settings table follow that list."""
+"""The run settings are declared once (cuda2npu/core/strategy_settings.py): the configuration
+reader, the command line (each command's own), --show-settings and the manual's settings table
+follow that list."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 from cli_helpers import REPO, cli, write
 
 from cuda2npu.core.config import KEYS
-from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS
+from cuda2npu.core.strategy_settings import SETTINGS
 
 SETTINGS_TABLE = (REPO / "docs" / "ci-integration.md").read_text()
 
 
-@pytest.mark.parametrize("setting", STRATEGY_SETTINGS, ids=lambda s: s.key)
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
 def test_each_setting_reaches_the_config_the_command_line_and_the_manual(setting, tmp_path):
     assert KEYS[setting.key] == setting.expected
     row = next(line for line in SETTINGS_TABLE.splitlines() if line.startswith(f"| `{setting.key}` |"))
@@ -22,9 +23,10 @@ def test_each_setting_reaches_the_config_the_command_line_and_the_manual(setting
     for choice in setting.choices:
         assert f"`{choice}`" in row, row
     assert f"--{setting.key}" in cli("migrate", "--help").stdout
+    assert (f"--{setting.key}" in cli("check", "--help").stdout) == (setting.command != "migrate")
 
 
-@pytest.mark.parametrize("setting", STRATEGY_SETTINGS, ids=lambda s: s.key)
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
 def test_a_configured_value_shows_in_the_settings_and_a_wrong_one_is_a_usage_error(setting, tmp_path):
     value = f'"{setting.choices[-1]}"' if setting.choices else {"bool": "true", "version": '"2.6"'}[setting.kind]
     write(tmp_path / "pyproject.toml", f"[tool.cuda2npu]\n{setting.key} = {value}\n")

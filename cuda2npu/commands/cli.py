@@ -26,7 +26,7 @@ from cuda2npu.commands.crash import internal_error
 from cuda2npu.core.catalogue import all_rules, matching, no_match
 from cuda2npu.core.config import ConfigError
 from cuda2npu.core.options import default_select
-from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS, StrategySetting
+from cuda2npu.core.strategy_settings import OUTPUT_SETTINGS, STRATEGY_SETTINGS, StrategySetting
 from cuda2npu.output import style
 
 EXIT_USAGE = 2
@@ -153,7 +153,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def _strategy_option(setting: StrategySetting):
-    """The click option of a strategy setting (core/strategy_settings.py)."""
+    """The click option of a setting (core/strategy_settings.py)."""
     kind = {"choice": click.Choice(setting.choices), "bool": None, "version": None}[setting.kind]
     names = [setting.flag] + ([setting.param] if setting.param else [])
     return click.option(
@@ -259,6 +259,20 @@ class Settings:
     extend_exclude: tuple[str, ...]
 
 
+def with_output_settings(func):
+    """Add migrate's output settings (``--max-tier``, ``--markers/--no-markers``, ...); they arrive as
+    ``outputs``: field -> (value, given on the command line)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        outputs = {s.field: (kwargs.pop(s.param or s.field), _given(s.param or s.field)) for s in OUTPUT_SETTINGS}
+        return func(*args, outputs=outputs, **kwargs)
+
+    for setting in reversed(OUTPUT_SETTINGS):
+        wrapper = _strategy_option(setting)(wrapper)
+    return wrapper
+
+
 # click parameter -> Options field of the strategies (each file's configuration fills in the rest)
 STRATEGIES = {
     **{setting.param or setting.field: setting.field for setting in STRATEGY_SETTINGS},
@@ -333,13 +347,7 @@ def _writable(ctx, param, value: Path | None) -> Path | None:
     callback=_writable,
     help="Write the JSON migration report here.",
 )
-@click.option("--max-tier", type=click.Choice(["exact", "numeric", "review"]), default="review", show_default=True)
-@click.option("--no-markers", is_flag=True, help="Do not add `# TODO(cuda2npu)` comments at all.")
-@click.option(
-    "--no-review-markers",
-    is_flag=True,
-    help="Add `# TODO(cuda2npu)` comments at manual items only, not at review items.",
-)
+@with_output_settings
 @click.option("--allow-dirty", is_flag=True, help="Rewrite files with uncommitted git changes.")
 @click.option(
     "--show-fixes", is_flag=True, help="List the fixes applied (or, with --diff/--check, to apply) per file and rule."
@@ -364,9 +372,7 @@ def migrate(
     diff,
     check_only,
     report_file,
-    max_tier,
-    no_markers,
-    no_review_markers,
+    outputs,
     allow_dirty,
     show_fixes,
     quiet,
@@ -394,9 +400,7 @@ def migrate(
         settings,
         fix=True,
         project_root=paths[0] if out_dir is not None else None,
-        max_tier=(max_tier, _given("max_tier")),
-        markers=(not no_markers, _given("no_markers")),
-        review_markers=(not no_review_markers, _given("no_review_markers")),
+        **outputs,
     )
     _show(settings, run_settings)
     request = MigrateRequest(

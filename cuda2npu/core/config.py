@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from cuda2npu.core.catalogue import all_rules, no_match
-from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS, VERSION, parse_value
+from cuda2npu.core.strategy_settings import SETTINGS, VERSION, parse_value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,7 +35,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = (".cuda2npu.toml", "cuda2npu.toml", "pyproject.toml")
-TIERS = ("exact", "numeric", "review")
 VALIDATE_KEYS = {  # read by the validation harness
     "entries": "a list of 'module:function' strings",
     "run": "a command line: a script relative to the project root, then its arguments",
@@ -51,12 +50,9 @@ KEYS = {
     "exclude": "a list of glob patterns",
     "extend-exclude": "a list of glob patterns",
     "per-file-ignores": "a table of glob = [rule codes or prefixes]",
-    **{setting.key: setting.expected for setting in STRATEGY_SETTINGS},
+    **{setting.key: setting.expected for setting in SETTINGS},
     "target": "a table with key torch_npu",
     "validate": "a table with keys entries, run",
-    "max-tier": "one of " + ", ".join(TIERS),
-    "markers": "true or false",
-    "review-markers": "true or false",
 }
 
 
@@ -282,18 +278,6 @@ def _codes(value, path: Path, key: str) -> tuple[str, ...]:
     return tuple(codes)
 
 
-def _choice(value, path: Path, key: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(f"{_where(path, key)} = {value!r} is invalid; allowed values: {', '.join(choices)}")
-    return value
-
-
-def _bool(value, path: Path, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{_where(path, key)} = {value!r} is invalid; allowed values: true, false")
-    return value
-
-
 def _table(value, path: Path, key: str, allowed: dict[str, str]) -> dict:
     if not isinstance(value, dict):
         raise ConfigError(f"{_where(path, key)} must be a table with keys: {', '.join(allowed)}")
@@ -328,17 +312,12 @@ def parse_config(section: dict, path: Path, finder: ConfigFinder | None = None, 
         values["per_file_ignores"] = tuple(
             (pattern, _codes(codes, path, f"per-file-ignores.{pattern}")) for pattern, codes in table.items()
         )
-    for setting in STRATEGY_SETTINGS:
+    for setting in SETTINGS:
         if setting.key in section:
             try:
                 values[setting.field] = parse_value(setting, section[setting.key])
             except ValueError as exc:
                 raise ConfigError(f"{_where(path, setting.key)} = {section[setting.key]!r} is invalid; {exc}") from None
-    for key in ("markers", "review-markers"):
-        if key in section:
-            values[key.replace("-", "_")] = _bool(section[key], path, key)
-    if "max-tier" in section:
-        values["max_tier"] = _choice(section["max-tier"], path, "max-tier", TIERS)
     if "target" in section:
         target = _table(section["target"], path, "target", TARGET_KEYS)
         if "torch_npu" in target:

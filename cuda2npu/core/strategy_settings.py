@@ -1,7 +1,9 @@
-"""The strategy settings, each declared once: its configuration key, its command-line flag, its
-values and its help. The configuration reader (core/config.py), the command line
-(commands/cli.py), ``--show-settings`` (project/settings.py) and the settings table of
-docs/ci-integration.md (tests/test_strategy_settings.py) are made from this list."""
+"""The settings a user chooses for a whole run, each declared once: its configuration key, its
+command-line flag, its values, its help and the command it belongs to. The configuration reader
+(core/config.py), the command line (commands/cli.py), ``--show-settings`` (project/settings.py)
+and the settings table of docs/ci-integration.md (tests/test_strategy_settings.py) are made from
+this list: the strategies (how to migrate, read by ``check`` and ``migrate``) and ``migrate``'s
+output policy (which fixes it applies, where it writes markers)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class StrategySetting:
     default: object = None
     param: str | None = None  # the click parameter, when not the field (`apex_strategy`)
     metavar: str | None = None
+    command: str = ""  # "migrate": that command's option only (check never writes); "": both
 
     @property
     def flag(self) -> str:
@@ -82,7 +85,34 @@ STRATEGY_SETTINGS = (
         metavar="VERSION",
     ),
 )
-STRATEGY_CHOICES = {s.key: s.choices for s in STRATEGY_SETTINGS if s.kind == "choice"}
+OUTPUT_SETTINGS = (
+    StrategySetting(
+        "max-tier",
+        "max_tier",
+        "choice",
+        "The highest fix tier migrate applies; the fixes above it are left as markers.",
+        ("exact", "numeric", "review"),
+        "review",
+        command="migrate",
+    ),
+    StrategySetting(
+        "markers",
+        "markers",
+        "bool",
+        "Add `# TODO(cuda2npu)` comments at the findings a human must handle (--no-markers: none at all).",
+        default=True,
+        command="migrate",
+    ),
+    StrategySetting(
+        "review-markers",
+        "review_markers",
+        "bool",
+        "Add `# TODO(cuda2npu)` comments at review items too (--no-review-markers: at manual items only).",
+        default=True,
+        command="migrate",
+    ),
+)
+SETTINGS = STRATEGY_SETTINGS + OUTPUT_SETTINGS
 
 
 def parse_value(setting: StrategySetting, value) -> object:

@@ -28,7 +28,7 @@ from cuda2npu.core.config import Config, ConfigFinder, common_directory
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.globs import matches_any
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.core.strategy_settings import STRATEGY_SETTINGS
+from cuda2npu.core.strategy_settings import SETTINGS
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.project.discovery import Discovery, discover
 from cuda2npu.project.facts import project_facts
@@ -243,12 +243,9 @@ class RunSettings:
             "ignore": list(here.ignore),
             "per-file-ignores": anchored_pfi,
             "exclude": [_glob(base, glob) for base, glob in config.anchored_excludes()],
-            **{setting.key: getattr(here, setting.field) for setting in STRATEGY_SETTINGS},
+            **{setting.key: _shown(getattr(here, setting.field)) for setting in SETTINGS},
             "target.torch_npu": here.target.chosen,
             "target.from-pin": here.target.pin or None,
-            "max-tier": str(here.max_tier),
-            "markers": here.markers,
-            "review-markers": here.review_markers,
             "validate.entries": list(config.validate_entries),
             "validate.run": config.validate_run,
             "cuda-extensions": list(here.project.cuda_extensions),
@@ -259,6 +256,11 @@ class RunSettings:
         }
         lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
         return "\n".join(lines)
+
+
+def _shown(value):
+    """A setting's value as its configuration writes it (a tier by its name)."""
+    return value if value is None or isinstance(value, (bool, str)) else str(value)
 
 
 def _glob(base: str, glob: str) -> str:
