@@ -25,6 +25,7 @@ CONSULTED = (
     "torch",
     "torch-npu",
     "transformers",
+    "triton-ascend",
     "vllm",
 )
 _LOWER_BOUNDS = ("==", "===", ">=", ">", "~=")

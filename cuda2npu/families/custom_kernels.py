@@ -11,7 +11,7 @@ from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catch
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
-from cuda2npu.core.pins import pin_at_least, pin_predates
+from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
@@ -92,10 +92,11 @@ class CustomKernels(Rule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """One finding per file, at the first Triton decorator of its first kernel (``@triton.autotune``
         above ``@triton.jit``), counting the others: a marker at every kernel repeated what the first
-        one asks (the file's ``import triton`` gets no NPU606 then: the import is not what fails)."""
+        one asks (no ``import triton`` gets an NPU606: the import is not what fails). None in a project
+        that pins ``triton-ascend`` (flash-linear-attention's ``npu`` extra): its kernels run there."""
         kernels = triton_kernels(self.ctx)
-        if node not in kernels or self._kernels_reported:
-            return
+        if node not in kernels or self._kernels_reported or pinned(self.options.project.pins, "triton-ascend"):
+            return  # a project building its kernels with Triton-Ascend (an `npu` extra) has ported them
         self._kernels_reported = True
         count = len(kernels)
         others = f" (and {count - 1} other{'s' if count > 2 else ''} in this file)" if count > 1 else ""
@@ -377,8 +378,8 @@ class CudaOnlyImports(Rule):
             if found is None or (found[0] == "imports" and fallback):
                 continue
             root = module.split(".")[0]
-            if root == "triton" and triton_kernels(self.ctx) and self.options.code_enabled("NPU603"):
-                return  # the import works where Triton is installed; NPU603 marks the kernels
+            if root == "triton":
+                return  # the import works where Triton or Triton-Ascend is installed; NPU603 marks the kernels
             release = npu_release(module)
             kind, note = found if release is None else _by_pin(found, *release, self.options.project.pins)
             if kind is None:
