@@ -49,6 +49,7 @@ FAMILIES = (
     "ray.workers",
     "vllm",
     "megatron",
+    "lightning",
     "transformer_engine.rules",
     "transformers.attention",
     "transformers.training_args",

@@ -1,0 +1,70 @@
+"""Lightning on Ascend (NPU951): Lightning has no NPU accelerator (its port was proposed and closed
+unmerged, Lightning-AI/pytorch-lightning#19308), so a ``Trainer``/``Fabric`` left to choose
+(``accelerator="auto"``, the default) trains on the CPU of an NPU host, silently, and one asking for
+``"gpu"`` raises ("No supported gpu backend found!": lightning/fabric/connector.py). One note per
+file, at its first such constructor; none where the accelerator is an expression (a custom
+``Accelerator``, a configuration value) or names another device. docs/reference/lightning.md.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.families.hf_sources import keyword
+from cuda2npu.families.npu_aware import in_npu_branch
+
+CONSTRUCTORS = frozenset(
+    {
+        "lightning.Trainer",
+        "lightning.pytorch.Trainer",
+        "lightning.pytorch.trainer.Trainer",
+        "lightning.pytorch.trainer.trainer.Trainer",
+        "pytorch_lightning.Trainer",
+        "pytorch_lightning.trainer.Trainer",
+        "pytorch_lightning.trainer.trainer.Trainer",
+        "lightning.Fabric",
+        "lightning.fabric.Fabric",
+        "lightning.fabric.fabric.Fabric",
+        "lightning_fabric.Fabric",
+        "lightning_fabric.fabric.Fabric",
+    }
+)
+CHOOSING = {None: "auto", "auto": "auto", "gpu": "gpu"}  # what the constructor is asked for ("cuda": NPU109's)
+EFFECT = {
+    "auto": "picks the CPU on an NPU host (it chooses among TPU, MPS, CUDA and CPU): the run trains on the CPU, silently",
+    "gpu": 'raises on an NPU host ("No supported gpu backend found!": its GPUs are CUDA and MPS)',
+}
+
+
+@register
+class LightningAccelerator(Rule):
+    codes = ("NPU951",)
+    triggers = (r"\bTrainer\b", r"\bFabric\b")
+    requires = (r"lightning",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.noted = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.noted or self.resolver.qualified_name(node.func) not in CONSTRUCTORS:
+            return
+        arg = keyword(node, "accelerator")
+        if arg is not None and string_value(arg.value) is None:
+            return  # a custom Accelerator or a value chosen elsewhere
+        chosen = CHOOSING.get(string_value(arg.value) if arg is not None else None)
+        if chosen is None or in_npu_branch(self.ctx, node):
+            return
+        self.noted = True
+        name = self.resolver.qualified_name(node.func).rpartition(".")[2]
+        asked = "left to choose" if arg is None else f'`accelerator="{string_value(arg.value)}"`'
+        self.report(
+            "NPU951",
+            node,
+            f"Lightning's `{name}` ({asked}) {EFFECT[chosen]}: Lightning has no Ascend NPU accelerator; pass "
+            "an `Accelerator` of your own that runs on torch.npu (Lightning's Accelerator API), or run this loop "
+            "with plain torch or accelerate",
+            needs_torch_npu=False,
+        )
