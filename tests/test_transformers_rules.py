@@ -227,3 +227,18 @@ def test_a_flash_attention_patch_concerns_its_own_sub_project_only(tmp_path):
     cli("migrate", tmp_path)
     assert "NPU903 " in own.read_text() and 'attn_implementation="flash_attention_2"' in own.read_text()
     assert 'attn_implementation="sdpa"' in other.read_text() and "NPU903" not in other.read_text()
+
+
+def test_a_project_function_handed_flash_attention_2_in_a_transformers_project(tmp_path):
+    """LLaVA's train_mem.py: `train(attn_implementation="flash_attention_2")`, the project's own
+    function passing it to from_pretrained, in a file that does not import transformers: the
+    project's dependency on transformers says whose option it is."""
+    entry = 'from pkg.train import train\n\nif __name__ == "__main__":\n    train(attn_implementation="flash_attention_2")\n'
+    write(tmp_path / "pyproject.toml", '[project]\nname = "pkg"\ndependencies = ["transformers==4.37.2"]\n')
+    script = write(tmp_path / "train_mem.py", entry)
+    cli("migrate", tmp_path)
+    assert 'train(attn_implementation="sdpa")' in script.read_text()
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\ndependencies = ["torch"]\n')
+    script.write_text(entry)
+    cli("migrate", tmp_path)
+    assert script.read_text() == entry  # no transformers in the project: another library's option

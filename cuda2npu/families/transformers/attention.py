@@ -26,6 +26,7 @@ from cuda2npu.core.imports import import_root
 from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.names import module_qualified
 from cuda2npu.core.nodes import keyword_arg
+from cuda2npu.core.pins import pinned
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.flash_probes import file_probe_flags, in_flash_import_try, in_probed_branch
@@ -71,8 +72,11 @@ class FlashAttention2(Rule):
             return
         hf = is_hf_call(self.resolver, node)
         arg = keyword(node, "attn_implementation")
-        # transformers' keyword also where a project's own PreTrainedModel subclass or wrapper takes it
-        if arg is not None and (hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx)):
+        # transformers' keyword also where a project's own PreTrainedModel subclass or wrapper takes it,
+        # and in a project on transformers, where its own function hands it on (`train(attn_implementation=...)`)
+        if arg is not None and (
+            hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx) or depends_on_hf(self.options)
+        ):
             self._attn_value(node, arg.value)
         if hf:
             flag = keyword(node, "use_flash_attention_2")
@@ -205,6 +209,11 @@ class FlashAttention2(Rule):
             f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
             "or pad the batches instead"
         )
+
+
+def depends_on_hf(options) -> bool:
+    """The project's dependency files name transformers (its pins: ``ProjectFacts.pins``)."""
+    return pinned(options.project.pins, "transformers") is not None
 
 
 def _named_attn(target: cst.BaseExpression) -> bool:
