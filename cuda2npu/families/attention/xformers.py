@@ -22,6 +22,8 @@ Semantics: docs/reference/xformers.md (xFormers side) and docs/reference/torch_n
   when the call is the first thing its statement evaluates, else the call is reported.
 * A call through a name an ``except ImportError:`` handler sets to None, under an ``if`` testing that
   name (``if xops is not None:``), never runs on an NPU host: left as written, unreported.
+* ``xformers.__version__`` read in a file whose calls are migrated (a version test around them):
+  NPU410, it raises where xFormers is not installed.
 * ``torch.ops.xformers_flash.flash_fwd`` (an operator namespace a CUDA build of xFormers registers when
   imported) read where no AttributeError is caught (lingua's selective-checkpointing set): NPU410 there,
   and the file's xFormers imports stay (removing them would hide that it still needs xFormers).
@@ -186,6 +188,8 @@ class MemoryEfficientAttention(Rule):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "__version__" and self._version_read(node):
+            return
         statement, shown = self.op_reads.get(node, (None, ""))
         if statement is None or statement in self.op_marked:
             return
@@ -199,6 +203,30 @@ class MemoryEfficientAttention(Rule):
             "is kept for it); drop the read, or make it under `contextlib.suppress(AttributeError)`",
             tier=Tier.MANUAL,
         )
+
+    def _version_read(self, node: cst.Attribute) -> bool:
+        """``xformers.__version__`` read (generative-models' ``if version.parse(xformers.__version__) >=
+        ...:`` around the calls) in a file whose xFormers calls are migrated: xFormers is not installed on
+        an NPU host, so the read raises there (NPU410), unless an AttributeError/NameError is caught."""
+        if module_qualified(self.resolver.module_scope, node) != "xformers.__version__":
+            return False
+        if "memory_efficient_attention" not in self.ctx.code:
+            return True  # no call migrated here: the import's own marker says what is missing
+        index = TreeIndex.of(self.ctx)
+        statement = statement_of(self.ctx, node)
+        if statement is None or statement in self.op_marked or self._catches_attribute_error(index, statement):
+            return True
+        self.op_marked.add(statement)
+        self.report_in(
+            statement,
+            MANUAL,
+            node,
+            "`xformers.__version__` is read where xFormers' calls are migrated to the NPU: xFormers is not "
+            "installed on an NPU host, so the read raises there (a NameError where its import is guarded); "
+            "drop the version test (the migrated calls need no xFormers)",
+            tier=Tier.MANUAL,
+        )
+        return True
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
