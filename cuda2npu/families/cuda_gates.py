@@ -2,7 +2,9 @@
 
 ``if torch.cuda.is_available(): from knn_cuda import KNN``, ``if x.is_cuda: return
 ball_query_cuda.forward(x)``, ``HAS_KNN = torch.cuda.is_available()`` … ``if HAS_KNN:
-knn_cuda.knn(...)``, ``if torch.cuda.is_available(): subprocess.run(["nvcc", "--version"])``:
+knn_cuda.knn(...)``, ``if torch.cuda.is_available(): subprocess.run(["nvcc", "--version"])``,
+``if x.device.type == "cuda": return torch.cuda.current_stream().cuda_stream`` (a raw CUDA stream
+handle for native code):
 rewritten to the NPU, the test would run that code on an NPU host, where the module is not
 installed (a compiled CUDA extension, TensorRT-LLM, Triton, cupy, ...) or the CUDA toolkit is
 missing. Left as written, the test is False there and the fallback runs. NPU103 (a
@@ -57,6 +59,10 @@ SHELL_CALLS = {
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
 EXTENSION = "a compiled CUDA extension"
+STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
+    "a CUDA stream's raw cudaStream_t, for native code; a torch_npu stream has no `.cuda_stream`, "
+    "its handle is `.npu_stream`, an aclrtStream: docs/reference/torch_npu.md §4.2"
+)
 NVIDIA_TOOL_WORDS = {"nvlink", "nvml", "nvidia", "nvsmi"}  # a function so named asks NVIDIA's driver or tools
 # skip decorators of a test -> whether a true condition skips it (`skipUnless`: a true one runs it)
 SKIP_DECORATORS = {"pytest.mark.skipif": True, "unittest.skipIf": True, "unittest.skipUnless": False}
@@ -156,6 +162,38 @@ def _call_use(ctx, node: cst.Call) -> tuple[str, str] | None:
     return None
 
 
+def stream_handle(ctx, node: cst.Attribute) -> bool:
+    """``node`` reads the raw handle of a torch CUDA stream (``torch.cuda.current_stream().cuda_stream``,
+    ``stream.cuda_stream``): not a method call, and not an attribute of that name the file assigns
+    or defines itself (``self.cuda_stream = torch.cuda.Stream()``: :func:`_own_cuda_streams`)."""
+    if node.attr.value != "cuda_stream" or dotted_name(node) in ctx.file_state(_own_cuda_streams):
+        return False
+    parent = TreeIndex.of(ctx).parents.get(node)
+    return not (isinstance(parent, cst.Call) and parent.func is node)
+
+
+def _own_cuda_streams(ctx) -> frozenset[str]:
+    """The ``cuda_stream`` attributes the file assigns (``self.cuda_stream = ...``: ``"self.cuda_stream"``)
+    or defines in a class (a method, property or class attribute: ``"self.cuda_stream"``)."""
+    if ctx.text is not None and b"cuda_stream" not in ctx.text:
+        return frozenset()
+    found = set()
+    for node in iter_nodes(ctx.module, (cst.AssignTarget, cst.AnnAssign, cst.FunctionDef)):
+        target = node.name if isinstance(node, cst.FunctionDef) else node.target
+        if isinstance(target, cst.Attribute) and target.attr.value == "cuda_stream":
+            found.add(dotted_name(target))
+        elif isinstance(target, cst.Name) and target.value == "cuda_stream" and _in_class(ctx, node):
+            found.add("self.cuda_stream")
+    return frozenset(found)
+
+
+def _in_class(ctx, node: cst.CSTNode) -> bool:
+    """``node`` is a member of a class body (``def cuda_stream(self)``, ``cuda_stream = None``)."""
+    parents = TreeIndex.of(ctx).parents
+    statement = node if isinstance(node, cst.FunctionDef) else parents.get(parents.get(node))
+    return isinstance(parents.get(parents.get(statement)), cst.ClassDef)
+
+
 def nvidia_checks_only(blocks: list[cst.CSTNode]) -> bool:
     """Whether ``blocks`` do nothing but call functions named for NVIDIA's driver tools (``if
     torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``, also
@@ -178,16 +216,19 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     """``(what, why)`` for the first code among ``nodes`` (and their descendants) that runs only on
     a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_packages.toml, a compiled
     extension, pycuda/cupy/numba.cuda, the CUDA-only libraries of the feature switches' table), a
-    call or a reference through a name bound to one, a CUDA toolkit program run through a shell."""
+    call or a reference through a name bound to one, a CUDA toolkit program run through a shell, a
+    read of a CUDA stream's raw handle (``stream.cuda_stream``: :func:`stream_handle`)."""
     relative: dict[str, str] | None = None
     for root in nodes:
         skipped = {a.attr for a in iter_nodes(root, cst.Attribute)}
         skipped |= {arg.keyword for arg in iter_nodes(root, cst.Arg) if arg.keyword is not None}
-        for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name)):
+        for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name, cst.Attribute)):
             if isinstance(node, (cst.Import, cst.ImportFrom)):
                 found = _import_use(ctx, node)
             elif isinstance(node, cst.Call):
                 found = _call_use(ctx, node)
+            elif isinstance(node, cst.Attribute):
+                found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
             elif node in skipped:
                 continue
             else:

@@ -13,7 +13,8 @@ import re
 import libcst as cst
 
 from cuda2npu.core.feature_words import feature_word
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
@@ -41,6 +42,7 @@ KERNEL_WORDS = {
     "cuda_extension",
     "custom_op",
 }
+TRITON_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
 TORCH_OPS = ("aten", "prims", "npu")  # torch.ops namespaces of torch's and torch_npu's own operators
 EXT_NAME = re.compile(r"[A-Za-z0-9]\w*_ext")  # `pointops_ext`; a bare `_ext` is one when setup.py builds it
 
@@ -69,7 +71,8 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
     of a compiled extension (a ``_C`` module of the project's, one its setup.py builds with
     CUDAExtension, a ``<name>_cuda`` module), of a module-level object named like a kernel
     (``my_kernel.forward(x)``: ``_kernel_receiver``) or of apex (its kernels are not migrated where they
-    are called this way)."""
+    are called this way), or a Triton kernel of the file or a function of the file launching one
+    (lit-llama's ``qlinear_4bit_weight(...)``: :func:`triton_functions`)."""
     name = dotted_name(call.func) or ""
     qualified = ctx.resolver.qualified_name(call.func) or name
     if qualified.startswith("torch.ops."):
@@ -88,7 +91,45 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
         )
         or _kernel_receiver(ctx, call.func)
         or _kernel_attribute(ctx, call.func)
+        or _launched(call.func) in triton_functions(ctx)
     )
+
+
+def _launched(func: cst.BaseExpression) -> str | None:
+    """The name a call calls: ``f(...)`` → ``f``, a Triton launch ``kernel[grid](...)`` → ``kernel``."""
+    if isinstance(func, cst.Subscript):
+        func = func.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def triton_functions(ctx) -> frozenset[str]:
+    """The file's Triton kernels (``@triton.jit``, ``@triton.autotune(...)``, also where a failed import
+    binds ``triton = None``) and the file's functions launching one (``kernel[grid](...)``), by name:
+    tuned for CUDA GPUs; Triton on an NPU host is triton-ascend, if installed, where they are untested."""
+    return ctx.file_state(_triton_functions)
+
+
+def _triton_functions(ctx) -> frozenset[str]:
+    if ctx.text is not None and b"triton" not in ctx.text:
+        return frozenset()
+    functions = TreeIndex.of(ctx).functions
+    kernels = {f.name.value for f in functions if any(_triton_decorator(ctx, d) for d in f.decorators)}
+    launchers = {
+        function.name.value
+        for function in functions
+        if any(
+            isinstance(call.func, cst.Subscript) and _launched(call.func) in kernels
+            for call in iter_nodes(function.body, cst.Call)
+        )
+    }
+    return frozenset(kernels | launchers)
+
+
+def _triton_decorator(ctx, decorator: cst.Decorator) -> bool:
+    """``@triton.jit``, ``@triton.autotune(...)``, ``@triton.heuristics(...)``."""
+    expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+    qualified = module_qualified(ctx.resolver.module_scope, expr) or dotted_name(expr) or ""
+    return qualified in TRITON_DECORATORS
 
 
 def _kernel_attribute(ctx, func: cst.BaseExpression) -> bool:

@@ -25,11 +25,12 @@ import re
 import libcst as cst
 
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
+from cuda2npu.core.bindings import single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.names import dotted_name, is_torch_dtype
+from cuda2npu.core.names import dotted_name, is_torch_dtype, module_qualified
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -57,6 +58,32 @@ AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 re
     "torch.npu.get_autocast_dtype",
     "torch_npu.npu.get_autocast_dtype",
 }
+
+
+def autocast_alias(ctx, func: cst.BaseExpression) -> str | None:
+    """The autocast a call reaches through a plain name bound once, in its function (or the module),
+    to it (generative-models: ``from torch import autocast`` … ``precision_scope = autocast`` …
+    ``with precision_scope("cuda"):``): its qualified name (``AUTOCAST``), else None."""
+    if not isinstance(func, cst.Name) or func.value not in ctx.file_state(_autocast_aliases):
+        return None
+    scope = TreeIndex.of(ctx).function.get(ctx.statement) if ctx.statement is not None else None
+    value = single_value(ctx.module, scope or ctx.module, func.value)
+    qualified = ctx.resolver.qualified_name(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    return qualified if qualified in AUTOCAST else None
+
+
+def _autocast_aliases(ctx) -> frozenset[str]:
+    """The names the file assigns an autocast to (``scope = autocast``), by its module-level imports."""
+    if ctx.text is not None and b"autocast" not in ctx.text:
+        return frozenset()
+    module = ctx.resolver.module_scope
+    return frozenset(
+        target.target.value
+        for assign in iter_nodes(ctx.module, cst.Assign)
+        if module_qualified(module, assign.value) in AUTOCAST
+        for target in assign.targets
+        if isinstance(target.target, cst.Name)
+    )
 
 
 def _callee_name(node: cst.Call) -> str | None:
@@ -95,11 +122,15 @@ class CudaAutocastBf16(ValueUses, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.options.precision == "bf16":
             self.call_value_uses(node)
-        if self.options.precision != "bf16" or _callee_name(node) not in ("autocast", "custom_fwd"):
+        if self.options.precision != "bf16":
+            return
+        named = _callee_name(node) in ("autocast", "custom_fwd")
+        alias = None if named else autocast_alias(self.ctx, node.func)  # `precision_scope("cuda")`
+        if not named and alias is None:
             return
         if is_cuda_alternative(self.ctx, node):
             return  # `elif is_cuda_available(): with torch.cuda.amp.autocast(): ...` after an NPU branch
-        qualified = self.resolver.qualified_name(node.func)
+        qualified = alias or self.resolver.qualified_name(node.func)
         if qualified == CUDA_AUTOCAST:
             self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)
         elif qualified in AUTOCAST:

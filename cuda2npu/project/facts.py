@@ -17,7 +17,7 @@ from pathlib import Path
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.device_parameters import device_parameters
-from cuda2npu.families.device.receivers import tensordict_holders
+from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.families.project_imports import imported_names
 from cuda2npu.filekinds.runconfig_code import config_keys
@@ -46,7 +46,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
     replaces a flash-attn function with its own (families/flash_probes.py), and its callables whose
-    device parameter defaults to CUDA (families/device/device_parameters.py).
+    device parameter defaults to CUDA (families/device/device_parameters.py) and its classes with a
+    ``cuda()`` method of their own (families/device/receivers.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -67,6 +68,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         flash2_flag_setters=flash2_flag_setters(texts, root),
         flash_attn_patches=flash_attn_patches(texts, root),
         device_parameters=device_parameters(texts),
+        cuda_method_classes=cuda_method_classes(texts),
     )
 
 

@@ -42,6 +42,7 @@ from cuda2npu.families.cuda_gates import (
     no_cuda_branch,
     nvidia_checks_only,
     skipped_cuda_use,
+    stream_handle,
 )
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
@@ -62,6 +63,9 @@ KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a messa
 FALLBACK = "a pure-PyTorch fallback"
 LIBRARY_PATH = "another library's CUDA path"
 NVIDIA_CHECK = "an NVIDIA-only check"  # left as written, unreported: nothing to decide
+# `if torch.cuda.is_available(): info["cuda"] = torch.version.cuda`: an environment report, alike
+FACTS_RECORD = "a record of CUDA build facts"
+LOG_CALLS = {"print", "info", "debug", "warning", "log"}  # calls that only show a value
 # strings that choose another library's CUDA runtime: ONNX Runtime's providers, the GPU builds on PyPI
 CUDA_RUNTIME = re.compile(r"CUDAExecutionProvider|TensorrtExecutionProvider|\b[\w.]+-gpu\b")
 
@@ -118,7 +122,7 @@ def _cuda_to_npu(node: cst.BaseExpression) -> cst.BaseExpression:
 @register
 class TorchCudaApi(Rule):
     codes = ("NPU103", "NPU106", "NPU601")
-    triggers = (r"\bcuda\b", r"\b_cuda")
+    triggers = (r"\bcuda\b", r"\b_cuda", r"\.cuda_stream\b")
     portable_support = True
 
     def __init__(self, ctx) -> None:
@@ -194,6 +198,8 @@ class TorchCudaApi(Rule):
         found = gated_cuda_use(self.ctx, node)
         if found:
             return found[1], f"{found[0]} in its branch"
+        if self._records_facts(cuda_branch(self.ctx, node)):
+            return FACTS_RECORD, ""
         word, read = self._branch_read(cuda_branch(self.ctx, node))
         if word:
             return word, f"{read} in its branch"
@@ -220,6 +226,34 @@ class TorchCudaApi(Rule):
                 if self.resolver.qualified_name(attribute) in facts:
                     return "the CUDA build's version, None on NPU", f"`{code_of(attribute)}`"
         return None, ""
+
+    def _records_facts(self, blocks: list[cst.CSTNode]) -> bool:
+        """``blocks`` only store or show CUDA build facts (``info["cuda_version"] = torch.version.cuda``,
+        ``print(torch.backends.cudnn.version())``: an environment report): left as written, the test
+        is False on an NPU host and the report leaves them out, as it does on any host without CUDA."""
+        facts = table("torch_cuda_api")["feature_switches"]["cuda_facts"]
+        blocks = [block.body if isinstance(block, cst.Else) else block for block in blocks]
+        if any(True for block in blocks for _ in iter_nodes(block, cst.BaseCompoundStatement)):
+            return False
+        statements = [
+            small for block in blocks for line in iter_nodes(block, cst.SimpleStatementLine) for small in line.body
+        ]
+        if not statements:
+            return False
+        for small in statements:
+            if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                value = small.value
+            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                if (dotted_name(small.value.func) or "").rpartition(".")[2] not in LOG_CALLS:
+                    return False
+                value = small.value
+            else:
+                return False
+            if value is None or not any(
+                self.resolver.qualified_name(a) in facts for a in iter_nodes(value, cst.Attribute)
+            ):
+                return False
+        return True
 
     def _fallback(self, node: cst.If) -> tuple[str | None, str]:
         """The branch the test takes without CUDA assigns a pure-PyTorch implementation (OLMo-core:
@@ -360,7 +394,7 @@ class TorchCudaApi(Rule):
         read = capability and not word and not self._switches.keys() >= set(calls) and self._tests_capability(value)
         if read:
             word, where = "compute capability", f"{read} in the same test"
-        if word == NVIDIA_CHECK or (word and self._under_failed_import()):
+        if word in (NVIDIA_CHECK, FACTS_RECORD) or (word and self._under_failed_import()):
             # nothing to decide: the check stays off on NPU, as before (or never runs there)
             self._switch_parts.update(_attributes(value))
         elif word:
@@ -511,6 +545,15 @@ class TorchCudaApi(Rule):
             self._skip.add(node.value)
             return
         self._unfilled_property(node)
+        if stream_handle(self.ctx, node) and not is_cuda_alternative(self.ctx, node):
+            self.report(
+                "NPU601",
+                node,
+                "`.cuda_stream` is the raw cudaStream_t of a CUDA stream, for native code (a CUDA "
+                "extension, TensorRT); a torch_npu stream has no `.cuda_stream`: its raw handle is "
+                "`.npu_stream`, an aclrtStream (docs/reference/torch_npu.md §4.2). Port the native code "
+                "that takes it to the NPU, then read `.npu_stream`",
+            )
         qualified = self.resolver.qualified_names(node.value)
         if node.attr.value.startswith("_cuda") and "torch._C" in qualified:
             self._private_binding(node, node.attr.value)

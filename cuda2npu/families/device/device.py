@@ -23,7 +23,13 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.device.device_strings import is_index, npu_index
-from cuda2npu.families.device.receivers import TENSORDICT, foreign_constructor, tensordict_source, torch_value
+from cuda2npu.families.device.receivers import (
+    TENSORDICT,
+    foreign_constructor,
+    own_cuda_class,
+    tensordict_source,
+    torch_value,
+)
 from cuda2npu.families.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import in_npu_branch, is_cuda_alternative
 
@@ -89,9 +95,11 @@ def _assigned_names(statement: cst.Assign | cst.AnnAssign) -> set[str]:
 class CudaMethodCall(Rule):
     """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``.
 
-    Left alone: the CUDA side of code that already handles the NPU (``npu_aware``), and
+    Left alone: the CUDA side of code that already handles the NPU (``npu_aware``),
     ``is_cuda`` attributes the file defines itself (assigned, or a method/class attribute, read
-    through ``self``): they are the project's own flags, not torch's.
+    through ``self``): they are the project's own flags, not torch's; and ``.cuda()`` calling a
+    ``cuda`` method of the project's own (``receivers.own_cuda_class``): ``self.cuda()``/``super().cuda()``
+    in such a class as written, on an instance of one (``self.decoder.cuda()``) reported for review.
     """
 
     codes = ("NPU101", "NPU102")
@@ -103,6 +111,13 @@ class CudaMethodCall(Rule):
         self._user_is_cuda: set[str] | None = None
         self._cuda_implementations: dict[cst.Attribute, str] = {}  # `is_cuda` test -> the CUDA callee it chooses
         self._kernel_flags: list[dict[str, str]] = []  # per enclosing function: flag name -> the CUDA callee it chooses
+        self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -110,6 +125,10 @@ class CudaMethodCall(Rule):
             if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
                 return
             if is_cuda_alternative(self.ctx, func):
+                return
+            own = own_cuda_class(self, func.value, self._classes[-1] if self._classes else None)
+            if own is not None:
+                self._own_cuda_method(func, own)
                 return
             container = foreign_constructor(self, func.value)
             if container is not None and container.split(".")[0] != TENSORDICT:
@@ -120,6 +139,19 @@ class CudaMethodCall(Rule):
                 self._tensordict_cuda_call(node, container)
             else:
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
+
+    def _own_cuda_method(self, func: cst.Attribute, owner: str) -> None:
+        """``.cuda()`` calling the ``cuda`` method of ``owner``, a class of the project: ``self.cuda()``
+        and ``super().cuda()`` in the class stay as written; on an instance of it, reported (review)."""
+        if (isinstance(func.value, cst.Name) and func.value.value == "self") or isinstance(func.value, cst.Call):
+            return  # `self.cuda()`, `super().cuda()`
+        self.report(
+            "NPU101",
+            func.attr,
+            f"`{code_of(func.value)}.cuda()` calls the `cuda()` method of `{owner}`, a class of the project "
+            "(it has no `.npu()`); not rewritten: port that method and its callers together",
+            tier=Tier.REVIEW,
+        )
 
     @functools.cached_property
     def _tensordict_source(self) -> str | None:

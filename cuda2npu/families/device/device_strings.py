@@ -44,9 +44,10 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import cuda_branch
+from cuda2npu.families.cuda_gates import cuda_branch, no_cuda_branch
 from cuda2npu.families.kernel_switch import kernel_call
 from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.precision import autocast_alias
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"
@@ -93,6 +94,11 @@ CUDA_REQUIRED = re.compile(
     r"|\bnot\b[^.;]*\bCUDA\b[^.;]*\bskip",
     re.IGNORECASE,
 )
+# a refusal saying a feature needs a GPU: "Quantization is only supported on the GPU", "GPU required"
+GPU_REQUIRED = re.compile(
+    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bGPUs?\b|\bGPUs?\b[^.;]*\b(?:required|only)\b",
+    re.IGNORECASE,
+)
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
@@ -126,6 +132,8 @@ def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
 
 
 KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
+ASSERT_EQUAL = {"assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual"}  # unittest's
+INPUT_DEPTH = 3  # assignments followed back from a test's actual value to its input
 
 
 class DeviceVariableUses(cst.CSTVisitor):
@@ -168,6 +176,8 @@ class DeviceStrings(Rule):
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
         self._says_cuda_only: set[cst.CSTNode] = set()  # "cuda" compared where the branches say it needs CUDA
+        self._rewritten: set[cst.CSTNode] = set()  # the literals rewritten so far
+        self._says_gpu_only: dict[cst.CSTNode, str] = {}  # "cuda" compared where a branch refuses: "needs a GPU"
         self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
         self._param_roles: dict[cst.Param, str | None] = {}
 
@@ -215,6 +225,7 @@ class DeviceStrings(Rule):
                     tier=Tier.REVIEW,
                 )
                 continue
+            self._rewritten.add(literal)
             if self.options.portable:
                 portable.need(self, Tier.EXACT, portable.device_type())
                 self.report(
@@ -254,7 +265,7 @@ class DeviceStrings(Rule):
         self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.resolver.qualified_name(node.func) or ""
+        qualified = self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func) or ""
         positional = [a.value for a in node.args if a.keyword is None]
         func_name = dotted_name(node.func) or ""
         if qualified in AMP_CALLS:
@@ -271,6 +282,9 @@ class DeviceStrings(Rule):
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
                 self._rewrite(positional[1], why="parametrized `device`")
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method in ASSERT_EQUAL and len(positional) >= 2:
+            self._expected(positional[0], positional[1])
+            self._expected(positional[1], positional[0])
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and _is_device_type_expr(node.func.value):
@@ -337,6 +351,9 @@ class DeviceStrings(Rule):
         for element in [e.value for e in expr.elements] if sequence else [expr]:
             if element in self._says_cuda_only:
                 continue  # the code already handles every other device: as written, nothing to ask
+            if element in self._says_gpu_only:
+                self._refusal(element)
+                continue
             switch = element in self._kernel_switches or element in self._feature_switches
             if code_of(device) in self._compared_with_npu and not switch and not part:
                 self._ambiguous(
@@ -346,6 +363,21 @@ class DeviceStrings(Rule):
                 )
             else:
                 self._rewrite(element, why="device comparison", prefix_ok=part, compared=True)
+
+    def _refusal(self, literal: cst.BaseExpression) -> None:
+        """``if device.type != "cuda": raise ValueError("Quantization is only supported on the GPU.")``
+        (lit-llama, before bitsandbytes' LLM.int8): left as written, the refusal stays clear on an NPU
+        host; whether the feature runs on the NPU is the reviewer's call."""
+        if literal in self._seen or is_cuda_alternative(self.ctx, literal):
+            return
+        self._seen.add(literal)
+        self.report(
+            "NPU104",
+            literal,
+            f'"cuda" in a test that refuses every other device ({self._says_gpu_only[literal]!r}); not rewritten: '
+            'the feature may need CUDA itself (a CUDA-only library); if it runs on the NPU, write "npu"',
+            tier=Tier.REVIEW,
+        )
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._classes.append(node)
@@ -453,6 +485,8 @@ class DeviceStrings(Rule):
             self._kernel_switches.update((literal, callee) for literal in literals)
         if literals and _cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
             self._says_cuda_only.update(literals)
+        elif literals and (refusal := _gpu_refusal(self.ctx, node)):
+            self._says_gpu_only.update((literal, refusal) for literal in literals)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
@@ -563,6 +597,45 @@ class DeviceStrings(Rule):
         if key is not None and DEVICE_NAME.search(key):
             self._rewrite(node.value, why="`device` entry")
 
+    def visit_Assert(self, node: cst.Assert) -> None:
+        for comparison in iter_nodes(node.test, cst.Comparison):
+            for first, second in _neighbours(comparison):
+                self._expected(first, second)
+                self._expected(second, first)
+
+    def _expected(self, expected: cst.BaseExpression, actual: cst.BaseExpression) -> None:
+        """``m = {"k": "cuda:0"}`` rewritten as a device map, then ``assert f(m) == {"k": "cuda:0"}``
+        (ktransformers): the compared literal is the test's expected value, made of the input; it is
+        rewritten as the input was (the input may go to a device, so it stays rewritten; a test
+        comparing the two spellings would fail on every host)."""
+        if not self._rewritten or _is_device_type_expr(actual) or _is_device_type_expr(expected):
+            return  # `assert x.device.type == "cuda"`: a device comparison (visit_Comparison)
+        literals = [s for s in iter_nodes(expected, cst.SimpleString) if _is_device_string(s) and s not in self._seen]
+        if not literals:
+            return
+        inputs = {string_value(literal) for literal in self._input_literals(actual) if literal in self._rewritten}
+        for literal in literals:
+            if string_value(literal) in inputs:
+                self._rewrite(literal, why="test's expected value (its input holds the same device)", compared=True)
+
+    def _input_literals(self, actual: cst.BaseExpression) -> list[cst.SimpleString]:
+        """The strings of ``actual`` and of the values assigned, in its function (or the module), to the
+        names it reads, followed back ``INPUT_DEPTH`` assignments (``resolved = f(device_map)`` →
+        ``device_map = {...}``)."""
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) or self.ctx.module
+        found: list[cst.SimpleString] = []
+        pending, followed = [actual], set()
+        for _ in range(INPUT_DEPTH):
+            following = []
+            for expr in pending:
+                found.extend(iter_nodes(expr, cst.SimpleString))
+                for name in iter_nodes(expr, cst.Name):
+                    if name.value not in followed:
+                        followed.add(name.value)
+                        following.extend(assigned_values(scope, name.value) or [])
+            pending = following
+        return found
+
     def visit_Return(self, node: cst.Return) -> None:
         self._ambiguous(node.value, "returned")
 
@@ -580,11 +653,23 @@ def _cuda_required(branch: cst.If) -> bool:
     requires CUDA", "only supported on CUDA GPUs"): the test is a feature switch whose other side
     the code has written for every other device."""
     blocks = [branch.body, branch.orelse.body if isinstance(branch.orelse, cst.Else) else None]
-    return any(
-        CUDA_REQUIRED.search((string_value(string) if isinstance(string, cst.SimpleString) else string.value) or "")
-        for block in filter(None, blocks)
-        for string in iter_nodes(block, (cst.SimpleString, cst.FormattedStringText))
-    )
+    return _message(filter(None, blocks), CUDA_REQUIRED) is not None
+
+
+def _gpu_refusal(ctx, branch: cst.If) -> str | None:
+    """The message of a ``raise`` in what runs when ``branch``'s test says no CUDA, saying that the
+    feature needs a GPU (``if device.type != "cuda": raise ValueError("... only supported on the GPU.")``)."""
+    return _message([r for block in no_cuda_branch(ctx, branch) for r in iter_nodes(block, cst.Raise)], GPU_REQUIRED)
+
+
+def _message(roots, message: re.Pattern) -> str | None:
+    """The first string under ``roots`` that ``message`` finds."""
+    for root in roots:
+        for string in iter_nodes(root, (cst.SimpleString, cst.FormattedStringText)):
+            text = (string_value(string) if isinstance(string, cst.SimpleString) else string.value) or ""
+            if message.search(text):
+                return text
+    return None
 
 
 def _cuda_type_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -9,6 +9,11 @@ A TensorDict also comes out of its methods (``td.split(2)``, ``td.select(...)``,
 dataclass fields (``batch: TensorDict``) and parameters: in a file that imports ``tensordict``, any
 ``.cuda()`` whose receiver is not a torch value the file shows becomes ``.to(...)``, which moves a
 tensor, a module and a TensorDict alike (docs/reference/tensordict.md).
+
+A class of the project may define a ``cuda()`` method of its own (flux's TensorRT ``Engine``, which
+loads its engine there): ``self.cuda()`` in it, and ``.cuda()`` on an instance of it
+(``self.decoder.cuda()`` where ``self.decoder`` is a ``VAEDecoder(Engine)``), call that method, and
+``.npu()`` would not be there (:func:`own_cuda_class`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from pathlib import Path
 import libcst as cst
 
 from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 
 # Top-level packages whose objects move with .cuda()/.to(device) but are neither tensors nor modules.
 CONTAINER_LIBRARIES = ("tensordict", "torch_geometric", "dgl", "pytorch3d")
@@ -28,6 +36,8 @@ TOP_LEVEL_LINE = re.compile(rb"^[^\s#].*", re.MULTILINE)  # a module-level state
 TENSORDICT_FIELD = re.compile(  # `    batch: TensorDict = None`, `    self.batch: Optional[TensorDict] = ...`
     rb"^[ \t]+(?:self\.)?\w+[ \t]*:[ \t]*(?:Optional\[|[\"'])?(?:tensordict\.)?TensorDict\b", re.MULTILINE
 )
+CLASS_LINE = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.MULTILINE)
+CUDA_METHOD = re.compile(rb"^([ \t]+)def[ \t]+cuda[ \t]*\(", re.MULTILINE)
 # Top-level packages whose calls return tensors or modules (``AutoModel.from_pretrained(...)``).
 TORCH_LIBRARIES = ("torch", "torchvision", "transformers", "timm")
 
@@ -112,3 +122,129 @@ def _moved(value: cst.BaseExpression, name: str) -> bool:
         and value.func.value.value == name
         and value.func.attr.value in ("cuda", "to", "npu", "cpu")
     )
+
+
+def cuda_method_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
+    """The project's classes with a ``cuda`` method of their own (``class Engine: def cuda(self)``)
+    and their subclasses, by name (a base named in another file counts), from a regex over the
+    files' ``class``/``def cuda(`` lines (a project fact: cuda2npu/project/facts.py)."""
+    found: set[str] = set()
+    for text in texts.values():
+        if b"def cuda" not in text:
+            continue
+        classes = [(m.start(), len(m.group(1)), m.group(2).decode()) for m in CLASS_LINE.finditer(text)]
+        for method in CUDA_METHOD.finditer(text):
+            owner = [
+                name for start, indent, name in classes if start < method.start() and indent < len(method.group(1))
+            ]
+            if owner:
+                found.add(owner[-1])
+    if not found:
+        return ()
+    bases = {
+        m.group(2).decode(): {b.strip().rpartition(".")[2] for b in (m.group(3) or b"").decode().split(",")}
+        for text in texts.values()
+        for m in CLASS_LINE.finditer(text)
+    }
+    return tuple(sorted(_with_subclasses(found, bases)))
+
+
+def _with_subclasses(found: set[str], bases: dict[str, set[str]]) -> set[str]:
+    """``found`` and every class of ``bases`` (class → its base names) deriving from one of them."""
+    found = set(found)
+    grown = True
+    while grown:
+        grown = False
+        for name, parents in bases.items():
+            if name not in found and parents & found:
+                found.add(name)
+                grown = True
+    return found
+
+
+def own_cuda_classes(ctx) -> frozenset[str]:
+    """The classes with a ``cuda`` method of their own or inherited from one, of this file and of the
+    project (``ProjectFacts.cuda_method_classes``), by name."""
+    return ctx.file_state(_own_cuda_classes)
+
+
+def _own_cuda_classes(ctx) -> frozenset[str]:
+    project = set(ctx.options.project.cuda_method_classes)
+    if ctx.text is not None and b"cuda" not in ctx.text:
+        return frozenset(project)
+    classes = list(iter_nodes(ctx.module, cst.ClassDef))
+    direct = {c.name.value for c in classes if any(m.name.value == "cuda" for m in _methods(c))}
+    bases = {c.name.value: {(dotted_name(b.value) or "").rpartition(".")[2] for b in c.bases} for c in classes}
+    return frozenset(_with_subclasses(project | direct, bases))
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [statement for statement in body if isinstance(statement, cst.FunctionDef)]
+
+
+def own_cuda_class(rule, receiver: cst.BaseExpression, owner: cst.ClassDef | None) -> str | None:
+    """The class with a ``cuda`` method of its own (:func:`own_cuda_classes`) whose instance
+    ``receiver`` is, in the class ``owner`` that the call is in: ``self`` (``owner`` itself),
+    ``super()`` (a base of ``owner``), ``self.decoder`` where the file assigns it such an instance
+    (``self.decoder = VAEDecoder(...)``, or a parameter annotated with the class: ``decoder:
+    VAEDecoder``), a plain name bound once to one, or a parameter so annotated. None: anything else."""
+    classes = own_cuda_classes(rule.ctx)
+    if not classes:
+        return None
+    if isinstance(receiver, cst.Name) and receiver.value == "self" and owner is not None:
+        return owner.name.value if owner.name.value in classes else None
+    if isinstance(receiver, cst.Call) and dotted_name(receiver.func) == "super" and owner is not None:
+        parents = [(dotted_name(b.value) or "").rpartition(".")[2] for b in owner.bases]
+        return next((p for p in parents if p in classes), None)
+    if isinstance(receiver, cst.Attribute) and dotted_name(receiver.value) == "self":
+        return rule.ctx.file_state(_attribute_classes).get(receiver.attr.value)
+    if isinstance(receiver, cst.Name):
+        function = TreeIndex.of(rule.ctx).function.get(rule.ctx.statement) if rule.ctx.statement else None
+        found = _parameter_class(function, receiver.value, classes) if function is not None else None
+        return found or _instance_class(_single_binding(rule, receiver.value), classes)
+    return None
+
+
+def _attribute_classes(ctx) -> dict[str, str]:
+    """``self.<attr>`` → the class with a ``cuda`` method an assignment of the file gives it (an
+    instance, or a parameter annotated with that class); an attribute assigned two classes: left out."""
+    classes = own_cuda_classes(ctx)
+    found: dict[str, str | None] = {}
+    index = TreeIndex.of(ctx)
+    for function in index.functions:
+        for assign in iter_nodes(function.body, cst.Assign):
+            for target in assign.targets:
+                if not (isinstance(target.target, cst.Attribute) and dotted_name(target.target.value) == "self"):
+                    continue
+                value = assign.value
+                cls = _instance_class(value, classes)
+                if cls is None and isinstance(value, cst.Name):
+                    cls = _parameter_class(function, value.value, classes)
+                if cls is not None:
+                    attr = target.target.attr.value
+                    found[attr] = cls if found.get(attr, cls) == cls else None
+    return {attr: cls for attr, cls in found.items() if cls is not None}
+
+
+def _instance_class(value: cst.BaseExpression | None, classes: frozenset[str]) -> str | None:
+    """``VAEDecoder(...)`` → ``VAEDecoder`` when it is one of ``classes``."""
+    if not isinstance(value, cst.Call):
+        return None
+    name = (dotted_name(value.func) or "").rpartition(".")[2]
+    return name if name in classes else None
+
+
+def _parameter_class(function: cst.FunctionDef, name: str, classes: frozenset[str]) -> str | None:
+    """The class of ``classes`` the annotation of ``function``'s parameter ``name`` names
+    (``decoder: VAEDecoder``, ``encoder: VAEEncoder | None``, ``Optional["VAEEncoder"]``)."""
+    for param in iter_nodes(function.params, cst.Param):
+        if param.name.value != name or param.annotation is None:
+            continue
+        named = {n.value for n in iter_nodes(param.annotation.annotation, cst.Name)}
+        named |= {
+            (string_value(s) or "").rpartition(".")[2]
+            for s in iter_nodes(param.annotation.annotation, cst.SimpleString)
+        }
+        return next((cls for cls in sorted(named & classes)), None)
+    return None
