@@ -3,7 +3,9 @@ unmerged, Lightning-AI/pytorch-lightning#19308), so a ``Trainer``/``Fabric`` lef
 (``accelerator="auto"``, the default) trains on the CPU of an NPU host, silently, and one asking for
 ``"gpu"`` raises ("No supported gpu backend found!": lightning/fabric/connector.py). One note per
 file, at its first such constructor; none where the accelerator is an expression (a custom
-``Accelerator``, a configuration value) or names another device. docs/reference/lightning.md.
+``Accelerator``, a configuration value) or names another device, nor in the branch of a
+``torch.cuda.is_available()`` test (kept as written, NPU103: it never runs on an NPU host).
+docs/reference/lightning.md.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import libcst as cst
 
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.hf_sources import keyword
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.hf_sources import keyword, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
 
 CONSTRUCTORS = frozenset(
@@ -38,6 +42,9 @@ EFFECT = {
 }
 
 
+CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+
+
 @register
 class LightningAccelerator(Rule):
     codes = ("NPU951",)
@@ -55,7 +62,7 @@ class LightningAccelerator(Rule):
         if arg is not None and string_value(arg.value) is None:
             return  # a custom Accelerator or a value chosen elsewhere
         chosen = CHOOSING.get(string_value(arg.value) if arg is not None else None)
-        if chosen is None or in_npu_branch(self.ctx, node):
+        if chosen is None or in_npu_branch(self.ctx, node) or self._under_cuda_test(node):
             return
         self.noted = True
         name = self.resolver.qualified_name(node.func).rpartition(".")[2]
@@ -68,3 +75,14 @@ class LightningAccelerator(Rule):
             "with plain torch or accelerate",
             needs_torch_npu=False,
         )
+
+    def _under_cuda_test(self, node: cst.Call) -> bool:
+        """The constructor runs in the branch of ``if torch.cuda.is_available():``: a test choosing an
+        accelerator name the migration keeps as written (NPU103), so the branch never runs on an NPU."""
+        statement = statement_of(self.ctx, node)
+        index = TreeIndex.of(self.ctx)
+        for owner, role in index.enclosing(statement) if statement is not None else ():
+            if isinstance(owner, cst.If) and role == "body" and not isinstance(owner.test, cst.UnaryOperation):
+                if any(self.resolver.qualified_name(c.func) in CUDA_TESTS for c in iter_nodes(owner.test, cst.Call)):
+                    return True
+        return False
