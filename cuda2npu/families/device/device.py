@@ -22,7 +22,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.device.device_strings import is_index, npu_index
+from cuda2npu.families.device.device_strings import cuda_required, is_index, npu_index
 from cuda2npu.families.device.receivers import (
     TENSORDICT,
     foreign_constructor,
@@ -110,6 +110,7 @@ class CudaMethodCall(Rule):
         super().__init__(ctx)
         self._user_is_cuda: set[str] | None = None
         self._cuda_implementations: dict[cst.Attribute, str] = {}  # `is_cuda` test -> the CUDA callee it chooses
+        self._says_cuda_only: set[cst.Attribute] = set()  # `is_cuda` tests whose branch says the path needs CUDA
         self._kernel_flags: list[dict[str, str]] = []  # per enclosing function: flag name -> the CUDA callee it chooses
         self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
 
@@ -263,11 +264,16 @@ class CudaMethodCall(Rule):
 
     def visit_If(self, node: cst.If) -> None:
         """``if x.is_cuda: median_filter_cuda(x)`` (whisper), ``if box.is_cuda: _C.box_iou(...)``
-        (maskrcnn-benchmark): the test chooses a CUDA kernel of the project's; its ``is_cuda`` stays."""
+        (maskrcnn-benchmark): the test chooses a CUDA kernel of the project's; its ``is_cuda`` stays
+        (review). ``if not q.is_cuda: return False, "the TileLang backend is CUDA-only"``
+        (flash-linear-attention's backend verifiers): a branch saying the path needs CUDA, left as
+        written and unreported, as such device comparisons are (device_strings)."""
         tests = _is_cuda_tests(node.test)
         callee = kernel_call(self.ctx, node) if tests else None
         if callee is not None:
             self._cuda_implementations.update((test, callee) for test in tests)
+        elif tests and isinstance(node, cst.If) and cuda_required(node):
+            self._says_cuda_only.update(tests)  # `if not q.is_cuda: return False, "X is CUDA-only"`: left, unreported
 
     visit_IfExp = visit_If  # `ball_query_cuda.forward(x) if x.is_cuda else fallback(x)`
 
@@ -300,6 +306,8 @@ class CudaMethodCall(Rule):
             walk(self.ctx.module, users)
             self._user_is_cuda = users.names
         if dotted_name(node) in self._user_is_cuda:
+            return
+        if node in self._says_cuda_only:
             return
         callee = self._cuda_implementations.get(node)
         if callee is not None:

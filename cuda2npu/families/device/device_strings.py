@@ -483,7 +483,7 @@ class DeviceStrings(Rule):
         callee = kernel_call(self.ctx, node) if literals else None
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
-        if literals and _cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
+        if literals and cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
             self._says_cuda_only.update(literals)
         elif literals and (refusal := _gpu_refusal(self.ctx, node)):
             self._says_gpu_only.update((literal, refusal) for literal in literals)
@@ -648,7 +648,7 @@ class DeviceStrings(Rule):
                 self._rewrite(key, why="device-keyed item")
 
 
-def _cuda_required(branch: cst.If) -> bool:
+def cuda_required(branch: cst.If) -> bool:
     """A message of the branches of ``branch`` says that what they choose needs CUDA ("FP8 training
     requires CUDA", "only supported on CUDA GPUs"): the test is a feature switch whose other side
     the code has written for every other device."""
