@@ -191,8 +191,9 @@ class CudaAutocastBf16(ValueUses, Rule):
                 tier=Tier.REVIEW,
             )
             return
-        if dtype is not None and self._bf16_offered(node):
-            return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`)
+        if self._bf16_offered(node):
+            return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
+            # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
         half = self._half_weights(node) if dtype is not None else None
         if half is not None:
             self.report(
