@@ -107,6 +107,15 @@ def test_unported_import_leaves_the_file_as_written():
     assert _codes(migrate_text(THUNDER_EXECUTOR, Options(fix=False))[1]) == ["NPU606"]
 
 
+def test_tensorrt_is_unported_and_its_wheels_are_cuda_only():
+    """flux's trt/ modules: a file importing TensorRT at module level is TensorRT code (left as written,
+    one marker); its cu12 wheels are CUDA-only distributions."""
+    source = "import tensorrt as trt\nimport torch\n\nstream = torch.cuda.Stream()\n"
+    migrated, result = migrate_text(source, Options())
+    assert migrated.endswith(source) and _codes(result) == ["NPU606"]
+    assert unported_module("tensorrt") and cuda_only_distribution("tensorrt-cu12")[0][0] == "tensorrt"
+
+
 def test_unported_import_noqa_or_ignored_migrates_the_rest():
     suppressed = THUNDER_EXECUTOR.replace("OperatorExecutor\n", "OperatorExecutor  # noqa: NPU606\n", 1)
     migrated, result = migrate_text(suppressed)
