@@ -39,6 +39,7 @@ CHOOSING = {None: "auto", "auto": "auto", "gpu": "gpu"}  # what the constructor 
 EFFECT = {
     "auto": "picks the CPU on an NPU host (it chooses among TPU, MPS, CUDA and CPU): the run trains on the CPU, silently",
     "gpu": 'raises on an NPU host ("No supported gpu backend found!": its GPUs are CUDA and MPS)',
+    "spread": 'takes its accelerator from the `**` arguments: "auto" picks the CPU on an NPU host and "gpu" raises',
 }
 
 
@@ -61,12 +62,19 @@ class LightningAccelerator(Rule):
         arg = keyword(node, "accelerator")
         if arg is not None and string_value(arg.value) is None:
             return  # a custom Accelerator or a value chosen elsewhere
-        chosen = CHOOSING.get(string_value(arg.value) if arg is not None else None)
+        spread = arg is None and any(a.star == "**" for a in node.args)  # `Trainer(**opts)`: named there
+        chosen = "spread" if spread else CHOOSING.get(string_value(arg.value) if arg is not None else None)
         if chosen is None or in_npu_branch(self.ctx, node) or self._under_cuda_test(node):
             return
         self.noted = True
         name = self.resolver.qualified_name(node.func).rpartition(".")[2]
-        asked = "left to choose" if arg is None else f'`accelerator="{string_value(arg.value)}"`'
+        asked = (
+            "`**` arguments"
+            if spread
+            else "left to choose"
+            if arg is None
+            else f'`accelerator="{string_value(arg.value)}"`'
+        )
         self.report(
             "NPU951",
             node,
