@@ -103,6 +103,10 @@ class FlashAttention2(Rule):
                 self._attn_value(node, node.value)
             elif subscript_key(target.target) == self.FLAG and imports_hf(self.ctx):
                 self._flag_entry(node, node.value)
+            elif subscript_key(target.target) == "attn_implementation" and (
+                imports_hf(self.ctx) or depends_on_hf(self.options)
+            ):  # `kwargs["attn_implementation"] = "flash_attention_2"` then `from_pretrained(**kwargs)` (LLaVA)
+                self._attn_value(node, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         """``attn_implementation: str = field(default="flash_attention_2")``: the default of an
