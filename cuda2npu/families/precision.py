@@ -229,13 +229,21 @@ class CudaAutocastBf16(ValueUses, Rule):
 
     def _bf16_offered(self, node: cst.Call) -> bool:
         """Whether a bfloat16 autocast is another choice next to ``node``, where the user picks the
-        precision: the float16 one is then the user's, and keeps its dtype (NPU106 changes the device)."""
-        return any(
-            _callee_name(call) == "autocast"
-            and any(is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args)
-            for choice in _other_choices(TreeIndex.of(self.ctx).parents, node)
-            for call in iter_nodes(choice, cst.Call)
-        )
+        precision: the float16 one is then the user's, and keeps its dtype (NPU106 changes the device).
+        The choices of the ``if`` chains around ``node`` count too (composer: ``if precision ==
+        AMP_FP16: if torch.cuda.is_available(): <autocast>`` ... ``elif precision == AMP_BF16:``)."""
+        parents = TreeIndex.of(self.ctx).parents
+        current: cst.CSTNode | None = node
+        while current is not None:
+            if any(
+                _callee_name(call) == "autocast"
+                and any(is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args)
+                for choice in _other_choices(parents, current)
+                for call in iter_nodes(choice, cst.Call)
+            ):
+                return True
+            current = _chain_head(parents, current)
+        return False
 
     def _tested_choice(self, dtype: cst.BaseExpression) -> bool:
         """Whether ``dtype`` is a name the code runs with several precisions: the variable of a ``for``
@@ -550,6 +558,19 @@ def _other_choices(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -
     if isinstance(link, cst.Else):
         branches.append(link)
     return [branch for branch in branches if branch is not child]
+
+
+def _chain_head(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> cst.If | None:
+    """The first ``if`` of the ``if``/``elif`` chain holding ``node`` (not in its test), or None past
+    its function."""
+    child, parent = node, parents.get(node)
+    while parent is not None and not (isinstance(parent, cst.If) and child is not parent.test):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        child, parent = parent, parents.get(parent)
+    while isinstance(parent, cst.If) and isinstance(parents.get(parent), cst.If) and parents[parent].orelse is parent:
+        parent = parents[parent]
+    return parent
 
 
 def _method(node: cst.BaseExpression) -> str | None:
