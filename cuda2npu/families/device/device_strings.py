@@ -567,10 +567,24 @@ class DeviceStrings(Rule):
                 devices = DeviceVariableUses()
                 walk(body, devices)
                 role = "device" if param.name.value in devices.names else None
+                if role == "device" and param.name.value in self._names_compared_with_cuda:
+                    role = None  # sam2's `accelerator="cuda"`, tested `accelerator == "cuda"` elsewhere: a label too
                 if role is None and self._compared_only(param.name.value, body):
                     role = "label"
             self._param_roles[param] = role
         return self._param_roles[param]
+
+    @functools.cached_property
+    def _names_compared_with_cuda(self) -> frozenset[str]:
+        """The last names of the expressions this file compares with a ``"cuda"`` literal (``accelerator
+        == "cuda"``, ``self.accelerator != "cuda"``): a parameter of that name, not named like a device,
+        is a label the code tests, whose default changes with those tests or not at all."""
+        found = set()
+        for node in iter_nodes(self.ctx.module, cst.Comparison):
+            sides = [node.left, *(target.comparator for target in node.comparisons)]
+            if any(string_value(side) == "cuda" for side in sides):
+                found.update((dotted_name(side) or "").rpartition(".")[2] for side in sides)
+        return frozenset(found - {""})
 
     def _compared_only(self, name: str, body: cst.CSTNode) -> bool:
         """Every read of ``name`` in ``body`` compares it with strings (``impl == "cuda"``, ``impl in
