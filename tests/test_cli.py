@@ -74,7 +74,7 @@ def test_max_tier_and_select(project):
 
 def test_no_markers(tmp_path):
     path = tmp_path / "a.py"
-    path.write_text("import torch\nimport triton\n")
+    path.write_text("import torch\nimport mamba_ssm\n")
     cuda2npu("migrate", path, "--no-markers")
     assert "TODO(cuda2npu)" not in path.read_text()
     cuda2npu("migrate", path)
@@ -234,7 +234,7 @@ def test_diff_shows_only_changed_lines_in_a_long_file(tmp_path):
     assert (tmp_path / "m.py").read_text().count("x.npu(),") == 60
 
 
-LEFTOVERS = "import torch\nimport triton\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
+LEFTOVERS = "import torch\nimport mamba_ssm\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
 
 
 def test_review_markers_switches_and_the_marker_summary(tmp_path):
@@ -243,7 +243,7 @@ def test_review_markers_switches_and_the_marker_summary(tmp_path):
     report = tmp_path / "report.json"
     result = cuda2npu("migrate", path, "--report", report)
     text = path.read_text()
-    assert "# TODO(cuda2npu): NPU606 `triton`" in text and "# TODO(cuda2npu): NPU342 review: " in text
+    assert "# TODO(cuda2npu): NPU606 `mamba_ssm`" in text and "# TODO(cuda2npu): NPU342 review: " in text
     assert f"TODO(cuda2npu) markers (2): {path.as_posix()}:2, " in result.stderr.replace(
         str(tmp_path), tmp_path.as_posix()
     )
@@ -265,7 +265,7 @@ def test_review_markers_switches_and_the_marker_summary(tmp_path):
 
 def test_marker_summary_is_capped(tmp_path):
     for index in range(12):
-        (tmp_path / f"k{index:02}.py").write_text("import torch\nimport triton\n")
+        (tmp_path / f"k{index:02}.py").write_text("import torch\nimport mamba_ssm\n")
     result = cuda2npu("migrate", tmp_path, "--diff")
     assert "TODO(cuda2npu) markers (12): " in result.stderr and "... and 2 more" in result.stderr
     assert "(--report FILE lists them with their findings)" in result.stderr

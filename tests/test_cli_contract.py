@@ -158,12 +158,12 @@ def test_carets_line_up_by_display_width_after_wide_characters(tmp_path):
 
 PROJECT = {
     "pkg/train.py": (
-        "import torch\nimport triton\n\n"
+        "import torch\nimport mamba_ssm\n\n"
         "model = torch.nn.Linear(2, 2).cuda()\n"
         "torch.backends.cudnn.benchmark = True\n"
         "for batch in loader:\n    loss = model(batch).sum()\n    loss.backward()\n    print(loss.item())\n"
     ),
-    "pkg/util.py": "import torch\nimport triton\n",
+    "pkg/util.py": "import torch\nimport mamba_ssm\n",
 }
 
 
@@ -239,7 +239,7 @@ def test_pre_commit_migrate_hook_names_the_files(tmp_path):
 
 
 def test_exit_non_zero_on_open_while_a_manual_item_is_left(tmp_path):
-    (tmp_path / "manual.py").write_text("import torch\nimport triton\n\nx = torch.ones(1).cuda()\n")
+    (tmp_path / "manual.py").write_text("import torch\nimport mamba_ssm\n\nx = torch.ones(1).cuda()\n")
     (tmp_path / "clean.py").write_text("import torch\n\nx = torch.ones(1)\n")
     (tmp_path / "advice.py").write_text("import torch\n\nmodel = torch.compile(torch.nn.Linear(2, 2))\n")
     hook = _hook_entry("cuda2npu-migrate")
@@ -260,7 +260,7 @@ def test_exit_non_zero_on_open_while_a_manual_item_is_left(tmp_path):
         assert result.returncode == 0, name + result.stderr
     assert "advisories, reported only" in run(*hook, "advice.py", cwd=tmp_path).stderr
     source = (tmp_path / "manual.py").read_text()  # suppressed by the person who looked at it
-    (tmp_path / "manual.py").write_text(source.replace("import triton\n", "import triton  # noqa: NPU606\n"))
+    (tmp_path / "manual.py").write_text(source.replace("import mamba_ssm\n", "import mamba_ssm  # noqa: NPU606\n"))
     assert run(*hook, "manual.py", cwd=tmp_path).returncode == 0
 
 
@@ -498,10 +498,10 @@ def test_migrate_docs_summary_example_is_what_migrate_prints(tmp_path):
     repo = tmp_path / "ex" / "repo" / "pkg"
     repo.mkdir(parents=True)
     (repo / "train.py").write_text(
-        "import torch\nimport triton\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+        "import torch\nimport mamba_ssm\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
         "x = torch.ones(1).cuda()\ntorch.backends.cudnn.benchmark = True\n"
     )
-    (repo / "util.py").write_text("import torch\nimport triton\n")
+    (repo / "util.py").write_text("import torch\nimport mamba_ssm\n")
     (repo / "broken.py").write_text("import torch\ndef f(:\n    torch.cuda.synchronize()\n")
     result = run("migrate", "./repo", "--out", "../repo-npu", cwd=tmp_path / "ex")
     assert result.returncode == 1
