@@ -242,3 +242,23 @@ def test_a_project_function_handed_flash_attention_2_in_a_transformers_project(t
     script.write_text(entry)
     cli("migrate", tmp_path)
     assert script.read_text() == entry  # no transformers in the project: another library's option
+
+
+def test_migrate_out_takes_each_sub_projects_own_pins(tmp_path):
+    """InternVL: sub-projects pinning transformers 4.37.2 and 4.55.0 side by side. `migrate --out`
+    reads each file's facts from its own sub-project, as `check` does (merged, the pins would
+    guarantee 4.55 everywhere and keep flash_attention_2 where 4.37 raises)."""
+    load = 'from transformers import AutoModel\n\nm = AutoModel.from_pretrained("m", attn_implementation="flash_attention_2")\n'
+    write(
+        tmp_path / "src" / "old" / "pyproject.toml",
+        '[project]\nname = "old"\ndependencies = ["transformers==4.37.2"]\n',
+    )
+    write(
+        tmp_path / "src" / "new" / "pyproject.toml",
+        '[project]\nname = "new"\ndependencies = ["transformers==4.55.0"]\n',
+    )
+    write(tmp_path / "src" / "old" / "train.py", load)
+    write(tmp_path / "src" / "new" / "train.py", load)
+    cli("migrate", tmp_path / "src", "--out", tmp_path / "out")
+    assert 'attn_implementation="sdpa"' in (tmp_path / "out" / "old" / "train.py").read_text()
+    assert (tmp_path / "out" / "new" / "train.py").read_text() == load

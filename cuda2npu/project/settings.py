@@ -13,7 +13,8 @@ configuration it extends in a directory above), else the nearest directory above
 a ``setup.py``, ``setup.cfg`` or ``pyproject.toml`` inside its git work tree (a project git
 ignores, such as a vendored or downloaded tree, is a project of its own), else the top of that
 work tree, else the common directory of the paths given (``migrate --out``: the directory given,
-which is copied as a project on its own). Every file the run's discovery finds under the root,
+which is copied as a project on its own, or the sub-project inside it holding the file: InternVL's
+``internvl_chat`` and ``internvl_chat_llava`` pin different transformers releases). Every file the run's discovery finds under the root,
 excludes applied, counts; only their names and a cheap scan of their text are used.
 """
 
@@ -134,8 +135,10 @@ class RunSettings:
         root = self._roots.get(directory)
         if root is not None:
             return root
-        if self.cli.project_root is not None and directory.is_relative_to(self.cli.project_root.resolve()):
-            root = self.cli.project_root.resolve()
+        given = self.cli.project_root.resolve() if self.cli.project_root is not None else None
+        if given is not None and directory.is_relative_to(given):
+            marker = self._nearest(directory, PROJECT_MARKERS)  # a sub-project of the tree has its own facts
+            root = marker if marker is not None and marker.is_relative_to(given) else given
         else:
             root = self.config_in(directory).project_root
             if root is None or not directory.is_relative_to(root):
