@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.names import target_names
+from cuda2npu.core.names import dotted_name, target_names
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
 OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
@@ -43,3 +44,20 @@ def single_value(module: cst.Module, scope: cst.CSTNode, name: str) -> cst.BaseE
     else:
         values = assigned_values(module, name)
     return values[0] if values is not None and len(values) == 1 else None
+
+
+def self_assignments(ctx) -> dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]]]:
+    """``self.<attr>`` → (method, value) of each ``self.<attr> = value`` in the file's functions,
+    built once per file (the attributes whose values rules follow: a kernel held in
+    ``self.norm_fn``, an engine in ``self.decoder``)."""
+    return ctx.file_state(_self_assignments)
+
+
+def _self_assignments(ctx) -> dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]]]:
+    found: dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]]] = {}
+    for function in TreeIndex.of(ctx).functions:
+        for assign in iter_nodes(function.body, cst.Assign):
+            for target in assign.targets:
+                if isinstance(target.target, cst.Attribute) and dotted_name(target.target.value) == "self":
+                    found.setdefault(target.target.attr.value, []).append((function, assign.value))
+    return found

@@ -12,6 +12,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.bindings import self_assignments
 from cuda2npu.core.feature_words import feature_word
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.statements import TreeIndex
@@ -137,21 +138,13 @@ def _kernel_attribute(ctx, func: cst.BaseExpression) -> bool:
     an apex function (gpt-neox's MixedFusedRMSNorm): the method of an attribute holding a kernel."""
     if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)):
         return False
-    held = ctx.file_state(_self_attributes).get(dotted_name(func.value) or "")
-    return held is not None and calls_kernel(ctx, cst.Call(func=cst.Attribute(held, func.attr)))
-
-
-def _self_attributes(ctx) -> dict[str, cst.BaseExpression]:
-    """``self.X`` → the name the file assigns to it (``self.norm_fn = FusedRMSNormAffineFunction``),
-    for the attributes assigned one name only."""
-    found: dict[str, cst.BaseExpression | None] = {}
-    for assign in iter_nodes(ctx.module, cst.Assign):
-        value = assign.value if dotted_name(assign.value) else None
-        for target in assign.targets:
-            name = dotted_name(target.target)
-            if name and name.startswith("self."):
-                found[name] = value if name not in found or dotted_name(found[name]) == dotted_name(value) else None
-    return {name: value for name, value in found.items() if value is not None}
+    if dotted_name(func.value.value) != "self":
+        return False
+    values = [value for _, value in self_assignments(ctx).get(func.value.attr.value, [])]
+    names = {dotted_name(value) for value in values}
+    if len(names) != 1 or None in names:
+        return False  # an attribute assigned something else than one name
+    return calls_kernel(ctx, cst.Call(func=cst.Attribute(values[0], func.attr)))
 
 
 def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.bindings import assigned_values, self_assignments
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex
@@ -211,19 +211,13 @@ def _attribute_classes(ctx) -> dict[str, str]:
     instance, or a parameter annotated with that class); an attribute assigned two classes: left out."""
     classes = own_cuda_classes(ctx)
     found: dict[str, str | None] = {}
-    index = TreeIndex.of(ctx)
-    for function in index.functions:
-        for assign in iter_nodes(function.body, cst.Assign):
-            for target in assign.targets:
-                if not (isinstance(target.target, cst.Attribute) and dotted_name(target.target.value) == "self"):
-                    continue
-                value = assign.value
-                cls = _instance_class(value, classes)
-                if cls is None and isinstance(value, cst.Name):
-                    cls = _parameter_class(function, value.value, classes)
-                if cls is not None:
-                    attr = target.target.attr.value
-                    found[attr] = cls if found.get(attr, cls) == cls else None
+    for attr, assignments in self_assignments(ctx).items():
+        for function, value in assignments:
+            cls = _instance_class(value, classes)
+            if cls is None and isinstance(value, cst.Name):
+                cls = _parameter_class(function, value.value, classes)
+            if cls is not None:
+                found[attr] = cls if found.get(attr, cls) == cls else None
     return {attr: cls for attr, cls in found.items() if cls is not None}
 
 
