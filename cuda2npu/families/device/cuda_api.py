@@ -54,6 +54,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     library_gpu_switch,
     signature,
 )
+from cuda2npu.families.device.device_strings import CUDA_REQUIRED
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.raising_fallbacks import failed_import_flags, requires_flag
@@ -323,6 +324,16 @@ class TorchCudaApi(Rule):
                 word, read = self._branch_read(cuda_branch(self.ctx, choice))
                 if word:  # OLMo-core: `cc = torch.cuda.get_device_capability()[0] if has_cuda else None`
                     return word, f"`{name}` gates {read}"
+        for call in iter_nodes(scope, cst.Call):  # `pytest.mark.skipif(not HAS_CUDA, reason="... need CUDA")`
+            reason = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "reason"), None)
+            text = string_value(reason) if reason is not None else None
+            if (
+                text
+                and (dotted_name(call.func) or "").endswith("mark.skipif")
+                and _reads_flag(call.args[0].value, name)
+                and CUDA_REQUIRED.search(text)
+            ):
+                return "tests that need CUDA", f"`{name}` skips tests saying so ({text!r})"
         return None, ""
 
     def leave_If(self, original_node: cst.If) -> None:
