@@ -61,10 +61,6 @@ def report_npu(rule, code: str, node: cst.CSTNode, message: str, fix, **kw) -> N
     )
 
 
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
 def has_double_star(call: cst.Call) -> bool:
     return any(a.star == "**" for a in call.args)
 

@@ -17,13 +17,13 @@ from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.families.hf_sources import keyword
 from cuda2npu.families.npu_aware import in_npu_branch, mentions
 from cuda2npu.families.ray.common import (
     NPU,
     entry,
     has_double_star,
     imports_ray,
-    keyword,
     literal_dict,
     renamed_key,
     report_npu,

@@ -19,12 +19,12 @@ from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.hf_sources import keyword
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.ray.common import (
     NPU,
     entry,
     has_double_star,
-    keyword,
     literal_dict,
     renamed_key,
     report_npu,

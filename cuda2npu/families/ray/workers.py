@@ -19,8 +19,9 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.families.hf_sources import keyword
 from cuda2npu.families.npu_aware import in_npu_branch
-from cuda2npu.families.ray.common import NPU, has_double_star, keyword, report_npu
+from cuda2npu.families.ray.common import NPU, has_double_star, report_npu
 
 RESOURCE_VIEWS = ("ray.cluster_resources", "ray.available_resources")
 # ray.util.collective group constructors -> position of `backend` (ray 2.60.0 signatures; default "nccl")
