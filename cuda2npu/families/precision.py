@@ -242,7 +242,8 @@ class CudaAutocastBf16(ValueUses, Rule):
                 for call in iter_nodes(choice, cst.Call)
             ):
                 return True
-            current = _chain_head(parents, current)
+            chain = _enclosing_chain(parents, current)
+            current = chain[0] if chain is not None else None
         return False
 
     def _tested_choice(self, dtype: cst.BaseExpression) -> bool:
@@ -541,17 +542,11 @@ def _other_choices(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -
         return [element for element in parents[parent].elements if element is not parent]
     if isinstance(parent, cst.IfExp) and node is not parent.test:
         return [parent.orelse if node is parent.body else parent.body]
-    child = node
-    while parent is not None and not (isinstance(parent, cst.If) and child is not parent.test):
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return []
-        child, parent = parent, parents.get(parent)
-    if parent is None:
+    found = _enclosing_chain(parents, node)
+    if found is None:
         return []
-    while isinstance(parents.get(parent), cst.If) and parents[parent].orelse is parent:  # up an `elif` chain
-        parent = parents[parent]
+    link, child = found
     branches: list[cst.CSTNode] = []
-    link = parent
     while isinstance(link, cst.If):
         branches.append(link.body)
         link = link.orelse
@@ -560,17 +555,19 @@ def _other_choices(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -
     return [branch for branch in branches if branch is not child]
 
 
-def _chain_head(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> cst.If | None:
-    """The first ``if`` of the ``if``/``elif`` chain holding ``node`` (not in its test), or None past
-    its function."""
+def _enclosing_chain(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.If, cst.CSTNode] | None:
+    """(the first ``if`` of the ``if``/``elif`` chain holding ``node``, not in its test; the branch
+    of that chain ``node`` is in), or None past its function."""
     child, parent = node, parents.get(node)
     while parent is not None and not (isinstance(parent, cst.If) and child is not parent.test):
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return None
         child, parent = parent, parents.get(parent)
-    while isinstance(parent, cst.If) and isinstance(parents.get(parent), cst.If) and parents[parent].orelse is parent:
+    if parent is None:
+        return None
+    while isinstance(parents.get(parent), cst.If) and parents[parent].orelse is parent:  # up an `elif` chain
         parent = parents[parent]
-    return parent
+    return parent, child
 
 
 def _method(node: cst.BaseExpression) -> str | None:
