@@ -51,3 +51,17 @@ def boolean_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.Comparison):
         return boolean_parts(expr.left) + [p for c in expr.comparisons for p in boolean_parts(c.comparator)]
     return [expr]
+
+
+def implies(test: cst.BaseExpression, truth: bool, leaf) -> bool:
+    """Whether ``test`` being ``truth`` means a condition holds, through ``not``/``and``/``or``;
+    ``leaf(expr)``: True where ``expr`` being true means it holds, False where ``expr`` being false
+    does, None where ``expr`` says nothing."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return implies(test.expression, not truth, leaf)
+    if isinstance(test, cst.BooleanOperation):
+        sides = (implies(test.left, truth, leaf), implies(test.right, truth, leaf))
+        both = isinstance(test.operator, cst.And) != truth  # `and` false, `or` true: each side must say so
+        return all(sides) if both else any(sides)
+    found = leaf(test)
+    return found is not None and found == truth

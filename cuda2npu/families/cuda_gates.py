@@ -261,10 +261,10 @@ def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
         return []
     if isinstance(node, cst.IfExp) or node.orelse is not None:
         return [node.orelse]
-    return TreeIndex.of(ctx).following(node) if leaves(node.body) or _skips(ctx, node.body) else []
+    return TreeIndex.of(ctx).following(node) if leaves(node.body) or skips(ctx, node.body) else []
 
 
-def _skips(ctx, block: cst.BaseSuite) -> bool:
+def skips(ctx, block: cst.BaseSuite) -> bool:
     """The block ends in a call that skips the test (``pytest.skip("needs CUDA")``, ``self.skipTest(...)``)."""
     last = block.body[-1] if block.body else None
     if isinstance(last, cst.SimpleStatementLine):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from cuda2npu.core.feature_words import implies
 from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name, target_names
@@ -71,7 +72,7 @@ def requires_probe(test: cst.BaseExpression, flags: frozenset[str] = frozenset()
     ``is_flash_attn_2_available()``, ``find_spec("flash_attn") is not None``, a flag of :func:`file_probe_flags`,
     an ``and`` with one of them; not ``not is_flash_attn_2_available()``. A branch such a test takes
     never runs on an NPU host, where flash-attn cannot be installed."""
-    return _implies(test, truth, lambda leaf: _probe_leaf(leaf, flags))
+    return implies(test, truth, lambda leaf: _probe_leaf(leaf, flags))
 
 
 def in_probed_branch(ctx, statement: cst.CSTNode | None, flags: frozenset[str]) -> bool:
@@ -214,21 +215,7 @@ def flag_selected_classes(ctx) -> dict[cst.ClassDef, list[cst.CSTNode]]:
 
 def _implies_flag(test: cst.BaseExpression, truth: bool) -> bool:
     """Whether ``test`` being ``truth`` means the flag is set (through ``not``/``and``/``or``)."""
-    return _implies(test, truth, lambda leaf: True if _reads_flag(leaf) else None)
-
-
-def _implies(test: cst.BaseExpression, truth: bool, leaf) -> bool:
-    """Whether ``test`` being ``truth`` means a condition holds, through ``not``/``and``/``or``;
-    ``leaf(expr)``: True where ``expr`` being true means it holds, False where ``expr`` being false
-    does, None where ``expr`` says nothing."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _implies(test.expression, not truth, leaf)
-    if isinstance(test, cst.BooleanOperation):
-        sides = (_implies(test.left, truth, leaf), _implies(test.right, truth, leaf))
-        both = isinstance(test.operator, cst.And) != truth  # `and` false, `or` true: each side must say so
-        return all(sides) if both else any(sides)
-    found = leaf(test)
-    return found is not None and found == truth
+    return implies(test, truth, lambda leaf: True if _reads_flag(leaf) else None)
 
 
 def _reads_flag(test: cst.BaseExpression) -> bool:

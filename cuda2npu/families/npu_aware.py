@@ -41,7 +41,12 @@ and torch's PrivateUse1 backend name, ``torch._C._get_privateuse1_backend_name()
 - whole classes implementing another backend of an accelerator abstraction (``CPU_Accelerator``,
   ``HpuAccelerator``, ``MPSPlatform``): nothing there runs on the NPU; and the CUDA class of one
   whose NPU class the project implements in another file (``CudaAccelerator`` next to
-  ``NpuAccelerator``: ``Options.npu_backend_classes``, a project fact).
+  ``NpuAccelerator``: ``Options.npu_backend_classes``, a project fact);
+- functions and classes that mock ``torch.cuda`` (``@patch("torch.cuda.is_available",
+  return_value=True)``, ``with mock.patch.object(torch.cuda, "device_count", ...)``,
+  ``monkeypatch.setattr("torch.cuda.is_available", ...)``): a test simulating a CUDA (or a CPU)
+  host, whose expected ``"cuda"`` values hold on every host;
+- tests an NPU host skips (:mod:`cuda2npu.families.skipped_tests`): nothing there runs on the NPU.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families.skipped_tests import skipped_test_code
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
@@ -74,6 +80,8 @@ ROCM_DEVICE_NAME = re.compile(r"AMD|Radeon|Instinct|MI\d+|gfx\d+")
 ROCM_QUERIES = ("get_device_name", "gcnArchName")
 ROCM_TEXT = re.compile(rb"get_device_name|gcnArchName")
 ACCELERATOR_QUERIES = {"device_name": "cuda", "communication_backend_name": "nccl"}  # DeepSpeed's on CUDA
+MOCK_TEXT = re.compile(rb"patch|setattr")
+MOCKERS = ("patch", "object", "setattr")  # mock.patch, mock.patch.object, monkeypatch.setattr
 ACCELERATOR_TEXT = re.compile(rb"(?:device_name|communication_backend_name)\s*\(")
 OTHER_BACKEND_CLASS = re.compile(
     r"(?:^|_|(?<=[a-z]))(?:cpu|hpu|xpu|mps|mlu|xla|tpu|ipu|sdaa|supa)_?(?:accelerator|platform|backend)$", re.IGNORECASE
@@ -452,7 +460,8 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
-    nodes: set[cst.CSTNode] = {node for body in _counterpart_classes(ctx) for node in iter_nodes(body)}
+    bodies = [*_counterpart_classes(ctx), *_cuda_mocking_scopes(ctx), *skipped_test_code(ctx)]
+    nodes: set[cst.CSTNode] = {node for body in bodies for node in iter_nodes(body)}
     if (
         ctx.text is not None
         and not may_mention_another_device(ctx.text)
@@ -492,6 +501,33 @@ def _counterpart_classes(ctx) -> list[cst.CSTNode]:
         and "cuda" in statement.name.value.lower()
         and _backend_key(statement.name.value).replace("cuda", "npu") in wanted
     ]
+
+
+def _cuda_mocking_scopes(ctx) -> list[cst.CSTNode]:
+    """The functions that mock ``torch.cuda`` (in a decorator or their body) and the classes whose
+    decorator does."""
+    if ctx.text is not None and not (b"torch.cuda" in ctx.text and MOCK_TEXT.search(ctx.text)):
+        return []
+    return [
+        scope
+        for scope in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef))
+        if any(
+            _mocks_cuda(call)
+            for part in ([scope] if isinstance(scope, cst.FunctionDef) else scope.decorators)
+            for call in iter_nodes(part, cst.Call)
+        )
+    ]
+
+
+def _mocks_cuda(call: cst.Call) -> bool:
+    """``patch("torch.cuda.x", ...)``, ``patch.object(torch.cuda, "x", ...)``, ``setattr(torch.cuda, ...)``."""
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if name not in MOCKERS or not call.args:
+        return False
+    target = call.args[0].value
+    spelled = string_value(target) if isinstance(target, cst.SimpleString) else dotted_name(target)
+    return spelled is not None and (spelled == "torch.cuda" or spelled.startswith("torch.cuda."))
 
 
 def _backend_key(name: str) -> str:

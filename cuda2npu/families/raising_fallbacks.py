@@ -71,7 +71,7 @@ def _build(ctx) -> RaisingFallbacks:
         return RaisingFallbacks(tries, {})
     for node in iter_nodes(ctx.module, cst.Try):
         flags = [flag for h in node.handlers if catches_import_error(h) for flag in missing_flags(h)]
-        module = _cuda_only_import(ctx, node.body) if flags else None
+        module = cuda_only_import(ctx, node.body) if flags else None
         if module is None:
             continue
         index = TreeIndex.of(ctx)
@@ -99,7 +99,7 @@ def _failed_import_flags(ctx) -> frozenset[str]:
     names: set[str] = set()
     for node in iter_nodes(ctx.module, cst.Try):
         flags = [flag for h in node.handlers if catches_import_error(h) for flag, _ in missing_flags(h)]
-        if flags and _cuda_only_import(ctx, node.body) is not None:
+        if flags and cuda_only_import(ctx, node.body) is not None:
             names.update(flags)
     return frozenset(names)
 
@@ -111,7 +111,7 @@ def requires_flag(test: cst.BaseExpression, flag: str) -> bool:
     return signs(test, flag) == {True}
 
 
-def _cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
+def cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
     """The first module imported in ``body`` that cannot be imported on an NPU host."""
     options = ctx.options
     for node in iter_nodes(body, (cst.Import, cst.ImportFrom)):

@@ -1,0 +1,108 @@
+"""Tests an NPU host skips: what they run stays as written (an edit there changes nothing anyone runs).
+
+- a test function or class under a skip decorator the migration keeps CUDA's
+  (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over CUDA-only code:
+  :func:`cuda2npu.families.cuda_gates.kept_cuda_test`);
+- one whose skip decorator skips where a CUDA-only package cannot be imported: a flag the file's
+  ``except ImportError`` sets False after importing one (``skipif(not HAVE_MEGABLOCKS)``), a
+  flash-attn probe (``skipif(not is_flash_attn_2_available())``) or a probe function named for such a
+  package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``);
+- the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
+  that imports a CUDA-only module and whose ImportError handler skips the test.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.core.feature_words import implies, name_tokens
+from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept_cuda_test, skips
+from cuda2npu.families.cuda_only_modules import cuda_only_module
+from cuda2npu.families.flash_probes import find_probe
+from cuda2npu.families.raising_fallbacks import cuda_only_import, failed_import_flags
+
+SKIP_TEXT = re.compile(rb"skip")
+# `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package
+PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.IGNORECASE)
+# the words of a probe's name that name a package which cannot be imported on an NPU host (not
+# triton, bitsandbytes or liger: each has an Ascend build)
+PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
+IMPORT_OR_SKIP = "pytest.importorskip"
+
+
+def skipped_test_code(ctx) -> list[cst.CSTNode]:
+    """The blocks an NPU host never runs: the CUDA-only branches of the CUDA tests the migration
+    keeps, the bodies of the tests it skips, and the statements after a skip of a test that needs a
+    CUDA-only package."""
+    found: list[cst.CSTNode] = []
+    if ctx.text is None or b"cuda" in ctx.text:
+        for node in iter_nodes(ctx.module, cst.If):
+            found.extend(kept_cuda_blocks(ctx, node))
+    if ctx.text is not None and not SKIP_TEXT.search(ctx.text):
+        return found
+    flags = failed_import_flags(ctx)
+    for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
+        if definition.decorators and (
+            kept_cuda_test(ctx, definition) or any(_skips_without_package(ctx, d, flags) for d in definition.decorators)
+        ):
+            found.append(definition.body)
+        elif isinstance(definition, cst.FunctionDef) and isinstance(definition.body, cst.IndentedBlock):
+            found.extend(_after_package_skip(ctx, definition.body))
+    return found
+
+
+def _skips_without_package(ctx, decorator: cst.Decorator, flags: frozenset[str]) -> bool:
+    """``@pytest.mark.skipif(not HAVE_X, ...)`` / ``@unittest.skipUnless(is_x_installed(), ...)``: the
+    test runs only where a CUDA-only package imports."""
+    call = decorator.decorator
+    if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
+        return False
+    skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")
+    if skips_when_true is None:
+        return False
+    return implies(call.args[0].value, not skips_when_true, lambda leaf: _package_present(leaf, flags))
+
+
+def _package_present(test: cst.BaseExpression, flags: frozenset[str]) -> bool | None:
+    """True where ``test`` being true means a CUDA-only package is installed."""
+    if isinstance(test, cst.Name) and test.value in flags:
+        return True
+    if find_probe(test) is test:
+        return True
+    callee = dotted_name(test.func) if isinstance(test, cst.Call) else dotted_name(test)
+    name = (callee or "").rpartition(".")[2]
+    if PROBE_NAME.fullmatch(name) and PACKAGE_WORDS & set(name_tokens(name)[1:-1]):
+        return True
+    return None
+
+
+def _after_package_skip(ctx, body: cst.IndentedBlock) -> list[cst.CSTNode]:
+    """The statements of a function body after its first skip when a CUDA-only package is missing."""
+    for index, statement in enumerate(body.body):
+        if _imports_or_skips(ctx, statement):
+            return list(body.body[index + 1 :])
+    return []
+
+
+def _imports_or_skips(ctx, statement: cst.CSTNode) -> bool:
+    """``x = pytest.importorskip("flash_attn")`` or ``try: import flash_attn`` / ``except ImportError:
+    pytest.skip(...)``."""
+    if isinstance(statement, cst.Try):
+        return any(catches_import_error(h) and skips(ctx, h.body) for h in statement.handlers) and (
+            cuda_only_import(ctx, statement.body) is not None
+        )
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for call in iter_nodes(statement, cst.Call):
+        if ctx.resolver.qualified_name(call.func) == IMPORT_OR_SKIP and call.args:
+            module = string_value(call.args[0].value)
+            options = ctx.options
+            if module and cuda_only_module(module, options.project.cuda_extensions, options.file.local_modules):
+                return True
+    return False
