@@ -12,12 +12,16 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
 - NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` (or ``"eager"``,
   as above) where the pin guarantees 4.36.0, else a manual item.
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
-  or a model called with ``position_ids`` and ``attention_mask=None``):
-  SDPA before transformers 4.51 ignores ``position_ids``, so packed sequences would attend to each
-  other; a manual item, the value kept.
+  a model called with ``position_ids`` and ``attention_mask=None``, or names saying so:
+  ``packing_samples``, ``packed_seq_lens``, ``sample_packing``; OpenRLHF-style trainers pack
+  samples into one row with sample ids in ``attention_mask``): SDPA before transformers 4.51
+  ignores ``position_ids`` and masks only zeros, so packed sequences would attend to each other;
+  a manual item, the value kept.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
@@ -51,6 +55,8 @@ from cuda2npu.families.transformers.releases import (
 
 FA2 = "flash_attention_2"
 PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")
+# names of code that packs several samples into one row (OpenRLHF's `packing_samples`, axolotl's `sample_packing`)
+PACKING_NAMES = re.compile(rb"\b\w*(?:packing_samples|sample_packing|packed_seq|packed_sequence)\w*\b")
 
 
 @register
@@ -189,9 +195,11 @@ class FlashAttention2(Rule):
     def _packs(self) -> bool:
         """The file packs sequences without padding: ``DataCollatorWithFlattening``, or a model called
         with packed ``position_ids`` and ``attention_mask=None`` (verl's remove-padding path); or the
-        project patches transformers' flash-attention internals (``_get_unpad_data``: VILA's packing)."""
+        project patches transformers' flash-attention internals (``_get_unpad_data``: VILA's packing); or
+        its names say it packs samples (``packing_samples``: :data:`PACKING_NAMES`)."""
         if self._packing is None:
-            self._packing = bool(self.options.file.flash_attention_hooks) or any(
+            text = self.ctx.text if self.ctx.text is not None else self.ctx.module.code.encode()
+            self._packing = bool(self.options.file.flash_attention_hooks or PACKING_NAMES.search(text)) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
@@ -207,11 +215,11 @@ class FlashAttention2(Rule):
                 f"to each other): require transformers >= {FA2_ON_NPU} or train without packing"
             )
         return (
-            f'"{FA2}" with padding-free packing (DataCollatorWithFlattening, or position_ids with '
-            f"attention_mask=None) raises on an NPU host before "
+            f'"{FA2}" with padding-free packing (DataCollatorWithFlattening, position_ids with '
+            f"attention_mask=None, or samples packed into one row) raises on an NPU host before "
             f"transformers {FA2_ON_NPU} ({pin_text(self.options)}), and SDPA there ignores the packed "
-            f"position_ids (packed sequences would attend to each other): require transformers >= {FA2_ON_NPU} "
-            "or pad the batches instead"
+            f"position_ids and masks only zeros (packed sequences would attend to each other): require "
+            f"transformers >= {FA2_ON_NPU} or pad the batches instead"
         )
 
 
