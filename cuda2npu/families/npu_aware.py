@@ -46,7 +46,8 @@ and torch's PrivateUse1 backend name, ``torch._C._get_privateuse1_backend_name()
   return_value=True)``, ``with mock.patch.object(torch.cuda, "device_count", ...)``,
   ``monkeypatch.setattr("torch.cuda.is_available", ...)``): a test simulating a CUDA (or a CPU)
   host, whose expected ``"cuda"`` values hold on every host;
-- tests an NPU host skips (:mod:`cuda2npu.families.skipped_tests`): nothing there runs on the NPU.
+- code an NPU host never runs (:mod:`cuda2npu.families.never_run`: kept CUDA branches, skipped tests,
+  flash-attn branches with a fallback).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.skipped_tests import skipped_test_code
+from cuda2npu.families.never_run import never_run_code
 
 CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
@@ -460,7 +461,7 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
-    bodies = [*_counterpart_classes(ctx), *_cuda_mocking_scopes(ctx), *skipped_test_code(ctx)]
+    bodies = [*_counterpart_classes(ctx), *_cuda_mocking_scopes(ctx), *never_run_code(ctx)]
     nodes: set[cst.CSTNode] = {node for body in bodies for node in iter_nodes(body)}
     if (
         ctx.text is not None

@@ -37,7 +37,8 @@ Decisions worth knowing when reading the code:
   ``in_probed_branch``) or a ``try`` body after a flash-attn import never runs on an NPU host: no
   NPU403 there (a value use such as ``inspect.signature(flash_attn_func)``, an unsupported call),
   and an import there keeps its unused names unless the whole ``if`` goes (NPU405). Calls there are
-  still rewritten, with NPU408 at the probe. A value use is marked once per block.
+  still rewritten, with NPU408 at the probe, unless the code has a fallback (an ``else``, or the branch
+  returns): then the branch is left as written (``never_run``). A value use is marked once per block.
 * Portable output (``--portable``): each rewrite becomes ``(<NPU call> if q.device.type == "npu"
   else <the original call>)`` and the flash-attn imports the original calls need are guarded
   (``except ImportError: name = None``); an NPU branch already there (the other side of such a

@@ -1,5 +1,11 @@
-"""Tests an NPU host skips: what they run stays as written (an edit there changes nothing anyone runs).
+"""Code an NPU host never runs: it stays as written (an edit there changes nothing anyone runs).
 
+- the CUDA-only branches of the CUDA tests the migration keeps (``if torch.cuda.is_available():
+  from knn_cuda import KNN``, what follows ``if not x.is_cuda: return fallback(x)`` over a CUDA
+  kernel: :func:`cuda2npu.families.cuda_gates.kept_cuda_blocks`);
+- the body of ``if is_flash_attn_2_available():`` (a flash-attn probe, :mod:`flash_probes`) when the
+  code has a fallback: an ``else``/``elif``, or the body ends in ``return`` (what follows is the
+  fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
 - a test function or class under a skip decorator the migration keeps CUDA's
   (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over CUDA-only code:
   :func:`cuda2npu.families.cuda_gates.kept_cuda_test`);
@@ -24,7 +30,7 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept_cuda_test, skips
 from cuda2npu.families.cuda_only_modules import cuda_only_module
-from cuda2npu.families.flash_probes import find_probe
+from cuda2npu.families.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.families.raising_fallbacks import cuda_only_import, failed_import_flags
 
 SKIP_TEXT = re.compile(rb"skip")
@@ -36,14 +42,14 @@ PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks
 IMPORT_OR_SKIP = "pytest.importorskip"
 
 
-def skipped_test_code(ctx) -> list[cst.CSTNode]:
-    """The blocks an NPU host never runs: the CUDA-only branches of the CUDA tests the migration
-    keeps, the bodies of the tests it skips, and the statements after a skip of a test that needs a
-    CUDA-only package."""
+def never_run_code(ctx) -> list[cst.CSTNode]:
+    """The blocks (and statements) of the file an NPU host never runs."""
     found: list[cst.CSTNode] = []
     if ctx.text is None or b"cuda" in ctx.text:
         for node in iter_nodes(ctx.module, cst.If):
             found.extend(kept_cuda_blocks(ctx, node))
+    if ctx.text is None or b"flash" in ctx.text:
+        found.extend(_probed_with_fallback(ctx))
     if ctx.text is not None and not SKIP_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx)
@@ -55,6 +61,23 @@ def skipped_test_code(ctx) -> list[cst.CSTNode]:
         elif isinstance(definition, cst.FunctionDef) and isinstance(definition.body, cst.IndentedBlock):
             found.extend(_after_package_skip(ctx, definition.body))
     return found
+
+
+def _probed_with_fallback(ctx) -> list[cst.CSTNode]:
+    """The bodies of ``if <flash-attn probe>:`` statements with a fallback (see the module docstring)."""
+    flags = file_probe_flags(ctx)
+    return [
+        node.body
+        for node in iter_nodes(ctx.module, cst.If)
+        if (node.orelse is not None or _ends_in_return(node.body)) and requires_probe(node.test, flags)
+    ]
+
+
+def _ends_in_return(block: cst.BaseSuite) -> bool:
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Return)
 
 
 def _skips_without_package(ctx, decorator: cst.Decorator, flags: frozenset[str]) -> bool:
