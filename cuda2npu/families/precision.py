@@ -144,6 +144,21 @@ class CudaAutocastBf16(ValueUses, Rule):
         starred = [code_of(arg.value) for arg in node.args if arg.star == "**"]
         return bool(starred) and all(name in self._state_dicts for name in starred)
 
+    def _forwarded(self, node: cst.Call) -> bool:
+        """``torch.autocast(*args, **kwargs)`` whose arguments are all unpacked parameters of the function
+        around it (audiocraft's ``TorchAutocast`` wrapper, whose callers pass ``device_type=`` and ``dtype=``):
+        nothing at the site says CUDA; the callers' device strings are NPU104's."""
+        function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        if function is None:
+            return False
+        params = function.params
+        names = {
+            p.name.value
+            for p in (*named_params(function), params.star_arg, params.star_kwarg)
+            if isinstance(p, cst.Param)
+        }
+        return all(arg.star and isinstance(arg.value, cst.Name) and arg.value.value in names for arg in node.args)
+
     @functools.cached_property
     def _state_dicts(self) -> set[str]:
         """The targets (as code) of dict literals whose ``"dtype"`` entry is an autocast dtype getter."""
@@ -167,7 +182,9 @@ class CudaAutocastBf16(ValueUses, Rule):
         try:
             bound = bind(node, params)
         except Unbindable as exc:
-            if (cuda or _given_device(node) in ("cuda", None)) and not self._saved_autocast_state(node):
+            given = _given_device(node)
+            hidden = given is None and not self._forwarded(node)  # the device may be CUDA's
+            if (cuda or given == "cuda" or hidden) and not self._saved_autocast_state(node):
                 self.report("NPU340", node, f"CUDA autocast not migrated to BF16: {exc}", tier=Tier.MANUAL)
             return
         if not cuda and _device(bound, "device_type", None) != "cuda":

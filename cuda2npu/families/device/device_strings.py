@@ -7,8 +7,9 @@ Only strings in positions that are devices are rewritten: ``torch.device(...)``,
 comparisons with ``x.device.type`` (also ``device.startswith("cuda:")``, ``"cuda" in device``,
 ``device.split(":")[0] == "cuda"``), variables and attributes named like a device or used as one
 (also lists of them and loops over them), ``def f(device="cuda")``, dataclass fields
-``device: str = field(default="cuda")``, ``{"device": "cuda"}``, ``--device`` option defaults
-and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", [...])``, device
+``device: str = field(default="cuda")``, ``{"device": "cuda"}``, environment variables named like
+a device (``os.environ["DEVICE"] = "cuda"``, ``os.getenv("DEVICE", "cuda") == "cuda"``), ``--device``
+option defaults and choices (argparse, click, absl flags), ``@pytest.mark.parametrize("device", [...])``, device
 arguments of ``torch.cuda.*`` functions, ``str(x.device) == "cuda:0"``, and ``"cuda" if
 torch.cuda.is_available() else "cpu"``; a device with an index (``"cuda:0"``, ``f"cuda:{i}"``)
 wherever a bare ``"cuda"`` would be NPU109, and as an item key (``table["cuda:0"]``). Log text,
@@ -80,6 +81,9 @@ DEVICE_CALLS = {
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
+ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
+    f"{prefix}{call}" for prefix in ("os.", "") for call in ("getenv", "environ.get", "environ.setdefault")
+}
 # Option definitions: the call's last name → (keywords holding the default, holding the choices).
 OPTION_CALLS = {
     "add_argument": ("default", "choices"),  # argparse
@@ -103,16 +107,35 @@ GPU_REQUIRED = re.compile(
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
     """Names, attributes and string-keyed items such as ``device``, ``DEVICE``, ``self.dev``,
-    ``train_device``, ``kwargs["device_type"]`` (mamba's custom_fwd wrapper)."""
+    ``train_device``, ``kwargs["device_type"]`` (mamba's custom_fwd wrapper), and reads of an
+    environment variable so named (``os.getenv("DEVICE", "cuda")``, as ``os.environ["DEVICE"]``:
+    picotron sets the variable in one file and compares it with "cuda" in another)."""
     if isinstance(target, cst.Name):
         name = target.value
     elif isinstance(target, cst.Attribute):
         name = target.attr.value
     elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
         name = string_value(target.slice[0].slice.value) or ""
+    elif isinstance(target, cst.Call):
+        name = _environment_variable(target)
     else:
         name = ""
     return bool(name) and bool(DEVICE_NAME.search(name))
+
+
+def _environment_variable(call: cst.Call) -> str:
+    """The variable ``os.getenv(K, ...)``, ``os.environ.get(K, ...)`` or ``os.environ.setdefault(K, ...)``
+    names ("" for any other call)."""
+    if (dotted_name(call.func) or "") not in ENV_CALLS or not call.args or call.args[0].keyword is not None:
+        return ""
+    return string_value(call.args[0].value) or ""
+
+
+def _environment_default(call: cst.Call) -> cst.BaseExpression | None:
+    """The default (or, for ``setdefault``, the value) of an environment read :func:`_environment_variable` names."""
+    positional = [a.value for a in call.args if a.keyword is None]
+    keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
+    return positional[1] if len(positional) > 1 else keyword
 
 
 def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
@@ -191,12 +214,13 @@ class DeviceStrings(Rule):
         code: str = "NPU104",
         why: str = "device",
         prefix_ok: bool = False,
-        compared: bool = False,
+        unparsed: bool = False,
     ) -> bool:
         """Report every device literal in ``expr`` (``prefix_ok``: also ``"cuda:"`` prefixes; a
-        comprehension: those of its element); True if there was one. ``compared``: the string is
-        only compared (``x.device.type == "cuda"``, ``device.startswith("cuda")``), no device torch
-        parses, so its ``"npu"`` needs no ``import torch_npu``."""
+        comprehension: those of its element); True if there was one. ``unparsed``: torch parses no
+        device from the string in this file (it is only compared, ``x.device.type == "cuda"``,
+        ``device.startswith("cuda")``, or it is the default of a stub's parameter), so its ``"npu"``
+        needs no ``import torch_npu``."""
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):  # [f"cuda:{i}" for i in ids]
             expr = expr.elt
         if expr is None:
@@ -241,7 +265,7 @@ class DeviceStrings(Rule):
                     literal,
                     f'CUDA device string in a {why} position; use "npu"',
                     rename_fix("cuda", "npu"),
-                    needs_torch_npu=not compared,
+                    needs_torch_npu=not unparsed,
                 )
         return found
 
@@ -277,6 +301,8 @@ class DeviceStrings(Rule):
             return
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
             self._rewrite(positional[0], why=f"`{qualified}` device")
+        if looks_like_device(node):  # os.getenv("DEVICE", "cuda"): rewritten as `os.environ["DEVICE"] = "cuda"` is
+            self._rewrite(_environment_default(node), why="device environment variable")
         if func_name.endswith("parametrize") and len(positional) >= 2:
             names = string_value(positional[0]) or ""
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
@@ -288,7 +314,7 @@ class DeviceStrings(Rule):
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and _is_device_type_expr(node.func.value):
-            self._rewrite(positional[0], why="device prefix test", prefix_ok=True, compared=True)
+            self._rewrite(positional[0], why="device prefix test", prefix_ok=True, unparsed=True)
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
@@ -362,7 +388,7 @@ class DeviceStrings(Rule):
                     indexed_is_device=False,
                 )
             else:
-                self._rewrite(element, why="device comparison", prefix_ok=part, compared=True)
+                self._rewrite(element, why="device comparison", prefix_ok=part, unparsed=True)
 
     def _refusal(self, literal: cst.BaseExpression) -> None:
         """``if device.type != "cuda": raise ValueError("Quantization is only supported on the GPU.")``
@@ -535,8 +561,8 @@ class DeviceStrings(Rule):
         if node.default is None or not device_literals(node.default):
             return
         role = self._param_role(node)
-        if role in ("device", "unread"):
-            self._rewrite(node.default, why="device parameter default")
+        if role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
+            self._rewrite(node.default, why="device parameter default", unparsed=role == "unread" and self._stub(node))
         elif role == "label":
             return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
         elif role == "key":
@@ -545,6 +571,21 @@ class DeviceStrings(Rule):
             )
         else:
             self._ambiguous(node.default, "as a parameter default")
+
+    def _stub(self, param: cst.Param) -> bool:
+        """``param`` belongs to a function that does nothing: its body is only ``pass``, ``...``, a
+        docstring or ``raise NotImplementedError`` (mistral-inference's abstract ``from_folder``)."""
+        function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        body = function.body
+        if isinstance(body, cst.SimpleStatementSuite):
+            statements = list(body.body)
+        elif all(isinstance(line, cst.SimpleStatementLine) for line in body.body):
+            statements = [statement for line in body.body for statement in line.body]
+        else:
+            return False
+        return all(_does_nothing(statement) for statement in statements)
 
     def _param_role(self, param: cst.Param) -> str | None:
         """What a parameter is to its function: ``"device"`` when it is named like a device
@@ -630,7 +671,7 @@ class DeviceStrings(Rule):
         inputs = {string_value(literal) for literal in self._input_literals(actual) if literal in self._rewritten}
         for literal in literals:
             if string_value(literal) in inputs:
-                self._rewrite(literal, why="test's expected value (its input holds the same device)", compared=True)
+                self._rewrite(literal, why="test's expected value (its input holds the same device)", unparsed=True)
 
     def _input_literals(self, actual: cst.BaseExpression) -> list[cst.SimpleString]:
         """The strings of ``actual`` and of the values assigned, in its function (or the module), to the
@@ -660,6 +701,18 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _does_nothing(statement: cst.BaseSmallStatement) -> bool:
+    """``pass``, ``...``, a docstring, ``raise NotImplementedError`` (or ``NotImplementedError(...)``)."""
+    if isinstance(statement, cst.Pass):
+        return True
+    if isinstance(statement, cst.Expr):
+        return isinstance(statement.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString))
+    if isinstance(statement, cst.Raise) and statement.exc is not None:
+        raised = statement.exc.func if isinstance(statement.exc, cst.Call) else statement.exc
+        return dotted_name(raised) == "NotImplementedError"
+    return False
 
 
 def cuda_required(branch: cst.If) -> bool:

@@ -6,7 +6,9 @@ imported, so ``"cuda:N"`` becomes ``"npu:N"`` (exact). A bare ``"cuda"`` becomes
 review where it can differ: transformers 5 reads ``"cuda"`` as the GPU of ``LOCAL_RANK``, while
 ``"npu"`` is the current NPU, which matters only in a multi-process run (the file reads
 ``LOCAL_RANK`` or sets up torch.distributed, accelerate or DeepSpeed) under a transformers pin that
-allows 5 (none: any release); elsewhere both are the current device and the rewrite is exact.
+allows 5 (none: any release), unless the function around the call (module level: the module's own
+code) calls ``torch.cuda.set_device`` (or torch.npu's) before it, which makes the current NPU the
+process's (Qwen2-Audio's evaluation scripts); elsewhere both are the current device and the rewrite is exact.
 Each arm of a conditional value (``"cpu" if flag else "cuda"``) is read the same way.
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
 (0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
@@ -21,7 +23,8 @@ import libcst as cst
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.hf_sources import is_hf_call, keyword
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.families.hf_sources import is_hf_call, keyword, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.releases import predates
 
@@ -31,6 +34,7 @@ LOCAL_RANK_CUDA = "5.0.0"  # `device_map="cuda"` → f"cuda:{LOCAL_RANK}" (docs/
 MULTI_PROCESS = re.compile(
     rb"LOCAL_RANK|local_rank|init_process_group|torch\.distributed|\bAccelerator\b|deepspeed\.initialize"
 )
+SET_DEVICE = {"torch.cuda.set_device", "torch.npu.set_device", "torch_npu.npu.set_device"}
 
 
 @register
@@ -49,9 +53,9 @@ class CudaDeviceMap(Rule):
         for value in values:
             for arm in _arms(value):
                 if not in_npu_branch(self.ctx, arm):
-                    self._device(arm)
+                    self._device(node, arm)
 
-    def _device(self, value: cst.BaseExpression) -> None:
+    def _device(self, call: cst.Call, value: cst.BaseExpression) -> None:
         text = string_value(value)
         match = CUDA_DEVICE.fullmatch(text) if isinstance(value, cst.SimpleString) and text is not None else None
         if match is None:
@@ -61,6 +65,10 @@ class CudaDeviceMap(Rule):
             return
         if not self._rank_matters():
             self.report("NPU905", value, '`device_map="cuda"` → "npu": the current device', fix=_npu)
+            return
+        if self._device_set_before(call):
+            message = '`device_map="cuda"` → "npu": the current NPU, which the `set_device` call before it chose'
+            self.report("NPU905", value, message, fix=_npu)
             return
         message = (
             '`device_map="cuda"` → "npu": the current NPU; transformers 5 reads "cuda" as the GPU of LOCAL_RANK: '
@@ -74,6 +82,21 @@ class CudaDeviceMap(Rule):
         if predates(self.options, LOCAL_RANK_CUDA):
             return False
         return MULTI_PROCESS.search(self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()) is not None
+
+    def _device_set_before(self, node: cst.Call) -> bool:
+        """Whether the function around ``node`` (or the module's own code, at module level) calls
+        ``torch.cuda.set_device`` / ``torch.npu.set_device`` before it."""
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(self.ctx.statement)
+        for call in index.calls:
+            if call is node:
+                return False
+            if (
+                self.resolver.qualified_name(call.func) in SET_DEVICE
+                and index.function.get(statement_of(self.ctx, call)) is function
+            ):
+                return True
+        return False
 
 
 def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
