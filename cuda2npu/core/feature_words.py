@@ -11,6 +11,7 @@ import libcst as cst
 from cuda2npu.core.catalogue import table
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)  # `is_cuda`, `HAS_CUDA_KERNELS`, `dtw_cuda`
 
 
 def name_tokens(name: str) -> list[str]:

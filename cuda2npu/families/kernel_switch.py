@@ -13,13 +13,12 @@ import re
 import libcst as cst
 
 from cuda2npu.core.bindings import self_assignments
-from cuda2npu.core.feature_words import feature_word
+from cuda2npu.core.feature_words import CUDA_WORD, feature_word
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
-from cuda2npu.families.npu_aware import CUDA_WORD
 
 # The feature words (rules/tables/torch_cuda_api.toml) that name a GPU kernel when a callee carries
 # them; flash/xformers/te/fp8 name APIs the migration rewrites, nvtx and the vendor words no kernel.

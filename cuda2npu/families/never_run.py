@@ -8,7 +8,10 @@
   fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
 - a test function or class under a skip decorator the migration keeps CUDA's
   (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over CUDA-only code:
-  :func:`cuda2npu.families.cuda_gates.kept_cuda_test`);
+  :func:`cuda2npu.families.cuda_gates.kept_cuda_test`), or marked as needing CUDA
+  (``@pytest.mark.requires_cuda``, ``@pytest.mark.gpu``) over a CUDA kernel call
+  (:func:`cuda2npu.families.kernel_switch.first_kernel`: whisper's ``dtw_cuda(x)``): it fails on an
+  NPU host with or without edits;
 - one whose skip decorator skips where a CUDA-only package cannot be imported: a flag the file's
   ``except ImportError`` sets False after importing one (``skipif(not HAVE_MEGABLOCKS)``), a
   flash-attn probe (``skipif(not is_flash_attn_2_available())``) or a probe function named for such a
@@ -31,15 +34,17 @@ from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept_cuda_test, skips
 from cuda2npu.families.cuda_only_modules import cuda_only_module
 from cuda2npu.families.flash_probes import file_probe_flags, find_probe, requires_probe
+from cuda2npu.families.kernel_switch import first_kernel
 from cuda2npu.families.raising_fallbacks import cuda_only_import, failed_import_flags
 
-SKIP_TEXT = re.compile(rb"skip")
+TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
 # `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package
 PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.IGNORECASE)
 # the words of a probe's name that name a package which cannot be imported on an NPU host (not
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
 IMPORT_OR_SKIP = "pytest.importorskip"
+CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
 
 
 def never_run_code(ctx) -> list[cst.CSTNode]:
@@ -50,12 +55,14 @@ def never_run_code(ctx) -> list[cst.CSTNode]:
             found.extend(kept_cuda_blocks(ctx, node))
     if ctx.text is None or b"flash" in ctx.text:
         found.extend(_probed_with_fallback(ctx))
-    if ctx.text is not None and not SKIP_TEXT.search(ctx.text):
+    if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx)
     for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
         if definition.decorators and (
-            kept_cuda_test(ctx, definition) or any(_skips_without_package(ctx, d, flags) for d in definition.decorators)
+            kept_cuda_test(ctx, definition)
+            or any(_skips_without_package(ctx, d, flags) for d in definition.decorators)
+            or _marked_cuda_kernel_test(ctx, definition)
         ):
             found.append(definition.body)
         elif isinstance(definition, cst.FunctionDef) and isinstance(definition.body, cst.IndentedBlock):
@@ -78,6 +85,18 @@ def _ends_in_return(block: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
     return isinstance(last, cst.Return)
+
+
+def _marked_cuda_kernel_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:
+    """``@pytest.mark.requires_cuda`` (a pytest mark with a ``cuda`` or ``gpu`` word) over a test that
+    calls a CUDA kernel."""
+    marked = False
+    for decorator in definition.decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        mark = ctx.resolver.qualified_name(expr) or ""
+        if mark.startswith("pytest.mark."):
+            marked |= bool(CUDA_MARK_WORDS & set(name_tokens(mark.rpartition(".")[2])))
+    return marked and first_kernel(ctx, [definition.body]) is not None
 
 
 def _skips_without_package(ctx, decorator: cst.Decorator, flags: frozenset[str]) -> bool:

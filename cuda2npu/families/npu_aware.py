@@ -56,13 +56,13 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.feature_words import CUDA_WORD
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.never_run import never_run_code
 
-CUDA_WORD = re.compile(r"(?:^|_)cuda(?:_|$)", re.IGNORECASE)
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
 NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")

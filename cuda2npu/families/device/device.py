@@ -22,6 +22,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
+from cuda2npu.families.cuda_gates import no_cuda_branch
 from cuda2npu.families.device.device_strings import cuda_required, is_index, npu_index
 from cuda2npu.families.device.receivers import (
     TENSORDICT,
@@ -265,12 +266,16 @@ class CudaMethodCall(Rule):
     def visit_If(self, node: cst.If) -> None:
         """``if x.is_cuda: median_filter_cuda(x)`` (whisper), ``if box.is_cuda: _C.box_iou(...)``
         (maskrcnn-benchmark): the test chooses a CUDA kernel of the project's; its ``is_cuda`` stays
-        (review). ``if not q.is_cuda: return False, "the TileLang backend is CUDA-only"``
+        (review), unreported where a tensor off CUDA takes a fallback (:func:`_falls_back`: whisper's
+        ``if result is None: result = x.unfold(...)`` after the branch). ``if not q.is_cuda: return
+        False, "the TileLang backend is CUDA-only"``
         (flash-linear-attention's backend verifiers): a branch saying the path needs CUDA, left as
         written and unreported, as such device comparisons are (device_strings)."""
         tests = _is_cuda_tests(node.test)
         callee = kernel_call(self.ctx, node) if tests else None
-        if callee is not None:
+        if callee is not None and _falls_back(self.ctx, node):
+            self._says_cuda_only.update(tests)  # an NPU tensor takes the fallback: left, unreported
+        elif callee is not None:
             self._cuda_implementations.update((test, callee) for test in tests)
         elif tests and isinstance(node, cst.If) and cuda_required(node):
             self._says_cuda_only.update(tests)  # `if not q.is_cuda: return False, "X is CUDA-only"`: left, unreported
@@ -280,13 +285,13 @@ class CudaMethodCall(Rule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """``fast = a.is_cuda and b.is_cuda`` … ``if fast: C.GeneratePreNMSUprightBoxes(...)``
         (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel (looked
-        for only in a function that reads ``is_cuda``)."""
+        for only in a function that reads ``is_cuda``); None for a flag whose ``if`` falls back."""
         flags = {}
         if (self.ctx.text is None or b"is_cuda" in self.ctx.text) and _is_cuda_tests(node.body):
             for statement in iter_nodes(node.body, cst.If):
                 callee = kernel_call(self.ctx, statement) if isinstance(statement.test, cst.Name) else None
                 if callee is not None:
-                    flags.setdefault(statement.test.value, callee)
+                    flags.setdefault(statement.test.value, None if _falls_back(self.ctx, statement) else callee)
         self._kernel_flags.append(flags)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -295,7 +300,9 @@ class CudaMethodCall(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         flags = self._kernel_flags[-1] if self._kernel_flags else {}
         names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name) and t.target.value in flags]
-        if names:
+        if names and flags[names[0]] is None:
+            self._says_cuda_only.update(_is_cuda_tests(node.value))  # the flag's `if` falls back: unreported
+        elif names:
             self._cuda_implementations.update((test, flags[names[0]]) for test in _is_cuda_tests(node.value))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -331,6 +338,25 @@ class CudaMethodCall(Rule):
             )
             return
         self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
+
+
+def _falls_back(ctx, node: cst.If | cst.IfExp) -> bool:
+    """What a tensor off CUDA runs at ``node`` is code, not a ``raise``: the other side of ``a if
+    x.is_cuda else b``, the non-CUDA branch of an ``if``, or, without one, the statements after it."""
+    if isinstance(node, cst.IfExp):
+        return True
+    other = no_cuda_branch(ctx, node)
+    if other:
+        block = other[0].body if isinstance(other[0], cst.Else) else other[0]
+        return not _raises(block.body[0] if block.body else None)
+    following = TreeIndex.of(ctx).following(node)
+    return bool(following) and not _raises(following[0])
+
+
+def _raises(statement: cst.CSTNode | None) -> bool:
+    if isinstance(statement, cst.SimpleStatementLine):
+        statement = statement.body[0]
+    return isinstance(statement, cst.Raise)
 
 
 @register
