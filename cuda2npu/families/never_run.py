@@ -27,7 +27,7 @@ import re
 import libcst as cst
 
 from cuda2npu.core.feature_words import implies, name_tokens
-from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes
@@ -44,6 +44,7 @@ PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.I
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
 IMPORT_OR_SKIP = "pytest.importorskip"
+FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
 
 
@@ -71,13 +72,27 @@ def never_run_code(ctx) -> list[cst.CSTNode]:
 
 
 def _probed_with_fallback(ctx) -> list[cst.CSTNode]:
-    """The bodies of ``if <flash-attn probe>:`` statements with a fallback (see the module docstring)."""
+    """The bodies of ``if <flash-attn probe>:`` statements with a fallback (see the module docstring),
+    in a file whose flash-attn imports are all guarded: an unguarded one fails at import on an NPU
+    host, and migrating the branch's calls is what lets it go (NPU405)."""
+    if _imports_flash_unguarded(ctx.module):
+        return []
     flags = file_probe_flags(ctx)
     return [
         node.body
         for node in iter_nodes(ctx.module, cst.If)
         if (node.orelse is not None or _ends_in_return(node.body)) and requires_probe(node.test, flags)
     ]
+
+
+def _imports_flash_unguarded(module: cst.Module) -> bool:
+    """A statement of the module's own imports flash-attn (not under an ``if`` or a ``try``)."""
+    return any(
+        isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in FLASH_PACKAGES
+        for line in module.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for small in line.body
+    )
 
 
 def _ends_in_return(block: cst.BaseSuite) -> bool:

@@ -1,11 +1,13 @@
-"""vLLM on Ascend (NPU931–NPU933).
+"""vLLM on Ascend (NPU931–NPU934).
 
 vLLM runs on Ascend through the vllm-ascend platform plugin, found through its
 ``vllm.platform_plugins`` entry point once installed: a script that builds an ``LLM`` needs no
 change, but the plugin must be installed (NPU931, one review note per file). What the plugin does
 not replace: vLLM's NCCL communicator, which disables itself without NCCL, so the collectives of
 weight-sync code do nothing (NPU932), and vLLM's CUDA kernels, ``vllm._C`` / ``vllm._custom_ops``,
-absent from the vLLM build the plugin runs on (NPU933). Facts: docs/reference/vllm.md.
+absent from the vLLM build the plugin runs on (NPU933); nor a project's subclass of vLLM's CUDA
+GPU worker or model runner, which, installed as the worker, replaces the plugin's NPU worker
+(NPU934). Facts: docs/reference/vllm.md.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ ENGINES = frozenset(
 )
 PYNCCL = "vllm.distributed.device_communicators.pynccl.PyNcclCommunicator"
 CUDA_MODULES = ("vllm._C", "vllm._custom_ops")
+CUDA_WORKERS = frozenset(  # vLLM's GPU worker and model runner, V0 and V1
+    {
+        "vllm.worker.worker.Worker",
+        "vllm.worker.model_runner.ModelRunner",
+        "vllm.v1.worker.gpu_worker.Worker",
+        "vllm.v1.worker.gpu_model_runner.GPUModelRunner",
+    }
+)
 PLUGIN_NOTE = (
     "vLLM runs on Ascend through the vllm-ascend plugin: install the vllm-ascend release made for this "
     "vllm version (its compatibility matrix), which vLLM loads by itself (entry point "
@@ -96,3 +106,35 @@ class CustomOps(Rule):
         name = next((m for m in CUDA_MODULES if module == m or module.startswith(f"{m}.")), None)
         if name is not None and not in_npu_branch(self.ctx, node):
             self.report("NPU933", node, f"`{name}` {CUSTOM_OPS_NOTE}", needs_torch_npu=False)
+
+
+@register
+class CudaWorker(Rule):
+    """NPU934: a project class derived from vLLM's CUDA GPU worker or model runner."""
+
+    codes = ("NPU934",)
+    triggers = (r"\bWorker\b|ModelRunner",)
+    requires = (r"\bvllm\b",)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        base = next(
+            (q for arg in node.bases for q in [self.resolver.qualified_name(arg.value)] if q in CUDA_WORKERS), None
+        )
+        if base is None or in_npu_branch(self.ctx, node):
+            return
+        self.report("NPU934", node, _worker_message(node.name.value, base), needs_torch_npu=False)
+
+
+def _worker_message(name: str, base: str) -> str:
+    if "ModelRunner" in base:
+        return (
+            f"`{name}` derives from vLLM's CUDA model runner (`{base}`): vllm-ascend's NPU worker runs its own "
+            "`NPUModelRunner`, and this runner's CUDA device setup fails on an NPU host: on Ascend derive it "
+            "from vllm-ascend's `NPUModelRunner` (its module depends on the vllm-ascend release)"
+        )
+    return (
+        f"`{name}` derives from vLLM's CUDA GPU worker (`{base}`): installed as the worker (`worker_cls=...`, or "
+        'assigned over vLLM\'s class) it replaces the NPU worker vllm-ascend chooses for `worker_cls="auto"` '
+        "(`vllm_ascend.worker.worker.NPUWorker`), and the CUDA worker's device setup fails on an NPU host: on "
+        "Ascend derive it from vllm-ascend's `NPUWorker` (its module depends on the vllm-ascend release)"
+    )
