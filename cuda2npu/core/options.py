@@ -47,6 +47,15 @@ def _imports_of(project_imports: tuple[tuple[str, tuple[str, ...]], ...], path) 
     return _IMPORTS[1].get(os.path.realpath(path), ())
 
 
+def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], path) -> tuple[str, ...]:
+    """The names ``backend_constants`` lists for the file ``path`` (a short index: compared by real
+    path only where a file name matches)."""
+    name = os.path.basename(path)
+    candidates = [(where, names) for where, names in backend_constants if os.path.basename(where) == name]
+    real = os.path.realpath(path) if candidates else ""
+    return next((names for where, names in candidates if where == real), ())
+
+
 @dataclass(frozen=True)
 class ProjectFacts:
     """What rules must know of the whole project, computed once per project root from its files
@@ -69,6 +78,9 @@ class ProjectFacts:
     cuda_method_classes: tuple[str, ...] = ()  # the project's classes defining their own `cuda()` (receivers.py)
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # (real path, names): its module constants other project files pass to torch.distributed as the
+    # backend (families/backend_constants.py; for_path)
+    backend_constants: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,7 @@ class FileContext:
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
     local_modules: tuple[str, ...] = ()  # the project's modules named like CUDA-only ones, and its directory's
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
+    backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,8 @@ class Options:
         """The options for one file: matching per-file-ignores folded into ``ignore``; its context
         (``exports``: the names other project files import from it, all for a package's
         ``__init__.py``; ``in_package``; the loose modules of its own directory added to
-        ``local_modules``: a script imports them; the FA2 patches of its own sub-project). The project-wide indexes it was read from are
+        ``local_modules``: a script imports them; the FA2 patches of its own sub-project; its module
+        constants other files initialise torch.distributed with). The project-wide indexes it was read from are
         dropped (the cache key holds the file's share only)."""
         project = self.project
         exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(project.project_imports, path)
@@ -118,14 +132,23 @@ class Options:
             local = tuple(sorted({*local, *(name for where, name in project.loose_modules if where == directory)}))
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
+        backends = _backend_names(project.backend_constants, path)
         hooks = ()
         if project.flash_attention_hooks:
             real = os.path.realpath(path)
             hooks = tuple(hook for hook, scope in project.flash_attention_hooks if real.startswith(scope + os.sep))
         options = replace(
             self,
-            project=replace(project, project_imports=(), loose_modules=(), flash_attention_hooks=()),
-            file=FileContext(exports=exports, in_package=in_package, local_modules=local, flash_attention_hooks=hooks),
+            project=replace(
+                project, project_imports=(), loose_modules=(), flash_attention_hooks=(), backend_constants=()
+            ),
+            file=FileContext(
+                exports=exports,
+                in_package=in_package,
+                local_modules=local,
+                flash_attention_hooks=hooks,
+                backend_names=backends,
+            ),
         )
         if not self.per_file_ignores:
             return options
@@ -147,6 +170,9 @@ class Options:
         report["max_tier"] = str(self.max_tier)
         facts = asdict(self.project)
         facts["flash_attention_hooks"] = tuple(hook for hook, _ in self.project.flash_attention_hooks)  # no real paths
+        facts["backend_constants"] = tuple(
+            f"{os.path.basename(path)}: {name}" for path, names in self.project.backend_constants for name in names
+        )
         return report | {k: v for k, v in facts.items() if k != "project_imports"}
 
     def opted_in(self) -> set[str]:

@@ -162,6 +162,14 @@ def _reraises(handler: cst.ExceptHandler) -> bool:
     return isinstance(last, cst.Raise)
 
 
+# packages whose uses cuda2npu migrates call by call (xFormers' attention → SDPA / npu_fusion_attention,
+# NPU409/NPU410) → the names those rules report: another name a function imports (a mask class used
+# as a causal flag, a compatibility check) is what still needs the package after the migration, so
+# NPU606 marks each function's import of it, not only the file's first (flash-attn's and
+# TransformerEngine's uses are reported at each use; a kernel package's file marker says it all)
+MIGRATED_AT_USES = {
+    "xformers": ("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention"),
+}
 # NPU606's message for each way a module of rules/tables/cuda_only_packages.toml fails (`when`: in a function)
 CUDA_ONLY_MESSAGES = {
     "imports": "`{module}` cannot be imported on an NPU host{when}: {note}",
@@ -182,7 +190,8 @@ CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`c
 class CudaOnlyImports(Rule):
     """NPU604 (a CUDA-only library imported anywhere) and NPU606 (a CUDA-only module imported), both
     only where nothing guards the import: the file fails on an NPU host, at import or, in a function,
-    when the function runs. NPU606 marks one import per top-level package and file; not ``import
+    when the function runs. NPU606 marks one import per top-level package and file, and xFormers'
+    again in each function importing it (:data:`MIGRATED_AT_USES`); not ``import
     triton`` in a file defining Triton kernels (NPU603 marks them), nor an import whose ``except
     ImportError`` raises later (NPU606 marks the raise, see raising_fallbacks)."""
 
@@ -216,8 +225,9 @@ class CudaOnlyImports(Rule):
         self._guards: dict[cst.CSTNode, str] = {}
         self._depth = {"fallback": 0, "static": 0}
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
-        self._running: list[str] = []  # the functions enclosing the current node
+        self._running: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
+        self._marked_in: set[tuple[cst.CSTNode, str]] = set()  # (function body, package) it marked there
         self._unported: set[str] = set()  # of them, unported ones imported unguarded at module level
         # statements after an early exit that guards them as a block would: `if <not installed>:
         # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
@@ -301,7 +311,7 @@ class CudaOnlyImports(Rule):
             self._inside_raising += step
         if block in self._functions:
             if step > 0:
-                self._running.append(self._functions[block])
+                self._running.append(block)
             else:
                 self._running.pop()
 
@@ -385,11 +395,17 @@ class CudaOnlyImports(Rule):
             if kind is None:
                 return  # the project's pin guarantees a release that runs on an NPU
             unported = unported_module(module) and not fallback and self._module_level()
-            if root not in self._marked or (unported and root not in self._unported):
+            if (
+                root not in self._marked
+                or (unported and root not in self._unported)
+                or self._again_in_function(node, root)
+            ):
                 self._marked.add(root)
+                if self._running:
+                    self._marked_in.add((self._running[-1], root))
                 if unported:  # its report is all the engine keeps of the file (Report.sole)
                     self._unported.add(root)
-                when = f" (`{self._running[-1]}` fails here when it runs)" if self._running else ""
+                when = f" (`{self._functions[self._running[-1]]}` fails here when it runs)" if self._running else ""
                 first = release or ("", "")
                 message = CUDA_ONLY_MESSAGES["unported" if unported else kind].format(
                     module=module, when=when, note=note, distribution=first[0], first=first[1]
@@ -401,6 +417,18 @@ class CudaOnlyImports(Rule):
                 tier = Tier.REVIEW if kind in ("review", "release") else None
                 self.report("NPU606", node, message, tier=tier, sole=unported)
             return
+
+    def _again_in_function(self, node: cst.CSTNode, root: str) -> bool:
+        """An import of a package of :data:`MIGRATED_AT_USES` the file has a marker for already, in a
+        function that has none for it, binding more than the names those rules report (audiocraft's
+        ``from xformers.ops import LowerTriangularMask`` in a method, under a module-level ``from
+        xformers import ops``): the function fails when it runs, after the migration too."""
+        reported = MIGRATED_AT_USES.get(root)
+        if reported is None or not self._running or (self._running[-1], root) in self._marked_in:
+            return False
+        if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            return any((bound_object(alias, node) or "") not in reported for alias in node.names)
+        return True
 
     def _module_level(self) -> bool:
         """The current statement is one of the module's own (not in a function, a class or a block)."""

@@ -4,11 +4,15 @@
 ``init_process_group`` / ``new_group`` / ``new_subgroups*`` / ``Backend(...)`` /
 ``is_backend_available``, ``backend=`` of any other ``torch.distributed`` call, the
 ``dist_backend=``-style keywords and wrappers of other libraries that hand it on
-(:data:`WRAPPERS`), comparisons with ``dist.get_backend(...)``, argparse ``--backend`` /
-``--dist-backend`` defaults and choices, and variables, attributes, parameters and arguments of
+(:data:`WRAPPERS`; a call of dora's / flashy's ``distrib.init`` naming no backend takes NCCL, its
+default: a manual item, :data:`NCCL_DEFAULTS`), comparisons with ``dist.get_backend(...)``, argparse ``--backend`` /
+``--dist-backend`` defaults and choices, variables, attributes, parameters and arguments of
 functions of the same file whose value flows into one of those (also through another name,
 ``self.backend = DEFAULT_BACKEND``, and the tuple a backend is validated against,
-``if backend not in VALID_BACKENDS: raise``), and a backend-named choice
+``if backend not in VALID_BACKENDS: raise``), module constants another file of the project passes
+there (``from pkg.dist import BACKEND`` ... ``init_process_group(backend=BACKEND)``:
+``options.file.backend_names``, a project fact of cuda2npu/families/backend_constants.py; not one
+this file also hands to Ray), and a backend-named choice
 ``x_backend = "nccl" if c else "gloo"``. A callee named like torch's (``init_process_group``,
 ``new_group``, ...) counts only when it is torch's or cannot be resolved: the project's own
 (imported from another module, relatively, or defined in the file) is followed like any function of
@@ -55,8 +59,16 @@ TORCH_BACKEND_PARAMS = {
     "is_backend_available": 0,
     "Backend": 0,
 }
+# Other libraries' initialisers whose backend defaults to "nccl" → (keyword, position): a call that
+# names none fails on an NPU host (dora's `init` asserts `backend != 'nccl'` without CUDA; flashy
+# re-exports it: docs/reference/torch_npu.md §6). They hand the backend on (WRAPPERS).
+NCCL_DEFAULTS = {
+    "dora.distrib.init": ("backend", 0),
+    "flashy.distrib.init": ("backend", 0),
+}
 # Other libraries' callables that pass a backend on to torch.distributed → (keyword, position).
 WRAPPERS = {
+    **NCCL_DEFAULTS,
     "deepspeed.init_distributed": ("dist_backend", 0),
     "deepspeed.comm.init_distributed": ("dist_backend", 0),
     "deepspeed.comm.comm.init_distributed": ("dist_backend", 0),
@@ -116,9 +128,10 @@ def _called_with_cuda(expr: cst.BaseExpression) -> bool:
 class _BackendFlow(cst.CSTVisitor):
     """Pre-pass: which ``"nccl"`` literals reach torch.distributed, and which name something else."""
 
-    def __init__(self, scope, parents) -> None:
+    def __init__(self, scope, parents, exported: tuple[str, ...] = ()) -> None:
         self.scope = scope
         self.parents = parents  # the module's TreeIndex.parents
+        self.exported = exported  # names other project files pass to torch.distributed as the backend
         self.rewrite: set[cst.CSTNode] = set()
         self.ignore: set[cst.CSTNode] = set()  # Ray, Literal[...]
         self.attributes: set[cst.CSTNode] = set()  # implementation names, left unless their value flows
@@ -136,6 +149,7 @@ class _BackendFlow(cst.CSTVisitor):
         self._definitions: list[cst.FunctionDef] = []
         self._backend_kwargs: set[str] = set()  # `init_process_group(**name)`
         self._ray_kwargs: set[str] = set()  # `collective.create_collective_group(..., **name)`
+        self._ray_names: set[str] = set()  # names passed to a Ray call (`backend=BACKEND`)
         self._relative_imports: set[str] = set()  # names bound by `from .x import y`: the project's own
         self._open: list[cst.FunctionDef] = []  # the enclosing functions
         self._device_mapped: list[cst.FunctionDef] = []  # functions reading dist.Backend.default_device_backend_map
@@ -244,6 +258,7 @@ class _BackendFlow(cst.CSTVisitor):
         if qualified.startswith("ray.") and qualified not in WRAPPERS:
             self.ignore.update(_literals_in(node))
             self._ray_kwargs.update(_star_star_names(node))
+            self._ray_names.update(name for arg in node.args for name in value_names(arg.value))
         self._calls.append(node)
         if (dotted_name(node.func) or "").endswith("add_argument"):
             flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
@@ -271,6 +286,7 @@ class _BackendFlow(cst.CSTVisitor):
         for call in self._calls:
             for expr in self._positions(call):
                 self._sink(expr)
+        self.sinks.update(set(self.exported) - self._ray_names)  # `BACKEND` another file initialises with
         for name, value in self._assigned:
             if isinstance(value, cst.Dict) and (name in self._backend_kwargs or name in self._ray_kwargs):
                 for element in value.elements:
@@ -440,6 +456,17 @@ class _Literals(cst.CSTVisitor):
         self.found.append(node)
 
 
+def _names_backend(call: cst.Call, keyword: str, position: int) -> bool:
+    """Whether a call passes the backend parameter (``keyword``, or positionally at ``position``), or
+    may (``*args``, ``**kwargs``)."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return (
+        len(positional) > position
+        or any(a.star for a in call.args)
+        or any(a.keyword is not None and a.keyword.value == keyword for a in call.args)
+    )
+
+
 def _star_star_names(call: cst.Call) -> set[str]:
     return {n for a in call.args if a.star == "**" and (n := dotted_name(a.value))}
 
@@ -453,9 +480,9 @@ def _literals_in(node: cst.CSTNode) -> list[cst.SimpleString]:
 @register
 class NcclBackend(Rule):
     codes = ("NPU201",)
-    # what a report reads: the string "nccl" (or "cuda:nccl" in a mixed one), is_nccl_available,
+    # what a report reads: the string "nccl" (or "cuda:nccl" in a mixed one), is_nccl_available, dora/flashy,
     # Backend.NCCL; not the word in comments, torch.cuda.nccl or NCCL_* variables (NPU203's)
-    triggers = (r"""["']nccl\b""", r":nccl\b", r"is_nccl_available", r"\.\s*NCCL\b")
+    triggers = (r"""["']nccl\b""", r":nccl\b", r"is_nccl_available", r"\.\s*NCCL\b", r"\b(?:dora|flashy)\b")
     portable_support = True
 
     def __init__(self, ctx) -> None:
@@ -466,7 +493,8 @@ class NcclBackend(Rule):
     @property
     def flow(self) -> _BackendFlow:
         if self._flow is None:
-            self._flow = _BackendFlow(self.resolver.module_scope, TreeIndex.of(self.ctx).parents)
+            parents = TreeIndex.of(self.ctx).parents
+            self._flow = _BackendFlow(self.resolver.module_scope, parents, self.options.file.backend_names)
             walk(self.ctx.module, self._flow)
             self._flow.resolve()
         return self._flow
@@ -565,7 +593,20 @@ class NcclBackend(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if node in self._backend_tests:
             return
-        if self.resolver.qualified_name(node.func) == "torch.distributed.is_nccl_available":
+        qualified = self.resolver.qualified_name(node.func)
+        if qualified in NCCL_DEFAULTS and not _names_backend(node, *NCCL_DEFAULTS[qualified]):
+            backend = portable.distributed_backend(self.options) if self.options.portable else '"hccl"'
+            self.report(
+                "NPU201",
+                node,
+                f'`{qualified}()` initialises torch.distributed with its default backend "nccl", which an NPU '
+                f"host lacks (dora asserts `backend != 'nccl'` without CUDA): pass `backend={backend}` (handed on "
+                "to `init_process_group`) and call `torch.npu.set_device(local_rank)` before it (it sets only a "
+                "CUDA device)",
+                tier=Tier.MANUAL,
+                needs_torch_npu=False,
+            )
+        elif qualified == "torch.distributed.is_nccl_available":
             self.report(
                 "NPU201",
                 node,

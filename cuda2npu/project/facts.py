@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from cuda2npu.core.options import ProjectFacts
+from cuda2npu.families.backend_constants import backend_constants
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.device_parameters import device_parameters
 from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
@@ -46,8 +47,9 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
     replaces a flash-attn function with its own (families/flash_probes.py), and its callables whose
-    device parameter defaults to CUDA (families/device/device_parameters.py) and its classes with a
-    ``cuda()`` method of their own (families/device/receivers.py).
+    device parameter defaults to CUDA (families/device/device_parameters.py), its classes with a
+    ``cuda()`` method of their own (families/device/receivers.py), and its module constants that other
+    files pass to torch.distributed as the backend (families/backend_constants.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -62,6 +64,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         npu_backend_classes=npu_backend_classes(texts),
         tensordict_holders=tensordict_holders(texts),
         project_imports=imported_names(texts),
+        backend_constants=backend_constants(texts),
         config_keys=config_keys(texts),
         flash_attention_hooks=flash_attention_hooks(texts, root, files),
         megatron_fork=megatron_fork(files),
