@@ -15,7 +15,9 @@ import yaml
 from cli_helpers import cli, write
 from packaging.requirements import Requirement
 
+from cuda2npu.filekinds import poetry_deps
 from cuda2npu.filekinds.depfiles import is_dependency_file
+from cuda2npu.filekinds.requirement_urls import url_requirement
 
 MIGRATED_CODE = "import torch\nimport torch_npu\n\nx = torch.ones(1).npu()\n"
 
@@ -410,7 +412,7 @@ def assert_still_valid(name, text):
     else:
         for line in text.splitlines():
             body = line.split(" #", 1)[0].strip()
-            assert not body or body.startswith(("#", "-")) or Requirement(body), line
+            assert not body or body.startswith(("#", "-")) or url_requirement(body) or Requirement(body), line
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -833,3 +835,54 @@ def test_a_singular_requirement_txt_is_read(tmp_path):
     assert ("requirement.txt", 1, "NPU702") in findings(tmp_path)
     cli("migrate", tmp_path)
     assert req.read_text().startswith("torch==2.4.0\n")
+
+
+@pytest.mark.parametrize(
+    ("constraint", "expected"),
+    [
+        ("^1.2.3", ">=1.2.3,<2"),
+        ("^0.2.3", ">=0.2.3,<0.3"),
+        ("^0.0.3", ">=0.0.3,<0.0.4"),
+        ("^0", ">=0,<1"),
+        ("~1.2.3", ">=1.2.3,<1.3"),
+        ("~1", ">=1,<2"),
+        ("2.1.0", "==2.1.0"),
+        ("2.1.0+cu118", "==2.1.0+cu118"),
+        ("1.2.*", "==1.2.*"),
+        (">= 1.2, < 1.5", ">=1.2,<1.5"),
+        ("*", ""),
+        ("^1.2 || ^2", None),
+        ("latest", None),
+    ],
+)
+def test_r8_poetry_constraints_read_as_pep440(constraint, expected):
+    """Poetry's dependency-specification docs: caret, tilde, wildcard, inequalities, `||` (not read)."""
+    assert poetry_deps.specifier(constraint) == expected
+
+
+def test_r8_poetry_dependencies_are_read_like_project_dependencies(tmp_path):
+    """mistral-inference: xFormers in `[tool.poetry.dependencies]` (NPU701 in its requirements.txt
+    before round 8, nothing here); still imported, so kept and marked; no torch declared, so no torch_npu."""
+    write(
+        tmp_path / "pkg" / "cache.py",
+        "import torch\nfrom xformers.ops.fmha.attn_bias import BlockDiagonalMask\n\nMASK = BlockDiagonalMask.from_seqlens([3])\n",
+    )
+    pyproject = write(
+        tmp_path / "pyproject.toml",
+        """
+        [tool.poetry.dependencies]
+        python = "^3.9.10"
+        xformers = ">=0.0.24"
+        fire = ">=0.6.0"
+
+        [tool.poetry.group.dev.dependencies]
+        pytest = "7.4.4"
+        """,
+    )
+    assert findings(tmp_path) == [("pyproject.toml", 3, "NPU701")]
+    cli("migrate", tmp_path)
+    assert pyproject.read_text().splitlines()[2:4] == [
+        "# TODO(cuda2npu): NPU701 `xformers` is CUDA-only (xformers has no Ascend build; use "
+        "F.scaled_dot_product_attention or torch_npu.npu_fusion_attention); kept while the code imports it",
+        'xformers = ">=0.0.24"',
+    ]

@@ -182,3 +182,33 @@ def test_windows_newlines_are_kept(tmp_path):
     before = dockerfile.read_bytes()
     cli("migrate", tmp_path)
     assert dockerfile.read_bytes() == before
+
+
+def test_r8_source_builds_in_run_instructions(tmp_path):
+    """mistral-inference's deploy/Dockerfile shape: CUDA-only packages built from VCS URLs and apex's
+    CUDA extensions are NPU701 at their RUN (the FROM marker does not say these steps cannot be kept);
+    a vLLM build whose target the Dockerfile sets (ENV) is left alone."""
+    write(
+        tmp_path / "Dockerfile",
+        """
+        FROM ubuntu:22.04
+        RUN pip3 install "git+https://github.com/stanford-futuredata/megablocks.git"
+        RUN pip3 install "git+https://github.com/vllm-project/vllm.git"
+        RUN git clone https://github.com/NVIDIA/apex && \\
+            cd apex && \\
+            python3 setup.py install --cpp_ext --cuda_ext
+        """,
+    )
+    write(
+        tmp_path / "ascend" / "Dockerfile",
+        """
+        FROM quay.io/ascend/cann:8.3.rc1-910b-ubuntu22.04-py3.11
+        ENV VLLM_TARGET_DEVICE=empty
+        RUN pip3 install "git+https://github.com/vllm-project/vllm.git@v0.9.1"
+        """,
+    )
+    assert [d[:4] for d in diagnostics(tmp_path)] == [
+        ("Dockerfile", 2, 18, "NPU701"),
+        ("Dockerfile", 3, 18, "NPU701"),
+        ("Dockerfile", 6, 40, "NPU701"),
+    ]

@@ -156,3 +156,99 @@ def test_portable_output_keeps_the_cuda_count(tmp_path):
         "output): on Ascend hosts `torch.cuda.device_count()` is 0; use `torch.npu` after `import torch_npu` there\n"
         + case
     )
+
+
+# round 8 (mistral-inference's deploy/Dockerfile): CUDA-only build steps given as a URL or as build flags
+MEGABLOCKS = (
+    "`megablocks` is CUDA-only (MegaBlocks needs its CUDA extension, Triton, stanford-stk and grouped_gemm; use "
+    "MindSpeed's MoE or torch_npu.npu_grouped_matmul); on an NPU host the install fails or installs nothing usable "
+    "(a `set -e` script stops there): drop it, or install it on CUDA hosts only"
+)
+APEX = "`apex` is CUDA-only (Ascend keeps apex only as its own fork (built from source; see --apex ascend))"
+APEX_BUILD = (
+    "# TODO(cuda2npu): NPU701 review: `{flag}` builds apex's CUDA extensions (amp_C, fused_layer_norm_cuda, "
+    "syncbn, ...) with nvcc: apex's setup.py stops where there is none (\"--cuda_ext was requested, but nvcc was "
+    f'not found"); {APEX}: drop the build, or build it on CUDA hosts only\n'
+)
+VLLM_SOURCE = (
+    "# TODO(cuda2npu): NPU701 review: `pip install {req}` builds `vllm` from source: vLLM's source build compiles "
+    "its CUDA kernels unless VLLM_TARGET_DEVICE names another target (the default is cuda: the build needs nvcc, "
+    "and stops next to the CPU build of torch that torch_npu runs on); on Ascend install a vLLM release and the "
+    "vllm-ascend release made for it, or build vLLM with VLLM_TARGET_DEVICE=empty and add vllm-ascend\n"
+)
+R8_CASES = {
+    # a VCS URL names its repository's distribution; `-e` takes one too
+    'pip3 install "git+https://github.com/stanford-futuredata/megablocks.git@v0.5.1"\n': (
+        "# TODO(cuda2npu): NPU701 review: `pip install git+https://github.com/stanford-futuredata/megablocks.git"
+        f'@v0.5.1`: {MEGABLOCKS}\npip3 install "git+https://github.com/stanford-futuredata/megablocks.git@v0.5.1"\n'
+    ),
+    "pip install -e git+https://github.com/NVIDIA/apex.git#egg=apex\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install git+https://github.com/NVIDIA/apex.git#egg=apex`: "
+        f"{APEX}; on an NPU host the install fails or installs nothing usable (a `set -e` script stops there): "
+        "drop it, or install it on CUDA hosts only\npip install -e git+https://github.com/NVIDIA/apex.git#egg=apex\n"
+    ),
+    # a repository whose distribution is named otherwise, and a wheel's file name
+    "pip install --no-build-isolation git+https://github.com/Dao-AILab/flash-attention.git\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install git+https://github.com/Dao-AILab/flash-attention.git`: "
+        + FLASH.format(req="pip install git+https://github.com/Dao-AILab/flash-attention.git").split(": ", 1)[1]
+        + "\npip install --no-build-isolation git+https://github.com/Dao-AILab/flash-attention.git\n"
+    ),
+    "pip install https://h/flash_attn-2.6.3+cu123torch2.4-cp311-cp311-linux_x86_64.whl\n": (
+        "# TODO(cuda2npu): NPU701 review: "
+        + FLASH.format(req="pip install https://h/flash_attn-2.6.3+cu123torch2.4-cp311-cp311-linux_x86_64.whl")
+        + "\npip install https://h/flash_attn-2.6.3+cu123torch2.4-cp311-cp311-linux_x86_64.whl\n"
+    ),
+    # vLLM built from source targets CUDA
+    'RUN=1\npip install "git+https://github.com/vllm-project/vllm.git"\n': (
+        "RUN=1\n"
+        + VLLM_SOURCE.format(req="git+https://github.com/vllm-project/vllm.git")
+        + 'pip install "git+https://github.com/vllm-project/vllm.git"\n'
+    ),
+    "pip install 'vllm @ git+https://github.com/vllm-project/vllm.git@v0.9.1'\n": (
+        VLLM_SOURCE.format(req="vllm @ git+https://github.com/vllm-project/vllm.git@v0.9.1")
+        + "pip install 'vllm @ git+https://github.com/vllm-project/vllm.git@v0.9.1'\n"
+    ),
+    # apex's CUDA extensions asked for by flag or variable, once per command
+    "git clone https://github.com/NVIDIA/apex && cd apex && \\\n    python3 setup.py install --cpp_ext --cuda_ext\n": (
+        APEX_BUILD.format(flag="--cuda_ext")
+        + "git clone https://github.com/NVIDIA/apex && cd apex && \\\n    python3 setup.py install --cpp_ext --cuda_ext\n"
+    ),
+    'pip install -v --config-settings "--build-option=--cpp_ext" --config-settings "--build-option=--cuda_ext" ./\n': (
+        APEX_BUILD.format(flag="--build-option=--cuda_ext")
+        + 'pip install -v --config-settings "--build-option=--cpp_ext" --config-settings "--build-option=--cuda_ext" ./\n'
+    ),
+    'pip install --global-option="--cuda_ext" git+https://github.com/NVIDIA/apex\n': (
+        APEX_BUILD.format(flag="--global-option=--cuda_ext")
+        + 'pip install --global-option="--cuda_ext" git+https://github.com/NVIDIA/apex\n'
+    ),
+    "APEX_CPP_EXT=1 APEX_CUDA_EXT=1 pip install -v --no-build-isolation .\n": (
+        APEX_BUILD.format(flag="APEX_CUDA_EXT=1")
+        + "APEX_CPP_EXT=1 APEX_CUDA_EXT=1 pip install -v --no-build-isolation .\n"
+    ),
+    # near-misses: vLLM built for the plugin (its target set here or earlier), vLLM releases, a VCS
+    # package that runs on Ascend, local builds, apex without its CUDA extensions, the flag elsewhere
+    "VLLM_TARGET_DEVICE=empty pip install git+https://github.com/vllm-project/vllm.git@v0.9.1\n": None,
+    "export VLLM_TARGET_DEVICE=empty\npip install -e 'git+https://github.com/vllm-project/vllm.git#egg=vllm'\n": None,
+    "pip install vllm==0.9.1 vllm-ascend==0.9.1\npip install git+https://github.com/huggingface/transformers.git\n": None,
+    "pip install -e .\npip install -v --no-build-isolation ./\npython setup.py install --cpp_ext\n": None,
+    "echo --cuda_ext\nAPEX_CUDA_EXT=0 pip install .\npip install git+https://github.com/NVIDIA/apex  # noqa: NPU701\n": None,
+}
+
+
+@pytest.mark.parametrize("case", list(R8_CASES))
+def test_r8_url_requirements_and_cuda_builds(tmp_path, case):
+    script = tmp_path / "setup.sh"
+    script.write_text(case)
+    expected = case if R8_CASES[case] is None else R8_CASES[case]
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected  # once
+
+
+def test_r8_apex_urls_are_kept_for_ascends_fork_but_not_its_cuda_build(tmp_path):
+    script = write(tmp_path / "setup.sh", "pip install git+https://github.com/NVIDIA/apex\n")
+    build = write(tmp_path / "build.sh", "python setup.py install --cuda_ext\n")
+    cli("migrate", tmp_path, "--apex", "ascend")
+    assert script.read_text() == "pip install git+https://github.com/NVIDIA/apex\n"
+    assert build.read_text() == APEX_BUILD.format(flag="--cuda_ext") + "python setup.py install --cuda_ext\n"

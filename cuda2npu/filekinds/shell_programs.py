@@ -3,7 +3,14 @@ reports what they find): one code per decision, whatever the file kind.
 
 - ``pip install flash-attn==2.5.9 --no-build-isolation`` (NPU701, as in a requirements file): a
   distribution of rules/tables/cuda_only_packages.toml, or an ``nvidia-*`` one the table does not
-  know; reported and kept (whether the script still needs it is the project's call), marked.
+  know; reported and kept (whether the script still needs it is the project's call), marked. A
+  requirement given as a URL (``pip install "git+https://github.com/stanford-futuredata/megablocks.git"``,
+  ``-e git+...#egg=apex``, a wheel URL) is read for the distribution it installs
+  (cuda2npu/filekinds/requirement_urls.py); a source build of vLLM
+  (``git+https://github.com/vllm-project/vllm.git``) is NPU701 too, unless the script sets
+  ``VLLM_TARGET_DEVICE``; so is a build of apex's CUDA extensions (``python setup.py install
+  --cuda_ext``, ``pip install --config-settings "--build-option=--cuda_ext" ./``,
+  ``APEX_CUDA_EXT=1 pip install .``), whatever the directory it builds.
 - ``python -c 'import torch; print(torch.cuda.device_count())'`` (NPU103, as in Python): that exact
   code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
   calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
+from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
 from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
 
@@ -50,6 +58,8 @@ DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_
 NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
 GRES_GPU = re.compile(r"""(?<![\w-])--gres(?:=|[ \t]+)["']?(?:[^\s"',]*,)*gpu(?::[^\s"',]*)?(?![\w-])""")
 GPU_OPTION = re.compile(r"(?<![\w-])(?:--gpus(?:-per-(?:node|task|socket))?(?![\w-])|-G(?=[ \t]*[\d$]))")
+CUDA_EXT = re.compile(r"(?<![\w-])--cuda_ext(?![\w-])")
+APEX_CUDA_ENV = re.compile(r"APEX_CUDA_EXT=1")
 GPU_WORD = re.compile(r"--gpus(?:-per-(?:node|task|socket))?(?:=.*)?|-G.*")
 LAUNCHERS = frozenset({"torchrun", "accelerate", "deepspeed", "bash", "sh"})
 SLURM_MESSAGE = (
@@ -80,16 +90,19 @@ class Found:
     edit: str | None = None
 
 
-def check_programs(command: list[ShellLine], options) -> list[Found]:
-    """The findings of the pip, conda, python, docker and Slurm commands of a script command."""
+def check_programs(command: list[ShellLine], options, script: str = "") -> list[Found]:
+    """The findings of the pip, conda, python, docker and Slurm commands of a script command
+    (``script``: the code of the whole script, where a build target may be set)."""
     found: list[Found] = []
     for words in simple_commands(command):
         values = [word.value for word in words]
+        apex_build = _apex_cuda_build(words, values)
+        found += [apex_build] if apex_build is not None else []
         for index, value in enumerate(values):
             if value is None:
                 continue
             if PIP.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
-                found += _pip_install(words[index + 2 :], options)
+                found += _pip_install(words[index + 2 :], options, script, apex_build is not None)
             elif CONDA.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
                 found += _conda_install(words[index + 2 :])
             elif PYTHON.fullmatch(value):
@@ -115,39 +128,78 @@ def check_sbatch_line(line: ShellLine) -> list[Found]:
     ]
 
 
-def _pip_install(words: list[ShellWord], options) -> list[Found]:
-    """NPU701 for the CUDA-only distributions a ``pip install`` names (``words``: those after ``install``)."""
+def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool) -> list[Found]:
+    """NPU701 for the CUDA-only distributions a ``pip install`` names (``words``: those after
+    ``install``), by name or by URL (``git+https://github.com/<owner>/<repo>.git``, also as the
+    value of ``-e``); apex not again where ``apex_built`` (:func:`_apex_cuda_build` reported it)."""
     found = []
     skip = False
+    editable = False  # the word is the value of -e
     index = False  # the word is the value of an index option
     for word in words:
         value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
         if index or value.startswith(tuple(f"{option}=" for option in INDEX_OPTIONS)):
             found += _cuda_index(word)
         index = value in INDEX_OPTIONS
-        if skip:
+        if skip and not editable:
             skip = False
             continue
-        if value.startswith("-"):
+        skip = editable = False
+        if value.startswith("--editable="):
+            value = value.partition("=")[2]
+        elif value.startswith("-"):
             skip = value in PIP_VALUED
+            editable = value in ("-e", "--editable")
             continue
-        match = DISTRIBUTION.match(value)
-        if match is None:
-            continue
-        name = normalize_distribution(match.group(1))
-        info = cuda_only_distribution(name)
-        if info is not None and not (name == "apex" and options.apex == "ascend"):
-            message = (
-                f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}); on an NPU host the install fails or "
-                "installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA hosts only"
-            )
-            found.append(Found(word.line, word.start, "NPU701", message))
-        elif unknown_nvidia(name):
-            message = (
-                f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
-            )
-            found.append(Found(word.line, word.start, "NPU701", message))
+        item = _requirement_finding(word, value, options, script, apex_built)
+        found += [item] if item is not None else []
     return found
+
+
+def _requirement_finding(word: ShellWord, value: str, options, script: str, apex_built: bool) -> Found | None:
+    """NPU701 for one requirement of a ``pip install``: a CUDA-only distribution (apex neither under
+    ``--apex ascend`` nor where ``apex_built``), an ``nvidia-*`` one the table does not know, or a
+    source build of one whose build targets CUDA unless the script sets its target (vLLM's
+    ``VLLM_TARGET_DEVICE``)."""
+    url = url_requirement(value)
+    match = DISTRIBUTION.match(value) if url is None else None
+    name = url.name if url is not None else normalize_distribution(match.group(1)) if match else ""
+    if not name:
+        return None
+    info = cuda_only_distribution(name)
+    build = source_build(name)
+    if info is not None and not (name == "apex" and (options.apex == "ascend" or apex_built)):
+        message = (
+            f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}); on an NPU host the install fails or "
+            "installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA hosts only"
+        )
+    elif unknown_nvidia(name):
+        message = f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
+    elif build and built_from_source(value) and not re.search(rf"(?<![\w$]){build['target']}(?:=|[ \t]+\S)", script):
+        message = f"`pip install {value}` builds `{name}` from source: {build['advice']}"
+    else:
+        return None
+    return Found(word.line, word.start, "NPU701", message)
+
+
+def _apex_cuda_build(words: list[ShellWord], values: list[str | None]) -> Found | None:
+    """NPU701 for a build of apex's CUDA extensions: ``--cuda_ext`` given to ``pip install`` (in
+    ``--config-settings`` / ``--global-option``) or to ``setup.py``, or ``APEX_CUDA_EXT=1`` set."""
+    builds = any(
+        (PIP.fullmatch(value or "") and values[i + 1 : i + 2] == ["install"])
+        or (PYTHON.fullmatch(value or "") and (values[i + 1 : i + 2] or [""])[0] in ("setup.py", "./setup.py"))
+        for i, value in enumerate(values)
+    )
+    for word, value in zip(words, values):
+        if value is not None and ((builds and CUDA_EXT.search(value)) or APEX_CUDA_ENV.fullmatch(value)):
+            advice = cuda_only_distribution("apex")[1]
+            message = (
+                f"`{value}` builds apex's CUDA extensions (amp_C, fused_layer_norm_cuda, syncbn, ...) with nvcc: "
+                f'apex\'s setup.py stops where there is none ("--cuda_ext was requested, but nvcc was not found"); '
+                f"`apex` is CUDA-only ({advice}): drop the build, or build it on CUDA hosts only"
+            )
+            return Found(word.line, word.start, "NPU701", message)
+    return None
 
 
 def _cuda_index(word: ShellWord) -> list[Found]:

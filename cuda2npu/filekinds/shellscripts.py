@@ -78,10 +78,12 @@ def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list
 
 
 def check_shell_script(
-    text: str, display: str, options, flags: list[Finding] = ()
+    text: str, display: str, options, flags: list[Finding] = (), settings: str | None = None
 ) -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """The NPU71x findings of a shell script, and the edits of its renames and markers (also the
-    markers of ``flags``, the launched programs' flag findings, above their commands)."""
+    markers of ``flags``, the launched programs' flag findings, above their commands).
+    ``settings``: the text where the script's environment is set (a Dockerfile's ``ENV`` lines too;
+    default: the script's code)."""
     env = table("env_vars")
     renames = {
         **{n: ("NPU711", new) for n, new in env["cuda"].items()},
@@ -143,7 +145,7 @@ def check_shell_script(
                     "(`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, or the cluster's CANN module)"
                 )
                 report(line, match.start() + 1, "NPU714", message)
-        report_found(check_programs(command, options))
+        report_found(check_programs(command, options, code_text if settings is None else settings))
         lines = {line.number for line in command}
         for flag in (f for f in flags if f.line in lines):
             reason = _marker(flag, options)
