@@ -47,13 +47,14 @@ def _imports_of(project_imports: tuple[tuple[str, tuple[str, ...]], ...], path) 
     return _IMPORTS[1].get(os.path.realpath(path), ())
 
 
+def _same_file(real: str, path) -> bool:
+    """Whether ``path`` is the file of the real path ``real`` (resolved only where the names match)."""
+    return os.path.basename(real) == os.path.basename(path) and os.path.realpath(path) == real
+
+
 def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], path) -> tuple[str, ...]:
-    """The names ``backend_constants`` lists for the file ``path`` (a short index: compared by real
-    path only where a file name matches)."""
-    name = os.path.basename(path)
-    candidates = [(where, names) for where, names in backend_constants if os.path.basename(where) == name]
-    real = os.path.realpath(path) if candidates else ""
-    return next((names for where, names in candidates if where == real), ())
+    """The names ``backend_constants`` lists for the file ``path``."""
+    return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class ProjectFacts:
     # (real path, names): its module constants other project files pass to torch.distributed as the
     # backend (families/backend_constants.py; for_path)
     backend_constants: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # real paths of its Triton-kernel modules imported only behind a kept `.is_cuda` test (gated_kernels.py; for_path)
+    kernels_behind_cuda_gates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class FileContext:
     local_modules: tuple[str, ...] = ()  # the project's modules named like CUDA-only ones, and its directory's
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
     backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
+    cuda_gated_kernels: bool = False  # its Triton kernels run only behind a kept `.is_cuda` test (NPU603)
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,7 @@ class Options:
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
+        gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
         hooks = ()
         if project.flash_attention_hooks:
             real = os.path.realpath(path)
@@ -140,7 +145,12 @@ class Options:
         options = replace(
             self,
             project=replace(
-                project, project_imports=(), loose_modules=(), flash_attention_hooks=(), backend_constants=()
+                project,
+                project_imports=(),
+                loose_modules=(),
+                flash_attention_hooks=(),
+                backend_constants=(),
+                kernels_behind_cuda_gates=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -148,6 +158,7 @@ class Options:
                 local_modules=local,
                 flash_attention_hooks=hooks,
                 backend_names=backends,
+                cuda_gated_kernels=gated,
             ),
         )
         if not self.per_file_ignores:
@@ -170,6 +181,7 @@ class Options:
         report["max_tier"] = str(self.max_tier)
         facts = asdict(self.project)
         facts["flash_attention_hooks"] = tuple(hook for hook, _ in self.project.flash_attention_hooks)  # no real paths
+        facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["backend_constants"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, names in self.project.backend_constants for name in names
         )

@@ -93,9 +93,13 @@ class CustomKernels(Rule):
         """One finding per file, at the first Triton decorator of its first kernel (``@triton.autotune``
         above ``@triton.jit``), counting the others: a marker at every kernel repeated what the first
         one asks (no ``import triton`` gets an NPU606: the import is not what fails). None in a project
-        that pins ``triton-ascend`` (flash-linear-attention's ``npu`` extra): its kernels run there."""
+        that pins ``triton-ascend`` (flash-linear-attention's ``npu`` extra): its kernels run there; nor
+        in a module the project imports only behind a kept ``.is_cuda`` test (whisper's ``triton_ops``:
+        the project fact of families/gated_kernels.py): an NPU host never launches them."""
         kernels = triton_kernels(self.ctx)
-        if node not in kernels or self._kernels_reported or pinned(self.options.project.pins, "triton-ascend"):
+        if node not in kernels or self._kernels_reported or self.options.file.cuda_gated_kernels:
+            return
+        if pinned(self.options.project.pins, "triton-ascend"):
             return  # a project building its kernels with Triton-Ascend (an `npu` extra) has ported them
         self._kernels_reported = True
         count = len(kernels)

@@ -23,8 +23,10 @@ Left alone: Ray's collective groups (no HCCL there), ``Literal["nccl", ...]`` an
 attributes and classes naming a CUDA/NCCL implementation, the CUDA side of code that already
 handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``, a function asking
 ``dist.Backend.default_device_backend_map``), the expected side of a mapping test
-(``f("cuda") == "nccl"``) and the default of a parameter its function never reads. Any other
-``"nccl"`` is a review item.
+(``f("cuda") == "nccl"``), a comparison with an existing process group's own name
+(``pg.name().lower() == "nccl"``, ``pg._get_backend_name()``: ``"hccl"`` up to torch 2.4, ``"custom"``
+from 2.5 on for an HCCL group, so the test asks whether the group is NCCL's and chooses nothing) and
+the default of a parameter its function never reads. Any other ``"nccl"`` is a review item.
 
 Portable output (``--portable``): the backend of the host's accelerator instead of ``"hccl"``,
 ``torch.distributed.get_default_backend_for_device(portable_device.device_type())`` (torch >= 2.6;
@@ -50,6 +52,10 @@ from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
+# ProcessGroup methods naming its backend ("hccl" or "custom" for an HCCL group, by torch release) and
+# the string methods a comparison may read it through
+GROUP_NAME_METHODS = {"name", "_get_backend_name"}
+CASE_METHODS = {"lower", "upper", "casefold", "strip"}
 # torch.distributed callables → position of their `backend` parameter (torch 2.x signatures).
 TORCH_BACKEND_PARAMS = {
     "init_process_group": 0,
@@ -120,6 +126,20 @@ def _nccl_or_gloo(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.IfExp) and {string_value(expr.body), string_value(expr.orelse)} == {"nccl", "gloo"}
 
 
+def _group_name_call(expr: cst.BaseExpression) -> bool:
+    """``pg.name()`` / ``pg._get_backend_name()``, also through ``.lower()``/``.upper()``: the name of an
+    existing process group's backend, which for an HCCL group is ``"hccl"`` up to torch 2.4 and
+    ``"custom"`` from 2.5 on (docs/reference/torch_npu.md §6): a ``"nccl"`` compared with it asks
+    whether the group is NCCL's (False on an NPU host either way), it chooses no backend."""
+    while isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in GROUP_NAME_METHODS:
+            return True
+        if expr.func.attr.value not in CASE_METHODS:
+            return False
+        expr = expr.func.value
+    return False
+
+
 def _called_with_cuda(expr: cst.BaseExpression) -> bool:
     """``f("cuda", ...)``: a call given the CUDA device by name."""
     return isinstance(expr, cst.Call) and any(string_value(arg.value) == "cuda" for arg in expr.args)
@@ -138,6 +158,7 @@ class _BackendFlow(cst.CSTVisitor):
         self.uncertain: set[cst.CSTNode] = set()  # defaults of `x: Literal["nccl", ...]`: review
         self.sinks: set[str] = set()  # dotted names whose value is passed as a backend
         self.backend_values: set[str] = set()  # dotted names holding dist.get_backend()
+        self.group_names: set[str] = set()  # dotted names holding a process group's `.name()`
         self.option_dests: set[str] = set()  # attributes of parsed argparse backend options
         self._functions: dict[str, list[cst.Param]] = {}
         self._calls: list[cst.Call] = []
@@ -321,6 +342,9 @@ class _BackendFlow(cst.CSTVisitor):
                     if arg.keyword is not None and arg.keyword.value in ("default", "choices"):
                         self.rewrite.update(backend_literals(arg.value))
         for name, value in self._assigned:
+            if _group_name_call(value):
+                self.group_names.add(name)
+        for name, value in self._assigned:
             if self._is_get_backend(value):
                 self.backend_values.add(name)
             elif name in self.sinks:
@@ -347,6 +371,8 @@ class _BackendFlow(cst.CSTVisitor):
                 self.ignore.update(
                     literal for side in sides for literal in _literals_in(side) if _backend_string(literal)
                 )
+            elif any(self._names_group(side) for side in sides):  # `pg.name().lower() == "nccl"`: inspects a group
+                self.ignore.update(literal for side in sides for literal in backend_literals(side))
             elif any(self._holds_backend(side) for side in sides):
                 for side in sides:
                     self.rewrite.update(backend_literals(side))
@@ -391,6 +417,10 @@ class _BackendFlow(cst.CSTVisitor):
                 found.append(name)
             left = target.comparator
         return found
+
+    def _names_group(self, expr: cst.BaseExpression) -> bool:
+        """``pg.name()``, ``pg._get_backend_name().lower()`` or a name assigned one (:func:`_group_name_call`)."""
+        return _group_name_call(expr) or dotted_name(expr) in self.group_names
 
     def _holds_backend(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):

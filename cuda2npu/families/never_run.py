@@ -6,6 +6,14 @@
 - the body of ``if is_flash_attn_2_available():`` (a flash-attn probe, :mod:`flash_probes`) when the
   code has a fallback: an ``else``/``elif``, or the body ends in ``return`` (what follows is the
   fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
+- likewise the body of an ``if`` with a fallback whose test needs a name a failing CUDA-only import
+  binds and its ``except ImportError`` leaves False or None (``raising_fallbacks.failed_import_names``:
+  ``if flash_attn_func is not None:``), directly or through a flag the file only ever assigns from
+  such a test (``self.using_flash = flash_if_available and flash_attn_func is not None``, then
+  ``using_flash = self.using_flash and bias is None`` ... ``if using_flash:``; VAR's flash-attn and
+  xFormers paths before an SDPA ``else``), in a file whose flash-attn imports are all guarded. Not a
+  flag of the ``try``'s own (``HAS_FLASH = True`` after the import): once the branch's calls are
+  migrated the import goes, the flag is True on an NPU host and the branch runs there;
 - a test function or class under a skip decorator the migration keeps CUDA's
   (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over CUDA-only code:
   :func:`cuda2npu.families.cuda_gates.kept_cuda_test`), or marked as needing CUDA
@@ -26,6 +34,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.core.bindings import OTHER_BINDINGS
 from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
@@ -35,7 +44,12 @@ from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept
 from cuda2npu.families.cuda_only_modules import cuda_only_module
 from cuda2npu.families.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.families.kernel_switch import first_kernel
-from cuda2npu.families.raising_fallbacks import cuda_only_import, failed_import_flags
+from cuda2npu.families.raising_fallbacks import (
+    cuda_only_import,
+    failed_import_flags,
+    failed_import_names,
+    requires_flag,
+)
 
 TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
 # `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package
@@ -48,6 +62,15 @@ FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
 
 
+def in_never_run_code(ctx, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is in :func:`never_run_code` (its nodes gathered once per file)."""
+    return node in ctx.file_state(_never_run_nodes)
+
+
+def _never_run_nodes(ctx) -> frozenset[cst.CSTNode]:
+    return frozenset(node for body in never_run_code(ctx) for node in iter_nodes(body))
+
+
 def never_run_code(ctx) -> list[cst.CSTNode]:
     """The blocks (and statements) of the file an NPU host never runs."""
     found: list[cst.CSTNode] = []
@@ -56,6 +79,7 @@ def never_run_code(ctx) -> list[cst.CSTNode]:
             found.extend(kept_cuda_blocks(ctx, node))
     if ctx.text is None or b"flash" in ctx.text:
         found.extend(_probed_with_fallback(ctx))
+    found.extend(_flagged_with_fallback(ctx))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx)
@@ -83,6 +107,65 @@ def _probed_with_fallback(ctx) -> list[cst.CSTNode]:
         for node in iter_nodes(ctx.module, cst.If)
         if (node.orelse is not None or _ends_in_return(node.body)) and requires_probe(node.test, flags)
     ]
+
+
+def _flagged_with_fallback(ctx) -> list[cst.CSTNode]:
+    """The bodies of ``if`` statements with a fallback whose test needs a failed import's name or a
+    flag assigned from one (see the module docstring), in a file whose flash-attn imports are all
+    guarded (as :func:`_probed_with_fallback`)."""
+    flags = failed_import_names(ctx)
+    if not flags or _imports_flash_unguarded(ctx.module):
+        return []
+    flags = _copied_flags(ctx, flags)
+    return [
+        node.body
+        for node in iter_nodes(ctx.module, cst.If)
+        if (node.orelse is not None or _ends_in_return(node.body)) and requires_flag(node.test, *flags)
+    ]
+
+
+def _copied_flags(ctx, flags: frozenset[str]) -> tuple[str, ...]:
+    """``flags`` and the names and attributes (``self.using_flash``) every binding of which in the
+    file assigns a value true only when one of them is (``requires_flag``), followed to a fixed point;
+    a name bound otherwise too (a parameter, a loop, an unpacking, ``+=``) is none."""
+    values: dict[str, list[cst.BaseExpression]] = {}
+    other: set[str] = set()
+    for node in iter_nodes(ctx.module, (cst.Assign, cst.AnnAssign, cst.Param, *OTHER_BINDINGS)):
+        value = node.value if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
+        targets = _targets(node)
+        if value is not None and len(targets) == 1 and (name := dotted_name(targets[0])):
+            values.setdefault(name, []).append(value)
+        else:
+            other.update(name for target in targets for name in _bound_names(target))
+    found = set(flags)
+    while True:
+        more = {
+            name
+            for name, assigned in values.items()
+            if name not in found and name not in other and all(requires_flag(value, *found) for value in assigned)
+        }
+        if not more:
+            return tuple(found)
+        found |= more
+
+
+def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets of a binding (``a = b = x``: both)."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AsName, cst.Param)):
+        return [node.name]
+    return [node.target]
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """The dotted names a target binds (``a``, ``self.x``, ``a, (self.b, *c)``)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _bound_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    name = dotted_name(target)
+    return [name] if name else []
 
 
 def _imports_flash_unguarded(module: cst.Module) -> bool:

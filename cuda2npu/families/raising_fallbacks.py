@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.feature_words import implies
+from cuda2npu.core.imports import bound_name, catches_import_error
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
@@ -87,61 +88,113 @@ def _build(ctx) -> RaisingFallbacks:
 
 
 def failed_import_flags(ctx) -> frozenset[str]:
-    """Names an ``except ImportError`` handler sets to False or None after a CUDA-only import in its
-    ``try`` (``try: import flash_attn_interface as fa3`` / ``except ImportError: fa3 = None``): their
-    value on an NPU host, where the import fails."""
-    return ctx.file_state(_failed_import_flags)
+    """Names that are False or None on an NPU host because a CUDA-only import in a ``try`` fails
+    there: those its ``except ImportError`` handler sets so (``try: import flash_attn_interface as
+    fa3`` / ``except ImportError: fa3 = None``, ``HAVE_FA3 = False``) and :func:`failed_import_names`."""
+    return ctx.file_state(_failed_imports)[0]
 
 
-def _failed_import_flags(ctx) -> frozenset[str]:
+def failed_import_names(ctx) -> frozenset[str]:
+    """The names of :func:`failed_import_flags` that the failing import itself binds: the handler sets
+    them False or None (``except ImportError: fa3 = None``), or a statement before the ``try`` did and
+    the handler leaves them (``flash_attn_func = None`` / ``try: from flash_attn import
+    flash_attn_func`` / ``except ImportError: pass``). Unlike a flag of its own (``HAVE_FA3 = True``
+    after the import), a test of them keeps the import while the migration rewrites what it guards."""
+    return ctx.file_state(_failed_imports)[1]
+
+
+def _failed_imports(ctx) -> tuple[frozenset[str], frozenset[str]]:
     if ctx.text is not None and b"ImportError" not in ctx.text:
-        return frozenset()
+        return frozenset(), frozenset()
+    flags: set[str] = set()
     names: set[str] = set()
     for node in iter_nodes(ctx.module, cst.Try):
-        flags = [flag for h in node.handlers if catches_import_error(h) for flag, _ in missing_flags(h)]
-        if flags and cuda_only_import(ctx, node.body) is not None:
-            names.update(flags)
-    return frozenset(names)
+        handlers = [h for h in node.handlers if catches_import_error(h)]
+        if not handlers:
+            continue
+        imported = _cuda_only_names(ctx, node.body)
+        set_missing = {flag for h in handlers for flag, _ in missing_flags(h)}
+        if set_missing and cuda_only_import(ctx, node.body) is not None:
+            flags |= set_missing
+        if imported:
+            rebound = {n.value for h in handlers for n in iter_nodes(h.body, cst.Name)}
+            names |= (set_missing & imported) | ((_preset(ctx, node) & imported) - rebound)
+    return frozenset(flags | names), frozenset(names)
 
 
-def requires_flag(test: cst.BaseExpression, flag: str) -> bool:
-    """Whether ``test`` is true only when ``flag`` is (``flag``, ``flag is not None``, ``x and flag``)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return requires_flag(test.left, flag) or requires_flag(test.right, flag)
-    return signs(test, flag) == {True}
+def _cuda_only_names(ctx, body: cst.BaseSuite) -> set[str]:
+    """The names ``body``'s imports of modules that cannot be imported on an NPU host bind."""
+    return {
+        bound_name(alias, node)
+        for node in iter_nodes(body, (cst.Import, cst.ImportFrom))
+        if not isinstance(node.names, cst.ImportStar) and _cuda_only_module(ctx, node) is not None
+        for alias in node.names
+    }
+
+
+def _preset(ctx, node: cst.Try) -> set[str]:
+    """The names a statement before ``node`` in its block sets to False or None."""
+    placement = TreeIndex.of(ctx).placement.get(node)
+    if placement is None:
+        return set()
+    return {name for line in placement.block.body[: placement.index] for name, _ in _set_missing(line)}
+
+
+def requires_flag(test: cst.BaseExpression, *flags: str) -> bool:
+    """Whether ``test`` is true only when one of ``flags`` is (``flag``, ``flag is not None``, ``x and
+    flag``, ``self.flag``; ``a or b`` when both sides are): a flag is a dotted name."""
+    return implies(test, True, lambda leaf: _flag_sign(leaf, flags))
+
+
+def _flag_sign(leaf: cst.BaseExpression, flags: tuple[str, ...]) -> bool | None:
+    """True where ``leaf`` being true means one of ``flags`` is set, False where its being false does."""
+    name = dotted_name(leaf.left if isinstance(leaf, cst.Comparison) else leaf)
+    found = signs(leaf, name) if name in flags else set()
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def cuda_only_import(ctx, body: cst.BaseSuite) -> str | None:
     """The first module imported in ``body`` that cannot be imported on an NPU host."""
+    return next(
+        (found for node in iter_nodes(body, (cst.Import, cst.ImportFrom)) if (found := _cuda_only_module(ctx, node))),
+        None,
+    )
+
+
+def _cuda_only_module(ctx, node: cst.Import | cst.ImportFrom) -> str | None:
+    """The first module the import ``node`` names that cannot be imported on an NPU host."""
     options = ctx.options
-    for node in iter_nodes(body, (cst.Import, cst.ImportFrom)):
-        if isinstance(node, cst.Import):
-            candidates = [dotted_name(a.name) or "" for a in node.names]
-        elif node.module is None or node.relative:
-            continue
-        else:
-            module = dotted_name(node.module) or ""
-            names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
-            candidates = [module, *(f"{module}.{n}" for n in names)]
-        for candidate in candidates:
-            found = cuda_module(candidate, options.project.cuda_extensions, options.file.local_modules)
-            if found is not None and found[0] == "imports":
-                return candidate
+    if isinstance(node, cst.Import):
+        candidates = [dotted_name(a.name) or "" for a in node.names]
+    elif node.module is None or node.relative:
+        return None
+    else:
+        module = dotted_name(node.module) or ""
+        names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
+        candidates = [module, *(f"{module}.{n}" for n in names)]
+    for candidate in candidates:
+        found = cuda_module(candidate, options.project.cuda_extensions, options.file.local_modules)
+        if found is not None and found[0] == "imports":
+            return candidate
     return None
 
 
 def missing_flags(handler: cst.ExceptHandler) -> list[tuple[str, str]]:
     """(name, "False" or "None") for each name the handler sets to False or None (``HAVE_X = False``)."""
+    return [flag for line in handler.body.body for flag in _set_missing(line)]
+
+
+def _set_missing(line: cst.CSTNode) -> list[tuple[str, str]]:
+    """(name, "False" or "None") for each name the statement line sets to False or None."""
     flags = []
-    for line in handler.body.body:
-        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-            if (
-                isinstance(small, cst.Assign)
-                and isinstance(small.value, cst.Name)
-                and small.value.value in MISSING
-                and all(isinstance(t.target, cst.Name) for t in small.targets)
-            ):
-                flags.extend((t.target.value, small.value.value) for t in small.targets)
+    for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+        if (
+            isinstance(small, cst.Assign)
+            and isinstance(small.value, cst.Name)
+            and small.value.value in MISSING
+            and all(isinstance(t.target, cst.Name) for t in small.targets)
+        ):
+            flags.extend((t.target.value, small.value.value) for t in small.targets)
     return flags
 
 
@@ -169,10 +222,11 @@ def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
 
 
 def signs(test: cst.BaseExpression, flag: str) -> set[bool]:
-    """How ``test`` reads ``flag``: True where it is true when the flag is (``flag``, ``flag is not
-    None``), False where negated (``not flag``, ``flag is None``); through ``and``/``or``/``not``."""
-    if isinstance(test, cst.Name):
-        return {True} if test.value == flag else set()
+    """How ``test`` reads ``flag`` (a dotted name): True where it is true when the flag is (``flag``,
+    ``flag is not None``), False where negated (``not flag``, ``flag is None``); through
+    ``and``/``or``/``not``."""
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return {True} if dotted_name(test) == flag else set()
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return {not sign for sign in signs(test.expression, flag)}
     if isinstance(test, cst.BooleanOperation):
@@ -180,7 +234,7 @@ def signs(test: cst.BaseExpression, flag: str) -> set[bool]:
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         constant = target.comparator.value if isinstance(target.comparator, cst.Name) else None
-        if not (isinstance(test.left, cst.Name) and test.left.value == flag) or constant not in (*MISSING, "True"):
+        if dotted_name(test.left) != flag or constant not in (*MISSING, "True"):
             return set()
         if isinstance(target.operator, (cst.Is, cst.Equal)):
             return {constant == "True"}

@@ -20,6 +20,7 @@ from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_m
 from cuda2npu.families.device.device_parameters import device_parameters
 from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
+from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates
 from cuda2npu.families.project_imports import imported_names
 from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
@@ -48,8 +49,9 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
     replaces a flash-attn function with its own (families/flash_probes.py), and its callables whose
     device parameter defaults to CUDA (families/device/device_parameters.py), its classes with a
-    ``cuda()`` method of their own (families/device/receivers.py), and its module constants that other
-    files pass to torch.distributed as the backend (families/backend_constants.py).
+    ``cuda()`` method of their own (families/device/receivers.py), its module constants that other
+    files pass to torch.distributed as the backend (families/backend_constants.py), and its modules of
+    Triton kernels imported only behind a kept ``.is_cuda`` test (families/gated_kernels.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -72,6 +74,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         flash_attn_patches=flash_attn_patches(texts, root),
         device_parameters=device_parameters(texts),
         cuda_method_classes=cuda_method_classes(texts),
+        kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
     )
 
 

@@ -39,6 +39,9 @@ Decisions worth knowing when reading the code:
   and an import there keeps its unused names unless the whole ``if`` goes (NPU405). Calls there are
   still rewritten, with NPU408 at the probe, unless the code has a fallback (an ``else``, or the branch
   returns): then the branch is left as written (``never_run``). A value use is marked once per block.
+  So is a branch with a fallback under ``if flash_attn_func is not None:`` (the import's handler leaves
+  the name None), also through a flag assigned from that test: no NPU403 at such a guard when every
+  call of the function is left so, or at the test of the branch itself.
 * Portable output (``--portable``): each rewrite becomes ``(<NPU call> if q.device.type == "npu"
   else <the original call>)`` and the flash-attn imports the original calls need are guarded
   (``except ImportError: name = None``); an NPU branch already there (the other side of such a
@@ -103,6 +106,7 @@ from cuda2npu.families.kernel_rewrites import (
     plan_import_removals,
     support_fix,
 )
+from cuda2npu.families.never_run import in_never_run_code
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.raising_fallbacks import missing_flags, raising_fallbacks, signs
 from cuda2npu.families.value_uses import ValueUses
@@ -527,6 +531,20 @@ def _maybe_paren(text: str) -> str:
     return f"({text})" if " if " in text else text
 
 
+def _tests_only(index: TreeIndex, expr: cst.BaseExpression) -> bool:
+    """``expr`` is read for its truth only: compared with None, or an operand of ``and``/``or``/``not``
+    or the test of an ``if`` (not an ``assert``, which raises where it is False)."""
+    parent = index.parents.get(expr)
+    if isinstance(parent, cst.Comparison):
+        other = parent.comparisons[0].comparator if len(parent.comparisons) == 1 else None
+        return isinstance(other, cst.Name) and other.value == "None"
+    if isinstance(parent, (cst.If, cst.IfExp)):
+        return parent.test is expr
+    return isinstance(parent, cst.BooleanOperation) or (
+        isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)
+    )
+
+
 def _top_statement(index: TreeIndex, statement: cst.CSTNode, function: cst.FunctionDef) -> cst.CSTNode | None:
     """The statement of ``function``'s own body that is or holds ``statement`` (None: another function's)."""
     for candidate in (statement, *index.ancestors(statement)):
@@ -623,6 +641,8 @@ class FlashAttention(ValueUses, Rule):
         self.rewrites: list[tuple[str, Tier]] = []
         self.value_refs: list[tuple[cst.BaseExpression, str, cst.CSTNode | None]] = []
         self.kept: set[str] = set()  # functions with a call left as it is (manual)
+        self.unrun: set[str] = set()  # functions with a call left as written where it never runs (never_run)
+        self.run: set[str] = set()  # functions with a call elsewhere
         self.bindings: dict[str, list[Binding]] = {}  # name -> the flash-attn imports binding it
         # imports of names ported at the import alone -> (its binding, the uses as written -> what they are)
         self.ported: dict[cst.CSTNode, tuple[Binding, dict[str, str]]] = {}
@@ -666,7 +686,10 @@ class FlashAttention(ValueUses, Rule):
         self.call_value_uses(node)
         qualified = self._callee(node)
         if qualified is None or is_cuda_alternative(self.ctx, node):
+            if qualified is not None and in_never_run_code(self.ctx, node):
+                self.unrun.add(_use_name(qualified))
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
+        self.run.add(_use_name(qualified))
         function = flash_function(qualified)
         if qualified in self.patches:
             self._patched(node, qualified, function)
@@ -1140,6 +1163,10 @@ class FlashAttention(ValueUses, Rule):
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
             if name in self.unreached_calls and self._probed(statement):
                 continue  # both this use and those calls run only where flash-attn is installed
+            if _tests_only(index, expr) and (
+                (name in self.unrun and name not in self.run) or self._guards_unrun(statement, expr)
+            ):
+                continue  # `f is not None` keeps off calls left as written where they never run (never_run)
             if (self._import_fallback(statement) or self._probed(statement)) and self._leaves_nothing(expr):
                 continue  # never runs on an NPU host, and leaves no alias read there without a test
             if self._after_local_import(expr, statement):
@@ -1160,6 +1187,14 @@ class FlashAttention(ValueUses, Rule):
                 "host (a guard such as `is not None` is False there; direct calls are rewritten, a call through an "
                 "alias or an attribute is not): replace it by hand",
             )
+
+    def _guards_unrun(self, statement: cst.CSTNode | None, expr: cst.BaseExpression) -> bool:
+        """``expr`` is in the test of the ``if`` ``statement`` whose body never runs on an NPU host."""
+        return (
+            isinstance(statement, cst.If)
+            and expr in set(iter_nodes(statement.test))
+            and in_never_run_code(self.ctx, statement.body)
+        )
 
     def _after_local_import(self, expr: cst.BaseExpression, statement: cst.CSTNode | None) -> bool:
         """``expr`` is bound by an import of the function it is used in (OLMo's ``from

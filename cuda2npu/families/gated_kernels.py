@@ -1,0 +1,198 @@
+"""Triton-kernel modules the project imports only behind a CUDA tensor test: a project fact (no libcst
+here), so that NPU603 does not mark kernels an NPU host never launches.
+
+whisper's ``triton_ops.py`` defines its kernels; ``timing.py`` imports it only in the body of ``if
+x.is_cuda:`` (``median_filter``, which then calls ``median_filter_cuda``) and in ``dtw_cuda``, which is
+called only there (``dtw``) and in a test marked ``@pytest.mark.requires_cuda``. An NPU tensor has
+``is_cuda == False``, and cuda2npu keeps such a test when its branch calls a CUDA kernel (the device
+rules: a callee named with a ``cuda`` word, families/kernel_switch.py ``calls_kernel``), while a test
+marked as needing CUDA over a CUDA kernel call is code an NPU host never runs (families/never_run.py).
+
+:func:`kernels_behind_cuda_gates` reads the files of the project that define Triton kernels (a regex),
+then, with :mod:`ast`, every import of such a module by the project's files that name it: each must be
+
+- in the body of an ``if`` whose test needs ``<expr>.is_cuda`` (``x.is_cuda``, ``x.is_cuda and y``)
+  and whose body calls a function named with a ``cuda`` word (so the test stays CUDA's), or
+- in a function every other mention of which in the project is the callee of such a call: in such a
+  branch, or in a test marked with a ``cuda``/``gpu`` word (``requires_cuda``) when the function's own
+  name has a ``cuda`` word.
+
+A module imported nowhere or run as a script (``if __name__ == "__main__":``) is not one: what runs
+it is not known.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from cuda2npu.core.feature_words import CUDA_WORD
+from cuda2npu.families.never_run import CUDA_MARK_WORDS
+from cuda2npu.families.project_imports import module_names
+
+TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
+RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
+
+
+def kernels_behind_cuda_gates(texts: dict[Path, bytes]) -> tuple[str, ...]:
+    """The real paths of the project's modules of Triton kernels that it imports only behind a CUDA
+    tensor test (see the module docstring), sorted; ``texts``: the project's Python files."""
+    kernel_files = [
+        path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None
+    ]
+    if not kernel_files:
+        return ()
+    modules = module_names(list(texts))
+    trees = _Trees(texts, modules)
+    found = []
+    for path in kernel_files:
+        module = modules.get(path)
+        if module is None or RUN_AS_SCRIPT.search(texts[path]) is not None:
+            continue
+        sites = trees.imports_of(module)
+        if sites and all(trees.gated_import(site) for site in sites):
+            found.append(os.path.realpath(path))
+    return tuple(sorted(found))
+
+
+class _Trees:
+    """The parsed files of the project that name a word, parsed once, with their parents."""
+
+    def __init__(self, texts: dict[Path, bytes], modules: dict[Path, str]) -> None:
+        self.texts = texts
+        self.modules = modules
+        self._parsed: dict[Path, tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None] = {}
+
+    def _tree(self, path: Path) -> tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None:
+        if path not in self._parsed:
+            try:
+                tree = ast.parse(self.texts[path])
+            except (SyntaxError, ValueError):
+                self._parsed[path] = None
+                return None
+            parents = {
+                child: (node, field)
+                for node in ast.walk(tree)
+                for field, value in ast.iter_fields(node)
+                for child in (value if isinstance(value, list) else [value])
+                if isinstance(child, ast.AST)
+            }
+            self._parsed[path] = (tree, parents)
+        return self._parsed[path]
+
+    def _naming(self, word: str):
+        """(tree, parents) of each file whose text holds ``word``."""
+        needle = word.encode()
+        for path, text in self.texts.items():
+            if needle in text and (parsed := self._tree(path)) is not None:
+                yield path, *parsed
+
+    def imports_of(self, module: str) -> list[tuple[ast.AST, dict]]:
+        """(import statement, its file's parents) for each import of ``module`` in the project."""
+        sites = []
+        for path, tree, parents in self._naming(module.rpartition(".")[2]):
+            importer = self.modules.get(path, path.stem)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and module in _imported(node, importer, path):
+                    sites.append((node, parents))
+        return sites
+
+    def gated_import(self, site: tuple[ast.AST, dict]) -> bool:
+        node, parents = site
+        if _in_cuda_branch(node, parents):
+            return True
+        function = next((o for o, _ in _owners(node, parents) if isinstance(o, ast.FunctionDef)), None)
+        return function is not None and self._called_behind_gates(function, node)
+
+    def _called_behind_gates(self, function: ast.FunctionDef, site: ast.AST) -> bool:
+        """Every mention of ``function``'s name in the project calls it behind a gate (no other use)."""
+        name = function.name
+        calls = 0
+        for _, tree, parents in self._naming(name):
+            for node in ast.walk(tree):
+                if node is function or isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                if (isinstance(node, ast.Name) and node.id == name) or (
+                    isinstance(node, ast.Attribute) and node.attr == name
+                ):
+                    call, field = parents.get(node, (None, ""))
+                    if not (isinstance(call, ast.Call) and field == "func" and _gated_call(call, name, parents)):
+                        return False
+                    calls += 1
+                elif isinstance(node, ast.FunctionDef) and node.name == name:
+                    return False  # another definition of the name: which one a call reaches is not known
+        return calls > 0
+
+
+def _imported(node: ast.Import | ast.ImportFrom, importer: str, path: Path) -> set[str]:
+    """The modules an import statement of the module ``importer`` imports (``from pkg import mod``: both)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    package = importer.split(".") if path.name == "__init__.py" else importer.split(".")[:-1]
+    base = ".".join(package[: len(package) - (node.level - 1)]) if node.level else ""
+    source = ".".join(part for part in (base, node.module or "") if part)
+    return {source, *(f"{source}.{alias.name}" if source else alias.name for alias in node.names)}
+
+
+def _owners(node: ast.AST, parents: dict) -> list[tuple[ast.AST, str]]:
+    """The nodes around ``node``, innermost first, each with the field holding the way down."""
+    found = []
+    while node in parents:
+        node, field = parents[node]
+        found.append((node, field))
+    return found
+
+
+def _in_cuda_branch(node: ast.AST, parents: dict) -> bool:
+    """``node`` is in the body of an ``if`` whose test needs ``.is_cuda`` and whose body calls a
+    function named with a ``cuda`` word."""
+    return any(
+        isinstance(owner, ast.If) and field == "body" and _needs_is_cuda(owner.test) and _calls_cuda_named(owner.body)
+        for owner, field in _owners(node, parents)
+    )
+
+
+def _needs_is_cuda(test: ast.expr) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_needs_is_cuda(value) for value in test.values)
+    return isinstance(test, ast.Attribute) and test.attr == "is_cuda"
+
+
+def _calls_cuda_named(body: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(node, ast.Call) and _cuda_named(_callee(node)) for statement in body for node in ast.walk(statement)
+    )
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _cuda_named(name: str) -> bool:
+    return name != "cuda" and CUDA_WORD.search(name) is not None
+
+
+def _gated_call(call: ast.Call, name: str, parents: dict) -> bool:
+    """A call of ``name`` behind a kept ``.is_cuda`` test, or, for a name with a ``cuda`` word, in a
+    test function marked as needing CUDA."""
+    if _in_cuda_branch(call, parents):
+        return True
+    return _cuda_named(name) and any(
+        isinstance(owner, ast.FunctionDef) and any(_cuda_mark(d) for d in owner.decorator_list)
+        for owner, _ in _owners(call, parents)
+    )
+
+
+def _cuda_mark(decorator: ast.expr) -> bool:
+    """``@pytest.mark.requires_cuda``, ``@pytest.mark.gpu``: a pytest mark with a ``cuda``/``gpu`` word."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    return (
+        isinstance(decorator, ast.Attribute)
+        and isinstance(decorator.value, ast.Attribute)
+        and decorator.value.attr == "mark"
+        and bool(CUDA_MARK_WORDS & set(decorator.attr.lower().split("_")))
+    )

@@ -1,0 +1,124 @@
+"""Triton-kernel modules the project imports only behind a kept ``.is_cuda`` test (a project fact,
+cuda2npu/families/gated_kernels.py): NPU603 does not mark their kernels (whisper's ``triton_ops.py``,
+imported under ``if x.is_cuda:`` and by ``dtw_cuda``, called only there and by a ``requires_cuda``
+test). The single-file behaviour is the golden ``custom_kernels/triton_kernels_r8_behind_cuda_gates``."""
+
+from __future__ import annotations
+
+import os
+
+from cli_helpers import cli
+
+from cuda2npu.core.options import Options, ProjectFacts
+from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates
+
+KERNELS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scan_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def scan_cuda(x):
+    _scan_kernel[(1,)](x, x.numel(), BLOCK=128)
+    return x
+"""
+ALIGN = """\
+import torch
+
+
+def smooth(x):
+    out = None
+    if x.is_cuda:
+        try:
+            from .fast_ops import scan_cuda
+
+            out = scan_cuda(x)
+        except RuntimeError:
+            pass
+    if out is None:
+        out = x.cumsum(-1)
+    return out
+
+
+def path_cuda(x):
+    from .fast_ops import scan_cuda
+
+    return scan_cuda(x)
+
+
+def path(x):
+    if x.is_cuda:
+        return path_cuda(x)
+    return x.cumsum(-1)
+"""
+TEST = """\
+import pytest
+import torch
+
+from pkg.align import path_cuda
+
+
+@pytest.mark.requires_cuda
+def test_path_cuda():
+    assert path_cuda(torch.ones(3).cuda()) is not None
+"""
+
+
+def _facts(tmp_path, files: dict[str, str]) -> tuple[str, ...]:
+    texts = {tmp_path / name: text.encode() for name, text in files.items()}
+    return kernels_behind_cuda_gates(texts)
+
+
+def _gated(tmp_path, name: str) -> tuple[str, ...]:
+    return (os.path.join(os.path.realpath(tmp_path), *name.split("/")),)
+
+
+def test_imports_behind_cuda_tests_and_their_callers(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/fast_ops.py": KERNELS, "pkg/align.py": ALIGN, "tests/test_align.py": TEST}
+    assert _facts(tmp_path, files) == _gated(tmp_path, "pkg/fast_ops.py")
+
+
+def test_near_misses(tmp_path):
+    base = {"pkg/__init__.py": "", "pkg/fast_ops.py": KERNELS}
+    # a launcher named without a cuda word: the device rules rewrite the test to `.is_npu`
+    renamed = ALIGN.replace("scan_cuda", "scan_fast").replace("path_cuda", "path_fast")
+    kernels = KERNELS.replace("scan_cuda", "scan_fast")
+    assert _facts(tmp_path, {**base, "pkg/fast_ops.py": kernels, "pkg/align.py": renamed}) == ()
+    # a caller of `path_cuda` off the gate
+    assert _facts(tmp_path, {**base, "pkg/align.py": ALIGN + "\n\nresult = path_cuda\n"}) == ()
+    assert (
+        _facts(tmp_path, {**base, "pkg/align.py": ALIGN, "run.py": "from pkg.align import path_cuda\npath_cuda(1)\n"})
+        == ()
+    )
+    # a module-level import, a script, a module nothing imports
+    assert _facts(tmp_path, {**base, "pkg/align.py": "from pkg.fast_ops import scan_cuda\n" + ALIGN}) == ()
+    script = KERNELS + '\n\nif __name__ == "__main__":\n    scan_cuda(None)\n'
+    assert _facts(tmp_path, {**base, "pkg/fast_ops.py": script, "pkg/align.py": ALIGN}) == ()
+    assert _facts(tmp_path, base) == ()
+
+
+def test_each_file_gets_its_own_flag(tmp_path):
+    ops = tmp_path / "pkg" / "fast_ops.py"
+    other = tmp_path / "other" / "fast_ops.py"
+    for path in (ops, other):
+        path.parent.mkdir(parents=True)
+        path.write_text(KERNELS)
+    options = Options(project=ProjectFacts(kernels_behind_cuda_gates=(os.path.realpath(ops),)))
+    assert options.for_path(ops).file.cuda_gated_kernels
+    assert not options.for_path(other).file.cuda_gated_kernels
+    assert options.for_path(ops).project.kernels_behind_cuda_gates == ()  # the cache key holds the file's share only
+
+
+def test_check_leaves_the_gated_kernels_unreported(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/fast_ops.py": KERNELS, "pkg/align.py": ALIGN, "tests/test_align.py": TEST}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "setup.py").write_text("")
+    assert "NPU603" not in cli("check", tmp_path / "pkg" / "fast_ops.py", "--select", "NPU603").output
+    (tmp_path / "pkg" / "align.py").write_text(ALIGN + "\n\nresult = path_cuda\n")
+    assert "NPU603" in cli("check", tmp_path / "pkg" / "fast_ops.py", "--select", "NPU603").output
