@@ -31,7 +31,7 @@ def findings(path, only_project_files=True):
 
 
 def test_requirements_txt_is_rewritten(tmp_path):
-    write(tmp_path / "train.py", "import torch\nimport triton\nx = torch.ones(1).cuda()\n")
+    write(tmp_path / "train.py", "import torch\nfrom mamba_ssm import Mamba\nimport triton\nx = torch.ones(1).cuda()\n")
     req = write(
         tmp_path / "requirements.txt",
         """
@@ -42,6 +42,7 @@ def test_requirements_txt_is_rewritten(tmp_path):
         apex
         flash-attn>=2.5  # kernels
         nvidia-nccl-cu12==2.21.5
+        mamba-ssm
         triton
         numpy>=1.24
         """,
@@ -56,7 +57,7 @@ def test_requirements_txt_is_rewritten(tmp_path):
         ("requirements.txt", 7, "NPU701"),
         ("requirements.txt", 8, "NPU701"),
     ]
-    assert ("train.py", 3, "NPU101") in findings(tmp_path, only_project_files=False)
+    assert ("train.py", 4, "NPU101") in findings(tmp_path, only_project_files=False)
     assert cli("migrate", tmp_path).exit_code == 0
     assert req.read_text() == textwrap.dedent(
         """\
@@ -65,11 +66,12 @@ def test_requirements_txt_is_rewritten(tmp_path):
         torch==2.7.1 ; platform_system == "Linux"
         torch_npu==2.7.1.post8; platform_system == "Linux"
         torchvision==0.22.1
-        # TODO(cuda2npu): NPU701 `triton` is CUDA-only (CUDA Triton does not target Ascend (Ascend's port is triton-ascend)); kept while the code imports it
+        # TODO(cuda2npu): NPU701 `mamba-ssm` is CUDA-only (mamba-ssm's selective-scan kernels are CUDA extensions); kept while the code imports it
+        mamba-ssm
         triton
         numpy>=1.24
         """
-    )  # triton stays, marked: train.py still imports it
+    )  # mamba-ssm stays, marked: train.py still imports it; triton imports there (or is Triton-Ascend)
     assert [code for _, _, code in findings(tmp_path)] == ["NPU701"]
     assert cli("migrate", tmp_path, "--check").exit_code == 0
 
@@ -119,7 +121,7 @@ def test_pyproject_multi_line_and_inline_arrays(tmp_path):
         ]
 
         [project.optional-dependencies]
-        fast = ["triton", "bitsandbytes>=0.43"]
+        fast = ["causal-conv1d", "bitsandbytes>=0.43"]
         gpu = ["pynvml"]
 
         [tool.other]
@@ -181,15 +183,15 @@ def test_setup_py_and_setup_cfg(tmp_path):
 
 
 def test_import_still_present_keeps_the_requirement_and_noqa_suppresses(tmp_path):
-    write(tmp_path / "k.py", "import triton\n\n@triton.jit\ndef kernel(x):\n    pass\n")
-    req = write(tmp_path / "requirements.txt", "triton==3.0\nbitsandbytes  # noqa: NPU701\n")
+    write(tmp_path / "k.py", "from mamba_ssm import Mamba\n")
+    req = write(tmp_path / "requirements.txt", "mamba-ssm==2.2.2\nbitsandbytes  # noqa: NPU701\n")
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     [finding] = [d for d in data["diagnostics"] if d["path"].endswith("requirements.txt")]  # noqa'd bitsandbytes: none
     assert finding["code"] == "NPU701" and not finding["fixable"] and "still imported by" in finding["message"]
     cli("migrate", tmp_path, "--no-markers")
-    assert req.read_text() == "triton==3.0\nbitsandbytes  # noqa: NPU701\n"
+    assert req.read_text() == "mamba-ssm==2.2.2\nbitsandbytes  # noqa: NPU701\n"
     cli("migrate", tmp_path)
-    assert req.read_text().startswith("# TODO(cuda2npu): NPU701 `triton` is CUDA-only")
+    assert req.read_text().startswith("# TODO(cuda2npu): NPU701 `mamba-ssm` is CUDA-only")
 
 
 def test_kernel_libraries_from_the_one_table(tmp_path):
@@ -539,16 +541,16 @@ def test_pyproject_keywords_and_other_project_keys_are_not_requirements(tmp_path
         """\
         [project]
         name = "demo"
-        keywords = ["triton", "apex", "gpu"]
+        keywords = ["causal-conv1d", "apex", "gpu"]
         dependencies = [
-            "triton",  # kernels ["x"]
+            "causal-conv1d",  # kernels ["x"]
         ]
         optional-dependencies = { fast = ["apex"] }
         """
     )
     pyproject = write(tmp_path / "pyproject.toml", text)
     cli("migrate", tmp_path)
-    assert pyproject.read_text() == text.replace('    "triton",  # kernels ["x"]\n', "").replace(
+    assert pyproject.read_text() == text.replace('    "causal-conv1d",  # kernels ["x"]\n', "").replace(
         'fast = ["apex"]', "fast = []"
     )
 
@@ -608,7 +610,7 @@ def test_extras_for_another_build_are_left_alone(tmp_path):
     made of other builds' wheels, are the other hosts' (unsloth's `cu121-torch240`, round 5): no
     marker, nothing removed, no torch_npu; the base requirements and the generic extras are checked."""
     write(tmp_path / "pkg" / "m.py", MIGRATED_CODE)
-    write(tmp_path / "pkg" / "k.py", "import triton\n\n@triton.jit\ndef kernel(x):\n    pass\n")
+    write(tmp_path / "pkg" / "k.py", "from mamba_ssm import Mamba\n")
     text = textwrap.dedent(
         """\
         [project]
@@ -618,7 +620,7 @@ def test_extras_for_another_build_are_left_alone(tmp_path):
         ]
 
         [project.optional-dependencies]
-        kernels = ["triton>=3.0 ; sys_platform == 'linux'"]
+        kernels = ["mamba-ssm>=2.0 ; sys_platform == 'linux'"]
         train = [
             "demo-pkg[kernels]",
             "torch>=2.4",
@@ -633,12 +635,12 @@ def test_extras_for_another_build_are_left_alone(tmp_path):
         cu121only = [
             "xformers @ https://download.pytorch.org/whl/cu121/xformers-0.0.28-cp311-cp311-manylinux_2_28_x86_64.whl ; python_version == '3.11'",
         ]
-        cu118onlytorch211 = ["torch==2.1.1+cu118", "triton"]
+        cu118onlytorch211 = ["torch==2.1.1+cu118", "mamba-ssm"]
         intelgputorch260 = [
             "torch @ https://download.pytorch.org/whl/xpu/torch-2.6.0%2Bxpu-cp311-cp311-linux_x86_64.whl",
-            "triton",
+            "mamba-ssm",
         ]
-        rocm64-torch280 = ["torch==2.8.0+rocm6.4", "triton"]
+        rocm64-torch280 = ["torch==2.8.0+rocm6.4", "mamba-ssm"]
         colab-new = ["demo-pkg[kernels]", "bitsandbytes"]
         windows = ["xformers ; sys_platform == 'win32'"]
         prebuilt = [
@@ -663,9 +665,9 @@ def test_extras_for_another_build_are_left_alone(tmp_path):
     migrated = pyproject.read_text()
     expected = (
         text.replace(
-            'kernels = ["triton',
-            "# TODO(cuda2npu): NPU701 `triton` is CUDA-only (CUDA Triton does not target Ascend (Ascend's "
-            'port is triton-ascend)); kept while the code imports it\nkernels = ["triton',
+            'kernels = ["mamba-ssm',
+            "# TODO(cuda2npu): NPU701 `mamba-ssm` is CUDA-only (mamba-ssm's selective-scan kernels are CUDA "
+            'extensions); kept while the code imports it\nkernels = ["mamba-ssm',
         )
         .replace('    "torch>=2.4",\n    "apex",\n', '    "torch>=2.4",\n    "torch_npu",\n')
         .replace('gpu = ["apex"]', "gpu = []")
@@ -778,9 +780,9 @@ def test_setup_py_and_setup_cfg_extras_for_another_build(tmp_path):
 
         [options.extras_require]
         rocm =
-            triton
+            causal-conv1d
         fast =
-            triton
+            causal-conv1d
         """
     )
     cfg = write(tmp_path / "setup.cfg", cfg_text)
@@ -788,7 +790,7 @@ def test_setup_py_and_setup_cfg_extras_for_another_build(tmp_path):
     assert setup.read_text() == setup_text.replace(
         '"torch==2.6.0"]', '"torch==2.6.0", "torch_npu==2.6.0.post5"]'
     ).replace('"fast": ["xformers"]', '"fast": []')
-    assert cfg.read_text() == cfg_text.replace("fast =\n    triton\n", "fast =\n")
+    assert cfg.read_text() == cfg_text.replace("fast =\n    causal-conv1d\n", "fast =\n")
 
 
 @pytest.mark.parametrize("code", ["NPU701", "NPU703"])
@@ -886,3 +888,45 @@ def test_r8_poetry_dependencies_are_read_like_project_dependencies(tmp_path):
         "F.scaled_dot_product_attention or torch_npu.npu_fusion_attention); kept while the code imports it",
         'xformers = ">=0.0.24"',
     ]
+
+
+def test_r8_index_tables_inline_noqa_and_wheel_urls(tmp_path):
+    """uv's index given inline in `[tool.uv]` is an index as well; `# noqa: NPU702` keeps one; a
+    wheel URL under PyTorch's CUDA index (a `[tool.uv.sources]` url) is no index root to swap."""
+    text = textwrap.dedent(
+        """\
+        [project]
+        name = "demo"
+        dependencies = ["numpy"]
+
+        [tool.uv]
+        index = [{ name = "pytorch", url = "https://download.pytorch.org/whl/cu124" }]
+        find-links = ["https://download.pytorch.org/whl/cu118"]  # noqa: NPU702
+
+        [tool.uv.sources]
+        torchaudio = { url = "https://download.pytorch.org/whl/cu121/torchaudio-2.5.1%2Bcu121-cp311-cp311-linux_x86_64.whl" }
+        """
+    )
+    pyproject = write(tmp_path / "pyproject.toml", text)
+    assert findings(tmp_path) == [("pyproject.toml", 6, "NPU702")]
+    cli("migrate", tmp_path)
+    assert pyproject.read_text() == text.replace("whl/cu124", "whl/cpu")
+
+
+def test_r8_triton_is_no_cuda_only_distribution_and_onnxruntime_gpu_is_renamed(tmp_path):
+    """whisper's platform-gated triton asks nothing (its import works on an NPU host, Triton-Ascend is
+    the same module); LatentSync's onnxruntime-gpu is renamed even though only insightface imports it."""
+    from cuda2npu.families.cuda_only_modules import cuda_only_distribution
+    from cuda2npu.filekinds.depfiles import replacement
+
+    assert cuda_only_distribution("triton") is None and replacement("triton") is None
+    assert cuda_only_distribution("onnxruntime_gpu")[0] == ("onnxruntime",)
+    assert replacement("ONNXRuntime-GPU") == "onnxruntime" and replacement("faiss-gpu") is None
+    write(tmp_path / "face.py", "from insightface.app import FaceAnalysis\n")
+    write(tmp_path / "k.py", "import triton\n\n@triton.jit\ndef kernel(x):\n    pass\n")
+    text = "triton>=2; platform_machine=='x86_64'\nonnxruntime-gpu==1.21.0  # faces\n"
+    req = write(tmp_path / "requirements.txt", text)
+    assert findings(tmp_path) == [("requirements.txt", 2, "NPU701")]
+    cli("migrate", tmp_path)
+    assert req.read_text() == "triton>=2; platform_machine=='x86_64'\nonnxruntime==1.21.0  # faces\n"
+    assert findings(tmp_path) == []

@@ -212,3 +212,26 @@ def test_r8_source_builds_in_run_instructions(tmp_path):
         ("Dockerfile", 3, 18, "NPU701"),
         ("Dockerfile", 6, 40, "NPU701"),
     ]
+
+
+def test_r8_old_vllm_and_onnxruntime_gpu_in_run_instructions(tmp_path):
+    """Open-Reasoner-Zero's docker/Dockerfile shape: a vLLM release older than vllm-ascend's first (0.7.1)
+    is NPU705 at its RUN; onnxruntime-gpu becomes onnxruntime; triton is not reported."""
+    dockerfile = write(
+        tmp_path / "docker" / "Dockerfile",
+        """
+        FROM python:3.10-slim
+        RUN pip install loguru tqdm \\
+                transformers==4.48.1 onnxruntime-gpu==1.21.0 \\
+                ray==2.40.0 deepspeed==0.16.0 vllm==0.6.5 triton==3.1.0 peft
+        RUN pip install vllm==0.8.5.post1
+        """,
+    )
+    assert [d[1:] for d in diagnostics(tmp_path)] == [(3, 30, "NPU701", "review"), (4, 39, "NPU705", "review")]
+    cli("migrate", tmp_path)
+    text = dockerfile.read_text()
+    assert text.count("# TODO(cuda2npu): NPU705 review: `vllm==0.6.5` allows no vllm release from 0.7.1 on") == 1
+    assert "transformers==4.48.1 onnxruntime==1.21.0 \\\n" in text and "triton==3.1.0 peft\n" in text
+    assert text.index("NPU705") < text.index("RUN pip install loguru")
+    cli("migrate", tmp_path)
+    assert dockerfile.read_text() == text

@@ -235,6 +235,61 @@ R8_CASES = {
 }
 
 
+# round 8: Open-Reasoner-Zero's `pip install ... vllm==0.6.5` (no vllm-ascend release for it, NPU705),
+# LatentSync's onnxruntime-gpu (renamed to the CPU build of the same module), whisper's triton (not reported)
+VLLM_OLD = (
+    "# TODO(cuda2npu): NPU705 review: `{req}` allows no vllm release from 0.7.1 on, vLLM runs on Ascend through "
+    "vllm-ascend, whose first release (v0.7.1rc1, 2025-02-19) is made for vLLM 0.7.1; no plugin exists for an "
+    "older vLLM: move to a vLLM release that has a vllm-ascend release of the same version (0.7.3, 0.8.4, 0.9.1, "
+    "...: vllm-ascend's release compatibility matrix) and install that vllm-ascend (and check what the newer "
+    "release changes)\n"
+)
+ACCELERATE_OLD = (
+    "# TODO(cuda2npu): NPU705 review: `accelerate==0.20.3` allows no accelerate release from 0.21.0 on, the first "
+    "accelerate release that knows the NPU (`is_npu_available`); an older Accelerator runs on the CPU of an NPU "
+    "host: raise the requirement to >=0.21.0 (and check what the newer release changes)\n"
+)
+R8_PIN_CASES = {
+    "pip install loguru ray==2.40.0 deepspeed==0.16.0 vllm==0.6.5 peft\n": (
+        VLLM_OLD.format(req="vllm==0.6.5") + "pip install loguru ray==2.40.0 deepspeed==0.16.0 vllm==0.6.5 peft\n"
+    ),
+    "python3 -m pip install -U 'vllm[audio]>=0.6,<0.7'\n": (
+        VLLM_OLD.format(req="vllm[audio]>=0.6,<0.7") + "python3 -m pip install -U 'vllm[audio]>=0.6,<0.7'\n"
+    ),
+    # transformers' entry depends on what the project's code uses (a Trainer): not read in a script
+    "pip install transformers==4.28.1 accelerate==0.20.3\n": (
+        ACCELERATE_OLD + "pip install transformers==4.28.1 accelerate==0.20.3\n"
+    ),
+    # the same module in its CPU build: renamed, extras dropped, no marker; a wheel URL is marked
+    "pip install insightface==0.7.3 onnxruntime-gpu==1.21.0\n": "pip install insightface==0.7.3 onnxruntime==1.21.0\n",
+    'pip3 install "onnxruntime_gpu[cuda,cudnn]>=1.19"\n': 'pip3 install "onnxruntime>=1.19"\n',
+    "pip install 'onnxruntime-gpu @ https://h/onnxruntime_gpu-1.21.0-cp311-cp311-manylinux_2_28_x86_64.whl'\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install onnxruntime-gpu @ https://h/onnxruntime_gpu-1.21.0-cp311-cp311-"
+        "manylinux_2_28_x86_64.whl`: `onnxruntime-gpu` is CUDA-only (onnxruntime-gpu is ONNX Runtime's CUDA and "
+        "TensorRT build, without Linux aarch64 wheels before 1.29.0; an NPU host runs `onnxruntime` (the CPU build of "
+        "the same module, the same release numbers) or `onnxruntime-cann` (the build with Ascend's "
+        "CANNExecutionProvider)) → `onnxruntime`\n"
+        "pip install 'onnxruntime-gpu @ https://h/onnxruntime_gpu-1.21.0-cp311-cp311-manylinux_2_28_x86_64.whl'\n"
+    ),
+    # near-misses: releases vllm-ascend is made for, an unread pin, Triton (its import works there,
+    # Triton-Ascend installs the same module), onnxruntime's own builds
+    "pip install vllm==0.9.1 'vllm>=0.7.3' \"vllm==$VLLM_VERSION\" vllm\n": None,
+    "pip install 'triton>=2; platform_machine==\"x86_64\"' triton==3.1.0 triton-ascend==3.2.0\n": None,
+    "pip install onnxruntime==1.21.0 onnxruntime-cann==1.22.1\n": None,
+}
+
+
+@pytest.mark.parametrize("case", list(R8_PIN_CASES))
+def test_r8_old_pins_onnxruntime_gpu_and_triton(tmp_path, case):
+    script = tmp_path / "setup.sh"
+    script.write_text(case)
+    expected = case if R8_PIN_CASES[case] is None else R8_PIN_CASES[case]
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected  # once
+
+
 @pytest.mark.parametrize("case", list(R8_CASES))
 def test_r8_url_requirements_and_cuda_builds(tmp_path, case):
     script = tmp_path / "setup.sh"

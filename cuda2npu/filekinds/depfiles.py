@@ -4,23 +4,26 @@ the ``- pip:`` list of conda environment*.yml files.
 Reported (``check``) and, under ``migrate``, rewritten:
 
 - NPU701 ``cuda-only-dependency``: distributions that need CUDA, by distribution name
-  (``rules/tables/cuda_only_packages.toml``: apex, flash-attn, transformer-engine, triton,
-  nvidia-cutlass-dsl, the nvidia-*-cuNN runtime wheels, ...). ``migrate`` removes the requirement
-  when no file of the project imports any module the table names for it (after migration);
-  otherwise it is only reported, naming the files that still import it. An ``nvidia-*``
-  distribution the table does not know is reported and kept. apex is left alone under
-  ``--apex ascend`` (Ascend's apex fork keeps the name).
+  (``rules/tables/cuda_only_packages.toml``: apex, flash-attn, transformer-engine,
+  nvidia-cutlass-dsl, the nvidia-*-cuNN runtime wheels, ...; not triton, whose import works
+  there). ``migrate`` removes the requirement when no file of the project imports any module the
+  table names for it (after migration); otherwise it is only reported, naming the files that still
+  import it. One the table gives an NPU build of (``replacement``: onnxruntime-gpu → onnxruntime)
+  is renamed instead, never removed. An ``nvidia-*`` distribution the table does not know is
+  reported and kept. apex is left alone under ``--apex ascend`` (Ascend's apex fork keeps the name).
 - NPU702 ``cuda-torch-wheel``: CUDA builds of torch/torchvision/torchaudio (``+cu118`` local
-  versions, ``download.pytorch.org/whl/cu121`` index URLs): the ``+cuXXX`` tag is dropped and the
-  index becomes ``/whl/cpu`` (torch_npu runs on the CPU build of torch); conda's ``pytorch-cuda`` /
-  ``cudatoolkit`` are reported.
+  versions, ``download.pytorch.org/whl/cu121`` index URLs, also as pyproject.toml's Poetry, uv and
+  PDM index tables name them: cuda2npu/filekinds/package_indexes.py): the ``+cuXXX`` tag is dropped
+  and the index becomes ``/whl/cpu`` (torch_npu runs on the CPU build of torch); conda's
+  ``pytorch-cuda`` / ``cudatoolkit`` are reported.
 - NPU703 ``torch-npu-not-declared``: the file declares torch, not torch_npu, and the migrated code
   imports torch_npu: ``torch_npu`` is added after torch, pinned to the newest release for an exact
   torch pin (``rules/tables/torch_npu_versions.toml``), unpinned for a range.
 - NPU704 ``torch-npu-version-mismatch``: no torch_npu release fits the torch requirement (no
   release for that torch, or torch_npu pinned to another torch): manual, with a marker.
 - NPU705 ``dependency-predates-npu``: transformers, accelerate, DeepSpeed or vLLM pinned below the
-  first release that runs on an NPU (``rules/tables/npu_first_releases.toml``): review, with a marker.
+  first release that runs on an NPU (``rules/tables/npu_first_releases.toml``): review, with a marker
+  (:func:`cuda2npu.filekinds.distribution_facts.predates_npu`, which the ``pip install`` commands of scripts and Dockerfiles share).
 
 Extras and dependency groups for another build (``cu121``, ``cu118onlytorch211``, ``rocm64``,
 ``intelgputorch260``, ``windows``, ``colab-new``; or one whose every requirement is a CUDA, ROCm or
@@ -53,17 +56,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
-from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
-from cuda2npu.core.pins import base_release, excludes_from
+from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
 from cuda2npu.families.cuda_only_modules import unknown_nvidia
 from cuda2npu.filekinds import depfiles_versions as versions
 from cuda2npu.filekinds import poetry_deps
+from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
+from cuda2npu.filekinds.package_indexes import cuda_index_urls
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
 from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
 
@@ -808,7 +812,12 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
         if info is not None and not (dep.name == "apex" and options.apex == "ascend"):
             modules, advice = info
             users = imports.importers(modules)
-            if users:
+            new = replacement(dep.name)
+            if new is not None:  # the same modules in a build that runs there: renamed, never removed
+                rename = None if dep.extra else _renamed(text, dep, new)
+                message = f"`{dep.name}` is CUDA-only ({advice}) → `{new}`"
+                report(CUDA_ONLY_CODE, dep.line, dep.column, message, rename and [rename], mark=line_start)
+            elif users:
                 shown = ", ".join(users[:3]) + (f" and {len(users) - 3} more" if len(users) > 3 else "")
                 message = f"`{dep.name}` is CUDA-only ({advice}); still imported by {shown}"
                 reason = f"`{dep.name}` is CUDA-only ({advice}); kept while the code imports it"
@@ -865,11 +874,17 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                     [(offset, offset + len(line), new_line)],
                     mark=offset,
                 )
+    for start, end, header in (
+        cuda_index_urls(text, tomllib.loads(text), _other_build_name) if name == "pyproject.toml" else ()
+    ):
+        message = f"a CUDA package index of PyTorch (`{header}`): torch_npu needs the CPU build (`/whl/cpu`)"
+        fix = [(start, end, cpu_index(text[start:end]))]
+        report(WHEEL_CODE, *_line_col(text, start), message, fix, mark=_line_bounds(text, start)[0])
     for offset, package in conda_cuda_packages(text) if is_environment_file(name) else ():
         message = f"conda's `{package}` {conda_cuda_note(package)}"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     for dep in deps:
-        too_old = _predates_npu(dep, imports)
+        too_old = predates_npu(dep.name, dep.requirement.strip(), _version_spec(dep)[0], imports.importers)
         if too_old is not None:
             report(TOO_OLD_CODE, dep.line, dep.column, too_old, mark=_line_bounds(text, dep.start)[0])
     torch = next((d for d in deps if d.name == "torch"), None)
@@ -882,20 +897,22 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
     return findings, apply_edits(text, edits) if edits else text
 
 
-def _predates_npu(dep: Dep, imports: ProjectImports) -> str | None:
-    """NPU705's message when ``dep`` allows no release of its library that runs on an NPU
-    (rules/tables/npu_first_releases.toml) and the project uses what that release brings (an entry's
-    ``used_as``: a module the project's files import), else None."""
-    release = table("npu_first_releases")["release"].get(dep.name)
-    spec = _version_spec(dep)[0]
-    if release is None or not spec or not excludes_from(spec, release["first"]):
+def _renamed(text: str, dep: Dep, new: str) -> tuple[int, int, str] | None:
+    """The edit naming distribution ``new`` in ``dep`` instead (its extras dropped, version and
+    markers kept); None for a requirement given as a URL, also PEP 508's ``name @ url`` (the file it
+    names is the CUDA build)."""
+    if url_requirement(dep.requirement) is not None or "@" in dep.requirement.split(";", 1)[0]:
         return None
-    if "used_as" in release and not imports.importers((release["used_as"],)):
+    name = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*" + ("" if dep.poetry else r"(?:[ \t]*\[[^\]]*\])?"))
+    match = name.search(text, dep.start, dep.end)
+    if match is None or normalize(match.group().split("[")[0].strip()) != dep.name:
         return None
-    return (
-        f"`{dep.requirement.strip()}` allows no {dep.name} release from {release['first']} on, {release['what']}: "
-        f"raise the requirement to >={release['first']} (and check what the newer release changes)"
-    )
+    return match.start(), match.end(), new
+
+
+def _other_build_name(name: str) -> bool:
+    """An extra or dependency group named for another build (:data:`OTHER_BUILD`)."""
+    return OTHER_BUILD.search(normalize(name)) is not None
 
 
 def _check_torch_npu(

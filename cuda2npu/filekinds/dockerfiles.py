@@ -9,7 +9,7 @@ the image a stage builds on, and the shell of its ``RUN`` instructions.
 - ``RUN`` instructions (their ``\\`` continuation lines, and the script of a ``RUN <<EOF`` heredoc)
   are shell, read with the checks of a launch script (cuda2npu/filekinds/shellscripts.py
   :func:`check_shell_script`): ``pip install flash-attn`` (NPU701), ``conda install pytorch-cuda``
-  (NPU702), ``nvidia-smi`` (NPU712), ... Exec-form ``RUN ["pip", ...]`` is not read. The other
+  (NPU702), ``pip install vllm==0.6.5`` (NPU705), ``nvidia-smi`` (NPU712), ... Exec-form ``RUN ["pip", ...]`` is not read. The other
   instructions are not read either: ``ENV CUDA_VISIBLE_DEVICES=...`` belongs to the image NPU717
   asks to replace.
 

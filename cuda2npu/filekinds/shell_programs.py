@@ -10,7 +10,12 @@ reports what they find): one code per decision, whatever the file kind.
   (``git+https://github.com/vllm-project/vllm.git``) is NPU701 too, unless the script sets
   ``VLLM_TARGET_DEVICE``; so is a build of apex's CUDA extensions (``python setup.py install
   --cuda_ext``, ``pip install --config-settings "--build-option=--cuda_ext" ./``,
-  ``APEX_CUDA_EXT=1 pip install .``), whatever the directory it builds.
+  ``APEX_CUDA_EXT=1 pip install .``), whatever the directory it builds. A distribution the table
+  gives an NPU build of is renamed to it (``pip install onnxruntime-gpu==1.21.0`` →
+  ``onnxruntime==1.21.0``).
+- ``pip install vllm==0.6.5`` (NPU705, as in a dependency file): a release older than the first
+  that runs on an NPU (rules/tables/npu_first_releases.toml; not transformers, whose entry depends
+  on what the project's code uses): kept, marked.
 - ``python -c 'import torch; print(torch.cuda.device_count())'`` (NPU103, as in Python): that exact
   code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
   calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
+from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
 from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
@@ -48,6 +54,7 @@ PIP_VALUED = frozenset(
     "--keyring-provider --root-user-action --use-feature --use-deprecated --group".split()
 )
 DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
+NAME_AND_EXTRAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?")
 PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
 PIP = re.compile(r"(?:.*/)?pip[\d.]*")
 CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
@@ -158,9 +165,10 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
 
 def _requirement_finding(word: ShellWord, value: str, options, script: str, apex_built: bool) -> Found | None:
     """NPU701 for one requirement of a ``pip install``: a CUDA-only distribution (apex neither under
-    ``--apex ascend`` nor where ``apex_built``), an ``nvidia-*`` one the table does not know, or a
-    source build of one whose build targets CUDA unless the script sets its target (vLLM's
-    ``VLLM_TARGET_DEVICE``)."""
+    ``--apex ascend`` nor where ``apex_built``; one the table gives an NPU build of, renamed to it),
+    an ``nvidia-*`` one the table does not know, or a source build of one whose build targets CUDA
+    unless the script sets its target (vLLM's ``VLLM_TARGET_DEVICE``); NPU705 for a release older
+    than the first that runs on an NPU (``vllm==0.6.5``)."""
     url = url_requirement(value)
     match = DISTRIBUTION.match(value) if url is None else None
     name = url.name if url is not None else normalize_distribution(match.group(1)) if match else ""
@@ -168,6 +176,12 @@ def _requirement_finding(word: ShellWord, value: str, options, script: str, apex
         return None
     info = cuda_only_distribution(name)
     build = source_build(name)
+    new = replacement(name) if match else None
+    if info is not None and new is not None:
+        direct = "@" in value.split(";", 1)[0]  # `name @ url`: the file it names is the CUDA build
+        renamed = NAME_AND_EXTRAS.sub(new, word.text, count=1) if match.group(1) in word.text and not direct else None
+        message = f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}) → `{new}`"
+        return Found(word.line, word.start, "NPU701", message, end=word.end, edit=renamed)
     if info is not None and not (name == "apex" and (options.apex == "ascend" or apex_built)):
         message = (
             f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}); on an NPU host the install fails or "
@@ -177,9 +191,16 @@ def _requirement_finding(word: ShellWord, value: str, options, script: str, apex
         message = f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
     elif build and built_from_source(value) and not re.search(rf"(?<![\w$]){build['target']}(?:=|[ \t]+\S)", script):
         message = f"`pip install {value}` builds `{name}` from source: {build['advice']}"
+    elif match and (too_old := predates_npu(name, value, _specifier(value[match.end(1) :]))) is not None:
+        return Found(word.line, word.start, "NPU705", too_old)
     else:
         return None
     return Found(word.line, word.start, "NPU701", message)
+
+
+def _specifier(rest: str) -> str:
+    """The version specifier of what follows a requirement's name (``[audio]==0.6.5; python_version > '3'``)."""
+    return re.sub(r"^\s*\[[^\]]*\]", "", rest).split(";", 1)[0].strip()
 
 
 def _apex_cuda_build(words: list[ShellWord], values: list[str | None]) -> Found | None:

@@ -16,7 +16,7 @@ found with the Python code): their CUDA and NCCL settings.
   ``cudatoolkit``; Lmod's ``ml``): manual.
 - NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
   (``#SBATCH --gres=gpu:8``), and the shell side of NPU701 (``pip install flash-attn``), NPU702
-  (``conda install pytorch-cuda``) and NPU103
+  (``conda install pytorch-cuda``), NPU705 (``pip install vllm==0.6.5``) and NPU103
   (``python -c 'import torch; print(torch.cuda.device_count())'``): the programs the script runs,
   read word by word in cuda2npu/filekinds/shell_programs.py. ``#SBATCH`` lines are read too.
 

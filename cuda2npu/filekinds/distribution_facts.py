@@ -1,0 +1,35 @@
+"""What the tables say of a distribution on an NPU host, shared by dependency files and the
+``pip install`` commands of scripts and Dockerfiles: the distribution to install instead of a
+CUDA-only one (rules/tables/cuda_only_packages.toml ``replacement``), and whether a requirement
+allows a release that runs on an NPU (rules/tables/npu_first_releases.toml, NPU705)."""
+
+from __future__ import annotations
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.pins import excludes_from
+from cuda2npu.families.cuda_only_modules import PACKAGES, normalize_distribution
+
+
+def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str | None:
+    """NPU705's message when ``requirement`` (of distribution ``name``, version specifier ``spec``)
+    allows no release of its library that runs on an NPU (rules/tables/npu_first_releases.toml) and
+    the project uses what that release brings (an entry's ``used_as``: a module the project's files
+    import, asked of ``importers``; an entry with one is never reported without them), else None."""
+    release = table("npu_first_releases")["release"].get(name)
+    if release is None or not spec or not excludes_from(spec, release["first"]):
+        return None
+    if "used_as" in release and (importers is None or not importers((release["used_as"],))):
+        return None
+    advice = release.get("advice", f"raise the requirement to >={release['first']}")
+    return (
+        f"`{requirement}` allows no {name} release from {release['first']} on, {release['what']}: "
+        f"{advice} (and check what the newer release changes)"
+    )
+
+
+def replacement(name: str) -> str | None:
+    """The distribution installing the same modules that runs on an NPU host, for a CUDA-only one
+    rules/tables/cuda_only_packages.toml gives one (``onnxruntime-gpu`` → ``onnxruntime``), else None."""
+    name = normalize_distribution(name)
+    entries = table(PACKAGES)["package"].values()
+    return next((p["replacement"] for p in entries if "replacement" in p and name in p.get("distributions", ())), None)
