@@ -347,6 +347,22 @@ def test_a_float16_model_is_reported_only_where_it_trains(training, reported):
     assert ("NPU342" in {f.code for f in findings}) is reported
 
 
+@pytest.mark.parametrize(
+    ("switches", "reported"),
+    [
+        ("net.requires_grad_(requires_grad=False)\n", False),
+        ("net.requires_grad_(False)\nnet.requires_grad_()\n", True),
+        ("for p in net.parameters():\n    p.requires_grad_(False)\n", False),
+        ("net.requires_grad_(flag)\n", True),
+        ("other.requires_grad_(False)\n", True),
+    ],
+    ids=["keyword", "thawed", "parameter-loop", "not-literal", "other-model"],
+)
+def test_a_float16_model_is_reported_unless_its_gradients_stay_off(switches, reported):
+    _, findings = migrate("import torch\n\nnet = Net().half()\n" + switches + "net(x).sum().backward()\n")
+    assert ("NPU342" in {f.code for f in findings}) is reported
+
+
 def test_names_that_merely_spell_amp_are_not_uses_of_apex_amp():
     text, _ = migrate("""
         import torch

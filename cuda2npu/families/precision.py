@@ -5,7 +5,9 @@
   code offers as a choice next to a bfloat16 one (a dict of autocasts, an ``if``/``elif`` on the
   precision), which is the user's and keeps float16, and a dtype variable a test or a loop over
   precisions picks (``def test_x(dtype=torch.float16)``, ``for dtype in (torch.float16,
-  torch.bfloat16):``), which is not reported; models cast to float16 are reported with the BF16
+  torch.bfloat16):``), which is not reported, and an explicit float16 one over weights cast to
+  float16, which keeps float16 (reported once a file, and only where those weights train); models
+  cast to float16 that train (not frozen, not evaluation code) are reported with the BF16
   alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one; it is harmless with
   BF16).
 * ``fp16``: float16 stays; a CUDA ``GradScaler()`` without ``init_scale`` starts at 2**14 instead
@@ -24,7 +26,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
+from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args, try_bind
 from cuda2npu.core.bindings import single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
@@ -35,7 +37,7 @@ from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, 
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.hf_sources import sources
+from cuda2npu.families.hf_sources import sources, statement_of
 from cuda2npu.families.kernel_switch import first_kernel
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.value_uses import ValueUses
@@ -118,6 +120,7 @@ class CudaAutocastBf16(ValueUses, Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._values: dict[cst.CSTNode, str | None] = {}  # CUDA autocast as a value -> why not rewritten
+        self._half_kept = False  # a float16 autocast kept over trained float16 weights was reported
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.options.precision == "bf16":
@@ -211,17 +214,21 @@ class CudaAutocastBf16(ValueUses, Rule):
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
-        half = self._half_weights(node) if dtype is not None else None
-        if half is not None:
-            self.report(
-                "NPU340",
-                node,
-                f"CUDA autocast with dtype={code_of(dtype.value)} kept: the model's weights are float16 here "
-                f"(`{half}`), and bfloat16 autocast over float16 weights mixes the two types (ops outside "
-                "autocast's lists promote or fail); NPU autocast runs float16 too — move the weights and "
-                "the autocast to bfloat16 together, or keep both float16",
-                tier=Tier.REVIEW,
-            )
+        halves = self._half_weights(node) if dtype is not None else []
+        if halves:  # float16 stays: bfloat16 autocast over float16 weights mixes the two types
+            trained = [cast for cast in halves if not _inference_only(self.ctx, cast)]
+            if trained and not self._half_kept:  # one marker a file; frozen float16 weights need none
+                self._half_kept = True
+                self.report(
+                    "NPU340",
+                    node,
+                    f"CUDA autocast with dtype={code_of(dtype.value)} kept, here and in this file's other "
+                    f"float16 autocasts over float16 weights: the model trained here is float16 "
+                    f"(`{code_of(trained[0])}`), and bfloat16 autocast over float16 weights mixes the two types "
+                    "(ops outside autocast's lists promote or fail); float16 runs on NPU as it is — to follow "
+                    "the BF16 policy, move the weights and these autocasts to bfloat16 together",
+                    tier=Tier.REVIEW,
+                )
             return
         rebuild = isinstance(node.func, cst.Attribute)
 
@@ -295,15 +302,16 @@ class CudaAutocastBf16(ValueUses, Rule):
         half = any(is_torch_dtype(self.resolver, value, "float16", "half") for value in values)
         return half and not any(is_torch_dtype(self.resolver, value, "bfloat16") for value in values)
 
-    def _half_weights(self, node: cst.Call) -> str | None:
-        """A model cast to float16 in the function around ``node``: ``model.half()``,
+    def _half_weights(self, node: cst.Call) -> list[cst.Call]:
+        """The casts of models to float16 in the function around ``node``: ``model.half()``,
         ``Net().cuda().half()``, ``model.to(torch.float16)`` — what the autocast's explicit float16
-        then matches (the code, or None; at module level the two are too far apart to tell)."""
+        then matches (none at module level: the two are too far apart to tell)."""
         scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
-        for call in iter_nodes(scope, cst.Call) if scope is not None else ():
-            if _half_cast(self.resolver, call) and _loaded_model(_unmoved(call.func.value)):
-                return code_of(call)
-        return None
+        return [
+            call
+            for call in (iter_nodes(scope, cst.Call) if scope is not None else ())
+            if _half_cast(self.resolver, call) and _loaded_model(_unmoved(call.func.value))
+        ]
 
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         """Record a CUDA autocast class used as a value; reported when the traversal leaves it, after
@@ -421,16 +429,15 @@ class GradScalerFp16InitScale(Rule):
 
 @register
 class ModelHalfUnderBf16(Rule):
-    """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported) in a
-    file that trains (calls ``.backward(...)``), outside evaluation code: float16 inference runs on
-    NPU as it is."""
+    """NPU342: ``model.half()`` / ``model.to(torch.float16)`` under the BF16 policy (reported) of a
+    model that trains (``_inference_only``): float16 inference runs on NPU as it is."""
 
     codes = ("NPU342",)
     triggers = (r"\.\s*backward\s*\(",)  # it reports only in files that train (float16 inference is fine)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.trains = _Backward.found(ctx.module) if self.options.precision == "bf16" else False
+        self.trains = self.options.precision == "bf16" and ctx.file_state(_file_trains)
         self._restored: set[cst.Call] = set()  # `model.half().float()`: rounds values, trains in float32
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -443,7 +450,7 @@ class ModelHalfUnderBf16(Rule):
         if node in self._restored or not _looks_like_model(receiver):
             return
         cast = _half_cast(self.resolver, node)
-        if cast is None or self._evaluates(node):
+        if cast is None or _inference_only(self.ctx, node):
             return
         self.report(
             "NPU342",
@@ -453,57 +460,120 @@ class ModelHalfUnderBf16(Rule):
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
 
-    def _evaluates(self, cast: cst.Call) -> bool:
-        """Whether ``cast`` is evaluation code: under ``torch.no_grad()`` / ``torch.inference_mode()``,
-        or in a function that does not train (``_training_functions``) and is named for evaluation
-        (``evaluate``, ``test``, ``predict``, ...), is decorated with ``no_grad``/``inference_mode``, or
-        puts the model in eval mode before the cast (or in the statement after it)."""
-        index = TreeIndex.of(self.ctx)
-        statement = self.ctx.statement
-        if any(
-            isinstance(owner, cst.With) and any(self._no_grad(item.item) for item in owner.items)
-            for owner in index.ancestors(statement)
-        ):
-            return True
-        function = index.function.get(statement)
-        if function is None or function.name.value in self._training_functions:
-            return False
-        if EVAL_WORDS.intersection(name_tokens(function.name.value)) or any(
-            self._no_grad(decorator.decorator) for decorator in function.decorators
-        ):
-            return True
-        model = code_of(_unmoved(cast))
-        near = [statement, *index.following(statement)[:1]]
-        calls = [
-            *itertools.takewhile(lambda call: call is not cast, iter_nodes(function.body, cst.Call)),
-            *(call for part in near for call in iter_nodes(part, cst.Call)),
-        ]
-        return any(_method(call) == "eval" and code_of(_unmoved(call)) == model for call in calls)
 
-    def _no_grad(self, expr: cst.BaseExpression) -> bool:
-        """``torch.no_grad()``, ``torch.inference_mode()`` (also as a decorator without parentheses)."""
-        return self.resolver.qualified_name(expr.func if isinstance(expr, cst.Call) else expr) in NO_GRAD
+def _inference_only(ctx, cast: cst.Call) -> bool:
+    """Whether the model ``cast`` casts to float16 never trains: the file does not train, or the cast
+    is evaluation code (``_evaluates``), or the model is frozen (``_frozen``)."""
+    statement = statement_of(ctx, cast)
+    return not ctx.file_state(_file_trains) or _evaluates(ctx, cast, statement) or _frozen(ctx, cast, statement)
 
-    @functools.cached_property
-    def _training_functions(self) -> set[str]:
-        """The names of this file's functions that train (``_trains``) or call one that does."""
-        training: set[str] = set()
-        callees: dict[str, set[str]] = {}
-        for function in TreeIndex.of(self.ctx).functions:
-            name = function.name.value
-            for call in iter_nodes(function.body, cst.Call):
-                if _trains(call):
-                    training.add(name)
-                    break
-                callees.setdefault(name, set()).add(_callee_name(call) or "")
-        grown = True
-        while grown:
-            grown = False
-            for name, called in callees.items():
-                if name not in training and not called.isdisjoint(training):
-                    training.add(name)
-                    grown = True
-        return training
+
+def _file_trains(ctx) -> bool:
+    """Whether the file calls ``<something>.backward(...)``."""
+    return _Backward.found(ctx.module)
+
+
+def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
+    """Whether ``cast`` (in ``statement``) is evaluation code: under ``torch.no_grad()`` /
+    ``torch.inference_mode()``, or in a function that does not train (``_training_functions``) and is
+    named for evaluation (``evaluate``, ``test``, ``predict``, ...), is decorated with
+    ``no_grad``/``inference_mode``, or puts the model in eval mode before the cast (or in the
+    statement after it)."""
+    index = TreeIndex.of(ctx)
+    if any(
+        isinstance(owner, cst.With) and any(_no_grad(ctx, item.item) for item in owner.items)
+        for owner in index.ancestors(statement)
+    ):
+        return True
+    function = index.function.get(statement)
+    if function is None or function.name.value in ctx.file_state(_training_functions):
+        return False
+    if EVAL_WORDS.intersection(name_tokens(function.name.value)) or any(
+        _no_grad(ctx, decorator.decorator) for decorator in function.decorators
+    ):
+        return True
+    model = code_of(_unmoved(cast))
+    near = [statement, *index.following(statement)[:1]]
+    calls = [
+        *itertools.takewhile(lambda call: call is not cast, iter_nodes(function.body, cst.Call)),
+        *(call for part in near for call in iter_nodes(part, cst.Call)),
+    ]
+    return any(_method(call) == "eval" and code_of(_unmoved(call)) == model for call in calls)
+
+
+def _frozen(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
+    """Whether the function around ``cast`` (or the module) switches the gradients of the model it
+    casts off and never back on: ``syncnet.requires_grad_(False)``, ``for p in teacher.parameters():
+    p.requires_grad = False`` (a loss network, LatentSync's SyncNet), but not ``unet.requires_grad_(False)``
+    followed by a loop that sets some parameters' ``requires_grad = True`` again."""
+    names = _model_names(cast, statement)
+    scope = TreeIndex.of(ctx).function.get(statement) or ctx.module
+    switches = {switch for node in iter_nodes(scope, (cst.Call, cst.For)) for switch in _grad_switches(node, names)}
+    return switches == {False}
+
+
+def _model_names(cast: cst.Call, statement: cst.CSTNode) -> set[str]:
+    """The names (as code) the model ``cast`` casts goes by: the receiver of its chain (``model`` in
+    ``model.npu().half()``) and the targets of the assignment of that chain (``net = Net().half()``)."""
+    names = {code_of(_unmoved(cast))}
+    assign = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+    if isinstance(assign, cst.Assign):
+        link = assign.value
+        while link is not cast and _method(link) in (*MOVES, "half"):
+            link = link.func.value
+        if link is cast:
+            names.update(code_of(target.target) for target in assign.targets)
+    return names
+
+
+def _grad_switches(node: cst.Call | cst.For, names: set[str]) -> list[bool]:
+    """How ``node`` sets the gradients of the model named in ``names``: ``[False]`` for
+    ``model.requires_grad_(False)``, the literal values a ``for`` over ``model.parameters()`` /
+    ``model.named_parameters()`` gives ``p.requires_grad`` or ``p.requires_grad_(...)``; else ``[]``."""
+    if isinstance(node, cst.Call):
+        if _method(node) != "requires_grad_" or code_of(node.func.value) not in names:
+            return []
+        bound = try_bind(node, ("requires_grad",))
+        return [literal_arg(bound, "requires_grad", True)] if bound is not None else [True]
+    source = node.iter
+    if _method(source) not in ("parameters", "named_parameters") or code_of(source.func.value) not in names:
+        return []
+    switches = []
+    for inner in iter_nodes(node.body, (cst.Assign, cst.Call)):
+        if isinstance(inner, cst.Assign) and any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in inner.targets
+        ):
+            switches.append(literal(inner.value))
+        elif isinstance(inner, cst.Call) and _method(inner) == "requires_grad_":
+            bound = try_bind(inner, ("requires_grad",))
+            switches.append(literal_arg(bound, "requires_grad", True) if bound is not None else True)
+    return switches
+
+
+def _no_grad(ctx, expr: cst.BaseExpression) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()`` (also as a decorator without parentheses)."""
+    return ctx.resolver.qualified_name(expr.func if isinstance(expr, cst.Call) else expr) in NO_GRAD
+
+
+def _training_functions(ctx) -> set[str]:
+    """The names of this file's functions that train (``_trains``) or call one that does."""
+    training: set[str] = set()
+    callees: dict[str, set[str]] = {}
+    for function in TreeIndex.of(ctx).functions:
+        name = function.name.value
+        for call in iter_nodes(function.body, cst.Call):
+            if _trains(call):
+                training.add(name)
+                break
+            callees.setdefault(name, set()).add(_callee_name(call) or "")
+    grown = True
+    while grown:
+        grown = False
+        for name, called in callees.items():
+            if name not in training and not called.isdisjoint(training):
+                training.add(name)
+                grown = True
+    return training
 
 
 NO_GRAD = {
