@@ -1,5 +1,6 @@
-"""A project's callables whose device parameter defaults to CUDA (a project fact): their calls in
-other files pass a device too (lingua's `GPUMemoryMonitor("cuda")`, NPU104)."""
+"""A project's callables with a parameter named like a device (a project fact): their calls in
+other files pass a device there (lingua's `GPUMemoryMonitor("cuda")`, LatentSync's
+`VideoProcessor(resolution, f"cuda:{device_id}")` whose default is "cpu", NPU104)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,30 @@ class GPUMemoryMonitor:
         self.name = torch.cuda.get_device_name(self.device)
 '''
 
+CLIP = (
+    b'class Clip:\n    def __init__(self, size: Tuple[int, int] = None, sep=",", device: str = "cpu"):\n        pass\n'
+)
 
-def test_the_fact_reads_defaults_of_functions_and_constructors():
+
+def test_the_fact_reads_device_parameters_of_functions_and_constructors():
     texts = {
         Path("a.py"): MONITOR.encode(),
         Path("b.py"): b'def move(x, target_device="cuda"):\n    pass\n\n\ndef scale(x, device=None):\n    pass\n',
         Path("c.py"): b'class Twice:\n    def __init__(self, device="cuda"):\n        pass\n',
         Path("d.py"): b'class Twice:\n    def __init__(self, n, device="cuda"):\n        pass\n',
         Path("e.py"): b'def keyword_only(x, *, device="cuda"):\n    pass\n',
+        Path("f.py"): CLIP,
+        Path("g.py"): b"def place(a, /, b, src_device, dst_device):\n    pass\n",
+        Path("h.py"): b'def label(impl="cuda"):\n    pass\n',
     }
-    assert device_parameters(texts) == (("GPUMemoryMonitor", 0, "device"), ("move", 1, "target_device"))
+    assert device_parameters(texts) == (
+        ("Clip", 2, "device"),
+        ("GPUMemoryMonitor", 0, "device"),
+        ("move", 1, "target_device"),
+        ("place", 2, "src_device"),
+        ("place", 3, "dst_device"),
+        ("scale", 1, "device"),
+    )
 
 
 def test_a_call_in_another_file_passes_its_device_like_the_default(tmp_path):
@@ -46,3 +61,23 @@ def test_a_call_in_another_file_passes_its_device_like_the_default(tmp_path):
     assert 'GPUMemoryMonitor("npu")' in text and 'GPUMemoryMonitor(device="npu:1")' in text
     assert 'label = str("cuda")' in text
     assert 'def __init__(self, device: str = "npu:0")' in (tmp_path / "pkg" / "metrics.py").read_text()
+
+
+def test_a_positional_device_after_another_argument_whatever_the_default(tmp_path):
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(
+        tmp_path / "pkg" / "frames.py",
+        "import torch\n\n\nclass FrameScaler:\n"
+        '    def __init__(self, size: int = 512, device: str = "cpu"):\n'
+        "        self.grid = torch.zeros(size, device=device)\n",
+    )
+    job = write(
+        tmp_path / "job.py",
+        "from pkg.frames import FrameScaler\n\n\ndef work(rank, size):\n"
+        '    one = FrameScaler(size, f"cuda:{rank}")\n    two = FrameScaler(size, "cuda")\n'
+        '    three = FrameScaler("cuda")\n    return one, two, three\n',
+    )
+    cli("migrate", tmp_path)
+    text = job.read_text()
+    assert 'FrameScaler(size, f"npu:{rank}")' in text and 'FrameScaler(size, "npu")' in text
+    assert 'FrameScaler("cuda")' in text  # the size position: not a device

@@ -47,8 +47,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
     internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
-    replaces a flash-attn function with its own (families/flash_probes.py), and its callables whose
-    device parameter defaults to CUDA (families/device/device_parameters.py), its classes with a
+    replaces a flash-attn function with its own (families/flash_probes.py), and its callables with
+    a parameter named like a device (families/device/device_parameters.py), its classes with a
     ``cuda()`` method of their own (families/device/receivers.py), its module constants that other
     files pass to torch.distributed as the backend (families/backend_constants.py), and its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test (families/gated_kernels.py).

@@ -1,8 +1,10 @@
-"""The project's classes and functions whose parameter named like a device defaults to a CUDA
-device (lingua's ``class GPUMemoryMonitor: def __init__(self, device: str = "cuda:0")``): a project
-fact (cuda2npu/project/facts.py), so that ``GPUMemoryMonitor("cuda")`` in another file is rewritten
-as that default is (NPU104). Read from the text of the files that name a CUDA default: module-level
-``def`` lines and the ``__init__`` of module-level classes, signatures without nested parentheses."""
+"""The project's classes and functions with a parameter named like a device (lingua's ``class
+GPUMemoryMonitor: def __init__(self, device: str = "cuda:0")``, LatentSync's ``class VideoProcessor:
+def __init__(self, resolution: int = 512, device: str = "cpu")``): a project fact
+(cuda2npu/project/facts.py), so that ``GPUMemoryMonitor("cuda")`` or ``VideoProcessor(256,
+f"cuda:{i}")`` in another file passes "npu" (NPU104). Read from the text of the files that name a
+device: module-level ``def`` lines and the ``__init__`` of module-level classes, signatures without
+nested parentheses."""
 
 from __future__ import annotations
 
@@ -14,17 +16,18 @@ DEFINITION = re.compile(
     re.M,
 )
 PARAMETER = re.compile(r"^\s*(\w+)\s*(?::[^=]+)?(?:=\s*(.+?))?\s*$", re.S)
-CUDA_DEFAULT = re.compile(r"""^["']cuda(?::\d+)?["']$""")
 DEVICE_PARAM = re.compile(r"(^|_)device$|^device(_|$)")
+BRACKETS = {"[": 1, "{": 1, "]": -1, "}": -1}  # an annotation's `Dict[str, int]` holds commas
 
 
 def device_parameters(texts: dict[Path, bytes]) -> tuple[tuple[str, int, str], ...]:
     """``("GPUMemoryMonitor", 0, "device")``: (callable, position of the parameter among the positional
-    arguments of a call, its name) for each parameter named like a device whose default is a
-    ``"cuda"`` string. A name the project defines twice is left out (which one a call means is not known)."""
-    found: dict[str, tuple[str, int, str] | None] = {}
+    arguments of a call, its name) for each parameter named like a device, whatever its default
+    (``"cuda"``, ``"cpu"``, none): a ``"cuda"`` passed there is a device. A name the project defines
+    twice with other device parameters is left out (which one a call means is not known)."""
+    found: dict[str, tuple[tuple[str, int, str], ...] | None] = {}
     for text in texts.values():
-        if b"cuda" not in text:
+        if b"device" not in text:
             continue
         owner = None
         for match in DEFINITION.finditer(text):
@@ -35,21 +38,39 @@ def device_parameters(texts: dict[Path, bytes]) -> tuple[tuple[str, int, str], .
             name = function.decode() if function is not None else owner
             if name is None:
                 continue
-            entry = _device_parameter(name, params.decode("utf-8", "replace"), skip_first=method_indent is not None)
-            if entry is not None:
-                found[name] = None if name in found and found[name] != entry else entry
-    return tuple(sorted(entry for entry in found.values() if entry is not None))
+            entries = _device_parameters(name, params.decode("utf-8", "replace"), skip_first=method_indent is not None)
+            if entries:
+                found[name] = None if name in found and found[name] != entries else entries
+    return tuple(sorted(entry for entries in found.values() if entries is not None for entry in entries))
 
 
-def _device_parameter(name: str, params: str, skip_first: bool) -> tuple[str, int, str] | None:
-    """The first device parameter with a CUDA default of the parameter list ``params``."""
-    positional = [part for part in params.split(",") if part.strip()]
+def _device_parameters(name: str, params: str, skip_first: bool) -> tuple[tuple[str, int, str], ...]:
+    """The positional parameters named like a device of the parameter list ``params`` (those before
+    a ``*``)."""
+    positional = [part for part in _top_level_parts(params) if part.strip() and part.strip() != "/"]
     if skip_first:
         positional = positional[1:]  # self
+    found = []
     for position, part in enumerate(positional):
         if part.strip().startswith("*"):
-            return None
+            break
         parsed = PARAMETER.match(part)
-        if parsed and DEVICE_PARAM.search(parsed.group(1)) and CUDA_DEFAULT.match(parsed.group(2) or ""):
-            return name, position, parsed.group(1)
-    return None
+        if parsed and DEVICE_PARAM.search(parsed.group(1)):
+            found.append((name, position, parsed.group(1)))
+    return tuple(found)
+
+
+def _top_level_parts(params: str) -> list[str]:
+    """``params`` split at the commas outside brackets and strings (``sep: str = ","``)."""
+    parts, depth, start, quote = [], 0, 0, ""
+    for index, char in enumerate(params):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "," and depth == 0:
+            parts.append(params[start:index])
+            start = index + 1
+        else:
+            depth += BRACKETS.get(char, 0)
+    return [*parts, params[start:]]

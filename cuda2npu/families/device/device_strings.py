@@ -203,6 +203,7 @@ class DeviceStrings(Rule):
         self._says_gpu_only: dict[cst.CSTNode, str] = {}  # "cuda" compared where a branch refuses: "needs a GPU"
         self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
         self._param_roles: dict[cst.Param, str | None] = {}
+        self._device_names: dict[cst.FunctionDef, frozenset[str]] = {}  # function -> names it uses as a device
 
     @property
     def _device_variables(self) -> frozenset[str]:
@@ -308,18 +309,15 @@ class DeviceStrings(Rule):
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
                 self._rewrite(positional[1], why="parametrized `device`")
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-        if method in ASSERT_EQUAL and len(positional) >= 2:
-            self._expected(positional[0], positional[1])
-            self._expected(positional[1], positional[0])
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
-        if method == "startswith" and positional and _is_device_type_expr(node.func.value):
+        if method == "startswith" and positional and self._device_side(node.func.value, positional[0]):
             self._rewrite(positional[0], why="device prefix test", prefix_ok=True, unparsed=True)
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
         elif isinstance(node.func, cst.Name) and node.func.value in self._imported_device_callables:
-            self._project_call_arguments(node, *self._imported_device_callables[node.func.value])
+            self._project_call_arguments(node, self._imported_device_callables[node.func.value])
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -360,9 +358,9 @@ class DeviceStrings(Rule):
         left = node.left
         for target in node.comparisons:
             right = target.comparator
-            if _is_device_type_expr(left):
+            if self._device_side(left, right):
                 self._rewrite_compared(right, left)
-            if _is_device_type_expr(right):  # `"cuda" in device`, `"cuda:" in device`: a part of it
+            if self._device_side(right, left):  # `"cuda" in device`, `"cuda:" in device`: a part of it
                 self._rewrite_compared(left, right, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
             left = right
 
@@ -389,6 +387,48 @@ class DeviceStrings(Rule):
                 )
             else:
                 self._rewrite(element, why="device comparison", prefix_ok=part, unparsed=True)
+
+    def _device_side(self, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+        """``expr``, compared with ``other``, is a device or its type: :func:`_is_device_type_expr`, or
+        a :meth:`_device_value` (or its ``.type``) compared with a CUDA device string."""
+        if _is_device_type_expr(expr):
+            return True
+        value = expr.value if isinstance(expr, cst.Attribute) and expr.attr.value == "type" else expr
+        return (
+            isinstance(value, cst.Name) and bool(device_literals(other, prefix_ok=True)) and self._device_value(value)
+        )
+
+    def _device_value(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is a name its function also uses as a device (:meth:`_device_names_of`):
+        LatentSync's ``if s == "cuda": return 0`` before ``torch.device(s).type != "cuda"`` is a
+        device comparison too, rewritten with the other (a parser half rewritten takes ``"npu"`` to
+        ``torch.device("npu").index``, None). A name only compared stays a label."""
+        if not isinstance(expr, cst.Name):
+            return False
+        parents = TreeIndex.of(self.ctx).parents
+        function = parents.get(expr)
+        while function is not None and not isinstance(function, cst.FunctionDef):
+            function = parents.get(function)
+        return function is not None and expr.value in self._device_names_of(function)
+
+    def _device_names_of(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The names ``function`` uses as a device: passed as the first argument of ``torch.device``-like
+        calls (``DEVICE_CALLS``) or of ``.to()``, as ``device=`` / ``map_location=`` / ``device_type=``,
+        or assigned such a call (``d = torch.device(s)``)."""
+        if function not in self._device_names:
+            found = set()
+            for call in iter_nodes(function.body, cst.Call):
+                positional = [a.value for a in call.args if a.keyword is None]
+                is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
+                if positional and (is_to or self.resolver.qualified_name(call.func) in DEVICE_CALLS):
+                    found.add(positional[0])
+                found.update(a.value for a in call.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS)
+            for assign in iter_nodes(function.body, cst.Assign):
+                value = assign.value
+                if isinstance(value, cst.Call) and self.resolver.qualified_name(value.func) in DEVICE_CALLS:
+                    found.update(target.target for target in assign.targets)
+            self._device_names[function] = frozenset(v.value for v in found if isinstance(v, cst.Name))
+        return self._device_names[function]
 
     def _refusal(self, literal: cst.BaseExpression) -> None:
         """``if device.type != "cuda": raise ValueError("Quantization is only supported on the GPU.")``
@@ -426,11 +466,15 @@ class DeviceStrings(Rule):
 
     def _own_callee(self, func: cst.BaseExpression) -> tuple[cst.FunctionDef, int] | None:
         """The file's own function a call calls, with the index of the parameter its first positional
-        argument fills: ``helper(...)``; ``self.method(...)``/``cls.method(...)`` in the method's
+        argument fills: ``helper(...)``; ``Class(...)``: its ``__init__`` (1, LatentSync's
+        ``VideoProcessor(256, "cuda")``); ``self.method(...)``/``cls.method(...)`` in the method's
         module-level class (1, 0 for a staticmethod); ``Class.method(...)`` (0, 1 for a classmethod)."""
         if isinstance(func, cst.Name):
             function = self._own_functions.get(("", func.value))
-            return (function, 0) if function is not None else None
+            if function is None:
+                function = self._own_functions.get((func.value, "__init__"))
+                return (function, 1) if function is not None else None
+            return function, 0
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return None
         owner = func.value.value
@@ -447,24 +491,28 @@ class DeviceStrings(Rule):
         return function, int(bound)
 
     @functools.cached_property
-    def _imported_device_callables(self) -> dict[str, tuple[int, str]]:
-        """The project's callables with a CUDA device default (``ProjectFacts.device_parameters``) that
-        this file imports: name → (position, parameter)."""
-        wanted = {name: (position, param) for name, position, param in self.options.project.device_parameters}
+    def _imported_device_callables(self) -> dict[str, list[tuple[int, str]]]:
+        """The project's callables with a parameter named like a device (``ProjectFacts.device_parameters``)
+        that this file imports: name → [(position, parameter)]."""
+        wanted: dict[str, list[tuple[int, str]]] = {}
+        for name, position, param in self.options.project.device_parameters:
+            wanted.setdefault(name, []).append((position, param))
         module = self.resolver.module_scope
         return {name: wanted[name] for name in wanted if name in module.imports and name not in module.others}
 
-    def _project_call_arguments(self, node: cst.Call, position: int, param: str) -> None:
-        """``GPUMemoryMonitor("cuda")`` where another file of the project defines
-        ``GPUMemoryMonitor.__init__(self, device="cuda:0")``: the argument is rewritten as that default is."""
+    def _project_call_arguments(self, node: cst.Call, parameters: list[tuple[int, str]]) -> None:
+        """``GPUMemoryMonitor("cuda")``, ``VideoProcessor(256, f"cuda:{i}")`` where another file of the
+        project defines ``GPUMemoryMonitor.__init__(self, device="cuda:0")``, ``VideoProcessor.__init__(self,
+        resolution=512, device="cpu")``: the argument of the device parameter is a device."""
         positional = [arg for arg in node.args if arg.keyword is None]
-        if any(arg.star for arg in node.args[: position + 1]):
-            return
-        chosen = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == param), None)
-        if chosen is None and len(positional) > position:
-            chosen = positional[position]
-        if chosen is not None:
-            self._rewrite(chosen.value, why=f"`{dotted_name(node.func)}()`'s `{param}` parameter")
+        for position, param in parameters:
+            if any(arg.star for arg in node.args[: position + 1]):
+                return
+            chosen = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == param), None)
+            if chosen is None and len(positional) > position:
+                chosen = positional[position]
+            if chosen is not None:
+                self._rewrite(chosen.value, why=f"`{dotted_name(node.func)}()`'s `{param}` parameter")
 
     def _own_call_arguments(self, node: cst.Call, function: cst.FunctionDef, first: int) -> None:
         """``build(m, ema_device="cuda")``, ``moving_average(m, e, 0.99, "cuda")``: an argument of the
@@ -505,7 +553,7 @@ class DeviceStrings(Rule):
     def visit_If(self, node: cst.If) -> None:
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
-        literals = _cuda_type_literals(node.test)
+        literals = _cuda_type_literals(node.test, self._device_side)
         callee = kernel_call(self.ctx, node) if literals else None
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
@@ -535,7 +583,7 @@ class DeviceStrings(Rule):
         word = feature_word(target.value) if isinstance(target, cst.Name) and value is not None else None
         if word:  # nanoGPT's `use_fused = fused_available and device_type == "cuda"`: a feature switch
             self._feature_switches.update(
-                (literal, f"`{target.value}`: {word}") for literal in _cuda_type_literals(value)
+                (literal, f"`{target.value}`: {word}") for literal in _cuda_type_literals(value, self._device_side)
             )
         if looks_like_device(target):
             self._rewrite(field_default(value), why="device variable")
@@ -624,7 +672,9 @@ class DeviceStrings(Rule):
         for node in iter_nodes(self.ctx.module, cst.Comparison):
             sides = [node.left, *(target.comparator for target in node.comparisons)]
             if any(string_value(side) == "cuda" for side in sides):
-                found.update((dotted_name(side) or "").rpartition(".")[2] for side in sides)
+                found.update(
+                    (dotted_name(side) or "").rpartition(".")[2] for side in sides if not self._device_value(side)
+                )
         return frozenset(found - {""})
 
     def _compared_only(self, name: str, body: cst.CSTNode) -> bool:
@@ -652,8 +702,18 @@ class DeviceStrings(Rule):
         if key is not None and DEVICE_NAME.search(key):
             self._rewrite(node.value, why="`device` entry")
 
-    def visit_Assert(self, node: cst.Assert) -> None:
-        for comparison in iter_nodes(node.test, cst.Comparison):
+    def leave_Call(self, original_node: cst.Call) -> None:
+        """``self.assertEqual(actual, expected)``: on leaving, once the input's literals in ``actual``
+        (``f(m, {"k": "cuda:0"})``) are rewritten."""
+        if isinstance(original_node.func, cst.Attribute) and original_node.func.attr.value in ASSERT_EQUAL:
+            positional = [a.value for a in original_node.args if a.keyword is None]
+            if len(positional) >= 2:
+                self._expected(positional[0], positional[1])
+                self._expected(positional[1], positional[0])
+
+    def leave_Assert(self, original_node: cst.Assert) -> None:
+        """``assert f(m, {"k": "cuda:0"}) == {"k": "cuda:0"}``: on leaving, once the input's literals are rewritten."""
+        for comparison in iter_nodes(original_node.test, cst.Comparison):
             for first, second in _neighbours(comparison):
                 self._expected(first, second)
                 self._expected(second, first)
@@ -739,14 +799,15 @@ def _message(roots, message: re.Pattern) -> str | None:
     return None
 
 
-def _cuda_type_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``)."""
+def _cuda_type_literals(expr: cst.BaseExpression, is_device) -> list[cst.BaseExpression]:
+    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``;
+    ``is_device(side, literal)``: ``DeviceStrings._device_side``)."""
     return [
         literal
         for comparison in iter_nodes(expr, cst.Comparison)
         for first, second in _neighbours(comparison)
         for device, literal in ((first, second), (second, first))
-        if string_value(literal) == "cuda" and _is_device_type_expr(device)
+        if string_value(literal) == "cuda" and is_device(device, literal)
     ]
 
 
