@@ -38,15 +38,15 @@ def device_type():
 
 
 def device(spec=None):
-    """The accelerator device: the current one, the one of index ``spec``, or, for a CUDA device
-    spec (``"cuda:1"``, ``torch.device("cuda", 1)``), the one of the same index on this host."""
+    """The accelerator device: the current one, the one of index ``spec``, or, for an accelerator
+    device spec (``"cuda:1"``, ``torch.device("cuda", 1)``), the one of the same index on this host."""
     kind = device_type()
     if spec is None:
         return torch.device(kind)
     if isinstance(spec, int):
         return torch.device(kind, spec)
     spec = torch.device(spec)
-    return torch.device(kind, spec.index) if spec.type == "cuda" else spec
+    return torch.device(kind, spec.index) if spec.type in ("cuda", "npu") else spec
 
 
 def on_accelerator(tensor):
