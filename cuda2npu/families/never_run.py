@@ -4,8 +4,8 @@
   from knn_cuda import KNN``, what follows ``if not x.is_cuda: return fallback(x)`` over a CUDA
   kernel: :func:`cuda2npu.families.cuda_gates.kept_cuda_blocks`);
 - the body of ``if is_flash_attn_2_available():`` (a flash-attn probe, :mod:`flash_probes`) when the
-  code has a fallback: an ``else``/``elif``, or the body ends in ``return`` (what follows is the
-  fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
+  code has a fallback: an ``else``/``elif``, or the body ends in ``return``/``raise`` (what follows
+  is the fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
 - likewise the body of an ``if`` with a fallback whose test needs a name a failing CUDA-only import
   binds and its ``except ImportError`` leaves False or None (``raising_fallbacks.failed_import_names``:
   ``if flash_attn_func is not None:``), directly or through a flag the file only ever assigns from
@@ -39,6 +39,7 @@ from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.statements import leaves
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept_cuda_test, skips
 from cuda2npu.families.cuda_only_modules import cuda_only_module
@@ -105,7 +106,7 @@ def _probed_with_fallback(ctx) -> list[cst.CSTNode]:
     return [
         node.body
         for node in iter_nodes(ctx.module, cst.If)
-        if (node.orelse is not None or _ends_in_return(node.body)) and requires_probe(node.test, flags)
+        if (node.orelse is not None or leaves(node.body)) and requires_probe(node.test, flags)
     ]
 
 
@@ -120,7 +121,7 @@ def _flagged_with_fallback(ctx) -> list[cst.CSTNode]:
     return [
         node.body
         for node in iter_nodes(ctx.module, cst.If)
-        if (node.orelse is not None or _ends_in_return(node.body)) and requires_flag(node.test, *flags)
+        if (node.orelse is not None or leaves(node.body)) and requires_flag(node.test, *flags)
     ]
 
 
@@ -176,13 +177,6 @@ def _imports_flash_unguarded(module: cst.Module) -> bool:
         if isinstance(line, cst.SimpleStatementLine)
         for small in line.body
     )
-
-
-def _ends_in_return(block: cst.BaseSuite) -> bool:
-    last = block.body[-1] if block.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, cst.Return)
 
 
 def _marked_cuda_kernel_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:
