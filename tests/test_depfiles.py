@@ -913,11 +913,24 @@ def test_r8_index_tables_inline_noqa_and_wheel_urls(tmp_path):
     assert pyproject.read_text() == text.replace("whl/cu124", "whl/cpu")
 
 
+def test_r8_unused_triton_pin_is_removed_an_imported_one_left(tmp_path):
+    """mistral-finetune pins `triton==2.2` (no aarch64 wheel) and imports nothing of it: removed, as a
+    CUDA-only requirement nothing imports is; once a file imports triton the pin is left, unreported."""
+    write(tmp_path / "train.py", "import torch\n\nx = torch.zeros(1).cuda()\n")
+    req = write(tmp_path / "requirements.txt", "numpy\ntriton==2.2\n")
+    assert findings(tmp_path) == [("requirements.txt", 2, "NPU701")]
+    cli("migrate", tmp_path)
+    assert "triton" not in req.read_text()
+    req.write_text("numpy\ntriton==2.2\n")
+    write(tmp_path / "kernels.py", "import triton\n")
+    assert findings(tmp_path) == []
+
+
 def test_r8_triton_is_no_cuda_only_distribution_and_onnxruntime_gpu_is_renamed(tmp_path):
     """whisper's platform-gated triton asks nothing (its import works on an NPU host, Triton-Ascend is
     the same module); LatentSync's onnxruntime-gpu is renamed even though only insightface imports it."""
     from cuda2npu.families.cuda_only_modules import cuda_only_distribution
-    from cuda2npu.filekinds.depfiles import replacement
+    from cuda2npu.filekinds.distribution_facts import replacement
 
     assert cuda_only_distribution("triton") is None and replacement("triton") is None
     assert cuda_only_distribution("onnxruntime_gpu")[0] == ("onnxruntime",)

@@ -213,6 +213,12 @@ def cuda_only_distribution(name: str) -> tuple[tuple[str, ...], str] | None:
     return (tuple(entry["modules"]), entry["advice"]) if entry else None
 
 
+def unused_pin(name: str) -> dict | None:
+    """The table's ``[unused_pins]`` entry (``modules``, ``note``) of a distribution that installs on an
+    NPU host but is removed from dependency files where nothing imports it, else None."""
+    return table(PACKAGES).get("unused_pins", {}).get(normalize_distribution(name))
+
+
 def unknown_nvidia(name: str) -> bool:
     """An ``nvidia-*`` distribution the table neither names as CUDA-only nor as harmless."""
     name = normalize_distribution(name)

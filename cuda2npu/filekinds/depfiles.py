@@ -63,7 +63,7 @@ from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
 from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
-from cuda2npu.families.cuda_only_modules import unknown_nvidia
+from cuda2npu.families.cuda_only_modules import unknown_nvidia, unused_pin
 from cuda2npu.filekinds import depfiles_versions as versions
 from cuda2npu.filekinds import poetry_deps
 from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
@@ -832,6 +832,9 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                     None if dep.extra else [_remove(text, dep)],
                     mark=line_start,
                 )
+        elif (unused := unused_pin(dep.name)) is not None and not imports.importers(tuple(unused["modules"])):
+            message = f"`{dep.name}` is not imported by any checked file ({unused['note']}): remove it"
+            report(CUDA_ONLY_CODE, dep.line, dep.column, message, [_remove(text, dep)], mark=line_start)
         elif unknown_nvidia(dep.name):
             report(
                 CUDA_ONLY_CODE,
