@@ -57,6 +57,15 @@ def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], p
     return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
+def _adapter_version(adapters: tuple[tuple[str, str], ...], path) -> str:
+    """The vLLM version of the legacy adapter directory (``ProjectFacts.legacy_vllm_adapters``) that
+    holds ``path``, else ""."""
+    if not adapters:
+        return ""
+    real = os.path.realpath(path)
+    return next((version for directory, version in adapters if real.startswith(directory + os.sep)), "")
+
+
 @dataclass(frozen=True)
 class ProjectFacts:
     """What rules must know of the whole project, computed once per project root from its files
@@ -84,6 +93,8 @@ class ProjectFacts:
     backend_constants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # real paths of its Triton-kernel modules imported only behind a kept `.is_cuda` test (gated_kernels.py; for_path)
     kernels_behind_cuda_gates: tuple[str, ...] = ()
+    # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
+    legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ class FileContext:
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
     backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
     cuda_gated_kernels: bool = False  # its Triton kernels run only behind a kept `.is_cuda` test (NPU603)
+    legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,7 @@ class Options:
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
+        adapter = _adapter_version(project.legacy_vllm_adapters, path)
         hooks = ()
         if project.flash_attention_hooks:
             real = os.path.realpath(path)
@@ -151,6 +164,7 @@ class Options:
                 flash_attention_hooks=(),
                 backend_constants=(),
                 kernels_behind_cuda_gates=(),
+                legacy_vllm_adapters=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -159,6 +173,7 @@ class Options:
                 flash_attention_hooks=hooks,
                 backend_names=backends,
                 cuda_gated_kernels=gated,
+                legacy_vllm_adapter=adapter,
             ),
         )
         if not self.per_file_ignores:
@@ -181,6 +196,9 @@ class Options:
         report["max_tier"] = str(self.max_tier)
         facts = asdict(self.project)
         facts["flash_attention_hooks"] = tuple(hook for hook, _ in self.project.flash_attention_hooks)  # no real paths
+        facts["legacy_vllm_adapters"] = tuple(
+            f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
+        )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["backend_constants"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, names in self.project.backend_constants for name in names

@@ -84,10 +84,18 @@ def _annotated(path: Path, data: bytes, display: str, options: Options) -> FileR
     return result
 
 
+LEGACY_VLLM_REASON = (
+    "a vendored adapter for vLLM {version}, which vllm-ascend does not support (its first release is for vLLM "
+    "0.7.1): it never runs on an NPU host"
+)
+
+
 def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> FileResult:
     reason = prefilter.skip_reason(data)
     if reason is not None:
         return FileResult(display, "skipped", reason)
+    if options.file.legacy_vllm_adapter:  # families/vllm_adapters.py
+        return FileResult(display, "skipped", LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter))
     if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
         from cuda2npu.filekinds.notebooks import process_notebook
 

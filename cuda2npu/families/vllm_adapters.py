@@ -1,0 +1,38 @@
+"""A project's vendored adapters for vLLM releases that vllm-ascend does not support: a project fact
+(paths only), so that their files are left as written (``check``/``migrate`` skip them, saying why).
+
+verl and the RLHF projects built on it (PRIME, SkyThought, simpleRL-reason, TinyZero) carry one
+adapter per vLLM release under ``verl/third_party/vllm/vllm_v_0_3_1`` … ``vllm_v_0_6_3``; the
+package's ``__init__`` imports the one matching the installed vLLM and raises for any other. vLLM
+runs on Ascend only through vllm-ascend, whose first release is made for vLLM 0.7.1
+(rules/tables/npu_first_releases.toml, docs/reference/vllm.md §7): an adapter for an older vLLM
+never runs on an NPU host, and migrating its files changes nothing anyone runs. The project's
+dependency pin on such a vLLM is NPU705's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.pins import version_key
+
+ADAPTER_DIR = re.compile(r"vllm_v_?(\d+)_(\d+)_(\d+)")  # `vllm_v_0_6_3`
+
+
+def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
+    """``(real path of the directory, vLLM version)`` for each directory of the project's files named
+    for a vLLM release older than vllm-ascend's first, sorted."""
+    first = version_key(table("npu_first_releases")["release"]["vllm"]["first"])
+    found: dict[str, str] = {}
+    for directory in {path.parent for path in files if path.suffix == ".py"}:
+        match = ADAPTER_DIR.fullmatch(directory.name)
+        if match is None:
+            continue
+        version = ".".join(match.groups())
+        if version_key(version) < first:
+            found[os.path.realpath(directory)] = version
+    return tuple(sorted(found.items()))
+

@@ -1,0 +1,47 @@
+"""A project's vendored adapters for vLLM releases vllm-ascend does not support (verl's
+``third_party/vllm/vllm_v_0_6_3``; a project fact, cuda2npu/families/vllm_adapters.py): their files
+are skipped, with the reason, and left as written; an adapter for a supported release is migrated."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cli_helpers import cli, write
+
+from cuda2npu.families.vllm_adapters import legacy_vllm_adapters
+
+WORKER = """\
+import torch
+import vllm
+
+
+class Worker(vllm.worker.worker.Worker):
+    def init_device(self):
+        torch.cuda.set_device(self.local_rank)
+"""
+
+
+def test_legacy_adapter_directories_are_found_by_version(tmp_path):
+    old = write(tmp_path / "verl/third_party/vllm/vllm_v_0_6_3/worker.py", WORKER)
+    write(tmp_path / "verl/third_party/vllm/vllm_v_0_8_4/worker.py", WORKER)
+    write(tmp_path / "verl/third_party/vllm/vllm_v_0_5_4/README.md", "notes\n")  # no Python file
+    write(tmp_path / "tools/vllm_v_tools.py", "x = 1\n")
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert legacy_vllm_adapters(files) == ((os.path.realpath(old.parent), "0.6.3"),)
+
+
+def test_migrate_skips_legacy_adapters_and_migrates_the_rest(tmp_path):
+    project = tmp_path / "project"
+    old = write(project / "verl/third_party/vllm/vllm_v_0_6_3/worker.py", WORKER)
+    new = write(project / "verl/third_party/vllm/vllm_v_0_8_4/worker.py", WORKER)
+    out = tmp_path / "out"
+    result = cli("migrate", project, "--out", out, "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert (out / "verl/third_party/vllm/vllm_v_0_6_3/worker.py").read_text() == old.read_text()
+    assert "torch.npu.set_device" in (out / "verl/third_party/vllm/vllm_v_0_8_4/worker.py").read_text()
+    assert new.read_text() == WORKER  # --out: the source tree untouched
+    files = {f["path"]: f for f in json.loads((out / "cuda2npu_report.json").read_text())["files"]}
+    skipped = files["verl/third_party/vllm/vllm_v_0_6_3/worker.py"]
+    assert skipped["status"] == "skipped"
+    assert "vLLM 0.6.3, which vllm-ascend does not support" in skipped["reason"]
