@@ -13,8 +13,9 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
   as above) where the pin guarantees 4.36.0, else a manual item.
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
   a model called with ``position_ids`` and ``attention_mask=None``, or names saying so:
-  ``packing_samples``, ``packed_seq_lens``, ``sample_packing``; OpenRLHF-style trainers pack
-  samples into one row with sample ids in ``attention_mask``): SDPA before transformers 4.51
+  ``packing_samples``, ``packed_seq_lens``, ``sample_packing``, verl's ``use_remove_padding`` /
+  ``*_rmpad``, flash-attn's ``unpad_input``; OpenRLHF-style trainers pack samples into one row
+  with sample ids in ``attention_mask``): SDPA before transformers 4.51
   ignores ``position_ids`` and masks only zeros, so packed sequences would attend to each other;
   a manual item, the value kept.
 """
@@ -55,8 +56,11 @@ from cuda2npu.families.transformers.releases import (
 
 FA2 = "flash_attention_2"
 PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")
-# names of code that packs several samples into one row (OpenRLHF's `packing_samples`, axolotl's `sample_packing`)
-PACKING_NAMES = re.compile(rb"\b\w*(?:packing_samples|sample_packing|packed_seq|packed_sequence)\w*\b")
+# names of code that packs several samples into one row (OpenRLHF's `packing_samples`, axolotl's
+# `sample_packing`, verl's remove-padding path: `use_remove_padding`, `input_ids_rmpad`, flash-attn's `unpad_input`)
+PACKING_NAMES = re.compile(
+    rb"\b\w*(?:packing_samples|sample_packing|packed_seq|packed_sequence|remove_padding|rmpad|unpad_input)\w*\b"
+)
 
 
 @register
