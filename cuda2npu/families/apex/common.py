@@ -491,9 +491,12 @@ class ApexRule(Rule):
             return None  # code only a torch older than any torch_npu's runs
         return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
 
-    def replaced(self, code: str, node: cst.CSTNode, reference: cst.BaseExpression, message: str, fix) -> None:
-        """Report a fix (of the code's tier) that removes ``reference`` and emits ``torch.`` code."""
+    def replaced(
+        self, code: str, node: cst.CSTNode, reference: cst.BaseExpression, message: str, fix, needs_torch_npu=False
+    ) -> None:
+        """Report a fix (of the code's tier) that removes ``reference`` and emits ``torch.`` code (plain
+        torch needs no ``import torch_npu``; ``needs_torch_npu``: the fix also writes ``torch.npu``)."""
         tier = rule_doc(code).tier
         self.edits.drop_ref(root_name(reference), tier)
         self.edits.need_import(code, tier, "torch")
-        self.report(code, node, message, fix, tier=tier)
+        self.report(code, node, message, fix, tier=tier, needs_torch_npu=needs_torch_npu)

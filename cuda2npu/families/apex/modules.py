@@ -407,7 +407,7 @@ class ApexDistributedDataParallel(ClassRenames):
             )
         if dropped:
             message += "; dropped: " + ", ".join(dropped)
-        self.replaced("NPU322", node, node.func, message, fix)
+        self.replaced("NPU322", node, node.func, message, fix, needs_torch_npu=True)
 
     @staticmethod
     def _unsupported(bound) -> str | None:
