@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -44,15 +45,17 @@ def ray_without_npu(options) -> str | None:
     return f"ray{spec}" if spec else None
 
 
-def report_npu(rule, code: str, node: cst.CSTNode, message: str, fix, **kw) -> None:
+def report_npu(rule, code: str, node: cst.CSTNode, message: str, fix, statement=None, **kw) -> None:
     """``rule.report`` of a rewrite that asks Ray for "NPU"; a review item without the fix where
-    the project pins a Ray that does not know that resource (the request would never be placed)."""
+    the project pins a Ray that does not know that resource (the request would never be placed).
+    ``statement``: where its marker goes when ``node`` is not in the statement the traversal is at."""
+    report = rule.report if statement is None else functools.partial(rule.report_in, statement)
     pin = ray_without_npu(rule.options)
     if pin is None:
-        rule.report(code, node, message, fix, **kw)
+        report(code, node, message, fix, **kw)
         return
     kw.pop("imports", None)
-    rule.report(
+    report(
         code,
         node,
         f'{message}; not rewritten: the pin `{pin}` predates Ray\'s "{NPU}" resource ({FIRST_NPU_RAY} detects '

@@ -1,7 +1,8 @@
 """GPUs requested from Ray's scheduler (NPU921, NPU922, NPU927).
 
 Ray schedules Ascend cards as the accelerator resource ``"NPU"`` (ray >= 2.9.0); ``num_gpus`` has
-no NPU counterpart keyword, so ``num_gpus=n`` becomes ``resources={"NPU": n}`` (merged into a
+no NPU counterpart keyword, so ``num_gpus=n`` (of Ray's calls and Ray Data's transforms, or an item
+of a dict passed as ``**options``) becomes ``resources={"NPU": n}`` (merged into a
 ``resources`` dict display), the ``"GPU"`` key of a placement-group bundle and the ``"gpu"`` key of
 a Tune resource dict (``resources_per_trial``, ``tune.with_resources``: one bundle) become ``"NPU"``,
 and an NVIDIA ``accelerator_type`` (no Ascend node carries it) is marked. Facts: docs/reference/ray.md.
@@ -11,13 +12,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
-from cuda2npu.families.hf_sources import keyword
+from cuda2npu.families.hf_sources import keyword, statement_of
 from cuda2npu.families.npu_aware import in_npu_branch, mentions
 from cuda2npu.families.ray.common import (
     NPU,
@@ -29,8 +28,12 @@ from cuda2npu.families.ray.common import (
     report_npu,
     with_entry,
 )
+from cuda2npu.families.ray.sources import GpuItem, SpreadDict, bundle_dicts, dicts_of, spread_dict
 
-REQUEST_CALLS = {"ray.remote", "ray.init"}  # and `.options(...)` of a remote function or actor class
+REQUEST_CALLS = {"ray.remote", "ray.init"}
+# `.options(...)` of a remote function or actor class; Ray Data's transforms, which start their tasks and
+# actors with `num_gpus` and `**ray_remote_args` as Ray remote options (docs/reference/ray.md §8)
+REQUEST_METHODS = {"options", "map", "map_batches", "flat_map", "filter", "map_groups"}
 BUNDLE_CALLS = {
     "ray.util.placement_group": 0,
     "ray.util.placement_group.placement_group": 0,
@@ -65,12 +68,17 @@ def _asks_nothing(value: cst.BaseExpression) -> bool:
 
 @register
 class NumGpus(Rule):
-    """``num_gpus=`` of ``ray.remote`` / ``ray.init`` / ``.options``, and the ``"num_gpus"`` entry of
-    a ``ray_actor_options`` dict (Ray Serve)."""
+    """``num_gpus=`` of ``ray.remote`` / ``ray.init`` / ``.options`` / Ray Data's transforms, the
+    ``"num_gpus"`` item of a dict they get as ``**options``, and the ``"num_gpus"`` entry of a
+    ``ray_actor_options`` dict (Ray Serve)."""
 
     codes = ("NPU921",)
     triggers = (r"num_gpus",)
     requires = (r"\bray\b",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._done: set[cst.CSTNode] = set()  # the spread items reported (a dict may be passed twice)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not imports_ray(self.ctx):
@@ -78,8 +86,13 @@ class NumGpus(Rule):
         options = keyword(node, "ray_actor_options")
         if options is not None and (mapping := literal_dict(options.value)) is not None:
             self._actor_options(mapping)
+        if not self._requests(node):
+            return
+        for star in node.args:
+            if star.star == "**" and isinstance(star.value, cst.Name):
+                self._spread(node, star.value)
         arg = keyword(node, "num_gpus")
-        if arg is None or _asks_nothing(arg.value) or not self._requests(node):
+        if arg is None or _asks_nothing(arg.value):
             return
         if mentions(arg.value)[1] or in_npu_branch(self.ctx, node):  # `num_gpus=0 if use_npu else 1`
             return
@@ -110,7 +123,35 @@ class NumGpus(Rule):
     def _requests(self, call: cst.Call) -> bool:
         if self.resolver.qualified_name(call.func) in REQUEST_CALLS:
             return True
-        return isinstance(call.func, cst.Attribute) and call.func.attr.value == "options"
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value in REQUEST_METHODS
+
+    def _spread(self, call: cst.Call, name: cst.Name) -> None:
+        """The ``"num_gpus"`` items of the dict ``name`` that ``call`` gets as ``**name``: rewritten
+        where every write to it is seen and nothing else may pass ``resources``, else marked."""
+        spread = spread_dict(self.ctx, name)
+        passed = f"`**{name.value}` of `{code_of(call.func)}(...)`"
+        for item in spread.gpus:
+            if item.node in self._done or _asks_nothing(item.value) or mentions(item.value)[1]:
+                continue
+            if in_npu_branch(self.ctx, item.node):
+                continue
+            self._done.add(item.node)
+            statement = statement_of(self.ctx, item.node)
+            shown = f"`{code_of(item.node)}`" if isinstance(item.node, cst.Assign) else '`"num_gpus"`'
+            blocker = _spread_blocker(call, name, spread, item)
+            if blocker is not None:
+                message = (
+                    f"{shown} asks for GPUs through {passed}, which an Ascend host has none of: request "
+                    f'`{{"{NPU}": n}}` in its `"resources"` by hand ({blocker}; Ray\'s resource name of Ascend cards)'
+                )
+                self.report_in(statement, "NPU921", item.node, message, tier=Tier.MANUAL, needs_torch_npu=False)
+                continue
+            fix = _subscript_to_resources if isinstance(item.node, cst.Assign) else _move_num_gpus_entry
+            message = (
+                f'{shown} (passed as {passed}) → `"resources": {{"{NPU}": ...}}` (Ray schedules Ascend cards '
+                f'as the "{NPU}" resource)'
+            )
+            report_npu(self, "NPU921", item.node, message, fix, statement=statement, needs_torch_npu=False)
 
     def _actor_options(self, mapping: cst.Dict) -> None:
         gpus = entry(mapping, "num_gpus")
@@ -146,6 +187,30 @@ def _move_num_gpus(call: cst.Call) -> cst.Call:
     return with_args(call, [merged if a is resources else a for a in call.args if a is not arg])
 
 
+def _spread_blocker(call: cst.Call, name: cst.Name, spread: SpreadDict, item: GpuItem) -> str | None:
+    """Why the ``"num_gpus"`` item of a spread dict is not rewritten (None: it is)."""
+    if spread.open is not None:
+        return spread.open
+    if keyword(call, "resources") is not None or sum(a.star == "**" for a in call.args) > 1:
+        return "the call may get `resources` otherwise too"
+    if isinstance(item.node, cst.Assign) and len(item.node.targets) > 1:
+        return "a chained assignment"
+    if any(node is not item.node for node in spread.resources):
+        return f'`{name.value}` gets a `"resources"` entry elsewhere'
+    return None
+
+
+def _subscript_to_resources(assign: cst.Assign) -> cst.Assign:
+    """``options["num_gpus"] = n`` → ``options["resources"] = {"NPU": n}`` (the key's quotes kept)."""
+    target = assign.targets[0]
+    element = target.target.slice[0]
+    key = element.slice.value
+    quote = key.value[0] if isinstance(key, cst.SimpleString) else '"'
+    index = element.slice.with_changes(value=cst.SimpleString(f"{quote}resources{quote}"))
+    subscript = target.target.with_changes(slice=[element.with_changes(slice=index)])
+    return assign.with_changes(targets=[target.with_changes(target=subscript)], value=_npu_dict(assign.value))
+
+
 def _move_num_gpus_entry(mapping: cst.Dict) -> cst.Dict:
     gpus = entry(mapping, "num_gpus")
     resources = entry(mapping, "resources")
@@ -163,11 +228,16 @@ def _move_num_gpus_entry(mapping: cst.Dict) -> cst.Dict:
 @register
 class GpuBundles(Rule):
     """The ``"GPU"`` key of placement-group bundles (``ray.util.placement_group``, Tune's
-    ``PlacementGroupFactory``): in the call, or in a list display assigned to the name passed."""
+    ``PlacementGroupFactory``): in the call, or followed from the name passed to the dict displays
+    it is built of in the same function (cuda2npu/families/ray/sources.py)."""
 
     codes = ("NPU922",)
     triggers = (r"placement_group", r"PlacementGroupFactory")
     requires = (r"GPU",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._done: set[cst.CSTNode] = set()  # the bundles reported (two groups may share them)
 
     def visit_Call(self, node: cst.Call) -> None:
         position = BUNDLE_CALLS.get(self.resolver.qualified_name(node.func) or "")
@@ -178,67 +248,33 @@ class GpuBundles(Rule):
         value = bundles.value if bundles is not None else (positional[0].value if positional else None)
         if value is None:
             return
-        if isinstance(value, cst.Name):
-            displays = _assigned_displays(self.ctx, value, _bundle_displays)
-        else:
-            displays = _bundle_displays(value)
+        displays = bundle_dicts(self.ctx, value)
         if displays is None:
             self.report(
                 "NPU922",
                 node,
-                f'bundles `{code_of(value)}` are built elsewhere: a `"GPU"` key in them must be `"{NPU}"` '
-                "(Ray's resource name of Ascend cards), or the placement group is never placed",
+                f"bundles `{code_of(value)}` are not dict displays cuda2npu follows in this function: a "
+                f'`"GPU"` key in them must be `"{NPU}"` (Ray\'s resource name of Ascend cards), or the placement '
+                "group is never placed",
                 tier=Tier.REVIEW,
                 needs_torch_npu=False,
             )
             return
         for bundle in displays:
-            if entry(bundle, "GPU") is not None and entry(bundle, NPU) is None:
-                report_npu(
-                    self,
-                    "NPU922",
-                    bundle,
-                    f'bundle key `"GPU"` → `"{NPU}"` (Ray\'s resource name of Ascend cards)',
-                    lambda updated: renamed_key(updated, "GPU", NPU),
-                    needs_torch_npu=False,
-                )
-
-
-def _assigned_displays(ctx, name: cst.Name, displays_of) -> list[cst.Dict] | None:
-    """The dicts ``displays_of`` finds in the values assigned to ``name`` in its function (or
-    module); None when one is not displayed, or the name is bound otherwise too (a loop, ``+=``,
-    unpacking)."""
-    index = TreeIndex.of(ctx)
-    scope = index.parents.get(name)
-    while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
-        scope = index.parents.get(scope)
-    found: list[cst.Dict] = []
-    values = assigned_values(scope, name.value) or []
-    for value in values:
-        displays = displays_of(value)
-        if displays is None:
-            return None
-        found += displays
-    return found if values else None
-
-
-def _bundle_displays(value: cst.BaseExpression) -> list[cst.Dict] | None:
-    """The dict displays of a bundle list: ``[{...}, {...}]``, ``[{...} for ...]``, ``[{...}] * n``
-    (None: the bundles are not displayed there)."""
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-        return _bundle_displays(value.left)
-    if isinstance(value, cst.ListComp):
-        bundle = literal_dict(value.elt)
-        return [bundle] if bundle is not None else None
-    if isinstance(value, (cst.List, cst.Tuple)):
-        bundles = [literal_dict(e.value) for e in value.elements]
-        return None if any(b is None for b in bundles) else bundles
-    return None
-
-
-def _resource_dict(value: cst.BaseExpression) -> list[cst.Dict] | None:
-    mapping = literal_dict(value)
-    return [mapping] if mapping is not None else None
+            if entry(bundle, "GPU") is None or entry(bundle, NPU) is not None or bundle in self._done:
+                continue
+            if in_npu_branch(self.ctx, bundle):
+                continue
+            self._done.add(bundle)
+            report_npu(
+                self,
+                "NPU922",
+                bundle,
+                f'bundle key `"GPU"` → `"{NPU}"` (Ray\'s resource name of Ascend cards)',
+                lambda updated: renamed_key(updated, "GPU", NPU),
+                statement=statement_of(self.ctx, bundle),
+                needs_torch_npu=False,
+            )
 
 
 @register
@@ -263,12 +299,7 @@ class TuneResources(Rule):
             arg = positional[position]
         if arg is None:
             return
-        value = arg.value
-        if isinstance(value, cst.Name):
-            mappings = _assigned_displays(self.ctx, value, _resource_dict)
-        else:
-            mappings = _resource_dict(value)
-        for mapping in mappings or []:  # None: a PlacementGroupFactory (NPU922), a callable, not known
+        for mapping in dicts_of(self.ctx, arg.value) or []:  # None: a PlacementGroupFactory (NPU922), a callable
             self._resources(mapping)
 
     def _resources(self, mapping: cst.Dict) -> None:
