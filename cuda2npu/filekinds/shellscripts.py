@@ -5,7 +5,9 @@ found with the Python code): their CUDA and NCCL settings.
   ...) set, read (``$NAME``, ``${NAME...}``), exported or unset: renamed to the Ascend variable, as
   NPU202 does in Python; a review item where ``CUDA_VISIBLE_DEVICES`` is set to IDs out of order
   (``ASCEND_RT_VISIBLE_DEVICES`` must be ascending) or to none (``""``, ``-1``).
-- NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend): manual.
+- NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend): manual; not an
+  existence check (``command -v nvidia-smi``) nor an NVLink probe that answers "none" without it
+  (``$(nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9]*' | wc -l)``, an ``if`` test, ``|| ...``).
 - NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables: renamed where the table has a
   documented HCCL counterpart (review, as NPU203 does in Python); one with an analog of another
   unit or syntax (``NCCL_BUFFSIZE``, ``nccl_manual``) set or exported is a manual item naming it.
@@ -54,6 +56,12 @@ NAMED = re.compile(
 ASSIGNED_VALUE = re.compile(r"""["']?([^\s"';&|()`]*)""")
 VALUE = re.compile(r"""(["']?)([^\s"';&|()]*)\1(?=$|[\s;&|)])""")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
+EXISTENCE_CHECK = re.compile(r"(?:^|[\s;&|(`])(?:command[ \t]+-v|which|type|hash)[ \t]+$")  # `command -v nvidia-smi`
+CONDITION = re.compile(r"(?:^|[;&(]|\bthen|\bdo|\belse)\s*(?:if|elif|while|until)\s+(?:!\s*)?$")
+PIPELINE_END = re.compile(r"\|\||&&|[;)`]")
+NVLINK_WORDS = re.compile(r"(?<![\w-])(?:topo|nvlink)(?![\w-])")  # nvidia-smi's topology and NVLink queries
+NVLINK_PATTERN = re.compile(r"\bgrep\b.*NV")  # a grep for NVLink in its output (`NV[0-9]*`, `NVLink`)
+PIPEFAIL = re.compile(r"\bpipefail\b")
 CUDA_MODULE = re.compile(
     r"(?<![\w-])(?:module[ \t]+(?:load|add|try-load|try-add)|ml)(?:[ \t]+[^\s;&|]+)*?"
     r"[ \t]+(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+-]*)?(?![\w/@.+-])",
@@ -137,7 +145,8 @@ def check_shell_script(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
                     )
             for match in NVIDIA_SMI.finditer(line.code):
-                report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
+                if not _harmless_probe(line.code, match, code_text):
+                    report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
             for match in CUDA_MODULE.finditer(line.code):
                 message = (
                     f"`{match.group()}` loads the CUDA toolkit's environment module, which an Ascend host does not "
@@ -154,6 +163,26 @@ def check_shell_script(
         edits += _markers(text, command[0], marks)
         marks.clear()
     return findings, edits
+
+
+def _harmless_probe(code: str, match: re.Match, script: str) -> bool:
+    """Whether the ``nvidia-smi`` at ``match`` is a probe whose failure gives the Ascend answer: a
+    check that the command exists (``command -v nvidia-smi``), or an NVLink probe (``nvidia-smi
+    topo -m | grep -o 'NV[0-9]*' | wc -l``) whose pipeline still succeeds without the program (it
+    ends in ``wc``, without ``pipefail``; or ``|| ...`` follows; or it is an ``if``/``while`` test):
+    no NVLink, which is right on an Ascend host."""
+    before = code[: match.start()]
+    if EXISTENCE_CHECK.search(before):
+        return True
+    end = PIPELINE_END.search(code, match.end())
+    pipeline = code[match.start() : end.start() if end else len(code)]
+    commands = [c.strip() for c in pipeline.split("|")]
+    nvlink = NVLINK_WORDS.search(commands[0]) or any(NVLINK_PATTERN.search(c) for c in commands[1:])
+    if not nvlink:
+        return False
+    if (end is not None and end.group() == "||") or CONDITION.search(before):
+        return True
+    return len(commands) > 1 and commands[-1].startswith("wc") and not PIPEFAIL.search(script)
 
 
 def _variables(code: str) -> list[tuple[str, int, int, bool]]:

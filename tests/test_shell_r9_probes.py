@@ -1,0 +1,85 @@
+"""Round 9 (slime's launch and build scripts): NVLink probes that already answer "none" without
+`nvidia-smi` (NPU712 not reported), one NPU701 finding per `pip install` listing its CUDA-only
+packages, and nvidia-modelopt, which installs on an NPU host."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import cli, write
+
+from cuda2npu.filekinds.shellscripts import NVIDIA_SMI_MESSAGE
+
+SMI = f"# TODO(cuda2npu): NPU712 {NVIDIA_SMI_MESSAGE}\n"
+RUNTIME = "an NVIDIA CUDA runtime wheel; CANN provides the runtime on Ascend"
+
+CASES = {
+    # NVLink probes whose pipeline ends in `wc` (0 without nvidia-smi), is an `if` test or has `|| ...`:
+    # "no NVLink" is the Ascend answer, nothing to mark
+    "set -ex\nLINKS=$(nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9][0-9]*' | wc -l)\n": None,
+    'LINKS=$(nvidia-smi | grep -o "NVLink" | wc -l)\nif [ "$LINKS" -gt 0 ]; then export FAST=1; fi\n': None,
+    "if nvidia-smi nvlink --status >/dev/null 2>&1; then export FAST=1; fi\n": None,
+    "LINKS=$(nvidia-smi topo -m | grep -c NV || echo 0)\n": None,
+    "while ! nvidia-smi topo -m | grep -q NV; do sleep 1; done\n": None,
+    # an existence check: the count read under it is what gets the marker
+    "if command -v nvidia-smi >/dev/null 2>&1; then\n  N=$(nvidia-smi -L | wc -l)\nfi\n": (
+        f"if command -v nvidia-smi >/dev/null 2>&1; then\n  {SMI}  N=$(nvidia-smi -L | wc -l)\nfi\n"
+    ),
+    # near-misses: a device count, a probe under pipefail (the assignment fails, `set -e` stops), one
+    # ending in grep (status 1 when nothing matches), a topology dump shown to the user
+    "N=$(nvidia-smi -L 2>/dev/null | wc -l)\n": SMI + "N=$(nvidia-smi -L 2>/dev/null | wc -l)\n",
+    "set -eo pipefail\nLINKS=$(nvidia-smi topo -m | grep -o NV1 | wc -l)\n": (
+        "set -eo pipefail\n" + SMI + "LINKS=$(nvidia-smi topo -m | grep -o NV1 | wc -l)\n"
+    ),
+    "set -e\nLINKS=$(nvidia-smi topo -m | grep -c NV)\n": "set -e\n"
+    + SMI
+    + "LINKS=$(nvidia-smi topo -m | grep -c NV)\n",
+    "nvidia-smi topo -m\n": SMI + "nvidia-smi topo -m\n",
+    # one marker per pip command, listing its CUDA-only packages by reason
+    "pip install --no-deps \\\n  nvidia-cublas-cu12 \\\n  nvidia-nccl-cu12==2.27.3 \\\n  flash-attn\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install` of 3 CUDA-only distributions: `nvidia-cublas-cu12`, "
+        f"`nvidia-nccl-cu12==2.27.3` ({RUNTIME}); `flash-attn` (use torch_npu.npu_fusion_attention (cuda2npu "
+        "migrates flash_attn calls)); on an NPU host the install fails or installs nothing usable (a `set -e` "
+        "script stops there): drop them, or install them on CUDA hosts only\n"
+        "pip install --no-deps \\\n  nvidia-cublas-cu12 \\\n  nvidia-nccl-cu12==2.27.3 \\\n  flash-attn\n"
+    ),
+    # one package: its own message, as before
+    "pip install nvidia-cudnn-cu12==9.1.0.70\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install nvidia-cudnn-cu12==9.1.0.70`: `nvidia-cudnn-cu12` is "
+        f"CUDA-only ({RUNTIME}); on an NPU host the install fails or installs nothing usable (a `set -e` script "
+        "stops there): drop it, or install it on CUDA hosts only\n"
+        "pip install nvidia-cudnn-cu12==9.1.0.70\n"
+    ),
+    # nvidia-modelopt ships py3-none-any / aarch64 wheels without a CUDA dependency: not reported
+    'pip install "nvidia-modelopt[torch]>=0.37.0" nvidia-modelopt-core==0.33.1\n': None,
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_r9_script_shapes(tmp_path, case):
+    script = tmp_path / "run.sh"
+    script.write_text(case)
+    expected = case if CASES[case] is None else CASES[case]
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected  # once
+
+
+def test_r9_one_finding_per_pip_command(tmp_path):
+    write(tmp_path / "setup.sh", "pip install xformers flash-attn\npip install nvidia-modelopt\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    got = [(d["line"], d["column"], d["code"]) for d in data["diagnostics"]]
+    assert got == [(1, 13, "NPU701")]
+    assert "`xformers`" in data["diagnostics"][0]["message"] and "`flash-attn`" in data["diagnostics"][0]["message"]
+
+
+def test_r9_dockerfile_nvlink_probe(tmp_path):
+    dockerfile = write(
+        tmp_path / "Dockerfile",
+        "FROM ubuntu:22.04\nRUN LINKS=$(nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9]*' | wc -l) && echo $LINKS\n",
+    )
+    before = dockerfile.read_text()
+    cli("migrate", tmp_path)
+    assert dockerfile.read_text() == before
