@@ -25,13 +25,14 @@ CASES = {
         f"# TODO(cuda2npu): NPU701 review: {FLASH.format(req='pip install flash-attn==2.5.9.post1')}\n"
         "pip install flash-attn==2.5.9.post1 --no-build-isolation\n"
     ),
-    # options and their values skipped, a quoted requirement and a pinned variable read, one marker per package
+    # options and their values skipped, a quoted requirement and a pinned variable read; one marker per
+    # command, listing the packages (r9: slime's 15 stacked markers on one pip command)
     'python3 -m pip install -U --index-url https://x/simple "flash_attn>=2" \\\n    "xformers==$XF"\n': (
-        f"# TODO(cuda2npu): NPU701 review: {FLASH.format(req='pip install flash_attn>=2')}\n"
-        "# TODO(cuda2npu): NPU701 review: `pip install xformers==$XF`: `xformers` is CUDA-only (xformers has no "
+        "# TODO(cuda2npu): NPU701 review: `pip install` of 2 CUDA-only distributions: `flash_attn>=2` (use "
+        "torch_npu.npu_fusion_attention (cuda2npu migrates flash_attn calls)); `xformers==$XF` (xformers has no "
         "Ascend build; use F.scaled_dot_product_attention or torch_npu.npu_fusion_attention); on an NPU host the "
-        "install fails or installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA "
-        "hosts only\n"
+        "install fails or installs nothing usable (a `set -e` script stops there): drop them, or install them on "
+        "CUDA hosts only\n"
         'python3 -m pip install -U --index-url https://x/simple "flash_attn>=2" \\\n    "xformers==$XF"\n'
     ),
     # the device count torchrun is given: exactly this inline code is rewritten, the quotes kept
@@ -53,6 +54,31 @@ CASES = {
     ),
     'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cu128" x\n': (
         'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cpu" x\n'
+    ),
+    # r9: pins of CUDA builds change with the index (slime's build_conda.sh): the `+cuXXX` local version
+    # dropped, which the CPU index serves as `+cpu`; an exact pin read from a variable, or a CUDA wheel's
+    # URL, marked
+    (
+        "set -ex\npip install --no-deps \\\n  torch==2.11.0+cu129 torchaudio==2.11.0+cu129 \\\n"
+        "  --index-url https://download.pytorch.org/whl/cu129\n"
+    ): (
+        "set -ex\npip install --no-deps \\\n  torch==2.11.0 torchaudio==2.11.0 \\\n"
+        "  --index-url https://download.pytorch.org/whl/cpu\n"
+    ),
+    'pip install "torch==$TV" --index-url https://download.pytorch.org/whl/cu121\n': (
+        '# TODO(cuda2npu): NPU702 review: `pip install "torch==$TV"` installs from PyTorch\'s CPU index '
+        "(`/whl/cpu`): a CUDA build's local version set in the variable (`+cu129`) matches nothing there; drop it "
+        "where it is set\n"
+        'pip install "torch==$TV" --index-url https://download.pytorch.org/whl/cpu\n'
+    ),
+    # a range read from a variable: no local version there, the index alone changes
+    'pip install "torch>=$TV" --index-url https://download.pytorch.org/whl/cu121\n': (
+        'pip install "torch>=$TV" --index-url https://download.pytorch.org/whl/cpu\n'
+    ),
+    "pip install https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl\n": (
+        "# TODO(cuda2npu): NPU702 `pip install https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-"
+        "cp310-linux_x86_64.whl` installs a CUDA wheel: install the CPU build of its release with torch_npu\n"
+        "pip install https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl\n"
     ),
     # conda's CUDA build of pytorch (as NPU702 in an environment file): marked, kept
     "set -eo pipefail\nconda install -y pytorch torchvision pytorch-cuda=11.8 -c pytorch -c nvidia\n": (
@@ -89,6 +115,7 @@ CASES = {
     # asked of Slurm, a commented-out directive, noqa
     "pip install '.[train]' packaging\npip uninstall -y flash-attn\npip install -r requirements.txt\n": None,
     "pip install torch --index-url https://download.pytorch.org/whl/cpu\npip install -i https://pypi.org/simple x\n": None,
+    "pip install torch==2.4.0+cpu torchvision==$TV --index-url https://download.pytorch.org/whl/cpu\n": None,
     "conda install -y pytorch cpuonly -c pytorch\nconda remove pytorch-cuda\nconda install pytorch-cudnn-extra\n": None,
     "python -c 'import torch; print(torch.__version__)'\npython -c \"import torch, torch_npu; print(torch.npu.device_count())\"\n": None,
     "srun -p a -n 4 python x.py --gpus 2\ndocker run --rm img python x.py --gpus 2\ndocker build -t x .\n": None,

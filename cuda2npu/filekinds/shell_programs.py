@@ -3,7 +3,8 @@ reports what they find): one code per decision, whatever the file kind.
 
 - ``pip install flash-attn==2.5.9 --no-build-isolation`` (NPU701, as in a requirements file): a
   distribution of rules/tables/cuda_only_packages.toml, or an ``nvidia-*`` one the table does not
-  know; reported and kept (whether the script still needs it is the project's call), marked. A
+  know; reported and kept (whether the script still needs it is the project's call), marked (the
+  CUDA-only ones a command installs in one finding, listed with their reasons). A
   requirement given as a URL (``pip install "git+https://github.com/stanford-futuredata/megablocks.git"``,
   ``-e git+...#egg=apex``, a wheel URL) is read for the distribution it installs
   (cuda2npu/filekinds/requirement_urls.py); a source build of vLLM
@@ -20,7 +21,10 @@ reports what they find): one code per decision, whatever the file kind.
   code becomes ``import torch, torch_npu; print(torch.npu.device_count())``; other inline code
   calling ``torch.cuda`` is a manual item (any of it a review item, kept, under ``--portable``).
 - ``pip install torch --index-url https://download.pytorch.org/whl/cu121`` (NPU702, as in a
-  requirements file): the index becomes ``/whl/cpu`` (torch_npu runs on the CPU build of torch).
+  requirements file): the index becomes ``/whl/cpu`` (torch_npu runs on the CPU build of torch), and
+  a CUDA build's local version drops (``torch==2.11.0+cu129`` → ``torch==2.11.0``, which the CPU
+  index serves as ``2.11.0+cpu``); a version read from a variable there is marked (review), a CUDA
+  wheel's URL too (manual).
 - ``conda install pytorch-cuda=12.1 -c nvidia`` (NPU702, as in an environment file): conda's
   ``pytorch-cuda`` / ``cudatoolkit`` / ``cuda-toolkit`` select a CUDA build of pytorch; reported, marked.
 - ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
@@ -42,7 +46,16 @@ from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normaliz
 from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
-from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, conda_cuda_note, cpu_index
+from cuda2npu.filekinds.torch_index import (
+    CONDA_CUDA,
+    CUDA_INDEX,
+    CUDA_LOCAL,
+    CUDA_WHEEL,
+    TORCH_FAMILY,
+    conda_cuda_note,
+    cpu_build,
+    cpu_index,
+)
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
@@ -95,6 +108,7 @@ class Found:
     tier: Tier | None = None
     end: int = 0
     edit: str | None = None
+    cuda_only: tuple[str, str] | None = None  # (requirement, why) of a CUDA-only one kept: one finding per command
 
 
 def check_programs(command: list[ShellLine], options, script: str = "") -> list[Found]:
@@ -123,7 +137,26 @@ def check_programs(command: list[ShellLine], options, script: str = "") -> list[
                     if option is not None and GPU_WORD.fullmatch(option)
                 ]
     found += [_slurm(line, match.start(), match.group()) for line in command for match in GRES_GPU.finditer(line.code)]
-    return found
+    return _one_per_command(found)
+
+
+def _one_per_command(found: list[Found]) -> list[Found]:
+    """``found`` with the CUDA-only requirements a command installs (``pip install nvidia-cublas-cu12
+    nvidia-cudnn-cu12 ...``) in one finding listing them, where the first of them was (one marker)."""
+    kept = [item for item in found if item.cuda_only is not None]
+    if len(kept) < 2:
+        return found
+    reasons: dict[str, list[str]] = {}
+    for item in kept:
+        requirement, why = item.cuda_only
+        reasons.setdefault(why, []).append(f"`{requirement}`")
+    listed = "; ".join(f"{', '.join(names)} ({why})" for why, names in reasons.items())
+    message = (
+        f"`pip install` of {len(kept)} CUDA-only distributions: {listed}; on an NPU host the install fails or "
+        "installs nothing usable (a `set -e` script stops there): drop them, or install them on CUDA hosts only"
+    )
+    merged = Found(kept[0].line, kept[0].start, "NPU701", message)
+    return [merged if item is kept[0] else item for item in found if item is kept[0] or item.cuda_only is None]
 
 
 def check_sbatch_line(line: ShellLine) -> list[Found]:
@@ -143,6 +176,7 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
     skip = False
     editable = False  # the word is the value of -e
     index = False  # the word is the value of an index option
+    torch_builds: list[ShellWord] = []  # the requirements of torch, torchvision, torchaudio
     for word in words:
         value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
         if index or value.startswith(tuple(f"{option}=" for option in INDEX_OPTIONS)):
@@ -160,7 +194,36 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
             continue
         item = _requirement_finding(word, value, options, script, apex_built)
         found += [item] if item is not None else []
-    return found
+        url = url_requirement(value)
+        match = DISTRIBUTION.match(value) if url is None else None
+        if (url.name if url is not None else normalize_distribution(match.group(1)) if match else "") in TORCH_FAMILY:
+            torch_builds.append(word)
+    cpu = any(item.code == "NPU702" and item.edit is not None for item in found)  # the index becomes /whl/cpu
+    return found + [item for word in torch_builds if (item := _torch_build(word, cpu)) is not None]
+
+
+def _torch_build(word: ShellWord, to_cpu: bool) -> Found | None:
+    """NPU702 for a CUDA build of torch, torchvision or torchaudio a ``pip install`` pins
+    (``torch==2.11.0+cu129``): its local version dropped, as in a requirements file, so that the pin
+    matches what the CPU index (NPU702's fix of ``--index-url .../whl/cu129``) serves; marked where that
+    cannot be done: a CUDA wheel's URL (manual), or, with the index changed (``to_cpu``), an exact
+    version read from a variable (``torch==$TORCH_VERSION``, review: a ``+cu129`` there cannot be installed)."""
+    value = word.value
+    if value is not None and url_requirement(value) is not None:
+        if CUDA_WHEEL.search(value) is None:
+            return None
+        message = f"`pip install {value}` installs a CUDA wheel: install the CPU build of its release with torch_npu"
+        return Found(word.line, word.start, "NPU702", message, Tier.MANUAL)
+    if value is not None and CUDA_LOCAL.search(value):
+        message = f"`{value}` is a CUDA build: the CPU build (`{cpu_build(value)}`), which torch_npu runs on"
+        return Found(word.line, word.start, "NPU702", message, end=word.end, edit=cpu_build(word.text))
+    if value is None and to_cpu and "==" in word.text:
+        message = (
+            f"`pip install {word.text}` installs from PyTorch's CPU index (`/whl/cpu`): a CUDA build's local "
+            "version set in the variable (`+cu129`) matches nothing there; drop it where it is set"
+        )
+        return Found(word.line, word.start, "NPU702", message, Tier.REVIEW)
+    return None
 
 
 def _requirement_finding(word: ShellWord, value: str, options, script: str, apex_built: bool) -> Found | None:
@@ -187,6 +250,7 @@ def _requirement_finding(word: ShellWord, value: str, options, script: str, apex
             f"`pip install {value}`: `{name}` is CUDA-only ({info[1]}); on an NPU host the install fails or "
             "installs nothing usable (a `set -e` script stops there): drop it, or install it on CUDA hosts only"
         )
+        return Found(word.line, word.start, "NPU701", message, cuda_only=(value, info[1]))
     elif unknown_nvidia(name):
         message = f"`pip install {value}`: an NVIDIA distribution cuda2npu does not know: check whether it needs CUDA"
     elif build and built_from_source(value) and not re.search(rf"(?<![\w$]){build['target']}(?:=|[ \t]+\S)", script):

@@ -1,17 +1,28 @@
 """CUDA builds of PyTorch as dependency files and launch scripts ask for them (NPU702): a CUDA
 build's package index (``download.pytorch.org/whl/cu121``) and its CPU counterpart, which
-torch_npu runs on, and the conda packages that select a CUDA build."""
+torch_npu runs on, a CUDA build's local version (``torch==2.1.0+cu118``; changed with the index:
+the CPU index has no ``+cu118`` build), and the conda packages that select a CUDA build."""
 
 from __future__ import annotations
 
 import re
 
 CUDA_INDEX = re.compile(r"(download\.pytorch\.org/whl/(?:nightly/)?)cu\d+")
+TORCH_FAMILY = {"torch", "torchvision", "torchaudio"}
+CUDA_LOCAL = re.compile(r"\+cu\d+")  # the local version of a CUDA build: `torch==2.1.0+cu118`
+CUDA_WHEEL = re.compile(r"(?:\+|%2B)cu\d+", re.IGNORECASE)  # in a wheel's file name too: `torch-2.1.0%2Bcu118-...whl`
 
 
 def cpu_index(text: str) -> str:
     """``text`` with each PyTorch CUDA index URL turned into the CPU one."""
     return CUDA_INDEX.sub(r"\1cpu", text)
+
+
+def cpu_build(requirement: str) -> str:
+    """``torch==2.1.0+cu118`` → ``torch==2.1.0``: without its local version the pin matches the CPU
+    build of that release (``2.1.0+cpu`` on the ``/whl/cpu`` index, PEP 440: a version without a local
+    label matches every local version), which the CPU index serves and the CUDA pin cannot match."""
+    return CUDA_LOCAL.sub("", requirement)
 
 
 # a conda package spec selecting CUDA: `pytorch-cuda=12.1`, `nvidia::cudatoolkit`, and a CUDA build
