@@ -10,7 +10,7 @@ import os
 from cli_helpers import cli
 
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates
+from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates, triton_functions
 
 KERNELS = """\
 import triton
@@ -122,3 +122,62 @@ def test_check_leaves_the_gated_kernels_unreported(tmp_path):
     assert "NPU603" not in cli("check", tmp_path / "pkg" / "fast_ops.py", "--select", "NPU603").output
     (tmp_path / "pkg" / "align.py").write_text(ALIGN + "\n\nresult = path_cuda\n")
     assert "NPU603" in cli("check", tmp_path / "pkg" / "fast_ops.py", "--select", "NPU603").output
+
+
+ROUTES = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gather_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.autotune(configs=[], key=["n"])
+@triton.jit
+def _scatter_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def gather_rows(x):
+    _gather_kernel[(1,)](x, x.numel(), BLOCK=128)
+    return x
+
+
+def check_rows(x):
+    assert x.ndim == 2
+"""
+ROUTE_USER = """\
+def route(x):
+    if x.is_cuda:
+        from pkg.routes import gather_rows
+
+        return gather_rows(x)
+    return x.index_select(0, x.new_zeros(1, dtype=int))
+"""
+
+
+def test_triton_functions_name_kernels_and_launchers(tmp_path):
+    """r9 (slime's deterministic_route_kernels.py): the kernels and the functions launching one, by
+    qualified name; not the module's other helpers; a file outside a package under its own name."""
+    texts = {tmp_path / "pkg" / "__init__.py": b"", tmp_path / "pkg" / "routes.py": ROUTES.encode()}
+    assert triton_functions(texts) == (
+        "pkg.routes._gather_kernel",
+        "pkg.routes._scatter_kernel",
+        "pkg.routes.gather_rows",
+    )
+    assert triton_functions({tmp_path / "routes.py": ROUTES.encode()})[-1] == "routes.gather_rows"
+    assert triton_functions({tmp_path / "plain.py": b"def f(x):\n    return x\n"}) == ()
+
+
+def test_a_project_kernel_keeps_its_cuda_test(tmp_path):
+    """The fact read by the device rules: `.is_cuda` over a call of the project's Triton launcher stays
+    (the torch path runs on the NPU); without the kernel module in the project it is rewritten."""
+    for name, text in {"pkg/__init__.py": "", "pkg/routes.py": ROUTES, "pkg/use.py": ROUTE_USER}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "setup.py").write_text("")
+    assert "is_npu" not in cli("migrate", tmp_path / "pkg" / "use.py", "--diff", "--allow-dirty").output
+    (tmp_path / "pkg" / "routes.py").unlink()
+    assert "is_npu" in cli("migrate", tmp_path / "pkg" / "use.py", "--diff", "--allow-dirty").output

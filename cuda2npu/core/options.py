@@ -93,6 +93,8 @@ class ProjectFacts:
     backend_constants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # real paths of its Triton-kernel modules imported only behind a kept `.is_cuda` test (gated_kernels.py; for_path)
     kernels_behind_cuda_gates: tuple[str, ...] = ()
+    # "module.function" of its Triton kernels and the functions launching one (gated_kernels.py)
+    triton_functions: tuple[str, ...] = ()
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
 

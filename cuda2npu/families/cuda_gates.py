@@ -4,7 +4,8 @@
 ball_query_cuda.forward(x)``, ``HAS_KNN = torch.cuda.is_available()`` … ``if HAS_KNN:
 knn_cuda.knn(...)``, ``if torch.cuda.is_available(): subprocess.run(["nvcc", "--version"])``,
 ``if x.device.type == "cuda": return torch.cuda.current_stream().cuda_stream`` (a raw CUDA stream
-handle for native code):
+handle for native code), ``if x.is_cuda: from pkg.route_kernels import scatter_rows`` (a Triton
+kernel of another file of the project, or a function launching one: ``ProjectFacts.triton_functions``):
 rewritten to the NPU, the test would run that code on an NPU host, where the module is not
 installed (a compiled CUDA extension, TensorRT-LLM, Triton, cupy, ...) or the CUDA toolkit is
 missing. Left as written, the test is False there and the fallback runs. NPU103 (a
@@ -59,6 +60,7 @@ SHELL_CALLS = {
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
 EXTENSION = "a compiled CUDA extension"
+TRITON_KERNEL = "a Triton kernel of the project (or a function launching one), written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
     "a CUDA stream's raw cudaStream_t, for native code; a torch_npu stream has no `.cuda_stream`, "
     "its handle is `.npu_stream`, an aclrtStream: docs/reference/torch_npu.md §4.2"
@@ -123,12 +125,24 @@ def _import_use(ctx, node: cst.Import | cst.ImportFrom) -> tuple[str, str] | Non
         for candidate in candidates:
             if EXTENSION_NAME.fullmatch(candidate):
                 return _spelled(node, f"import {candidate}"), EXTENSION
+        if module and any(_project_triton(ctx, f"{module}.{n}", relative=True) for n in names):
+            return _spelled(node, f"from .{module} import ..."), TRITON_KERNEL
         return None
     for candidate in [module, *(f"{module}.{n}" for n in names)]:
         note = _module_reason(candidate, options)
         if note:
             return _spelled(node, f"from {module} import ..."), note
+    if any(_project_triton(ctx, f"{module}.{n}") for n in names):
+        return _spelled(node, f"from {module} import ..."), TRITON_KERNEL
     return None
+
+
+def _project_triton(ctx, name: str, relative: bool = False) -> bool:
+    """``name`` (``pkg.kernels.launch``) is a Triton kernel of the project or a function launching one,
+    defined in another file (``ProjectFacts.triton_functions``); ``relative``: a relative import's
+    ``kernels.launch``, which ends such a name."""
+    functions = ctx.options.project.triton_functions
+    return name in functions or (relative and any(f.endswith(f".{name}") for f in functions))
 
 
 def _spelled(node: cst.CSTNode, short: str) -> str:
@@ -217,7 +231,10 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_packages.toml, a compiled
     extension, pycuda/cupy/numba.cuda, the CUDA-only libraries of the feature switches' table), a
     call or a reference through a name bound to one, a CUDA toolkit program run through a shell, a
-    read of a CUDA stream's raw handle (``stream.cuda_stream``: :func:`stream_handle`)."""
+    read of a CUDA stream's raw handle (``stream.cuda_stream``: :func:`stream_handle`), an import or a
+    use of a Triton kernel another file of the project defines, or of a function launching one
+    (``ProjectFacts.triton_functions``: slime's ``from .deterministic_route_kernels import
+    scatter_routes_forward``)."""
     relative: dict[str, str] | None = None
     for root in nodes:
         skipped = {a.attr for a in iter_nodes(root, cst.Attribute)}
@@ -229,17 +246,27 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 found = _call_use(ctx, node)
             elif isinstance(node, cst.Attribute):
                 found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
+                qualified = ctx.resolver.qualified_name(node) if found is None else None
+                if qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
+                    found = f"`{qualified}`", TRITON_KERNEL
             elif node in skipped:
                 continue
             else:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
-                if qualified:
+                if qualified and _project_triton(ctx, qualified):
+                    found = f"`{qualified}`", TRITON_KERNEL
+                elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None
                 else:
                     relative = _relative_bindings(ctx) if relative is None else relative
                     module = relative.get(node.value, "")
-                    found = (f"`{node.value}`", EXTENSION) if module and EXTENSION_NAME.fullmatch(module) else None
+                    if module and EXTENSION_NAME.fullmatch(module):
+                        found = f"`{node.value}`", EXTENSION
+                    elif module and _project_triton(ctx, f"{module}.{node.value}", relative=True):
+                        found = f"`{node.value}`", TRITON_KERNEL  # `from .kernels import launch`
+                    else:
+                        found = None
             if found:
                 return found
     return None

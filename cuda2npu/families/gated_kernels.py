@@ -19,6 +19,10 @@ then, with :mod:`ast`, every import of such a module by the project's files that
 
 A module imported nowhere or run as a script (``if __name__ == "__main__":``) is not one: what runs
 it is not known.
+
+:func:`triton_functions` names the project's Triton kernels and the functions launching one, for
+the files that call them (slime's ``if grad.is_cuda: from ...deterministic_route_kernels import
+ordered_route_grad``, the fallback in ``else``): such a test stays CUDA's (families/cuda_gates.py).
 """
 
 from __future__ import annotations
@@ -55,6 +59,54 @@ def kernels_behind_cuda_gates(texts: dict[Path, bytes]) -> tuple[str, ...]:
         if sites and all(trees.gated_import(site) for site in sites):
             found.append(os.path.realpath(path))
     return tuple(sorted(found))
+
+
+def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
+    """``module.function`` of each Triton kernel of the project (``@triton.jit``, ``@triton.autotune``,
+    ``@triton.heuristics``) and of each module-level function launching one (``kernel[grid](...)``),
+    sorted: another file calling one runs code written for CUDA GPUs (families/cuda_gates.py
+    ``cuda_only_use``), so a ``.is_cuda`` test or a skip guard over the call stays CUDA's. A file
+    outside a package counts under its own name (``kernels.launch``)."""
+    kernel_files = [
+        path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None
+    ]
+    if not kernel_files:
+        return ()
+    modules = module_names(list(texts))
+    found = []
+    for path in kernel_files:
+        try:
+            tree = ast.parse(texts[path])
+        except (SyntaxError, ValueError):
+            continue
+        functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+        kernels = {f.name for f in functions if any(_triton_decorator(d) for d in f.decorator_list)}
+        launchers = {
+            f.name
+            for f in functions
+            if any(
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Subscript)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in kernels
+                for node in ast.walk(f)
+            )
+        }
+        module = modules.get(path, path.stem)
+        found.extend(f"{module}.{name}" for name in kernels | launchers)
+    return tuple(sorted(found))
+
+
+def _triton_decorator(decorator: ast.expr) -> bool:
+    """``@triton.jit``, ``@triton.autotune(...)``, ``@triton.heuristics(...)``."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    return (
+        isinstance(decorator, ast.Attribute)
+        and isinstance(decorator.value, ast.Name)
+        and decorator.value.id == "triton"
+        and decorator.attr in ("jit", "autotune", "heuristics")
+    )
 
 
 class _Trees:

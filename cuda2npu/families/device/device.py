@@ -269,16 +269,17 @@ class CudaMethodCall(Rule):
         (review), unreported where a tensor off CUDA takes a fallback (:func:`_falls_back`: whisper's
         ``if result is None: result = x.unfold(...)`` after the branch). ``if not q.is_cuda: return
         False, "the TileLang backend is CUDA-only"``
-        (flash-linear-attention's backend verifiers): a branch saying the path needs CUDA, left as
-        written and unreported, as such device comparisons are (device_strings)."""
+        (flash-linear-attention's backend verifiers), ``if not x.is_cuda: raise RuntimeError("...
+        requires CUDA tensors")`` before ``import deep_gemm`` (slime): a branch saying the path needs
+        CUDA, left as written and unreported, as such device comparisons are (device_strings)."""
         tests = _is_cuda_tests(node.test)
         callee = kernel_call(self.ctx, node) if tests else None
         if callee is not None and _falls_back(self.ctx, node):
             self._says_cuda_only.update(tests)  # an NPU tensor takes the fallback: left, unreported
-        elif callee is not None:
-            self._cuda_implementations.update((test, callee) for test in tests)
         elif tests and isinstance(node, cst.If) and cuda_required(node):
             self._says_cuda_only.update(tests)  # `if not q.is_cuda: return False, "X is CUDA-only"`: left, unreported
+        elif callee is not None:
+            self._cuda_implementations.update((test, callee) for test in tests)
 
     visit_IfExp = visit_If  # `ball_query_cuda.forward(x) if x.is_cuda else fallback(x)`
 
