@@ -25,8 +25,9 @@ handles the NPU (``{"cuda": "nccl", "npu": "hccl"}``, a function asking
 ``dist.Backend.default_device_backend_map``), the expected side of a mapping test
 (``f("cuda") == "nccl"``), a comparison with an existing process group's own name
 (``pg.name().lower() == "nccl"``, ``pg._get_backend_name()``: ``"hccl"`` up to torch 2.4, ``"custom"``
-from 2.5 on for an HCCL group, so the test asks whether the group is NCCL's and chooses nothing) and
-the default of a parameter its function never reads. Any other ``"nccl"`` is a review item.
+from 2.5 on for an HCCL group, so the test asks whether the group is NCCL's and chooses nothing), a
+comparison selecting a conversion of the logical token (``remap(b) if b == "nccl" else b``:
+:func:`_remap_test`) and the default of a parameter its function never reads. Any other ``"nccl"`` is a review item.
 
 Portable output (``--portable``): the backend of the host's accelerator instead of ``"hccl"``,
 ``torch.distributed.get_default_backend_for_device(portable_device.device_type())`` (torch >= 2.6;
@@ -47,7 +48,7 @@ from cuda2npu.core.names import NameUses, dotted_name, module_qualified, string_
 from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.npu_aware import is_cuda_alternative
 
@@ -367,7 +368,9 @@ class _BackendFlow(cst.CSTVisitor):
             self.ignore.update(_compared_only_labels(function, self.sinks, self.parents))
         for comparison in self._compared:
             sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
-            if any(_called_with_cuda(side) for side in sides):  # `f("cuda") == "nccl"`: a mapping's test
+            if _remap_test(comparison, self.parents):  # `remap(b) if b == "nccl" else b`: the token a remap reads
+                self.ignore.update(literal for side in sides for literal in backend_literals(side))
+            elif any(_called_with_cuda(side) for side in sides):  # `f("cuda") == "nccl"`: a mapping's test
                 self.ignore.update(
                     literal for side in sides for literal in _literals_in(side) if _backend_string(literal)
                 )
@@ -471,6 +474,38 @@ def _compared_only_labels(function: cst.FunctionDef, sinks: set[str], parents) -
             if not reads.uses[name]:
                 found += default
     return found
+
+
+def _remap_test(comparison: cst.Comparison, parents) -> bool:
+    """``b == "nccl"`` testing whether ``b`` holds the token the branch it selects converts in place:
+    ``remap(b) if b == "nccl" else b``, ``if b == "nccl": b = remap(b)`` (slime's accelerator layer maps
+    the logical ``"nccl"`` to the host's backend). It chooses no backend: rewritten to ``"hccl"``, the
+    conversion would no longer see the token the callers pass."""
+    if len(comparison.comparisons) != 1:
+        return False
+    target = comparison.comparisons[0]
+    if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        return False
+    sides = (comparison.left, target.comparator)
+    names = {dotted_name(side) for side in sides if not backend_literals(side)} - {None}
+    owner = parents.get(comparison)
+    if len(names) != 1 or not isinstance(owner, (cst.If, cst.IfExp)) or owner.test is not comparison:
+        return False
+    equal = isinstance(target.operator, cst.Equal)
+    branch, other = (owner.body, owner.orelse) if equal else (owner.orelse, owner.body)
+    if isinstance(owner, cst.IfExp):
+        return _converts(branch, names) and dotted_name(other) in names
+    if isinstance(branch, cst.Else):
+        branch = branch.body
+    return branch is not None and any(
+        _converts(node.value, names) and any(dotted_name(t.target) in names for t in node.targets)
+        for node in iter_nodes(branch, cst.Assign)
+    )
+
+
+def _converts(expr: cst.BaseExpression | None, names: set[str]) -> bool:
+    """``expr`` is a call taking one of ``names`` (``remap(backend)``)."""
+    return isinstance(expr, cst.Call) and any(dotted_name(arg.value) in names for arg in expr.args)
 
 
 def _backend_string(node: cst.SimpleString) -> bool:
