@@ -35,4 +35,3 @@ def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
         if version_key(version) < first:
             found[os.path.realpath(directory)] = version
     return tuple(sorted(found.items()))
-

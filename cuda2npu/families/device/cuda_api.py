@@ -54,6 +54,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     library_gpu_switch,
     signature,
 )
+from cuda2npu.families.device.cuda_graphs import annotated
 from cuda2npu.families.device.device_strings import CUDA_REQUIRED
 from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
@@ -432,11 +433,26 @@ class TorchCudaApi(Rule):
             self._mark_switch(node.value, lambda n=name: (feature_word(n), f"`{n}`"))
             self._mark_switch(node.value, lambda n=name: self._scope_feature() if self._returns(n) else (None, ""))
             local = isinstance(target.target, cst.Name)
-            self._mark_switch(node.value, lambda n=name, local=local: self._flag_gates(n, local))
+            if self._mark_switch(node.value, lambda n=name, local=local: self._flag_gates(n, local)):
+                self._keep_flag_branches(name, local)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             name = node.targets[0].target.value
             self._mark_switch(node.value, lambda: self._chooses_cuda_runtime(name))
             self._properties_variable(name, node.value)
+
+    def _keep_flag_branches(self, name: str | None, local: bool) -> None:
+        """The flag ``name`` stays a ``torch.cuda`` test, False on an NPU host, for the CUDA-only code a
+        test reading it gates (``_flag_gates``): the CUDA branches of the tests reading it (in its
+        function when ``local``, else in the file) never run there and stay as written with it
+        (lerobot's ``if torch_cuda_available: cuda_version = str(torch.version.cuda); gpu =
+        torch.cuda.get_device_name(0)``). A flag kept for its name (``nvtx = torch.cuda.is_available()``)
+        leaves its branches migrated: a reviewer who turns the feature on for the NPU finds them ported."""
+        scope = self._function() if local and self._function() is not None else self.ctx.module
+        for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
+            if name and _reads_flag(choice.test, name):
+                self._kept_branch.update(
+                    n for block in cuda_branch(self.ctx, choice) for n in iter_nodes(block, cst.Attribute)
+                )
 
     def _chooses_cuda_runtime(self, name: str) -> tuple[str | None, str]:
         """``cuda = torch.cuda.is_available()`` read by a test choosing a CUDA-only runtime of another
@@ -454,7 +470,9 @@ class TorchCudaApi(Rule):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         name = _target_name(node.target)
         self._mark_switch(node.value, lambda: (feature_word(name), f"`{name}`"))
-        self._mark_switch(node.value, lambda: self._flag_gates(name, isinstance(node.target, cst.Name)))
+        local = isinstance(node.target, cst.Name)
+        if self._mark_switch(node.value, lambda: self._flag_gates(name, local)):
+            self._keep_flag_branches(name, local)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._mark_switch(node.default, lambda: (feature_word(node.name.value), f"`{node.name.value}=`"))
@@ -619,7 +637,8 @@ class TorchCudaApi(Rule):
         if api.status == "unchanged":
             return
         if api.status == "unsupported":
-            self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
+            if not annotated(self.ctx, node):  # `graph: torch.cuda.CUDAGraph`: the capture is marked
+                self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
             return
         if self.options.portable:
             self._portable_member(node, sub, name, api, spelled)
@@ -859,9 +878,9 @@ class TorchCudaApi(Rule):
         spelled = f"torch.cuda.{sub + '.' if sub else ''}{name}"
         if node in self._blocked:
             self.report("NPU601", node, f"`{spelled}(...)` kept: {self._blocked[node]}")
-        elif api.status == "unsupported":
+        elif api.status == "unsupported" and not annotated(self.ctx, node):
             self.report("NPU601", node, f"`{spelled}` has no drop-in NPU counterpart: {api.note}")
-        elif api.status != "unchanged":
+        elif api.status not in ("unchanged", "unsupported"):
             self._portable_member(node, sub, name, api, spelled)
 
     @property

@@ -36,18 +36,20 @@ from cuda2npu.core.literals import (
     device_literals,
     field_default,
     rename_fix,
+    replace_word,
     string_value,
 )
 from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.pins import pin_at_least
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.cuda_gates import cuda_branch, no_cuda_branch
+from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
 from cuda2npu.families.kernel_switch import kernel_call
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.families.precision import autocast_alias
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
@@ -197,9 +199,12 @@ class DeviceStrings(Rule):
         super().__init__(ctx)
         self._seen: set[cst.CSTNode] = set()
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
+        self._graph_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test switching CUDA graphs on
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
         self._says_cuda_only: set[cst.CSTNode] = set()  # "cuda" compared where the branches say it needs CUDA
         self._rewritten: set[cst.CSTNode] = set()  # the literals rewritten so far
+        self._stated: list[tuple] = []  # (literal, statement, code, why, unparsed) of tests' stated values
+        self._settled: set[cst.CSTNode] = set()  # stated literals rewritten with the file's others
         self._says_gpu_only: dict[cst.CSTNode, str] = {}  # "cuda" compared where a branch refuses: "needs a GPU"
         self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
         self._param_roles: dict[cst.Param, str | None] = {}
@@ -241,6 +246,16 @@ class DeviceStrings(Rule):
                     tier=Tier.REVIEW,
                 )
                 continue
+            if literal in self._graph_switches:
+                self.report(
+                    code,
+                    literal,
+                    f'"cuda" in a test that switches CUDA-graph capture on ({self._graph_switches[literal]}); not '
+                    'rewritten: the capture stays torch.cuda (NPU601), which "npu" would run on NPU tensors; to '
+                    "capture NPU graphs (torch.npu.NPUGraph, inference-only), port the capture and this test together",
+                    tier=Tier.REVIEW,
+                )
+                continue
             if literal in self._kernel_switches:
                 self.report(
                     code,
@@ -250,28 +265,48 @@ class DeviceStrings(Rule):
                     tier=Tier.REVIEW,
                 )
                 continue
+            if literal not in self._settled and _stated_value(self.ctx, literal):
+                self._stated.append((literal, self.ctx.statement, code, why, unparsed))
+                continue  # decided with the file's other literals of its string (leave_Module)
             self._rewritten.add(literal)
-            if self.options.portable:
-                portable.need(self, Tier.EXACT, portable.device_type())
-                self.report(
-                    code,
-                    literal,
-                    f"CUDA device string in a {why} position; portable: the accelerator's type "
-                    f'`{portable.device_type()}` ("npu" on Ascend hosts, "cuda" elsewhere)',
-                    portable.device_type_fix,
-                )
-            else:
-                self.report(
-                    code,
-                    literal,
-                    f'CUDA device string in a {why} position; use "npu"',
-                    rename_fix("cuda", "npu"),
-                    needs_torch_npu=not unparsed,
-                )
+            message, fix, unparsed = self._rename(why, unparsed)
+            self.report(code, literal, message, fix, needs_torch_npu=not unparsed)
         return found
 
+    def _rename(self, why: str, unparsed: bool):
+        """(message, fix, ``unparsed``: whether it needs no ``import torch_npu``) of a device literal's rewrite."""
+        if self.options.portable:
+            portable.need(self, Tier.EXACT, portable.device_type())
+            message = (
+                f"CUDA device string in a {why} position; portable: the accelerator's type "
+                f'`{portable.device_type()}` ("npu" on Ascend hosts, "cuda" elsewhere)'
+            )
+            return message, portable.device_type_fix, False
+        return f'CUDA device string in a {why} position; use "npu"', rename_fix("cuda", "npu"), unparsed
+
     def leave_Module(self, original_node: cst.Module) -> None:
+        self._settle_stated()
         portable.report_support(self, "NPU104")
+
+    def _settle_stated(self) -> None:
+        """The device literals of the values tests state (``assert out == {"device": "cuda:0"}``): all
+        or nothing with what the file's fakes return. slime's test states ``"cuda:0"``, which its own
+        fakes produce (``accelerator.device = lambda: "cuda:0"``, left as written): rewritten alone,
+        the expected value would fail on every host. Left where a lambda or a ``return`` of the file
+        gives the same string and stays as written, else rewritten. (A value :meth:`_expected`
+        rewrites with the test's input is decided there.)"""
+        returned = (
+            n.body if isinstance(n, cst.Lambda) else n.value
+            for n in iter_nodes(self.ctx.module, (cst.Lambda, cst.Return))
+        )
+        left = {string_value(s) for s in returned if isinstance(s, cst.SimpleString) and s not in self._rewritten}
+        for literal, statement, code, why, unparsed in self._stated:
+            if string_value(literal) in left:
+                continue
+            self._settled.add(literal)
+            self._rewritten.add(literal)
+            message, fix, unparsed = self._rename(why, unparsed)
+            self.report_in(statement, code, literal, message, fix, needs_torch_npu=not unparsed)
 
     def _ambiguous(self, expr: cst.BaseExpression | None, where: str, indexed_is_device: bool = True) -> None:
         """NPU109 for a ``"cuda"`` whose role is unclear. A device with an index (``"cuda:0"``,
@@ -312,7 +347,7 @@ class DeviceStrings(Rule):
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and self._device_side(node.func.value, positional[0]):
-            self._rewrite(positional[0], why="device prefix test", prefix_ok=True, unparsed=True)
+            self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
@@ -379,6 +414,7 @@ class DeviceStrings(Rule):
                 self._refusal(element)
                 continue
             switch = element in self._kernel_switches or element in self._feature_switches
+            switch = switch or element in self._graph_switches or self._graph_predicate() is not None
             if code_of(device) in self._compared_with_npu and not switch and not part:
                 self._ambiguous(
                     element,
@@ -386,7 +422,75 @@ class DeviceStrings(Rule):
                     indexed_is_device=False,
                 )
             else:
-                self._rewrite(element, why="device comparison", prefix_ok=part, unparsed=True)
+                self._rewrite_test(element, device, why="device comparison", prefix_ok=part)
+
+    def _rewrite_test(self, expr: cst.BaseExpression, device: cst.BaseExpression, why: str, prefix_ok: bool) -> None:
+        """The device literals of a device test (``x.device.type == "cuda"``, ``d.startswith("cuda")``):
+        kept in a predicate of a class capturing CUDA graphs (:meth:`_graph_predicate`); the NPU added
+        next to CUDA in an arm of a validation chain (:func:`validation_arm`) that tests a configured
+        device (``device``, ``self.device``; not a tensor's ``x.device.type``, never "cuda" on an NPU
+        host); else rewritten."""
+        graph = self._graph_predicate()
+        configured = isinstance(device, cst.Name) or (isinstance(device, cst.Attribute) and device.attr.value != "type")
+        for literal in device_literals(expr, prefix_ok):
+            if graph is not None:
+                self._graph_switches.setdefault(literal, graph)
+            arm = validation_arm(self.ctx, literal) if graph is None and configured else None
+            if arm is None or literal in self._seen or is_cuda_alternative(self.ctx, literal):
+                continue
+            if literal in self._kernel_switches or literal in self._feature_switches:
+                continue  # reported as such below
+            if not mentions(arm.body)[0] and self._accept_too(literal):
+                continue
+            self._seen.add(literal)
+            self._rewritten.add(literal)  # "npu" also in portable output: the CUDA arm before it serves CUDA
+            message = 'CUDA device string in the NPU\'s arm; use "npu"'
+            self.report("NPU104", literal, message, rename_fix("cuda", "npu"), needs_torch_npu=False)
+            if arm not in self._seen:  # once for an arm testing two literals
+                self._seen.add(arm)
+                self.report(
+                    "NPU104",
+                    arm,
+                    f"`{code_of(arm.test)}` chooses an arm of a chain that refuses unknown devices: kept as "
+                    'written (a configured "cuda" is still known), the NPU\'s arm added after it',
+                    functools.partial(_after_original, arm),
+                    needs_torch_npu=False,
+                )
+        self._rewrite(expr, why=why, prefix_ok=prefix_ok, unparsed=True)
+
+    def _accept_too(self, literal: cst.BaseExpression) -> bool:
+        """``d.startswith("cuda")`` → ``d.startswith(("cuda", "npu"))``, ``d in ["cuda", "cpu"]`` → ``d in
+        ["cuda", "npu", "cpu"]`` in an arm whose body names no CUDA (it serves both devices as written);
+        False for any other shape."""
+        parents = TreeIndex.of(self.ctx).parents
+        parent = parents.get(literal)
+        if isinstance(parent, cst.Element):  # the sequence's fix: the element's would replace one by two
+            target, fix = parents[parent], functools.partial(_npu_after, index=parents[parent].elements.index(parent))
+        elif isinstance(parent, cst.Arg) and isinstance(literal, cst.SimpleString):
+            target, fix = literal, _with_npu
+        else:
+            return False
+        self._seen.add(literal)
+        self.report(
+            "NPU104",
+            target,
+            f"{code_of(literal)} accepted by a chain that refuses unknown devices: kept, the NPU accepted next to it",
+            fix,
+            needs_torch_npu=False,
+        )
+        return True
+
+    def _graph_predicate(self) -> str | None:
+        """What captures CUDA graphs in the class of the method holding the current statement, when that
+        method answers True/False (``can_use(x)``: ``if x.device.type != "cuda": return False``): its
+        device tests are the capture's switch, read by its callers; else None."""
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(self.ctx.statement)
+        owner = index.parents.get(index.parents.get(function)) if function is not None else None
+        if not isinstance(owner, cst.ClassDef) or owner not in graph_classes(self.ctx):
+            return None
+        answers = {dotted_name(r.value) for r in iter_nodes(function.body, cst.Return) if r.value is not None}
+        return graph_classes(self.ctx)[owner] if answers & {"True", "False"} else None
 
     def _device_side(self, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
         """``expr``, compared with ``other``, is a device or its type: :func:`_is_device_type_expr`, or
@@ -414,7 +518,9 @@ class DeviceStrings(Rule):
     def _device_names_of(self, function: cst.FunctionDef) -> frozenset[str]:
         """The names ``function`` uses as a device: passed as the first argument of ``torch.device``-like
         calls (``DEVICE_CALLS``) or of ``.to()``, as ``device=`` / ``map_location=`` / ``device_type=``,
-        or assigned such a call (``d = torch.device(s)``)."""
+        assigned such a call (``d = torch.device(s)``), or returned where it also returns a device with an
+        index (lerobot's ``if s == "cuda" and torch.cuda.is_available(): return f"cuda:{rank}"`` ...
+        ``return s``: the name is the device the function resolves)."""
         if function not in self._device_names:
             found = set()
             for call in iter_nodes(function.body, cst.Call):
@@ -427,6 +533,9 @@ class DeviceStrings(Rule):
                 value = assign.value
                 if isinstance(value, cst.Call) and self.resolver.qualified_name(value.func) in DEVICE_CALLS:
                     found.update(target.target for target in assign.targets)
+            returned = [r.value for r in iter_nodes(function.body, cst.Return) if r.value is not None]
+            if any(_indexed_device(value) for value in returned):
+                found.update(returned)
             self._device_names[function] = frozenset(v.value for v in found if isinstance(v, cst.Name))
         return self._device_names[function]
 
@@ -554,7 +663,10 @@ class DeviceStrings(Rule):
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
         literals = _cuda_type_literals(node.test, self._device_side)
-        callee = kernel_call(self.ctx, node) if literals else None
+        graph = graph_use(self.ctx, cuda_branch(self.ctx, node)) if literals else None
+        callee = kernel_call(self.ctx, node) if literals and graph is None else None
+        if graph is not None:  # `if x.device.type != "cuda": return fn(x)` before `torch.cuda.CUDAGraph()`
+            self._graph_switches.update((literal, graph) for literal in literals)
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
         if literals and cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
@@ -731,6 +843,7 @@ class DeviceStrings(Rule):
         inputs = {string_value(literal) for literal in self._input_literals(actual) if literal in self._rewritten}
         for literal in literals:
             if string_value(literal) in inputs:
+                self._settled.add(literal)  # changes with its input
                 self._rewrite(literal, why="test's expected value (its input holds the same device)", unparsed=True)
 
     def _input_literals(self, actual: cst.BaseExpression) -> list[cst.SimpleString]:
@@ -761,6 +874,101 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def validation_arm(ctx, literal: cst.BaseExpression) -> cst.If | None:
+    """The ``if``/``elif`` whose test ``literal`` makes true (``d.startswith("cuda")``, ``d == "cuda"``,
+    ``d in ["cuda", "xpu"]``, also in an ``and``/``or``) in a chain over strings that ends in ``else:
+    raise`` (or whose arms all leave, before a ``raise``): lerobot's ``is_torch_device_available``,
+    which a config's ``device="cuda"`` reaches on an NPU host; rewritten to ``"npu"`` it would refuse
+    ``"cuda"``, which it answered before. None otherwise."""
+    parents = TreeIndex.of(ctx).parents
+    node, arm = literal, parents.get(literal)
+    while not isinstance(arm, cst.If):
+        if isinstance(arm, cst.ComparisonTarget) and not isinstance(arm.operator, (cst.Equal, cst.In)):
+            return None
+        if isinstance(arm, cst.Call) and not (
+            isinstance(arm.func, cst.Attribute) and arm.func.attr.value == "startswith"
+        ):
+            return None
+        if not isinstance(arm, TEST_PARTS):
+            return None
+        node, arm = arm, parents.get(arm)
+    if arm.test is not node:
+        return None
+    top = arm
+    while isinstance(parents.get(top), cst.If) and parents[top].orelse is top:
+        top = parents[top]
+    arms, last = [], top
+    while isinstance(last, cst.If):
+        arms.append(last)
+        last = last.orelse
+    if isinstance(last, cst.Else):
+        refuses = _raises(last.body.body[-1:])
+    else:  # `if ...: return a` / `elif ...: return b`, then `raise ValueError(...)`
+        refuses = all(leaves(a.body) for a in arms) and _raises(TreeIndex.of(ctx).following(top)[:1])
+    if not refuses:
+        return None
+    compared = any(list(iter_nodes(other.test, cst.SimpleString)) for other in arms if other is not arm)
+    return arm if compared else None  # a lone CUDA arm before `else: raise` is a refusal, not a chain
+
+
+TEST_PARTS = (
+    cst.Element,
+    cst.List,
+    cst.Tuple,
+    cst.Set,
+    cst.ComparisonTarget,
+    cst.Comparison,
+    cst.Arg,
+    cst.Call,
+    cst.BooleanOperation,
+)
+
+
+def _raises(statements) -> bool:
+    """``statements`` (one or none) is a line ending in ``raise``."""
+    return any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[-1], cst.Raise) for s in statements)
+
+
+def _after_original(arm: cst.If, updated: cst.If) -> cst.If:
+    """``arm`` as written, then ``updated`` (its NPU version) as an ``elif``."""
+    return updated.with_changes(test=arm.test, body=arm.body, orelse=updated.with_changes(leading_lines=()))
+
+
+def _npu_after(updated: cst.List | cst.Tuple | cst.Set, index: int):
+    """The sequence with ``"npu"`` after its CUDA element ``index``."""
+    elements = list(updated.elements)
+    cuda = elements[index]
+    npu = cuda.with_changes(value=replace_word(cuda.value, "cuda", "npu"))
+    elements[index : index + 1] = [cuda.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), npu]
+    return updated.with_changes(elements=elements)
+
+
+def _with_npu(updated: cst.SimpleString) -> cst.Tuple:
+    """``"cuda"`` → ``("cuda", "npu")``."""
+    return cst.Tuple([cst.Element(updated), cst.Element(replace_word(updated, "cuda", "npu"))])
+
+
+def _stated_value(ctx, literal: cst.BaseExpression) -> bool:
+    """``literal`` is part of a value a test states: compared in an ``assert`` (``assert out ==
+    {"device": "cuda:0"}``) or an argument of ``assertEqual``, not inside a call there (an input
+    passed to the code under test) nor compared with a device (``x.device.type == "cuda"``)."""
+    parents = TreeIndex.of(ctx).parents
+    node, parent = literal, parents.get(literal)
+    compared = False
+    while parent is not None and not isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        if isinstance(parent, cst.Call):
+            equal = isinstance(parent.func, cst.Attribute) and parent.func.attr.value in ASSERT_EQUAL
+            devices = any(_is_device_type_expr(arg.value) for arg in parent.args)  # assertEqual(x.device.type, "cuda")
+            return equal and not devices and isinstance(node, cst.Arg) and node.keyword is None
+        if isinstance(parent, cst.Comparison):
+            sides = [parent.left, *(target.comparator for target in parent.comparisons)]
+            if any(_is_device_type_expr(side) for side in sides):
+                return False
+            compared = True
+        node, parent = parent, parents.get(parent)
+    return compared and isinstance(parent, cst.Assert)
 
 
 def _does_nothing(statement: cst.BaseSmallStatement) -> bool:
