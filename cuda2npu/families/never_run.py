@@ -64,23 +64,26 @@ CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_c
 
 
 def in_never_run_code(ctx, node: cst.CSTNode) -> bool:
-    """Whether ``node`` is in :func:`never_run_code` (its nodes gathered once per file)."""
-    return node in ctx.file_state(_never_run_nodes)
+    """Whether ``node`` is in code an NPU host never runs."""
+    return node in never_run_nodes(ctx)
+
+
+def never_run_nodes(ctx) -> frozenset[cst.CSTNode]:
+    """Every node of the file's code an NPU host never runs (gathered once per file)."""
+    return ctx.file_state(_never_run_nodes)
 
 
 def _never_run_nodes(ctx) -> frozenset[cst.CSTNode]:
-    return frozenset(node for body in never_run_code(ctx) for node in iter_nodes(body))
+    return frozenset(node for body in _never_run_code(ctx) for node in iter_nodes(body))
 
 
-def never_run_code(ctx) -> list[cst.CSTNode]:
+def _never_run_code(ctx) -> list[cst.CSTNode]:
     """The blocks (and statements) of the file an NPU host never runs."""
     found: list[cst.CSTNode] = []
     if ctx.text is None or b"cuda" in ctx.text:
         for node in iter_nodes(ctx.module, cst.If):
             found.extend(kept_cuda_blocks(ctx, node))
-    if ctx.text is None or b"flash" in ctx.text:
-        found.extend(_probed_with_fallback(ctx))
-    found.extend(_flagged_with_fallback(ctx))
+    found.extend(_unreached_with_fallback(ctx))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx)
@@ -96,32 +99,24 @@ def never_run_code(ctx) -> list[cst.CSTNode]:
     return found
 
 
-def _probed_with_fallback(ctx) -> list[cst.CSTNode]:
-    """The bodies of ``if <flash-attn probe>:`` statements with a fallback (see the module docstring),
-    in a file whose flash-attn imports are all guarded: an unguarded one fails at import on an NPU
-    host, and migrating the branch's calls is what lets it go (NPU405)."""
-    if _imports_flash_unguarded(ctx.module):
+def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
+    """The bodies of ``if`` statements with a fallback (an ``else``/``elif``, or a body that leaves)
+    whose test needs a flash-attn probe or a failed import's name or a flag assigned from one (see the
+    module docstring), in a file whose flash-attn imports are all guarded: an unguarded one fails at
+    import on an NPU host, and migrating the branch's calls is what lets it go (NPU405)."""
+    probes = file_probe_flags(ctx) if ctx.text is None or b"flash" in ctx.text else None
+    names = failed_import_names(ctx)
+    if (probes is None and not names) or _imports_flash_unguarded(ctx.module):
         return []
-    flags = file_probe_flags(ctx)
+    flags = _copied_flags(ctx, names) if names else ()
+
+    def unreached(test: cst.BaseExpression) -> bool:
+        return (probes is not None and requires_probe(test, probes)) or bool(flags and requires_flag(test, *flags))
+
     return [
         node.body
         for node in iter_nodes(ctx.module, cst.If)
-        if (node.orelse is not None or leaves(node.body)) and requires_probe(node.test, flags)
-    ]
-
-
-def _flagged_with_fallback(ctx) -> list[cst.CSTNode]:
-    """The bodies of ``if`` statements with a fallback whose test needs a failed import's name or a
-    flag assigned from one (see the module docstring), in a file whose flash-attn imports are all
-    guarded (as :func:`_probed_with_fallback`)."""
-    flags = failed_import_names(ctx)
-    if not flags or _imports_flash_unguarded(ctx.module):
-        return []
-    flags = _copied_flags(ctx, flags)
-    return [
-        node.body
-        for node in iter_nodes(ctx.module, cst.If)
-        if (node.orelse is not None or leaves(node.body)) and requires_flag(node.test, *flags)
+        if (node.orelse is not None or leaves(node.body)) and unreached(node.test)
     ]
 
 

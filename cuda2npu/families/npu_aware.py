@@ -61,7 +61,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.never_run import never_run_code
+from cuda2npu.families.never_run import never_run_nodes
 
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
@@ -461,8 +461,8 @@ def cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 
 
 def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
-    bodies = [*_counterpart_classes(ctx), *_cuda_mocking_scopes(ctx), *never_run_code(ctx)]
-    nodes: set[cst.CSTNode] = {node for body in bodies for node in iter_nodes(body)}
+    bodies = [*_counterpart_classes(ctx), *_cuda_mocking_scopes(ctx)]
+    nodes: set[cst.CSTNode] = {node for body in bodies for node in iter_nodes(body)} | never_run_nodes(ctx)
     if (
         ctx.text is not None
         and not may_mention_another_device(ctx.text)
