@@ -57,13 +57,9 @@ def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], p
     return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
-def _adapter_version(adapters: tuple[tuple[str, str], ...], path) -> str:
-    """The vLLM version of the legacy adapter directory (``ProjectFacts.legacy_vllm_adapters``) that
-    holds ``path``, else ""."""
-    if not adapters:
-        return ""
-    real = os.path.realpath(path)
-    return next((version for directory, version in adapters if real.startswith(directory + os.sep)), "")
+def _within(real: str, directory: str) -> bool:
+    """Whether the real path ``real`` is inside the real directory ``directory``."""
+    return real.startswith(directory + os.sep)
 
 
 @dataclass(frozen=True)
@@ -152,11 +148,10 @@ class Options:
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
-        adapter = _adapter_version(project.legacy_vllm_adapters, path)
-        hooks = ()
-        if project.flash_attention_hooks:
-            real = os.path.realpath(path)
-            hooks = tuple(hook for hook, scope in project.flash_attention_hooks if real.startswith(scope + os.sep))
+        # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
+        real = os.path.realpath(path) if project.flash_attention_hooks or project.legacy_vllm_adapters else ""
+        hooks = tuple(hook for hook, scope in project.flash_attention_hooks if _within(real, scope))
+        adapter = next((version for where, version in project.legacy_vllm_adapters if _within(real, where)), "")
         options = replace(
             self,
             project=replace(
