@@ -18,7 +18,7 @@ import ast
 import os
 from pathlib import Path
 
-from cuda2npu.families.project_imports import module_names
+from cuda2npu.families.project_imports import absolute_module, module_names
 
 # torch.distributed's callables whose backend is followed → the position of their `backend` parameter
 BACKEND_POSITIONS = {"init_process_group": 0, "new_group": 2}
@@ -78,19 +78,11 @@ class _FileUses(ast.NodeVisitor):
                 self.modules.setdefault(top, top)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        source = self._absolute(node.level, node.module or "")
+        source = absolute_module(self.module, self.is_package, node.level, node.module or "")
         for alias in node.names:
             bound = alias.asname or alias.name
             self.names[bound] = (source, alias.name)
             self.modules[bound] = f"{source}.{alias.name}" if source else alias.name
-
-    def _absolute(self, level: int, module: str) -> str:
-        """The module ``from <level dots><module> import`` names in this file."""
-        if not level:
-            return module
-        package = self.module.split(".") if self.is_package else self.module.split(".")[:-1]
-        base = package[: len(package) - (level - 1)]
-        return ".".join([*base, module] if module else base)
 
     def visit_Call(self, node: ast.Call) -> None:
         self._calls.append(node)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from cuda2npu.core.feature_words import CUDA_WORD
 from cuda2npu.families.never_run import CUDA_MARK_WORDS
-from cuda2npu.families.project_imports import module_names
+from cuda2npu.families.project_imports import absolute_module, module_names
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
@@ -43,9 +43,7 @@ RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]"
 def kernels_behind_cuda_gates(texts: dict[Path, bytes]) -> tuple[str, ...]:
     """The real paths of the project's modules of Triton kernels that it imports only behind a CUDA
     tensor test (see the module docstring), sorted; ``texts``: the project's Python files."""
-    kernel_files = [
-        path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None
-    ]
+    kernel_files = _kernel_files(texts)
     if not kernel_files:
         return ()
     modules = module_names(list(texts))
@@ -67,9 +65,7 @@ def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
     sorted: another file calling one runs code written for CUDA GPUs (families/cuda_gates.py
     ``cuda_only_use``), so a ``.is_cuda`` test or a skip guard over the call stays CUDA's. A file
     outside a package counts under its own name (``kernels.launch``)."""
-    kernel_files = [
-        path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None
-    ]
+    kernel_files = _kernel_files(texts)
     if not kernel_files:
         return ()
     modules = module_names(list(texts))
@@ -95,6 +91,11 @@ def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
         module = modules.get(path, path.stem)
         found.extend(f"{module}.{name}" for name in kernels | launchers)
     return tuple(sorted(found))
+
+
+def _kernel_files(texts: dict[Path, bytes]) -> list[Path]:
+    """The project's files defining a Triton kernel (a regex over their text)."""
+    return [path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None]
 
 
 def _triton_decorator(decorator: ast.expr) -> bool:
@@ -182,9 +183,7 @@ def _imported(node: ast.Import | ast.ImportFrom, importer: str, path: Path) -> s
     """The modules an import statement of the module ``importer`` imports (``from pkg import mod``: both)."""
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names}
-    package = importer.split(".") if path.name == "__init__.py" else importer.split(".")[:-1]
-    base = ".".join(package[: len(package) - (node.level - 1)]) if node.level else ""
-    source = ".".join(part for part in (base, node.module or "") if part)
+    source = absolute_module(importer, path.name == "__init__.py", node.level, node.module or "")
     return {source, *(f"{source}.{alias.name}" if source else alias.name for alias in node.names)}
 
 

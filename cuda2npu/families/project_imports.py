@@ -62,14 +62,14 @@ def _imported(clause: bytes) -> list[tuple[str, str]]:
     return found
 
 
-def _target(importer: str, is_package: bool, dots: bytes, module: bytes) -> str:
-    """The absolute module of ``from <dots><module> import ...`` in module ``importer``."""
-    module_name = module.decode("ascii", "replace")
-    if not dots:
-        return module_name
+def absolute_module(importer: str, is_package: bool, level: int, module: str) -> str:
+    """The absolute module of ``from <level dots><module> import ...`` in module ``importer`` (a
+    package's ``__init__`` when ``is_package``)."""
+    if not level:
+        return module
     package = importer.split(".") if is_package else importer.split(".")[:-1]
-    base = package[: len(package) - (len(dots) - 1)] if len(dots) > 1 else package
-    return ".".join([*base, module_name] if module_name else base)
+    base = package[: len(package) - (level - 1)]
+    return ".".join([*base, module] if module else base)
 
 
 def _import_lines(text: bytes) -> list[int]:
@@ -120,7 +120,7 @@ def _names_imported(path: Path, text: bytes, importer: str, imports, candidates:
     is_package = path.name == "__init__.py"
     for dots, module, clause in imports:
         if module or dots:
-            target = _target(importer, is_package, dots, module)
+            target = absolute_module(importer, is_package, len(dots), module.decode("ascii", "replace"))
             if target == importer or (target not in candidates and target not in packages):
                 continue
             names = _imported(clause)
