@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli_helpers import cli, write
 
-from cuda2npu.families.device.device_parameters import device_parameters
+from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
 
 MONITOR = '''
 import torch
@@ -81,3 +81,47 @@ def test_a_positional_device_after_another_argument_whatever_the_default(tmp_pat
     text = job.read_text()
     assert 'FrameScaler(size, f"npu:{rank}")' in text and 'FrameScaler(size, "npu")' in text
     assert 'FrameScaler("cuda")' in text  # the size position: not a device
+
+
+PIPELINE = """
+import torch
+
+
+class ImagePipeline:
+    def __call__(
+        self,
+        prompt: str,
+        # Randomness
+        seed: int = None,
+        rand_device: str = "cpu",
+        size=(1024, 1024),
+    ):
+        generator = torch.Generator(rand_device).manual_seed(seed)
+        return torch.randn(size, generator=generator, device=rand_device)
+"""
+
+
+def test_the_fact_reads_keyword_names_of_device_parameters_with_a_device_default():
+    texts = {
+        Path("pipe.py"): PIPELINE.encode(),
+        Path("b.py"): b"async def load(path, *, map_device: str = 'cuda:0', cache_device=None):\n    pass\n",
+        Path("c.py"): b'def place(x, device="cuda", device_map="auto", target_device_name="cuda"):\n    pass\n',
+    }
+    # `device` is a device keyword anyway; `cache_device` has no device default; `device_map` is
+    # no device string; `target_device_name` is not named like a device
+    assert device_keywords(texts) == ("map_device", "rand_device")
+
+
+def test_a_device_keyword_of_a_method_called_through_an_instance(tmp_path):
+    write(tmp_path / "pipelines" / "__init__.py", "")
+    write(tmp_path / "pipelines" / "image.py", PIPELINE)
+    example = write(
+        tmp_path / "examples" / "generate.py",
+        "from pipelines.image import ImagePipeline\n\npipe = ImagePipeline()\n"
+        'image = pipe("a cat", seed=0, rand_device="cuda")\n'
+        'other = load_offloaded("model", offload_device="cuda")\n',
+    )
+    cli("migrate", tmp_path)
+    text = example.read_text()
+    assert 'pipe("a cat", seed=0, rand_device="npu")' in text
+    assert 'offload_device="cuda"' in text  # no function of the project takes it: not known to be a device

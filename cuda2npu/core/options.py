@@ -81,6 +81,7 @@ class ProjectFacts:
     flash2_flag_setters: tuple[str, ...] = ()  # "file: text" setting `_flash_attn_2_enabled` True (flash_probes.py)
     flash_attn_patches: tuple[str, ...] = ()  # "file: flash_attn.<name>" the project replaces (flash_probes.py)
     device_parameters: tuple[tuple[str, int, str], ...] = ()  # (callable, position, name) of a device parameter
+    device_keywords: tuple[str, ...] = ()  # `rand_device`: names of its parameters with a device default
     cuda_method_classes: tuple[str, ...] = ()  # the project's classes defining their own `cuda()` (receivers.py)
     # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()

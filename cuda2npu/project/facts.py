@@ -17,7 +17,7 @@ from pathlib import Path
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.families.backend_constants import backend_constants
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
-from cuda2npu.families.device.device_parameters import device_parameters
+from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
 from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates, triton_functions
@@ -49,7 +49,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
     replaces a flash-attn function with its own (families/flash_probes.py), and its callables with
-    a parameter named like a device (families/device/device_parameters.py), its classes with a
+    a parameter named like a device and the names of such parameters with a device default
+    (families/device/device_parameters.py), its classes with a
     ``cuda()`` method of their own (families/device/receivers.py), its module constants that other
     files pass to torch.distributed as the backend (families/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
@@ -75,6 +76,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         flash2_flag_setters=flash2_flag_setters(texts, root),
         flash_attn_patches=flash_attn_patches(texts, root),
         device_parameters=device_parameters(texts),
+        device_keywords=device_keywords(texts),
         cuda_method_classes=cuda_method_classes(texts),
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),

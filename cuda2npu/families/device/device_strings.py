@@ -368,6 +368,8 @@ class DeviceStrings(Rule):
                 self._rewrite(
                     arg.value, why=f"`{arg.keyword.value}=` (a configuration key the project reads as a device)"
                 )
+            elif arg.keyword.value in self.options.project.device_keywords:
+                self._rewrite(arg.value, why=f"`{arg.keyword.value}=` (a device parameter of the project's functions)")
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
 
