@@ -44,6 +44,7 @@ FAMILIES = (
     "device.env_vars",
     "device.profiler",
     "device.tensor_types",
+    "device.error_messages",
     "ray.resources",
     "ray.train",
     "ray.workers",
