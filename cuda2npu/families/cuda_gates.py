@@ -59,6 +59,7 @@ SHELL_CALLS = {
 }
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
+CUDA_EXTENSION_BUILDER = "torch.utils.cpp_extension.CUDAExtension"
 EXTENSION = "a compiled CUDA extension"
 TRITON_KERNEL = "a Triton kernel of the project (or a function launching one), written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
@@ -234,7 +235,7 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     read of a CUDA stream's raw handle (``stream.cuda_stream``: :func:`stream_handle`), an import or a
     use of a Triton kernel another file of the project defines, or of a function launching one
     (``ProjectFacts.triton_functions``: slime's ``from .deterministic_route_kernels import
-    scatter_routes_forward``)."""
+    scatter_routes_forward``), or torch's ``CUDAExtension`` (a setup.py building CUDA sources)."""
     relative: dict[str, str] | None = None
     for root in nodes:
         skipped = {a.attr for a in iter_nodes(root, cst.Attribute)}
@@ -255,6 +256,10 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
                 if qualified and _project_triton(ctx, qualified):
                     found = f"`{qualified}`", TRITON_KERNEL
+                elif (
+                    qualified == CUDA_EXTENSION_BUILDER
+                ):  # setup.py: `if torch.cuda.is_available(): ext = CUDAExtension`
+                    found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None
@@ -276,13 +281,14 @@ def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
     """What runs only when the test says CUDA: the body when the test being true means CUDA
     (``torch.cuda.is_available() and x``), the ``else`` branch (or, when the body ends in
     ``return``/``raise`` and there is none, the statements after the ``if``) when its being false
-    does (``not x.is_cuda``, ``not HAS_KNN or y``); nothing when neither (``x and not
-    torch.cuda.is_available()``). A test with no CUDA test in it (a flag set from ``.is_cuda``) is
+    does (``not x.is_cuda``, ``not HAS_KNN or y``); the body too when its CUDA tests all count for it
+    without deciding it (``CUDA_HOME is not None and (torch.cuda.is_available() or arch_list)``: CUDA
+    opens it); nothing when neither (``x and not torch.cuda.is_available()``). A test with no CUDA test in it (a flag set from ``.is_cuda``) is
     taken as one, negated by a leading ``not``."""
     true, false = _means_cuda(ctx, node.test)
     if true is None:  # no CUDA test recognized
         true, false = not _negated(node.test), _negated(node.test)
-    if true:
+    if true or (not false and _cuda_signs(ctx, node.test) == {True}):  # `ext and (torch.cuda.is_available() or arch)`
         return [node.body]
     if not false:
         return []
@@ -371,6 +377,15 @@ def _means_cuda(ctx, test: cst.BaseExpression, cuda: bool = True) -> tuple[bool 
 
     true, false = polarity(test)
     return (true, false) if found[0] else (None, False)
+
+
+def _cuda_signs(ctx, test: cst.BaseExpression) -> set[bool]:
+    """Whether each CUDA test in ``test`` counts for it (True) or against it (False, under a ``not``)."""
+    if _negated(test):
+        return {not sign for sign in _cuda_signs(ctx, test.expression)}
+    if isinstance(test, cst.BooleanOperation):
+        return _cuda_signs(ctx, test.left) | _cuda_signs(ctx, test.right)
+    return {True} if _cuda_atom(ctx, test) else set()
 
 
 def _cuda_atom(ctx, expr: cst.BaseExpression) -> bool:

@@ -72,7 +72,14 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
     CUDAExtension, a ``<name>_cuda`` module), of a module-level object named like a kernel
     (``my_kernel.forward(x)``: ``_kernel_receiver``) or of apex (its kernels are not migrated where they
     are called this way), or a Triton kernel of the file or a function of the file launching one
-    (lit-llama's ``qlinear_4bit_weight(...)``: :func:`triton_functions`)."""
+    (lit-llama's ``qlinear_4bit_weight(...)``: :func:`triton_functions`), or a class or function of
+    the file that calls one of those unconditionally (GroundingDINO's
+    ``MultiScaleDeformableAttnFunction.apply(...)``, whose ``forward`` calls ``_C``: :func:`kernel_wrappers`)."""
+    return _calls_kernel_directly(ctx, call) or _wrapped(call.func) in kernel_wrappers(ctx)
+
+
+def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
+    """``calls_kernel`` without the file's wrappers."""
     name = dotted_name(call.func) or ""
     qualified = ctx.resolver.qualified_name(call.func) or name
     if qualified.startswith("torch.ops."):
@@ -93,6 +100,35 @@ def calls_kernel(ctx, call: cst.Call) -> bool:
         or _kernel_attribute(ctx, call.func)
         or _launched(call.func) in triton_functions(ctx)
     )
+
+
+def _wrapped(func: cst.BaseExpression) -> str | None:
+    """The file-level name a call goes through: ``f(...)``, ``Cls(...)``, ``Cls.apply(...)`` → its name."""
+    if isinstance(func, cst.Attribute) and func.attr.value in ("apply", "forward"):
+        func = func.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def kernel_wrappers(ctx) -> frozenset[str]:
+    """The module-level functions and classes of the file that call a CUDA kernel outside any ``if`` or
+    ``try`` (an autograd ``Function`` whose ``forward`` calls ``_C.ms_deform_attn_forward``): calling
+    them calls the kernel. One level: a wrapper of a wrapper is not followed."""
+    return ctx.file_state(_kernel_wrappers)
+
+
+def _kernel_wrappers(ctx) -> frozenset[str]:
+    found = set()
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.ClassDef):
+            bodies = [f.body for f in statement.body.body if isinstance(f, cst.FunctionDef)]
+        elif isinstance(statement, cst.FunctionDef):
+            bodies = [statement.body]
+        else:
+            continue
+        unconditional = [s for body in bodies for s in body.body if not isinstance(s, (cst.If, cst.Try))]
+        if any(_calls_kernel_directly(ctx, call) for part in unconditional for call in iter_nodes(part, cst.Call)):
+            found.add(statement.name.value)
+    return frozenset(found)
 
 
 def _launched(func: cst.BaseExpression) -> str | None:
@@ -143,7 +179,7 @@ def _kernel_attribute(ctx, func: cst.BaseExpression) -> bool:
     names = {dotted_name(value) for value in values}
     if len(names) != 1 or None in names:
         return False  # an attribute assigned something else than one name
-    return calls_kernel(ctx, cst.Call(func=cst.Attribute(values[0], func.attr)))
+    return _calls_kernel_directly(ctx, cst.Call(func=cst.Attribute(values[0], func.attr)))
 
 
 def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
