@@ -29,6 +29,7 @@ from cuda2npu.families.cuda_only_modules import (
     unported_module,
 )
 from cuda2npu.families.kernel_rewrites import import_port, import_port_note
+from cuda2npu.families.never_run import torch_npu_fallbacks
 from cuda2npu.families.raising_fallbacks import raising_fallbacks
 
 SHELL_CALLS = {
@@ -243,6 +244,8 @@ class CudaOnlyImports(Rule):
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
     def visit_Try(self, node: cst.Try) -> None:
+        for body in torch_npu_fallbacks(node):  # `try: import torch_npu ... except ImportError: <CUDA path>`
+            self._guards[body] = "static"
         if not any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
             return
         if node.body in raising_fallbacks(self.ctx).tries:

@@ -25,7 +25,8 @@
   flash-attn probe (``skipif(not is_flash_attn_2_available())``) or a probe function named for such a
   package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``);
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
-  that imports a CUDA-only module and whose ImportError handler skips the test.
+  that imports a CUDA-only module and whose ImportError handler skips the test;
+- the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         for node in iter_nodes(ctx.module, cst.If):
             found.extend(kept_cuda_blocks(ctx, node))
     found.extend(_unreached_with_fallback(ctx))
+    if ctx.text is None or b"torch_npu" in ctx.text:
+        found.extend(torch_npu_fallbacks(ctx.module))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx)
@@ -117,6 +120,18 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
         node.body
         for node in iter_nodes(ctx.module, cst.If)
         if (node.orelse is not None or leaves(node.body)) and unreached(node.test)
+    ]
+
+
+def torch_npu_fallbacks(module: cst.CSTNode) -> list[cst.CSTNode]:
+    """The ImportError handlers of a ``try`` that imports torch_npu (``try: import torch_npu ...
+    except ImportError: <the CUDA path>``): torch_npu imports on every NPU host."""
+    return [
+        handler.body
+        for node in iter_nodes(module, cst.Try)
+        if any(import_root(i) == "torch_npu" for i in iter_nodes(node.body, (cst.Import, cst.ImportFrom)))
+        for handler in node.handlers
+        if catches_import_error(handler)
     ]
 
 

@@ -66,6 +66,7 @@ from cuda2npu.core.imports import (
     remove_import_names,
 )
 from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -745,7 +746,7 @@ class FlashAttention(ValueUses, Rule):
         flash_attn_varlen_qkvpacked_func as flash_attn_unpadded_qkvpacked_func``) calls the 2.x one when
         its arguments mean the same to both (up to ``causal``); other names with several bindings are None,
         reported when one of them is flash-attn's."""
-        names = self.resolver.qualified_names(node.func)
+        names = self._run_bindings(node.func)
         if len(names) <= 1:
             return next(iter(names), None)
         successors = {_successor(name) for name in names}
@@ -762,6 +763,21 @@ class FlashAttention(ValueUses, Rule):
         bindings = " or ".join(f"`{n}`" for n in sorted(names))
         self.report("NPU403", node, f"`{code_of(node.func)}` is bound to {bindings}{why}: migrate the call by hand")
         return None
+
+    def _run_bindings(self, func: cst.BaseExpression) -> frozenset[str]:
+        """The qualified names of ``func`` less its flash-attn bindings in code an NPU host never runs
+        (``try: import torch_npu; from .npu import attn`` / ``except ImportError: from flash_attn import
+        flash_attn_func as attn``), unless nothing else binds it."""
+        names = self.resolver.qualified_names(func)
+        head = func
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if len(names) <= 1 or not isinstance(head, cst.Name):
+            return names
+        unrun = {b.bound for b in self.bindings.get(head.value, ()) if in_never_run_code(self.ctx, b.node)}
+        suffix = (dotted_name(func) or "").partition(".")[2]
+        unrun = {f"{bound}.{suffix}" if suffix else bound for bound in unrun}
+        return names - unrun or names
 
     def _unsupported(self, node: cst.Call, qualified: str, function: str | None) -> None:
         binding = self._binding(node.func)
