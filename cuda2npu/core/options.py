@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -57,6 +58,22 @@ def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], p
     return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
+NPU_NAMED = re.compile(r"npu[_-][\w.-]+|[\w.-]+[_-]npu", re.IGNORECASE)  # test_attn_npu.py, npu_utils.py, run-npu.sh
+
+
+def npu_version(path) -> str:
+    """The name of the file holding the project's NPU version of ``path``: ``path`` itself when its
+    name says NPU (``test_attn_npu.py``, ``run_npu.sh``), its twin next to it when there is one
+    (``test_attn.py`` beside ``test_attn_npu.py``: the CUDA original the project has ported); else ""."""
+    path = Path(path)
+    if NPU_NAMED.fullmatch(path.stem):
+        return path.name
+    for twin in (f"{path.stem}_npu{path.suffix}", f"{path.stem}-npu{path.suffix}", f"npu_{path.name}"):
+        if (path.parent / twin).is_file():
+            return twin
+    return ""
+
+
 def _within(real: str, directory: str) -> bool:
     """Whether the real path ``real`` is inside the real directory ``directory``."""
     return real.startswith(directory + os.sep)
@@ -107,6 +124,7 @@ class FileContext:
     backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
     cuda_gated_kernels: bool = False  # its Triton kernels run only behind a kept `.is_cuda` test (NPU603)
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
+    npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
 
 
 @dataclass(frozen=True)
@@ -172,6 +190,7 @@ class Options:
                 backend_names=backends,
                 cuda_gated_kernels=gated,
                 legacy_vllm_adapter=adapter,
+                npu_version=npu_version(path),
             ),
         )
         if not self.per_file_ignores:

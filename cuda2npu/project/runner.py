@@ -90,12 +90,20 @@ LEGACY_VLLM_REASON = (
 )
 
 
+def _npu_version_reason(path: Path, version: str) -> str:
+    if version == path.name:
+        return "named for the NPU: the project's own NPU code, left as written"
+    return f"the project's NPU version of it is {version} next to it: the CUDA original is left as written"
+
+
 def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> FileResult:
     reason = prefilter.skip_reason(data)
     if reason is not None:
         return FileResult(display, "skipped", reason)
     if options.file.legacy_vllm_adapter:  # families/vllm_adapters.py
         return FileResult(display, "skipped", LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter))
+    if options.file.npu_version:  # Options.for_path
+        return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
     if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
         from cuda2npu.filekinds.notebooks import process_notebook
 
