@@ -101,7 +101,12 @@ def test_rewrites_emit_only_keywords_torch_npu_takes(case):
             "torch.cuda.amp.GradScaler",
         ),
         ("import torch\nwith torch.cuda.nvtx.range('step {}', 1):\n    pass\n", "NPU601", "torch.cuda.nvtx.range"),
-        ("import torch\nfused = torch.cuda.is_available()\n", "NPU103", "torch.cuda.is_available"),
+        (
+            "import torch\nimport lightning as L\n\nif torch.cuda.is_available():\n"
+            '    trainer = L.Trainer(accelerator="gpu")\n',
+            "NPU103",
+            "if torch.cuda.is_available():",
+        ),
         (
             "import torch\nfrom torch.cuda import Event\ne = Event(external=True)\n",
             "NPU601",
@@ -114,6 +119,14 @@ def test_calls_torch_npu_cannot_take_stay_and_are_marked(source, code, kept):
     assert kept in migrated
     assert f"TODO(cuda2npu): {code}" in migrated
     assert code in {f.code for f in result.findings}
+
+
+def test_a_kept_feature_switch_asks_nothing():
+    """``fused = torch.cuda.is_available()`` stays CUDA's (the fused path is off on an NPU host, as on
+    any host without CUDA) and is not reported: there is nothing to decide."""
+    source = "import torch\nfused = torch.cuda.is_available()\n"
+    migrated, result = migrate_text(source, Options())
+    assert migrated == source and not result.findings
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,8 @@ SHELL_CALLS = {
 CUDA_TOOLS = re.compile(r"(?<![\w-])(?:nvcc|nvidia-smi|nsys|ncu)(?![\w-])")  # CUDA toolkit / driver programs
 IS_AVAILABLE = "torch.cuda.is_available"
 CUDA_EXTENSION_BUILDER = "torch.utils.cpp_extension.CUDAExtension"
+# the CUDA compute capability's readers: torch_npu answers None (docs/reference/torch_npu.md §4.2)
+CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
 EXTENSION = "a compiled CUDA extension"
 TRITON_KERNEL = "a Triton kernel of the project (or a function launching one), written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`

@@ -42,7 +42,13 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import leaves
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_gates import SKIP_DECORATORS, kept_cuda_blocks, kept_cuda_test, skips
+from cuda2npu.families.cuda_gates import (
+    CAPABILITY_QUERIES,
+    SKIP_DECORATORS,
+    kept_cuda_blocks,
+    kept_cuda_test,
+    skips,
+)
 from cuda2npu.families.cuda_only_modules import cuda_only_module
 from cuda2npu.families.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.families.kernel_switch import first_kernel
@@ -89,7 +95,9 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(torch_npu_fallbacks(ctx.module))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
-    flags = failed_import_flags(ctx)
+    flags = failed_import_flags(ctx) | capability_flags(ctx)
+    if any(_skips_without_package(ctx, mark, flags) for mark in _module_marks(ctx.module)):
+        return [ctx.module]  # `pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)`: the whole module
     for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
         if definition.decorators and (
             kept_cuda_test(ctx, definition)
@@ -201,10 +209,44 @@ def _marked_cuda_kernel_test(ctx, definition: cst.FunctionDef | cst.ClassDef) ->
     return marked and first_kernel(ctx, [definition.body]) is not None
 
 
-def _skips_without_package(ctx, decorator: cst.Decorator, flags: frozenset[str]) -> bool:
+def _module_marks(module: cst.Module) -> list[cst.BaseExpression]:
+    """The marks of a test module's ``pytestmark = ...`` (one mark or a list of them)."""
+    marks: list[cst.BaseExpression] = []
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and any(dotted_name(t.target) == "pytestmark" for t in small.targets):
+                value = small.value
+                marks += [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+    return marks
+
+
+def capability_flags(ctx) -> frozenset[str]:
+    """Names true only where the CUDA compute capability says so (``major, _ =
+    torch.cuda.get_device_capability()``, then ``SM90_AVAILABLE = major >= 9``): torch_npu answers
+    None for the capability, so they are never true on an NPU host (a ``False`` start aside)."""
+    if ctx.text is not None and b"get_device_capability" not in ctx.text and b"get_device_properties" not in ctx.text:
+        return frozenset()
+    names: set[str] = set()
+    assigns = [a for a in iter_nodes(ctx.module, cst.Assign)]
+    for _ in range(3):  # follow `major` into `SM90_AVAILABLE = major >= 9`
+        for assign in assigns:
+            if any(_reads_capability(ctx, node, names) for node in iter_nodes(assign.value, (cst.Call, cst.Name))):
+                names.update(n for t in assign.targets for n in _bound_names(t.target))
+    return frozenset(names)
+
+
+def _reads_capability(ctx, node: cst.CSTNode, names: set[str]) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in names
+    return (ctx.resolver.qualified_name(node.func) or "") in CAPABILITY_QUERIES
+
+
+def _skips_without_package(ctx, decorator: cst.Decorator | cst.BaseExpression, flags: frozenset[str]) -> bool:
     """``@pytest.mark.skipif(not HAVE_X, ...)`` / ``@unittest.skipUnless(is_x_installed(), ...)``: the
-    test runs only where a CUDA-only package imports."""
-    call = decorator.decorator
+    test runs only where a CUDA-only package imports, or where a capability flag is true."""
+    call = decorator.decorator if isinstance(decorator, cst.Decorator) else decorator
     if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
         return False
     skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")

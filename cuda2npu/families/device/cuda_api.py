@@ -36,6 +36,7 @@ from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
 from cuda2npu.families.cuda_gates import (
+    CAPABILITY_QUERIES,
     NVIDIA_TOOL_WORDS,
     cuda_branch,
     gated_cuda_use,
@@ -60,7 +61,6 @@ from cuda2npu.families.exports import exported
 from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.raising_fallbacks import failed_import_flags, requires_flag
 
-CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
 FALLBACK = "a pure-PyTorch fallback"
 LIBRARY_PATH = "another library's CUDA path"
@@ -627,7 +627,8 @@ class TorchCudaApi(Rule):
         if sub:  # the enclosing attribute speaks for `torch.cuda.<sub>`
             self._skip.add(node.value)
         if node in self._switches:
-            self.report(api.code, node, f"`{spelled}()` {self._switches[node]}", tier=Tier.REVIEW)
+            if self._switches[node]:
+                self.report(api.code, node, f"`{spelled}()` {self._switches[node]}", tier=Tier.REVIEW)
             return
         if node in self._switch_parts:
             return  # the switch's finding covers its expression
@@ -962,28 +963,17 @@ class TorchCudaApi(Rule):
 
 
 def _switch_message(word: str, where: str) -> str:
-    """What a kept ``torch.cuda.is_available()`` says after its name, by the kind of switch."""
+    """What a kept ``torch.cuda.is_available()`` says after its name, by the kind of switch; "" where it
+    asks nothing (left unreported): the test stays False on an NPU host, which takes the branch a host
+    without CUDA took (a CUDA-only feature stays off, a pure-PyTorch fallback runs, another library's
+    CUDA path stays off). Only a choice of a CUDA value no rule rewrites needs a person."""
     if word == KEPT_VALUE:
         return (
             f"chooses {where}, which no rule rewrites (no torch device: a library's accelerator name, "
             "a label); not rewritten: the rewritten test alone would pick that CUDA value on an NPU host, "
             "where it fails; change the test and the value together, or leave both"
         )
-    if word == FALLBACK:
-        return (
-            f"chooses {where} without CUDA, a fallback that runs on NPU too; not rewritten: an NPU host "
-            "takes that fallback, as a host without CUDA did, while the other choice needs CUDA; rewrite the "
-            "test only once that choice runs on NPU"
-        )
-    if word == LIBRARY_PATH:
-        return (
-            f"switches another library's CUDA path on ({where}); not rewritten: the library calls "
-            "torch.cuda itself, so on NPU the switch must stay off, and torch.cuda.is_available() is False there"
-        )
-    return (
-        f"switches a CUDA-only feature on ({where}: {word}); not rewritten: on NPU the feature must stay off, "
-        "and torch.cuda.is_available() is False there"
-    )
+    return ""
 
 
 def _variable_fields(scope: cst.CSTNode, name: str) -> list[str] | None:
