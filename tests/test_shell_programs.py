@@ -71,6 +71,10 @@ CASES = {
         "where it is set\n"
         'pip install "torch==$TV" --index-url https://download.pytorch.org/whl/cpu\n'
     ),
+    # r10: a CUDA build's local version written after the variable (AReaL's Dockerfile): dropped with it
+    'uv pip install --index-url https://download.pytorch.org/whl/cu129 "torch==${TV}+cu129" torchvision\n': (
+        'uv pip install --index-url https://download.pytorch.org/whl/cpu "torch==${TV}" torchvision\n'
+    ),
     # a range read from a variable: no local version there, the index alone changes
     'pip install "torch>=$TV" --index-url https://download.pytorch.org/whl/cu121\n': (
         'pip install "torch>=$TV" --index-url https://download.pytorch.org/whl/cpu\n'

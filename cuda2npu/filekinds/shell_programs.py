@@ -205,7 +205,8 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
 def _torch_build(word: ShellWord, to_cpu: bool) -> Found | None:
     """NPU702 for a CUDA build of torch, torchvision or torchaudio a ``pip install`` pins
     (``torch==2.11.0+cu129``): its local version dropped, as in a requirements file, so that the pin
-    matches what the CPU index (NPU702's fix of ``--index-url .../whl/cu129``) serves; marked where that
+    matches what the CPU index (NPU702's fix of ``--index-url .../whl/cu129``) serves, also after a variable
+    (``"torch==${V}+cu129"``); marked where that
     cannot be done: a CUDA wheel's URL (manual), or, with the index changed (``to_cpu``), an exact
     version read from a variable (``torch==$TORCH_VERSION``, review: a ``+cu129`` there cannot be installed)."""
     value = word.value
@@ -214,8 +215,9 @@ def _torch_build(word: ShellWord, to_cpu: bool) -> Found | None:
             return None
         message = f"`pip install {value}` installs a CUDA wheel: install the CPU build of its release with torch_npu"
         return Found(word.line, word.start, "NPU702", message, Tier.MANUAL)
-    if value is not None and CUDA_LOCAL.search(value):
-        message = f"`{value}` is a CUDA build: the CPU build (`{cpu_build(value)}`), which torch_npu runs on"
+    if CUDA_LOCAL.search(value if value is not None else word.text):  # also `"torch==${V}+cu129"`
+        shown = value if value is not None else word.text.strip("'\"")
+        message = f"`{shown}` is a CUDA build: the CPU build (`{cpu_build(shown)}`), which torch_npu runs on"
         return Found(word.line, word.start, "NPU702", message, end=word.end, edit=cpu_build(word.text))
     if value is None and to_cpu and "==" in word.text:
         message = (
