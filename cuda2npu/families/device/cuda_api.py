@@ -28,7 +28,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word, name_tokens
 from cuda2npu.core.imports import remove_import_names
 from cuda2npu.core.literals import DEVICE_STRING, string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -729,8 +729,19 @@ class TorchCudaApi(Rule):
                 name = dotted_name(alias.name) or ""
                 if name.startswith("_cuda"):
                     self._private_binding(alias, name)
-        elif module == "torch.cuda" or module.startswith("torch.cuda."):
+        elif (module == "torch.cuda" or module.startswith("torch.cuda.")) and not self._unread(node):
             self._from_cuda_module(node, module)
+
+    def _unread(self, node: cst.ImportFrom) -> bool:
+        """Nothing in the file reads the names ``node`` binds, and no other module imports them (LAVIS's
+        ``from torch.cuda.amp import autocast as autocast`` beside its own ``maybe_autocast``): torch's
+        CPU build, which torch_npu runs on, has ``torch.cuda``, so the import works as written there."""
+        bound = {(a.asname.name if a.asname else a.name).value for a in node.names if isinstance(a.name, cst.Name)}
+        if len(bound) != len(node.names) or any(exported(self.ctx, node, name) for name in bound):
+            return False
+        reads = NameUses(bound, self.resolver.scopes)
+        walk(self.ctx.module, reads)
+        return not any(reads.uses.values())
 
     def _from_torch(self, node: cst.ImportFrom) -> None:
         """``from torch import cuda [as x]`` → ``from torch_npu import npu as <x or cuda>``.
