@@ -315,7 +315,7 @@ class CudaMethodCall(Rule):
             self._user_is_cuda = users.names
         if dotted_name(node) in self._user_is_cuda:
             return
-        if node in self._says_cuda_only:
+        if node in self._says_cuda_only or self._probed(node):
             return
         callee = self._cuda_implementations.get(node)
         if callee is not None:
@@ -339,6 +339,21 @@ class CudaMethodCall(Rule):
             )
             return
         self.report("NPU102", node.attr, "`.is_cuda` is always False on NPU; use `.is_npu`", _rename("is_npu"))
+
+    def _probed(self, node: cst.Attribute) -> bool:
+        """``hasattr(event, "is_cuda") and event.is_cuda``: the receiver is probed for the attribute, so it
+        is no tensor known to have ``is_npu`` (AReaL's profiler events); left as written."""
+        parents = TreeIndex.of(self.ctx).parents
+        top = node
+        while isinstance(parents.get(top), (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison)):
+            top = parents[top]
+        return any(
+            dotted_name(call.func) == "hasattr"
+            and len(call.args) == 2
+            and string_value(call.args[1].value) == "is_cuda"
+            and call.args[0].value.deep_equals(node.value)
+            for call in iter_nodes(top, cst.Call)
+        )
 
 
 def _falls_back(ctx, node: cst.If | cst.IfExp) -> bool:
