@@ -22,8 +22,9 @@ import libcst as cst
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.nodes import expression
+from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
 from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources
@@ -74,6 +75,15 @@ def _value(expr: cst.BaseExpression) -> object:
         return expr if inner is None else inner
     value = literal(expr)
     return expr if value is NOT_LITERAL or isinstance(value, tuple) else value
+
+
+def _enabled(block: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The ``"enabled"`` value of a config block written as a dict literal, else None."""
+    if not isinstance(block, cst.Dict):
+        return None
+    return next(
+        (e.value for e in block.elements if isinstance(e, cst.DictElement) and string_value(e.key) == "enabled"), None
+    )
 
 
 def _render(value: object, quote: str) -> cst.BaseExpression:
@@ -141,6 +151,13 @@ class DeepSpeedConfigDict(Rule):
         result = fp16_to_bf16(data)
         if result.problem is None and result.config is not None and self._reads_fp16_block:
             result = Bf16Result(problem='this file reads the "fp16" block elsewhere (`config["fp16"]`)')
+        switched = self._fp16_switched_beside(node)
+        if result.problem is None and result.config is not None and switched is not None:
+            result = Bf16Result(
+                problem=f"another DeepSpeed config of this file takes fp16 from `{switched}`, which the migration "
+                "leaves as it is: one config in bf16 and the other in fp16 would train the same model in two "
+                "precisions; switch them together"
+            )
         if result.problem is None and result.config is not None and self._trainer_flags.get(node) is False:
             result = Bf16Result(
                 problem="it is passed as `deepspeed=` to a call whose fp16/bf16 flags stay as they are (NPU906 "
@@ -160,6 +177,25 @@ class DeepSpeedConfigDict(Rule):
                 tier=Tier.NUMERIC,
                 needs_torch_npu=False,
             )
+
+    def _fp16_switched_beside(self, node: cst.Dict) -> str | None:
+        """The expression switching the ``"fp16"`` block of another DeepSpeed config of the function
+        holding ``node``, whose bf16 stays off (``"fp16": {"enabled": args.use_fp16}, "bf16": {"enabled":
+        False}``: HunyuanDiT's ZeRO-2 config beside a literal ZeRO-3 one), else None."""
+        parents = TreeIndex.of(self.ctx).parents
+        function = parents.get(node)
+        while function is not None and not isinstance(function, cst.FunctionDef):
+            function = parents.get(function)
+        if function is None:
+            return None
+        for config in iter_nodes(function.body, cst.Dict):
+            if config is node or not self._is_config(config):
+                continue
+            blocks = {string_value(e.key): e.value for e in config.elements if isinstance(e, cst.DictElement)}
+            fp16, bf16 = _enabled(blocks.get(FP16)), _enabled(blocks.get("bf16"))
+            if fp16 is not None and not isinstance(_value(fp16), bool) and (bf16 is None or _value(bf16) is False):
+                return code_of(fp16)
+        return None
 
     def _unreadable(self, node: cst.Dict) -> None:
         """A config with ``**`` entries or computed keys whose fp16 block is enabled: reviewed."""
