@@ -369,20 +369,25 @@ def _detects_npu(test: cst.BaseExpression) -> bool:
         return found.npu and not found.cuda
     name = dotted_name(test.func if isinstance(test, cst.Call) else test) or ""
     last = name.rpartition(".")[2]
-    flag = not isinstance(test, cst.Call) and NPU_FLAG.fullmatch(last) is not None
+    flag = NPU_FLAG.fullmatch(last.lstrip("_")) is not None and (
+        not isinstance(test, cst.Call) or last.lstrip("_") == "is_npu"  # xDiT's `_is_npu()` probe
+    )
     return bool(NPU_CHECK.search(name)) or last == "is_npu" or flag
 
 
 def _npu_early_exit(statement: cst.CSTNode) -> bool:
     """``if accel_ok(): return x.to("npu")`` with no ``else``: a branch that handles the NPU alone
-    and leaves, under a test naming no CUDA (a probe of another module, ``if use_npu:``); what
-    follows it in the block is the CUDA alternative."""
+    and leaves, under a test naming no CUDA (a probe of another module, ``if use_npu:``), or one that
+    leaves where the test detects the NPU (xDiT's ``if _is_npu(): return False``); what follows it in
+    the block is the CUDA alternative."""
     return (
         isinstance(statement, cst.If)
         and statement.orelse is None
         and leaves(statement.body)
-        and mentions(statement.body) == (False, True)
-        and not mentions(statement.test)[0]
+        and (
+            (mentions(statement.body) == (False, True) and not mentions(statement.test)[0])
+            or _detects_npu(statement.test)
+        )
     )
 
 

@@ -1322,7 +1322,7 @@ class FlashAttention(ValueUses, Rule):
                 binding = Binding(node, statement, function, bound)
                 self.bindings.setdefault(bound_name(alias, node), []).append(binding)
         unused = self.removals.get(node)
-        if unused and self._probed(self.ctx.statement):
+        if unused and (self._probed(self.ctx.statement) or is_cuda_alternative(self.ctx, node)):
             return  # the branch never runs on an NPU host: left as written (unless it all goes, visit_If)
         if unused:
             names = ", ".join(f"`{n}`" for n in unused)
