@@ -41,10 +41,11 @@ def test_npu_version_names_the_file_itself_or_its_twin(tmp_path):
     script = write(tmp_path / "scripts" / "run-npu.sh", "torchrun train.py\n")
     lonely = write(tmp_path / "test" / "test_ring.py", CUDA_TEST)
     other = write(tmp_path / "te_npu_modules.py", "x = 1\n")  # a companion cuda2npu writes: not named for the NPU
+    aware = write(tmp_path / "npu_aware.py", "x = 1\n")  # a prefix says nothing of what the file runs on
     assert npu_version(cuda) == "test_attn_npu.py"
     assert npu_version(npu) == "test_attn_npu.py"
     assert npu_version(script) == "run-npu.sh"
-    assert npu_version(lonely) == "" and npu_version(other) == ""
+    assert npu_version(lonely) == "" and npu_version(other) == "" and npu_version(aware) == ""
 
 
 def test_migrate_leaves_ported_files_and_their_cuda_originals(tmp_path):

@@ -58,7 +58,7 @@ def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], p
     return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
-NPU_NAMED = re.compile(r"npu[_-][\w.-]+|[\w.-]+[_-]npu", re.IGNORECASE)  # test_attn_npu.py, npu_utils.py, run-npu.sh
+NPU_NAMED = re.compile(r"[\w.-]+[_-]npu", re.IGNORECASE)  # test_attn_npu.py, run-npu.sh (not npu_aware.py)
 
 
 def npu_version(path) -> str:
@@ -68,7 +68,7 @@ def npu_version(path) -> str:
     path = Path(path)
     if NPU_NAMED.fullmatch(path.stem):
         return path.name
-    for twin in (f"{path.stem}_npu{path.suffix}", f"{path.stem}-npu{path.suffix}", f"npu_{path.name}"):
+    for twin in (f"{path.stem}_npu{path.suffix}", f"{path.stem}-npu{path.suffix}"):
         if (path.parent / twin).is_file():
             return twin
     return ""

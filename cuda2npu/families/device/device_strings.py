@@ -33,8 +33,10 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, feature_word
 from cuda2npu.core.literals import (
     DEVICE_STRING,
+    NOT_LITERAL,
     device_literals,
     field_default,
+    literal,
     rename_fix,
     replace_word,
     string_value,
@@ -81,6 +83,7 @@ DEVICE_CALLS = {
     "torch.distributed._tensor.device_mesh.DeviceMesh",
 }
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
+DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
 ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
@@ -105,6 +108,16 @@ GPU_REQUIRED = re.compile(
     r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bGPUs?\b|\bGPUs?\b[^.;]*\b(?:required|only)\b",
     re.IGNORECASE,
 )
+
+
+def _plain_data(expr: cst.BaseExpression) -> bool:
+    """A literal, or a dict of literals with string keys (``{"num_requests": 100}``)."""
+    if isinstance(expr, cst.Dict):
+        return all(
+            isinstance(e, cst.DictElement) and string_value(e.key) is not None and _plain_data(e.value)
+            for e in expr.elements
+        )
+    return literal(expr) is not NOT_LITERAL
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
@@ -810,6 +823,20 @@ class DeviceStrings(Rule):
                 and call.args[0] is parent
             )
         return isinstance(parent, cst.DictElement) and parent.key is name
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        """``{"cpu": 50, "mps": 50, "cuda": 100}``: settings by device type, read with the type the run
+        is on (LitServe's benchmark: ``CONF[device]``); its ``"cuda"`` entry is the NPU's once device
+        strings say "npu" (else KeyError). Only where every key is a device type, none is "npu" and
+        every value is plain data (a table of CUDA implementations is no setting), in a file that
+        compares nothing with "npu" (one that does may map the NPU to the "cuda" entry itself)."""
+        keys = [string_value(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
+        if "cuda" not in keys or "npu" in keys or not set(keys) <= DEVICE_TYPES or len(set(keys)) < 2:
+            return
+        if self._compared_with_npu:  # the file tells the NPU apart itself (maps "npu" to the "cuda" entry)
+            return
+        if all(_plain_data(e.value) for e in node.elements):
+            self._rewrite(node.elements[keys.index("cuda")].key, why="device-type table key", unparsed=True)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = string_value(node.key)
