@@ -220,6 +220,27 @@ def test_a_cuda_class_whose_npu_class_the_project_implements_is_left_alone(tmp_p
     assert "cuda_accelerator.py" not in after and "+torch.npu.synchronize()" in after
 
 
+def test_the_other_cuda_classes_of_that_family_are_left_alone_too(tmp_path):
+    """AReaL's UnknownPlatform (a CUDA device that is not NVIDIA's) beside its NPUPlatform: a platform
+    of the same family that names CUDA is never chosen on an NPU host; the family's base class, which
+    the NPU class inherits, is migrated."""
+    platforms = tmp_path / "platforms"
+    platforms.mkdir()
+    (platforms / "platform.py").write_text(
+        "import torch\n\n\nclass Platform:\n    def synchronize(self):\n        torch.cuda.synchronize()\n"
+    )
+    (platforms / "unknown.py").write_text(
+        "import torch\nfrom .platform import Platform\n\n\nclass UnknownPlatform(Platform):\n"
+        '    device_type = "cuda"\n\n    def empty_cache(self):\n        torch.cuda.empty_cache()\n'
+    )
+    (platforms / "npu.py").write_text(
+        "import torch\nimport torch_npu\nfrom .platform import Platform\n\n\nclass NPUPlatform(Platform):\n"
+        '    device_type = "npu"\n'
+    )
+    patch = cuda2npu("migrate", ".", "--diff", cwd=tmp_path).stdout
+    assert "unknown.py" not in patch and "+        torch.npu.synchronize()" in patch
+
+
 def test_diff_shows_only_changed_lines_in_a_long_file(tmp_path):
     """difflib's autojunk would show frequent lines (here `atol=1e-3)` and blank lines) removed and added
     again around the changes of a file longer than 200 lines (mmcv's tests)."""

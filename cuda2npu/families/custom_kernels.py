@@ -30,6 +30,7 @@ from cuda2npu.families.cuda_only_modules import (
 )
 from cuda2npu.families.kernel_rewrites import import_port, import_port_note
 from cuda2npu.families.never_run import torch_npu_fallbacks
+from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.raising_fallbacks import raising_fallbacks
 
 SHELL_CALLS = {
@@ -335,13 +336,15 @@ class CudaOnlyImports(Rule):
         self._enter(original_node, -1)
 
     def visit_Import(self, node: cst.Import) -> None:
+        if is_cuda_alternative(self.ctx, node):
+            return  # the CUDA side of code that handles the NPU (a CudaPlatform beside the project's NPUPlatform)
         if not any(self._depth.values()):
             for alias in node.names:
                 self._library(alias, dotted_name(alias.name) or "")
         self._cuda_only(node, [dotted_name(alias.name) or "" for alias in node.names])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is None or node.relative:
+        if node.module is None or node.relative or is_cuda_alternative(self.ctx, node):
             return
         module = dotted_name(node.module) or ""
         names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
@@ -353,7 +356,7 @@ class CudaOnlyImports(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer
         norm), and a call that needs a library's CUDA build (``faiss.StandardGpuResources()``)."""
-        if self._calls_possible:
+        if self._calls_possible and not is_cuda_alternative(self.ctx, node):
             self._cuda_call(node, self.resolver.qualified_name(node.func) or "")
         if not node.args or node.args[0].keyword is not None:
             return

@@ -496,17 +496,24 @@ def _cuda_alternatives(ctx) -> frozenset[cst.CSTNode]:
 def _counterpart_classes(ctx) -> list[cst.CSTNode]:
     """The bodies of the module-level classes whose NPU counterpart the project implements in another
     file (ColossalAI's ``CudaAccelerator`` next to ``npu_accelerator.py``'s ``NpuAccelerator``, DeepSpeed's
-    ``CUDA_Accelerator`` next to ``NPU_Accelerator``): an accelerator table picks one of them per host."""
+    ``CUDA_Accelerator`` next to ``NPU_Accelerator``): an accelerator table picks one of them per host.
+    Also the other CUDA-side classes of that family (AReaL's ``UnknownPlatform``, chosen for a CUDA
+    device that is not NVIDIA's, beside ``NPUPlatform``): named with the same ending, not the family's
+    base (``Platform``), and naming CUDA in their body."""
     wanted = {_backend_key(name) for name in ctx.options.project.npu_backend_classes}
     if not wanted:
         return []
-    return [
-        statement.body
-        for statement in ctx.module.body
-        if isinstance(statement, cst.ClassDef)
-        and "cuda" in statement.name.value.lower()
-        and _backend_key(statement.name.value).replace("cuda", "npu") in wanted
-    ]
+    families = {key.replace("npu", "", 1) for key in wanted}
+    found = []
+    for statement in ctx.module.body:
+        if not isinstance(statement, cst.ClassDef):
+            continue
+        key = _backend_key(statement.name.value)
+        counterpart = "cuda" in key and key.replace("cuda", "npu") in wanted
+        sibling = key not in families and key not in wanted and any(key.endswith(f) for f in families)
+        if counterpart or (sibling and mentions(statement.body)[0]):
+            found.append(statement.body)
+    return found
 
 
 def _cuda_mocking_scopes(ctx) -> list[cst.CSTNode]:

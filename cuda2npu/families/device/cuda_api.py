@@ -678,7 +678,7 @@ class TorchCudaApi(Rule):
         )
 
     def _private_binding(self, node: cst.CSTNode, name: str) -> None:
-        if any(name in names for _, names in self._guards):
+        if any(name in names for _, names in self._guards) or is_cuda_alternative(self.ctx, node):
             return  # `if hasattr(torch._C, "_cuda_x"): ... torch._C._cuda_x`: skipped on NPU
         bindings = table("torch_cuda_api")["private_bindings"]
         npu = bindings.get("renamed", {}).get(name) or "_npu_" + name.removeprefix("_cuda_")

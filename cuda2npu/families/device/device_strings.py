@@ -36,11 +36,11 @@ from cuda2npu.core.literals import (
     NOT_LITERAL,
     device_literals,
     field_default,
-    literal,
     rename_fix,
     replace_word,
     string_value,
 )
+from cuda2npu.core.literals import literal as python_literal
 from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.pins import pin_at_least
@@ -117,7 +117,7 @@ def _plain_data(expr: cst.BaseExpression) -> bool:
             isinstance(e, cst.DictElement) and string_value(e.key) is not None and _plain_data(e.value)
             for e in expr.elements
         )
-    return literal(expr) is not NOT_LITERAL
+    return python_literal(expr) is not NOT_LITERAL
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:
