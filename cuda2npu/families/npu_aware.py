@@ -285,6 +285,8 @@ class _Constructs(cst.CSTVisitor):
         for position, statement in enumerate(body):
             if _npu_early_exit(statement):  # `if <probe>: return x.to("npu")`, then the CUDA code
                 self.roots += body[position + 1 :]
+            elif _rebound_for_npu(statement, body[position + 1 :]):
+                self.roots.append(statement)
         self._assignments(body)
 
     def _assignments(self, body) -> None:
@@ -389,6 +391,40 @@ def _npu_early_exit(statement: cst.CSTNode) -> bool:
             or _detects_npu(statement.test)
         )
     )
+
+
+def _rebound_for_npu(statement: cst.CSTNode, following: list[cst.CSTNode]) -> bool:
+    """``from torch.cuda import synchronize`` followed in its block by ``if envs._is_npu(): from torch.npu
+    import synchronize`` or ``try: from torch.npu import synchronize`` (xDiT): the NPU branch rebinds what the
+    import binds, which is the CUDA side."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    bound = {
+        (alias.asname.name if alias.asname else alias.name).value
+        for small in statement.body
+        if isinstance(small, cst.ImportFrom)
+        and (dotted_name(small.module) or "").startswith("torch.cuda")
+        and not isinstance(small.names, cst.ImportStar)
+        for alias in small.names
+        if isinstance(alias.asname.name if alias.asname else alias.name, cst.Name)
+    }
+    if not bound:
+        return False
+    for later in following:
+        npu_branch = isinstance(later, cst.If) and _detects_npu(later.test)
+        if not npu_branch and not isinstance(later, cst.Try):
+            continue
+        rebound = {
+            (alias.asname.name if alias.asname else alias.name).value
+            for node in iter_nodes(later.body, cst.ImportFrom)
+            if not isinstance(node.names, cst.ImportStar)
+            and (npu_branch or (dotted_name(node.module) or "").startswith(("torch.npu", "torch_npu")))
+            for alias in node.names
+            if isinstance(alias.asname.name if alias.asname else alias.name, cst.Name)
+        }
+        if bound <= rebound:
+            return True
+    return False
 
 
 def _cuda_else(chain: cst.If) -> cst.CSTNode | None:
