@@ -26,7 +26,10 @@
   package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``);
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
   that imports a CUDA-only module and whose ImportError handler skips the test;
-- the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path).
+- the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
+- a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
+  too low (``pytest.importorskip("transformer_engine")``, ``except ImportError: pytestmark =
+  pytest.mark.skip(...)``, ``pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)``).
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
         return found
     flags = failed_import_flags(ctx) | capability_flags(ctx)
-    if any(_skips_without_package(ctx, mark, flags) for mark in _module_marks(ctx.module)):
+    if any(_skips_without_package(ctx, mark, flags) for mark in _module_marks(ctx.module)) or any(
+        _skips_module(ctx, statement) for statement in ctx.module.body
+    ):
         return [ctx.module]  # `pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)`: the whole module
     for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
         if definition.decorators and (
@@ -274,6 +279,27 @@ def _after_package_skip(ctx, body: cst.IndentedBlock) -> list[cst.CSTNode]:
         if _imports_or_skips(ctx, statement):
             return list(body.body[index + 1 :])
     return []
+
+
+def _skips_module(ctx, statement: cst.CSTNode) -> bool:
+    """A module-level skip of the whole test module where a CUDA-only package is missing:
+    ``pytest.importorskip("transformer_engine")``, or ``try: import transformer_engine`` / ``except
+    ImportError: pytestmark = pytest.mark.skip(...)`` (or ``pytest.skip(..., allow_module_level=True)``)."""
+    if isinstance(statement, cst.Try):
+        return cuda_only_import(ctx, statement.body) is not None and any(
+            catches_import_error(h) and (skips(ctx, h.body) or _marks_skip(ctx, h.body)) for h in statement.handlers
+        )
+    return _imports_or_skips(ctx, statement)
+
+
+def _marks_skip(ctx, body: cst.BaseSuite) -> bool:
+    """``pytestmark = pytest.mark.skip(...)`` in ``body``."""
+    return any(
+        any(dotted_name(t.target) == "pytestmark" for t in assign.targets)
+        and isinstance(assign.value, cst.Call)
+        and ctx.resolver.qualified_name(assign.value.func) == "pytest.mark.skip"
+        for assign in iter_nodes(body, cst.Assign)
+    )
 
 
 def _imports_or_skips(ctx, statement: cst.CSTNode) -> bool:
