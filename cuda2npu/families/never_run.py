@@ -27,6 +27,8 @@
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
   that imports a CUDA-only module and whose ImportError handler skips the test;
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
+- the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
+  ``if _is_cuda():`` for a project function answering that: families/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
   too low (``pytest.importorskip("transformer_engine")``, ``except ImportError: pytestmark =
   pytest.mark.skip(...)``, ``pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)``).
@@ -69,6 +71,7 @@ PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.I
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
 IMPORT_OR_SKIP = "pytest.importorskip"
+BUILD_FACTS = {"torch.version.cuda", "torch.version.hip"}  # None on the CPU build torch_npu runs on
 FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
 
@@ -94,6 +97,7 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         for node in iter_nodes(ctx.module, cst.If):
             found.extend(kept_cuda_blocks(ctx, node))
     found.extend(_unreached_with_fallback(ctx))
+    found.extend(_under_build_probes(ctx))
     if ctx.text is None or b"torch_npu" in ctx.text:
         found.extend(torch_npu_fallbacks(ctx.module))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
@@ -134,6 +138,31 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
         for node in iter_nodes(ctx.module, cst.If)
         if (node.orelse is not None or leaves(node.body)) and unreached(node.test)
     ]
+
+
+def _under_build_probes(ctx) -> list[cst.CSTNode]:
+    """The bodies of the ``if`` statements true only on a CUDA or ROCm build of torch (``if _is_cuda():``
+    with xDiT's ``_is_cuda`` a probe of ``torch.version.cuda``, project fact ``build_probes``; ``if
+    torch.version.hip is not None:``): both facts are None on the CPU build torch_npu runs on."""
+    probes = ctx.options.project.build_probes
+    if ctx.text is not None and b"torch.version" not in ctx.text and not probes:
+        return []
+    local = {p.rpartition(".")[2] for p in probes}
+
+    def build(leaf: cst.BaseExpression) -> bool | None:
+        if isinstance(leaf, cst.Comparison) and len(leaf.comparisons) == 1:
+            if (
+                isinstance(leaf.comparisons[0].operator, cst.IsNot)
+                and dotted_name(leaf.comparisons[0].comparator) == "None"
+            ):
+                leaf = leaf.left
+        if isinstance(leaf, cst.Call):
+            qualified = ctx.resolver.qualified_name(leaf.func)
+            name = leaf.func.value if isinstance(leaf.func, cst.Name) else None
+            return True if qualified in probes or (qualified is None and name in local) else None
+        return True if ctx.resolver.qualified_name(leaf) in BUILD_FACTS else None
+
+    return [node.body for node in iter_nodes(ctx.module, cst.If) if implies(node.test, True, build)]
 
 
 def torch_npu_fallbacks(module: cst.CSTNode) -> list[cst.CSTNode]:

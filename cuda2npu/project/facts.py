@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.families.backend_constants import backend_constants
+from cuda2npu.families.build_probes import build_probes
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
 from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
@@ -54,7 +55,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     ``cuda()`` method of their own (families/device/receivers.py), its module constants that other
     files pass to torch.distributed as the backend (families/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
-    launchers, by qualified name (families/gated_kernels.py), and its vendored adapters for vLLM releases vllm-ascend does not support (families/vllm_adapters.py).
+    launchers, by qualified name (families/gated_kernels.py), its functions answering whether torch is
+    a CUDA or ROCm build (families/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (families/vllm_adapters.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -80,6 +82,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         cuda_method_classes=cuda_method_classes(texts),
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
+        build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
     )
 

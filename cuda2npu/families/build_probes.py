@@ -1,0 +1,70 @@
+"""The project's functions that say which torch build runs: a project fact (no libcst here).
+
+xDiT's ``def _is_cuda(): return torch.version.cuda is not None`` and ``def _is_hip(): has_rocm =
+torch.version.hip is not None; return has_rocm`` answer for torch's CUDA and ROCm builds. On an NPU
+host torch is the CPU build torch_npu runs on, where ``torch.version.cuda`` and ``torch.version.hip``
+are None (docs/reference/torch_npu.md §4.2): both answer False, so the code an ``if _is_cuda():``
+guards never runs there and is left as written (families/never_run.py), in whichever file calls it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from cuda2npu.families.project_imports import module_names
+
+BUILD_TEXT = re.compile(rb"torch\.version\.(?:cuda|hip)\b")
+BUILD_FACTS = ("cuda", "hip")  # the attributes of torch.version a CUDA or ROCm build sets
+
+
+def build_probes(texts: dict[Path, bytes]) -> tuple[str, ...]:
+    """``module.function`` of each module-level function of the project whose every ``return`` answers
+    whether ``torch.version.cuda`` or ``torch.version.hip`` is set (directly or through a local name
+    assigned that answer), sorted. A file outside a package counts under its own name."""
+    found = []
+    modules = None
+    for path, text in texts.items():
+        if not BUILD_TEXT.search(text):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        probes = [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _answers_build(f)]
+        if probes:
+            modules = module_names(list(texts)) if modules is None else modules
+            found += [f"{modules.get(path, path.stem)}.{name}" for name in probes]
+    return tuple(sorted(found))
+
+
+def _answers_build(function: ast.FunctionDef) -> bool:
+    answers = {
+        target.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and _reads_build(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    returns = [node.value for node in ast.walk(function) if isinstance(node, ast.Return)]
+    return bool(returns) and all(
+        value is not None and (_reads_build(value) or (isinstance(value, ast.Name) and value.id in answers))
+        for value in returns
+    )
+
+
+def _reads_build(expr: ast.expr) -> bool:
+    """``torch.version.cuda is not None``, ``bool(torch.version.hip)``, ``torch.version.hip``."""
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], ast.IsNot):
+        expr = expr.left
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "bool" and expr.args:
+        expr = expr.args[0]
+    return (
+        isinstance(expr, ast.Attribute)
+        and expr.attr in BUILD_FACTS
+        and isinstance(expr.value, ast.Attribute)
+        and expr.value.attr == "version"
+        and isinstance(expr.value.value, ast.Name)
+        and expr.value.value.id == "torch"
+    )

@@ -1,0 +1,54 @@
+"""The project's functions answering whether torch is a CUDA or ROCm build (a project fact,
+cuda2npu/families/build_probes.py): ``torch.version.cuda`` and ``torch.version.hip`` are None on the CPU
+build torch_npu runs on, so what ``if _is_cuda():`` guards never runs on an NPU host and is left as
+written, in any file that calls the probe (xDiT's NVFP4 and ROCm paths)."""
+
+from __future__ import annotations
+
+from cli_helpers import cli, write
+
+from cuda2npu.families.build_probes import build_probes
+
+ENVS = """
+import torch
+
+
+def _is_hip():
+    has_rocm = torch.version.hip is not None
+    return has_rocm
+
+
+def _is_cuda():
+    return torch.version.cuda is not None
+
+
+def _is_npu():
+    return hasattr(torch, "npu") and torch.npu.is_available()
+"""
+
+
+def test_the_fact_names_functions_whose_every_answer_is_a_build_fact(tmp_path):
+    texts = {
+        tmp_path / "pkg" / "__init__.py": b"",
+        tmp_path / "pkg" / "envs.py": ENVS.encode(),
+        tmp_path / "other.py": b"import torch\n\n\ndef mixed(x):\n    if x:\n        return True\n"
+        b"    return torch.version.cuda is not None\n",
+    }
+    assert build_probes(texts) == ("pkg.envs._is_cuda", "pkg.envs._is_hip")
+
+
+def test_code_under_a_build_probe_is_left_in_every_file(tmp_path):
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "envs.py", ENVS)
+    model = write(
+        tmp_path / "pkg" / "model.py",
+        "import torch\nfrom pkg.envs import _is_cuda, _is_hip\n\n\ndef setup(x):\n"
+        "    if _is_cuda():\n        torch.cuda.synchronize()\n        return x.cuda()\n"
+        "    if torch.version.hip is not None:\n        return x.to('cuda')\n"
+        "    torch.cuda.empty_cache()\n    return x\n",
+    )
+    cli("migrate", tmp_path)
+    text = model.read_text()
+    assert "        torch.cuda.synchronize()\n        return x.cuda()\n" in text
+    assert "        return x.to('cuda')\n" in text
+    assert "    torch.npu.empty_cache()\n" in text
