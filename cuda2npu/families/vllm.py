@@ -43,6 +43,17 @@ CUDA_WORKERS = frozenset(  # vLLM's GPU worker and model runner, V0 and V1
         "vllm.v1.worker.gpu_model_runner.GPUModelRunner",
     }
 )
+# vLLM's worker and executor interfaces: a project class implementing one is its own (forked) worker or
+# executor, whose CUDA device setup vllm-ascend's plugin does not replace
+WORKER_INTERFACES = frozenset(
+    {
+        "vllm.worker.worker_base.WorkerBase",
+        "vllm.worker.worker_base.LoraNotSupportedWorkerBase",
+        "vllm.worker.model_runner_base.ModelRunnerBase",
+        "vllm.executor.executor_base.ExecutorBase",
+        "vllm.executor.executor_base.ExecutorAsyncBase",
+    }
+)
 PLUGIN_NOTE = (
     "vLLM runs on Ascend through the vllm-ascend plugin: install the vllm-ascend release made for this "
     "vllm version (its compatibility matrix), which vLLM loads by itself (entry point "
@@ -110,15 +121,22 @@ class CustomOps(Rule):
 
 @register
 class CudaWorker(Rule):
-    """NPU934: a project class derived from vLLM's CUDA GPU worker or model runner."""
+    """NPU934: a project class derived from vLLM's CUDA GPU worker or model runner, or implementing vLLM's
+    worker, model runner or executor interface itself (LlamaGen's fork of vLLM 0.4.1's serving stack)."""
 
     codes = ("NPU934",)
-    triggers = (r"\bWorker\b|ModelRunner",)
+    triggers = (r"\bWorker\b|ModelRunner|WorkerBase|ExecutorBase|ExecutorAsyncBase",)
     requires = (r"\bvllm\b",)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         base = next(
-            (q for arg in node.bases for q in [self.resolver.qualified_name(arg.value)] if q in CUDA_WORKERS), None
+            (
+                q
+                for arg in node.bases
+                for q in [self.resolver.qualified_name(arg.value)]
+                if q in CUDA_WORKERS or q in WORKER_INTERFACES
+            ),
+            None,
         )
         if base is None or in_npu_branch(self.ctx, node):
             return
@@ -126,6 +144,15 @@ class CudaWorker(Rule):
 
 
 def _worker_message(name: str, base: str) -> str:
+    if base in WORKER_INTERFACES:
+        kind = "executor" if "executor" in base else "model runner" if "ModelRunner" in base else "worker"
+        return (
+            f"`{name}` implements vLLM's {kind} interface itself (`{base}`): a project {kind} (a copy of vLLM's "
+            "CUDA one: its device setup, model runner, communicators, CUDA graphs) is not what vllm-ascend's plugin "
+            "replaces, so it runs CUDA code on an NPU host, and vLLM internals it imports may not exist in the vLLM "
+            "releases vllm-ascend supports; port it onto vllm-ascend's NPUWorker / NPUModelRunner, or run the model "
+            "with vLLM's own engine"
+        )
     if "ModelRunner" in base:
         return (
             f"`{name}` derives from vLLM's CUDA model runner (`{base}`): vllm-ascend's NPU worker runs its own "
