@@ -732,6 +732,21 @@ def test_generic_extra_names(name):
     assert other_build_sections({("extra", name): ["rich"]}, "demo") == set()
 
 
+@pytest.mark.parametrize(
+    ("name", "requirements", "other"),
+    [
+        ("flash", ["flash-attn>=2.6"], True),  # long-context-attention: opt-in for CUDA hosts
+        ("xformers", ["xformers==0.0.28"], True),
+        ("flash", ["flash-attn", "einops"], False),  # einops runs on an NPU host
+        ("train", ["flash-attn"], False),  # a feature named otherwise: the marker says what to drop
+    ],
+)
+def test_an_extra_named_for_the_cuda_package_it_installs(name, requirements, other):
+    from cuda2npu.filekinds.depfiles import other_build_sections
+
+    assert other_build_sections({("extra", name): requirements}, "demo") == ({("extra", name)} if other else set())
+
+
 def test_torch_of_another_build_gets_no_torch_npu(tmp_path):
     """Unsloth's Intel XPU extra got `torch_npu; <markers>` after its `torch @ ...+xpu` wheel
     (round 5, hunk 284): torch_npu goes next to the torch an Ascend host installs, or nowhere."""

@@ -287,12 +287,19 @@ def _for_other_build(requirement: str, project: str, extras: set[str]) -> bool:
     return OTHER_BUILD_WHEEL.match(requirement) is not None or (bool(pulled) and pulled <= extras)
 
 
+def _names_its_cuda_package(name: str, requirements: list[str]) -> bool:
+    """An extra named for the CUDA-only package it installs (long-context-attention's ``flash =
+    ["flash-attn"]``): opt-in for CUDA hosts, which an Ascend user does not ask for."""
+    names = [normalize(match.group()) for r in requirements if (match := PACKAGE_NAME.match(r.strip()))]
+    return bool(names) and all(cuda_only(n) is not None and n.startswith(normalize(name)) for n in names)
+
+
 def other_build_sections(sections: dict[tuple[str, str], list[str]], project: str) -> set[tuple[str, str]]:
     """The extras and dependency groups (keys ``("extra", name)`` / ``("group", name)``, names
     normalized) that are for another build, which an Ascend host never installs: one named for it
-    (:data:`OTHER_BUILD`), or one whose every requirement is a wheel built for it
+    (:data:`OTHER_BUILD`) or for the CUDA-only package it installs (``flash = ["flash-attn"]``), or one whose every requirement is a wheel built for it
     (:data:`OTHER_BUILD_WHEEL`) or pulls in extras of the project (``project``) that are."""
-    left = {key for key in sections if OTHER_BUILD.search(key[1])}
+    left = {key for key in sections if OTHER_BUILD.search(key[1]) or _names_its_cuda_package(key[1], sections[key])}
     while True:
         extras = {name for kind, name in left if kind == "extra"}
         new = {
