@@ -560,3 +560,59 @@ def test_the_project_s_own_conftest_does_not_break_the_checks(tmp_path):
     assert (out / "npu_validation" / "pytest.ini").is_file()
     (outcome,) = {outcome for outcome, _ in _run_checks(out, tmp_path).values()}
     assert outcome == "passed"
+
+
+XFORMERS = """
+import torch
+import xformers.ops as xops
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, dim, heads, p=0.1):
+        super().__init__()
+        self.heads = heads
+        self.p = p
+        self.qkv = torch.nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, s, 3, self.heads, -1).unbind(2)
+        out = xops.memory_efficient_attention(
+            q, k, v, attn_bias=xops.LowerTriangularMask(), p=self.p if self.training else 0.0
+        )
+        return out.reshape(b, s, -1)
+
+
+def attend(q, k, v, scale):
+    return xops.memory_efficient_attention(q, k, v, scale=scale)
+"""
+XFORMERS_MUTANTS = {  # a hand edit of the migrated file -> the site that must fail
+    ("sparse_mode=2", "sparse_mode=3"): "attn.py:23:memory_efficient_attention",  # bottom-right causal
+    ("keep_prob=1.0 - (self.p if self.training else 0.0)", "keep_prob=1.0"): "attn.py:23:memory_efficient_attention",
+    (
+        "scale=scale if scale is not None else",
+        "scale=1.0 if scale is not None else",
+    ): "attn.py:34:memory_efficient_attention",
+}
+
+
+def test_xformers_sites_are_checked_and_their_mutants_fail(tmp_path):
+    """Issue 31: xFormers' memory_efficient_attention rewrites (NPU409) are per-site checked like
+    flash-attn's (BMHK layout, LowerTriangularMask / tensor bias, `p`, `scale`), against the CPU
+    stand-in of xFormers; an edit of the causal alignment, keep_prob or scale fails its site."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "attn.py").write_text(XFORMERS)
+    out = tmp_path / "migrated"
+    result = cuda2npu("migrate", project, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcomes = _run_checks(out, tmp_path)
+    assert outcomes == {site: ("passed", "") for site in set(XFORMERS_MUTANTS.values())}, outcomes
+    migrated = (out / "attn.py").read_text()
+    for (before, after), site in XFORMERS_MUTANTS.items():
+        assert before in migrated, before
+        mutant = tmp_path / f"mutant_{len(before)}"
+        shutil.copytree(out, mutant)
+        (mutant / "attn.py").write_text(migrated.replace(before, after, 1))
+        outcome, message = _run_checks(mutant, tmp_path)[site]
+        assert outcome == "failure" and "MISMATCH" in message, (before, outcome, message)

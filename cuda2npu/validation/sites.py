@@ -306,7 +306,7 @@ class SiteCheck:
         # take all their values in the keep_prob check, one in the numeric runs
         dropout_only = [leaf for leaf in self.leaves if self._dropout_only(leaf)]
         numeric = [leaf for leaf in self.leaves if leaf not in dropout_only]
-        keep_checked = roles.DROPOUT not in self.params
+        keep_checked = self._dropout_param not in self.params
         for label, dims, dtype in roles.variants(self.api, bound):
             dims = roles.dims_of(dims)
             try:
@@ -400,8 +400,13 @@ class SiteCheck:
             if result.status == "ok":
                 result.status = "mismatch"
 
+    @property
+    def _dropout_param(self) -> str:
+        """The API's dropout probability argument (``dropout_p``; xFormers' ``p``)."""
+        return roles.dropout_param(self.api)
+
     def _dropout_only(self, leaf) -> bool:
-        return self.site["family"] == "attention" and all(param == roles.DROPOUT for param, _, _, _ in leaf.uses)
+        return self.site["family"] == "attention" and all(param == self._dropout_param for param, _, _, _ in leaf.uses)
 
     def _namespace(self, base: dict, values: dict, device) -> tuple[dict, dict]:
         """``base`` plus the leaves on ``device``; the tensor leaves (requiring grad when floating)."""
@@ -417,7 +422,7 @@ class SiteCheck:
 
     def _original(self, values: dict, device, dims: dict, dtype) -> dict:
         namespace, tensors = self._namespace(self._original_namespace({}), values, device)
-        dropout = self.params.get(roles.DROPOUT) if self.site["family"] == "attention" else None
+        dropout = self.params.get(self._dropout_param) if self.site["family"] == "attention" else None
         substitute = self.params.get("params") if self.site["kind"] == "optimizer" else None
         with (
             _replaced(self.call, dropout, ast.Constant(0.0)),
@@ -436,7 +441,7 @@ class SiteCheck:
         """The migrated keep_prob against 1 - the original's dropout_p, for these values of the free names."""
         with original_side():
             namespace = self._original_namespace(values)
-            p = eval(_compile(self.params[roles.DROPOUT], "<dropout_p>"), namespace)  # noqa: S307
+            p = eval(_compile(self.params[self._dropout_param], "<dropout_p>"), namespace)  # noqa: S307
         node = _keyword_or_position(self.location.call, "keep_prob", KEEP_PROB_INDEX)
         namespace = dict(self.module.namespace)
         for text, value in values.items():

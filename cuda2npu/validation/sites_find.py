@@ -1,6 +1,6 @@
 """The fused-op call sites a migration rewrote, found with ``ast`` alone (no torch, no rule engine).
 
-``migrate --out`` records one site per rewritten call (flash-attn / SDPA → npu_fusion_attention,
+``migrate --out`` records one site per rewritten call (flash-attn / SDPA / xFormers → npu_fusion_attention,
 RMSNorm, rotary, apex norms and optimizers, TransformerEngine modules) in
 ``npu_validation/sites.json``; the per-site checks (:mod:`cuda2npu.validation.sites`) find it
 again in the migrated file when they run, with :func:`locate`.
@@ -61,6 +61,7 @@ _FLASH = (
 APIS = (
     *(Api("flash_attn", name, "attention", "call") for name in _FLASH),
     Api("torch.nn.functional", "scaled_dot_product_attention", "attention", "call"),
+    Api("xformers.ops", "memory_efficient_attention", "attention", "call"),
     Api("flash_attn.ops", "rms_norm", "rms_norm_op", "call"),
     Api("flash_attn.ops", "rms_norm_fn", "rms_norm_op", "call"),
     Api("flash_attn.layers.rotary", "apply_rotary_emb", "rotary", "call"),

@@ -51,6 +51,15 @@ ARGUMENTS: dict[str, dict[str, object]] = {
         "scale": "scale",
         "enable_gqa": "flag",
     },
+    # xFormers' BMHK layout (docs/reference/xformers.md): same heads for query, key and value; the
+    # rewritten sites pass their attn_bias as an expression (LowerTriangularMask()), never a free name
+    "memory_efficient_attention": {
+        "query": ("B", "Sq", "N", "D"),
+        "key": ("B", "Sk", "N", "D"),
+        "value": ("B", "Sk", "N", "D"),
+        "p": "dropout",
+        "scale": "scale",
+    },
     "rms_norm": {"x": ("B", "S", "D"), "weight": ("D",), "epsilon": "eps"},
     "rms_norm_fn": {"x": ("B", "S", "D"), "weight": ("D",), "eps": "eps"},
     "apply_rotary_emb": {"x": ("B", "S", "N", "D"), "cos": ("Sr", "R"), "sin": ("Sr", "R"), "interleaved": "flag"},
@@ -151,6 +160,13 @@ SIGNATURES = {
 }
 MODULE_INPUT = ("B", "S", "D")  # the forward input of the module sites
 DROPOUT = "dropout_p"  # the attention APIs' dropout argument; npu_fusion_attention's is keep_prob
+DROPOUT_PARAMS = {"memory_efficient_attention": "p"}  # the APIs that name it otherwise
+
+
+def dropout_param(api: str) -> str:
+    """The name of ``api``'s dropout probability argument."""
+    return DROPOUT_PARAMS.get(api, DROPOUT)
+
 
 WHOLE = {
     "dropout": [0.1],
@@ -205,6 +221,8 @@ def variants(api: str, bound: dict[str, str]) -> list[tuple[str, dict, torch.dty
         if "qkvpacked" not in api:
             shapes.append(("Sq<Sk, GQA", _CROSS_GQA, torch.float16))
         return shapes
+    if api == "memory_efficient_attention":
+        return [("self-attention", _SELF, torch.bfloat16), ("Sq<Sk", _CROSS, torch.float16)]
     if api == "scaled_dot_product_attention":
         gqa = bound.get("enable_gqa", "False") != "False"
         return [
