@@ -335,7 +335,8 @@ def test_import_cleanup():
     """)
     assert "from apex.optimizers import FusedAdagrad\n" in text  # FusedAdam, FusedLAMB, the unused FusedSGD go
     assert "lamb = apex_npu_optimizers.FusedLAMB(params, lr=1e-3)" in text  # the generated module's (NPU302)
-    assert "\nfrom torch.nn import LayerNorm\n" in text and "FusedLayerNorm" not in text
+    # a guarded import whose fallback is what an NPU host runs: left as written
+    assert "except ImportError:\n    from torch.nn import LayerNorm\n" in text and "norm = LayerNorm(8)" in text
     assert "except ImportError:\n    ApexDDP = None" in text  # a guard keeps working: no manual finding
     kept = [f for f in findings["NPU330"] if f.tier is Tier.MANUAL]
     assert [f.message.split(":")[0] for f in kept] == ["apex import stays"]

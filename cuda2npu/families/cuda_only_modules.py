@@ -25,17 +25,24 @@ CUDA_LIBRARIES = {  # NPU604's: reported wherever they are imported
 EXTENSION_SUFFIX = r"_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?"
 EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*" + EXTENSION_SUFFIX)
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+EXTENSION_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*CUDAExtension[ \t]*$", re.M)  # `extension = CUDAExtension`
 
 
 def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
-    """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build."""
+    """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build, also
+    through a name bound to the class (InternImage's and GroundingDINO's ``extension = CUDAExtension``
+    ... ``extension("DCNv3", sources, ...)``)."""
     names: set[str] = set()
     for path in paths:
         if path.name == "setup.py":
             try:
-                names.update(match.group(2) for match in DECLARED_EXTENSION.finditer(path.read_text(errors="replace")))
+                text = path.read_text(errors="replace")
             except OSError:
                 continue
+            names.update(match.group(2) for match in DECLARED_EXTENSION.finditer(text))
+            for alias in set(EXTENSION_ALIAS.findall(text)):
+                call = re.compile(rf"""\b{re.escape(alias)}\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+                names.update(match.group(2) for match in call.finditer(text))
     return tuple(sorted(names))
 
 

@@ -44,6 +44,7 @@ KERNEL_WORDS = {
 }
 TRITON_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
 TORCH_OPS = ("aten", "prims", "npu")  # torch.ops namespaces of torch's and torch_npu's own operators
+EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 EXT_NAME = re.compile(r"[A-Za-z0-9]\w*_ext")  # `pointops_ext`; a bare `_ext` is one when setup.py builds it
 
 
@@ -97,6 +98,7 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
             and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.project.cuda_extensions))
         )
         or _kernel_receiver(ctx, call.func)
+        or _extension_receiver(ctx, call.func)
         or _kernel_attribute(ctx, call.func)
         or _launched(call.func) in triton_functions(ctx)
     )
@@ -166,6 +168,29 @@ def _triton_decorator(ctx, decorator: cst.Decorator) -> bool:
     expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
     qualified = module_qualified(ctx.resolver.module_scope, expr) or dotted_name(expr) or ""
     return qualified in TRITON_DECORATORS
+
+
+def _extension_receiver(ctx, func: cst.BaseExpression) -> bool:
+    """``ext_module.ms_deform_attn_forward(...)`` where the file binds ``ext_module =
+    ext_loader.load_ext("_ext", [...])`` (mmcv) or ``torch.utils.cpp_extension.load(...)`` at module
+    level: a function of a compiled extension, whatever the object is named."""
+    receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+    return receiver is not None and receiver in ctx.file_state(_extension_objects)
+
+
+def _extension_objects(ctx) -> frozenset[str]:
+    """The module-level names the file binds to a compiled extension it loads."""
+    if ctx.text is not None and b"load" not in ctx.text:
+        return frozenset()
+    found = set()
+    for statement in ctx.module.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                name = dotted_name(small.value.func) or ""
+                qualified = ctx.resolver.qualified_name(small.value.func) or name
+                if name.rpartition(".")[2] == "load_ext" or qualified in EXTENSION_LOADERS:
+                    found.update(n for t in small.targets if (n := dotted_name(t.target)))
+    return frozenset(found)
 
 
 def _kernel_attribute(ctx, func: cst.BaseExpression) -> bool:

@@ -6,8 +6,9 @@ their fixes remove (:class:`~cuda2npu.families.apex.common.FileEdits`). Then:
 
 1. an apex import is removed when every use of the name it binds is removed by a fix that
    ``migrate`` applies with these options (with ``--apex=native`` also when it has no use at all);
-2. ``try: <apex imports only> except ImportError: <fallback imports or definitions>`` becomes the
-   fallback (native only): that is what an NPU host, where apex is not installed, runs anyway;
+2. ``try: <apex imports only> except ImportError: <fallback imports or definitions>``: the fallback is
+   what an NPU host, where apex is not installed, runs already; the ``try`` becomes the fallback
+   where the migration rewrote the uses of what it imports (native only), else it stays as written;
 3. an apex import that stays is reported (``manual``) unless an ``except ImportError`` guards it;
    an import whose ``try`` also sets a flag (``has_apex = True``, or ``has_apex = False`` in its
    handler) or returns one (``def has_apex(): try: import apex; return True``) stays: the flag
@@ -101,7 +102,7 @@ class ApexImports(Rule):
         if self._imports and enabled(self.ctx, "NPU330"):
             uses = self._uses()
             native = self.options.apex == "native" and not self.options.portable
-            fallbacks = self._fallbacks() if native else set()
+            fallbacks = self._fallbacks(uses) if native else set()
             for statement, node in self._imports:
                 if statement not in fallbacks:
                     self._import(edits, statement, node, uses)
@@ -295,28 +296,34 @@ class ApexImports(Rule):
                 tier=Tier.MANUAL,
             )
 
-    def _fallbacks(self) -> set[cst.SimpleStatementLine]:
-        """Collapse ``try: <apex imports> except ImportError: <fallback>`` into the fallback; the
-        import statements so handled."""
+    def _fallbacks(self, uses: dict[str, list[cst.Name]]) -> set[cst.SimpleStatementLine]:
+        """The apex imports of ``try: <apex imports> except ImportError: <fallback>``, which are not
+        reported: the fallback is what an NPU host, where apex is not installed, runs already. The
+        ``try`` collapses into its fallback where the migration rewrote a use of what it imports
+        (BingBertSquad's ``BertLayerNorm(...)`` → ``torch.nn.LayerNorm(...)``: the import is unused
+        then); else it stays as written (Lumina-T2X's RMSNorm: a collapse would change nothing anyone runs)."""
         edits = FileEdits.of(self.ctx)
         by_statement = {statement: node for statement, node in self._imports}
-        collapsed: set[cst.SimpleStatementLine] = set()
+        handled: set[cst.SimpleStatementLine] = set()
         for node in self._tries:
             statements = _fallback_guarded_imports(node, by_statement)
             if not statements:
+                continue
+            handled.update(statements)
+            names = {name for statement in statements for _, name in _bound_names(by_statement[statement])}
+            if not any(use in edits.removed_refs for name in names for use in uses.get(name, [])):
                 continue
             edits.replace(node, lambda updated: list(updated.handlers[0].body.body), "NPU330", Tier.REVIEW)
             edits.report(
                 self,
                 "NPU330",
                 node,
-                "apex import with a fallback: the `except ImportError` branch is what runs on an NPU host "
-                "(apex is not installed there), so it replaces the `try`",
+                "apex import with a fallback, unused after the migration: the `except ImportError` branch is "
+                "what runs on an NPU host (apex is not installed there), so it replaces the `try`",
                 tier=Tier.REVIEW,
                 needs_torch_npu=False,
             )
-            collapsed.update(statements)
-        return collapsed
+        return handled
 
     # 4: emptied blocks -------------------------------------------------------------------------
 

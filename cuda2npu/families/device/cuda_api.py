@@ -58,7 +58,8 @@ from cuda2npu.families.device.cuda_api_checks import (
 from cuda2npu.families.device.cuda_graphs import annotated
 from cuda2npu.families.device.device_strings import CUDA_REQUIRED
 from cuda2npu.families.exports import exported
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.families.kernel_switch import kernel_call
+from cuda2npu.families.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.families.raising_fallbacks import failed_import_flags, requires_flag
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
@@ -200,6 +201,9 @@ class TorchCudaApi(Rule):
         found = gated_cuda_use(self.ctx, node)
         if found:
             return found[1], f"{found[0]} in its branch"
+        kernel = kernel_call(self.ctx, node)  # `if ... and value.is_cuda: DeformAttnFunction.apply(...)`
+        if kernel:
+            return "a CUDA kernel", f"`{kernel}` in its branch"
         if self._records_facts(cuda_branch(self.ctx, node)):
             return FACTS_RECORD, ""
         word, read = self._branch_read(cuda_branch(self.ctx, node))
@@ -423,6 +427,16 @@ class TorchCudaApi(Rule):
             for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
         )
 
+    def _npu_aware_choice(self, name: str) -> tuple[str | None, str]:
+        """``has_cuda = torch.cuda.is_available()`` read by a choice whose other side is the NPU's
+        (ChatTTS: ``provider = torch.cuda if has_cuda else torch.npu``, under ``if has_cuda or
+        _is_torch_npu_available():``): the flag is that dispatch's CUDA test and stays one."""
+        scope = self._function() or self.ctx.module
+        for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
+            if _reads_flag(choice.test, name) and any(mentions(part)[1] for part in (choice.body, choice.orelse)):
+                return "an NPU-aware choice", f"`{name}` chooses between CUDA and the NPU"
+        return None, ""
+
     def _tests_capability(self, value: cst.BaseExpression) -> str | None:
         """How ``value`` reads the CUDA compute capability (``_capability_read``), else None."""
         return next((read for call in iter_nodes(value, cst.Call) if (read := self._capability_read(call))), None)
@@ -438,6 +452,7 @@ class TorchCudaApi(Rule):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             name = node.targets[0].target.value
             self._mark_switch(node.value, lambda: self._chooses_cuda_runtime(name))
+            self._mark_switch(node.value, lambda: self._npu_aware_choice(name))
             self._properties_variable(name, node.value)
 
     def _keep_flag_branches(self, name: str | None, local: bool) -> None:
