@@ -145,6 +145,27 @@ def test_declared_extensions(tmp_path):
     assert declared_extensions([setup, tmp_path / "train.py"]) == ("fairseq.libnat_cuda", "flash_attn_2_cuda")
 
 
+def test_declared_extensions_through_a_name_bound_to_the_class(tmp_path):
+    """InternImage's and GroundingDINO's `extension = CUDAExtension` ... `extension("DCNv3", ...)`."""
+    from cuda2npu.families.cuda_only_modules import declared_extensions
+
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        "from torch.utils.cpp_extension import CppExtension, CUDAExtension
+
+
+def get_extensions():
+"
+        "    extension = CppExtension
+    if cuda:
+        extension = CUDAExtension
+"
+        "    return [extension('DCNv3', sources), make('not_an_extension', [])]
+"
+    )
+    assert declared_extensions([setup]) == ("DCNv3",)
+
+
 JAX = b"import jax\nimport transformer_engine.jax  # noqa: F401\n\nDEVICE = 'cuda'\nx = jax.device_put(1, jax.devices('cuda')[0])\n"
 
 
