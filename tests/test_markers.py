@@ -151,17 +151,9 @@ def test_declared_extensions_through_a_name_bound_to_the_class(tmp_path):
 
     setup = tmp_path / "setup.py"
     setup.write_text(
-        "from torch.utils.cpp_extension import CppExtension, CUDAExtension
-
-
-def get_extensions():
-"
-        "    extension = CppExtension
-    if cuda:
-        extension = CUDAExtension
-"
-        "    return [extension('DCNv3', sources), make('not_an_extension', [])]
-"
+        "from torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n\ndef get_extensions():\n"
+        "    extension = CppExtension\n    if cuda:\n        extension = CUDAExtension\n"
+        "    return [extension('DCNv3', sources), make('not_an_extension', [])]\n"
     )
     assert declared_extensions([setup]) == ("DCNv3",)
 
