@@ -468,3 +468,20 @@ def kept_cuda_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:
         isinstance(d.decorator, cst.Call) and skipped_cuda_use(ctx, d.decorator) is not None
         for d in definition.decorators
     )
+
+
+def names_fallback(value: cst.BaseExpression) -> bool:
+    """``Backend.torch``, ``"sdpa"``, ``EagerAttention()``: a value named for a pure-PyTorch
+    implementation (``[feature_switches] fallbacks``; not ``torch.float32``, whose last name decides)."""
+    func = value.func if isinstance(value, cst.Call) else value
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else string_value(func)
+        if isinstance(func, cst.SimpleString)
+        else None
+    )
+    words = table("torch_cuda_api")["feature_switches"]["fallbacks"]
+    return bool(name) and re.fullmatch(r"[\w-]+", name) is not None and any(t in words for t in name_tokens(name))

@@ -40,6 +40,7 @@ from cuda2npu.families.cuda_gates import (
     NVIDIA_TOOL_WORDS,
     cuda_branch,
     gated_cuda_use,
+    names_fallback,
     no_cuda_branch,
     nvidia_checks_only,
     skipped_cuda_use,
@@ -267,7 +268,7 @@ class TorchCudaApi(Rule):
         the fallback an NPU host needs too, whose other choice (flash-attn) does not run there."""
         for block in no_cuda_branch(self.ctx, node):
             for assign in iter_nodes(block, cst.Assign):
-                if _names_fallback(assign.value):
+                if names_fallback(assign.value):
                     return FALLBACK, f"`{code_of(assign.targets[0].target)} = {code_of(assign.value)}`"
         return None, ""
 
@@ -1014,23 +1015,6 @@ def _variable_fields(scope: cst.CSTNode, name: str) -> list[str] | None:
     if not reads or any(n not in bases for n in reads):
         return None
     return [bases[n] for n in reads]
-
-
-def _names_fallback(value: cst.BaseExpression) -> bool:
-    """``Backend.torch``, ``"sdpa"``, ``EagerAttention()``: a value named for a pure-PyTorch
-    implementation (``[feature_switches] fallbacks``; not ``torch.float32``, whose last name decides)."""
-    func = value.func if isinstance(value, cst.Call) else value
-    name = (
-        func.attr.value
-        if isinstance(func, cst.Attribute)
-        else func.value
-        if isinstance(func, cst.Name)
-        else string_value(func)
-        if isinstance(func, cst.SimpleString)
-        else None
-    )
-    words = table("torch_cuda_api")["feature_switches"]["fallbacks"]
-    return bool(name) and re.fullmatch(r"[\w-]+", name) is not None and any(t in words for t in name_tokens(name))
 
 
 def _target_name(target: cst.BaseExpression) -> str | None:

@@ -22,7 +22,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import no_cuda_branch
+from cuda2npu.families.cuda_gates import names_fallback, no_cuda_branch
 from cuda2npu.families.device.device_strings import cuda_required, is_index, npu_index
 from cuda2npu.families.device.receivers import (
     TENSORDICT,
@@ -276,6 +276,8 @@ class CudaMethodCall(Rule):
         callee = kernel_call(self.ctx, node) if tests else None
         if callee is not None and _falls_back(self.ctx, node):
             self._says_cuda_only.update(tests)  # an NPU tensor takes the fallback: left, unreported
+        elif tests and isinstance(node, cst.If) and _pytorch_fallback(self.ctx, node):
+            self._says_cuda_only.update(tests)  # `else: out = multi_scale_deformable_attn_pytorch(...)`
         elif tests and isinstance(node, cst.If) and cuda_required(node):
             self._says_cuda_only.update(tests)  # `if not q.is_cuda: return False, "X is CUDA-only"`: left, unreported
         elif callee is not None:
@@ -367,6 +369,14 @@ def _falls_back(ctx, node: cst.If | cst.IfExp) -> bool:
         return not _raises(block.body[0] if block.body else None)
     following = TreeIndex.of(ctx).following(node)
     return bool(following) and not _raises(following[0])
+
+
+def _pytorch_fallback(ctx, node: cst.If) -> bool:
+    """The branch an NPU tensor takes calls a pure-PyTorch implementation named so (InternImage's
+    ``else: output = multi_scale_deformable_attn_pytorch(...)`` after ``if ... value.is_cuda:``
+    ``MultiScaleDeformableAttnFunction_fp32.apply(...)``, a kernel of another module): that is what
+    the test is there to choose, and an NPU tensor takes it, as before the migration."""
+    return any(names_fallback(call.func) for block in no_cuda_branch(ctx, node) for call in iter_nodes(block, cst.Call))
 
 
 def _raises(statement: cst.CSTNode | None) -> bool:
