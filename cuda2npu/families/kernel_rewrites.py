@@ -140,6 +140,9 @@ class ModuleFacts(cst.CSTVisitor):
         self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
         self._not_uses: set[int] = set()  # ids of the names that are attribute or keyword names
+        self.used_in: dict[str, set[cst.CSTNode]] = {}  # name → the bodies of the functions reading it
+        self._functions: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
+        self._function_bodies: set[cst.CSTNode] = set()
 
     @classmethod
     def of(cls, module: cst.Module, skip: frozenset = frozenset()) -> "ModuleFacts":
@@ -158,10 +161,13 @@ class ModuleFacts(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         body = node.body
         self._block_stack.append(body)
+        self._functions.append(body)
+        self._function_bodies.add(body)
         self.block_sizes[body] = len(body.body) if isinstance(body, cst.IndentedBlock) else 0
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._block_stack.pop()
+        self._functions.pop()
 
     def _other_block(self, node: cst.CSTNode) -> None:
         self._block_stack.append(node)
@@ -241,13 +247,19 @@ class ModuleFacts(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self._not_uses:
             self.used_names.add(node.value)
+            self.used_in.setdefault(node.value, set()).update(self._functions)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
         if value is not None and value.isidentifier():
             self.string_values.add(value)  # `__all__ = ["flash_attn_func"]` re-exports a name
 
-    def is_used(self, name: str) -> bool:
+    def is_used(self, name: str, block: cst.CSTNode | None = None) -> bool:
+        """Whether ``name`` is read in the file, or, for an import in a function's body ``block``, in
+        that function (EasyContext's ``test_gqa`` imports ``flash_attn_func`` for itself while the
+        module binds the same name through a ``try`` of its own)."""
+        if block is not None and block in self._function_bodies:
+            return block in self.used_in.get(name, ())
         return name in self.used_names or name in self.string_values
 
 
@@ -496,7 +508,7 @@ def plan_import_removals(
         if not all(full.split(".")[0] in packages for _, full in names) or REEXPORT.search(code_of(statement)):
             continue
         bound = (bound_name(a, small) for a, _ in names)
-        unused = tuple(b for b in bound if b and not facts.is_used(b) and not keep(small, b))
+        unused = tuple(b for b in bound if b and not facts.is_used(b, block) and not keep(small, b))
         if unused:
             per_block.setdefault(block, []).append((statement, small, unused, len(unused) == len(names)))
     removals: dict[cst.CSTNode, tuple[str, ...]] = {}
