@@ -258,9 +258,7 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
                 if qualified and _project_triton(ctx, qualified):
                     found = f"`{qualified}`", TRITON_KERNEL
-                elif (
-                    qualified == CUDA_EXTENSION_BUILDER
-                ):  # setup.py: `if torch.cuda.is_available(): ext = CUDAExtension`
+                elif qualified == CUDA_EXTENSION_BUILDER:  # setup.py: `extension = CUDAExtension`
                     found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
@@ -285,8 +283,8 @@ def cuda_branch(ctx, node: cst.If | cst.IfExp) -> list[cst.CSTNode]:
     ``return``/``raise`` and there is none, the statements after the ``if``) when its being false
     does (``not x.is_cuda``, ``not HAS_KNN or y``); the body too when its CUDA tests all count for it
     without deciding it (``CUDA_HOME is not None and (torch.cuda.is_available() or arch_list)``: CUDA
-    opens it); nothing when neither (``x and not torch.cuda.is_available()``). A test with no CUDA test in it (a flag set from ``.is_cuda``) is
-    taken as one, negated by a leading ``not``."""
+    opens it); nothing when neither (``x and not torch.cuda.is_available()``). A test with no CUDA
+    test in it (a flag set from ``.is_cuda``) is taken as one, negated by a leading ``not``."""
     true, false = _means_cuda(ctx, node.test)
     if true is None:  # no CUDA test recognized
         true, false = not _negated(node.test), _negated(node.test)

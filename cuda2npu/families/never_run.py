@@ -263,7 +263,7 @@ def capability_flags(ctx) -> frozenset[str]:
     if ctx.text is not None and b"get_device_capability" not in ctx.text and b"get_device_properties" not in ctx.text:
         return frozenset()
     names: set[str] = set()
-    assigns = [a for a in iter_nodes(ctx.module, cst.Assign)]
+    assigns = list(iter_nodes(ctx.module, cst.Assign))
     for _ in range(3):  # follow `major` into `SM90_AVAILABLE = major >= 9`
         for assign in assigns:
             if any(_reads_capability(ctx, node, names) for node in iter_nodes(assign.value, (cst.Call, cst.Name))):

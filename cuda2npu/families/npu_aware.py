@@ -57,6 +57,7 @@ import re
 import libcst as cst
 
 from cuda2npu.core.feature_words import CUDA_WORD
+from cuda2npu.core.imports import bound_name
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
@@ -399,32 +400,32 @@ def _rebound_for_npu(statement: cst.CSTNode, following: list[cst.CSTNode]) -> bo
     import binds, which is the CUDA side."""
     if not isinstance(statement, cst.SimpleStatementLine):
         return False
-    bound = {
-        (alias.asname.name if alias.asname else alias.name).value
-        for small in statement.body
-        if isinstance(small, cst.ImportFrom)
-        and (dotted_name(small.module) or "").startswith("torch.cuda")
-        and not isinstance(small.names, cst.ImportStar)
-        for alias in small.names
-        if isinstance(alias.asname.name if alias.asname else alias.name, cst.Name)
-    }
+    bound = _names_from(statement.body, ("torch.cuda",))
     if not bound:
         return False
     for later in following:
-        npu_branch = isinstance(later, cst.If) and _detects_npu(later.test)
-        if not npu_branch and not isinstance(later, cst.Try):
+        if isinstance(later, cst.If) and _detects_npu(later.test):
+            rebound = _names_from(iter_nodes(later.body, cst.ImportFrom), ("",))
+        elif isinstance(later, cst.Try):
+            rebound = _names_from(iter_nodes(later.body, cst.ImportFrom), ("torch.npu", "torch_npu"))
+        else:
             continue
-        rebound = {
-            (alias.asname.name if alias.asname else alias.name).value
-            for node in iter_nodes(later.body, cst.ImportFrom)
-            if not isinstance(node.names, cst.ImportStar)
-            and (npu_branch or (dotted_name(node.module) or "").startswith(("torch.npu", "torch_npu")))
-            for alias in node.names
-            if isinstance(alias.asname.name if alias.asname else alias.name, cst.Name)
-        }
         if bound <= rebound:
             return True
     return False
+
+
+def _names_from(nodes, modules: tuple[str, ...]) -> set[str]:
+    """The names the ``from <module> import ...`` statements among ``nodes`` bind, for modules starting
+    with one of ``modules`` ("" : any)."""
+    return {
+        bound_name(alias, node)
+        for node in nodes
+        if isinstance(node, cst.ImportFrom)
+        and not isinstance(node.names, cst.ImportStar)
+        and (dotted_name(node.module) or "").startswith(modules)
+        for alias in node.names
+    }
 
 
 def _cuda_else(chain: cst.If) -> cst.CSTNode | None:
