@@ -8,7 +8,8 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
   call's keyword, ``dict(attn_implementation=...)``, a ``{"attn_implementation": ...}`` dict,
   ``config._attn_implementation = ...``, through a same-file variable, parameter default, argparse
   default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36), ``"eager"`` where the
-  torch pin predates 2.1.1 (transformers' sdpa raises there).
+  torch pin predates 2.1.1 (transformers' sdpa raises there) or where the file answers ``== "sdpa"``
+  with ``"flash_attention_2"`` (a part of its model has no SDPA: Aria's vision tower).
 - NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` (or ``"eager"``,
   as above) where the pin guarantees 4.36.0, else a manual item.
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
@@ -73,6 +74,7 @@ class FlashAttention2(Rule):
         super().__init__(ctx)
         self._done: set[cst.CSTNode] = set()
         self._packing: bool | None = None
+        self._no_sdpa: bool | None = None  # the file sends `sdpa` to flash_attention_2 (_refuses_sdpa)
 
     def _active(self) -> bool:
         return not guaranteed(self.options, FA2_ON_NPU)
@@ -166,6 +168,8 @@ class FlashAttention2(Rule):
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
             value, why = fa2_replacement(self.options)
+            if self._refuses_sdpa():
+                value, why = "eager", "this file sends `sdpa` to flash_attention_2: a part of its model has no SDPA"
             message = (
                 f'`attn_implementation="{FA2}"` raises on an NPU host before transformers {FA2_ON_NPU} '
                 f'({pin_text(self.options)}): "{value}" ({why}); transformers >= {FA2_ON_NPU} keeps "{FA2}" on '
@@ -195,6 +199,18 @@ class FlashAttention2(Rule):
             f"{ATTN_IMPLEMENTATION}) or remove it, or require transformers >= {FA2_ON_NPU}"
         )
         self.report("NPU902", flag, message, tier=Tier.MANUAL)
+
+    def _refuses_sdpa(self) -> bool:
+        """The file answers ``== "sdpa"`` with ``"flash_attention_2"`` (Aria's config: "SDPA is not
+        supported for vit, using flash_attention_2 instead"): SDPA would fail there, eager runs."""
+        if self._no_sdpa is None:
+            self._no_sdpa = any(
+                any(string_value(c.comparator) == "sdpa" for c in node.test.comparisons)
+                and any(string_value(s) == FA2 for s in iter_nodes(node.body, cst.SimpleString))
+                for node in iter_nodes(self.ctx.module, cst.If)
+                if isinstance(node.test, cst.Comparison)
+            )
+        return self._no_sdpa
 
     def _packs(self) -> bool:
         """The file packs sequences without padding: ``DataCollatorWithFlattening``, or a model called
