@@ -83,7 +83,11 @@ DEVICE_CALLS = {
     "torch.distributed._tensor.device_mesh.DeviceMesh",
 }
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
-DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
+DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}
+CTRANSLATE2_CALLS = (
+    "faster_whisper.",
+    "ctranslate2.",
+)  # CTranslate2's runtimes: their device is no torch device  # torch's device types (a table keyed by them)
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
 ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
@@ -361,6 +365,8 @@ class DeviceStrings(Rule):
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and self._device_side(node.func.value, positional[0]):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
+        if qualified.startswith(CTRANSLATE2_CALLS):  # before the `device=` keywords: not a torch device
+            self._other_runtime(node, qualified)
         callee = self._own_callee(node.func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
@@ -385,6 +391,24 @@ class DeviceStrings(Rule):
                 self._rewrite(arg.value, why=f"`{arg.keyword.value}=` (a device parameter of the project's functions)")
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
+
+    def _other_runtime(self, node: cst.Call, qualified: str) -> None:
+        """``WhisperModel(size, device="cuda")`` (faster-whisper): CTranslate2's device, "cpu", "cuda" or
+        "auto" (docs/reference/kernel_libraries.md): it has no NPU backend, so "npu" raises ValueError;
+        marked, the value kept."""
+        arg = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+        value = string_value(arg.value) if arg is not None else None
+        if value is None or not DEVICE_STRING.fullmatch(value) or is_cuda_alternative(self.ctx, arg.value):
+            return
+        self._seen.add(arg.value)
+        self.report(
+            "NPU109",
+            arg.value,
+            f"`{qualified.rpartition('.')[2]}(device={value!r})` is CTranslate2's device (cpu, cuda or auto), not "
+            'torch\'s: it has no NPU backend, and "npu" raises ValueError; on an NPU host run it with '
+            'device="cpu" (compute_type="int8"), or use another runtime',
+            tier=Tier.MANUAL,
+        )
 
     def _option(self, node: cst.Call, positional: list, default: str, choices: str | None) -> None:
         """``--device`` options: argparse/click defaults and choices, absl ``DEFINE_*("device", "cuda")``."""
