@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 
-from cli_helpers import cli
+from cli_helpers import cli, write
 
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.families.gated_kernels import kernels_behind_cuda_gates, triton_functions
+from cuda2npu.families.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 
 KERNELS = """\
 import triton
@@ -181,3 +181,81 @@ def test_a_project_kernel_keeps_its_cuda_test(tmp_path):
     assert "is_npu" not in cli("migrate", tmp_path / "pkg" / "use.py", "--diff", "--allow-dirty").output
     (tmp_path / "pkg" / "routes.py").unlink()
     assert "is_npu" in cli("migrate", tmp_path / "pkg" / "use.py", "--diff", "--allow-dirty").output
+
+
+DETECTRON_NMS = """
+import torch
+
+
+def nms_rotated(boxes, scores, iou_threshold):
+    return torch.ops.detectron2.nms_rotated(boxes, scores, iou_threshold)
+
+
+def batched_nms_rotated(boxes, scores, idxs, iou_threshold):
+    return nms_rotated(boxes + idxs[:, None], scores, iou_threshold)
+
+
+def plain(boxes):
+    return torch.ops.aten.relu(boxes)
+"""
+
+DEFORM = """
+from torch.autograd import Function
+
+try:
+    from detectron2 import _C
+except ImportError:
+    _C = None
+
+
+class _DeformConv(Function):
+    @staticmethod
+    def forward(ctx, x, offset):
+        return _C.deform_conv_forward(x, offset)
+
+
+deform_conv = _DeformConv.apply
+
+
+class DeformConv:
+    def forward(self, x, offset):
+        return deform_conv(x, offset)
+"""
+
+
+def test_extension_functions_follow_callers_classes_aliases_and_reexports(tmp_path):
+    """detectron2's rotated NMS and deformable conv (issue 32, round 12): the project functions and
+    classes that reach its compiled operators, by qualified name and under the names a package's
+    __init__ re-exports them."""
+    texts = {
+        tmp_path / "detectron2" / "__init__.py": b"",
+        tmp_path / "detectron2" / "layers" / "__init__.py": b"from .nms import batched_nms_rotated\n",
+        tmp_path / "detectron2" / "layers" / "nms.py": DETECTRON_NMS.encode(),
+        tmp_path / "detectron2" / "layers" / "deform_conv.py": DEFORM.encode(),
+    }
+    assert extension_functions(texts, ("detectron2._C",)) == (
+        "detectron2.layers.batched_nms_rotated",
+        "detectron2.layers.deform_conv.DeformConv",
+        "detectron2.layers.deform_conv._DeformConv",
+        "detectron2.layers.deform_conv.deform_conv",
+        "detectron2.layers.nms.batched_nms_rotated",
+        "detectron2.layers.nms.nms_rotated",
+    )
+
+
+def test_a_skip_guard_over_a_test_of_extension_ops_stays_cuda(tmp_path):
+    write(tmp_path / "detectron2" / "__init__.py", "")
+    write(tmp_path / "detectron2" / "layers" / "__init__.py", "from .nms import batched_nms_rotated\n")
+    write(tmp_path / "detectron2" / "layers" / "nms.py", DETECTRON_NMS)
+    test = write(
+        tmp_path / "tests" / "test_nms.py",
+        "import unittest\n\nimport torch\n\nfrom detectron2.layers import batched_nms_rotated\n\n\n"
+        "class TestNMS(unittest.TestCase):\n    def test_nms_cpu(self, device='cpu'):\n"
+        "        boxes = torch.rand(4, 5, device=device)\n"
+        "        batched_nms_rotated(boxes, torch.rand(4, device=device), torch.zeros(4, device=device), 0.5)\n\n"
+        "    @unittest.skipIf(not torch.cuda.is_available(), 'CUDA not available')\n"
+        "    def test_nms_cuda(self):\n        self.test_nms_cpu(device='cuda')\n",
+    )
+    cli("migrate", tmp_path)
+    text = test.read_text()
+    assert "skipIf(not torch.cuda.is_available()" in text and "device='cuda'" in text

@@ -109,6 +109,8 @@ class ProjectFacts:
     kernels_behind_cuda_gates: tuple[str, ...] = ()
     # "module.function" of its Triton kernels and the functions launching one (gated_kernels.py)
     triton_functions: tuple[str, ...] = ()
+    # "module.function" of its functions calling its compiled extension's operators (gated_kernels.py)
+    extension_functions: tuple[str, ...] = ()
     # "module.function" of its functions answering whether torch is a CUDA or ROCm build (build_probes.py)
     build_probes: tuple[str, ...] = ()
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)

@@ -63,7 +63,8 @@ CUDA_EXTENSION_BUILDER = "torch.utils.cpp_extension.CUDAExtension"
 # the CUDA compute capability's readers: torch_npu answers None (docs/reference/torch_npu.md §4.2)
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
 EXTENSION = "a compiled CUDA extension"
-TRITON_KERNEL = "a Triton kernel of the project (or a function launching one), written for CUDA GPUs"
+# a Triton kernel of the project, a function launching one, or one calling its compiled extension's operators
+PROJECT_KERNEL = "a kernel of the project, written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
     "a CUDA stream's raw cudaStream_t, for native code; a torch_npu stream has no `.cuda_stream`, "
     "its handle is `.npu_stream`, an aclrtStream: docs/reference/torch_npu.md §4.2"
@@ -129,22 +130,24 @@ def _import_use(ctx, node: cst.Import | cst.ImportFrom) -> tuple[str, str] | Non
             if EXTENSION_NAME.fullmatch(candidate):
                 return _spelled(node, f"import {candidate}"), EXTENSION
         if module and any(_project_triton(ctx, f"{module}.{n}", relative=True) for n in names):
-            return _spelled(node, f"from .{module} import ..."), TRITON_KERNEL
+            return _spelled(node, f"from .{module} import ..."), PROJECT_KERNEL
         return None
     for candidate in [module, *(f"{module}.{n}" for n in names)]:
         note = _module_reason(candidate, options)
         if note:
             return _spelled(node, f"from {module} import ..."), note
     if any(_project_triton(ctx, f"{module}.{n}") for n in names):
-        return _spelled(node, f"from {module} import ..."), TRITON_KERNEL
+        return _spelled(node, f"from {module} import ..."), PROJECT_KERNEL
     return None
 
 
 def _project_triton(ctx, name: str, relative: bool = False) -> bool:
     """``name`` (``pkg.kernels.launch``) is a Triton kernel of the project or a function launching one,
-    defined in another file (``ProjectFacts.triton_functions``); ``relative``: a relative import's
-    ``kernels.launch``, which ends such a name."""
-    functions = ctx.options.project.triton_functions
+    or a function of the project calling its compiled extension's operators (detectron2's
+    ``nms_rotated``: CPU and CUDA kernels only), defined in another file (``ProjectFacts.triton_functions``,
+    ``extension_functions``); ``relative``: a relative import's ``kernels.launch``, which ends such a name."""
+    project = ctx.options.project
+    functions = (*project.triton_functions, *project.extension_functions)
     return name in functions or (relative and any(f.endswith(f".{name}") for f in functions))
 
 
@@ -251,13 +254,13 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
                 if qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
-                    found = f"`{qualified}`", TRITON_KERNEL
+                    found = f"`{qualified}`", PROJECT_KERNEL
             elif node in skipped:
                 continue
             else:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
                 if qualified and _project_triton(ctx, qualified):
-                    found = f"`{qualified}`", TRITON_KERNEL
+                    found = f"`{qualified}`", PROJECT_KERNEL
                 elif qualified == CUDA_EXTENSION_BUILDER:  # setup.py: `extension = CUDAExtension`
                     found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
                 elif qualified:
@@ -269,7 +272,7 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                     if module and EXTENSION_NAME.fullmatch(module):
                         found = f"`{node.value}`", EXTENSION
                     elif module and _project_triton(ctx, f"{module}.{node.value}", relative=True):
-                        found = f"`{node.value}`", TRITON_KERNEL  # `from .kernels import launch`
+                        found = f"`{node.value}`", PROJECT_KERNEL  # `from .kernels import launch`
                     else:
                         found = None
             if found:
@@ -323,7 +326,25 @@ def skipped_cuda_use(ctx, call: cst.Call) -> tuple[str, str] | None:
         return None
     true, false = _means_cuda(ctx, call.args[0].value)
     runs_on_cuda = false if skips_when_true else true
-    return cuda_only_use(ctx, [definition.body]) if runs_on_cuda else None
+    return cuda_only_use(ctx, [definition.body, *_methods_called(ctx, definition)]) if runs_on_cuda else None
+
+
+def _methods_called(ctx, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
+    """The bodies of the methods of its class a test method calls through ``self`` (detectron2's
+    ``def test_nms_cuda(self): self.test_nms_cpu(device="cuda")``)."""
+    owner = TreeIndex.of(ctx).parents.get(TreeIndex.of(ctx).parents.get(definition))
+    if not isinstance(definition, cst.FunctionDef) or not isinstance(owner, cst.ClassDef):
+        return []
+    called = {
+        call.func.attr.value
+        for call in iter_nodes(definition.body, cst.Call)
+        if isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) == "self"
+    }
+    return [
+        method.body
+        for method in owner.body.body
+        if isinstance(method, cst.FunctionDef) and method.name.value in called and method is not definition
+    ]
 
 
 def _decorated(ctx, call: cst.Call) -> cst.FunctionDef | cst.ClassDef | None:

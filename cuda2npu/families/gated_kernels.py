@@ -33,6 +33,7 @@ import re
 from pathlib import Path
 
 from cuda2npu.core.feature_words import CUDA_WORD
+from cuda2npu.families.kernel_switch import TORCH_OPS
 from cuda2npu.families.never_run import CUDA_MARK_WORDS
 from cuda2npu.families.project_imports import absolute_module, module_names
 
@@ -91,6 +92,105 @@ def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
         module = modules.get(path, path.stem)
         found.extend(f"{module}.{name}" for name in kernels | launchers)
     return tuple(sorted(found))
+
+
+def extension_functions(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``module.name`` of each module-level function or class of the project that calls an operator of a
+    compiled extension (``torch.ops.detectron2.nms_rotated(...)``, not torch's or torch_npu's own
+    namespaces; a function of a module its setup.py builds, ``extensions``, ``_C.nms(...)`` after
+    ``from detectron2 import _C``) or a function of its file that does, and the
+    names a package's ``__init__.py`` re-exports them under (``detectron2.layers.nms_rotated``),
+    sorted: the ops have CPU and CUDA kernels only, so an NPU tensor must not reach them (a skip guard
+    over a test calling one stays CUDA's: families/cuda_gates.py ``cuda_only_use``)."""
+    modules = None
+    found: set[str] = set()
+    for path, text in texts.items():
+        if b"torch.ops." not in text and b"_C" not in text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        definitions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef))]
+        bound = _extension_names(tree, extensions)
+        names: set[str] = set()
+        while True:  # and the functions and classes of the file calling those (`batched_nms_rotated`)
+            more = {f.name for f in definitions if f.name not in names and _calls_extension(f, bound, names)}
+            more |= _aliases(tree, names | more) - names
+            if not more:
+                break
+            names |= more
+        if names:
+            modules = module_names(list(texts)) if modules is None else modules
+            found.update(f"{modules.get(path, path.stem)}.{name}" for name in names)
+    if found:
+        found |= _reexports(texts, modules or module_names(list(texts)), found)
+    return tuple(sorted(found))
+
+
+def _extension_names(tree: ast.Module, extensions: tuple[str, ...]) -> set[str]:
+    """The names a file binds to one of the project's compiled extensions (``from detectron2 import
+    _C``, ``import tensormask._C as ext``), and the extensions' own dotted names."""
+    names = set(extensions)
+    for node in ast.walk(tree):  # also in a `try` (detectron2's `try: from detectron2 import _C`)
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.update(a.asname or a.name for a in node.names if f"{node.module}.{a.name}" in extensions)
+        elif isinstance(node, ast.Import):
+            names.update(a.asname or a.name for a in node.names if a.name in extensions)
+    return names
+
+
+def _aliases(tree: ast.Module, names: set[str]) -> set[str]:
+    """Module-level names assigned one of ``names`` or its ``apply`` (``deform_conv = _DeformConv.apply``)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = (
+                node.value.value if isinstance(node.value, ast.Attribute) and node.value.attr == "apply" else node.value
+            )
+            if isinstance(value, ast.Name) and value.id in names:
+                found.add(node.targets[0].id)
+    return found
+
+
+def _calls_extension(definition: ast.FunctionDef | ast.ClassDef, extensions: set[str], local: set[str]) -> bool:
+    """``definition`` (a function, or any method of a class) calls an operator of a custom ``torch.ops``
+    namespace or of a compiled extension (``extensions``: the names bound to one), or a function, class
+    or alias of its file among ``local`` (``Cls.apply`` too)."""
+    for node in ast.walk(definition):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "apply" else node.func
+        if isinstance(func, ast.Name) and func.id in local:
+            return True
+        parts = ast.unparse(node.func).split(".")
+        if parts[:2] == ["torch", "ops"] and len(parts) > 3 and parts[2] not in TORCH_OPS:
+            return True
+        if len(parts) > 1 and ".".join(parts[:-1]) in extensions:
+            return True
+    return False
+
+
+def _reexports(texts: dict[Path, bytes], modules: dict[Path, str], functions: set[str]) -> set[str]:
+    """``package.name`` for each ``from .module import name`` of a package's ``__init__.py`` naming one
+    of ``functions``."""
+    found = set()
+    for path, text in texts.items():
+        if path.name != "__init__.py" or path not in modules:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                source = absolute_module(modules[path], True, node.level, node.module or "")
+                found.update(
+                    f"{modules[path]}.{alias.asname or alias.name}"
+                    for alias in node.names
+                    if f"{source}.{alias.name}" in functions
+                )
+    return found
 
 
 def _kernel_files(texts: dict[Path, bytes]) -> list[Path]:

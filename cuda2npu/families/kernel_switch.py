@@ -43,7 +43,7 @@ KERNEL_WORDS = {
     "custom_op",
 }
 TRITON_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
-TORCH_OPS = ("aten", "prims", "npu")  # torch.ops namespaces of torch's and torch_npu's own operators
+TORCH_OPS = ("aten", "prims", "npu", "c10d", "profiler", "higher_order")  # torch's and torch_npu's own torch.ops
 EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 EXT_NAME = re.compile(r"[A-Za-z0-9]\w*_ext")  # `pointops_ext`; a bare `_ext` is one when setup.py builds it
 
