@@ -109,6 +109,8 @@ class ProjectFacts:
     kernels_behind_cuda_gates: tuple[str, ...] = ()
     # "module.function" of its Triton kernels and the functions launching one (gated_kernels.py)
     triton_functions: tuple[str, ...] = ()
+    # (module, what fails) of its modules that fail at import on an NPU host, also through others (failing_modules.py)
+    failing_modules: tuple[tuple[str, str], ...] = ()
     # "module.function" of its functions calling its compiled extension's operators (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
     # "module.function" of its functions answering whether torch is a CUDA or ROCm build (build_probes.py)

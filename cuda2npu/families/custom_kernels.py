@@ -342,6 +342,8 @@ class CudaOnlyImports(Rule):
             for alias in node.names:
                 self._library(alias, dotted_name(alias.name) or "")
         self._cuda_only(node, [dotted_name(alias.name) or "" for alias in node.names])
+        for alias in node.names:
+            self._failing_project_module(node, dotted_name(alias.name) or "")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is None or node.relative or is_cuda_alternative(self.ctx, node):
@@ -352,6 +354,24 @@ class CudaOnlyImports(Rule):
         if not any(self._depth.values()):
             self._library(node, *candidates)
         self._cuda_only(node, candidates)
+        self._failing_project_module(node, module)
+
+    def _failing_project_module(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
+        """NPU606 at the first module-level import of a project module that fails at import on an NPU
+        host (project fact ``failing_modules``: VideoMamba's models importing its vendored
+        ``mamba_ssm``, which imports ``selective_scan_cuda``), in a file with no NPU606 marker yet."""
+        failing = dict(self.options.project.failing_modules)
+        parts = module.split(".")
+        found = next((".".join(parts[:n]) for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in failing), None)
+        if found is None or self._marked or any(self._depth.values()) or not self._module_level():
+            return
+        self._marked.add(found.split(".")[0])
+        self.report(
+            "NPU606",
+            node,
+            f"`{found}` cannot be imported on an NPU host: through the project's imports it reaches "
+            f"`{failing[found]}`, which fails there; port (or guard) that import, and this one works again",
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         """``importlib.import_module("fused_mix_prec_layer_norm_cuda")`` (Megatron-DeepSpeed's fused layer

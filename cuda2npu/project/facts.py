@@ -20,6 +20,7 @@ from cuda2npu.families.build_probes import build_probes
 from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
 from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
 from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
+from cuda2npu.families.failing_modules import failing_modules
 from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.families.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 from cuda2npu.families.project_imports import imported_names
@@ -56,7 +57,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     files pass to torch.distributed as the backend (families/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
     launchers and its functions calling its compiled extensions' operators, by qualified name
-    (families/gated_kernels.py), its functions answering whether torch is
+    (families/gated_kernels.py), its modules that fail at import on an NPU host, also through other
+    modules (families/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build (families/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (families/vllm_adapters.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
@@ -84,6 +86,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
         extension_functions=extension_functions(texts, extensions),
+        failing_modules=failing_modules(texts, extensions),
         build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
     )

@@ -1,0 +1,44 @@
+"""The project's modules that fail at import on an NPU host, also through other modules (a project fact,
+cuda2npu/families/failing_modules.py): VideoMamba's models import its vendored ``mamba_ssm``, whose
+``__init__`` imports a module importing the compiled ``selective_scan_cuda``; each file importing one
+such module at module level gets NPU606 at that import."""
+
+from __future__ import annotations
+
+from cli_helpers import cli, write
+
+from cuda2npu.families.failing_modules import failing_modules
+
+INTERFACE = "import torch\nimport selective_scan_cuda\n\n\ndef scan(x):\n    return selective_scan_cuda.fwd(x)\n"
+
+
+def test_failing_modules_follow_module_level_imports_and_packages(tmp_path):
+    texts = {
+        tmp_path / "mamba_ssm" / "__init__.py": b"from mamba_ssm.ops.interface import scan\n",
+        tmp_path / "mamba_ssm" / "ops" / "__init__.py": b"",
+        tmp_path / "mamba_ssm" / "ops" / "interface.py": INTERFACE.encode(),
+        tmp_path / "mamba_ssm" / "ops" / "triton" / "__init__.py": b"",
+        tmp_path / "mamba_ssm" / "ops" / "triton" / "layernorm.py": b"import torch\n",
+        tmp_path / "models" / "__init__.py": b"",
+        tmp_path / "models" / "videomamba.py": b"from mamba_ssm.ops.triton.layernorm import rms\n",
+        tmp_path / "models" / "guarded.py": b"try:\n    import mamba_ssm\nexcept ImportError:\n    mamba_ssm = None\n",
+        tmp_path / "train.py": b"def main():\n    import mamba_ssm\n",
+    }
+    assert failing_modules(texts) == (
+        ("mamba_ssm", "selective_scan_cuda"),
+        ("mamba_ssm.ops.interface", "selective_scan_cuda"),
+        ("models.videomamba", "selective_scan_cuda"),  # importing a submodule runs mamba_ssm/__init__.py
+    )
+
+
+def test_an_import_of_a_failing_project_module_is_marked(tmp_path):
+    write(tmp_path / "mamba_ssm" / "__init__.py", "from mamba_ssm.ops.interface import scan\n")
+    write(tmp_path / "mamba_ssm" / "ops" / "__init__.py", "")
+    write(tmp_path / "mamba_ssm" / "ops" / "interface.py", INTERFACE)
+    model = write(
+        tmp_path / "models" / "videomamba.py", "import torch\nfrom mamba_ssm import scan\n\nx = torch.ones(2)\n"
+    )
+    cli("migrate", tmp_path)
+    text = model.read_text()
+    assert "NPU606 `mamba_ssm` cannot be imported on an NPU host" in text and "`selective_scan_cuda`" in text
+    assert "NPU606" in (tmp_path / "mamba_ssm" / "ops" / "interface.py").read_text()  # the import itself
