@@ -17,13 +17,16 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from cuda2npu.families.cuda_only_modules import cuda_module, is_cuda_extension, unported_module
+from cuda2npu.families.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
 from cuda2npu.families.project_imports import absolute_module, module_names
 
 
 def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """``(module, what fails)`` for each module of the project that fails at import on an NPU host
     (see the module docstring), sorted; ``what fails``: the import at the end of the chain that does."""
+    words = tuple(name.rsplit(".", 1)[-1].encode() for name in extensions) + (b"_cuda", *_unported_roots())
+    if not any(word in text for text in texts.values() for word in words):
+        return ()  # no file names anything that fails at import: the import graph is not needed
     modules = module_names(list(texts))
     imports = {
         modules[path]: _module_level_imports(text, modules[path], path.name == "__init__.py")
@@ -35,6 +38,8 @@ def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) 
         bad = next((name for name in names if _cannot_import(name, extensions)), None)
         if bad is not None:
             failing[module] = bad
+    if not failing:
+        return ()
     while True:  # the modules importing a failing one, keyed to what fails at the end of the chain
         more = {}
         for module, names in imports.items():
@@ -60,6 +65,11 @@ def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[st
             base = absolute_module(module, is_package, node.level, node.module or "")
             found += [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
     return found
+
+
+def _unported_roots() -> tuple[bytes, ...]:
+    """The top-level modules of the unported packages of rules/tables/cuda_only_packages.toml."""
+    return tuple(root.encode() for root in cuda_module_roots() if unported_module(root))
 
 
 def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
