@@ -83,11 +83,8 @@ DEVICE_CALLS = {
     "torch.distributed._tensor.device_mesh.DeviceMesh",
 }
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
-DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}
-CTRANSLATE2_CALLS = (
-    "faster_whisper.",
-    "ctranslate2.",
-)  # CTranslate2's runtimes: their device is no torch device  # torch's device types (a table keyed by them)
+DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
+CTRANSLATE2_CALLS = ("faster_whisper.", "ctranslate2.")  # CTranslate2's runtimes: their device is no torch device
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
 ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
