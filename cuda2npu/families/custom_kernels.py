@@ -28,6 +28,7 @@ from cuda2npu.families.cuda_only_modules import (
     npu_release,
     unported_module,
 )
+from cuda2npu.families.failing_modules import failing_part
 from cuda2npu.families.kernel_rewrites import import_port, import_port_note
 from cuda2npu.families.never_run import torch_npu_fallbacks
 from cuda2npu.families.npu_aware import is_cuda_alternative
@@ -218,9 +219,11 @@ class CudaOnlyImports(Rule):
 
     @classmethod
     def triggers_for(cls, options) -> tuple[str, ...]:
-        """Also the extension modules the project's setup.py declares (``swin_window_process``): a
-        file importing one may not mention CUDA at all, or no longer once its other calls are migrated."""
+        """Also the extension modules the project's setup.py declares (``swin_window_process``) and the
+        packages of its modules that fail at import (``failing_modules``): a file importing one may not
+        mention CUDA at all, or no longer once its other calls are migrated."""
         declared = {module.rsplit(".", 1)[-1] for module in options.project.cuda_extensions}
+        declared |= {module.split(".")[0] for module, _ in options.project.failing_modules}
         return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared))
 
     def __init__(self, ctx) -> None:
@@ -361,8 +364,7 @@ class CudaOnlyImports(Rule):
         host (project fact ``failing_modules``: VideoMamba's models importing its vendored
         ``mamba_ssm``, which imports ``selective_scan_cuda``), in a file with no NPU606 marker yet."""
         failing = dict(self.options.project.failing_modules)
-        parts = module.split(".")
-        found = next((".".join(parts[:n]) for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in failing), None)
+        found = failing_part(module, failing)
         if found is None or self._marked or any(self._depth.values()) or not self._module_level():
             return
         self._marked.add(found.split(".")[0])

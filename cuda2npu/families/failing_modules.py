@@ -43,7 +43,7 @@ def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) 
     while True:  # the modules importing a failing one, keyed to what fails at the end of the chain
         more = {}
         for module, names in imports.items():
-            source = next((found for name in names if (found := _failing_part(name, failing))), None)
+            source = next((found for name in names if (found := failing_part(name, failing))), None)
             if module not in failing and source is not None:
                 more[module] = failing[source]
         if not more:
@@ -80,7 +80,7 @@ def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
     return found is not None and found[0] == "imports" and unported_module(name)
 
 
-def _failing_part(name: str, failing: dict[str, str]) -> str | None:
+def failing_part(name: str, failing: dict[str, str]) -> str | None:
     """The failing project module ``name`` is, or a package above it (whose ``__init__`` runs first)."""
     parts = name.split(".")
     return next((".".join(parts[:n]) for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in failing), None)
