@@ -15,6 +15,7 @@ not count: their imports go once their calls are migrated.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from cuda2npu.families.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
@@ -24,9 +25,11 @@ from cuda2npu.families.project_imports import absolute_module, module_names
 def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """``(module, what fails)`` for each module of the project that fails at import on an NPU host
     (see the module docstring), sorted; ``what fails``: the import at the end of the chain that does."""
-    words = tuple(name.rsplit(".", 1)[-1].encode() for name in extensions) + (b"_cuda", *_unported_roots())
-    if not any(word in text for text in texts.values() for word in words):
-        return ()  # no file names anything that fails at import: the import graph is not needed
+    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | set(_unported_roots()))
+    names = "|".join(words) or "(?!)"
+    candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
+    if not any(candidate.search(text) for text in texts.values()):
+        return ()  # no import line names anything that fails at import: the import graph is not needed
     modules = module_names(list(texts))
     imports = {
         modules[path]: _module_level_imports(text, modules[path], path.name == "__init__.py")
@@ -67,9 +70,9 @@ def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[st
     return found
 
 
-def _unported_roots() -> tuple[bytes, ...]:
+def _unported_roots() -> tuple[str, ...]:
     """The top-level modules of the unported packages of rules/tables/cuda_only_packages.toml."""
-    return tuple(root.encode() for root in cuda_module_roots() if unported_module(root))
+    return tuple(re.escape(root) for root in cuda_module_roots() if unported_module(root))
 
 
 def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
