@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -359,11 +360,16 @@ class CudaOnlyImports(Rule):
         self._cuda_only(node, candidates)
         self._failing_project_module(node, module)
 
+    @functools.cached_property
+    def _failing_modules(self) -> dict[str, str]:
+        """The project fact ``failing_modules`` as a mapping, built once a file."""
+        return dict(self.options.project.failing_modules)
+
     def _failing_project_module(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
         """NPU606 at the first module-level import of a project module that fails at import on an NPU
         host (project fact ``failing_modules``: VideoMamba's models importing its vendored
         ``mamba_ssm``, which imports ``selective_scan_cuda``), in a file with no NPU606 marker yet."""
-        failing = dict(self.options.project.failing_modules)
+        failing = self._failing_modules
         found = failing_part(module, failing)
         if found is None or self._marked or any(self._depth.values()) or not self._module_level():
             return
