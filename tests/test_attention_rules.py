@@ -6,11 +6,11 @@ import libcst as cst
 import pytest
 from helpers import dedent, migrate_text, without_markers
 
+from cuda2npu.analysis.kernel_rewrites import one_minus
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal
 from cuda2npu.core.options import Options
 from cuda2npu.core.torch_npu_target import parse_target
-from cuda2npu.families.kernel_rewrites import one_minus
 
 FLASH_CAUSAL = dedent(
     """

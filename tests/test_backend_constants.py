@@ -1,5 +1,5 @@
 """Module constants another project file passes to torch.distributed as the backend (a project fact,
-cuda2npu/families/backend_constants.py): NPU201 rewrites them where they are defined
+cuda2npu/analysis/backend_constants.py): NPU201 rewrites them where they are defined
 (mistral-finetune's `BACKEND = "nccl"`, read by train.py's `init_process_group(backend=BACKEND)`).
 The single-file behaviour is in the goldens (`distributed/backend_r8_imported_constant*`)."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 from cli_helpers import cli, write
 
+from cuda2npu.analysis.backend_constants import backend_constants
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.families.backend_constants import backend_constants
 
 DIST = 'import torch.distributed as dist\n\nBACKEND = "nccl"\nRAY_BACKEND = "nccl"\nOPTION = "nccl"\n'
 
@@ -41,14 +42,17 @@ def test_the_fact_follows_imports_into_torch_backend_positions(tmp_path):
     }
     texts = {tmp_path / name: text.encode() for name, text in files.items()}
     real = os.path.realpath(tmp_path)
-    assert backend_constants(texts) == (
+    assert backend_constants(PythonFiles(texts)) == (
         (os.path.join(real, "pkg", "dist.py"), ("BACKEND",)),
         (os.path.join(real, "pkg", "groups.py"), ("GROUP",)),
     )
 
 
 def test_no_caller_no_parse():
-    assert backend_constants({Path("a.py"): b'BACKEND = "nccl"\n', Path("b.py"): b"from a import BACKEND\n"}) == ()
+    assert (
+        backend_constants(PythonFiles({Path("a.py"): b'BACKEND = "nccl"\n', Path("b.py"): b"from a import BACKEND\n"}))
+        == ()
+    )
 
 
 def test_migrate_rewrites_the_constant_where_it_is_defined(tmp_path):

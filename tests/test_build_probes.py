@@ -1,5 +1,5 @@
 """The project's functions answering whether torch is a CUDA or ROCm build (a project fact,
-cuda2npu/families/build_probes.py): ``torch.version.cuda`` and ``torch.version.hip`` are None on the CPU
+cuda2npu/analysis/build_probes.py): ``torch.version.cuda`` and ``torch.version.hip`` are None on the CPU
 build torch_npu runs on, so what ``if _is_cuda():`` guards never runs on an NPU host and is left as
 written, in any file that calls the probe (xDiT's NVFP4 and ROCm paths)."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from cli_helpers import cli, write
 
-from cuda2npu.families.build_probes import build_probes
+from cuda2npu.analysis.build_probes import build_probes
+from cuda2npu.analysis.python_files import PythonFiles
 
 ENVS = """
 import torch
@@ -34,7 +35,7 @@ def test_the_fact_names_functions_whose_every_answer_is_a_build_fact(tmp_path):
         tmp_path / "other.py": b"import torch\n\n\ndef mixed(x):\n    if x:\n        return True\n"
         b"    return torch.version.cuda is not None\n",
     }
-    assert build_probes(texts) == ("pkg.envs._is_cuda", "pkg.envs._is_hip")
+    assert build_probes(PythonFiles(texts)) == ("pkg.envs._is_cuda", "pkg.envs._is_hip")
 
 
 def test_code_under_a_build_probe_is_left_in_every_file(tmp_path):

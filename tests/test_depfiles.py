@@ -944,7 +944,7 @@ def test_r8_unused_triton_pin_is_removed_an_imported_one_left(tmp_path):
 def test_r8_triton_is_no_cuda_only_distribution_and_onnxruntime_gpu_is_renamed(tmp_path):
     """whisper's platform-gated triton asks nothing (its import works on an NPU host, Triton-Ascend is
     the same module); LatentSync's onnxruntime-gpu is renamed even though only insightface imports it."""
-    from cuda2npu.families.cuda_only_modules import cuda_only_distribution
+    from cuda2npu.analysis.cuda_only_modules import cuda_only_distribution
     from cuda2npu.filekinds.distribution_facts import replacement
 
     assert cuda_only_distribution("triton") is None and replacement("triton") is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli_helpers import cli, write
 
-from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
+from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
 
 MONITOR = '''
 import torch

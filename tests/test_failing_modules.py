@@ -1,5 +1,5 @@
 """The project's modules that fail at import on an NPU host, also through other modules (a project fact,
-cuda2npu/families/failing_modules.py): VideoMamba's models import its vendored ``mamba_ssm``, whose
+cuda2npu/analysis/failing_modules.py): VideoMamba's models import its vendored ``mamba_ssm``, whose
 ``__init__`` imports a module importing the compiled ``selective_scan_cuda``; each file importing one
 such module at module level gets NPU606 at that import."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from cli_helpers import cli, write
 
-from cuda2npu.families.failing_modules import failing_modules
+from cuda2npu.analysis.failing_modules import failing_modules
+from cuda2npu.analysis.python_files import PythonFiles
 
 INTERFACE = "import torch\nimport selective_scan_cuda\n\n\ndef scan(x):\n    return selective_scan_cuda.fwd(x)\n"
 
@@ -24,7 +25,7 @@ def test_failing_modules_follow_module_level_imports_and_packages(tmp_path):
         tmp_path / "models" / "guarded.py": b"try:\n    import mamba_ssm\nexcept ImportError:\n    mamba_ssm = None\n",
         tmp_path / "train.py": b"def main():\n    import mamba_ssm\n",
     }
-    assert failing_modules(texts) == (
+    assert failing_modules(PythonFiles(texts)) == (
         ("mamba_ssm", "selective_scan_cuda"),
         ("mamba_ssm.ops.interface", "selective_scan_cuda"),
         ("models.videomamba", "selective_scan_cuda"),  # importing a submodule runs mamba_ssm/__init__.py

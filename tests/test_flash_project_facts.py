@@ -8,8 +8,8 @@ from pathlib import Path
 
 from helpers import dedent, migrate_text
 
+from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
 
 ROOT = Path("/project")
 

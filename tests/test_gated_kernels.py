@@ -1,5 +1,5 @@
 """Triton-kernel modules the project imports only behind a kept ``.is_cuda`` test (a project fact,
-cuda2npu/families/gated_kernels.py): NPU603 does not mark their kernels (whisper's ``triton_ops.py``,
+cuda2npu/analysis/gated_kernels.py): NPU603 does not mark their kernels (whisper's ``triton_ops.py``,
 imported under ``if x.is_cuda:`` and by ``dtw_cuda``, called only there and by a ``requires_cuda``
 test). The single-file behaviour is the golden ``custom_kernels/triton_kernels_r8_behind_cuda_gates``."""
 
@@ -9,8 +9,9 @@ import os
 
 from cli_helpers import cli, write
 
+from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.families.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 
 KERNELS = """\
 import triton
@@ -70,7 +71,7 @@ def test_path_cuda():
 
 def _facts(tmp_path, files: dict[str, str]) -> tuple[str, ...]:
     texts = {tmp_path / name: text.encode() for name, text in files.items()}
-    return kernels_behind_cuda_gates(texts)
+    return kernels_behind_cuda_gates(PythonFiles(texts))
 
 
 def _gated(tmp_path, name: str) -> tuple[str, ...]:
@@ -162,13 +163,13 @@ def test_triton_functions_name_kernels_and_launchers(tmp_path):
     """r9 (slime's deterministic_route_kernels.py): the kernels and the functions launching one, by
     qualified name; not the module's other helpers; a file outside a package under its own name."""
     texts = {tmp_path / "pkg" / "__init__.py": b"", tmp_path / "pkg" / "routes.py": ROUTES.encode()}
-    assert triton_functions(texts) == (
+    assert triton_functions(PythonFiles(texts)) == (
         "pkg.routes._gather_kernel",
         "pkg.routes._scatter_kernel",
         "pkg.routes.gather_rows",
     )
-    assert triton_functions({tmp_path / "routes.py": ROUTES.encode()})[-1] == "routes.gather_rows"
-    assert triton_functions({tmp_path / "plain.py": b"def f(x):\n    return x\n"}) == ()
+    assert triton_functions(PythonFiles({tmp_path / "routes.py": ROUTES.encode()}))[-1] == "routes.gather_rows"
+    assert triton_functions(PythonFiles({tmp_path / "plain.py": b"def f(x):\n    return x\n"})) == ()
 
 
 def test_a_project_kernel_keeps_its_cuda_test(tmp_path):
@@ -233,7 +234,7 @@ def test_extension_functions_follow_callers_classes_aliases_and_reexports(tmp_pa
         tmp_path / "detectron2" / "layers" / "nms.py": DETECTRON_NMS.encode(),
         tmp_path / "detectron2" / "layers" / "deform_conv.py": DEFORM.encode(),
     }
-    assert extension_functions(texts, ("detectron2._C",)) == (
+    assert extension_functions(PythonFiles(texts), ("detectron2._C",)) == (
         "detectron2.layers.batched_nms_rotated",
         "detectron2.layers.deform_conv.DeformConv",
         "detectron2.layers.deform_conv._DeformConv",

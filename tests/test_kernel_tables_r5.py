@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from helpers import dedent, migrate_text, options_of
 
-from cuda2npu.core.catalogue import table
-from cuda2npu.core.options import Options
-from cuda2npu.core.pins import CONSULTED
-from cuda2npu.families.cuda_only_modules import (
+from cuda2npu.analysis.cuda_only_modules import (
     cuda_module,
     cuda_only_distribution,
     npu_release,
     shadowing_modules,
     unported_module,
 )
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.options import Options
+from cuda2npu.core.pins import CONSULTED
 from cuda2npu.filekinds.depfiles import ProjectImports, check_text
 from cuda2npu.project.facts import project_facts
 

@@ -13,7 +13,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cuda2npu"
-LAYERS = ["templates", "core", "families", "filekinds", "project", "output", "emulation", "validation", "commands"]
+LAYERS = [
+    "templates",
+    "core",
+    "analysis",
+    "families",
+    "filekinds",
+    "project",
+    "output",
+    "emulation",
+    "validation",
+    "commands",
+]
 TOP_LEVEL = {"cuda2npu": "core", "cuda2npu.__main__": "commands"}  # the version constant; `python -m`
 INDEPENDENT = {"templates": set(), "emulation": {"emulation", "templates"}}  # layers that may import only these
 
@@ -76,26 +87,20 @@ def test_imports_flow_down(name):
     assert not upward, f"{name} ({own}) imports a higher or foreign layer: {upward}"
 
 
-FAMILY_PACKAGES = {
-    name.split(".")[2] for name, path in MODULES.items() if name.count(".") == 2 and path.name == "__init__.py"
-} - {"families"}
-
-
 def family_of(name: str) -> str | None:
-    """The rule family (subpackage) of a module of ``cuda2npu.families``, "shared" for the modules
-    at its top (analyses the families share, single-module families), None outside it."""
+    """The rule family of a module of ``cuda2npu.families``: its subpackage, or the module itself for a
+    one-module family; None outside the families."""
     parts = name.split(".")
     if len(parts) < 3 or parts[1] != "families":
         return None
-    return parts[2] if parts[2] in FAMILY_PACKAGES else "shared"
+    return parts[2]
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if family_of(n) is not None))
-def test_families_import_the_core_and_the_shared_modules_never_each_other(name):
-    """A family subpackage imports no other family; a shared module imports no family subpackage
-    (what two families need lives at the top of ``families/`` or in ``core/``)."""
+def test_families_import_the_core_and_the_analyses_never_each_other(name):
+    """A family imports ``core`` and ``analysis`` (what two families need lives there), never another family."""
     own = family_of(name)
-    wrong = sorted(target for target in GRAPH[name] if family_of(target) not in (None, "shared", own))
+    wrong = sorted(target for target in GRAPH[name] if family_of(target) not in (None, own))
     assert not wrong, f"{name} ({own}) imports another family: {wrong}"
 
 

@@ -133,7 +133,7 @@ def test_cuda_only_imports_at_module_level_and_extensions_in_functions():
 
 
 def test_declared_extensions(tmp_path):
-    from cuda2npu.families.cuda_only_modules import declared_extensions
+    from cuda2npu.analysis.cuda_only_modules import declared_extensions
 
     setup = tmp_path / "setup.py"
     setup.write_text(
@@ -147,7 +147,7 @@ def test_declared_extensions(tmp_path):
 
 def test_declared_extensions_through_a_name_bound_to_the_class(tmp_path):
     """InternImage's and GroundingDINO's `extension = CUDAExtension` ... `extension("DCNv3", ...)`."""
-    from cuda2npu.families.cuda_only_modules import declared_extensions
+    from cuda2npu.analysis.cuda_only_modules import declared_extensions
 
     setup = tmp_path / "setup.py"
     setup.write_text(
@@ -203,7 +203,7 @@ def test_imports_guarded_by_an_availability_probe_are_left_alone():
 
 
 def test_the_projects_own_modules_are_not_missing_dependencies(tmp_path):
-    from cuda2npu.families.cuda_only_modules import shadowing_modules
+    from cuda2npu.analysis.cuda_only_modules import shadowing_modules
 
     files = [
         tmp_path / "flash_attn" / "__init__.py",

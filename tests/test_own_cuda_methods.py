@@ -1,11 +1,11 @@
 """The project's classes with a `cuda()` method of their own and their subclasses (a project fact,
-families/device/receivers.py): `.cuda()` on their instances calls that method, which `.npu()` is not."""
+analysis/receivers.py): `.cuda()` on their instances calls that method, which `.npu()` is not."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cuda2npu.families.device.receivers import cuda_method_classes
+from cuda2npu.analysis.receivers import cuda_method_classes
 
 BASE = b"""
 import abc

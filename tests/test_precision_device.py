@@ -1,4 +1,4 @@
-"""The "already handles the NPU" detection (cuda2npu.families.npu_aware) that device, distributed
+"""The "already handles the NPU" detection (cuda2npu.analysis.npu_aware) that device, distributed
 and torch.cuda rules share: which CUDA-side nodes it keeps, and which it does not."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from cuda2npu.analysis.npu_aware import cuda_alternatives
 from cuda2npu.core.options import Options
 from cuda2npu.core.rulebase import RuleContext
-from cuda2npu.families.npu_aware import cuda_alternatives
 
 
 def kept_strings(source: str) -> list[str]:
@@ -103,6 +103,6 @@ def test_a_file_that_never_spells_another_device_is_not_walked():
     ],
 )
 def test_the_text_precheck_is_a_word_level_superset(text, may):
-    from cuda2npu.families.npu_aware import may_mention_another_device
+    from cuda2npu.analysis.npu_aware import may_mention_another_device
 
     assert may_mention_another_device(text) is may

@@ -1,7 +1,7 @@
 """An import other modules read is not unused (issue 32, item 4): a package's ``__init__.py``
 re-exporting an apex class, a module another project file imports a name from, ``__all__``.
 
-Through the command line (the project facts step: cuda2npu/families/project_imports.py) and on the
+Through the command line (the project facts step: cuda2npu/analysis/project_imports.py) and on the
 scan itself. The single-file behaviour is in the goldens (``apex/reexported_imports``,
 ``attention/flash_reexported_imports``)."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from cli_helpers import cuda2npu, tree_digest
 from helpers import dedent
 
-from cuda2npu.families.project_imports import imported_names, module_names
-from cuda2npu.project.facts import python_texts
+from cuda2npu.analysis.project_imports import imported_names
+from cuda2npu.analysis.python_files import PythonFiles, module_names
 
 APEX_STUB = {  # where the migrated package is imported to check that its names still resolve
     "apex/__init__.py": "",
@@ -114,7 +114,7 @@ def test_the_scan_finds_the_names_other_modules_import(tmp_path):
     paths = sorted(tmp_path.rglob("*.py"))
     assert module_names(paths)[tmp_path / "pkg" / "sub" / "use.py"] == "pkg.sub.use"
     real = os.path.realpath(tmp_path)
-    assert dict(imported_names(python_texts(paths))) == {
+    assert dict(imported_names(PythonFiles.read(paths))) == {
         os.path.join(real, "pkg", "kernels.py"): ("*", "te"),
         os.path.join(real, "pkg", "layers.py"): ("FusedLayerNorm", "FusedRMSNorm", "flash_attn"),
     }

@@ -1,5 +1,5 @@
 """A project's vendored adapters for vLLM releases vllm-ascend does not support (verl's
-``third_party/vllm/vllm_v_0_6_3``; a project fact, cuda2npu/families/vllm_adapters.py): their files
+``third_party/vllm/vllm_v_0_6_3``; a project fact, cuda2npu/analysis/vllm_adapters.py): their files
 are skipped, with the reason, and left as written; an adapter for a supported release is migrated."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 
 from cli_helpers import cli, write
 
-from cuda2npu.families.vllm_adapters import legacy_vllm_adapters
+from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters
 
 WORKER = """\
 import torch

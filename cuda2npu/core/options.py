@@ -90,7 +90,7 @@ class ProjectFacts:
     pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
     pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
-    tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (device/receivers.py)
+    tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (analysis/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
     # ("file: name", real sub-project directory) of the project's patches of transformers' FA2 internals (for_path)
     flash_attention_hooks: tuple[tuple[str, str], ...] = ()
@@ -100,10 +100,10 @@ class ProjectFacts:
     device_parameters: tuple[tuple[str, int, str], ...] = ()  # (callable, position, name) of a device parameter
     device_keywords: tuple[str, ...] = ()  # `rand_device`: names of its parameters with a device default
     cuda_method_classes: tuple[str, ...] = ()  # the project's classes defining their own `cuda()` (receivers.py)
-    # (real path, names): what other project files import from a module (families/project_imports.py; for_path)
+    # (real path, names): what other project files import from a module (analysis/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # (real path, names): its module constants other project files pass to torch.distributed as the
-    # backend (families/backend_constants.py; for_path)
+    # backend (analysis/backend_constants.py; for_path)
     backend_constants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # real paths of its Triton-kernel modules imported only behind a kept `.is_cuda` test (gated_kernels.py; for_path)
     kernels_behind_cuda_gates: tuple[str, ...] = ()
@@ -150,8 +150,8 @@ class Options:
     colossalai: str = "keep"
     fuse_sdpa: bool = False
     target: Target = NEWEST  # the torch_npu release targeted (--target-torch-npu, else the pins: project/pins.py)
-    portable: bool = False  # device-agnostic output for CUDA and Ascend (cuda2npu/families/portable.py)
-    target_torch: str | None = None  # --portable: the oldest torch to run on (None: see cuda2npu/families/portable.py)
+    portable: bool = False  # device-agnostic output for CUDA and Ascend (cuda2npu/analysis/portable.py)
+    target_torch: str | None = None  # --portable: the oldest torch to run on (None: see cuda2npu/analysis/portable.py)
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (directory, glob, codes): config.py
     project: ProjectFacts = ProjectFacts()
     file: FileContext = FileContext()

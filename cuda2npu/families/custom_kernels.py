@@ -7,17 +7,8 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catches, catches_import_error
-from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name, module_qualified
-from cuda2npu.core.nodes import code_of
-from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
-from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex, leaves
-from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
-from cuda2npu.families.cuda_gates import kept_cuda_blocks, kept_cuda_test
-from cuda2npu.families.cuda_only_modules import (
+from cuda2npu.analysis.cuda_gates import kept_cuda_blocks, kept_cuda_test
+from cuda2npu.analysis.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
     cuda_call,
@@ -29,11 +20,20 @@ from cuda2npu.families.cuda_only_modules import (
     npu_release,
     unported_module,
 )
-from cuda2npu.families.failing_modules import failing_part
-from cuda2npu.families.kernel_rewrites import import_port, import_port_note
-from cuda2npu.families.never_run import torch_npu_fallbacks
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.raising_fallbacks import raising_fallbacks
+from cuda2npu.analysis.failing_modules import failing_part
+from cuda2npu.analysis.kernel_rewrites import import_port, import_port_note, marked_imports
+from cuda2npu.analysis.never_run import torch_npu_fallbacks
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.raising_fallbacks import raising_fallbacks
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catches, catches_import_error
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex, leaves
+from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
 
 SHELL_CALLS = {
     "subprocess.run",
@@ -99,7 +99,7 @@ class CustomKernels(Rule):
         one asks (no ``import triton`` gets an NPU606: the import is not what fails). None in a project
         that pins ``triton-ascend`` (flash-linear-attention's ``npu`` extra): its kernels run there; nor
         in a module the project imports only behind a kept ``.is_cuda`` test (whisper's ``triton_ops``:
-        the project fact of families/gated_kernels.py): an NPU host never launches them."""
+        the project fact of analysis/gated_kernels.py): an NPU host never launches them."""
         kernels = triton_kernels(self.ctx)
         if node not in kernels or self._kernels_reported or self.options.file.cuda_gated_kernels:
             return
@@ -485,16 +485,6 @@ def _by_pin(
     if spec is not None:
         return found[0], f"the project pins `{distribution}{spec}`, older than {first}; {found[1]}"
     return "release", found[1]
-
-
-def marked_imports(ctx) -> set[cst.CSTNode]:
-    """The imports of flash-attn helpers whose NPU606 marker says how to port them (filled as the
-    traversal reaches them): their uses need no marker of their own (NPU403)."""
-    return ctx.file_state(_no_imports)
-
-
-def _no_imports(ctx) -> set[cst.CSTNode]:
-    return set()
 
 
 def _import_ported(node: cst.CSTNode) -> dict[str, str]:

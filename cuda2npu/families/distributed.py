@@ -11,7 +11,7 @@ functions of the same file whose value flows into one of those (also through ano
 ``self.backend = DEFAULT_BACKEND``, and the tuple a backend is validated against,
 ``if backend not in VALID_BACKENDS: raise``), module constants another file of the project passes
 there (``from pkg.dist import BACKEND`` ... ``init_process_group(backend=BACKEND)``:
-``options.file.backend_names``, a project fact of cuda2npu/families/backend_constants.py; not one
+``options.file.backend_names``, a project fact of cuda2npu/analysis/backend_constants.py; not one
 this file also hands to Ray), and a backend-named choice
 ``x_backend = "nccl" if c else "gloo"``. A callee named like torch's (``init_process_group``,
 ``new_group``, ...) counts only when it is torch's or cannot be resolved: the project's own
@@ -31,7 +31,7 @@ comparison selecting a conversion of the logical token (``remap(b) if b == "nccl
 
 Portable output (``--portable``): the backend of the host's accelerator instead of ``"hccl"``,
 ``torch.distributed.get_default_backend_for_device(portable_device.device_type())`` (torch >= 2.6;
-else ``portable_device.distributed_backend()``, cuda2npu/families/portable.py); ``"cpu:gloo,cuda:nccl"`` is
+else ``portable_device.distributed_backend()``, cuda2npu/analysis/portable.py); ``"cpu:gloo,cuda:nccl"`` is
 not portable yet.
 """
 
@@ -41,6 +41,8 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, string_value
@@ -49,8 +51,6 @@ from cuda2npu.core.nodes import named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
 # ProcessGroup methods naming its backend ("hccl" or "custom" for an HCCL group, by torch release) and

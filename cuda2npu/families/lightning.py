@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import keyword, statement_of
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.hf_sources import keyword, statement_of
-from cuda2npu.families.npu_aware import in_npu_branch
 
 CONSTRUCTORS = frozenset(
     {

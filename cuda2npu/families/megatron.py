@@ -11,8 +11,8 @@ adaptor in the entry script.
 
 from __future__ import annotations
 
+from cuda2npu.analysis.file_notes import FileNote
 from cuda2npu.core.rulebase import register
-from cuda2npu.families.file_notes import FileNote
 
 ENTRY_POINTS = frozenset(
     {

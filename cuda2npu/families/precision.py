@@ -26,31 +26,29 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.autocast import AUTOCAST, SCALER, autocast_alias
+from cuda2npu.analysis.hf_sources import sources, statement_of
+from cuda2npu.analysis.kernel_switch import first_kernel
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args, try_bind
-from cuda2npu.core.bindings import single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.names import dotted_name, is_torch_dtype, module_qualified
+from cuda2npu.core.names import dotted_name, is_torch_dtype
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.hf_sources import sources, statement_of
-from cuda2npu.families.kernel_switch import first_kernel
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.value_uses import ValueUses
 
 CUDA_AUTOCAST = "torch.cuda.amp.autocast"
 CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
-AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
 CUSTOM_FWD = {"torch.cuda.amp.custom_fwd", "torch.amp.custom_fwd"}
 NPU_CUSTOM_FWD = {"torch.npu.amp.custom_fwd", "torch_npu.npu.amp.custom_fwd"}  # NPU106's renames of the CUDA one
 CUDA_SCALER = "torch.cuda.amp.GradScaler"
 CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
-SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
 SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
 FP16_INIT_SCALE = "2.0**14"
 MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
@@ -60,32 +58,6 @@ AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 re
     "torch.npu.get_autocast_dtype",
     "torch_npu.npu.get_autocast_dtype",
 }
-
-
-def autocast_alias(ctx, func: cst.BaseExpression) -> str | None:
-    """The autocast a call reaches through a plain name bound once, in its function (or the module),
-    to it (generative-models: ``from torch import autocast`` … ``precision_scope = autocast`` …
-    ``with precision_scope("cuda"):``): its qualified name (``AUTOCAST``), else None."""
-    if not isinstance(func, cst.Name) or func.value not in ctx.file_state(_autocast_aliases):
-        return None
-    scope = TreeIndex.of(ctx).function.get(ctx.statement) if ctx.statement is not None else None
-    value = single_value(ctx.module, scope or ctx.module, func.value)
-    qualified = ctx.resolver.qualified_name(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
-    return qualified if qualified in AUTOCAST else None
-
-
-def _autocast_aliases(ctx) -> frozenset[str]:
-    """The names the file assigns an autocast to (``scope = autocast``), by its module-level imports."""
-    if ctx.text is not None and b"autocast" not in ctx.text:
-        return frozenset()
-    module = ctx.resolver.module_scope
-    return frozenset(
-        target.target.value
-        for assign in iter_nodes(ctx.module, cst.Assign)
-        if module_qualified(module, assign.value) in AUTOCAST
-        for target in assign.targets
-        if isinstance(target.target, cst.Name)
-    )
 
 
 def _callee_name(node: cst.Call) -> str | None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.file_notes import FileNote
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.file_notes import FileNote
-from cuda2npu.families.npu_aware import in_npu_branch
 
 ENGINES = frozenset(
     {

@@ -55,15 +55,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda2npu.analysis.cuda_only_modules import cuda_only_distribution as cuda_only
+from cuda2npu.analysis.cuda_only_modules import normalize_distribution as normalize
+from cuda2npu.analysis.cuda_only_modules import unknown_nvidia, unused_pin
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
-from cuda2npu.families.cuda_only_modules import cuda_only_distribution as cuda_only
-from cuda2npu.families.cuda_only_modules import normalize_distribution as normalize
-from cuda2npu.families.cuda_only_modules import unknown_nvidia, unused_pin
 from cuda2npu.filekinds import depfiles_versions as versions
 from cuda2npu.filekinds import poetry_deps
 from cuda2npu.filekinds.distribution_facts import predates_npu, replacement

@@ -5,9 +5,9 @@ allows a release that runs on an NPU (rules/tables/npu_first_releases.toml, NPU7
 
 from __future__ import annotations
 
+from cuda2npu.analysis.cuda_only_modules import PACKAGES, normalize_distribution
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.pins import excludes_from
-from cuda2npu.families.cuda_only_modules import PACKAGES, normalize_distribution
 
 
 def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str | None:

@@ -41,9 +41,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda2npu.analysis.ds_config import BF16_NAMES
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.families.ds_config import BF16_NAMES
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, fa2_replacement, guaranteed, pin_text
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from cuda2npu.analysis.cuda_only_modules import PACKAGES, normalize_distribution
 from cuda2npu.core.catalogue import table
-from cuda2npu.families.cuda_only_modules import PACKAGES, normalize_distribution
 
 URL = re.compile(r"(?:(?:git|hg|svn|bzr)\+)?[A-Za-z][\w+.-]*://\S+")
 VCS = re.compile(r"(?:git|hg|svn|bzr)\+")

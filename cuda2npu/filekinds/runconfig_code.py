@@ -26,6 +26,7 @@ is given (directly or through one name assigned it in the same file).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 LOADS_CONFIG = re.compile(
@@ -97,7 +98,7 @@ def consumed_keys(text: str) -> set[tuple[str, str]]:
     return found
 
 
-def config_keys(texts: dict[Path, bytes]) -> tuple[tuple[str, str], ...]:
+def config_keys(texts: Mapping[Path, bytes]) -> tuple[tuple[str, str], ...]:
     """The (role, key) pairs of the project (none but the trainer's unless some Python file loads a
     configuration)."""
     found: set[tuple[str, str]] = set()
@@ -121,7 +122,7 @@ def hands_deepspeed_to_trainer(text: bytes) -> bool:
     return b"deepspeed" in text and BUILDS_TRAINING_ARGUMENTS.search(text) is not None
 
 
-def trainer_files(texts: dict[Path, bytes]) -> set[tuple[str, str]]:
+def trainer_files(texts: Mapping[Path, bytes]) -> set[tuple[str, str]]:
     """``TRAINER_FILES`` and the ``(TRAINER_FILE, path)`` literals, where the project reads
     ``TrainingArguments`` from files (an argument parser with a file parser, and a TrainingArguments
     class named somewhere in the project)."""

@@ -2,7 +2,7 @@
 options that need CUDA-only code (NPU724). The facts and their DeepSpeed sources are in
 docs/reference/run_configs.md.
 
-The change on the parsed configuration is cuda2npu/families/ds_config.py's ``fp16_to_bf16`` (shared
+The change on the parsed configuration is cuda2npu/analysis/ds_config.py's ``fp16_to_bf16`` (shared
 with the Python-side DeepSpeed rule); ``fp16_block_edits`` makes it on the text, which
 ``json.loads`` then checks.
 
@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from cuda2npu.families import ds_config
+from cuda2npu.analysis import ds_config
 from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags, project_file
 from cuda2npu.filekinds.runconfig_code import PROGRAM_FP16, TRAINER_DEEPSPEED
 from cuda2npu.filekinds.runconfig_entries import Member

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from cuda2npu.families.ds_config import AUTO, BF16_NAMES, FP16
+from cuda2npu.analysis.ds_config import AUTO, BF16_NAMES, FP16
 from cuda2npu.families.transformers.releases import bf16_rejected
 from cuda2npu.filekinds.launch_flags import json_config
 from cuda2npu.filekinds.runconfig_code import TRAINER_FILE, TRAINER_FILES

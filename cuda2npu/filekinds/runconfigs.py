@@ -42,12 +42,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from cuda2npu.analysis import ds_config
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.text_edits import apply_edits
-from cuda2npu.families import ds_config
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.quantization import ADVICE as QUANTIZATION_ADVICE
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, fa2_replacement, guaranteed, pin_text

@@ -41,8 +41,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cuda2npu.analysis.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.families.cuda_only_modules import cuda_only_distribution, normalize_distribution, unknown_nvidia
 from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
 from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands

@@ -5,26 +5,28 @@ finds each file's project root (its configuration's directory, else the git root
 the files discovered there to :func:`project_facts`, so that ``check pkg/use.py`` (pre-commit) and
 ``check .`` (CI) agree. Only cheap scans: setup.py's text, file names, a regex over the text of
 the Python files that mention an accelerator, platform or backend, and one over the import lines of
-every Python file (families/project_imports.py).
+every Python file (analysis/project_imports.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
+from cuda2npu.analysis.backend_constants import backend_constants
+from cuda2npu.analysis.build_probes import build_probes
+from cuda2npu.analysis.cuda_only_modules import declared_extensions, shadowing_modules
+from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
+from cuda2npu.analysis.failing_modules import failing_modules
+from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
+from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.project_imports import imported_names
+from cuda2npu.analysis.python_files import PythonFiles
+from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
+from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters
 from cuda2npu.core.options import ProjectFacts
-from cuda2npu.families.backend_constants import backend_constants
-from cuda2npu.families.build_probes import build_probes
-from cuda2npu.families.cuda_only_modules import declared_extensions, shadowing_modules
-from cuda2npu.families.device.device_parameters import device_keywords, device_parameters
-from cuda2npu.families.device.receivers import cuda_method_classes, tensordict_holders
-from cuda2npu.families.failing_modules import failing_modules
-from cuda2npu.families.flash_probes import flash2_flag_setters, flash_attn_patches
-from cuda2npu.families.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
-from cuda2npu.families.project_imports import imported_names
-from cuda2npu.families.vllm_adapters import legacy_vllm_adapters
 from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
 
@@ -44,26 +46,26 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     setup.py builds and its own modules named like CUDA-only ones (NPU606; a loose module only for
     the files of its directory: ``Options.for_path``), its classes implementing an NPU backend
     (their CUDA counterparts in other files are left as written: npu_aware), its classes with a
-    TensorDict field (a ``.cuda()`` in a file importing one moves with ``.to``: device/receivers.py), the names its modules
-    import from each other (an import another file reads is not unused: families/project_imports.py),
+    TensorDict field (a ``.cuda()`` in a file importing one moves with ``.to``: analysis/receivers.py), the names its modules
+    import from each other (an import another file reads is not unused: analysis/project_imports.py),
     its version pins (project/pins.py), the run configurations' keys its code passes to a device
     or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
     internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
     (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
-    replaces a flash-attn function with its own (families/flash_probes.py), and its callables with
+    replaces a flash-attn function with its own (analysis/flash_probes.py), and its callables with
     a parameter named like a device and the names of such parameters with a device default
-    (families/device/device_parameters.py), its classes with a
-    ``cuda()`` method of their own (families/device/receivers.py), its module constants that other
-    files pass to torch.distributed as the backend (families/backend_constants.py), its modules of
+    (analysis/device_parameters.py), its classes with a
+    ``cuda()`` method of their own (analysis/receivers.py), its module constants that other
+    files pass to torch.distributed as the backend (analysis/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
     launchers and its functions calling its compiled extensions' operators, by qualified name
-    (families/gated_kernels.py), its modules that fail at import on an NPU host, also through other
-    modules (families/failing_modules.py), its functions answering whether torch is
-    a CUDA or ROCm build (families/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (families/vllm_adapters.py).
+    (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
+    modules (analysis/failing_modules.py), its functions answering whether torch is
+    a CUDA or ROCm build (analysis/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
-    texts = python_texts(files)
+    texts = PythonFiles.read(files)
     pins, pin_files = project_pins(files, root)
     return ProjectFacts(
         pins=pins,
@@ -92,19 +94,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     )
 
 
-def python_texts(files: list[Path]) -> dict[Path, bytes]:
-    """The bytes of each of the project's Python files (read once for every fact; unreadable: skipped)."""
-    texts = {}
-    for path in files:
-        if path.suffix == ".py":
-            try:
-                texts[path] = path.read_bytes()
-            except OSError:
-                continue
-    return texts
-
-
-def npu_backend_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def npu_backend_classes(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The names of the module-level classes implementing an NPU backend in the project's Python files
     (ColossalAI's ``NpuAccelerator``, DeepSpeed's ``NPU_Accelerator``), from a regex over their text."""
     names: set[str] = set()
@@ -115,7 +105,7 @@ def npu_backend_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
 
 
 def flash_attention_hooks(
-    texts: dict[Path, bytes], root: Path | None, files: list[Path]
+    texts: Mapping[Path, bytes], root: Path | None, files: list[Path]
 ) -> tuple[tuple[str, str], ...]:
     """``("llava/model/utils/packing.py: _get_unpad_data", scope)`` for each assignment replacing a
     flash-attention internal of transformers (packed sequences told apart through it): such a

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import tomllib
 
+from cuda2npu.analysis.cuda_only_modules import normalize_distribution
 from cuda2npu.core.options import Options
 from cuda2npu.core.pins import CONSULTED, pinned
 from cuda2npu.core.torch_npu_target import parse_target
-from cuda2npu.families.cuda_only_modules import normalize_distribution
 from cuda2npu.filekinds import depfiles_versions
 from cuda2npu.filekinds.depfiles import Dep, dependencies, is_dependency_file
 

@@ -100,7 +100,7 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
     reason = prefilter.skip_reason(data)
     if reason is not None:
         return FileResult(display, "skipped", reason)
-    if options.file.legacy_vllm_adapter:  # families/vllm_adapters.py
+    if options.file.legacy_vllm_adapter:  # analysis/vllm_adapters.py
         return FileResult(display, "skipped", LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter))
     if options.file.npu_version:  # Options.for_path
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, cuda_only_module, declared_extensions
+from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, cuda_only_module, declared_extensions
 
 APEX_NOTE = "NVIDIA apex is built for CUDA (Ascend's apex fork is another package: validate it on an NPU host)"
 TORCH_NPU_NOTE = "torch_npu exists only on Ascend hosts"

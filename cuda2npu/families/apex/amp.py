@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.old_torch import old_torch_code
 from cuda2npu.core import noqa
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
@@ -43,7 +45,6 @@ from cuda2npu.core.names import NameResolver, dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure, keyword_arg, root_name, statement, with_args
 from cuda2npu.core.rulebase import COMPOUND_STATEMENTS, register
 from cuda2npu.core.traversal import walk, walk_batched
-from cuda2npu.families import portable
 from cuda2npu.families.apex.amp_shapes import (
     availability_check,
     chain_head,
@@ -55,7 +56,6 @@ from cuda2npu.families.apex.amp_shapes import (
     mirror_chain,
 )
 from cuda2npu.families.apex.common import ApexRule, FileEdits, apex_name
-from cuda2npu.families.old_torch import old_torch_code
 
 INITIALIZE_PARAMS = (
     "models",

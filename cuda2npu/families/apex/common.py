@@ -21,6 +21,8 @@ from typing import Callable
 
 import libcst as cst
 
+from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
+from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import bound_name, catches_import_error, import_root
@@ -30,8 +32,6 @@ from cuda2npu.core.nodes import root_name
 from cuda2npu.core.rulebase import Rule
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
-from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
-from cuda2npu.families.old_torch import old_torch_only
 
 CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
 

@@ -31,6 +31,10 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import (
@@ -47,7 +51,6 @@ from cuda2npu.core.names import NameUses, dotted_name, target_names
 from cuda2npu.core.nodes import code_of, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import walk
-from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
@@ -57,9 +60,6 @@ from cuda2npu.families.apex.common import (
     import_guarded,
 )
 from cuda2npu.families.apex.modules import cuda_only_note
-from cuda2npu.families.exports import exported
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.old_torch import old_torch_only
 
 
 def _bound_names(node: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias | None, str]]:
@@ -269,7 +269,7 @@ class ApexImports(Rule):
     ) -> None:
         """A kept apex import no other rule explains (CUDA-only modules are NPU324's); ``left``: the
         uses of its names that were not migrated, the first of which the message quotes; ``reexport``:
-        why other modules read its names (families/exports.py)."""
+        why other modules read its names (analysis/exports.py)."""
         if isinstance(node.names, cst.ImportStar):
             qualified = [dotted_name(node.module) or ""]
         else:

@@ -25,6 +25,10 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
@@ -33,7 +37,6 @@ from cuda2npu.core.names import NameResolver, NameUses, dotted_name
 from cuda2npu.core.nodes import as_positional, atom, expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk, walk_batched
-from cuda2npu.families import portable
 from cuda2npu.families.apex.common import (
     FP16_UTILS_EXPORTS,
     ApexRule,
@@ -42,9 +45,6 @@ from cuda2npu.families.apex.common import (
     behind_apex_import,
     canonical,
 )
-from cuda2npu.families.exports import exported
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.value_uses import ValueUses
 
 NORM_PARAMS = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
 TORCH_WITH_RMSNORM = (2, 4)
@@ -661,7 +661,7 @@ class CudaOnlyApex(ApexRule):
             uses = NameUses(set(bound), self.resolver.scopes)
             walk(self.ctx.module, uses)
             if not any(uses.uses.values()) and not any(exported(self.ctx, node, name) for name in bound):
-                return None  # (a re-export other modules read is a use: families/exports.py)
+                return None  # (a re-export other modules read is a use: analysis/exports.py)
         return qualified, note
 
 

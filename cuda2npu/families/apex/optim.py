@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, positional_count, remap_args
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL
@@ -34,7 +35,6 @@ from cuda2npu.core.nodes import expression, keyword_arg, root_name, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.apex.common import ApexRule, apex_dependent
 from cuda2npu.families.apex.generated import COMPANION, MODULE, OPTIMIZERS, ApexBindings, point_to_generated
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 ADAM_PARAMS = (
     "params",

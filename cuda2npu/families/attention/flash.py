@@ -55,6 +55,46 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.flash_probes import (
+    file_probe_flags,
+    find_probe,
+    flag_selected_classes,
+    in_flash_import_try,
+    in_probed_branch,
+    patched_flash_functions,
+)
+from cuda2npu.analysis.kernel_rewrites import (
+    CAUSAL_MASK_HELPER,
+    HELPER_IMPORTS,
+    NO_LIMIT,
+    PORTABLE_NOTE,
+    ROTARY_HELPER,
+    ModuleFacts,
+    call_source,
+    describe_support,
+    dispatch,
+    follow,
+    fresh_name,
+    import_needs,
+    import_port,
+    import_port_note,
+    marked_imports,
+    may_be_none,
+    missing_imports,
+    node_path,
+    one_minus,
+    package_names,
+    plan_fallback_removals,
+    plan_guard_removals,
+    plan_import_removals,
+    support_fix,
+)
+from cuda2npu.analysis.never_run import in_never_run_code
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.raising_fallbacks import missing_flags, raising_fallbacks, signs
+from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import (
@@ -71,46 +111,6 @@ from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families import portable
-from cuda2npu.families.custom_kernels import marked_imports
-from cuda2npu.families.exports import exported
-from cuda2npu.families.flash_probes import (
-    file_probe_flags,
-    find_probe,
-    flag_selected_classes,
-    in_flash_import_try,
-    in_probed_branch,
-    patched_flash_functions,
-)
-from cuda2npu.families.kernel_rewrites import (
-    CAUSAL_MASK_HELPER,
-    HELPER_IMPORTS,
-    NO_LIMIT,
-    PORTABLE_NOTE,
-    ROTARY_HELPER,
-    ModuleFacts,
-    call_source,
-    describe_support,
-    dispatch,
-    follow,
-    fresh_name,
-    import_needs,
-    import_port,
-    import_port_note,
-    may_be_none,
-    missing_imports,
-    node_path,
-    one_minus,
-    package_names,
-    plan_fallback_removals,
-    plan_guard_removals,
-    plan_import_removals,
-    support_fix,
-)
-from cuda2npu.families.never_run import in_never_run_code
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.raising_fallbacks import missing_flags, raising_fallbacks, signs
-from cuda2npu.families.value_uses import ValueUses
 
 OP = "npu_fusion_attention"
 QKV = ("q", "k", "v")

@@ -16,12 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, arg_value, bind
-from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.literals import NOT_LITERAL, literal
-from cuda2npu.core.nodes import atom, code_of, expression, is_pure
-from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.kernel_rewrites import (
+from cuda2npu.analysis.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     PORTABLE_NOTE,
     ModuleFacts,
@@ -34,7 +29,12 @@ from cuda2npu.families.kernel_rewrites import (
     one_minus,
     report_mask_helper_support,
 )
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.core.arguments import Unbindable, arg_value, bind
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import NOT_LITERAL, literal
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
+from cuda2npu.core.rulebase import Rule, register
 
 CODE = "NPU406"
 SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}

@@ -35,20 +35,9 @@ import functools
 
 import libcst as cst
 
-from cuda2npu.core.arguments import Unbindable, arg_value, bind
-from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import catches, catches_import_error, remove_import_names
-from cuda2npu.core.literals import literal
-from cuda2npu.core.names import dotted_name, module_qualified, target_names
-from cuda2npu.core.nodes import atom, code_of, expression, is_pure
-from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.attention.flash import tests_set
-from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
-from cuda2npu.families.exports import exported
-from cuda2npu.families.hf_sources import statement_of
-from cuda2npu.families.kernel_rewrites import (
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.hf_sources import statement_of
+from cuda2npu.analysis.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     ModuleFacts,
     call_source,
@@ -60,7 +49,18 @@ from cuda2npu.families.kernel_rewrites import (
     plan_import_removals,
     report_mask_helper_support,
 )
-from cuda2npu.families.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.core.arguments import Unbindable, arg_value, bind
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import catches, catches_import_error, remove_import_names
+from cuda2npu.core.literals import literal
+from cuda2npu.core.names import dotted_name, module_qualified, target_names
+from cuda2npu.core.nodes import atom, code_of, expression, is_pure
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.attention.flash import tests_set
+from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
 
 REWRITE, MANUAL = "NPU409", "NPU410"
 FUNCTIONS = {"xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
@@ -31,7 +32,6 @@ from cuda2npu.families.colossalai.support import (
     accelerator_api,
     symbol_of,
 )
-from cuda2npu.families.value_uses import ValueUses
 
 # Signatures (ColossalAI ≥ 0.3.x; positional order matters: FusedAdam puts adamw_mode before weight_decay).
 ADAM_PARAMS = {

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
+from cuda2npu.analysis.exports import exported
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import (
     ImportNeed,
@@ -32,7 +33,6 @@ from cuda2npu.core.imports import (
 )
 from cuda2npu.core.literals import NOT_LITERAL, literal  # noqa: F401  (re-exported to the family's rules)
 from cuda2npu.core.pins import pin_at_least, pin_predates
-from cuda2npu.families.exports import exported
 
 TRIGGERS = (r"colossalai",)
 

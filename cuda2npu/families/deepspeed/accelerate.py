@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 ACCELERATORS = {"accelerate.Accelerator", "accelerate.accelerator.Accelerator"}
 

@@ -4,7 +4,7 @@ A dict literal is a DeepSpeed config when it is passed to ``deepspeed.initialize
 ``config_params=`` or accelerate's ``DeepSpeedPlugin(hf_ds_config=...)``, or as ``deepspeed=``
 (directly or through a name of this file), or when its keys are DeepSpeed's own (``zero_optimization``,
 ``train_micro_batch_size_per_gpu``, ...). Its data goes through the plain-data functions of
-cuda2npu/families/ds_config.py; entries that do not change keep their text.
+cuda2npu/analysis/ds_config.py; entries that do not change keep their text.
 
 A dict passed as ``deepspeed=`` to a call (``TrainingArguments``, TRL's configs) has its explicit
 ``"enabled"`` values matched by the HF Trainer against the call's ``fp16`` / ``bf16`` flags (a
@@ -19,6 +19,9 @@ import json
 
 import libcst as cst
 
+from cuda2npu.analysis.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
+from cuda2npu.analysis.hf_sources import ARGUMENT_CLASSES, keyword, sources
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
 from cuda2npu.core.names import dotted_name
@@ -26,9 +29,6 @@ from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
-from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 # callable → keywords taking a DeepSpeed config (deepspeed/__init__.py v0.19.5; accelerate v1.14.0
 # src/accelerate/utils/dataclasses.py)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 OP_BUILDER = "deepspeed.ops.op_builder"
 # DeepSpeed v0.19.5 op_builder/npu/__init__.py (FusedAdam since v0.11.2, the CPU optimizers since

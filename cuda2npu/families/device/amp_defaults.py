@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.autocast import SCALER  # torch's device-generic GradScaler names
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.nodes import attribute_chain, code_of, expression, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families import portable
-from cuda2npu.families.npu_aware import is_cuda_alternative
-from cuda2npu.families.precision import SCALER  # torch's device-generic GradScaler names
 
 # the torch release with torch.is_autocast_enabled(device_type), get_autocast_dtype(device_type) and
 # set_autocast_dtype/set_autocast_enabled(device_type, ...), for which the *_gpu_* forms are deprecated

@@ -23,6 +23,22 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.cuda_gates import (
+    CAPABILITY_QUERIES,
+    NVIDIA_TOOL_WORDS,
+    cuda_branch,
+    gated_cuda_use,
+    names_fallback,
+    no_cuda_branch,
+    nvidia_checks_only,
+    skipped_cuda_use,
+    stream_handle,
+)
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.kernel_switch import kernel_call
+from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
+from cuda2npu.analysis.raising_fallbacks import failed_import_flags, requires_flag
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word, name_tokens
@@ -34,18 +50,6 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import (
-    CAPABILITY_QUERIES,
-    NVIDIA_TOOL_WORDS,
-    cuda_branch,
-    gated_cuda_use,
-    names_fallback,
-    no_cuda_branch,
-    nvidia_checks_only,
-    skipped_cuda_use,
-    stream_handle,
-)
 from cuda2npu.families.device import cuda_api_portable as portable_api
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
@@ -58,10 +62,6 @@ from cuda2npu.families.device.cuda_api_checks import (
 )
 from cuda2npu.families.device.cuda_graphs import annotated
 from cuda2npu.families.device.device_strings import CUDA_REQUIRED
-from cuda2npu.families.exports import exported
-from cuda2npu.families.kernel_switch import kernel_call
-from cuda2npu.families.npu_aware import is_cuda_alternative, mentions
-from cuda2npu.families.raising_fallbacks import failed_import_flags, requires_flag
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
 FALLBACK = "a pure-PyTorch fallback"
@@ -974,7 +974,7 @@ class TorchCudaApi(Rule):
         for bound, statement in self._aliases.imports.items():
             reads = self._aliases.reads.get(bound)
             if exported(self.ctx, statement, bound):
-                continue  # other modules read it (families/exports.py)
+                continue  # other modules read it (analysis/exports.py)
             if reads and all(read in self._covered for read in reads):
                 unused.setdefault(statement, []).append(bound)
         for statement, names in unused.items():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.analysis.cuda_gates import cuda_branch
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
@@ -18,7 +19,6 @@ from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_gates import cuda_branch
 from cuda2npu.families.device.device_strings import (
     AMBIGUOUS_KEYWORDS,
     DEVICE_KEYWORDS,

@@ -1,4 +1,4 @@
-"""What NPU103/NPU106 write for ``torch.cuda`` under ``--portable`` (cuda2npu/families/portable.py).
+"""What NPU103/NPU106 write for ``torch.cuda`` under ``--portable`` (cuda2npu/analysis/portable.py).
 
 * a function torch.accelerator has (``synchronize``, ``device_count``, ``memory_allocated`` ...)
   → ``torch.accelerator.<name>`` (or the helper's, for an older target torch); its device is
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
 from cuda2npu.core.arguments import Unbindable, bind, remap_args
 from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import keyword_arg, with_args
-from cuda2npu.families import portable
 
 AMP = "torch.cuda.amp."
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")  # torch.cuda.amp.autocast

@@ -3,7 +3,7 @@
 
 Portable output (``--portable``): ``.cuda()`` → ``.to(<the accelerator>)``, ``.cuda(i)`` →
 ``.to(portable_device.device(i))``, ``x.is_cuda`` → ``portable_device.on_accelerator(x)``
-(cuda2npu/families/portable.py). TF32 → HF32 is NPU-only: not portable yet (kept, reported).
+(cuda2npu/analysis/portable.py). TF32 → HF32 is NPU-only: not portable yet (kept, reported).
 """
 
 from __future__ import annotations
@@ -12,6 +12,17 @@ import functools
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.cuda_gates import names_fallback, no_cuda_branch
+from cuda2npu.analysis.kernel_switch import kernel_call
+from cuda2npu.analysis.npu_aware import in_npu_branch, is_cuda_alternative
+from cuda2npu.analysis.receivers import (
+    TENSORDICT,
+    foreign_constructor,
+    own_cuda_class,
+    tensordict_source,
+    torch_value,
+)
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts
 from cuda2npu.core.imports import catches_import_error
@@ -21,18 +32,7 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import names_fallback, no_cuda_branch
 from cuda2npu.families.device.device_strings import cuda_required, is_index, npu_index
-from cuda2npu.families.device.receivers import (
-    TENSORDICT,
-    foreign_constructor,
-    own_cuda_class,
-    tensordict_source,
-    torch_value,
-)
-from cuda2npu.families.kernel_switch import kernel_call
-from cuda2npu.families.npu_aware import in_npu_branch, is_cuda_alternative
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 

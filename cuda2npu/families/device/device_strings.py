@@ -18,7 +18,7 @@ already handles the NPU (``npu_aware``).
 
 Portable output (``--portable``): the ``cuda`` of those strings becomes the accelerator's type,
 ``portable_device.device_type()`` (``"cuda"`` → that call, ``"cuda:0"`` → an f-string of it),
-which is "npu" on Ascend hosts and "cuda" elsewhere (cuda2npu/families/portable.py).
+which is "npu" on Ascend hosts and "cuda" elsewhere (cuda2npu/analysis/portable.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.autocast import autocast_alias
+from cuda2npu.analysis.cuda_gates import cuda_branch, no_cuda_branch
+from cuda2npu.analysis.kernel_switch import kernel_call
+from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, feature_word
@@ -47,12 +52,7 @@ from cuda2npu.core.pins import pin_at_least
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
-from cuda2npu.families.cuda_gates import cuda_branch, no_cuda_branch
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
-from cuda2npu.families.kernel_switch import kernel_call
-from cuda2npu.families.npu_aware import is_cuda_alternative, mentions
-from cuda2npu.families.precision import autocast_alias
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"

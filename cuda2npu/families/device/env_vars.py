@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import rename_fix, string_value
@@ -20,7 +21,6 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 
 @register

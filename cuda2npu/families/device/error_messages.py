@@ -17,6 +17,7 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
@@ -24,7 +25,6 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.device.tensor_types import MESSAGE_CALLS
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 OOM = re.compile(r"cuda (out of memory)", re.IGNORECASE)
 RUNTIME_NAME = re.compile(r"cuda( error)?:?", re.IGNORECASE)  # the bare name: what it tests for is unknown

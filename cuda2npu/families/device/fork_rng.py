@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.arguments import try_bind
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.nodes import keyword_arg, string, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 FORK_RNG = "torch.random.fork_rng"
 PARAMS = ("devices", "enabled", "_caller", "_devices_kw", "device_type")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 CUDA_ACTIVITY = {
     "torch.profiler.ProfilerActivity.CUDA",

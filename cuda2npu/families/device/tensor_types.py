@@ -20,14 +20,14 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import rename_fix, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families import portable
-from cuda2npu.families.npu_aware import is_cuda_alternative
 
 # torch's legacy dense types (torch/csrc/utils/tensor_types.cpp), all registered by torch_npu as torch.npu.<X>Tensor
 SCALARS = ("Float", "Half", "BFloat16", "Double", "Int", "Long", "Short", "Char", "Byte", "Bool")

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import keyword, statement_of
+from cuda2npu.analysis.npu_aware import in_npu_branch, mentions
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.nodes import code_of, with_args
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.hf_sources import keyword, statement_of
-from cuda2npu.families.npu_aware import in_npu_branch, mentions
 from cuda2npu.families.ray.common import (
     NPU,
     entry,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import subscript_key
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import target_names
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.hf_sources import subscript_key
 from cuda2npu.families.ray.common import literal_dict
 
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)

@@ -13,14 +13,14 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import keyword
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import literal
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.hf_sources import keyword
-from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.ray.common import (
     NPU,
     entry,

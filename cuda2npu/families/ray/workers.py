@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import keyword
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.bindings import single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.families.hf_sources import keyword
-from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.ray.common import NPU, has_double_star, report_npu
 
 RESOURCE_VIEWS = ("ray.cluster_resources", "ray.available_resources")

@@ -43,6 +43,18 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.kernel_rewrites import (
+    ModuleFacts,
+    describe_support,
+    import_needs,
+    missing_imports,
+    package_names,
+    plan_import_removals,
+)
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import TORCH_IMPORT, ImportNeed, remove_import_names
@@ -51,17 +63,6 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
-from cuda2npu.families.exports import exported
-from cuda2npu.families.kernel_rewrites import (
-    ModuleFacts,
-    describe_support,
-    import_needs,
-    missing_imports,
-    package_names,
-    plan_import_removals,
-)
-from cuda2npu.families.npu_aware import is_cuda_alternative
 from cuda2npu.families.transformer_engine.generated import (
     COMPANION,
     EXTRA_DROPPABLE,
@@ -69,7 +70,6 @@ from cuda2npu.families.transformer_engine.generated import (
     MODULE,
 )
 from cuda2npu.families.transformer_engine.recipes import NO_RECIPES, assigned, describe_use, plan_recipes
-from cuda2npu.families.value_uses import ValueUses
 
 TE_PYTORCH = "transformer_engine.pytorch"
 RECIPE = "transformer_engine.common.recipe"

@@ -27,16 +27,8 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import import_root
-from cuda2npu.core.literals import field_default, literal, string_value
-from cuda2npu.core.names import module_qualified
-from cuda2npu.core.nodes import keyword_arg
-from cuda2npu.core.pins import pinned
-from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.flash_probes import file_probe_flags, in_flash_import_try, in_probed_branch
-from cuda2npu.families.hf_sources import (
+from cuda2npu.analysis.flash_probes import file_probe_flags, in_flash_import_try, in_probed_branch
+from cuda2npu.analysis.hf_sources import (
     imports_hf,
     is_hf_call,
     is_plain_dict_call,
@@ -46,7 +38,15 @@ from cuda2npu.families.hf_sources import (
     string_sources,
     subscript_key,
 )
-from cuda2npu.families.npu_aware import in_npu_branch
+from cuda2npu.analysis.npu_aware import in_npu_branch
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import import_root
+from cuda2npu.core.literals import field_default, literal, string_value
+from cuda2npu.core.names import module_qualified
+from cuda2npu.core.nodes import keyword_arg
+from cuda2npu.core.pins import pinned
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.transformers.releases import (
     ATTN_IMPLEMENTATION,
     FA2_ON_NPU,

@@ -20,12 +20,12 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import is_hf_call, keyword, statement_of
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.families.hf_sources import is_hf_call, keyword, statement_of
-from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.releases import predates
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources, subscript_key
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.arguments import arg_value, try_bind
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.literals import NOT_LITERAL, literal, string_value
@@ -30,8 +32,6 @@ from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources, subscript_key
-from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.releases import predates
 
 FLAGS = ("load_in_4bit", "load_in_8bit")

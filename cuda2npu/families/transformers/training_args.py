@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, literal, rename_fix, string_value
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
-from cuda2npu.families.npu_aware import in_npu_branch
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import bf16_rejected
 

@@ -2,7 +2,7 @@
 ``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (NPU104), ``if not
 x.is_cuda: return F.layer_norm(...)`` followed by apex's ``FusedLayerNormAffineFunction.apply``
 (gpt-neox), ``if x.is_cuda: return ball_query_cuda.forward(...)`` or ``import knn_cuda`` in the
-branch (any CUDA-only code of ``families/cuda_gates.py``). Rewritten to the NPU they would send NPU
+branch (any CUDA-only code of ``analysis/cuda_gates.py``). Rewritten to the NPU they would send NPU
 tensors into a kernel that is not there; they stay CUDA's (review), and the other branch, usually
 the portable one, runs on the NPU as it did before the migration."""
 
@@ -12,13 +12,13 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_only_use
+from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
 from cuda2npu.core.bindings import self_assignments
 from cuda2npu.core.feature_words import CUDA_WORD, feature_word
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_gates import cuda_branch, cuda_only_use
-from cuda2npu.families.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
 
 # The feature words (rules/tables/torch_cuda_api.toml) that name a GPU kernel when a callee carries
 # them; flash/xformers/te/fp8 name APIs the migration rewrites, nvtx and the vendor words no kernel.

@@ -46,7 +46,7 @@ and torch's PrivateUse1 backend name, ``torch._C._get_privateuse1_backend_name()
   return_value=True)``, ``with mock.patch.object(torch.cuda, "device_count", ...)``,
   ``monkeypatch.setattr("torch.cuda.is_available", ...)``): a test simulating a CUDA (or a CPU)
   host, whose expected ``"cuda"`` values hold on every host;
-- code an NPU host never runs (:mod:`cuda2npu.families.never_run`: kept CUDA branches, skipped tests,
+- code an NPU host never runs (:mod:`cuda2npu.analysis.never_run`: kept CUDA branches, skipped tests,
   flash-attn branches with a fallback).
 """
 
@@ -56,13 +56,13 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.never_run import never_run_nodes
 from cuda2npu.core.feature_words import CUDA_WORD
 from cuda2npu.core.imports import bound_name
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families.never_run import never_run_nodes
 
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook

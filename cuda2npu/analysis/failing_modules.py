@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-from cuda2npu.families.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
-from cuda2npu.families.project_imports import absolute_module, module_names
+from cuda2npu.analysis.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
+from cuda2npu.analysis.project_imports import absolute_module
+from cuda2npu.analysis.python_files import PythonFiles, parse
 
 
-def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """``(module, what fails)`` for each module of the project that fails at import on an NPU host
     (see the module docstring), sorted; ``what fails``: the import at the end of the chain that does."""
     words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | set(_unported_roots()))
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
-    if not any(candidate.search(text) for text in texts.values()):
+    if not any(candidate.search(text) for text in files.values()):
         return ()  # no import line names anything that fails at import: the import graph is not needed
-    modules = module_names(list(texts))
+    modules = files.modules
     imports = {
         modules[path]: _module_level_imports(text, modules[path], path.name == "__init__.py")
-        for path, text in texts.items()
+        for path, text in files.items()
         if path in modules
     }
     failing: dict[str, str] = {}
@@ -56,9 +56,8 @@ def failing_modules(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) 
 
 def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[str]:
     """The absolute modules the statements at the top of the module import (not guarded)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse(text)  # not kept: every file of the project is read here
+    if tree is None:
         return []
     found = []
     for node in tree.body:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.rulebase import Rule
-from cuda2npu.families.npu_aware import in_npu_branch
 
 
 class FileNote(Rule):

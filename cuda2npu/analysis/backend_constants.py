@@ -16,29 +16,28 @@ from __future__ import annotations
 
 import ast
 import os
-from pathlib import Path
 
-from cuda2npu.families.project_imports import absolute_module, module_names
+from cuda2npu.analysis.project_imports import absolute_module
+from cuda2npu.analysis.python_files import PythonFiles
 
 # torch.distributed's callables whose backend is followed → the position of their `backend` parameter
 BACKEND_POSITIONS = {"init_process_group": 0, "new_group": 2}
 TORCH_DISTRIBUTED = "torch.distributed"
 
 
-def backend_constants(texts: dict[Path, bytes]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def backend_constants(files: PythonFiles) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``(real path of a project module, its names other project files pass to torch.distributed as
-    the backend)``, sorted; ``texts``: the project's Python files."""
-    callers = [path for path, text in texts.items() if b"backend" in text and _calls_torch_backend(text)]
+    the backend)``, sorted; ``files``: the project's Python files."""
+    callers = [path for path, text in files.items() if b"backend" in text and _calls_torch_backend(text)]
     if not callers:
         return ()
-    modules = module_names(list(texts))
+    modules = files.modules
     paths = {name: path for path, name in modules.items()}
     passed: set[tuple[str, str]] = set()
     elsewhere: set[tuple[str, str]] = set()
     for path in callers:
-        try:
-            tree = ast.parse(texts[path])
-        except (SyntaxError, ValueError):
+        tree = files.tree(path)
+        if tree is None:
             continue
         uses = _FileUses(modules.get(path, path.stem), path.name == "__init__.py")
         uses.visit(tree)

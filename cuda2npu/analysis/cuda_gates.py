@@ -29,14 +29,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from cuda2npu.core.catalogue import table
-from cuda2npu.core.feature_words import name_tokens
-from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name, module_qualified
-from cuda2npu.core.nodes import code_of
-from cuda2npu.core.statements import TreeIndex, leaves
-from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_only_modules import (
+from cuda2npu.analysis.cuda_only_modules import (
     APEX_EXTENSIONS,
     APEX_ROOTS,
     CUDA_LIBRARIES,
@@ -44,6 +37,13 @@ from cuda2npu.families.cuda_only_modules import (
     cuda_call,
     cuda_module,
 )
+from cuda2npu.core.catalogue import table
+from cuda2npu.core.feature_words import name_tokens
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.statements import TreeIndex, leaves
+from cuda2npu.core.traversal import iter_nodes
 
 MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine", "xformers")
 SHELL_CALLS = {

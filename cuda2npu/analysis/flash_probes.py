@@ -16,6 +16,7 @@ ImportError (:func:`in_flash_import_try`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
@@ -119,7 +120,7 @@ def _is_probe_call(call: cst.Call) -> bool:
     return any(PACKAGE.match(string_value(arg.value) or "") for arg in call.args)
 
 
-def flash2_flag_setters(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
+def flash2_flag_setters(texts: Mapping[Path, bytes], root: Path | None) -> tuple[str, ...]:
     """``"m4/configuration_vmistral.py: _flash_attn_2_enabled=True"`` for each line of the project's
     Python files that sets ``_flash_attn_2_enabled`` True (:data:`FLASH2_FLAG_SET`): a class selected
     under that flag may then run on an NPU host (NPU408)."""
@@ -131,7 +132,7 @@ def flash2_flag_setters(texts: dict[Path, bytes], root: Path | None) -> tuple[st
     return tuple(sorted(found))
 
 
-def flash_attn_patches(texts: dict[Path, bytes], root: Path | None) -> tuple[str, ...]:
+def flash_attn_patches(texts: Mapping[Path, bytes], root: Path | None) -> tuple[str, ...]:
     """``"vescale/__init__.py: flash_attn.flash_attn_func"`` for each assignment in the project's Python
     files replacing a flash-attn function with the project's own (:data:`FLASH_PATCH`): the calls of
     that name run the project's wrapper, not flash-attn's kernel (NPU401/NPU402 leave them, review)."""

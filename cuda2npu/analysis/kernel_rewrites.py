@@ -12,7 +12,8 @@
   (``core.imports.remove_import_names`` removes them), :func:`plan_fallback_removals` whole
   ``try``/``except ImportError`` statements of such imports;
 * :func:`import_port` / :func:`import_port_note` say which flash-attn names are ported at their import
-  alone (pure-PyTorch helpers to copy, einops functions it re-exports) and how (NPU403, NPU606);
+  alone (pure-PyTorch helpers to copy, einops functions it re-exports) and how (NPU403, NPU606), and
+  :func:`marked_imports` which imports of a file NPU606 marked so (their uses need no marker);
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
   fix (hoisting an argument) can rewrite the call inside it atomically;
 """
@@ -25,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
+from cuda2npu.analysis import portable
 from cuda2npu.core.arguments import bind
 from cuda2npu.core.imports import (
     TORCH_IMPORT,
@@ -39,7 +41,6 @@ from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.traversal import iter_nodes, walk
-from cuda2npu.families import portable
 
 NO_LIMIT = 2147483647  # npu_fusion_attention's "no bound" for pre_tockens / next_tockens
 
@@ -309,6 +310,16 @@ def import_port_note(names: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
+def marked_imports(ctx) -> set[cst.CSTNode]:
+    """The imports of flash-attn helpers whose NPU606 marker says how to port them (filled as the
+    traversal reaches them): their uses need no marker of their own (NPU403)."""
+    return ctx.file_state(_no_imports)
+
+
+def _no_imports(ctx) -> set[cst.CSTNode]:
+    return set()
+
+
 def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
@@ -490,7 +501,7 @@ def plan_import_removals(
     import ...`` would import flash-attn on an NPU host once its test is rewritten. An import its
     author marked as unused on purpose (``# noqa: F401``, ``# pylint: disable=unused-import``: a
     re-export for other modules) stays, and so does a name ``keep(import node, name)`` says other
-    modules import (families/exports.py: an ``__init__.py``'s, one in ``__all__``, one another file
+    modules import (analysis/exports.py: an ``__init__.py``'s, one in ``__all__``, one another file
     of the project imports).
     """
     per_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, cst.CSTNode, tuple[str, ...], bool]]] = {}

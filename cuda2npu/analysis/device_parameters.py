@@ -13,6 +13,7 @@ passes a device wherever ``pipe`` comes from."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 DEFINITION = re.compile(
@@ -26,7 +27,7 @@ ANY_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+\w+[ \t]*\(", re.M)
 DEVICE_LITERAL = re.compile(r"""[rRuU]?(["'])(cuda|cpu|meta|mps|npu)(:\d+)?\1""")
 
 
-def device_parameters(texts: dict[Path, bytes]) -> tuple[tuple[str, int, str], ...]:
+def device_parameters(texts: Mapping[Path, bytes]) -> tuple[tuple[str, int, str], ...]:
     """``("GPUMemoryMonitor", 0, "device")``: (callable, position of the parameter among the positional
     arguments of a call, its name) for each parameter named like a device, whatever its default
     (``"cuda"``, ``"cpu"``, none): a ``"cuda"`` passed there is a device. A name the project defines
@@ -50,7 +51,7 @@ def device_parameters(texts: dict[Path, bytes]) -> tuple[tuple[str, int, str], .
     return tuple(sorted(entry for entries in found.values() if entries is not None for entry in entries))
 
 
-def device_keywords(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def device_keywords(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The names, other than ``device``, of the parameters named like a device whose default is a
     device string (``rand_device: str = "cpu"``, ``offload_device="cuda"``) in any function or method
     of the project: a ``"cuda"`` passed under that keyword is a device, whichever callable of the

@@ -8,7 +8,7 @@ a module-level import of a name that is
 - bound in a package's ``__init__.py`` (every module-level name of a package is its API);
 - listed in the module's ``__all__``;
 - imported from this module by another file of the project (``options.file.exports``, from a project fact:
-  cuda2npu/families/project_imports.py, folded per file by ``Options.for_path``).
+  cuda2npu/analysis/project_imports.py, folded per file by ``Options.for_path``).
 
 Such an import stays, and is reported as a used one would be (a CUDA-only target is marked).
 """

@@ -5,8 +5,8 @@ whisper's ``triton_ops.py`` defines its kernels; ``timing.py`` imports it only i
 x.is_cuda:`` (``median_filter``, which then calls ``median_filter_cuda``) and in ``dtw_cuda``, which is
 called only there (``dtw``) and in a test marked ``@pytest.mark.requires_cuda``. An NPU tensor has
 ``is_cuda == False``, and cuda2npu keeps such a test when its branch calls a CUDA kernel (the device
-rules: a callee named with a ``cuda`` word, families/kernel_switch.py ``calls_kernel``), while a test
-marked as needing CUDA over a CUDA kernel call is code an NPU host never runs (families/never_run.py).
+rules: a callee named with a ``cuda`` word, analysis/kernel_switch.py ``calls_kernel``), while a test
+marked as needing CUDA over a CUDA kernel call is code an NPU host never runs (analysis/never_run.py).
 
 :func:`kernels_behind_cuda_gates` reads the files of the project that define Triton kernels (a regex),
 then, with :mod:`ast`, every import of such a module by the project's files that name it: each must be
@@ -22,7 +22,7 @@ it is not known.
 
 :func:`triton_functions` names the project's Triton kernels and the functions launching one, for
 the files that call them (slime's ``if grad.is_cuda: from ...deterministic_route_kernels import
-ordered_route_grad``, the fallback in ``else``): such a test stays CUDA's (families/cuda_gates.py).
+ordered_route_grad``, the fallback in ``else``): such a test stays CUDA's (analysis/cuda_gates.py).
 """
 
 from __future__ import annotations
@@ -32,27 +32,27 @@ import os
 import re
 from pathlib import Path
 
+from cuda2npu.analysis.kernel_switch import TORCH_OPS
+from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
+from cuda2npu.analysis.project_imports import absolute_module
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.feature_words import CUDA_WORD
-from cuda2npu.families.kernel_switch import TORCH_OPS
-from cuda2npu.families.never_run import CUDA_MARK_WORDS
-from cuda2npu.families.project_imports import absolute_module, module_names
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
 
 
-def kernels_behind_cuda_gates(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def kernels_behind_cuda_gates(files: PythonFiles) -> tuple[str, ...]:
     """The real paths of the project's modules of Triton kernels that it imports only behind a CUDA
-    tensor test (see the module docstring), sorted; ``texts``: the project's Python files."""
-    kernel_files = _kernel_files(texts)
+    tensor test (see the module docstring), sorted; ``files``: the project's Python files."""
+    kernel_files = _kernel_files(files)
     if not kernel_files:
         return ()
-    modules = module_names(list(texts))
-    trees = _Trees(texts, modules)
+    trees = _Trees(files)
     found = []
     for path in kernel_files:
-        module = modules.get(path)
-        if module is None or RUN_AS_SCRIPT.search(texts[path]) is not None:
+        module = files.modules.get(path)
+        if module is None or RUN_AS_SCRIPT.search(files[path]) is not None:
             continue
         sites = trees.imports_of(module)
         if sites and all(trees.gated_import(site) for site in sites):
@@ -60,21 +60,16 @@ def kernels_behind_cuda_gates(texts: dict[Path, bytes]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def triton_functions(files: PythonFiles) -> tuple[str, ...]:
     """``module.function`` of each Triton kernel of the project (``@triton.jit``, ``@triton.autotune``,
     ``@triton.heuristics``) and of each module-level function launching one (``kernel[grid](...)``),
-    sorted: another file calling one runs code written for CUDA GPUs (families/cuda_gates.py
+    sorted: another file calling one runs code written for CUDA GPUs (analysis/cuda_gates.py
     ``cuda_only_use``), so a ``.is_cuda`` test or a skip guard over the call stays CUDA's. A file
     outside a package counts under its own name (``kernels.launch``)."""
-    kernel_files = _kernel_files(texts)
-    if not kernel_files:
-        return ()
-    modules = module_names(list(texts))
     found = []
-    for path in kernel_files:
-        try:
-            tree = ast.parse(texts[path])
-        except (SyntaxError, ValueError):
+    for path in _kernel_files(files):
+        tree = files.tree(path)
+        if tree is None:
             continue
         functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
         kernels = {f.name for f in functions if any(_triton_decorator(d) for d in f.decorator_list)}
@@ -89,27 +84,22 @@ def triton_functions(texts: dict[Path, bytes]) -> tuple[str, ...]:
                 for node in ast.walk(f)
             )
         }
-        module = modules.get(path, path.stem)
+        module = files.modules.get(path, path.stem)
         found.extend(f"{module}.{name}" for name in kernels | launchers)
     return tuple(sorted(found))
 
 
-def extension_functions(texts: dict[Path, bytes], extensions: tuple[str, ...] = ()) -> tuple[str, ...]:
+def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[str, ...]:
     """``module.name`` of each module-level function or class of the project that calls an operator of a
     compiled extension (``torch.ops.detectron2.nms_rotated(...)``, not torch's or torch_npu's own
     namespaces; a function of a module its setup.py builds, ``extensions``, ``_C.nms(...)`` after
     ``from detectron2 import _C``) or a function of its file that does, and the
     names a package's ``__init__.py`` re-exports them under (``detectron2.layers.nms_rotated``),
     sorted: the ops have CPU and CUDA kernels only, so an NPU tensor must not reach them (a skip guard
-    over a test calling one stays CUDA's: families/cuda_gates.py ``cuda_only_use``)."""
-    modules = None
+    over a test calling one stays CUDA's: analysis/cuda_gates.py ``cuda_only_use``)."""
     found: set[str] = set()
-    for path, text in texts.items():
-        if b"torch.ops." not in text and b"_C" not in text:
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
+    for path, text in files.items():
+        if (b"torch.ops." not in text and b"_C" not in text) or (tree := files.tree(path)) is None:
             continue
         definitions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef))]
         bound = _extension_names(tree, extensions)
@@ -120,11 +110,9 @@ def extension_functions(texts: dict[Path, bytes], extensions: tuple[str, ...] = 
             if not more:
                 break
             names |= more
-        if names:
-            modules = module_names(list(texts)) if modules is None else modules
-            found.update(f"{modules.get(path, path.stem)}.{name}" for name in names)
+        found.update(f"{files.modules.get(path, path.stem)}.{name}" for name in names)
     if found:
-        found |= _reexports(texts, modules or module_names(list(texts)), found)
+        found |= _reexports(files, found)
     return tuple(sorted(found))
 
 
@@ -171,16 +159,13 @@ def _calls_extension(definition: ast.FunctionDef | ast.ClassDef, extensions: set
     return False
 
 
-def _reexports(texts: dict[Path, bytes], modules: dict[Path, str], functions: set[str]) -> set[str]:
+def _reexports(files: PythonFiles, functions: set[str]) -> set[str]:
     """``package.name`` for each ``from .module import name`` of a package's ``__init__.py`` naming one
     of ``functions``."""
     found = set()
-    for path, text in texts.items():
-        if path.name != "__init__.py" or path not in modules:
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
+    modules = files.modules
+    for path in files:
+        if path.name != "__init__.py" or path not in modules or (tree := files.tree(path)) is None:
             continue
         for node in tree.body:
             if isinstance(node, ast.ImportFrom):
@@ -193,9 +178,9 @@ def _reexports(texts: dict[Path, bytes], modules: dict[Path, str], functions: se
     return found
 
 
-def _kernel_files(texts: dict[Path, bytes]) -> list[Path]:
+def _kernel_files(files: PythonFiles) -> list[Path]:
     """The project's files defining a Triton kernel (a regex over their text)."""
-    return [path for path, text in texts.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None]
+    return [path for path, text in files.items() if b"triton" in text and TRITON_KERNEL.search(text) is not None]
 
 
 def _triton_decorator(decorator: ast.expr) -> bool:
@@ -211,34 +196,30 @@ def _triton_decorator(decorator: ast.expr) -> bool:
 
 
 class _Trees:
-    """The parsed files of the project that name a word, parsed once, with their parents."""
+    """The project's parsed files that name a word (:meth:`PythonFiles.tree`), with their parents."""
 
-    def __init__(self, texts: dict[Path, bytes], modules: dict[Path, str]) -> None:
-        self.texts = texts
-        self.modules = modules
-        self._parsed: dict[Path, tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None] = {}
+    def __init__(self, files: PythonFiles) -> None:
+        self.files = files
+        self._parents: dict[Path, dict[ast.AST, tuple[ast.AST, str]] | None] = {}
 
     def _tree(self, path: Path) -> tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None:
-        if path not in self._parsed:
-            try:
-                tree = ast.parse(self.texts[path])
-            except (SyntaxError, ValueError):
-                self._parsed[path] = None
-                return None
-            parents = {
+        tree = self.files.tree(path)
+        if tree is None:
+            return None
+        if path not in self._parents:
+            self._parents[path] = {
                 child: (node, field)
                 for node in ast.walk(tree)
                 for field, value in ast.iter_fields(node)
                 for child in (value if isinstance(value, list) else [value])
                 if isinstance(child, ast.AST)
             }
-            self._parsed[path] = (tree, parents)
-        return self._parsed[path]
+        return tree, self._parents[path]
 
     def _naming(self, word: str):
         """(tree, parents) of each file whose text holds ``word``."""
         needle = word.encode()
-        for path, text in self.texts.items():
+        for path, text in self.files.items():
             if needle in text and (parsed := self._tree(path)) is not None:
                 yield path, *parsed
 
@@ -246,7 +227,7 @@ class _Trees:
         """(import statement, its file's parents) for each import of ``module`` in the project."""
         sites = []
         for path, tree, parents in self._naming(module.rpartition(".")[2]):
-            importer = self.modules.get(path, path.stem)
+            importer = self.files.modules.get(path, path.stem)
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Import, ast.ImportFrom)) and module in _imported(node, importer, path):
                     sites.append((node, parents))

@@ -19,6 +19,7 @@ loads its engine there): ``self.cuda()`` in it, and ``.cuda()`` on an instance o
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
@@ -42,7 +43,7 @@ CUDA_METHOD = re.compile(rb"^([ \t]+)def[ \t]+cuda[ \t]*\(", re.MULTILINE)
 TORCH_LIBRARIES = ("torch", "torchvision", "transformers", "timm")
 
 
-def tensordict_holders(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def tensordict_holders(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The project's module-level classes with a field annotated ``TensorDict`` (verl's
     ``DataProto``: ``batch: TensorDict = None``), from a regex over the files that name tensordict
     (a project fact: cuda2npu/project/facts.py)."""
@@ -124,7 +125,7 @@ def _moved(value: cst.BaseExpression, name: str) -> bool:
     )
 
 
-def cuda_method_classes(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def cuda_method_classes(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The project's classes with a ``cuda`` method of their own (``class Engine: def cuda(self)``)
     and their subclasses, by name (a base named in another file counts), from a regex over the
     files' ``class``/``def cuda(`` lines (a project fact: cuda2npu/project/facts.py)."""

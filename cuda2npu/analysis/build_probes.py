@@ -4,38 +4,30 @@ xDiT's ``def _is_cuda(): return torch.version.cuda is not None`` and ``def _is_h
 torch.version.hip is not None; return has_rocm`` answer for torch's CUDA and ROCm builds. On an NPU
 host torch is the CPU build torch_npu runs on, where ``torch.version.cuda`` and ``torch.version.hip``
 are None (docs/reference/torch_npu.md §4.2): both answer False, so the code an ``if _is_cuda():``
-guards never runs there and is left as written (families/never_run.py), in whichever file calls it.
+guards never runs there and is left as written (analysis/never_run.py), in whichever file calls it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-from cuda2npu.families.project_imports import module_names
+from cuda2npu.analysis.python_files import PythonFiles
 
 BUILD_TEXT = re.compile(rb"torch\.version\.(?:cuda|hip)\b")
 BUILD_FACTS = ("cuda", "hip")  # the attributes of torch.version a CUDA or ROCm build sets
 
 
-def build_probes(texts: dict[Path, bytes]) -> tuple[str, ...]:
+def build_probes(files: PythonFiles) -> tuple[str, ...]:
     """``module.function`` of each module-level function of the project whose every ``return`` answers
     whether ``torch.version.cuda`` or ``torch.version.hip`` is set (directly or through a local name
     assigned that answer), sorted. A file outside a package counts under its own name."""
     found = []
-    modules = None
-    for path, text in texts.items():
-        if not BUILD_TEXT.search(text):
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
+    for path, text in files.items():
+        if not BUILD_TEXT.search(text) or (tree := files.tree(path)) is None:
             continue
         probes = [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _answers_build(f)]
-        if probes:
-            modules = module_names(list(texts)) if modules is None else modules
-            found += [f"{modules.get(path, path.stem)}.{name}" for name in probes]
+        found += [f"{files.modules.get(path, path.stem)}.{name}" for name in probes]
     return tuple(sorted(found))
 
 

@@ -2,7 +2,7 @@
 
 - the CUDA-only branches of the CUDA tests the migration keeps (``if torch.cuda.is_available():
   from knn_cuda import KNN``, what follows ``if not x.is_cuda: return fallback(x)`` over a CUDA
-  kernel: :func:`cuda2npu.families.cuda_gates.kept_cuda_blocks`);
+  kernel: :func:`cuda2npu.analysis.cuda_gates.kept_cuda_blocks`);
 - the body of ``if is_flash_attn_2_available():`` (a flash-attn probe, :mod:`flash_probes`) when the
   code has a fallback: an ``else``/``elif``, or the body ends in ``return``/``raise`` (what follows
   is the fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
@@ -16,9 +16,9 @@
   migrated the import goes, the flag is True on an NPU host and the branch runs there;
 - a test function or class under a skip decorator the migration keeps CUDA's
   (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)`` over CUDA-only code:
-  :func:`cuda2npu.families.cuda_gates.kept_cuda_test`), or marked as needing CUDA
+  :func:`cuda2npu.analysis.cuda_gates.kept_cuda_test`), or marked as needing CUDA
   (``@pytest.mark.requires_cuda``, ``@pytest.mark.gpu``) over a CUDA kernel call
-  (:func:`cuda2npu.families.kernel_switch.first_kernel`: whisper's ``dtw_cuda(x)``): it fails on an
+  (:func:`cuda2npu.analysis.kernel_switch.first_kernel`: whisper's ``dtw_cuda(x)``): it fails on an
   NPU host with or without edits;
 - one whose skip decorator skips where a CUDA-only package cannot be imported: a flag the file's
   ``except ImportError`` sets False after importing one (``skipif(not HAVE_MEGABLOCKS)``), a
@@ -28,7 +28,7 @@
   that imports a CUDA-only module and whose ImportError handler skips the test;
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
-  ``if _is_cuda():`` for a project function answering that: families/build_probes.py);
+  ``if _is_cuda():`` for a project function answering that: analysis/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
   too low (``pytest.importorskip("transformer_engine")``, ``except ImportError: pytestmark =
   pytest.mark.skip(...)``, ``pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)``).
@@ -40,6 +40,22 @@ import re
 
 import libcst as cst
 
+from cuda2npu.analysis.cuda_gates import (
+    CAPABILITY_QUERIES,
+    SKIP_DECORATORS,
+    kept_cuda_blocks,
+    kept_cuda_test,
+    skips,
+)
+from cuda2npu.analysis.cuda_only_modules import cuda_only_module
+from cuda2npu.analysis.flash_probes import file_probe_flags, find_probe, requires_probe
+from cuda2npu.analysis.kernel_switch import first_kernel
+from cuda2npu.analysis.raising_fallbacks import (
+    cuda_only_import,
+    failed_import_flags,
+    failed_import_names,
+    requires_flag,
+)
 from cuda2npu.core.bindings import OTHER_BINDINGS
 from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
@@ -47,22 +63,6 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import leaves
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_gates import (
-    CAPABILITY_QUERIES,
-    SKIP_DECORATORS,
-    kept_cuda_blocks,
-    kept_cuda_test,
-    skips,
-)
-from cuda2npu.families.cuda_only_modules import cuda_only_module
-from cuda2npu.families.flash_probes import file_probe_flags, find_probe, requires_probe
-from cuda2npu.families.kernel_switch import first_kernel
-from cuda2npu.families.raising_fallbacks import (
-    cuda_only_import,
-    failed_import_flags,
-    failed_import_names,
-    requires_flag,
-)
 
 TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
 # `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from cuda2npu.analysis.cuda_only_modules import cuda_module
 from cuda2npu.core.feature_words import implies
 from cuda2npu.core.imports import bound_name, catches_import_error
 from cuda2npu.core.literals import NOT_LITERAL, literal
@@ -21,7 +22,6 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.cuda_only_modules import cuda_module
 
 MISSING = ("False", "None")  # what a handler sets its flag to
 

@@ -23,31 +23,14 @@ import os
 import re
 from pathlib import Path
 
+from cuda2npu.analysis.python_files import PythonFiles
+
 # the libraries whose imports rules remove once nothing in the file reads them
 REMOVABLE = (b"apex", b"amp_C", b"flash_attn", b"transformer_engine", b"colossalai")
 FROM_IMPORT = re.compile(rb"[ \t]*from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*(?:\\\r?\n[^\n]*)*)")
 PLAIN_IMPORT = re.compile(rb"[ \t]*import[ \t]+([^\n#;]+)")
 IMPORTED = re.compile(rb"([\w*]+)(?:[ \t]+as[ \t]+(\w+))?")
 COMMENT = re.compile(rb"#[^\n]*")
-
-
-def module_names(files: list[Path]) -> dict[Path, str]:
-    """The dotted module name of each Python file: ``pkg/sub/mod.py`` → ``pkg.sub.mod`` when ``pkg``
-    and ``pkg/sub`` hold an ``__init__.py`` among ``files``; ``pkg/__init__.py`` → ``pkg``."""
-    packages = {os.path.dirname(path) for path in map(str, files) if path.endswith(f"{os.sep}__init__.py")}
-    names: dict[Path, str] = {}
-    for path in files:
-        text = str(path)
-        if not text.endswith(".py"):
-            continue
-        directory, _, file_name = text.rpartition(os.sep)
-        parts = [] if file_name == "__init__.py" else [file_name[:-3]]
-        while directory in packages:
-            directory, _, package = directory.rpartition(os.sep)
-            parts.append(package)
-        if parts:
-            names[path] = ".".join(reversed(parts))
-    return names
 
 
 def _imported(clause: bytes) -> list[tuple[str, str]]:
@@ -139,16 +122,16 @@ def _names_imported(path: Path, text: bytes, importer: str, imports, candidates:
     return found
 
 
-def imported_names(texts: dict[Path, bytes]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def imported_names(files: PythonFiles) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``(real path of a project module, names other project files import from it)`` for the
     modules (not packages' ``__init__.py``) that import a library of ``REMOVABLE`` and whose names
-    another file imports (``*``: all of them), sorted; ``texts``: the project's Python files."""
-    modules = module_names(list(texts))
+    another file imports (``*``: all of them), sorted; ``files``: the project's Python files."""
+    modules = files.modules
     tops = {name.partition(".")[0].encode() for name in modules.values()}
     candidates: dict[str, list[Path]] = {}
     imports = {}
     for path, name in modules.items():  # the imports of each file that may name project modules
-        imports[path], removable = _imports(texts[path], tops)
+        imports[path], removable = _imports(files[path], tops)
         if removable and path.name != "__init__.py":
             candidates.setdefault(name, []).append(path)
     if not candidates:
@@ -156,7 +139,7 @@ def imported_names(texts: dict[Path, bytes]) -> tuple[tuple[str, tuple[str, ...]
     wanted: dict[str, set[str]] = {}
     for path, importer in modules.items():
         if imports[path]:
-            for target, names in _names_imported(path, texts[path], importer, imports[path], set(candidates)).items():
+            for target, names in _names_imported(path, files[path], importer, imports[path], set(candidates)).items():
                 wanted.setdefault(target, set()).update(names)
     found: dict[str, set[str]] = {}
     real: dict[Path, str] = {}  # directory -> its real path (one resolution per directory)
