@@ -140,7 +140,7 @@ class ModuleFacts(cst.CSTVisitor):
         self.conditional: set[cst.CSTNode] = set()  # the `if`/`elif`/`else` bodies among the blocks
         self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
-        self._not_uses: set[int] = set()  # ids of the names that are attribute or keyword names
+        self._not_uses: set[cst.Name] = set()  # the names that are attribute or keyword names
         self.used_in: dict[str, set[cst.CSTNode]] = {}  # name → the bodies of the functions reading it
         self._functions: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._function_bodies: set[cst.CSTNode] = set()
@@ -239,14 +239,14 @@ class ModuleFacts(cst.CSTVisitor):
             self.guards[node] = guard
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._not_uses.add(id(node.attr))  # the attribute name is not a use of a variable
+        self._not_uses.add(node.attr)  # the attribute name is not a use of a variable
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None:
-            self._not_uses.add(id(node.keyword))  # nor is a keyword name
+            self._not_uses.add(node.keyword)  # nor is a keyword name
 
     def visit_Name(self, node: cst.Name) -> None:
-        if id(node) not in self._not_uses:
+        if node not in self._not_uses:
             self.used_names.add(node.value)
             self.used_in.setdefault(node.value, set()).update(self._functions)
 

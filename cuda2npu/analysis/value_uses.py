@@ -18,8 +18,8 @@ class ValueUses:
 
     def _use(self, expr: cst.BaseExpression | None, class_test: bool = False) -> None:
         seen = self.__dict__.setdefault("_value_uses_seen", set())  # an isinstance class is also an argument
-        if isinstance(expr, (cst.Name, cst.Attribute)) and id(expr) not in seen:
-            seen.add(id(expr))
+        if isinstance(expr, (cst.Name, cst.Attribute)) and expr not in seen:
+            seen.add(expr)
             self.value_use(expr, class_test)
         elif isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):  # items of a container in use
             for element in expr.elements:

@@ -327,7 +327,7 @@ class _TorchNpuPlaces(cst.CSTVisitor):
         self.scopes = [_Scope()]
         self.first: tuple[cst.IndentedBlock, _Scope] | None = None  # the first block importing torch
         self.uses: list[tuple[_Scope, ...]] = []  # the scopes around each use, outermost first
-        self._attribute_names: set[int] = set()
+        self._attribute_names: set[cst.Name] = set()
 
     def blocks(self, first: bool) -> set[cst.IndentedBlock]:
         """The blocks that get ``import torch_npu``: with ``first``, the first torch block; per use,
@@ -372,10 +372,10 @@ class _TorchNpuPlaces(cst.CSTVisitor):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._attribute_names.add(id(node.attr))
+        self._attribute_names.add(node.attr)
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value == "torch_npu" and id(node) not in self._attribute_names and len(self.scopes) > 1:
+        if node.value == "torch_npu" and node not in self._attribute_names and len(self.scopes) > 1:
             self.uses.append(tuple(self.scopes))
 
 

@@ -145,7 +145,7 @@ def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
     """
     original = list(call.args)
     trailing = bool(original) and isinstance(original[-1].comma, cst.Comma)
-    middle = {id(a.value): a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)}
+    middle = {a.value: a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)}
     separator = _without_comments(next(iter(middle.values()), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
     # the space before ``)`` (a line break in a call laid out one argument per line) goes with the
     # last argument, whichever it is now
@@ -154,7 +154,7 @@ def with_args(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Call:
     for index, arg in enumerate(args):
         last = index == len(args) - 1
         if not last:
-            comma = middle.get(id(arg.value), separator)
+            comma = middle.get(arg.value, separator)
         else:
             comma = original[-1].comma if trailing else cst.MaybeSentinel.DEFAULT
         if original and (last or arg.value is original[-1].value):

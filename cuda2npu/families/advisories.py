@@ -53,11 +53,11 @@ def _every_n_steps(test: cst.BaseExpression) -> bool:
 
 class _LoopCalls(cst.CSTVisitor):
     """Calls in a loop body, not descending into nested loops, functions, classes or lambdas;
-    ``sparse``: the ids of those that run only every N steps (in the body of such an ``if``)."""
+    ``sparse``: those that run only every N steps (in the body of such an ``if``)."""
 
     def __init__(self) -> None:
         self.calls: list[cst.Call] = []
-        self.sparse: set[int] = set()
+        self.sparse: set[cst.Call] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
@@ -73,7 +73,7 @@ class _LoopCalls(cst.CSTVisitor):
     def _sparse(self, body: cst.CSTNode) -> None:
         inner = _LoopCalls()
         walk(body, inner)
-        self.sparse.update(id(call) for call in inner.calls)
+        self.sparse.update(inner.calls)
 
     def visit_FunctionDef(self, node) -> bool:
         return False
@@ -166,9 +166,9 @@ class TrainingLoopSyncs(Rule):
         if not any(_is_call_to(call, TRAINING_CALLS) for call in calls.calls):
             return
         syncs = [call for call in calls.calls if _is_host_sync(call)]
-        inner = {id(sync) for call in syncs for sync in _chain(call)[:-1]}  # `.cpu()` of `.cpu().numpy()`
+        inner = {sync for call in syncs for sync in _chain(call)[:-1]}  # `.cpu()` of `.cpu().numpy()`
         for call in syncs:
-            if id(call) in inner or id(call) in calls.sparse:
+            if call in inner or call in calls.sparse:
                 continue
             self.report(
                 "NPU804",

@@ -69,16 +69,16 @@ def plan_recipes(
     facts = _Collect(is_recipe, autocast_recipe)
     facts.find_recipe_functions(module)
     walk(module, facts)
-    inside = {id(n) for stmt in facts.candidates for n in _names(stmt)}
+    inside = {n for stmt in facts.candidates for n in _names(stmt)}
     removed: list[cst.CSTNode] = []
     while True:
-        gone = {id(n) for stmt in removed for n in _names(stmt)} | (facts.fp8_reads if autocasts_kept else set())
+        gone = {n for stmt in removed for n in _names(stmt)} | (facts.fp8_reads if autocasts_kept else set())
         new = []
         for stmt in facts.candidates:
             if stmt in removed or _public_function(stmt):
                 continue
-            own = {id(n) for n in _names(stmt)}  # `fmt` read by the recipe the same `if` builds
-            if any(id(r.node) not in gone and id(r.node) not in own for r in facts.reads_of(stmt)):
+            own = {n for n in _names(stmt)}  # `fmt` read by the recipe the same `if` builds
+            if any(r.node not in gone and r.node not in own for r in facts.reads_of(stmt)):
                 continue
             block = facts.blocks.get(stmt)
             left = facts.block_sizes.get(block, 0) - sum(1 for s in removed + new if facts.blocks.get(s) is block)
@@ -92,7 +92,7 @@ def plan_recipes(
         if stmt in removed:
             continue
         reads = facts.reads_of(stmt)
-        others = [r for r in reads if id(r.node) not in inside and id(r.node) not in facts.fp8_reads]
+        others = [r for r in reads if r.node not in inside and r.node not in facts.fp8_reads]
         if others:
             kept[stmt] = (names, f"it is also {describe_use(others[0].statement, others[0].node)}")
         elif _public_function(stmt) and not reads:
@@ -200,15 +200,15 @@ class _Collect(cst.CSTVisitor):
         self.blocks: dict[cst.CSTNode, cst.CSTNode] = {}  # statement → the block holding it
         self.block_sizes: dict[cst.CSTNode, int] = {}
         self.reads: dict[str, list[Read]] = {}
-        self.fp8_reads: set[int] = set()  # ids of the names inside autocasts' recipe arguments
+        self.fp8_reads: set[cst.CSTNode] = set()  # the names inside autocasts' recipe arguments
         self._blocks: list[cst.CSTNode] = []
         self._statements: list[cst.CSTNode] = []
         self._in_chain: set[cst.If] = set()  # elif branches of a recipe `if`
         self._class_bodies: set[cst.CSTNode] = set()
         self.class_attributes: dict[cst.CSTNode, tuple[str, ...]] = {}  # read as `self.x`: always kept
-        self._bindings: set[int] = set()  # ids of the Name nodes that are no reads (bound, attribute, keyword)
+        self._bindings: set[cst.CSTNode] = set()  # the Name nodes that are no reads (bound, attribute, keyword)
         self.recipe_functions: set[str] = set()  # module-level functions that only build a recipe
-        self._stores: set[int] = set()  # ids of the attributes assigned to (`self.x = ...`)
+        self._stores: set[cst.CSTNode] = set()  # the attributes assigned to (`self.x = ...`)
         self.where: dict[cst.CSTNode, cst.FunctionDef | None] = {}  # candidate → its function
         self.enclosing: dict[cst.FunctionDef, cst.FunctionDef | None] = {}
         self.local: dict[cst.FunctionDef, set[str]] = {}  # names a function binds (its variables)
@@ -241,7 +241,7 @@ class _Collect(cst.CSTVisitor):
         """``target`` binds its names (in the current function): they are no reads."""
         if self._functions:
             self.local[self._functions[-1]].update(target_names(target))
-        self._bindings.update(id(n) for n in _bound_names(target))
+        self._bindings.update(n for n in _bound_names(target))
 
     # ------------------------------------------------------------ blocks and statements
     # (visit_X/leave_X, not on_visit: core.traversal.walk then takes its fast path)
@@ -333,7 +333,7 @@ class _Collect(cst.CSTVisitor):
         self._bind(node.name)
 
     def visit_Global(self, node: cst.Global) -> None:
-        self._bindings.update(id(n.name) for n in node.names)
+        self._bindings.update(n.name for n in node.names)
         if self._functions:
             self.declared_global[self._functions[-1]].update(n.name.value for n in node.names)
 
@@ -455,7 +455,7 @@ class _Collect(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         recipe = self.autocast_recipe(node)
         if recipe is not None:
-            self.fp8_reads.update(id(n) for n in iter_nodes(recipe, (cst.Name, cst.Attribute)))
+            self.fp8_reads.update(n for n in iter_nodes(recipe, (cst.Name, cst.Attribute)))
         for arg in node.args:  # `getattr(self, "fp8_recipe")` may read the attribute
             value = string_value(arg.value) if isinstance(arg.value, cst.SimpleString) else None
             if value is not None and value.isidentifier():
@@ -464,7 +464,7 @@ class _Collect(cst.CSTVisitor):
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self._bind(node.target)  # `x, y = ...` binds x and y; `a[i] = ...` reads a
         if isinstance(node.target, cst.Attribute):
-            self._stores.add(id(node.target))  # `self.x = ...` does not read `.x`
+            self._stores.add(node.target)  # `self.x = ...` does not read `.x`
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
@@ -477,16 +477,16 @@ class _Collect(cst.CSTVisitor):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if id(node) not in self._stores:
+        if node not in self._stores:
             self._read("." + node.attr.value, node)  # a read of the attribute, on any object
-        self._bindings.add(id(node.attr))  # the attribute name is not a read of a variable
+        self._bindings.add(node.attr)  # the attribute name is not a read of a variable
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None:
-            self._bindings.add(id(node.keyword))  # nor is a keyword name
+            self._bindings.add(node.keyword)  # nor is a keyword name
 
     def visit_Name(self, node: cst.Name) -> None:
-        if id(node) not in self._bindings:
+        if node not in self._bindings:
             self._read(node.value, node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:

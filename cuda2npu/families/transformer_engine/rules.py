@@ -649,10 +649,10 @@ class TransformerEngine(ValueUses, Rule):
 
     def _rewrite_module(self, call: cst.Call, replacement: str, params, add_device: bool, add_eps: bool) -> cst.Call:
         bound = bind(call, params, max_positional=2)
-        by_arg = {id(arg): param for param, arg in bound.items()}
+        by_arg = {arg: param for param, arg in bound.items()}
 
         def kept(arg: cst.Arg) -> cst.Arg | None:
-            param = by_arg[id(arg)]
+            param = by_arg[arg]
             if param == "normalized_shape":
                 return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
             if param in RENAME:
@@ -727,10 +727,8 @@ class TransformerEngine(ValueUses, Rule):
     @staticmethod
     def _rewrite_fused(call: cst.Call, spec, target: str) -> cst.Call:
         bound = bind(call, spec.params, max_positional=spec.positional)
-        accepted = {id(arg) for param, arg in bound.items() if param in spec.accepted}
-        return _with_arguments(
-            call, target, _kept_arguments(call.args, lambda arg: arg if id(arg) in accepted else None)
-        )
+        accepted = {arg for param, arg in bound.items() if param in spec.accepted}
+        return _with_arguments(call, target, _kept_arguments(call.args, lambda arg: arg if arg in accepted else None))
 
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, node: cst.Call) -> None:
@@ -742,11 +740,11 @@ class TransformerEngine(ValueUses, Rule):
 
         def fix(updated: cst.Call) -> cst.Call:
             dropped = {
-                id(a)
+                a
                 for i, a in enumerate(updated.args)
                 if 0 < i < plan.skip or (a.keyword is not None and a.keyword.value in TE_CHECKPOINT_OPTIONS)
             }
-            args = _kept_arguments(updated.args, lambda a: None if id(a) in dropped else a)
+            args = _kept_arguments(updated.args, lambda a: None if a in dropped else a)
             if plan.add_reentrant:  # after the last argument, which hands over what ends the call
                 last = args[-1]
                 args[-1] = last.with_changes(
