@@ -3,10 +3,9 @@
 * :func:`canonical` / :func:`apex_name` resolve a reference to apex's public name
   (``apex.optimizers.fused_adam.FusedAdam`` → ``apex.optimizers.FusedAdam``);
 * :class:`ApexRule` is the base of the rules that only act in files importing apex;
-* :class:`FileEdits` is the per-file registry through which several rules remove, insert and
-  replace statements, and wrap runs of statements of a block (a fix on the block). Each edited
-  statement gets one composed fix, evaluated lazily when the engine applies fixes, so the edits of
-  different rules on one block stay consistent. It also
+* :class:`FileEdits` is the apex rules' edit transaction of one file (``core.edits.StatementEdits``:
+  several rules remove, insert and replace statements, and wrap runs of statements of a block,
+  one composed fix per statement). It also
   records the references to apex names that fixes remove and the imports fixes need; the
   finalizer (``apex_imports``) turns those into import edits and collapses blocks a migration
   emptied (``if args.fp16: <removed>``, ``try: <removed apex import> except ImportError: ...``).
@@ -16,8 +15,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -25,6 +23,7 @@ from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
 from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.edits import StatementEdits, clause_statements
 from cuda2npu.core.imports import bound_name, catches_import_error, import_root
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name, target_names
@@ -34,8 +33,6 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
 
 CANONICAL_PACKAGES = ("amp", "optimizers", "normalization", "parallel", "fp16_utils")
-
-BuildStatements = Callable[[cst.CSTNode], list]
 
 
 # --- names ---------------------------------------------------------------------------------
@@ -66,55 +63,17 @@ class ImportRequest:
     tier: Tier
 
 
-@dataclass
-class Region:
-    """Statements ``start..end`` (original positions) of one block moved into ``build(statements)``."""
+class FileEdits(StatementEdits):
+    """The apex rules' edit transaction of one file (``core.edits``), with the references to apex
+    names that fixes remove and the imports fixes need (see the module docstring)."""
 
-    start: int
-    end: int
-    build: Callable[[list], cst.BaseStatement]
-
-
-@dataclass
-class StatementEdit:
-    code: str
-    tier: Tier
-    remove: bool = False
-    before: list = field(default_factory=list)
-    after: list = field(default_factory=list)
-    replace: BuildStatements | None = None
-
-
-class FileEdits:
-    """Statement edits, removed apex references and needed imports of one file (see module doc)."""
+    REGISTERING = (*StatementEdits.REGISTERING, "drop_ref", "need_import")
 
     def __init__(self, ctx) -> None:
-        self.ctx = ctx
-        self.edits: dict[cst.CSTNode, StatementEdit] = {}
+        super().__init__(ctx)
         self.removed_refs: dict[cst.Name, Tier] = {}
         self.imports: dict[tuple[str, str | None], ImportRequest] = {}
-        self.collapsed: dict[cst.CSTNode, list] = {}  # try statements replaced by else/finally bodies
-        self.regions: dict[cst.CSTNode, list[Region]] = {}  # block -> regions to wrap
-        self._produced: dict[cst.CSTNode, int] = {}  # statement -> how many statements its fix produced
-        self._block_fixes: set[cst.CSTNode] = set()  # blocks whose fix removes their first statement
-        self._claimed: set[cst.CSTNode] = set()
         self._scan: _ApexImportScan | None = None
-
-    @classmethod
-    def of(cls, ctx) -> "FileEdits":
-        """The file's registry, shared by every apex rule of the traversal."""
-        return ctx.file_state(cls)
-
-    @classmethod
-    def for_rule(cls, rule) -> "FileEdits":
-        """The registry as ``rule`` writes to it: under ``--portable`` a rule without a portable
-        rewrite makes no fix (rulebase ``Rule.report``), so it registers no edit either."""
-        edits = cls.of(rule.ctx)
-        return _Unapplied(edits) if rule.options.portable and not rule.portable_support else edits
-
-    @property
-    def index(self) -> TreeIndex:
-        return TreeIndex.of(self.ctx)
 
     def _scanned(self) -> "_ApexImportScan":
         if self._scan is None:
@@ -139,41 +98,6 @@ class FileEdits:
         they are where apex is missing (NPU hosts), so their uses are left as written."""
         return self._scanned().fallback_names
 
-    def applies(self, tier: Tier) -> bool:
-        """Whether a fix of this tier is applied by ``migrate`` with these options."""
-        return tier <= self.ctx.options.max_tier
-
-    # registering ---------------------------------------------------------------------------
-
-    def _edit(self, stmt: cst.CSTNode, code: str, tier: Tier) -> StatementEdit:
-        edit = self.edits.get(stmt)
-        if edit is None:
-            edit = self.edits[stmt] = StatementEdit(code, tier)
-        else:
-            edit.tier = max(edit.tier, tier)
-        return edit
-
-    def remove(self, stmt: cst.CSTNode, code: str, tier: Tier) -> None:
-        self._edit(stmt, code, tier).remove = True
-
-    def insert_before(self, stmt: cst.CSTNode, nodes: list, code: str, tier: Tier) -> None:
-        self._edit(stmt, code, tier).before.extend(nodes)
-
-    def insert_after(self, stmt: cst.CSTNode, nodes: list, code: str, tier: Tier) -> None:
-        self._edit(stmt, code, tier).after.extend(nodes)
-
-    def replace(self, stmt: cst.CSTNode, build: BuildStatements, code: str, tier: Tier) -> None:
-        """``build(updated statement)`` returns the statements that take its place."""
-        self._edit(stmt, code, tier).replace = build
-
-    def wrap(self, block: cst.CSTNode, start: int, end: int, build: Callable[[list], cst.BaseStatement]) -> None:
-        """Move statements ``start..end`` of ``block`` into ``build(updated statements)``.
-
-        The wrap is a fix on the block (report it with :meth:`wrap_fix`): it runs after the
-        statements' own fixes and finds them again by the number of statements each produced.
-        """
-        self.regions.setdefault(block, []).append(Region(start, end, build))
-
     def drop_ref(self, name: cst.Name | None, tier: Tier) -> None:
         """A fix removes this reference to an imported apex name."""
         if name is not None:
@@ -184,145 +108,6 @@ class FileEdits:
         need = self.imports.get((module, obj))
         if need is None or tier < need.tier:
             self.imports[(module, obj)] = ImportRequest(code, tier)
-
-    def claim(self, stmt: cst.CSTNode) -> bool:
-        """True for the first report on an edited statement: that report carries :meth:`fix`."""
-        if stmt in self._claimed:
-            return False
-        self._claimed.add(stmt)
-        return True
-
-    def report(self, rule, code: str, stmt: cst.CSTNode, message: str, inner: cst.CSTNode | None = None, **kw) -> None:
-        """Report a finding whose fix is ``stmt``'s composed edit (``inner`` if already claimed)."""
-        if not self.claim(stmt):
-            rule.report(code, inner if inner is not None else stmt, message, lambda node: node, **kw)
-        elif self._opens_block(stmt):
-            block = self.index.placement[stmt].block
-            self._block_fixes.add(block)
-            rule.report(code, block, message, lambda updated: _without_first(updated, stmt not in self._produced), **kw)
-        else:
-            rule.report(code, stmt, message, self.fix(stmt), **kw)
-
-    def _opens_block(self, stmt: cst.CSTNode) -> bool:
-        """A removed first statement of an indented block: its block's fix removes it, so that the
-        blank lines that separated it from the next statement do not open the block. (The block's
-        position is the statement's, so the finding stays where it was.)"""
-        edit = self.edits.get(stmt)
-        place = self.index.placement.get(stmt)
-        return (
-            edit is not None
-            and edit.remove
-            and not edit.before
-            and not edit.after
-            and stmt not in self.collapsed
-            and place is not None
-            and place.index == 0
-            and isinstance(place.block, cst.IndentedBlock)
-            and place.block not in self.regions
-            and place.block not in self._block_fixes
-        )
-
-    # applying -----------------------------------------------------------------------------
-
-    def gone(self, stmt: cst.CSTNode) -> bool:
-        """The statement disappears and nothing takes its place (when its fix applies)."""
-        edit = self.edits.get(stmt)
-        if edit is None or edit.before or edit.after or not self.applies(edit.tier):
-            return False
-        if stmt in self.collapsed:
-            return not self.collapsed[stmt]
-        return edit.remove
-
-    def fix(self, stmt: cst.CSTNode):
-        return lambda updated: self._apply(stmt, updated)
-
-    def _apply(self, stmt: cst.CSTNode, updated: cst.CSTNode):
-        edit = self.edits[stmt]
-        nodes: list = [] if edit.remove else [updated]
-        if stmt in self.collapsed:
-            nodes = _collapsed_statements(updated)
-        elif edit.replace is not None and nodes:
-            nodes = list(edit.replace(updated))
-        nodes = [*edit.before, *nodes, *edit.after]
-        if (
-            nodes
-            and nodes[0] is not updated
-            and hasattr(updated, "leading_lines")
-            and hasattr(nodes[0], "leading_lines")
-        ):
-            nodes[0] = nodes[0].with_changes(leading_lines=updated.leading_lines)
-        self._produced[stmt] = len(nodes)
-        if not nodes:
-            return cst.RemoveFromParent()
-        return nodes[0] if len(nodes) == 1 else cst.FlattenSentinel(nodes)
-
-    def wrap_fix(self, block: cst.CSTNode):
-        return lambda updated: self._wrap(block, updated)
-
-    def _wrap(self, block: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
-        spans = []
-        position = 0
-        for stmt in block.body:
-            count = self._produced.get(stmt, 1)
-            spans.append((position, position + count))
-            position += count
-        if position != len(updated.body):
-            raise ValueError("another fix changed the statements of this block")  # the engine drops this fix
-        body = list(updated.body)
-        for region in sorted(self.regions[block], key=lambda r: r.start, reverse=True):
-            first, last = spans[region.start][0], spans[region.end][1]
-            if first < last:
-                body[first:last] = [_wrapped(region.build, body[first:last])]
-        return updated.with_changes(body=body)
-
-
-class _Unapplied:
-    """A :class:`FileEdits` whose registering methods do nothing (see :meth:`FileEdits.for_rule`)."""
-
-    def __init__(self, edits: FileEdits) -> None:
-        self._edits = edits
-
-    def __getattr__(self, name: str):
-        return getattr(self._edits, name)
-
-    def _ignored(self, *args, **kwargs) -> None:
-        return None
-
-    remove = insert_before = insert_after = replace = wrap = drop_ref = need_import = _ignored
-
-
-def _wrapped(build: Callable[[list], cst.BaseStatement], members: list) -> cst.BaseStatement:
-    """``build`` applied to the members, the first member's comments moved above the result."""
-    first = members[0]
-    leading = getattr(first, "leading_lines", ())
-    members = [first.with_changes(leading_lines=()) if leading else first, *members[1:]]
-    return build(members).with_changes(leading_lines=leading)
-
-
-def _without_first(block: cst.IndentedBlock, still_there: bool) -> cst.IndentedBlock:
-    """``block`` without its first statement (unless another fix removed it already) and without
-    the blank lines that now open it."""
-    body = list(block.body[1:] if still_there else block.body)
-    if body and hasattr(body[0], "leading_lines"):
-        lines = list(body[0].leading_lines)
-        while lines and lines[0].comment is None:
-            lines.pop(0)
-        body[0] = body[0].with_changes(leading_lines=lines)
-    return block.with_changes(body=body)
-
-
-def _collapsed_statements(updated: cst.Try) -> list:
-    """What remains of a ``try`` whose body the migration emptied: its else and finally bodies."""
-    return [*clause_statements(updated.orelse), *clause_statements(updated.finalbody)]
-
-
-def clause_statements(clause: cst.CSTNode | None) -> list:
-    """The statements of a clause's or compound statement's body (a one-line suite's as one line)."""
-    if clause is None:
-        return []
-    if isinstance(clause.body, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=clause.body.body)]
-    return list(clause.body.body)
 
 
 def import_guarded(index: TreeIndex, statement: cst.CSTNode) -> bool:

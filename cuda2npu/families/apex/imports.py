@@ -37,6 +37,7 @@ from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.edits import clause_statements
 from cuda2npu.core.imports import (
     ImportNeed,
     bound_name,
@@ -55,7 +56,6 @@ from cuda2npu.families.apex.common import (
     APEX_ROOTS,
     FP16_UTILS_EXPORTS,
     FileEdits,
-    clause_statements,
     enabled,
     import_guarded,
 )
