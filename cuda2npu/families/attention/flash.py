@@ -51,7 +51,7 @@ Decisions worth knowing when reading the code:
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -68,11 +68,9 @@ from cuda2npu.analysis.flash_probes import (
 from cuda2npu.analysis.kernel_rewrites import (
     CAUSAL_MASK_HELPER,
     HELPER_IMPORTS,
-    NO_LIMIT,
     PORTABLE_NOTE,
     ROTARY_HELPER,
     ModuleFacts,
-    call_source,
     describe_support,
     dispatch,
     follow,
@@ -84,7 +82,6 @@ from cuda2npu.analysis.kernel_rewrites import (
     may_be_none,
     missing_imports,
     node_path,
-    one_minus,
     package_names,
     plan_fallback_removals,
     plan_guard_removals,
@@ -93,7 +90,7 @@ from cuda2npu.analysis.kernel_rewrites import (
 )
 from cuda2npu.analysis.never_run import in_never_run_code
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
-from cuda2npu.analysis.raising_fallbacks import missing_flags, raising_fallbacks, signs
+from cuda2npu.analysis.raising_fallbacks import missing_flags, raising_fallbacks
 from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, arg_value, bind, literal_arg
 from cuda2npu.core.diagnostics import Tier
@@ -111,285 +108,42 @@ from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-
-OP = "npu_fusion_attention"
-QKV = ("q", "k", "v")
-TAIL = (
-    "dropout_p",
-    "softmax_scale",
-    "causal",
-    "window_size",
-    "softcap",
-    "alibi_slopes",
-    "deterministic",
-    "return_attn_probs",
+from cuda2npu.families.attention.flash_api import (
+    FLASH_PACKAGES,
+    MIGRATED_MARKS,
+    NPU_KERNELS,
+    OP,
+    PATCHED_CODES,
+    QKV,
+    RMS_NORM,
+    ROTARY,
+    SPECS,
+    UNSUPPORTED,
+    UNSUPPORTED_PREFIXES,
+    FlashSpec,
+    flash_function,
+    successor_of,
+    use_name,
 )
-
-
-@dataclass(frozen=True)
-class FlashSpec:
-    """One flash-attn entry point: its signature and how its tensors map to the NPU call."""
-
-    code: str
-    params: tuple[str, ...]
-    q: str
-    k: str
-    v: str
-    head_num: str  # templates over the parameter names
-    layout: str
-    multi_use: tuple[str, ...]  # parameters the rewrite evaluates more than once; the first holds q
-    cu_seqlens: tuple[str, str] | None = None
-
-    @property
-    def window_index(self) -> int:
-        return self.params.index("window_size")
-
-    @property
-    def base(self) -> str:
-        """The parameter whose tensor gives the head dim and the device (``q`` or ``qkv``)."""
-        return self.multi_use[0]
-
-
-SPECS: dict[str, FlashSpec] = {
-    "flash_attn_func": FlashSpec("NPU401", ("q", "k", "v", *TAIL), "{q}", "{k}", "{v}", "{q}.shape[2]", "BSND", ("q",)),
-    "flash_attn_qkvpacked_func": FlashSpec(
-        "NPU401",
-        ("qkv", *TAIL),
-        "{qkv}[:, :, 0]",
-        "{qkv}[:, :, 1]",
-        "{qkv}[:, :, 2]",
-        "{qkv}.shape[3]",
-        "BSND",
-        ("qkv",),
-    ),
-    "flash_attn_kvpacked_func": FlashSpec(
-        "NPU401", ("q", "kv", *TAIL), "{q}", "{kv}[:, :, 0]", "{kv}[:, :, 1]", "{q}.shape[2]", "BSND", ("q", "kv")
-    ),
-    "flash_attn_varlen_func": FlashSpec(
-        "NPU402",
-        ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL, "block_table"),
-        "{q}",
-        "{k}",
-        "{v}",
-        "{q}.shape[1]",
-        "TND",
-        ("q",),
-        ("cu_seqlens_q", "cu_seqlens_k"),
-    ),
-    "flash_attn_varlen_qkvpacked_func": FlashSpec(
-        "NPU402",
-        ("qkv", "cu_seqlens", "max_seqlen", *TAIL),
-        "{qkv}[:, 0]",
-        "{qkv}[:, 1]",
-        "{qkv}[:, 2]",
-        "{qkv}.shape[2]",
-        "TND",
-        ("qkv", "cu_seqlens"),
-        ("cu_seqlens", "cu_seqlens"),
-    ),
-    "flash_attn_varlen_kvpacked_func": FlashSpec(
-        "NPU402",
-        ("q", "kv", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", *TAIL),
-        "{q}",
-        "{kv}[:, 0]",
-        "{kv}[:, 1]",
-        "{q}.shape[1]",
-        "TND",
-        ("q", "kv"),
-        ("cu_seqlens_q", "cu_seqlens_k"),
-    ),
-}
-
-
-@dataclass(frozen=True)
-class SourceLayout:
-    """A layout q/k/v are held in before a transpose to BSND, and how the NPU call takes them as they are."""
-
-    name: str
-    input_layout: str
-    operand: str  # template over {x}, the untransposed tensor
-    head_num: str  # template over the parameter names
-    output: str  # after ``[0]``: turns the NPU output back into flash-attn's BSND
-    how: str  # for the report
-
-
-SOURCE_LAYOUTS: dict[tuple[int, ...], SourceLayout] = {
-    (1, 0, 2, 3): SourceLayout(
-        "SBND",
-        "SBH",
-        "{x}.flatten(2)",
-        "{q}.shape[2]",
-        ".unflatten(-1, ({q}.shape[2], -1)).transpose(0, 1).contiguous()",
-        'passed as "SBH" without the transpose (heads merged by `flatten(2)`, a view) and the [S, B, N*D] '
-        "output turned back into contiguous BSND by `.unflatten(-1, (N, -1)).transpose(0, 1).contiguous()`",
-    ),
-    (0, 2, 1, 3): SourceLayout(
-        "BNSD",
-        "BNSD",
-        "{x}",
-        "{q}.shape[1]",
-        ".transpose(1, 2).contiguous()",
-        'passed as "BNSD" without the transpose and the output turned back into contiguous BSND by '
-        "`.transpose(1, 2).contiguous()`",
-    ),
-}
-# what this rule's rewrites leave in a file (a guarded flash-attn import made unused by them may go)
-MIGRATED_MARKS = ("npu_fusion_attention", "_npu_apply_rotary_emb", "npu_rms_norm")
-HOIST_NAMES = {"q": "query", "qkv": "qkv_packed", "kv": "kv_packed", "cu_seqlens": "cu_seqlens_npu"}
-FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
-FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
-NPU_KERNELS = (
-    "torch_npu.npu_fusion_attention",
-    "torch_npu.npu_rms_norm",
-    "torch_npu.npu_rotary_mul",
-)  # rewritten calls
-
-UNSUPPORTED = {
-    "flash_attn_with_kvcache": (
-        "writes k/v into the cache in place, applies rotary and reads a paged cache in one kernel; "
-        "on NPU update the cache by hand and call torch_npu.npu_incre_flash_attention / "
-        "npu_fused_infer_attention_score (inference) or npu_fusion_attention"
-    ),
-    "flash_attn_unpadded_func": 'flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout="TND"',
-    "flash_attn_unpadded_qkvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
-    "flash_attn_unpadded_kvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
-}
-UNSUPPORTED_PREFIXES = (
-    (
-        "flash_attn.modules.",
-        "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core",
-    ),
-    (
-        "flash_attn.layers.rotary.",
-        "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)",
-    ),
-    ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
-    (
-        "flash_attn.ops.",
-        "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op",
-    ),
-    (
-        "flash_attn_interface.",
-        "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand",
-    ),
-    ("flash_attn.", "flash-attn API without an NPU rewrite"),
+from cuda2npu.families.attention.flash_guards import (
+    guarded_read,
+    runs_only_with,
+    statement_of,
+    tests_only,
+    top_statement,
 )
-# rotary entry points: parameters, and how many may be positional (`seqlen_offsets` came after `inplace` in 2.3)
-ROTARY = {
-    **{
-        f"flash_attn.layers.rotary.{name}": (
-            ("x", "cos", "sin", "interleaved", "inplace", "seqlen_offsets", "cu_seqlens", "max_seqlen"),
-            5,
-        )
-        for name in ("apply_rotary_emb", "apply_rotary_emb_func")
-    },
-    "flash_attn.ops.triton.rotary.apply_rotary": (
-        ("x", "cos", "sin", "seqlen_offsets", "cu_seqlens", "max_seqlen", "interleaved", "inplace", "conjugate"),
-        3,
-    ),
-}
-RMS_NORM = {
-    "flash_attn.ops.rms_norm.rms_norm": (("x", "weight", "epsilon"), 3, {}),
-    "flash_attn.ops.triton.layer_norm.rms_norm_fn": (
-        (
-            "x",
-            "weight",
-            "bias",
-            "residual",
-            "x1",
-            "weight1",
-            "bias1",
-            "eps",
-            "dropout_p",
-            "rowscale",
-            "prenorm",
-            "residual_in_fp32",
-            "return_dropout_mask",
-        ),
-        3,
-        {
-            "bias": None,
-            "residual": None,
-            "x1": None,
-            "weight1": None,
-            "bias1": None,
-            "dropout_p": 0.0,
-            "rowscale": None,
-            "prenorm": False,
-            "residual_in_fp32": None,
-            "return_dropout_mask": False,
-        },
-    ),
-}
-PATCHED_CODES = {**dict.fromkeys(RMS_NORM, "NPU404"), **dict.fromkeys(ROTARY, "NPU407")}  # else NPU403 (_patched)
-
-
-def _successor(qualified: str) -> str:
-    """flash-attn 2.x's name of a 1.x function (``flash_attn_unpadded_func`` → ``flash_attn_varlen_func``)."""
-    module, _, name = qualified.rpartition(".")
-    if module in FLASH_MODULES and name.startswith("flash_attn_unpadded_"):
-        return f"{module}.flash_attn_varlen_{name.removeprefix('flash_attn_unpadded_')}"
-    return qualified
-
-
-def flash_function(qualified: str | None) -> str | None:
-    """``flash_attn_func`` for ``flash_attn.flash_attn_func`` / ``flash_attn.flash_attn_interface.flash_attn_func``."""
-    if not qualified:
-        return None
-    module, _, name = qualified.rpartition(".")
-    return name if module in FLASH_MODULES else None
-
-
-def _is_dim(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -4 <= value < 4
-
-
-def _swap(first: object, second: object) -> tuple[int, ...] | None:
-    """The dimension order of ``X.transpose(first, second)`` for a 4-D ``X``."""
-    if not (_is_dim(first) and _is_dim(second)) or first % 4 == second % 4:
-        return None
-    order = [0, 1, 2, 3]
-    order[first % 4], order[second % 4] = order[second % 4], order[first % 4]
-    return tuple(order)
-
-
-def _order(dims: tuple) -> tuple[int, ...] | None:
-    """The dimension order of ``X.permute(*dims)`` for a 4-D ``X``."""
-    if len(dims) != 4 or not all(_is_dim(d) for d in dims):
-        return None
-    order = tuple(d % 4 for d in dims)
-    return order if sorted(order) == [0, 1, 2, 3] else None
-
-
-def _rearrange_order(pattern: str) -> tuple[int, ...] | None:
-    """The dimension order of a pure einops permutation of a 4-D tensor (``"s b h d -> b s h d"``,
-    ``"s b ... -> b s ..."``); None for patterns that group, split or add axes."""
-    left, arrow, right = pattern.partition("->")
-    if not arrow:
-        return None
-    sides = []
-    for side in (left.split(), right.split()):
-        named = [axis for axis in side if axis != "..."]
-        if len(side) - len(named) > 1 or len(set(named)) != len(named) or not all(a.isidentifier() for a in named):
-            return None
-        if "..." in side:  # the axes it stands for, under names no axis can have
-            index = side.index("...")
-            side[index : index + 1] = [f"...{i}" for i in range(4 - len(named))]
-        if len(side) != 4:
-            return None
-        sides.append(side)
-    left_axes, right_axes = sides
-    if set(left_axes) != set(right_axes):
-        return None
-    return tuple(left_axes.index(axis) for axis in right_axes)
-
-
-def _untransposed(call: cst.Call) -> cst.BaseExpression:
-    """X of a transpose that ``FlashAttention._order_of`` recognised: ``X.transpose(..)``,
-    ``X.permute(..)`` or ``rearrange(X, pattern)``."""
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("transpose", "permute"):
-        return call.func.value
-    return call.args[0].value
+from cuda2npu.families.attention.flash_plan import (
+    HOIST_NAMES,
+    SOURCE_LAYOUTS,
+    Manual,
+    Plan,
+    dispatch_base,
+    permute_order,
+    rearrange_order,
+    render,
+    swap_order,
+    with_hoisted,
+)
 
 
 @dataclass(frozen=True)
@@ -403,209 +157,9 @@ class Binding:
     bound: str
 
 
-class Manual(Exception):
-    """The call cannot be rewritten faithfully; the message says why and what to do."""
-
-
-@dataclass
-class Plan:
-    spec: FlashSpec
-    function: str
-    causal: object  # False | True | "expr"
-    window: bool
-    hoist: dict[str, str] = field(default_factory=dict)  # parameter → variable name
-    notes: list[str] = field(default_factory=list)
-    source: SourceLayout | None = None  # q/k/v are transposed to BSND from this layout
-
-    def operand(self, param: str, arg: cst.Arg) -> cst.BaseExpression:
-        """The expression the rewrite uses for ``param``: without its transpose when q/k/v lose theirs."""
-        if self.source is not None and param in QKV:
-            return _untransposed(arg.value)  # type: ignore[arg-type]
-        return arg.value
-
-
-def _window_parts(node: cst.BaseExpression) -> tuple[object, object]:
-    """(left, right) of a window: ints for literals, source text for expressions."""
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return tuple(_side(e.value) for e in node.elements)  # type: ignore[return-value]
-    base = code_of(atom(node))
-    return (f"{base}[0]", f"{base}[1]")
-
-
-def _side(node: cst.BaseExpression) -> object:
-    value = literal(node)
-    return value if isinstance(value, int) and not isinstance(value, bool) else code_of(atom(node))
-
-
-def _tockens(side: object) -> str:
-    """flash-attn's window side (-1 = unbounded) as pre_tockens/next_tockens."""
-    if isinstance(side, int):
-        return str(NO_LIMIT if side < 0 else side)
-    return f"{side} if {side} >= 0 else {NO_LIMIT}"
-
-
-def render(plan: Plan, bound: dict[str, cst.Arg]) -> str:
-    """The replacement source for a flash-attn call whose (updated) arguments are ``bound``."""
-    spec = plan.spec
-    codes = {p: (plan.hoist[p] if p in plan.hoist else code_of(atom(plan.operand(p, a)))) for p, a in bound.items()}
-    fmt = lambda template: template.format(**codes)  # noqa: E731
-    base = codes[spec.base]
-    dim = f"{base}.shape[-1]"
-    mask = f"{CAUSAL_MASK_HELPER}({base}.device)"
-    causal = codes.get("causal")
-    keywords: list[tuple[str, str]] = []
-    if plan.window or plan.causal is True:
-        keywords.append(("atten_mask", mask))
-    elif plan.causal == "expr":
-        keywords.append(("atten_mask", f"{mask} if {causal} else None"))
-
-    scale = bound.get("softmax_scale")
-    if scale is None or literal(scale.value) is None:
-        keywords.append(("scale", f"{dim} ** -0.5"))
-    elif may_be_none(scale.value):
-        keywords.append(
-            ("scale", f"{codes['softmax_scale']} if {codes['softmax_scale']} is not None else {dim} ** -0.5")
-        )
-    else:
-        keywords.append(("scale", code_of(scale.value)))
-    dropout = bound.get("dropout_p")
-    keywords.append(("keep_prob", "1.0" if dropout is None else one_minus(dropout.value)))
-
-    if plan.window:
-        left, right = _window_parts(bound["window_size"].value)
-        keywords.append(("pre_tockens", _tockens(left)))
-        if plan.causal is True:
-            keywords.append(("next_tockens", "0"))
-        elif plan.causal == "expr":
-            keywords.append(("next_tockens", f"0 if {causal} else {_maybe_paren(_tockens(right))}"))
-        else:
-            keywords.append(("next_tockens", _tockens(right)))
-    if spec.cu_seqlens:
-        cu_q, cu_k = (codes[name] for name in spec.cu_seqlens)
-        keywords.append(("actual_seq_qlen", f"{cu_q}[1:].tolist()"))
-        keywords.append(("actual_seq_kvlen", f"{cu_k}[1:].tolist()"))
-    if plan.window:
-        keywords.append(("sparse_mode", "4"))
-    elif plan.causal is True:
-        keywords.append(("sparse_mode", "3"))
-    elif plan.causal == "expr":
-        keywords.append(("sparse_mode", f"3 if {causal} else 0"))
-    source = plan.source
-    if source is None:
-        tensors = [fmt(spec.q), fmt(spec.k), fmt(spec.v)]
-        head_num, layout, output = fmt(spec.head_num), spec.layout, ""
-    else:
-        tensors = [source.operand.format(x=codes[p]) for p in QKV]
-        head_num, layout, output = fmt(source.head_num), source.input_layout, fmt(source.output)
-    positional = [*tensors, head_num, f'"{layout}"']
-    return call_source(f"torch_npu.{OP}", positional, keywords, "[0]" + output)
-
-
-def _base(plan: Plan, bound: dict[str, cst.Arg]) -> str:
-    """The tensor whose device decides the portable dispatch (q, or the packed qkv), named as render names it."""
-    name = plan.spec.base
-    return plan.hoist.get(name) or code_of(atom(plan.operand(name, bound[name])))
-
-
-def _with_hoisted(plan: Plan, bound: dict[str, cst.Arg], call: cst.Call) -> cst.Call:
-    """The original call reading the hoisted variables instead of the expressions they hold."""
-    for param, name in plan.hoist.items():
-        value = bound[param].value
-        hoisted = plan.operand(param, bound[param])
-        new = cst.Name(name) if hoisted is value else value.deep_replace(hoisted, cst.Name(name))
-        call = call.deep_replace(value, new)
-    return call
-
-
-def _use_name(qualified: str | None) -> str | None:
-    """``flash_attn_func`` for flash-attn's attention functions, else the qualified name itself."""
-    function = flash_function(qualified)
-    return function if function in SPECS else qualified
-
-
 def _flash_names(node: cst.CSTNode) -> list[str]:
     """The names an import of flash-attn packages only binds (empty for any other import)."""
     return list(dict.fromkeys(package_names(node, ("flash_attn", "flash_attn_interface")) or ()))
-
-
-def _maybe_paren(text: str) -> str:
-    return f"({text})" if " if " in text else text
-
-
-def _tests_only(index: TreeIndex, expr: cst.BaseExpression) -> bool:
-    """``expr`` is read for its truth only: compared with None, or an operand of ``and``/``or``/``not``
-    or the test of an ``if`` (not an ``assert``, which raises where it is False)."""
-    parent = index.parents.get(expr)
-    if isinstance(parent, cst.Comparison):
-        other = parent.comparisons[0].comparator if len(parent.comparisons) == 1 else None
-        return isinstance(other, cst.Name) and other.value == "None"
-    if isinstance(parent, (cst.If, cst.IfExp)):
-        return parent.test is expr
-    return isinstance(parent, cst.BooleanOperation) or (
-        isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)
-    )
-
-
-def _top_statement(index: TreeIndex, statement: cst.CSTNode, function: cst.FunctionDef) -> cst.CSTNode | None:
-    """The statement of ``function``'s own body that is or holds ``statement`` (None: another function's)."""
-    for candidate in (statement, *index.ancestors(statement)):
-        placement = index.placement.get(candidate)
-        if placement is not None and placement.block is function.body:
-            return candidate
-    return None
-
-
-def _statement_of(index: TreeIndex, node: cst.CSTNode) -> cst.CSTNode | None:
-    while node is not None and node not in index.placement:
-        node = index.parents.get(node)
-    return node
-
-
-def _runs_only_with(index: TreeIndex, flags: list[str], statement: cst.CSTNode, seen: set) -> bool:
-    """``statement`` runs only where one of ``flags`` is true: in an ``if`` branch taken then, or in a
-    function (called in the file) every call of which does."""
-    for owner, role in index.enclosing(statement):
-        if isinstance(owner, cst.If) and role in ("body", "orelse"):
-            if any((role == "body") in signs(owner.test, flag) for flag in flags):
-                return True
-    function = index.function.get(statement)
-    if function is None or function in seen:
-        return False
-    seen.add(function)
-    calls = index.calls_to(function.name.value)
-    return bool(calls) and all(
-        (caller := _statement_of(index, call)) is not None and _runs_only_with(index, flags, caller, seen)
-        for call in calls
-    )
-
-
-def _guarded_read(index: TreeIndex, read: cst.CSTNode, text: str) -> bool:
-    """``read`` (of the target spelled ``text``) is in the test of an ``if`` that says it is set
-    (``text``, ``text is not None``, as an ``and`` operand), or runs in the body of such an ``if``."""
-    child, parent = read, index.parents.get(read)
-    while parent is not None and not (isinstance(parent, cst.If) and child is parent.test):
-        if parent in index.placement:
-            break
-        child, parent = parent, index.parents.get(parent)
-    if isinstance(parent, cst.If) and child is parent.test:
-        return tests_set(parent.test, text)
-    statement = _statement_of(index, read)
-    return statement is not None and any(
-        isinstance(owner, cst.If) and role == "body" and tests_set(owner.test, text)
-        for owner, role in index.enclosing(statement)
-    )
-
-
-def tests_set(test: cst.BaseExpression, text: str) -> bool:
-    """``test`` is true only when the target spelled ``text`` is set: ``text``, ``text is not None``,
-    or an ``and`` of which one operand is."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return tests_set(test.left, text) or tests_set(test.right, text)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        target = test.comparisons[0]
-        is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
-        return is_none and isinstance(target.operator, (cst.IsNot, cst.NotEqual)) and code_of(test.left) == text
-    return isinstance(test, (cst.Name, cst.Attribute)) and code_of(test) == text
 
 
 @register
@@ -682,15 +236,15 @@ class FlashAttention(ValueUses, Rule):
             for qualified in self.resolver.qualified_names(node.func):
                 if qualified.split(".")[0] in FLASH_PACKAGES:
                     self.skipped.add(cls)
-                    self.unreached_calls.add(_use_name(qualified))
+                    self.unreached_calls.add(use_name(qualified))
             return
         self.call_value_uses(node)
         qualified = self._callee(node)
         if qualified is None or is_cuda_alternative(self.ctx, node):
             if qualified is not None and in_never_run_code(self.ctx, node):
-                self.unrun.add(_use_name(qualified))
+                self.unrun.add(use_name(qualified))
             return  # also the original call of portable output's `npu_call if x.device.type == "npu" else call`
-        self.run.add(_use_name(qualified))
+        self.run.add(use_name(qualified))
         function = flash_function(qualified)
         if qualified in self.patches:
             self._patched(node, qualified, function)
@@ -710,7 +264,7 @@ class FlashAttention(ValueUses, Rule):
         """A call of a flash-attn function the project replaces with its own (veScale's wrapper unwrapping
         DTensors): it runs that wrapper, whose work the bare NPU kernel would skip; left as written."""
         code = SPECS[function].code if function in SPECS else PATCHED_CODES.get(qualified, "NPU403")
-        self.kept.add(_use_name(qualified))
+        self.kept.add(use_name(qualified))
         self.report(
             code,
             node,
@@ -749,7 +303,7 @@ class FlashAttention(ValueUses, Rule):
         names = self._run_bindings(node.func)
         if len(names) <= 1:
             return next(iter(names), None)
-        successors = {_successor(name) for name in names}
+        successors = {successor_of(name) for name in names}
         if not any(flash_function(name) for name in names):
             return None
         why = ""
@@ -812,11 +366,11 @@ class FlashAttention(ValueUses, Rule):
         function = index.function.get(statement) if statement is not None else None
         if not isinstance(func, cst.Name) or function is None or not self.options.code_enabled("NPU606"):
             return False
-        here = _top_statement(index, statement, function)
+        here = top_statement(index, statement, function)
         return here is not None and any(
             found.flag == func.value
             and not found.conditions
-            and (raising := _top_statement(index, index.parents[found.node], function)) is not None
+            and (raising := top_statement(index, index.parents[found.node], function)) is not None
             and index.placement[raising].index < index.placement[here].index
             for found in raising_fallbacks(self.ctx).raises.values()
         )
@@ -851,7 +405,7 @@ class FlashAttention(ValueUses, Rule):
             if catches_import_error(handler)
             for flag, _ in missing_flags(handler)
         ]
-        return bool(flags) and _runs_only_with(index, flags, self.ctx.statement, set())
+        return bool(flags) and runs_only_with(index, flags, self.ctx.statement, set())
 
     def _import_ported(self) -> None:
         """One NPU403 at each import of names ported at the import alone (flash-attn's pure-PyTorch
@@ -982,12 +536,12 @@ class FlashAttention(ValueUses, Rule):
         values = [literal(a.value) for a in node.args]
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         if method == "transpose" and len(values) == 2:
-            return _swap(*values)
+            return swap_order(*values)
         if method == "permute":
-            return _order(values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values))
+            return permute_order(values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values))
         rearrange = self.resolver.qualified_name(node.func) == "einops.rearrange"
         if rearrange and len(values) == 2 and isinstance(values[1], str):
-            return _rearrange_order(values[1])
+            return rearrange_order(values[1])
         return None
 
     def _plan_hoisting(self, node: cst.Call, plan: Plan, bound: dict[str, cst.Arg]) -> None:
@@ -1039,7 +593,7 @@ class FlashAttention(ValueUses, Rule):
     def _rewrite(self, plan: Plan, updated: cst.Call) -> cst.BaseExpression:
         bound = bind(updated, plan.spec.params, max_positional=None)
         if self.options.portable:
-            return expression(dispatch(render(plan, bound), _base(plan, bound), updated))
+            return expression(dispatch(render(plan, bound), dispatch_base(plan, bound), updated))
         return expression(render(plan, bound))
 
     def _hoisting_fix(self, plan: Plan, path):
@@ -1055,7 +609,7 @@ class FlashAttention(ValueUses, Rule):
             lines[0] = lines[0].with_changes(leading_lines=statement.leading_lines)
             replacement = render(plan, bound)
             if self.options.portable:  # the original call on other devices, with the hoisted names
-                replacement = dispatch(replacement, _base(plan, bound), _with_hoisted(plan, bound, call))
+                replacement = dispatch(replacement, dispatch_base(plan, bound), with_hoisted(plan, bound, call))
             rewritten = statement.deep_replace(call, expression(replacement))
             return cst.FlattenSentinel([*lines, rewritten.with_changes(leading_lines=[])])
 
@@ -1165,7 +719,7 @@ class FlashAttention(ValueUses, Rule):
 
     # ---------------------------------------------------------------- uses other than calls
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
-        name = _use_name(self.resolver.qualified_name(expr))
+        name = use_name(self.resolver.qualified_name(expr))
         if (name in SPECS or name in RMS_NORM or name in ROTARY) and self._unreached_class() is None:
             self.value_refs.append((expr, name, self.ctx.statement))
 
@@ -1179,7 +733,7 @@ class FlashAttention(ValueUses, Rule):
                 continue  # its calls stay flash-attn too: consistent, the import's marker says what to do
             if name in self.unreached_calls and self._probed(statement):
                 continue  # both this use and those calls run only where flash-attn is installed
-            if _tests_only(index, expr) and (
+            if tests_only(index, expr) and (
                 (name in self.unrun and name not in self.run) or self._guards_unrun(statement, expr)
             ):
                 continue  # `f is not None` keeps off calls left as written where they never run (never_run)
@@ -1263,7 +817,7 @@ class FlashAttention(ValueUses, Rule):
             and (node.attr.value if isinstance(node, cst.Attribute) else node.value) == last
             and code_of(node) == text
         ]
-        return bool(reads) and all(_guarded_read(index, read, text) for read in reads)
+        return bool(reads) and all(guarded_read(index, read, text) for read in reads)
 
     # ---------------------------------------------------------------- imports and module support
     def visit_Import(self, node: cst.Import) -> None:
@@ -1356,7 +910,7 @@ class FlashAttention(ValueUses, Rule):
         for site, names in sites.items():
             shown = " / ".join(f"`{n}`" for n in sorted(names))
             self.report_in(
-                _statement_of(index, site),
+                statement_of(index, site),
                 "NPU408",
                 site.test,
                 f"{shown} is selected only when `config._flash_attn_2_enabled` is set, which transformers 4.34–4.35 "

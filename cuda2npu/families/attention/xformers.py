@@ -59,7 +59,7 @@ from cuda2npu.core.nodes import atom, code_of, expression, is_pure
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.attention.flash import tests_set
+from cuda2npu.families.attention.flash_guards import tests_set
 from cuda2npu.families.attention.xformers_bias import Conditional, Unknown, bias_kind
 
 REWRITE, MANUAL = "NPU409", "NPU410"
