@@ -41,6 +41,7 @@ FAMILIES = (
     "device.fork_rng",
     "device.device",
     "device.device_strings",
+    "device.device_index",
     "device.env_vars",
     "device.profiler",
     "device.tensor_types",

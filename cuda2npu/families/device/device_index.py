@@ -1,0 +1,181 @@
+"""Int device indices chosen for CUDA that a consumer reads as ``cuda:N`` (NPU104,
+:class:`CudaDeviceIndex`): ``d = int(os.environ["LOCAL_RANK"]) if torch.cuda.is_available() else -1``
+passed to transformers' ``pipeline(device=d)`` before 4.38, or to ``.to(d)`` / ``torch.device(d)``
+before torch 2.3. The device strings themselves are device_strings.py's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.analysis import portable
+from cuda2npu.analysis.cuda_gates import cuda_branch
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import boolean_parts
+from cuda2npu.core.names import NameUses
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.pins import pin_at_least
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import walk
+
+PIPELINE_INT_ON_NPU = "4.38.0"  # transformers' Pipeline maps an int device to "npu:N" (else "cuda:N")
+TORCH_INT_ON_NPU = (2, 3)  # torch's toDevice maps an int to the registered PrivateUse1 backend (else CUDA)
+CUDA_INDEX_CALLS = {"torch.cuda.current_device", "torch.cuda.device_count"}
+PIPELINES = {"transformers.pipeline", "transformers.pipelines.pipeline"}
+RANK_NAME = re.compile(r"(^|_)rank$", re.IGNORECASE)
+
+
+@register
+class CudaDeviceIndex(Rule):
+    """An int device index chosen for CUDA (``d = int(os.environ["LOCAL_RANK"]) if
+    torch.cuda.is_available() else -1``, ``d = torch.cuda.device_count() - 1``) that reaches a
+    consumer reading an int as ``cuda:N``: transformers' ``pipeline(device=d)`` before 4.38 (the
+    project's pin), ``.to(d)`` / ``torch.device(d)`` / ``device=d`` of torch calls before torch 2.3
+    (the targeted torch). NPU103 makes the guard true on the NPU, so the int would now reach CUDA;
+    it becomes ``f"npu:{...}"`` when every read of ``d`` is such a device position, else it is
+    marked. An index no such consumer reads stays as it is. ``torch.cuda.current_device()`` passed
+    there itself (``torch.empty(n, device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too."""
+
+    codes = ("NPU104",)
+    triggers = (r"cuda\.is_available", r"current_device", r"device_count")
+    requires = (r"device|\.to\(",)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        index = self._cuda_index(node)
+        if index is None or is_cuda_alternative(self.ctx, node):
+            return
+        name = node.targets[0].target.value
+        tree = TreeIndex.of(self.ctx)
+        statement = tree.parents.get(node)
+        scope = tree.function.get(statement) or self.ctx.module
+        consumers, others = self._reads(scope, name)
+        if not consumers:
+            return
+        where = " and ".join(sorted(set(consumers)))
+        message = f"`{name}` is a device index that {where} reads as `cuda:N`"
+        fix = npu_index if npu_index(index) is not None else None
+        if others or fix is None:
+            why = "it has other reads" if others else "it does not fit in an f-string as written"
+            self.report(
+                "NPU104", index, f'{message}; not rewritten ({why}): pass f"npu:{{{name}}}" there', tier=Tier.REVIEW
+            )
+            return
+        self.report("NPU104", index, f'{message}; → f"npu:{{...}}"', fix)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        """``torch.empty(n, device=torch.cuda.current_device())`` (nanotron): the index itself in a consumer."""
+        if not from_cuda_count(self.resolver, node.value) or is_cuda_alternative(self.ctx, node):
+            return
+        where = self._consumer(node, node.value, TreeIndex.of(self.ctx).parents)
+        if where:
+            self.report(
+                "NPU104",
+                node.value,
+                f'`{code_of(node.value)}` is a device index that {where} reads as `cuda:N`; → f"npu:{{...}}"',
+                npu_index,
+            )
+
+    def _cuda_index(self, node: cst.Assign) -> cst.BaseExpression | None:
+        """The int index ``node`` assigns for CUDA: the CUDA side of ``a if torch.cuda.is_available()
+        else b``, a value assigned in the CUDA branch of ``if torch.cuda.is_available():``, or a value
+        computed from ``torch.cuda.current_device()`` / ``device_count()``."""
+        value = node.value
+        if isinstance(value, cst.IfExp):
+            branch = cuda_branch(self.ctx, value) if self._tests_cuda(value.test) else []
+            chosen = branch[0] if branch else None
+            return chosen if chosen is not None and is_index(self.resolver, chosen) else None
+        if from_cuda_count(self.resolver, value):
+            return value
+        tree = TreeIndex.of(self.ctx)
+        statement = tree.parents.get(node)
+        enclosing = tree.enclosing(statement) if statement in tree.placement else []
+        owner = enclosing[0][0] if enclosing else None
+        if not isinstance(owner, cst.If) or not self._tests_cuda(owner.test) or not is_index(self.resolver, value):
+            return None
+        block = tree.placement[statement].block
+        branches = cuda_branch(self.ctx, owner)
+        return value if any(b is block or getattr(b, "body", None) is block for b in branches) else None
+
+    def _tests_cuda(self, test: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(p, cst.Call) and self.resolver.qualified_name(p.func) == "torch.cuda.is_available"
+            for p in boolean_parts(test)
+        )
+
+    def _reads(self, scope: cst.CSTNode, name: str) -> tuple[list[str], list[cst.Name]]:
+        """(the consumers that read ``name`` as a CUDA index, the reads of it outside device positions)."""
+        if assigned_values(scope, name) is None:
+            return [], []
+        uses = NameUses({name}, self.resolver.scopes)
+        walk(scope, uses)
+        parents = TreeIndex.of(self.ctx).parents
+        consumers, others = [], []
+        for read in uses.uses[name]:
+            kind = self._consumer(parents.get(read), read, parents)
+            if kind is None:
+                others.append(read)
+            elif kind:
+                consumers.append(kind)
+        return consumers, others
+
+    def _consumer(self, arg: cst.CSTNode | None, read: cst.BaseExpression, parents) -> str | None:
+        """What reads ``read`` as a device: a consumer's name when it reads an int as CUDA under the
+        project's pins, "" when it is a device position that maps an int to the NPU, None otherwise."""
+        call = parents.get(arg) if isinstance(arg, cst.Arg) and arg.value is read else None
+        if not isinstance(call, cst.Call):
+            return None
+        qualified = self.resolver.qualified_name(call.func) or ""
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        first = arg is next((a for a in call.args if a.keyword is None), None)
+        if keyword == "device" and (
+            qualified in PIPELINES or (qualified.startswith("transformers.") and qualified.endswith("Pipeline"))
+        ):
+            new_enough = pin_at_least(self.options.project.pins, "transformers", PIPELINE_INT_ON_NPU) is True
+            return "" if new_enough else f"`{code_of(call.func)}(device=)` (transformers before {PIPELINE_INT_ON_NPU})"
+        is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
+        if (
+            (is_to and (first or keyword == "device"))
+            or (qualified == "torch.device" and first)
+            or (keyword == "device" and qualified.startswith("torch."))
+        ):
+            target = portable.target_torch(self.options)
+            if target is None or target >= TORCH_INT_ON_NPU:
+                return ""
+            spelled = ".to()" if is_to else f"{code_of(call.func)}()"
+            return f"`{spelled}` (torch {target[0]}.{target[1]})"
+        return None
+
+
+def is_index(resolver, expr: cst.BaseExpression) -> bool:
+    """``0``, ``int(...)``, ``local_rank`` / ``args.local_rank``, or a value of ``torch.cuda.current_device()``."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int":
+        return True
+    last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+    return bool(RANK_NAME.search(last)) or from_cuda_count(resolver, expr)
+
+
+def from_cuda_count(resolver, expr: cst.BaseExpression) -> bool:
+    """``torch.cuda.current_device()``, ``torch.cuda.device_count() - 1``."""
+    while isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        expr = expr.left if isinstance(expr.left, cst.Call) else expr.right
+    return isinstance(expr, cst.Call) and resolver.qualified_name(expr.func) in CUDA_INDEX_CALLS
+
+
+def npu_index(index: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``"npu:N"`` / ``f"npu:{index}"`` for an int device index; None when the f-string cannot hold it."""
+    if isinstance(index, cst.Integer):
+        return cst.SimpleString(f'"npu:{index.value}"')
+    text = code_of(index)
+    quote = next((q for q in ('"', "'") if q not in text), None)
+    if quote is None or any(c in text for c in "\\\n{}#"):
+        return None
+    return cst.parse_expression(f"f{quote}npu:{{{text}}}{quote}")
