@@ -62,6 +62,8 @@ IS_AVAILABLE = "torch.cuda.is_available"
 CUDA_EXTENSION_BUILDER = "torch.utils.cpp_extension.CUDAExtension"
 # the CUDA compute capability's readers: torch_npu answers None (docs/reference/torch_npu.md §4.2)
 CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"}
+# and NPU103's renames of them, still None there (a flag set from one stays never true after the rename)
+NPU_CAPABILITY_QUERIES = {"torch.npu.get_device_capability", "torch_npu.npu.get_device_capability"}
 EXTENSION = "a compiled CUDA extension"
 # a Triton kernel of the project, a function launching one, or one calling its compiled extension's operators
 PROJECT_KERNEL = "a kernel of the project, written for CUDA GPUs"

@@ -42,6 +42,7 @@ import libcst as cst
 
 from cuda2npu.analysis.cuda_gates import (
     CAPABILITY_QUERIES,
+    NPU_CAPABILITY_QUERIES,
     SKIP_DECORATORS,
     kept_cuda_blocks,
     kept_cuda_test,
@@ -264,17 +265,23 @@ def capability_flags(ctx) -> frozenset[str]:
         return frozenset()
     names: set[str] = set()
     assigns = list(iter_nodes(ctx.module, cst.Assign))
-    for _ in range(3):  # follow `major` into `SM90_AVAILABLE = major >= 9`
-        for assign in assigns:
-            if any(_reads_capability(ctx, node, names) for node in iter_nodes(assign.value, (cst.Call, cst.Name))):
-                names.update(n for t in assign.targets for n in _bound_names(t.target))
-    return frozenset(names)
+    while True:  # follow `major` into `SM90_AVAILABLE = major >= 9`, to a fixed point
+        more = {
+            name
+            for assign in assigns
+            if any(_reads_capability(ctx, node, names) for node in iter_nodes(assign.value, (cst.Call, cst.Name)))
+            for target in assign.targets
+            for name in _bound_names(target.target)
+        } - names
+        if not more:
+            return frozenset(names)
+        names |= more
 
 
 def _reads_capability(ctx, node: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(node, cst.Name):
         return node.value in names
-    return (ctx.resolver.qualified_name(node.func) or "") in CAPABILITY_QUERIES
+    return (ctx.resolver.qualified_name(node.func) or "") in CAPABILITY_QUERIES | NPU_CAPABILITY_QUERIES
 
 
 def _skips_without_package(ctx, decorator: cst.Decorator | cst.BaseExpression, flags: frozenset[str]) -> bool:
