@@ -45,6 +45,7 @@ FAMILIES = (
     "device.env_vars",
     "device.profiler",
     "device.tensor_types",
+    "device.default_tensor_type",
     "device.error_messages",
     "ray.resources",
     "ray.train",

@@ -61,6 +61,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     signature,
 )
 from cuda2npu.families.device.cuda_graphs import annotated
+from cuda2npu.families.device.default_tensor_type import default_type_argument
 from cuda2npu.families.device.device_strings import CUDA_REQUIRED
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
@@ -501,6 +502,9 @@ class TorchCudaApi(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
+        default_type = default_type_argument(self.ctx, node)
+        if default_type is not None:  # `torch.set_default_tensor_type(torch.cuda.HalfTensor)`: NPU113's
+            self._skip.add(default_type)
         library = cuda_library(qualified)
         for arg in node.args:
             if library:

@@ -28,6 +28,7 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.device.default_tensor_type import default_type_argument
 
 # torch's legacy dense types (torch/csrc/utils/tensor_types.cpp), all registered by torch_npu as torch.npu.<X>Tensor
 SCALARS = ("Float", "Half", "BFloat16", "Double", "Int", "Long", "Short", "Char", "Byte", "Bool")
@@ -117,6 +118,10 @@ class CudaTensorTypeStrings(Rule):
                 self._rewrite(_type_literals(first), "compared with `.type()`")
 
     def visit_Call(self, node: cst.Call) -> None:
+        default_type = default_type_argument(self.ctx, node)
+        if default_type is not None:  # `torch.set_default_tensor_type('torch.cuda.FloatTensor')`: NPU113's
+            self._seen.add(default_type)
+            return
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "type") or not node.args:
             return
         first = node.args[0]

@@ -1,0 +1,93 @@
+"""NPU113: ``torch.set_default_tensor_type(torch.cuda.HalfTensor)`` (or ``'torch.cuda.FloatTensor'``).
+
+torch checks the type against its own legacy tensor types only (``PyTensorType_Check`` over torch's
+``tensor_types`` in ``torch/csrc/tensor/python_tensor.cpp``): the CPU and CUDA ones. torch_npu binds
+``torch.npu.HalfTensor`` as a class of its own and does not patch the function, so the renamed call
+raises ``TypeError: invalid type object`` on an NPU host (docs/reference/torch_npu.md §4.2). The
+statement becomes ``torch.set_default_dtype(<dtype>)`` and ``torch.set_default_device("npu")``
+(torch ≥ 2.0), torch's own replacement for the deprecated function; for review, because the legacy
+constructors (``torch.Tensor(3)``) do not follow ``set_default_device``. The attribute is NPU103's
+elsewhere and the string NPU111's; here this rule answers for both.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.analysis.npu_aware import is_cuda_alternative
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.nodes import statement
+from cuda2npu.core.rulebase import Rule, register
+
+SETTER = "torch.set_default_tensor_type"
+DTYPES = {  # the floating-point legacy types torch accepts as the default (others raise on CUDA too)
+    "FloatTensor": "torch.float32",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "DoubleTensor": "torch.float64",
+}
+
+
+def cuda_tensor_type(ctx, arg: cst.BaseExpression) -> str | None:
+    """``HalfTensor`` for ``torch.cuda.HalfTensor`` / ``'torch.cuda.HalfTensor'``, else None."""
+    if isinstance(arg, cst.SimpleString):
+        name = string_value(arg) or ""
+    else:
+        name = ctx.resolver.qualified_name(arg) or ""
+    module, _, kind = name.rpartition(".")
+    return kind if module == "torch.cuda" and kind in DTYPES else None
+
+
+def default_type_argument(ctx, call: cst.Call) -> cst.BaseExpression | None:
+    """The CUDA tensor type ``call`` (``torch.set_default_tensor_type(...)``) sets as the default, else None."""
+    if ctx.resolver.qualified_name(call.func) != SETTER or len(call.args) != 1 or call.args[0].star:
+        return None
+    value = call.args[0].value
+    return value if cuda_tensor_type(ctx, value) is not None else None
+
+
+@register
+class CudaDefaultTensorType(Rule):
+    codes = ("NPU113",)
+    triggers = (r"set_default_tensor_type",)
+    requires = (r"cuda\.\w+Tensor",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        value = default_type_argument(self.ctx, node)
+        if value is None or is_cuda_alternative(self.ctx, node):
+            return
+        kind = cuda_tensor_type(self.ctx, value)
+        dtype = DTYPES[kind]
+        why = (
+            f"`torch.set_default_tensor_type` accepts torch's own CPU and CUDA types only: `torch.npu.{kind}` "
+            "raises TypeError on an NPU host"
+        )
+        line = self.ctx.statement
+        alone = (
+            isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+            and isinstance(line.body[0], cst.Expr)
+            and line.body[0].value is node
+        )
+        if not alone:
+            self.report(
+                "NPU113",
+                node,
+                f'{why}; call `torch.set_default_dtype({dtype})` and `torch.set_default_device("npu")` instead',
+                tier=Tier.MANUAL,
+            )
+            return
+        self.report(
+            "NPU113",
+            line,
+            f'{why}: `torch.set_default_dtype({dtype})` and `torch.set_default_device("npu")` instead '
+            "(legacy constructors such as `torch.Tensor(n)` do not follow the default device)",
+            lambda updated: _replacement(updated, dtype),
+        )
+
+
+def _replacement(updated: cst.SimpleStatementLine, dtype: str) -> cst.FlattenSentinel:
+    first = statement(f"torch.set_default_dtype({dtype})").with_changes(leading_lines=updated.leading_lines)
+    device = statement('torch.set_default_device("npu")').with_changes(trailing_whitespace=updated.trailing_whitespace)
+    return cst.FlattenSentinel([first, device])
