@@ -1,4 +1,6 @@
-"""NPU905: a CUDA ``device_map`` given to transformers (``device_map="cuda:0"``, ``{"": "cuda"}``).
+"""NPU905: a CUDA ``device_map`` given to transformers (``device_map="cuda:0"``, ``{"": "cuda"}``), also
+through a project's own subclass of a transformers model (``MyModel.from_pretrained(..., device_map="cuda")``
+in a file importing transformers).
 
 transformers turns a device string into ``{"": torch.device(s)}`` and accelerate places the
 weights there (docs/reference/transformers.md §5): ``"npu:0"`` is a torch device once torch_npu is
@@ -20,7 +22,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.analysis.hf_sources import is_hf_call, keyword, statement_of
+from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
@@ -44,7 +46,7 @@ class CudaDeviceMap(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         arg = keyword(node, "device_map")
-        if arg is None or not is_hf_call(self.resolver, node) or in_npu_branch(self.ctx, node):
+        if arg is None or not _loads_hf_model(self.ctx, node) or in_npu_branch(self.ctx, node):
             return
         if isinstance(arg.value, cst.Dict):
             values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
@@ -108,3 +110,12 @@ def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _npu(node: cst.SimpleString) -> cst.SimpleString:
     return node.with_changes(value=node.value.replace("cuda", "npu", 1))
+
+
+def _loads_hf_model(ctx, call: cst.Call) -> bool:
+    """A call of something transformers defines, or a ``.from_pretrained(...)`` in a file importing
+    transformers: a project's own subclass of a transformers model (Lumina-mGPT's
+    ``ChameleonForConditionalGeneration``) loads through transformers' ``from_pretrained``."""
+    if is_hf_call(ctx.resolver, call):
+        return True
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained" and imports_hf(ctx)
