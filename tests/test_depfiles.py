@@ -329,10 +329,12 @@ SHELL_CASES = {
     "export NCCL_IB_HCA=mlx5  # noqa: NPU713\nnvidia-smi  # noqa\n# module load cuda/12.4\n": None,
     # NCCL's own default (NCCL_IB_DISABLE=0) asks nothing of HCCL, also inside a quoted option list
     'OPTIONS_NCCL="NCCL_DEBUG=info NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=2"\nexport NCCL_IB_DISABLE="0"\n': None,
-    # near-miss: turning InfiniBand off is a setting HCCL has no counterpart of
-    "export NCCL_IB_DISABLE=1\n": (
-        "# TODO(cuda2npu): NPU713 `NCCL_IB_DISABLE` configures NCCL: no documented HCCL counterpart; see "
-        "HCCL_INTRA_ROCE_ENABLE / HCCL_INTRA_PCIE_ENABLE\nexport NCCL_IB_DISABLE=1\n"
+    # turning NCCL's InfiniBand transport off asks nothing of HCCL either (rounds 4 and 13: noise)
+    "export NCCL_IB_DISABLE=1\n": None,
+    # an NCCL variable with an HCCL analog of another unit is still a manual item
+    "export NCCL_BUFFSIZE=8388608\n": (
+        "# TODO(cuda2npu): NPU713 `NCCL_BUFFSIZE` configures NCCL: HCCL_BUFFSIZE is the analog but takes "
+        "megabytes, not bytes: convert the value by hand\nexport NCCL_BUFFSIZE=8388608\n"
     ),
 }
 

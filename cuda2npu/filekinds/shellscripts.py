@@ -11,9 +11,8 @@ found with the Python code): their CUDA and NCCL settings.
 - NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables: renamed where the table has a
   documented HCCL counterpart (review, as NPU203 does in Python); one with an analog of another
   unit or syntax (``NCCL_BUFFSIZE``, ``nccl_manual``) set or exported is a manual item naming it.
-  NCCL's logging and tuning switches (``NCCL_DEBUG``, ``NCCL_P2P_DISABLE``, any other ``NCCL_*``)
-  ask nothing and are not reported, as in Python; nor is a ``nccl_manual`` variable set to NCCL's
-  own default (``NCCL_IB_DISABLE=0``, the table's ``nccl_defaults``).
+  NCCL's logging and tuning switches (``NCCL_DEBUG``, ``NCCL_P2P_DISABLE``, ``NCCL_IB_DISABLE``, any
+  other ``NCCL_*``) ask nothing and are not reported, as in Python.
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
   ``cudatoolkit``; Lmod's ``ml``): manual.
 - NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
@@ -138,8 +137,8 @@ def check_shell_script(
                         report(line, start + 1, code, f"`{name}` → `{new}` {problem}", Tier.MANUAL)
                     elif re.search(rf"(?<!\w){new}(?!\w)", code_text) is None:  # else: it handles both already
                         report(line, start + 1, code, *_rename(line.code, name, new, end, assigned, options))
-                elif not assigned or _assigned_value(line.code, end) == env["nccl_defaults"].get(name):
-                    continue  # a read, or NCCL's default value (`NCCL_IB_DISABLE=0`): asks nothing of HCCL
+                elif not assigned:
+                    continue  # a read: asks nothing of HCCL
                 elif name in env["nccl_manual"]:  # an analog with another unit or syntax, or a hint
                     report(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
@@ -194,7 +193,7 @@ def _variables(code: str) -> list[tuple[str, int, int, bool]]:
 
 def _assigned_value(code: str, end: int) -> str:
     """The value assigned after a variable's name ending at ``end``, up to the next blank or quote
-    (``0`` in ``NCCL_IB_DISABLE="0"``, and in ``OPTS="NCCL_DEBUG=info NCCL_IB_DISABLE=0"``)."""
+    (``22`` in ``NCCL_IB_TIMEOUT="22"``, and in ``OPTS="NCCL_DEBUG=info NCCL_IB_TIMEOUT=22"``)."""
     return ASSIGNED_VALUE.match(code, end + 1).group(1)
 
 
