@@ -5,8 +5,9 @@
   code offers as a choice next to a bfloat16 one (a dict of autocasts, an ``if``/``elif`` on the
   precision), which is the user's and keeps float16, and a dtype variable a test or a loop over
   precisions picks (``def test_x(dtype=torch.float16)``, ``for dtype in (torch.float16,
-  torch.bfloat16):``), which is not reported, and an explicit float16 one over weights cast to
-  float16, which keeps float16 (reported once a file, and only where those weights train); models
+  torch.bfloat16):``), which is not reported, and a float16 one over a model made float16 (in its
+  function, or read there: ``self.model`` of the class, a module-level model), which keeps float16
+  (reported once a file, and only where those weights train); models
   cast to float16 that train (not frozen, not evaluation code) are reported with the BF16
   alternative (NPU342). GradScaler stays (NPU106 makes it the NPU one; it is harmless with
   BF16).
@@ -36,7 +37,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.names import dotted_name, is_torch_dtype
+from cuda2npu.core.names import dotted_name, is_torch_dtype, target_names
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -186,15 +187,16 @@ class CudaAutocastBf16(ValueUses, Rule):
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
-        halves = self._half_weights(node) if dtype is not None else []
+        halves = self._half_weights(node)
         if halves:  # float16 stays: bfloat16 autocast over float16 weights mixes the two types
             trained = [cast for cast in halves if not _inference_only(self.ctx, cast)]
             if trained and not self._half_kept:  # one marker a file; frozen float16 weights need none
                 self._half_kept = True
+                given = f"with dtype={code_of(dtype.value)}" if dtype is not None else "(float16 by default)"
                 self.report(
                     "NPU340",
                     node,
-                    f"CUDA autocast with dtype={code_of(dtype.value)} kept, here and in this file's other "
+                    f"CUDA autocast {given} kept, here and in this file's other "
                     f"float16 autocasts over float16 weights: the model trained here is float16 "
                     f"(`{code_of(trained[0])}`), and bfloat16 autocast over float16 weights mixes the two types "
                     "(ops outside autocast's lists promote or fail); float16 runs on NPU as it is — to follow "
@@ -275,15 +277,28 @@ class CudaAutocastBf16(ValueUses, Rule):
         return half and not any(is_torch_dtype(self.resolver, value, "bfloat16") for value in values)
 
     def _half_weights(self, node: cst.Call) -> list[cst.Call]:
-        """The casts of models to float16 in the function around ``node``: ``model.half()``,
-        ``Net().cuda().half()``, ``model.to(torch.float16)`` — what the autocast's explicit float16
-        then matches (none at module level: the two are too far apart to tell)."""
-        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
-        return [
-            call
-            for call in (iter_nodes(scope, cst.Call) if scope is not None else ())
-            if _half_cast(self.resolver, call) and _loaded_model(_unmoved(call.func.value))
-        ]
+        """The float16 models ``node`` runs over: those cast in the function around it, and those whose
+        names its region reads where the name is the same binding: ``self.model`` cast in another method
+        of the class (InternLM-XComposer's demos: ``.half()`` in ``__init__``, autocast in ``chat``), or a
+        module-level model (a script's or a notebook's cells) that the function does not rebind."""
+        index = TreeIndex.of(self.ctx)
+        scope = index.function.get(self.ctx.statement)
+        local = set(iter_nodes(scope, cst.Call)) if scope is not None else set()
+        read = {code_of(n) for n in iter_nodes(_region(self.ctx, node), (cst.Name, cst.Attribute))}
+        rebound = _function_locals(scope) if scope is not None else set()
+        own_class = _enclosing_class(index, self.ctx.statement)
+        found = []
+        for cast, names in self.ctx.file_state(_float16_models):
+            shared = names & read
+            where = statement_of(self.ctx, cast)
+            if cast in local:
+                found.append(cast)
+            elif any(name.startswith("self.") for name in shared):
+                if own_class is not None and _enclosing_class(index, where) is own_class:
+                    found.append(cast)
+            elif shared and index.function.get(where) is None and not {n.split(".")[0] for n in shared} <= rebound:
+                found.append(cast)
+        return found
 
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         """Record a CUDA autocast class used as a value; reported when the traversal leaves it, after
@@ -431,6 +446,50 @@ class ModelHalfUnderBf16(Rule):
             '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
+
+
+def _float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
+    """(cast, the names its model goes by) of each model the file makes float16, wherever it is made:
+    ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)``,
+    ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)`` (names: ``_model_names``); not
+    ``model.half().float()``, which only rounds the values (yolov5) and trains in float32."""
+    parents = TreeIndex.of(ctx).parents
+    found = []
+    for call in iter_nodes(ctx.module, cst.Call):
+        half = _half_cast(ctx.resolver, call) and _loaded_model(_unmoved(call.func.value))
+        loaded = (dotted_name(call.func) or "").endswith("from_pretrained") and any(
+            arg.keyword is not None
+            and arg.keyword.value in ("torch_dtype", "dtype")
+            and is_torch_dtype(ctx.resolver, arg.value, "float16", "half")
+            for arg in call.args
+        )
+        restored = _method(parents.get(parents.get(call))) == "float"
+        if (half or loaded) and not restored:
+            found.append((call, _model_names(call, statement_of(ctx, call))))
+    return found
+
+
+def _function_locals(function: cst.FunctionDef) -> set[str]:
+    """The plain names ``function`` binds: its parameters and the names it assigns."""
+    names = {param.name.value for param in named_params(function)}
+    for assign in iter_nodes(function.body, cst.Assign):
+        names.update(n for target in assign.targets for n in target_names(target.target))
+    return names
+
+
+def _enclosing_class(index: TreeIndex, statement: cst.CSTNode | None) -> cst.ClassDef | None:
+    return next((o for o in index.ancestors(statement) if isinstance(o, cst.ClassDef)), None) if statement else None
+
+
+def _region(ctx, autocast: cst.Call) -> cst.CSTNode:
+    """What ``autocast`` covers: the body of its ``with``, the function it decorates, else its statement."""
+    parents = TreeIndex.of(ctx).parents
+    owner = parents.get(parents.get(autocast))
+    if isinstance(parents.get(autocast), cst.WithItem) and isinstance(owner, cst.With):
+        return owner.body
+    if isinstance(parents.get(autocast), cst.Decorator) and isinstance(owner, cst.FunctionDef):
+        return owner.body
+    return statement_of(ctx, autocast)
 
 
 def _inference_only(ctx, cast: cst.Call) -> bool:
