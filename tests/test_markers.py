@@ -153,9 +153,27 @@ def test_declared_extensions_through_a_name_bound_to_the_class(tmp_path):
     setup.write_text(
         "from torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n\ndef get_extensions():\n"
         "    extension = CppExtension\n    if cuda:\n        extension = CUDAExtension\n"
+        "    else:\n        raise NotImplementedError('Cuda is not available')\n"
         "    return [extension('DCNv3', sources), make('not_an_extension', [])]\n"
     )
     assert declared_extensions([setup]) == ("DCNv3",)
+
+
+def test_an_extension_that_falls_back_to_cpp_is_built_without_cuda(tmp_path):
+    """detectron2's setup.py: `extension = CppExtension`, CUDAExtension only where CUDA is found, no
+    `else` that raises or returns: on an NPU host `detectron2._C` builds with CPU kernels and imports
+    (no NPU606 at its imports, round 13), but its operators still have no NPU kernels."""
+    from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_extensions
+
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        "from torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n\ndef get_extensions():\n"
+        "    extension = CppExtension\n    if torch.cuda.is_available() and CUDA_HOME is not None:\n"
+        "        extension = CUDAExtension\n        sources += cuda_sources\n"
+        "    return [extension('detectron2._C', sources)]\n"
+    )
+    assert declared_extensions([setup]) == ()
+    assert cpu_built_extensions([setup]) == ("detectron2._C",)
 
 
 JAX = b"import jax\nimport transformer_engine.jax  # noqa: F401\n\nDEVICE = 'cuda'\nx = jax.device_put(1, jax.devices('cuda')[0])\n"

@@ -6,6 +6,7 @@ No libcst here: the project facts of every run (even one answered from the resul
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import functools
 import os
@@ -31,19 +32,68 @@ EXTENSION_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*CUDAExtension[ \t]*$", r
 def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build, also
     through a name bound to the class (InternImage's and GroundingDINO's ``extension = CUDAExtension``
-    ... ``extension("DCNv3", sources, ...)``)."""
-    names: set[str] = set()
+    ... ``extension("DCNv3", sources, ...)``, whose setup raises or builds nothing without CUDA); not
+    those of a name that falls back to ``CppExtension`` without CUDA (:func:`cpu_built_extensions`)."""
+    return _setup_extensions(paths)[0]
+
+
+def cpu_built_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The extensions a ``setup.py`` builds with ``CUDAExtension`` where CUDA is found and with
+    ``CppExtension`` elsewhere (detectron2's ``extension = CppExtension`` ... ``if torch.cuda.is_available()
+    ...: extension = CUDAExtension``, no ``else`` that raises or returns): on an NPU host they build
+    and import, with CPU kernels only, so an NPU tensor must still not reach their operators."""
+    return _setup_extensions(paths)[1]
+
+
+def _setup_extensions(paths: Iterable[Path]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(CUDA-only extensions, CPU-built ones) of the ``setup.py`` files among ``paths``."""
+    cuda: set[str] = set()
+    cpu: set[str] = set()
     for path in paths:
-        if path.name == "setup.py":
-            try:
-                text = path.read_text(errors="replace")
-            except OSError:
-                continue
-            names.update(match.group(2) for match in DECLARED_EXTENSION.finditer(text))
-            for alias in set(EXTENSION_ALIAS.findall(text)):
-                call = re.compile(rf"""\b{re.escape(alias)}\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
-                names.update(match.group(2) for match in call.finditer(text))
-    return tuple(sorted(names))
+        if path.name != "setup.py":
+            continue
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        cuda.update(match.group(2) for match in DECLARED_EXTENSION.finditer(text))
+        aliases = set(EXTENSION_ALIAS.findall(text))
+        fallbacks = _cpu_fallbacks(text, aliases) if aliases else set()
+        for alias in aliases:
+            call = re.compile(rf"""\b{re.escape(alias)}\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+            (cpu if alias in fallbacks else cuda).update(match.group(2) for match in call.finditer(text))
+    return tuple(sorted(cuda)), tuple(sorted(cpu - cuda))
+
+
+def _cpu_fallbacks(text: str, aliases: set[str]) -> set[str]:
+    """The ``aliases`` (``extension = CUDAExtension``) also bound to ``CppExtension``, where the ``if``
+    that rebinds them to CUDAExtension has no ``else`` that raises or returns: CPU builds elsewhere."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    bound: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in aliases:
+                    bound.setdefault(target.id, set()).add(node.value.id)
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        for statement in node.body:
+            if (
+                isinstance(statement, ast.Assign)
+                and isinstance(statement.value, ast.Name)
+                and statement.value.id == "CUDAExtension"
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and "CppExtension" in bound.get(statement.targets[0].id, ())
+                and not any(isinstance(n, (ast.Raise, ast.Return)) for s in node.orelse for n in ast.walk(s))
+            ):
+                found.add(statement.targets[0].id)
+    return found
 
 
 def shadowing_modules(

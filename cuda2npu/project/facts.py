@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cuda2npu.analysis.backend_constants import backend_constants
 from cuda2npu.analysis.build_probes import build_probes
-from cuda2npu.analysis.cuda_only_modules import declared_extensions, shadowing_modules
+from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_extensions, shadowing_modules
 from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
 from cuda2npu.analysis.failing_modules import failing_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
@@ -87,7 +87,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         cuda_method_classes=cuda_method_classes(texts),
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
-        extension_functions=extension_functions(texts, extensions),
+        extension_functions=extension_functions(texts, extensions + cpu_built_extensions(files)),
         failing_modules=failing_modules(texts, extensions),
         build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
