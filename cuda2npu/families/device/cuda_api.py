@@ -331,6 +331,11 @@ class TorchCudaApi(Rule):
                 word, read = self._branch_read(cuda_branch(self.ctx, choice))
                 if word:  # OLMo-core: `cc = torch.cuda.get_device_capability()[0] if has_cuda else None`
                     return word, f"`{name}` gates {read}"
+        for both in iter_nodes(scope, cst.BooleanOperation):  # mPLUG-Owl2: `SUPPORT_CUDA and <capability> >= 7`
+            if isinstance(both.operator, cst.And) and _reads_flag(both.left, name):
+                word, read = self._branch_read([both.right])
+                if word:
+                    return word, f"`{name}` gates {read}"
         for call in iter_nodes(scope, cst.Call):  # `pytest.mark.skipif(not HAS_CUDA, reason="... need CUDA")`
             reason = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "reason"), None)
             text = string_value(reason) if reason is not None else None
