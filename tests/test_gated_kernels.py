@@ -260,3 +260,27 @@ def test_a_skip_guard_over_a_test_of_extension_ops_stays_cuda(tmp_path):
     cli("migrate", tmp_path)
     text = test.read_text()
     assert "skipIf(not torch.cuda.is_available()" in text and "device='cuda'" in text
+
+
+def test_a_device_loop_over_extension_ops_stays_cuda(tmp_path):
+    """detectron2's (and Ask-Anything's six copies') `for device in ["cpu"] + (["cuda"] if
+    torch.cuda.is_available() else [])` over its compiled operators: the CUDA device stays CUDA's
+    (the ops have CPU and CUDA kernels only); a loop calling plain torch is migrated (round 13)."""
+    write(tmp_path / "detectron2" / "__init__.py", "")
+    write(tmp_path / "detectron2" / "layers" / "__init__.py", "from .nms import batched_nms_rotated\n")
+    write(tmp_path / "detectron2" / "layers" / "nms.py", DETECTRON_NMS)
+    test = write(
+        tmp_path / "tests" / "test_loops.py",
+        "import torch\n\nfrom detectron2.layers import batched_nms_rotated\n\n\n"
+        "def test_nms_devices():\n"
+        '    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):\n'
+        "        boxes = torch.rand(4, 5, device=device)\n"
+        "        batched_nms_rotated(boxes, torch.rand(4, device=device), torch.zeros(4, device=device), 0.5)\n\n\n"
+        "def test_matmul_devices():\n"
+        '    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):\n'
+        "        assert torch.ones(2, 2, device=device).sum() == 4\n",
+    )
+    cli("migrate", tmp_path)
+    first, second = test.read_text().split("def test_matmul_devices")
+    assert '(["cuda"] if torch.cuda.is_available() else [])' in first
+    assert '(["npu"] if torch.npu.is_available() else [])' in second

@@ -421,8 +421,23 @@ def _cuda_atom(ctx, expr: cst.BaseExpression) -> bool:
 
 
 def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
-    """``(what, why)`` for the CUDA-only code the CUDA branch of ``node`` runs (see :func:`cuda_only_use`)."""
-    return cuda_only_use(ctx, cuda_branch(ctx, node))
+    """``(what, why)`` for the CUDA-only code the CUDA branch of ``node`` runs (see :func:`cuda_only_use`),
+    also through a loop over the devices it chooses: ``for device in ["cpu"] + (["cuda"] if
+    torch.cuda.is_available() else []):`` runs its body on the CUDA device (detectron2's tests of its
+    compiled operators, which have CPU and CUDA kernels only)."""
+    blocks = cuda_branch(ctx, node)
+    loop = _loop_over(ctx, node) if blocks else None
+    return cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
+
+
+def _loop_over(ctx, node: cst.IfExp | cst.If) -> cst.For | None:
+    """The ``for`` loop whose iterable holds the conditional expression ``node`` (inside a list
+    concatenation or a tuple), else None."""
+    parents = TreeIndex.of(ctx).parents
+    child, parent = node, parents.get(node)
+    while isinstance(parent, (cst.BinaryOperation, cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        child, parent = parent, parents.get(parent)
+    return parent if isinstance(parent, cst.For) and parent.iter is child else None
 
 
 # --- which tests stay CUDA's: the blocks NPU604/NPU606 take for guarded ---------------------------

@@ -30,7 +30,7 @@ import libcst as cst
 
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.autocast import autocast_alias
-from cuda2npu.analysis.cuda_gates import cuda_branch, no_cuda_branch
+from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use, no_cuda_branch
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.core.bindings import assigned_values
@@ -712,12 +712,14 @@ class DeviceStrings(Rule):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
         if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
-            self._rewrite(node, why="`torch.cuda.is_available()` conditional")
+            if gated_cuda_use(self.ctx, node) is None:  # else a feature switch, kept with its "cuda" (cuda_api)
+                self._rewrite(node, why="`torch.cuda.is_available()` conditional")
 
     def visit_For(self, node: cst.For) -> None:
         target = node.target
         if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
-            self._rewrite(node.iter, why="loop over devices")
+            if not any(gated_cuda_use(self.ctx, choice) for choice in iter_nodes(node.iter, cst.IfExp)):
+                self._rewrite(node.iter, why="loop over devices")  # else its CUDA device runs CUDA-only code
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
