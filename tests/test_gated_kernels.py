@@ -284,3 +284,28 @@ def test_a_device_loop_over_extension_ops_stays_cuda(tmp_path):
     first, second = test.read_text().split("def test_matmul_devices")
     assert '(["cuda"] if torch.cuda.is_available() else [])' in first
     assert '(["npu"] if torch.npu.is_available() else [])' in second
+
+
+def test_extension_functions_follow_callers_in_other_files(tmp_path):
+    """detectron2's `structures.rotated_boxes.pairwise_iou` calls `layers.rotated_boxes.pairwise_iou_rotated`
+    (its `_C` operator) through an import: it reaches the operator too, and so does its caller in its
+    own file; a function of another file that does not call it is not one (round 13)."""
+    texts = {
+        tmp_path / "detectron2" / "__init__.py": b"",
+        tmp_path / "detectron2" / "layers" / "__init__.py": b"",
+        tmp_path / "detectron2" / "layers" / "rotated_boxes.py": (
+            b"from detectron2 import _C\n\n\ndef pairwise_iou_rotated(a, b):\n    return _C.box_iou_rotated(a, b)\n"
+        ),
+        tmp_path / "detectron2" / "structures" / "__init__.py": b"",
+        tmp_path / "detectron2" / "structures" / "rotated_boxes.py": (
+            b"from detectron2.layers.rotated_boxes import pairwise_iou_rotated\n\n\n"
+            b"def pairwise_iou(boxes1, boxes2):\n    return pairwise_iou_rotated(boxes1.tensor, boxes2.tensor)\n\n\n"
+            b"def matched_iou(boxes1, boxes2):\n    return pairwise_iou(boxes1, boxes2).diag()\n\n\n"
+            b"def area(boxes):\n    return boxes.tensor[:, 2] * boxes.tensor[:, 3]\n"
+        ),
+    }
+    assert extension_functions(PythonFiles(texts), ("detectron2._C",)) == (
+        "detectron2.layers.rotated_boxes.pairwise_iou_rotated",
+        "detectron2.structures.rotated_boxes.matched_iou",
+        "detectron2.structures.rotated_boxes.pairwise_iou",
+    )

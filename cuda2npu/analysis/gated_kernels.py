@@ -101,19 +101,52 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
     for path, text in files.items():
         if (b"torch.ops." not in text and b"_C" not in text) or (tree := files.tree(path)) is None:
             continue
-        definitions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef))]
-        bound = _extension_names(tree, extensions)
-        names: set[str] = set()
-        while True:  # and the functions and classes of the file calling those (`batched_nms_rotated`)
-            more = {f.name for f in definitions if f.name not in names and _calls_extension(f, bound, names)}
-            more |= _aliases(tree, names | more) - names
-            if not more:
-                break
-            names |= more
+        names = _closure(tree, _extension_names(tree, extensions), set())
         found.update(f"{files.modules.get(path, path.stem)}.{name}" for name in names)
-    if found:
-        found |= _reexports(files, found)
+    while found:  # the re-exports, then other files' functions calling any of them, to a fixed point
+        more = (_reexports(files, found) | _callers_elsewhere(files, found)) - found
+        if not more:
+            break
+        found |= more
     return tuple(sorted(found))
+
+
+def _closure(tree: ast.Module, extensions: set[str], local: set[str]) -> set[str]:
+    """The module-level functions, classes and aliases of ``tree`` calling an extension operator
+    (``extensions``: the names bound to one) or one of ``local`` (names the file binds to extension
+    functions), or one another of them (``batched_nms_rotated`` calling ``nms_rotated``)."""
+    definitions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef))]
+    names: set[str] = set()
+    while True:
+        known = names | local
+        more = {f.name for f in definitions if f.name not in names and _calls_extension(f, extensions, known)}
+        more |= _aliases(tree, known | more) - names - local
+        if not more:
+            return names
+        names |= more
+
+
+def _callers_elsewhere(files: PythonFiles, functions: set[str]) -> set[str]:
+    """``module.name`` of the functions and classes of other files that call one of ``functions``
+    through an import of it (detectron2's ``structures.rotated_boxes.pairwise_iou`` calling
+    ``layers.rotated_boxes.pairwise_iou_rotated``), with their callers in their own file."""
+    words = {name.rpartition(".")[2].encode() for name in functions}
+    found = set()
+    for path, text in files.items():
+        if not any(word in text for word in words) or path not in files.modules or (tree := files.tree(path)) is None:
+            continue
+        module = files.modules[path]
+        imported = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if f"{absolute_module(module, path.name == '__init__.py', node.level, node.module or '')}.{alias.name}"
+            in functions
+        }
+        if imported:
+            found.update(f"{module}.{name}" for name in _closure(tree, set(), imported))
+    return found
 
 
 def _extension_names(tree: ast.Module, extensions: tuple[str, ...]) -> set[str]:
