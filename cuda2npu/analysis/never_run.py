@@ -62,7 +62,7 @@ from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
-from cuda2npu.core.statements import leaves
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 
 TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
@@ -72,6 +72,8 @@ PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.I
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
 IMPORT_OR_SKIP = "pytest.importorskip"
+XFORMERS_PROBE = "is_xformers_available"  # diffusers' and transformers' probe (diffusers.utils.import_utils)
+XFORMERS_PROBE_TEXT = re.compile(rb"is_xformers_available")
 BUILD_FACTS = {"torch.version.cuda", "torch.version.hip"}  # None on the CPU build torch_npu runs on
 FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
@@ -99,6 +101,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
             found.extend(kept_cuda_blocks(ctx, node))
     found.extend(_unreached_with_fallback(ctx))
     found.extend(_under_build_probes(ctx))
+    if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
+        found.extend(_needs_xformers(ctx))
     if ctx.text is None or b"torch_npu" in ctx.text:
         found.extend(torch_npu_fallbacks(ctx.module))
     if ctx.text is not None and not TEST_GATE_TEXT.search(ctx.text):
@@ -118,6 +122,38 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         elif isinstance(definition, cst.FunctionDef) and isinstance(definition.body, cst.IndentedBlock):
             found.extend(_after_package_skip(ctx, definition.body))
     return found
+
+
+def _needs_xformers(ctx) -> list[cst.CSTNode]:
+    """Code that runs only where xFormers is installed, never on an NPU host: the body of ``if
+    is_xformers_available():`` (``pipe.enable_xformers_memory_efficient_attention()`` there), and after
+    ``if not is_xformers_available(): raise ModuleNotFoundError(...)`` (diffusers' attention setters,
+    copied into many projects) its ``elif``/``else`` branches and the statements that follow it (the
+    ``torch.cuda.is_available()`` check and xFormers' test call there)."""
+    index = TreeIndex.of(ctx)
+    found: list[cst.CSTNode] = []
+    for node in iter_nodes(ctx.module, cst.If):
+        if implies(node.test, True, _xformers_probe):
+            found.append(node.body)
+        elif implies(node.test, False, _xformers_probe) and _raises(node.body):
+            if node.orelse is not None:
+                found.append(node.orelse)
+            found.extend(index.following(node))
+    return found
+
+
+def _xformers_probe(test: cst.BaseExpression) -> bool | None:
+    """True for ``is_xformers_available()`` (true where xFormers is installed), else None."""
+    callee = dotted_name(test.func) if isinstance(test, cst.Call) else None
+    return True if (callee or "").rpartition(".")[2] == XFORMERS_PROBE else None
+
+
+def _raises(block: cst.BaseSuite) -> bool:
+    """The block ends in ``raise``."""
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Raise)
 
 
 def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:

@@ -29,6 +29,7 @@ FAMILIES = (
     "apex.optim",
     "attention.flash",
     "attention.xformers",
+    "attention.xformers_switch",
     "attention.sdpa",
     "colossalai.common",
     "colossalai.keep",
