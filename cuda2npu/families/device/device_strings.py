@@ -47,7 +47,7 @@ from cuda2npu.core.literals import (
 )
 from cuda2npu.core.literals import literal as python_literal
 from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
-from cuda2npu.core.nodes import code_of
+from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
@@ -83,6 +83,12 @@ DEVICE_CALLS = {
 }
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
 DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
+ORT_PROVIDER = re.compile(r"[A-Z]\w*ExecutionProvider")  # onnxruntime's execution providers
+ORT_DEVICE = (
+    "onnxruntime's device here (it picks `{provider}`), not a torch device: onnxruntime has no NPU device and "
+    'its io-binding takes "cuda" or "cpu"; kept as written: run onnxruntime on "cpu" on an NPU host, or use '
+    "onnxruntime-cann's CANNExecutionProvider"
+)
 CTRANSLATE2_CALLS = ("faster_whisper.", "ctranslate2.")  # CTranslate2's runtimes: their device is no torch device
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
@@ -473,6 +479,12 @@ class DeviceStrings(Rule):
             arm = validation_arm(self.ctx, literal) if graph is None and configured else None
             if arm is None or literal in self._seen or is_cuda_alternative(self.ctx, literal):
                 continue
+            provider = ort_provider(arm.body)
+            if provider is not None:  # efficientvit's ONNX encoder: `if device == "cuda": provider = [...]`
+                self._seen.add(literal)
+                if not self._runtime_parameter(device):  # else reported once, at the parameter's default
+                    self.report("NPU109", literal, ORT_DEVICE.format(provider=provider), tier=Tier.REVIEW)
+                continue
             if literal in self._kernel_switches or literal in self._feature_switches:
                 continue  # reported as such below
             if not mentions(arm.body)[0] and self._accept_too(literal):
@@ -492,6 +504,16 @@ class DeviceStrings(Rule):
                     needs_torch_npu=False,
                 )
         self._rewrite(expr, why=why, prefix_ok=prefix_ok, unparsed=True)
+
+    def _runtime_parameter(self, device: cst.BaseExpression) -> bool:
+        """``device`` is a parameter of the enclosing function with a CUDA default picking an onnxruntime
+        provider (``_param_role`` "runtime"): its default carries the one marker."""
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(self.ctx.statement)
+        return isinstance(device, cst.Name) and any(
+            param.name.value == device.value and param.default is not None and self._param_role(param) == "runtime"
+            for param in (named_params(function) if function is not None else ())
+        )
 
     def _accept_too(self, literal: cst.BaseExpression) -> bool:
         """``d.startswith("cuda")`` → ``d.startswith(("cuda", "npu"))``, ``d in ["cuda", "cpu"]`` → ``d in
@@ -758,7 +780,10 @@ class DeviceStrings(Rule):
         if node.default is None or not device_literals(node.default):
             return
         role = self._param_role(node)
-        if role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
+        if role == "runtime":
+            provider = ort_provider(TreeIndex.of(self.ctx).parents[TreeIndex.of(self.ctx).parents[node]].body)
+            self.report("NPU109", node.default, ORT_DEVICE.format(provider=provider), tier=Tier.REVIEW)
+        elif role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
             self._rewrite(node.default, why="device parameter default", unparsed=role == "unread" and self._stub(node))
         elif role == "label":
             return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
@@ -790,12 +815,16 @@ class DeviceStrings(Rule):
         is named like a device and only used as a key (``registry[device]``,
         ``table.setdefault(device, ...)``): a registry keyed by device type, whose ``"cuda"`` is the
         CUDA entry next to the project's own ``"npu"`` one (verl's engine registry), not a device to
-        move tensors to; ``"unread"`` when it is named like a device and never read; else None."""
+        move tensors to; ``"unread"`` when it is named like a device and never read; ``"runtime"`` when
+        the function tests it against a string to pick an onnxruntime execution provider (an ONNX
+        encoder's ``device="cuda"``: onnxruntime's device, not torch's); else None."""
         if param not in self._param_roles:
             function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
             body = function.body if isinstance(function, (cst.FunctionDef, cst.Lambda)) else None
             role = None
-            if looks_like_device(param.name):
+            if looks_like_device(param.name) and body is not None and _picks_ort_provider(body, param.name.value):
+                role = "runtime"
+            elif looks_like_device(param.name):
                 reads = NameUses({param.name.value}) if body is not None else None
                 if reads is not None:
                     walk(body, reads)
@@ -925,6 +954,25 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if _indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def ort_provider(block: cst.CSTNode) -> str | None:
+    """The first onnxruntime execution provider ``block`` names (``"CUDAExecutionProvider"``), else None."""
+    for node in iter_nodes(block, cst.SimpleString):
+        value = string_value(node) or ""
+        if ORT_PROVIDER.fullmatch(value):
+            return value
+    return None
+
+
+def _picks_ort_provider(body: cst.CSTNode, name: str) -> bool:
+    """``body`` has an ``if`` testing ``name`` against a string whose branch names an onnxruntime provider."""
+    return any(
+        any(string_value(s) is not None for s in iter_nodes(choice.test, cst.SimpleString))
+        and any(isinstance(n, cst.Name) and n.value == name for n in iter_nodes(choice.test, cst.Name))
+        and ort_provider(choice.body) is not None
+        for choice in iter_nodes(body, cst.If)
+    )
 
 
 def validation_arm(ctx, literal: cst.BaseExpression) -> cst.If | None:
