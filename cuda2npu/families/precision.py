@@ -184,6 +184,8 @@ class CudaAutocastBf16(ValueUses, Rule):
                 tier=Tier.REVIEW,
             )
             return
+        if self._tests_float16(node):
+            return  # a test asserting float16 results (detectron2's `test_autocast`): float16 is what it tests
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
@@ -223,6 +225,24 @@ class CudaAutocastBf16(ValueUses, Rule):
             fix,
             tier=Tier.NUMERIC,
             imports=[ImportNeed("torch")],
+        )
+
+    def _tests_float16(self, node: cst.Call) -> bool:
+        """``node`` is in a test (a ``test*`` function) that asserts float16 results: an ``assert`` or a
+        ``self.assert*(...)`` call naming ``torch.float16`` / ``torch.half``
+        (``self.assertEqual(output.dtype, torch.float16)``): bfloat16 there fails the test it is."""
+        function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        if function is None or not function.name.value.startswith("test"):
+            return False
+        checks = [
+            check
+            for check in iter_nodes(function.body, (cst.Assert, cst.Call))
+            if isinstance(check, cst.Assert) or (_method(check) or "").startswith("assert")
+        ]
+        return any(
+            is_torch_dtype(self.resolver, value, "float16", "half")
+            for check in checks
+            for value in iter_nodes(check, cst.Attribute)
         )
 
     def _bf16_offered(self, node: cst.Call) -> bool:
