@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import PythonFiles, parse
+from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles, parse
 
 
 def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
@@ -28,35 +29,50 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
     words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | set(_unported_roots()))
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
-    if not any(candidate.search(text) for text in files.values()):
-        return ()  # no import line names anything that fails at import: the import graph is not needed
     modules = files.modules
-    imports = {
-        modules[path]: _module_level_imports(text, modules[path], path.name == "__init__.py")
-        for path, text in files.items()
-        if path in modules
-    }
+    imports: dict[Path, list[str]] = {}  # each file's module-level imports, parsed when first needed
+
+    def imports_of(path: Path) -> list[str]:
+        if path not in imports:
+            imports[path] = _module_level_imports(files[path], modules[path], path.name == "__init__.py")
+        return imports[path]
+
     failing: dict[str, str] = {}
-    for module, names in imports.items():
-        bad = next((name for name in names if _cannot_import(name, extensions)), None)
-        if bad is not None:
-            failing[module] = bad
-    if not failing:
-        return ()
-    while True:  # the modules importing a failing one, keyed to what fails at the end of the chain
+    for path, text in files.items():
+        if path in modules and candidate.search(text):  # an import line naming what fails at import
+            bad = next((name for name in imports_of(path) if _cannot_import(name, extensions)), None)
+            if bad is not None:
+                failing[modules[path]] = bad
+    statements: dict[Path, list[bytes]] = {}
+    new = set(failing)
+    while new:  # the modules importing a failing one, keyed to what fails at the end of the chain
+        words = {module.rpartition(".")[2].encode() for module in new}
         more = {}
-        for module, names in imports.items():
-            source = next((found for name in names if (found := failing_part(name, failing))), None)
-            if module not in failing and source is not None:
+        for path, module in modules.items():
+            if module in failing or not _may_import(statements, files, path, words):
+                continue
+            source = next((found for name in imports_of(path) if (found := failing_part(name, failing))), None)
+            if source is not None:
                 more[module] = failing[source]
-        if not more:
-            return tuple(sorted(failing.items()))
         failing.update(more)
+        new = set(more)
+    return tuple(sorted(failing.items()))
+
+
+def _may_import(statements: dict[Path, list[bytes]], files: PythonFiles, path: Path, words: set[bytes]) -> bool:
+    """Whether an import statement of ``path`` names one of ``words`` (the last names of modules that
+    fail), or is relative (``from .sub import x`` names no package): only then is the file parsed."""
+    if path not in statements:
+        statements[path] = [match.group(0) for match in IMPORT_STATEMENT.finditer(files[path])]
+    return any(
+        statement.lstrip().startswith(b"from .") or any(word in statement for word in words)
+        for statement in statements[path]
+    )
 
 
 def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[str]:
     """The absolute modules the statements at the top of the module import (not guarded)."""
-    tree = parse(text)  # not kept: every file of the project is read here
+    tree = parse(text)  # not kept: a fact reading many files keeps no tree
     if tree is None:
         return []
     found = []

@@ -35,10 +35,12 @@ from pathlib import Path
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import PythonFiles
+from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
+# a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
+EXTENSION_TEXT = re.compile(rb"torch\.ops\.\w|(?<![\w.])_C\b|^[ \t]*(?:from|import)[ \t][^\n]*\b_C\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
 
 
@@ -99,7 +101,7 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
     over a test calling one stays CUDA's: analysis/cuda_gates.py ``cuda_only_use``)."""
     found: set[str] = set()
     for path, text in files.items():
-        if (b"torch.ops." not in text and b"_C" not in text) or (tree := files.tree(path)) is None:
+        if not EXTENSION_TEXT.search(text) or (tree := files.tree(path)) is None:
             continue
         names = _closure(tree, _extension_names(tree, extensions), set())
         found.update(f"{files.modules.get(path, path.stem)}.{name}" for name in names)
@@ -229,16 +231,22 @@ def _triton_decorator(decorator: ast.expr) -> bool:
 
 
 class _Trees:
-    """The project's parsed files that name a word (:meth:`PythonFiles.tree`), with their parents."""
+    """The project's parsed files (:meth:`PythonFiles.tree`), their import statements and, where a site
+    is judged, their parents: each computed once, for the files whose text could hold what is asked."""
 
     def __init__(self, files: PythonFiles) -> None:
         self.files = files
-        self._parents: dict[Path, dict[ast.AST, tuple[ast.AST, str]] | None] = {}
+        self._parents: dict[Path, dict[ast.AST, tuple[ast.AST, str]]] = {}
+        self._imports: dict[Path, list[ast.Import | ast.ImportFrom]] = {}
+        self._statements: dict[Path, list[bytes]] = {}  # the text of each import statement
 
     def _tree(self, path: Path) -> tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None:
         tree = self.files.tree(path)
         if tree is None:
             return None
+        return tree, self.parents(path, tree)
+
+    def parents(self, path: Path, tree: ast.Module) -> dict[ast.AST, tuple[ast.AST, str]]:
         if path not in self._parents:
             self._parents[path] = {
                 child: (node, field)
@@ -247,23 +255,46 @@ class _Trees:
                 for child in (value if isinstance(value, list) else [value])
                 if isinstance(child, ast.AST)
             }
-        return tree, self._parents[path]
+        return self._parents[path]
 
     def _naming(self, word: str):
-        """(tree, parents) of each file whose text holds ``word``."""
+        """(path, tree, parents) of each file whose text holds ``word``."""
         needle = word.encode()
         for path, text in self.files.items():
             if needle in text and (parsed := self._tree(path)) is not None:
                 yield path, *parsed
 
+    def _may_import(self, path: Path, module: str) -> bool:
+        """Whether an import statement of ``path`` may import ``module`` (a regex over its text first:
+        most files that hold a module's last name do not import it): one naming the module, its
+        package and its last name, or a relative one naming its last name."""
+        if path not in self._statements:
+            self._statements[path] = [match.group(0) for match in IMPORT_STATEMENT.finditer(self.files[path])]
+        package, _, word = module.encode().rpartition(b".")
+        named = re.compile(rb"\b" + re.escape(word) + rb"\b")
+        return any(
+            module.encode() in statement
+            or (named.search(statement) and (package in statement or statement.lstrip().startswith(b"from .")))
+            for statement in self._statements[path]
+        )
+
+    def _import_nodes(self, path: Path) -> list[ast.Import | ast.ImportFrom]:
+        if path not in self._imports:
+            tree = self.files.tree(path)
+            nodes = ast.walk(tree) if tree is not None else ()
+            self._imports[path] = [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]
+        return self._imports[path]
+
     def imports_of(self, module: str) -> list[tuple[ast.AST, dict]]:
         """(import statement, its file's parents) for each import of ``module`` in the project."""
         sites = []
-        for path, tree, parents in self._naming(module.rpartition(".")[2]):
+        for path in self.files:
+            if not self._may_import(path, module):
+                continue
             importer = self.files.modules.get(path, path.stem)
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.Import, ast.ImportFrom)) and module in _imported(node, importer, path):
-                    sites.append((node, parents))
+            for node in self._import_nodes(path):
+                if module in _imported(node, importer, path):
+                    sites.append((node, self.parents(path, self.files.tree(path))))
         return sites
 
     def gated_import(self, site: tuple[ast.AST, dict]) -> bool:

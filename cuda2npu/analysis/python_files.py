@@ -6,8 +6,15 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+# the text of an import statement (`from a.b import (c,\n d)`, `import a.b as c`), for a cheap word test
+IMPORT_STATEMENT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+[\w. \t]+import[ \t]*(?:\([^)]*\)|(?:[^\n]*\\\r?\n)*[^\n]*)|import[ \t]+(?:[^\n]*\\\r?\n)*[^\n]*)",
+    re.M,
+)
 
 
 def parse(text: bytes) -> ast.Module | None:

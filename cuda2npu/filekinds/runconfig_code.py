@@ -63,6 +63,12 @@ CONSUMERS = {
     "attention": re.compile(rf"[(,]\s*attn_implementation\s*=\s*{ARGUMENT}"),
     "quantization": re.compile(rf"[(,]\s*load_in_[48]bit\s*=\s*{ARGUMENT}"),
 }
+CONSUMER_WORDS = {  # what a text holds where the consumer's pattern can match
+    "device": ("device", ".to("),
+    "backend": ("backend", "init_process_group", "init_distributed"),
+    "attention": ("attn_implementation",),
+    "quantization": ("load_in_",),
+}
 SUBSCRIPT_READ = re.compile(rf".*\[\s*{KEY_TEXT}\s*\]$")
 GET_READ = re.compile(rf".*\.get\(\s*{KEY_TEXT}[^()\n]*\)$")
 CONFIG_NAME = r"(?i:[A-Za-z_]*_)?(?i:cfg|config|conf|configs|args|opt|opts|options|hparams|hps|params|settings|flags)"
@@ -90,6 +96,8 @@ def consumed_keys(text: str) -> set[tuple[str, str]]:
             names[match.group("name")] = key
     found = set()
     for role, pattern in CONSUMERS.items():
+        if not any(word in text for word in CONSUMER_WORDS[role]):
+            continue  # a cheap test first: the patterns try every bracket and comma of the text
         for match in pattern.finditer(text):
             argument = match.group("arg")
             key = read_key(argument) or names.get(argument)
