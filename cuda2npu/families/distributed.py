@@ -52,6 +52,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 
+UPPER = "NCCL"  # `init_process_group(backend="NCCL")`: torch's Backend upper-cases the name it looks up
 MIXED_BACKEND = re.compile(r"(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
 # ProcessGroup methods naming its backend ("hccl" or "custom" for an HCCL group, by torch release) and
 # the string methods a comparison may read it through
@@ -101,7 +102,7 @@ def backend_literals(expr: cst.BaseExpression | None) -> list[cst.SimpleString]:
     if expr is None:
         return []
     if isinstance(expr, cst.SimpleString):
-        return [expr] if string_value(expr) == "nccl" else []
+        return [expr] if string_value(expr) in ("nccl", UPPER) else []
     if isinstance(expr, cst.IfExp):
         return backend_literals(expr.body) + backend_literals(expr.orelse)
     if isinstance(expr, cst.BooleanOperation):
@@ -510,7 +511,7 @@ def _converts(expr: cst.BaseExpression | None, names: set[str]) -> bool:
 
 def _backend_string(node: cst.SimpleString) -> bool:
     value = string_value(node) or ""
-    return value == "nccl" or bool(MIXED_BACKEND.fullmatch(value))
+    return value in ("nccl", UPPER) or bool(MIXED_BACKEND.fullmatch(value))
 
 
 class _Literals(cst.CSTVisitor):
@@ -547,7 +548,14 @@ class NcclBackend(Rule):
     codes = ("NPU201",)
     # what a report reads: the string "nccl" (or "cuda:nccl" in a mixed one), is_nccl_available, dora/flashy,
     # Backend.NCCL; not the word in comments, torch.cuda.nccl or NCCL_* variables (NPU203's)
-    triggers = (r"""["']nccl\b""", r":nccl\b", r"is_nccl_available", r"\.\s*NCCL\b", r"\b(?:dora|flashy)\b")
+    triggers = (
+        r"""["']nccl\b""",
+        r"""["']NCCL["']""",
+        r":nccl\b",
+        r"is_nccl_available",
+        r"\.\s*NCCL\b",
+        r"\b(?:dora|flashy)\b",
+    )
     portable_support = True
 
     def __init__(self, ctx) -> None:
@@ -571,6 +579,11 @@ class NcclBackend(Rule):
         if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore or self._mmengine_dist_cfg(node):
             return
         certain = node not in self.flow.uncertain
+        if value == UPPER:  # torch's Backend reads names case-insensitively; upper case is rarely a backend
+            if certain and node in self.flow.rewrite and not self.options.portable:
+                fix = lambda n: n.with_changes(value=n.value.replace(UPPER, "hccl", 1))  # noqa: E731
+                self.report("NPU201", node, 'NCCL does not exist on NPU; the collective backend is "hccl"', fix)
+            return
         if value != "nccl" and self.options.portable:
             self.report(
                 "NPU201",
