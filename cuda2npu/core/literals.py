@@ -55,7 +55,8 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
     """Literal nodes spelling a CUDA device inside an expression known to be a device.
 
     Handles ``"cuda"``, ``"cuda:0"``, ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
-    ``"cuda:{}".format(i)``, conditional expressions, lists/tuples/sets of devices and the values
+    ``"cuda:{}".format(i)``, conditional expressions, lists/tuples/sets of devices (also concatenated:
+    ``["cpu"] + ["cuda"]``) and the values
     of ``map_location`` dicts (their keys name where a checkpoint was saved and stay as they are).
     """
     if isinstance(expr, cst.SimpleString):
@@ -67,6 +68,8 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
         if isinstance(first, cst.FormattedStringText) and DEVICE_PREFIX.fullmatch(first.value):
             return [first]
         return []
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.left, (cst.List, cst.Tuple)):
+        return device_literals(expr.left) + device_literals(expr.right)  # `["cpu"] + ["cuda"]`: a list of devices
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Modulo)):
         return device_literals(expr.left, prefix_ok=True)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
