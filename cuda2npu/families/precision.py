@@ -52,6 +52,7 @@ CUDA_SCALER = "torch.cuda.amp.GradScaler"
 CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
 SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
 FP16_INIT_SCALE = "2.0**14"
+DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transformers renamed it `dtype` in 4.56)
 MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
 AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 renames the CUDA ones)
     "torch.get_autocast_gpu_dtype",
@@ -474,19 +475,55 @@ def _float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
     ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)`` (names: ``_model_names``); not
     ``model.half().float()``, which only rounds the values (yolov5) and trains in float32."""
     parents = TreeIndex.of(ctx).parents
+    half_kwargs = _float16_kwargs(ctx)
     found = []
     for call in iter_nodes(ctx.module, cst.Call):
         half = _half_cast(ctx.resolver, call) and _loaded_model(_unmoved(call.func.value))
         loaded = (dotted_name(call.func) or "").endswith("from_pretrained") and any(
-            arg.keyword is not None
-            and arg.keyword.value in ("torch_dtype", "dtype")
-            and is_torch_dtype(ctx.resolver, arg.value, "float16", "half")
+            (
+                arg.keyword is not None
+                and arg.keyword.value in DTYPE_KEYS
+                and is_torch_dtype(ctx.resolver, arg.value, "float16", "half")
+            )
+            or (arg.star == "**" and code_of(arg.value) in half_kwargs)
             for arg in call.args
         )
         restored = _method(parents.get(parents.get(call))) == "float"
         if (half or loaded) and not restored:
             found.append((call, _model_names(call, statement_of(ctx, call))))
     return found
+
+
+def _float16_kwargs(ctx) -> set[str]:
+    """The names of the dicts the file fills with a float16 ``torch_dtype`` (``kwargs["torch_dtype"] =
+    torch.float16``, ``kwargs = {"torch_dtype": torch.float16}``, ``dict(torch_dtype=torch.float16)``):
+    ``from_pretrained(..., **kwargs)`` loads a float16 model (InternLM-XComposer's memory model)."""
+    found = set()
+    for assign in iter_nodes(ctx.module, cst.Assign):
+        value = assign.value
+        for target in (t.target for t in assign.targets):
+            if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+                key = target.slice[0].slice
+                if (
+                    isinstance(key, cst.Index)
+                    and string_value(key.value) in DTYPE_KEYS
+                    and is_torch_dtype(ctx.resolver, value, "float16", "half")
+                ):
+                    found.add(code_of(target.value))
+            elif isinstance(target, cst.Name) and _holds_float16_dtype(ctx, value):
+                found.add(target.value)
+    return found
+
+
+def _holds_float16_dtype(ctx, value: cst.BaseExpression) -> bool:
+    """``{"torch_dtype": torch.float16, ...}`` or ``dict(torch_dtype=torch.float16, ...)``."""
+    if isinstance(value, cst.Dict):
+        pairs = [(string_value(e.key), e.value) for e in value.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        pairs = [(a.keyword.value, a.value) for a in value.args if a.keyword is not None]
+    else:
+        return False
+    return any(key in DTYPE_KEYS and is_torch_dtype(ctx.resolver, v, "float16", "half") for key, v in pairs)
 
 
 def _function_locals(function: cst.FunctionDef) -> set[str]:
