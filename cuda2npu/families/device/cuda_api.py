@@ -56,6 +56,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     adapt_keywords,
     bf16_capability_test,
     check_call,
+    gpu_flag_choice,
     kept_cuda_value,
     library_gpu_switch,
     signature,
@@ -212,7 +213,10 @@ class TorchCudaApi(Rule):
         if word:
             return word, f"{read} in its branch"
         kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
-        return (KEPT_VALUE, kept) if kept else (None, "")
+        if kept:
+            return KEPT_VALUE, kept
+        flag = gpu_flag_choice(node) if isinstance(node, cst.If) else None
+        return (LIBRARY_PATH, flag) if flag else (None, "")
 
     def _branch_read(self, blocks: list[cst.CSTNode]) -> tuple[str | None, str]:
         """A read in ``blocks`` of what an NPU host answers with None: the CUDA compute capability

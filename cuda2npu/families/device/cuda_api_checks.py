@@ -142,6 +142,37 @@ def library_gpu_switch(ctx, call: cst.Call, keyword: str) -> str | None:
     return f"`{keyword}=` read by `{qualified}`"
 
 
+def gpu_flag_choice(node: cst.If) -> str | None:
+    """``if torch.cuda.is_available(): t5.load_model(..., use_gpu=True) else: t5.load_model(...,
+    use_gpu=False)`` (simplet5): the same method call in both branches, with a gpu/cuda keyword True on
+    the CUDA side and False on the other. The library runs its own CUDA check behind the flag (simplet5
+    raises without CUDA), so the test stays CUDA's. Where it is found, else None."""
+    if node.orelse is None or not isinstance(node.orelse, cst.Else):
+        return None
+    off = {
+        (code_of(call.func), keyword)
+        for call in iter_nodes(node.orelse.body, cst.Call)
+        for keyword, value in _gpu_flags(call)
+        if value is False
+    }
+    for call in iter_nodes(node.body, cst.Call):
+        if not isinstance(call.func, cst.Attribute):
+            continue  # a method of a library's object (the file's own functions take plain names)
+        for keyword, value in _gpu_flags(call):
+            if value is True and (code_of(call.func), keyword) in off:
+                return f"`{keyword}=True` of `{code_of(call.func)}` in its branch, `False` in the other"
+    return None
+
+
+def _gpu_flags(call: cst.Call) -> list[tuple[str, object]]:
+    """(keyword, literal value) of the gpu/cuda-worded keywords of ``call`` (``use_gpu=True``)."""
+    return [
+        (arg.keyword.value, literal(arg.value))
+        for arg in call.args
+        if arg.keyword is not None and GPU_WORDS & set(name_tokens(arg.keyword.value))
+    ]
+
+
 def kept_cuda_value(ctx, blocks: list[cst.CSTNode]) -> str | None:
     """The first ``"cuda"``/``"gpu"`` value ``blocks`` set or pass where no rule rewrites it (the
     positions device_strings leaves as NPU109, and any ``"gpu"``): assigned to a name that is no device
