@@ -135,7 +135,7 @@ def _needs_xformers(ctx) -> list[cst.CSTNode]:
     for node in iter_nodes(ctx.module, cst.If):
         if implies(node.test, True, _xformers_probe):
             found.append(node.body)
-        elif implies(node.test, False, _xformers_probe) and _raises(node.body):
+        elif implies(node.test, False, _xformers_probe) and leaves(node.body, (cst.Raise,)):
             if node.orelse is not None:
                 found.append(node.orelse)
             found.extend(index.following(node))
@@ -146,14 +146,6 @@ def _xformers_probe(test: cst.BaseExpression) -> bool | None:
     """True for ``is_xformers_available()`` (true where xFormers is installed), else None."""
     callee = dotted_name(test.func) if isinstance(test, cst.Call) else None
     return True if (callee or "").rpartition(".")[2] == XFORMERS_PROBE else None
-
-
-def _raises(block: cst.BaseSuite) -> bool:
-    """The block ends in ``raise``."""
-    last = block.body[-1] if block.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, cst.Raise)
 
 
 def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:

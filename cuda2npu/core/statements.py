@@ -158,9 +158,9 @@ def _build(ctx) -> TreeIndex:
     return TreeIndex(ctx.module)
 
 
-def leaves(block: cst.BaseSuite) -> bool:
-    """The block ends in ``return`` or ``raise`` (an early exit)."""
+def leaves(block: cst.BaseSuite, exits: tuple[type, ...] = (cst.Return, cst.Raise)) -> bool:
+    """The block ends in ``return`` or ``raise`` (an early exit; ``exits``: only those statements)."""
     last = block.body[-1] if block.body else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
-    return isinstance(last, (cst.Return, cst.Raise))
+    return isinstance(last, exits)
