@@ -83,7 +83,7 @@ def changed_hunks(original: Path, migrated: Path) -> list[tuple[str, str]]:
             if line.startswith("@@") and current:
                 hunks.append((str(relative), "".join(current)))
                 current = []
-            current.append(line)
+            current.append(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n")
         if current:
             hunks.append((str(relative), "".join(current)))
     return hunks

@@ -73,3 +73,17 @@ def test_hunks_then_record_then_no_second_first_read(first_reads, tmp_path, monk
     assert first_reads.totals(first_reads.load()["read"])["toy"]["hunks"] == count
     with pytest.raises(SystemExit, match="read before"):
         first_reads.record(source, "someone/toy", "abc1234", "toy", "HEAD")
+
+
+def test_a_last_line_without_a_newline_stays_a_line_of_its_own(first_reads, tmp_path):
+    """DeepSeek-Coder's eval.sh (round 13): the removed and the added last line were run together."""
+    write(tmp_path / "a" / "eval.sh", "export CUDA_VISIBLE_DEVICES=0")
+    write(tmp_path / "b" / "eval.sh", "export ASCEND_RT_VISIBLE_DEVICES=0")
+    [(path, hunk)] = first_reads.changed_hunks(tmp_path / "a", tmp_path / "b")
+    assert path == "eval.sh"
+    assert hunk.splitlines()[1:] == [
+        "-export CUDA_VISIBLE_DEVICES=0",
+        "\\ No newline at end of file",
+        "+export ASCEND_RT_VISIBLE_DEVICES=0",
+        "\\ No newline at end of file",
+    ]
