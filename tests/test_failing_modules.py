@@ -43,3 +43,27 @@ def test_an_import_of_a_failing_project_module_is_marked(tmp_path):
     text = model.read_text()
     assert "NPU606 `mamba_ssm` cannot be imported on an NPU host" in text and "`selective_scan_cuda`" in text
     assert "NPU606" in (tmp_path / "mamba_ssm" / "ops" / "interface.py").read_text()  # the import itself
+
+
+def test_a_monkey_patch_importing_flash_attn_padding_helpers_fails_and_so_does_its_importer(tmp_path):
+    """LLaVA-style `train_mem.py` imports `llama_flash_attn_monkey_patch`, which imports
+    `flash_attn.bert_padding` (pure-PyTorch helpers NPU606 tells to copy: the import stays until then):
+    both fail at import on an NPU host (mPLUG-Owl2, ShareGPT4V, round 13); a flash-attn import whose
+    calls the migration rewrites does not count."""
+    texts = {
+        tmp_path / "llava" / "__init__.py": b"",
+        tmp_path / "llava" / "train" / "__init__.py": b"",
+        tmp_path / "llava" / "train" / "llama_flash_attn_monkey_patch.py": (
+            b"import torch\nfrom flash_attn.bert_padding import pad_input, unpad_input\n\n\n"
+            b"def replace_llama_attn_with_flash_attn():\n    pass\n"
+        ),
+        tmp_path / "llava" / "train" / "train_mem.py": (
+            b"from llava.train.llama_flash_attn_monkey_patch import replace_llama_attn_with_flash_attn\n"
+        ),
+        tmp_path / "llava" / "model" / "__init__.py": b"",
+        tmp_path / "llava" / "model" / "attention.py": b"from flash_attn import flash_attn_func\n",
+    }
+    assert failing_modules(PythonFiles(texts)) == (
+        ("llava.train.llama_flash_attn_monkey_patch", "flash_attn.bert_padding"),
+        ("llava.train.train_mem", "flash_attn.bert_padding"),
+    )

@@ -29,6 +29,25 @@ DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([
 EXTENSION_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*CUDAExtension[ \t]*$", re.M)  # `extension = CUDAExtension`
 
 
+# flash-attn names ported at their import alone (NPU606 says how; the import stays until a person does it)
+FLASH_HELPERS = {
+    "flash_attn.bert_padding": "pure-PyTorch padding helpers",
+    "flash_attn.layers.rotary.rotate_half": "a pure-PyTorch helper",
+    "flash_attn.layers.rotary.apply_rotary_emb_torch": "flash-attn's pure-PyTorch rotary reference, x*cos + rotate_half(x)*sin",
+}
+EINOPS = ("rearrange", "repeat", "reduce")  # einops functions flash-attn's modules import and so re-export
+REEXPORTED = "einops"
+
+
+def import_port(qualified: str) -> str | None:
+    """What a flash-attn name ported at its import alone is (a :data:`FLASH_HELPERS` description, or
+    :data:`REEXPORTED` for einops' functions imported through a flash-attn module), None for any other."""
+    module, _, name = qualified.rpartition(".")
+    if module.startswith("flash_attn.") and name in EINOPS:
+        return REEXPORTED
+    return next((what for prefix, what in FLASH_HELPERS.items() if f"{qualified}.".startswith(f"{prefix}.")), None)
+
+
 def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build, also
     through a name bound to the class (InternImage's and GroundingDINO's ``extension = CUDAExtension``

@@ -7,7 +7,8 @@ marks only the first import. :func:`failing_modules` finds, with :mod:`ast`, the
 module-level imports (not inside ``try``, ``if`` or a function) name a module that cannot be
 imported there and that the migration does not port away (a compiled extension of the project's
 setup.py or named ``*_cuda``, a package of rules/tables/cuda_only_packages.toml whose import fails
-and that cuda2npu ports none of, ``unported``), then the modules importing those (or a package
+and that cuda2npu ports none of, ``unported``; a flash-attn name ported at its import alone,
+``flash_attn.bert_padding``, whose import stays), then the modules importing those (or a package
 whose ``__init__.py`` does), to a fixed point. flash-attn, xFormers, apex and TransformerEngine do
 not count: their imports go once their calls are migrated.
 """
@@ -18,7 +19,13 @@ import ast
 import re
 from pathlib import Path
 
-from cuda2npu.analysis.cuda_only_modules import cuda_module, cuda_module_roots, is_cuda_extension, unported_module
+from cuda2npu.analysis.cuda_only_modules import (
+    cuda_module,
+    cuda_module_roots,
+    import_port,
+    is_cuda_extension,
+    unported_module,
+)
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles, parse
 
@@ -26,7 +33,7 @@ from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles, parse
 def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """``(module, what fails)`` for each module of the project that fails at import on an NPU host
     (see the module docstring), sorted; ``what fails``: the import at the end of the chain that does."""
-    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | set(_unported_roots()))
+    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_unported_roots(), "flash_attn"})
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
     modules = files.modules
@@ -91,8 +98,10 @@ def _unported_roots() -> tuple[str, ...]:
 
 
 def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
-    """A compiled CUDA extension, or a module of an unported package whose import fails."""
-    if is_cuda_extension(name, extensions):
+    """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
+    name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
+    import stays until a person does)."""
+    if is_cuda_extension(name, extensions) or import_port(name) is not None:
         return True
     found = cuda_module(name, extensions)
     return found is not None and found[0] == "imports" and unported_module(name)

@@ -11,7 +11,7 @@
 * :func:`plan_import_removals` finds imports of CUDA-only packages that nothing uses any more
   (``core.imports.remove_import_names`` removes them), :func:`plan_fallback_removals` whole
   ``try``/``except ImportError`` statements of such imports;
-* :func:`import_port` / :func:`import_port_note` say which flash-attn names are ported at their import
+* :func:`import_port_note` (with ``cuda_only_modules.import_port``) says which flash-attn names are ported at their import
   alone (pure-PyTorch helpers to copy, einops functions it re-exports) and how (NPU403, NPU606), and
   :func:`marked_imports` which imports of a file NPU606 marked so (their uses need no marker);
 * :func:`node_path` / :func:`follow` find a node again in the updated tree, so a statement-level
@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from cuda2npu.analysis import portable
+from cuda2npu.analysis.cuda_only_modules import REEXPORTED
 from cuda2npu.core.arguments import bind
 from cuda2npu.core.imports import (
     TORCH_IMPORT,
@@ -276,26 +277,9 @@ def fresh_name(resolver, base: str, taken: set[str] = frozenset()) -> str:
 # --------------------------------------------------------------------------------------------
 # flash-attn names ported at their import alone
 
+
 # pure-PyTorch helpers of the flash-attn package (a module or a function) -> what they are: their uses
 # stay as written once the project has its own copy
-FLASH_HELPERS = {
-    "flash_attn.bert_padding": "pure-PyTorch padding helpers",
-    "flash_attn.layers.rotary.rotate_half": "a pure-PyTorch helper",
-    "flash_attn.layers.rotary.apply_rotary_emb_torch": "flash-attn's pure-PyTorch rotary reference, x*cos + rotate_half(x)*sin",
-}
-EINOPS = ("rearrange", "repeat", "reduce")  # einops functions flash-attn's modules import and so re-export
-REEXPORTED = "einops"
-
-
-def import_port(qualified: str) -> str | None:
-    """What a flash-attn name ported at its import alone is (a :data:`FLASH_HELPERS` description, or
-    :data:`REEXPORTED` for einops' functions imported through a flash-attn module), None for any other."""
-    module, _, name = qualified.rpartition(".")
-    if module.startswith("flash_attn.") and name in EINOPS:
-        return REEXPORTED
-    return next((what for prefix, what in FLASH_HELPERS.items() if f"{qualified}.".startswith(f"{prefix}.")), None)
-
-
 def import_port_note(names: dict[str, str]) -> str:
     """How to port ``names`` (as written -> what :func:`import_port` says they are) at their import."""
     by_kind: dict[str, list[str]] = {}

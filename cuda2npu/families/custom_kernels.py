@@ -17,11 +17,12 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_module_roots,
     cuda_only_distribution,
     cuda_only_distributions,
+    import_port,
     npu_release,
     unported_module,
 )
 from cuda2npu.analysis.failing_modules import failing_part
-from cuda2npu.analysis.kernel_rewrites import import_port, import_port_note, marked_imports
+from cuda2npu.analysis.kernel_rewrites import import_port_note, marked_imports
 from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.raising_fallbacks import raising_fallbacks

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from cuda2npu.analysis import portable
+from cuda2npu.analysis.cuda_only_modules import import_port
 from cuda2npu.analysis.exports import exported
 from cuda2npu.analysis.flash_probes import (
     file_probe_flags,
@@ -76,7 +77,6 @@ from cuda2npu.analysis.kernel_rewrites import (
     follow,
     fresh_name,
     import_needs,
-    import_port,
     import_port_note,
     marked_imports,
     may_be_none,
