@@ -27,7 +27,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     unported_module,
 )
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles, parse
+from cuda2npu.analysis.python_files import PythonFiles, parse
 
 
 def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
@@ -50,13 +50,12 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
             bad = next((name for name in imports_of(path) if _cannot_import(name, extensions)), None)
             if bad is not None:
                 failing[modules[path]] = bad
-    statements: dict[Path, list[bytes]] = {}
     new = set(failing)
     while new:  # the modules importing a failing one, keyed to what fails at the end of the chain
         words = {module.rpartition(".")[2].encode() for module in new}
         more = {}
         for path, module in modules.items():
-            if module in failing or not _may_import(statements, files, path, words):
+            if module in failing or not _may_import(files, path, words):
                 continue
             source = next((found for name in imports_of(path) if (found := failing_part(name, failing))), None)
             if source is not None:
@@ -66,14 +65,12 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
     return tuple(sorted(failing.items()))
 
 
-def _may_import(statements: dict[Path, list[bytes]], files: PythonFiles, path: Path, words: set[bytes]) -> bool:
+def _may_import(files: PythonFiles, path: Path, words: set[bytes]) -> bool:
     """Whether an import statement of ``path`` names one of ``words`` (the last names of modules that
     fail), or is relative (``from .sub import x`` names no package): only then is the file parsed."""
-    if path not in statements:
-        statements[path] = [match.group(0) for match in IMPORT_STATEMENT.finditer(files[path])]
     return any(
         statement.lstrip().startswith(b"from .") or any(word in statement for word in words)
-        for statement in statements[path]
+        for statement in files.import_statements(path)
     )
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import IMPORT_STATEMENT, PythonFiles
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
@@ -238,7 +238,6 @@ class _Trees:
         self.files = files
         self._parents: dict[Path, dict[ast.AST, tuple[ast.AST, str]]] = {}
         self._imports: dict[Path, list[ast.Import | ast.ImportFrom]] = {}
-        self._statements: dict[Path, list[bytes]] = {}  # the text of each import statement
 
     def _tree(self, path: Path) -> tuple[ast.Module, dict[ast.AST, tuple[ast.AST, str]]] | None:
         tree = self.files.tree(path)
@@ -264,18 +263,15 @@ class _Trees:
             if needle in text and (parsed := self._tree(path)) is not None:
                 yield path, *parsed
 
-    def _may_import(self, path: Path, module: str) -> bool:
+    def _may_import(self, path: Path, module: bytes, named: re.Pattern[bytes]) -> bool:
         """Whether an import statement of ``path`` may import ``module`` (a regex over its text first:
         most files that hold a module's last name do not import it): one naming the module, its
-        package and its last name, or a relative one naming its last name."""
-        if path not in self._statements:
-            self._statements[path] = [match.group(0) for match in IMPORT_STATEMENT.finditer(self.files[path])]
-        package, _, word = module.encode().rpartition(b".")
-        named = re.compile(rb"\b" + re.escape(word) + rb"\b")
+        package and its last name (``named``), or a relative one naming its last name."""
+        package = module.rpartition(b".")[0]
         return any(
-            module.encode() in statement
+            module in statement
             or (named.search(statement) and (package in statement or statement.lstrip().startswith(b"from .")))
-            for statement in self._statements[path]
+            for statement in self.files.import_statements(path)
         )
 
     def _import_nodes(self, path: Path) -> list[ast.Import | ast.ImportFrom]:
@@ -288,8 +284,9 @@ class _Trees:
     def imports_of(self, module: str) -> list[tuple[ast.AST, dict]]:
         """(import statement, its file's parents) for each import of ``module`` in the project."""
         sites = []
+        named = re.compile(rb"\b" + re.escape(module.rpartition(".")[2].encode()) + rb"\b")
         for path in self.files:
-            if not self._may_import(path, module):
+            if not self._may_import(path, module.encode(), named):
                 continue
             importer = self.files.modules.get(path, path.stem)
             for node in self._import_nodes(path):

@@ -29,11 +29,12 @@ class PythonFiles(Mapping[Path, bytes]):
     """Path -> bytes of the project's Python files, with :meth:`tree` and :attr:`modules` shared by the
     facts (several parse the same kernel files). A tree costs about 30 times its text in memory: a fact
     that may read much of the project (``failing_modules``' import graph) parses with :func:`parse` and
-    keeps nothing. :data:`IMPORT_STATEMENT` finds the import statements before anything is parsed."""
+    keeps nothing. :meth:`import_statements` finds the import statements before anything is parsed."""
 
     def __init__(self, texts: Mapping[Path, bytes]) -> None:
         self._texts = dict(texts)
         self._trees: dict[Path, ast.Module | None] = {}
+        self._imports: dict[Path, list[bytes]] = {}
 
     @classmethod
     def read(cls, files: list[Path]) -> PythonFiles:
@@ -61,6 +62,12 @@ class PythonFiles(Mapping[Path, bytes]):
         if path not in self._trees:
             self._trees[path] = parse(self._texts[path])
         return self._trees[path]
+
+    def import_statements(self, path: Path) -> list[bytes]:
+        """The text of each import statement of the file (:data:`IMPORT_STATEMENT`; kept for the next fact)."""
+        if path not in self._imports:
+            self._imports[path] = [match.group(0) for match in IMPORT_STATEMENT.finditer(self._texts[path])]
+        return self._imports[path]
 
     @functools.cached_property
     def modules(self) -> dict[Path, str]:
