@@ -7,7 +7,7 @@ import libcst as cst
 
 from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.core.traversal import iter_nodes, walk
 
 OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
 
@@ -61,3 +61,70 @@ def _self_assignments(ctx) -> dict[str, list[tuple[cst.FunctionDef, cst.BaseExpr
                 if isinstance(target.target, cst.Attribute) and dotted_name(target.target.value) == "self":
                     found.setdefault(target.target.attr.value, []).append((function, assign.value))
     return found
+
+
+class _Bound(cst.CSTVisitor):
+    """Names bound in a function body (parameters too), outside nested functions and classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+        self._depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        if self._depth:
+            self.names.add(node.name.value)
+            return False
+        self._depth += 1
+        return True
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.names.add(node.name.value)
+
+    def _target(self, node) -> None:
+        if isinstance(node, cst.Name):
+            self.names.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self._target(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self._target(node.value)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._target(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._target(node.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._target(node.target)
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        name = node.asname.name if node.asname else node.name
+        first = dotted_name(name)
+        if first:
+            self.names.add(first.split(".")[0])
+
+
+def function_locals(function: cst.FunctionDef) -> set[str]:
+    """The names ``function`` binds (parameters, assignments, loops, ``as`` names, imports, nested
+    definitions): what another function cannot see."""
+    bound = _Bound()
+    walk(function, bound)
+    return bound.names

@@ -33,11 +33,12 @@ from cuda2npu.analysis.kernel_switch import first_kernel
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.value_uses import ValueUses
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg, remap_args, try_bind
+from cuda2npu.core.bindings import function_locals
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.names import dotted_name, is_torch_dtype, target_names
+from cuda2npu.core.names import dotted_name, is_torch_dtype
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -306,7 +307,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         scope = index.function.get(self.ctx.statement)
         local = set(iter_nodes(scope, cst.Call)) if scope is not None else set()
         read = {code_of(n) for n in iter_nodes(_region(self.ctx, node), (cst.Name, cst.Attribute))}
-        rebound = _function_locals(scope) if scope is not None else set()
+        rebound = function_locals(scope) if scope is not None else set()
         own_class = _enclosing_class(index, self.ctx.statement)
         found = []
         for cast, names in self.ctx.file_state(_float16_models):
@@ -524,14 +525,6 @@ def _holds_float16_dtype(ctx, value: cst.BaseExpression) -> bool:
     else:
         return False
     return any(key in DTYPE_KEYS and is_torch_dtype(ctx.resolver, v, "float16", "half") for key, v in pairs)
-
-
-def _function_locals(function: cst.FunctionDef) -> set[str]:
-    """The plain names ``function`` binds: its parameters and the names it assigns."""
-    names = {param.name.value for param in named_params(function)}
-    for assign in iter_nodes(function.body, cst.Assign):
-        names.update(n for target in assign.targets for n in target_names(target.target))
-    return names
 
 
 def _enclosing_class(index: TreeIndex, statement: cst.CSTNode | None) -> cst.ClassDef | None:

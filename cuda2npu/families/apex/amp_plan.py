@@ -11,6 +11,7 @@ import libcst as cst
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.old_torch import old_torch_code
 from cuda2npu.core.arguments import Unbindable, bind, literal_arg
+from cuda2npu.core.bindings import function_locals
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import NOT_LITERAL
 from cuda2npu.core.names import NameResolver, dotted_name
@@ -22,7 +23,6 @@ from cuda2npu.families.apex.amp_shapes import (
     chain_head,
     consecutive_runs,
     first_param,
-    function_locals,
     if_chain,
     loss_scale_args,
     mirror_chain,

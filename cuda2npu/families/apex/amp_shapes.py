@@ -6,7 +6,6 @@
 * :func:`loss_scale_args`: apex's ``loss_scale`` as GradScaler arguments (apex: ``"dynamic"``, or
   None under O1/O2, is a dynamic scale starting at 2**16; anything else is ``float(loss_scale)``,
   a static scale: no overflow check, every step runs);
-* :func:`function_locals`: the names a function binds (what another function cannot see);
 * :func:`availability_check`: ``if not is_apex_available(): raise ...`` / ``assert has_apex``
   next to ``amp.initialize``, which the migrated code no longer needs.
 """
@@ -18,7 +17,6 @@ import libcst as cst
 from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, is_pure
-from cuda2npu.core.traversal import walk
 
 DYNAMIC_SCALE = {"fp16": "2.0**14", "keep": "2.0**16"}  # initial dynamic scale per --precision
 
@@ -114,71 +112,6 @@ def loss_scale_args(arg: cst.Arg | None, precision: str, readable: bool = True) 
 
 
 # --- names ---------------------------------------------------------------------------------
-
-
-class _Bound(cst.CSTVisitor):
-    """Names bound in a function body (parameters too), outside nested functions and classes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-        self._depth = 0
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        if self._depth:
-            self.names.add(node.name.value)
-            return False
-        self._depth += 1
-        return True
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self.names.add(node.name.value)
-
-    def _target(self, node) -> None:
-        if isinstance(node, cst.Name):
-            self.names.add(node.value)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            for element in node.elements:
-                self._target(element.value)
-        elif isinstance(node, cst.StarredElement):
-            self._target(node.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._target(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-        name = node.asname.name if node.asname else node.name
-        first = dotted_name(name)
-        if first:
-            self.names.add(first.split(".")[0])
-
-
-def function_locals(function: cst.FunctionDef) -> set[str]:
-    bound = _Bound()
-    walk(function, bound)
-    return bound.names
 
 
 def first_param(function: cst.FunctionDef | None) -> str | None:
