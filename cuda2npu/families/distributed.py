@@ -579,12 +579,9 @@ class NcclBackend(Rule):
         if is_cuda_alternative(self.ctx, node) or node in self.flow.ignore or self._mmengine_dist_cfg(node):
             return
         certain = node not in self.flow.uncertain
-        if value == UPPER:  # torch's Backend reads names case-insensitively; upper case is rarely a backend
-            if certain and node in self.flow.rewrite and not self.options.portable:
-                fix = lambda n: n.with_changes(value=n.value.replace(UPPER, "hccl", 1))  # noqa: E731
-                self.report("NPU201", node, 'NCCL does not exist on NPU; the collective backend is "hccl"', fix)
-            return
-        if value != "nccl" and self.options.portable:
+        if value == UPPER and (self.options.portable or not certain or node not in self.flow.rewrite):
+            return  # torch's Backend reads names case-insensitively, but upper case is rarely a backend
+        if value not in ("nccl", UPPER) and self.options.portable:
             self.report(
                 "NPU201",
                 node,
@@ -593,13 +590,13 @@ class NcclBackend(Rule):
                 tier=Tier.MANUAL,
             )
             return
-        if value != "nccl":
+        if value not in ("nccl", UPPER):
             fix = lambda n: n.with_changes(value=n.value.replace("cuda:nccl", "npu:hccl", 1))  # noqa: E731
         elif certain and node in self.flow.rewrite and self.options.portable:
             self._portable(node, '"nccl"')
             return
         elif certain and node in self.flow.rewrite:
-            fix = lambda n: n.with_changes(value=n.value.replace("nccl", "hccl", 1))  # noqa: E731
+            fix = lambda n: n.with_changes(value=n.value.replace(value, "hccl", 1))  # noqa: E731
         elif certain and node in self.flow.attributes:
             return
         else:
