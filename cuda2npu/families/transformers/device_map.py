@@ -11,7 +11,9 @@ review where it can differ: transformers 5 reads ``"cuda"`` as the GPU of ``LOCA
 allows 5 (none: any release), unless the function around the call (module level: the module's own
 code) calls ``torch.cuda.set_device`` (or torch.npu's) before it, which makes the current NPU the
 process's (Qwen2-Audio's evaluation scripts); elsewhere both are the current device and the rewrite is exact.
-Each arm of a conditional value (``"cpu" if flag else "cuda"``) is read the same way.
+Each arm of a conditional value (``"cpu" if flag else "cuda"``) is read the same way; a device whose
+index is computed (``f"cuda:{gpu_id}"``, ``"cuda:" + str(i)``, ``"cuda:{}".format(i)``) becomes the same
+``npu:`` index (exact).
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
 (0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
 """
@@ -25,7 +27,7 @@ import libcst as cst
 from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.literals import string_value
+from cuda2npu.core.literals import device_literals, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families.transformers.releases import predates
@@ -58,8 +60,11 @@ class CudaDeviceMap(Rule):
                     self._device(node, arm)
 
     def _device(self, call: cst.Call, value: cst.BaseExpression) -> None:
+        if not isinstance(value, cst.SimpleString):
+            self._built_index(value)
+            return
         text = string_value(value)
-        match = CUDA_DEVICE.fullmatch(text) if isinstance(value, cst.SimpleString) and text is not None else None
+        match = CUDA_DEVICE.fullmatch(text) if text is not None else None
         if match is None:
             return
         if match.group(1) is not None:
@@ -77,6 +82,14 @@ class CudaDeviceMap(Rule):
             'in a multi-process run call torch.npu.set_device(local_rank) first or pass f"npu:{local_rank}"'
         )
         self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
+
+    def _built_index(self, value: cst.BaseExpression) -> None:
+        """``f"cuda:{gpu_id}"``, ``"cuda:" + str(i)``, ``"cuda:{}".format(i)``: a CUDA device with an
+        index computed at run time becomes the same NPU index."""
+        for literal in device_literals(value):
+            text = string_value(literal) if isinstance(literal, cst.SimpleString) else literal.value
+            if text is not None and text.startswith("cuda:"):
+                self.report("NPU905", literal, f'`device_map` built from "{text}" → "npu:..."', fix=_npu)
 
     def _rank_matters(self) -> bool:
         """Whether "cuda" and "npu" may name different devices: the file runs in several processes
@@ -108,7 +121,7 @@ def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [value]
 
 
-def _npu(node: cst.SimpleString) -> cst.SimpleString:
+def _npu(node: cst.SimpleString | cst.FormattedStringText) -> cst.SimpleString | cst.FormattedStringText:
     return node.with_changes(value=node.value.replace("cuda", "npu", 1))
 
 
