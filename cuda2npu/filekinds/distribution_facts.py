@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cuda2npu.analysis.cuda_only_modules import PACKAGES, normalize_distribution
 from cuda2npu.core.catalogue import table
-from cuda2npu.core.pins import excludes_from
+from cuda2npu.core.pins import base_release, clauses, excludes_from, version_key
 
 
 def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str | None:
@@ -16,14 +16,35 @@ def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str 
     the project uses what that release brings (an entry's ``used_as``: a module the project's files
     import, asked of ``importers``; an entry with one is never reported without them), else None."""
     release = table("npu_first_releases")["release"].get(name)
-    if release is None or not spec or not excludes_from(spec, release["first"]):
+    if release is None or not spec:
         return None
+    if not excludes_from(spec, release["first"]):
+        return _unpaired(name, requirement, spec, release)
     if "used_as" in release and (importers is None or not importers((release["used_as"],))):
         return None
     advice = release.get("advice", f"raise the requirement to >={release['first']}")
     return (
         f"`{requirement}` allows no {name} release from {release['first']} on, {release['what']}: "
         f"{advice} (and check what the newer release changes)"
+    )
+
+
+def _unpaired(name: str, requirement: str, spec: str, release: dict) -> str | None:
+    """NPU705's message for an exact pin (``vllm==0.7.2``) of a release its NPU plugin skipped: the
+    entry's ``paired`` releases are the only ones its ``plugin`` has a release for, up to the last."""
+    paired = release.get("paired")
+    found = clauses(spec) or []
+    if not paired or len(found) != 1 or found[0][0] not in ("==", "===") or found[0][1].endswith(".*"):
+        return None
+    version = base_release(found[0][1])
+    key = version_key(version) if version else None
+    if key is None or key > version_key(paired[-1]) or version in paired:
+        return None
+    above = next((p for p in paired if version_key(p) > key), paired[-1])
+    return (
+        f"`{requirement}`: {release['plugin']} has no release for {name} {version} (its releases are made for "
+        f"{name} {', '.join(paired[:3])}, ..., {paired[-1]}): move to {above} or "
+        f"another of them and install the {release['plugin']} of the same version (and check what the newer release changes)"
     )
 
 
