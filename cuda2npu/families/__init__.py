@@ -37,6 +37,7 @@ FAMILIES = (
     "deepspeed.ops",
     "deepspeed.config",
     "deepspeed.accelerate",
+    "deepspeed.distributed_type",
     "device.amp_defaults",
     "device.cuda_api",
     "device.fork_rng",
