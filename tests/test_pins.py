@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import cuda2npu
 
+from cuda2npu.core.options import Options, ProjectFacts
 from cuda2npu.core.pins import allows, at_least, pin_at_least
 from cuda2npu.project.pins import project_pins, target_from_pins
 
@@ -64,7 +65,7 @@ def test_pins_from_every_dependency_file_and_lock_file(tmp_path: Path):
             "uv.lock": '[[package]]\nname = "torch"\nversion = "2.4.0"\n\n[[package]]\nname = "tqdm"\nversion = "4.66"\n',
         },
     )
-    pins, read = project_pins(files, tmp_path)
+    pins, read, _ = project_pins(files, tmp_path)
     assert dict(pins) == {"colossalai": "==0.4.4", "torch": ">=2.1,==2.4.0", "transformers": ">=4.40,<5"}
     assert read == ("pyproject.toml", "requirements.txt", "setup.py", "uv.lock")
 
@@ -77,9 +78,45 @@ def test_pipfile_lock_and_a_malformed_file(tmp_path: Path):
             "Pipfile.lock": json.dumps({"default": {"torch": {"version": "==2.6.0"}}}),
         },
     )
-    pins, read = project_pins(files, tmp_path)
+    pins, read, _ = project_pins(files, tmp_path)
     assert pins == (("torch", "==2.6.0"),)
     assert read == ("Pipfile.lock",)
+
+
+def test_a_sub_project_s_pins_come_first_for_its_files(tmp_path: Path):
+    """LMFlow: the package pins transformers>=4.31.0, contrib/text2image (a sub-project with code)
+    >=4.25.1, docs/ ==4.27.4; the merged pin no install satisfies decided nothing right anywhere."""
+    files = _write(
+        tmp_path,
+        {
+            "requirements.txt": "transformers>=4.31.0\ntorch>=2.0.1\n",
+            "src/lmflow/train.py": "import torch\n",
+            "contrib/text2image/requirements.txt": "transformers>=4.25.1\naccelerate==0.20.3\n",
+            "contrib/text2image/finetune.py": "import torch\n",
+            "docs/requirements.txt": "transformers==4.27.4\n",
+            "docs/conf.py": "project = 'p'\n",
+            "requirements/base.txt": "deepspeed==0.14.0\n",  # no code below it: the root's
+        },
+    )
+    pins, _, scopes = project_pins(files, tmp_path)
+    assert set(dict(pins)["transformers"].split(",")) == {">=4.25.1", "==4.27.4", ">=4.31.0"}
+    facts = ProjectFacts(pins=pins, pin_scopes=scopes)
+
+    def pins_of(relative):
+        return dict(Options(project=facts).for_path(tmp_path / relative).project.pins)
+
+    root = pins_of("src/lmflow/train.py")
+    assert root["transformers"] == ">=4.31.0" and root["deepspeed"] == "==0.14.0"
+    assert root["accelerate"] == "==0.20.3"  # named by no scope above the file: the merged pin
+    contrib = pins_of("contrib/text2image/finetune.py")
+    assert contrib["transformers"] == ">=4.25.1" and contrib["torch"] == ">=2.0.1"
+    assert pins_of("docs/conf.py")["transformers"] == "==4.27.4"
+    assert pins_of("launch.sh")["transformers"] == ">=4.31.0"
+
+
+def test_one_scope_needs_no_scoping(tmp_path: Path):
+    files = _write(tmp_path, {"requirements.txt": "torch==2.4.0\n", "docker/requirements.txt": "torch==2.4.0\n"})
+    assert project_pins(files, tmp_path)[2] == ()
 
 
 @pytest.mark.parametrize(
@@ -131,7 +168,7 @@ def test_setup_py_requirement_table_read_through_a_lookup(tmp_path: Path):
         'deps = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in _deps)}\n'
         'setup(name="x", install_requires=[deps["transformers"], deps["torch"]], classifiers=["A", "B"])\n'
     )
-    pins, read = project_pins([setup], tmp_path)
+    pins, read, _ = project_pins([setup], tmp_path)
     assert dict(pins)["transformers"] == "==4.52.3" and dict(pins)["torch"] == "==2.6.0"
     assert read == ("setup.py",)
 
@@ -149,7 +186,7 @@ def test_a_vendored_copy_pins_its_version_and_keeps_fp16(tmp_path: Path):
             "run.sh": "python run_glue.py --fp16 --output_dir out\n",
         },
     )
-    pins, read = project_pins(files, tmp_path)
+    pins, read, _ = project_pins(files, tmp_path)
     assert dict(pins) == {"transformers": "==4.4.2"} and read == ("src/transformers/__init__.py",)
     cuda2npu("migrate", tmp_path)
     script = (tmp_path / "run.sh").read_text()

@@ -79,6 +79,15 @@ def _within(real: str, directory: str) -> bool:
     return real.startswith(directory + os.sep)
 
 
+def _scoped_pins(pins, scopes, real: str):
+    """The pins of the file at real path ``real``: per distribution, its nearest sub-project's
+    (``scopes``: (real directory, pins)), else the project's merged ``pins``."""
+    chosen = dict(pins)
+    for _, own in sorted((scope for scope in scopes if _within(real, scope[0])), key=lambda scope: len(scope[0])):
+        chosen.update(own)
+    return tuple(sorted(chosen.items())) if scopes else pins
+
+
 @dataclass(frozen=True)
 class ProjectFacts:
     """What rules must know of the whole project, computed once per project root from its files
@@ -89,6 +98,8 @@ class ProjectFacts:
     loose_modules: tuple[tuple[str, str], ...] = ()  # (directory, name): such modules outside a package (for_path)
     pins: tuple[tuple[str, str], ...] = ()  # (distribution, specifier) from the dependency files: core/pins.py
     pin_files: tuple[str, ...] = ()  # the files the pins were read from (relative to the project root)
+    # (real directory, pins) of its sub-projects with dependency files of their own (project/pins.py; for_path)
+    pin_scopes: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (analysis/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
@@ -174,13 +185,19 @@ class Options:
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
-        real = os.path.realpath(path) if project.flash_attention_hooks or project.legacy_vllm_adapters else ""
+        real = (
+            os.path.realpath(path)
+            if project.flash_attention_hooks or project.legacy_vllm_adapters or project.pin_scopes
+            else ""
+        )
         hooks = tuple(hook for hook, scope in project.flash_attention_hooks if _within(real, scope))
         adapter = next((version for where, version in project.legacy_vllm_adapters if _within(real, where)), "")
         options = replace(
             self,
             project=replace(
                 project,
+                pins=_scoped_pins(project.pins, project.pin_scopes, real),
+                pin_scopes=(),
                 project_imports=(),
                 loose_modules=(),
                 flash_attention_hooks=(),
@@ -223,6 +240,7 @@ class Options:
             f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
         )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
+        facts["pin_scopes"] = tuple((os.path.basename(where), pins) for where, pins in self.project.pin_scopes)
         facts["backend_constants"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, names in self.project.backend_constants for name in names
         )

@@ -66,10 +66,11 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files)
-    pins, pin_files = project_pins(files, root)
+    pins, pin_files, pin_scopes = project_pins(files, root)
     return ProjectFacts(
         pins=pins,
         pin_files=pin_files,
+        pin_scopes=pin_scopes,
         cuda_extensions=extensions,
         local_modules=local,
         loose_modules=loose,

@@ -4,13 +4,15 @@ Read, never written: the dependency files the run discovers (requirements*.txt/.
 setup.cfg, setup.py, environment*.yml), the lock files at the project root (``uv.lock``,
 ``poetry.lock``, ``Pipfile.lock``) and the ``__version__`` of a copy of a consulted package the
 project carries (``src/transformers/__init__.py``). A distribution named in several places gets every specifier
-at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``).
+at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``), except in a
+sub-project with dependency files of its own, whose files get its pins first (:func:`project_pins`).
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,11 +33,22 @@ VENDORED = frozenset(name.replace("-", "_") for name in CONSULTED if name not in
 VERSION_LINE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*["']([0-9][\w.+-]*)["']""", re.M)
 
 
-def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """(pins as ``(distribution, specifier)`` sorted by name, the files they were read from), for the
-    distributions whose pins decide something (``CONSULTED``)."""
-    specs: dict[str, list[str]] = {}
-    read: list[str] = []
+Pins = tuple[tuple[str, str], ...]
+
+
+def project_pins(files: list[Path], root: Path | None) -> tuple[Pins, tuple[str, ...], tuple[tuple[str, Pins], ...]]:
+    """(pins as ``(distribution, specifier)`` sorted by name, the files they were read from, the pins
+    of each sub-project), for the distributions whose pins decide something (``CONSULTED``).
+
+    The pins merge every file's (a distribution named in several places gets every specifier). A
+    sub-project is a directory below the root whose own dependency files pin something (LMFlow's
+    ``contrib/text2image/requirements.txt``); where there is one, each scope (the sub-projects and the
+    root) is listed as ``(real directory, its own pins)``, and
+    :meth:`Options.for_path <cuda2npu.core.options.Options.for_path>` gives a file, per distribution,
+    the pin of the nearest scope above it that names it (the merged pin where none does). A dependency file in a directory with no Python file
+    below it (``requirements/``, ``docker/``) belongs to the directory above; lock files and vendored
+    copies belong to the root."""
+    per_file: list[tuple[Path, list[tuple[str, str]]]] = []
     sources = [path for path in files if is_dependency_file(path) or path.name == "setup.py"]
     if root is not None:
         sources += [root / name for name in LOCK_FILES if (root / name).is_file()]
@@ -53,12 +66,29 @@ def project_pins(files: list[Path], root: Path | None) -> tuple[tuple[tuple[str,
             continue
         found = [(name, spec) for name, spec in found if name in CONSULTED]
         if found:
-            read.append(_display(path, root))
-        for name, spec in found:
-            if spec not in specs.setdefault(name, []):
-                specs[name].append(spec)
-    pins = tuple((name, ",".join(spec for spec in parts if spec)) for name, parts in sorted(specs.items()))
-    return pins, tuple(sorted(read))
+            per_file.append((path, found))
+    read = tuple(sorted(_display(path, root) for path, _ in per_file))
+    scopes: dict[Path, list[tuple[str, str]]] = {}
+    if root is not None:
+        code_directories = {parent for path in files if path.suffix == ".py" for parent in path.parents}
+        for path, found in per_file:
+            scope = root if path.name in LOCK_FILES or path.name == "__init__.py" else path.parent
+            while scope != root and scope not in code_directories and root in scope.parents:
+                scope = scope.parent
+            scopes.setdefault(scope if root in scope.parents else root, []).extend(found)
+    if set(scopes) <= {root}:  # one scope: the merged pins are its pins
+        scopes = {}
+    nested = tuple(sorted((os.path.realpath(scope), _merged(found)) for scope, found in scopes.items()))
+    return _merged([pin for _, found in per_file for pin in found]), read, nested
+
+
+def _merged(found: list[tuple[str, str]]) -> Pins:
+    """``[("torch", ">=2.1"), ("torch", "==2.4.0")]`` → ``(("torch", ">=2.1,==2.4.0"),)``."""
+    specs: dict[str, list[str]] = {}
+    for name, spec in found:
+        if spec not in specs.setdefault(name, []):
+            specs[name].append(spec)
+    return tuple((name, ",".join(spec for spec in parts if spec)) for name, parts in sorted(specs.items()))
 
 
 def _vendored_pin(package: str, text: str) -> list[tuple[str, str]]:
