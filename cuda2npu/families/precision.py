@@ -65,8 +65,12 @@ AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 re
 
 def _callee_name(node: cst.Call) -> str | None:
     """``autocast`` for ``torch.cuda.amp.autocast(...)`` and ``autocast(...)`` (a cheap pre-check)."""
-    func = node.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    return _last_name(node.func)
+
+
+def _last_name(expr: cst.BaseExpression) -> str | None:
+    """``autocast`` for ``torch.cuda.amp.autocast`` and ``autocast``; None for another expression."""
+    return expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else None
 
 
 def _device(bound: dict[str, cst.Arg], name: str, default: str | None) -> str | None:
@@ -247,17 +251,18 @@ class CudaAutocastBf16(ValueUses, Rule):
             for value in iter_nodes(check, cst.Attribute)
         )
 
-    def _bf16_offered(self, node: cst.Call) -> bool:
-        """Whether a bfloat16 autocast is another choice next to ``node``, where the user picks the
-        precision: the float16 one is then the user's, and keeps its dtype (NPU106 changes the device).
-        The choices of the ``if`` chains around ``node`` count too (composer: ``if precision ==
-        AMP_FP16: if torch.cuda.is_available(): <autocast>`` ... ``elif precision == AMP_BF16:``)."""
+    def _bf16_offered(self, node: cst.BaseExpression) -> bool:
+        """Whether a bfloat16 autocast is another choice next to ``node`` (an autocast call, or the
+        class as a value), where the user picks the precision: the float16 one is then the user's, and
+        keeps its dtype (NPU106 changes the device). The choice is what ``node`` is offered as: itself,
+        or the ``lambda: <autocast>`` / ``functools.partial(<autocast>, ...)`` around it (open_flamingo's
+        ``get_autocast``). The choices of the ``if`` chains around it count too (composer: ``if precision
+        == AMP_FP16: if torch.cuda.is_available(): <autocast>`` ... ``elif precision == AMP_BF16:``)."""
         parents = TreeIndex.of(self.ctx).parents
-        current: cst.CSTNode | None = node
+        current: cst.CSTNode | None = self._offered_as(node)
         while current is not None:
             if any(
-                _callee_name(call) == "autocast"
-                and any(is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args)
+                self._bf16_autocast(call)
                 for choice in _other_choices(parents, current)
                 for call in iter_nodes(choice, cst.Call)
             ):
@@ -265,6 +270,34 @@ class CudaAutocastBf16(ValueUses, Rule):
             chain = _enclosing_chain(parents, current)
             current = chain[0] if chain is not None else None
         return False
+
+    def _offered_as(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """The expression that offers the autocast ``node``: the ``lambda`` whose body it is
+        (``lambda: torch.cuda.amp.autocast(dtype=torch.float16)``), the ``functools.partial`` call it is
+        the first argument of, each in turn; else ``node``."""
+        parents = TreeIndex.of(self.ctx).parents
+        while True:
+            parent = parents.get(node)
+            if isinstance(parent, cst.Lambda) and parent.body is node:
+                node = parent
+            elif isinstance(parent, cst.Arg) and self._partial_of(parents.get(parent)) is node:
+                node = parents[parent]
+            else:
+                return node
+
+    def _partial_of(self, call: cst.CSTNode | None) -> cst.BaseExpression | None:
+        """The callable ``functools.partial(<callable>, ...)`` binds; None for any other node."""
+        if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword or call.args[0].star:
+            return None
+        return call.args[0].value if self.resolver.qualified_name(call.func) == "functools.partial" else None
+
+    def _bf16_autocast(self, call: cst.Call) -> bool:
+        """``autocast(..., dtype=torch.bfloat16)`` (any autocast, by its name) or
+        ``functools.partial(<autocast>, dtype=torch.bfloat16)``."""
+        bound = self._partial_of(call)
+        return _last_name(call.func if bound is None else bound) == "autocast" and any(
+            is_torch_dtype(self.resolver, arg.value, "bfloat16") for arg in call.args
+        )
 
     def _tested_choice(self, dtype: cst.BaseExpression) -> bool:
         """Whether ``dtype`` is a name the code runs with several precisions: the variable of a ``for``
@@ -332,8 +365,12 @@ class CudaAutocastBf16(ValueUses, Rule):
             or is_cuda_alternative(self.ctx, expr)
         ):
             return
+        if self._bf16_offered(expr):
+            return  # `if precision == "amp": return torch.cuda.amp.autocast` next to a bfloat16 arm: the user's float16
         call = TreeIndex.of(self.ctx).call_of(expr)  # `functools.partial(torch.cuda.amp.autocast, ...)`
         given = next((a for a in call.args if a.keyword and a.keyword.value == "dtype"), None) if call else None
+        if given is not None and is_torch_dtype(self.resolver, given.value, "bfloat16", "float32", "float"):
+            return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         self._values[expr] = None if given is None else f"passed with dtype={code_of(given.value)}"
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
