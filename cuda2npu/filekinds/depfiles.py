@@ -126,13 +126,20 @@ def is_dependency_file(path: Path) -> bool:
 
 
 def is_project_file(path: Path) -> bool:
-    """Non-Python files handled here, by cuda2npu/filekinds/shellscripts.py, dockerfiles.py or by
-    runconfigs.py (not by the engine)."""
+    """Non-Python files handled here, by cuda2npu/filekinds/shellscripts.py, dockerfiles.py,
+    compose_files.py or by runconfigs.py (not by the engine)."""
+    from cuda2npu.filekinds.compose_files import is_compose_file
     from cuda2npu.filekinds.dockerfiles import is_dockerfile
     from cuda2npu.filekinds.runconfig_files import is_run_config
     from cuda2npu.filekinds.shellscripts import is_shell_script
 
-    return is_dependency_file(path) or is_shell_script(path) or is_run_config(path) or is_dockerfile(path)
+    return (
+        is_dependency_file(path)
+        or is_shell_script(path)
+        or is_run_config(path)
+        or is_dockerfile(path)
+        or is_compose_file(path)
+    )
 
 
 # --- requirements found in a file --------------------------------------------------------------
