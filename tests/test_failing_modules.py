@@ -67,3 +67,35 @@ def test_a_monkey_patch_importing_flash_attn_padding_helpers_fails_and_so_does_i
         ("llava.train.llama_flash_attn_monkey_patch", "flash_attn.bert_padding"),
         ("llava.train.train_mem", "flash_attn.bert_padding"),
     )
+
+
+def test_a_module_in_a_namespace_directory_fails_under_its_package_name_too(tmp_path):
+    """Video-ChatGPT: ``video_chatgpt/train/`` has no ``__init__.py``; train_mem.py imports the
+    flash-attn patch beside it as ``video_chatgpt.train.llama_flash_attn_monkey_patch``."""
+    patch = b"import torch\nfrom flash_attn.flash_attn_interface import flash_attn_unpadded_qkvpacked_func\n"
+    texts = {
+        tmp_path / "video_chatgpt" / "__init__.py": b"",
+        tmp_path / "video_chatgpt" / "train" / "llama_flash_attn_monkey_patch.py": patch,
+        tmp_path / "video_chatgpt" / "train" / "train_mem.py": (
+            b"from video_chatgpt.train.llama_flash_attn_monkey_patch import replace_llama_attn\n"
+        ),
+        tmp_path / "video_chatgpt" / "train" / "beside.py": b"from llama_flash_attn_monkey_patch import replace\n",
+        tmp_path / "scripts" / "run.py": b"import llama_flash_attn_monkey_patch\n",  # not beside it: no package
+    }
+    failing = dict(failing_modules(PythonFiles(texts)))
+    flash = "flash_attn.flash_attn_interface"
+    assert failing["llama_flash_attn_monkey_patch"] == failing["video_chatgpt.train.llama_flash_attn_monkey_patch"]
+    assert failing["llama_flash_attn_monkey_patch"].startswith(flash)
+    assert {"train_mem", "video_chatgpt.train.train_mem", "beside", "video_chatgpt.train.beside"} <= set(failing)
+
+
+def test_the_importer_of_an_unported_flash_attn_1_patch_is_marked(tmp_path):
+    patch = "import torch\nfrom flash_attn.flash_attn_interface import flash_attn_unpadded_qkvpacked_func\n"
+    write(tmp_path / "video_chatgpt" / "__init__.py", "")
+    write(tmp_path / "video_chatgpt" / "train" / "llama_flash_attn_monkey_patch.py", patch)
+    main = write(
+        tmp_path / "video_chatgpt" / "train" / "train_mem.py",
+        "from video_chatgpt.train.llama_flash_attn_monkey_patch import replace_llama_attn\n\nreplace_llama_attn()\n",
+    )
+    cli("migrate", tmp_path)
+    assert "NPU606 `video_chatgpt.train.llama_flash_attn_monkey_patch` cannot be imported" in main.read_text()

@@ -35,6 +35,50 @@ FLASH_HELPERS = {
     "flash_attn.layers.rotary.rotate_half": "a pure-PyTorch helper",
     "flash_attn.layers.rotary.apply_rotary_emb_torch": "flash-attn's pure-PyTorch rotary reference, x*cos + rotate_half(x)*sin",
 }
+# flash-attn APIs without an exact NPU counterpart: NPU403 reports their calls (the text says how to port
+# them) and their imports stay, so a module importing one at module level fails at import (failing_modules)
+FLASH_UNPORTED = {
+    "flash_attn_with_kvcache": (
+        "writes k/v into the cache in place, applies rotary and reads a paged cache in one kernel; "
+        "on NPU update the cache by hand and call torch_npu.npu_incre_flash_attention / "
+        "npu_fused_infer_attention_score (inference) or npu_fusion_attention"
+    ),
+    "flash_attn_unpadded_func": 'flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout="TND"',
+    "flash_attn_unpadded_qkvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
+    "flash_attn_unpadded_kvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
+}
+
+FLASH_UNPORTED_PREFIXES = (
+    (
+        "flash_attn.modules.",
+        "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core",
+    ),
+    (
+        "flash_attn.layers.rotary.",
+        "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)",
+    ),
+    ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
+    (
+        "flash_attn.ops.",
+        "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op",
+    ),
+    (
+        "flash_attn_interface.",
+        "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand",
+    ),
+    ("flash_attn.", "flash-attn API without an NPU rewrite"),
+)
+
+
+def flash_unported(qualified: str) -> bool:
+    """Whether ``flash_attn.<...>.name`` is a flash-attn API the migration leaves (:data:`FLASH_UNPORTED`,
+    a specific :data:`FLASH_UNPORTED_PREFIXES` entry; not the catch-all for names it does not know)."""
+    name = qualified.rpartition(".")[2]
+    if qualified.startswith(("flash_attn.", "flash_attn_interface.")) and name in FLASH_UNPORTED:
+        return True
+    return any(qualified.startswith(prefix) for prefix, _ in FLASH_UNPORTED_PREFIXES if prefix != "flash_attn.")
+
+
 EINOPS = ("rearrange", "repeat", "reduce")  # einops functions flash-attn's modules import and so re-export
 REEXPORTED = "einops"
 

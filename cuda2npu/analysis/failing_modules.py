@@ -8,7 +8,8 @@ module-level imports (not inside ``try``, ``if`` or a function) name a module th
 imported there and that the migration does not port away (a compiled extension of the project's
 setup.py or named ``*_cuda``, a package of rules/tables/cuda_only_packages.toml whose import fails
 and that cuda2npu ports none of, ``unported``; a flash-attn name ported at its import alone,
-``flash_attn.bert_padding``, whose import stays), then the modules importing those (or a package
+``flash_attn.bert_padding``, whose import stays, or one it does not port at all, flash-attn 1.x's
+``flash_attn_unpadded_qkvpacked_func``), then the modules importing those (or a package
 whose ``__init__.py`` does), to a fixed point. flash-attn, xFormers, apex and TransformerEngine do
 not count: their imports go once their calls are migrated.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from cuda2npu.analysis.cuda_only_modules import (
     cuda_module,
     cuda_module_roots,
+    flash_unported,
     import_port,
     is_cuda_extension,
     unported_module,
@@ -49,7 +51,7 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             bad = next((name for name in imports_of(path) if _cannot_import(name, extensions)), None)
             if bad is not None:
-                failing[modules[path]] = bad
+                failing.update(dict.fromkeys(_names(files, path), bad))
     new = set(failing)
     while new:  # the modules importing a failing one, keyed to what fails at the end of the chain
         words = {module.rpartition(".")[2].encode() for module in new}
@@ -59,10 +61,16 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
                 continue
             source = next((found for name in imports_of(path) if (found := failing_part(name, failing))), None)
             if source is not None:
-                more[module] = failing[source]
+                more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
         new = set(more)
     return tuple(sorted(failing.items()))
+
+
+def _names(files: PythonFiles, path: Path) -> list[str]:
+    """The names ``path`` is imported by: its module name, and its package-qualified name when it
+    lies in a directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``)."""
+    return [files.modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
 
 
 def _may_import(files: PythonFiles, path: Path, words: set[bytes]) -> bool:
@@ -97,8 +105,9 @@ def _unported_roots() -> tuple[str, ...]:
 def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
     """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
     name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
-    import stays until a person does)."""
-    if is_cuda_extension(name, extensions) or import_port(name) is not None:
+    import stays until a person does) or not ported at all (flash-attn 1.x's
+    ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays)."""
+    if is_cuda_extension(name, extensions) or import_port(name) is not None or flash_unported(name):
         return True
     found = cuda_module(name, extensions)
     return found is not None and found[0] == "imports" and unported_module(name)

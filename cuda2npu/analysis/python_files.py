@@ -74,6 +74,12 @@ class PythonFiles(Mapping[Path, bytes]):
         """Each file's dotted module name (:func:`module_names`)."""
         return module_names(list(self._texts))
 
+    @functools.cached_property
+    def namespace_names(self) -> dict[Path, str]:
+        """The package-qualified name of each file in a directory without ``__init__.py`` inside a
+        package (:func:`namespace_names`)."""
+        return namespace_names(list(self._texts))
+
 
 def module_names(files: list[Path]) -> dict[Path, str]:
     """The dotted module name of each Python file: ``pkg/sub/mod.py`` → ``pkg.sub.mod`` when ``pkg``
@@ -92,3 +98,25 @@ def module_names(files: list[Path]) -> dict[Path, str]:
         if parts:
             names[path] = ".".join(reversed(parts))
     return names
+
+
+def namespace_names(files: list[Path]) -> dict[Path, str]:
+    """The name a module in a directory without an ``__init__.py`` below a package is also imported
+    by (a PEP 420 namespace portion): ``pkg/sub/mod.py`` with only ``pkg/__init__.py`` →
+    ``pkg.sub.mod`` (Video-ChatGPT's ``video_chatgpt/train/``), where :func:`module_names` says
+    ``mod``, the name a script beside it imports it by."""
+    names = module_names(files)
+    packages = {os.path.dirname(str(path)): name for path, name in names.items() if path.name == "__init__.py"}
+    found: dict[Path, str] = {}
+    for path in files:
+        text = str(path)
+        directory = os.path.dirname(text)
+        if not text.endswith(".py") or directory in packages:
+            continue
+        parts = [path.stem] if path.name != "__init__.py" else []
+        while directory and directory not in packages and os.path.dirname(directory) != directory:
+            directory, _, name = directory.rpartition(os.sep)
+            parts.append(name)
+        if directory in packages and parts:
+            found[path] = ".".join([packages[directory], *reversed(parts)])
+    return found

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from cuda2npu.analysis import portable
-from cuda2npu.analysis.cuda_only_modules import import_port
+from cuda2npu.analysis.cuda_only_modules import FLASH_UNPORTED, FLASH_UNPORTED_PREFIXES, import_port
 from cuda2npu.analysis.exports import exported
 from cuda2npu.analysis.flash_probes import (
     file_probe_flags,
@@ -118,8 +118,6 @@ from cuda2npu.families.attention.flash_api import (
     RMS_NORM,
     ROTARY,
     SPECS,
-    UNSUPPORTED,
-    UNSUPPORTED_PREFIXES,
     FlashSpec,
     flash_function,
     successor_of,
@@ -344,12 +342,12 @@ class FlashAttention(ValueUses, Rule):
             return
         if kind is not None:
             reason = f"flash-attn cannot be installed on an NPU host; {import_port_note({code_of(node.func): kind})}"
-        elif function in UNSUPPORTED:
-            reason = UNSUPPORTED[function]
+        elif function in FLASH_UNPORTED:
+            reason = FLASH_UNPORTED[function]
         else:
             prefix, reason = next(
                 (prefix, text)
-                for prefix, text in UNSUPPORTED_PREFIXES
+                for prefix, text in FLASH_UNPORTED_PREFIXES
                 if qualified.startswith(prefix) or prefix == "flash_attn."
             )
             if prefix == "flash_attn." and self._after_raise(node.func, statement):

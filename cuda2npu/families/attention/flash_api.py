@@ -1,7 +1,8 @@
 """What flash-attn offers and how the rewrite reads it: each attention entry point's signature and how
-its tensors map to ``npu_fusion_attention`` (:data:`SPECS`), the APIs without an exact NPU counterpart
-(:data:`UNSUPPORTED`, :data:`UNSUPPORTED_PREFIXES`), the rotary and RMSNorm entry points, and the names
-flash-attn's modules give them (flash-attn ``flash_attn/flash_attn_interface.py`` 2.x).
+its tensors map to ``npu_fusion_attention`` (:data:`SPECS`), the rotary and RMSNorm entry points, and the names
+flash-attn's modules give them (flash-attn ``flash_attn/flash_attn_interface.py`` 2.x). The APIs
+without an exact NPU counterpart are analysis/cuda_only_modules.py's (``FLASH_UNPORTED``): the project
+facts need them too.
 """
 
 from __future__ import annotations
@@ -110,38 +111,6 @@ NPU_KERNELS = (
 
 # what this rule's rewrites leave in a file (a guarded flash-attn import made unused by them may go)
 MIGRATED_MARKS = ("npu_fusion_attention", "_npu_apply_rotary_emb", "npu_rms_norm")
-
-UNSUPPORTED = {
-    "flash_attn_with_kvcache": (
-        "writes k/v into the cache in place, applies rotary and reads a paged cache in one kernel; "
-        "on NPU update the cache by hand and call torch_npu.npu_incre_flash_attention / "
-        "npu_fused_infer_attention_score (inference) or npu_fusion_attention"
-    ),
-    "flash_attn_unpadded_func": 'flash-attn 1.x API; port to flash-attn 2 `flash_attn_varlen_func` semantics, then to npu_fusion_attention with input_layout="TND"',
-    "flash_attn_unpadded_qkvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
-    "flash_attn_unpadded_kvpacked_func": 'flash-attn 1.x API; port to npu_fusion_attention with input_layout="TND" by hand',
-}
-
-UNSUPPORTED_PREFIXES = (
-    (
-        "flash_attn.modules.",
-        "flash-attn's modules (MHA, MLP, Block, embeddings) call CUDA kernels; use PyTorch modules, with torch_npu.npu_fusion_attention for the attention core",
-    ),
-    (
-        "flash_attn.layers.rotary.",
-        "rotary embedding module or in-place q/k/v variant: compute cos/sin in PyTorch and apply them with torch_npu.npu_rotary_mul, which needs them at the rotated width (`torch.cat([cos, cos], -1)` for 'half', `cos.repeat_interleave(2, -1)` for 'interleave'; flash-attn keeps them at rotary_dim/2); `apply_rotary_emb` itself is rewritten (NPU407)",
-    ),
-    ("flash_attn.losses.", "fused cross-entropy kernel; use torch.nn.CrossEntropyLoss / F.cross_entropy"),
-    (
-        "flash_attn.ops.",
-        "CUDA/Triton fused op without an exact torch_npu counterpart; use the plain PyTorch op (nn.Linear, F.layer_norm, F.gelu) or a torch_npu fused op",
-    ),
-    (
-        "flash_attn_interface.",
-        "FlashAttention-3 (Hopper) API: its return value differs between releases; rewrite to torch_npu.npu_fusion_attention by hand",
-    ),
-    ("flash_attn.", "flash-attn API without an NPU rewrite"),
-)
 
 # rotary entry points: parameters, and how many may be positional (`seqlen_offsets` came after `inplace` in 2.3)
 ROTARY = {
