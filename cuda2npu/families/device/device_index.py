@@ -1,7 +1,8 @@
 """Int device indices chosen for CUDA that a consumer reads as ``cuda:N`` (NPU104,
 :class:`CudaDeviceIndex`): ``d = int(os.environ["LOCAL_RANK"]) if torch.cuda.is_available() else -1``
 passed to transformers' ``pipeline(device=d)`` before 4.38, or to ``.to(d)`` / ``torch.device(d)``
-before torch 2.3. The device strings themselves are device_strings.py's.
+before torch 2.3; and an int literal written as the device, ``torch.device(0)``, which a torch
+before 2.3 reads as ``cuda:0`` wherever it stands. The device strings themselves are device_strings.py's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts
 from cuda2npu.core.names import NameUses
 from cuda2npu.core.nodes import code_of
-from cuda2npu.core.pins import pin_at_least
+from cuda2npu.core.pins import pin_at_least, pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import walk
@@ -27,6 +28,10 @@ PIPELINE_INT_ON_NPU = "4.38.0"  # transformers' Pipeline maps an int device to "
 TORCH_INT_ON_NPU = (2, 3)  # torch's toDevice maps an int to the registered PrivateUse1 backend (else CUDA)
 CUDA_INDEX_CALLS = {"torch.cuda.current_device", "torch.cuda.device_count"}
 PIPELINES = {"transformers.pipeline", "transformers.pipelines.pipeline"}
+# torch modules of one backend: their `device=` reads an int as an index of that backend (torch.npu's as the NPU's)
+BACKEND_MODULES = ("torch.cuda.", "torch.npu.", "torch.xpu.", "torch.mps.", "torch.mtia.")
+# a literal index written as a device (`torch.device(0)`, `device=0`): parsed for it under a torch before 2.3
+LITERAL_INDEX_TRIGGERS = (r"\bdevice\(\s*\d", r"\bdevice\s*=\s*\d")
 RANK_NAME = re.compile(r"(^|_)rank$", re.IGNORECASE)
 
 
@@ -39,11 +44,19 @@ class CudaDeviceIndex(Rule):
     (the targeted torch). NPU103 makes the guard true on the NPU, so the int would now reach CUDA;
     it becomes ``f"npu:{...}"`` when every read of ``d`` is such a device position, else it is
     marked. An index no such consumer reads stays as it is. ``torch.cuda.current_device()`` passed
-    there itself (``torch.empty(n, device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too."""
+    there itself (``torch.empty(n, device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too,
+    and an int literal there (``torch.device(0)``, ``device=0``) ``"npu:N"``, in a CUDA branch or not."""
 
     codes = ("NPU104",)
     triggers = (r"cuda\.is_available", r"current_device", r"device_count")
     requires = (r"device|\.to\(",)
+
+    @classmethod
+    def triggers_for(cls, options) -> tuple[str, ...]:
+        """Also a literal index written as a device (``torch.device(0)``) where the targeted torch
+        reads it as ``cuda:N``: such a file may hold no other CUDA text (an evaluation script's
+        ``device = torch.device(0)``)."""
+        return cls.triggers + (LITERAL_INDEX_TRIGGERS if reads_int_as_cuda(options) else ())
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
@@ -71,6 +84,9 @@ class CudaDeviceIndex(Rule):
 
     def visit_Arg(self, node: cst.Arg) -> None:
         """``torch.empty(n, device=torch.cuda.current_device())`` (nanotron): the index itself in a consumer."""
+        if isinstance(node.value, cst.Integer):
+            self._literal_index(node, node.value)
+            return
         if not from_cuda_count(self.resolver, node.value) or is_cuda_alternative(self.ctx, node):
             return
         where = self._consumer(node, node.value, TreeIndex.of(self.ctx).parents)
@@ -79,6 +95,26 @@ class CudaDeviceIndex(Rule):
                 "NPU104",
                 node.value,
                 f'`{code_of(node.value)}` is a device index that {where} reads as `cuda:N`; → f"npu:{{...}}"',
+                npu_index,
+            )
+
+    def _literal_index(self, node: cst.Arg, index: cst.Integer) -> None:
+        """``torch.device(0)``, ``torch.ones(n, device=0)``: a literal index that a torch before 2.3
+        reads as ``cuda:N`` wherever it stands, in a CUDA branch (whose guard NPU103 makes true on the
+        NPU) or not, becomes ``"npu:N"``. ``.to(0)`` stays (its receiver need not be torch's), and so
+        does the CUDA side of code that handles the NPU already."""
+        call = TreeIndex.of(self.ctx).parents.get(node)
+        if not isinstance(call, cst.Call) or is_method_call(call, "to") or not index.value.isdigit():
+            return
+        where = self._consumer(node, index, TreeIndex.of(self.ctx).parents)
+        pinned_old = pin_predates(self.options.project.pins, "transformers", PIPELINE_INT_ON_NPU)
+        if where and where.startswith("`pipeline") and not pinned_old:
+            return  # no pin saying so: the newest transformers reads `device=0` as the NPU
+        if where and not is_cuda_alternative(self.ctx, node):
+            self.report(
+                "NPU104",
+                index,
+                f'`{index.value}` is a device index that {where} reads as `cuda:N`; → "npu:{index.value}"',
                 npu_index,
             )
 
@@ -139,18 +175,31 @@ class CudaDeviceIndex(Rule):
         ):
             new_enough = pin_at_least(self.options.project.pins, "transformers", PIPELINE_INT_ON_NPU) is True
             return "" if new_enough else f"`{code_of(call.func)}(device=)` (transformers before {PIPELINE_INT_ON_NPU})"
-        is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
+        is_to = is_method_call(call, "to")
+        if keyword == "device" and qualified.startswith(BACKEND_MODULES):
+            return ""  # `torch.cuda.synchronize(device=0)`: torch.npu's after NPU103, an index of the NPU
         if (
             (is_to and (first or keyword == "device"))
             or (qualified == "torch.device" and first)
             or (keyword == "device" and qualified.startswith("torch."))
         ):
-            target = portable.target_torch(self.options)
-            if target is None or target >= TORCH_INT_ON_NPU:
+            if not reads_int_as_cuda(self.options):
                 return ""
+            target = portable.target_torch(self.options)
             spelled = ".to()" if is_to else f"{code_of(call.func)}()"
             return f"`{spelled}` (torch {target[0]}.{target[1]})"
         return None
+
+
+def reads_int_as_cuda(options) -> bool:
+    """Whether the targeted torch reads an int device as ``cuda:N`` (before 2.3; not the newest)."""
+    target = portable.target_torch(options)
+    return target is not None and target < TORCH_INT_ON_NPU
+
+
+def is_method_call(call: cst.Call, name: str) -> bool:
+    """``<expr>.<name>(...)``."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == name
 
 
 def is_index(resolver, expr: cst.BaseExpression) -> bool:
