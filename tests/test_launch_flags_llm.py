@@ -4,9 +4,13 @@ weight-sync backend flags of OpenRLHF-style trainers (NPU201)."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 from cli_helpers import cli, write
+
+from cuda2npu.analysis.attention_choices import attention_parameters, attention_switches
+from cuda2npu.analysis.python_files import PythonFiles
 
 SCRIPT = r"""
 #!/bin/bash
@@ -236,3 +240,346 @@ def test_megatron_entry_points_keep_their_precision_flags(tmp_path):
         "torchrun third_party/Megatron-LM/pretrain_gpt.py --fp16 --num-layers 2",
         "python pretrain_bert.py --fp16",
     ]
+
+
+R14_FP16_TRAINER = """
+from transformers import HfArgumentParser, TrainingArguments
+
+(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+"""
+R14_FP16_AUTO = '{"fp16": {"enabled": "auto", "loss_scale": 0}, "zero_optimization": {"stage": 2}}\n'
+R14_FP16_BOTH = '{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}\n'
+
+R14_FP16_SCRIPT = r"""
+ds_auto=configs/ds_auto.json
+export DS_BOTH="configs/ds_both.json"
+twice=configs/ds_auto.json
+twice=configs/ds_other.json
+from_arg=$1
+missing=configs/ds_missing.json
+torchrun train.py --deepspeed ${ds_auto} --fp16
+torchrun train.py --deepspeed "$ds_auto" \
+    --fp16
+torchrun train.py --deepspeed=$ds_auto --fp16 True
+torchrun train.py --deepspeed ${DS_BOTH} --fp16
+torchrun train.py --deepspeed $twice --fp16
+torchrun train.py --deepspeed ${from_arg} --fp16
+torchrun train.py --deepspeed ${missing} --fp16
+torchrun train.py --deepspeed ${ds_auto}/x.json --fp16
+torchrun train.py --deepspeed '$ds_auto' --fp16
+"""
+
+
+def test_r14_fp16_a_deepspeed_config_named_through_a_shell_variable_is_read(tmp_path):
+    """`--deepspeed ${ds_config}` with `ds_config=x.json` in the script: the config is read as for a
+    literal path (from the project root here, the script being in scripts/), so `--fp16` stays a
+    review item where it has no bf16 block; a variable set twice, from an argument, to a file the
+    project does not have, or not expanded, is not followed (rewritten, as before)."""
+    write(tmp_path / "train.py", R14_FP16_TRAINER)
+    write(tmp_path / "configs" / "ds_auto.json", R14_FP16_AUTO)
+    write(tmp_path / "configs" / "ds_both.json", R14_FP16_BOTH)
+    write(tmp_path / "configs" / "ds_other.json", R14_FP16_AUTO)
+    script = write(tmp_path / "scripts" / "run.sh", R14_FP16_SCRIPT)
+    result = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    fp16 = {d["line"]: d for d in result["diagnostics"] if d["path"].endswith("run.sh") and d["code"] == "NPU906"}
+    assert {line: d["tier"] for line, d in fp16.items()} == {
+        7: "review",
+        9: "review",
+        10: "review",
+        11: "numeric",
+        12: "numeric",
+        13: "numeric",
+        14: "numeric",
+        15: "numeric",
+        16: "numeric",
+    }
+    assert "configs/ds_auto.json (`${ds_auto}`), which has none" in fp16[7]["message"]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    marker = "# TODO(cuda2npu): NPU906 review: `--fp16` under the bf16 policy"
+    assert [line for line in lines if line.startswith(marker)] == [lines[6], lines[8], lines[11]]
+    assert [line for line in lines if not line.startswith("#")][6:] == [
+        "torchrun train.py --deepspeed ${ds_auto} --fp16",
+        'torchrun train.py --deepspeed "$ds_auto" \\',
+        "    --fp16",
+        "torchrun train.py --deepspeed=$ds_auto --fp16 True",
+        "torchrun train.py --deepspeed ${DS_BOTH} --bf16",
+        "torchrun train.py --deepspeed $twice --bf16",
+        "torchrun train.py --deepspeed ${from_arg} --bf16",
+        "torchrun train.py --deepspeed ${missing} --bf16",
+        "torchrun train.py --deepspeed ${ds_auto}/x.json --bf16",
+        "torchrun train.py --deepspeed '$ds_auto' --bf16",
+    ]
+    migrated = script.read_text()
+    cli("migrate", tmp_path)
+    assert script.read_text() == migrated
+
+
+def test_r14_fp16_float16_weights_keep_the_fp16_flag_unless_a_bf16_block_casts_them(tmp_path):
+    """`--torch_dtype float16` loads the weights in float16, which `--bf16` does not change (no loss
+    scaling then): a review item, but where the command's DeepSpeed config has a bf16 block (DeepSpeed
+    casts the model to it); other dtypes are rewritten."""
+    write(tmp_path / "train.py", R14_FP16_TRAINER)
+    write(tmp_path / "ds_both.json", R14_FP16_BOTH)
+    script = write(
+        tmp_path / "run.sh",
+        """
+        torchrun train.py --fp16 --torch_dtype float16
+        torchrun train.py --fp16 --torch_dtype=float16 --deepspeed ds_both.json
+        torchrun train.py --fp16 --torch_dtype bfloat16
+        torchrun train.py --fp16 --torch_dtype "float16_x"
+        """,
+    )
+    result = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    fp16 = {d["line"]: d for d in result["diagnostics"] if d["path"].endswith("run.sh") and d["code"] == "NPU906"}
+    assert {line: d["tier"] for line, d in fp16.items()} == {1: "review", 2: "numeric", 3: "numeric", 4: "numeric"}
+    assert "`--torch_dtype bfloat16` in place of this command's `--torch_dtype float16`" in fp16[1]["message"]
+    cli("migrate", tmp_path)
+    assert script.read_text().splitlines()[1:] == [
+        "torchrun train.py --fp16 --torch_dtype float16",
+        "torchrun train.py --bf16 --torch_dtype=float16 --deepspeed ds_both.json",
+        "torchrun train.py --bf16 --torch_dtype bfloat16",
+        'torchrun train.py --bf16 --torch_dtype "float16_x"',
+    ]
+
+
+def test_r14_fp16_a_variable_named_config_changes_with_its_commands_flags(tmp_path):
+    """The config a command names through a shell variable follows that command's flags (NPU723):
+    switched to bf16 where its `--fp16` becomes `--bf16`, kept where the flag stays (the HF Trainer
+    raises when an explicit `enabled` differs from the flags)."""
+    write(tmp_path / "train.py", R14_FP16_TRAINER)
+    explicit = '{"zero_optimization": {"stage": 2}, "fp16": {"enabled": true}, "bf16": {"enabled": false}}\n'
+    fp16_only = '{"zero_optimization": {"stage": 2}, "fp16": {"enabled": true}}\n'
+    switched = write(tmp_path / "ds_switched.json", explicit)
+    kept = write(tmp_path / "ds_kept.json", fp16_only)
+    script = write(
+        tmp_path / "run.sh",
+        """
+        a=ds_switched.json
+        b=ds_kept.json
+        deepspeed train.py --deepspeed $a --fp16
+        deepspeed train.py --deepspeed ${b} --fp16
+        """,
+    )
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    found = sorted((d["path"].rsplit("/", 1)[-1], d["code"], d["tier"]) for d in data["diagnostics"])
+    assert found == [
+        ("ds_kept.json", "NPU723", "review"),
+        ("ds_switched.json", "NPU723", "numeric"),
+        ("run.sh", "NPU906", "numeric"),
+        ("run.sh", "NPU906", "review"),
+    ]
+    cli("migrate", tmp_path)
+    assert switched.read_text() == explicit.replace(
+        'true}, "bf16": {"enabled": false', 'false}, "bf16": {"enabled": true'
+    )
+    assert kept.read_text() == fp16_only
+    assert script.read_text().splitlines()[2] == "deepspeed train.py --deepspeed $a --bf16"
+    assert script.read_text().splitlines()[4] == "deepspeed train.py --deepspeed ${b} --fp16"
+
+
+R14_ATTN_TRAIN = """
+from trl import TrlParser
+
+from pkg.modules import *
+
+
+def get_module(model_name):
+    if "internvl" in model_name.lower():
+        return InternVLModule
+    return QwenModule
+"""
+
+R14_ATTN_INTERNVL = """
+from transformers import AutoModel
+
+
+class InternVLModule:
+    def model_class(self, model_id, init_kwargs):
+        # InternVL's remote code takes its own switch, and falls back to eager without flash-attn
+        if "flash_attention_2" in init_kwargs.get("attn_implementation", ""):
+            init_kwargs["use_flash_attn"] = True
+            init_kwargs.pop("attn_implementation")
+        return AutoModel
+"""
+
+R14_ATTN_QWEN = """
+from transformers import Qwen2VLForConditionalGeneration
+
+
+class QwenModule:
+    def model_class(self, model_id, init_kwargs):
+        return Qwen2VLForConditionalGeneration
+"""
+
+
+def r14_attn_project(root):
+    """VLM-R1's shape: one trainer for several models, whose InternVL adapter turns
+    `attn_implementation="flash_attention_2"` into InternVL's own `use_flash_attn` switch."""
+    write(root / "pyproject.toml", '[project]\nname = "pkg"\ndependencies = ["transformers==4.49.0"]\n')
+    write(root / "src" / "pkg" / "__init__.py", "")
+    write(
+        root / "src" / "pkg" / "modules" / "__init__.py", "from .internvl_module import *\nfrom .qwen_module import *\n"
+    )
+    write(root / "src" / "pkg" / "modules" / "internvl_module.py", R14_ATTN_INTERNVL)
+    write(root / "src" / "pkg" / "modules" / "qwen_module.py", R14_ATTN_QWEN)
+    write(root / "src" / "pkg" / "train.py", R14_ATTN_TRAIN)
+    write(root / "tools" / "convert.py", "import argparse\n")
+
+
+def test_r14_attn_a_flag_the_projects_own_switch_reads_is_kept_for_review(tmp_path):
+    """The InternVL run's `--attn_implementation flash_attention_2` reaches the project's adapter,
+    which tests the value itself: `sdpa` would pass it to a remote-code class that refuses it, while
+    the original becomes InternVL's `use_flash_attn` (eager without flash-attn). Kept, a review item,
+    also where the launched file is not found (the way is not known) but the script names InternVL.
+    The Qwen run of the same trainer, and an InternVL flag handed to a project file that does not
+    import the adapter, become `sdpa` as before."""
+    r14_attn_project(tmp_path)
+    internvl = write(
+        tmp_path / "run_scripts" / "r14_attn_internvl.sh",
+        """
+        model_path="OpenGVLab/InternVL2_5-4B-MPO"
+        torchrun --nproc_per_node 8 src/pkg/train.py \\
+            --model_name_or_path $model_path \\
+            --attn_implementation flash_attention_2
+        cd "$REPO_HOME/elsewhere" && torchrun src/pkg/train_copy.py --attn_implementation flash_attention_2
+        python tools/convert.py --attn_implementation flash_attention_2
+        """,
+    )
+    qwen = write(
+        tmp_path / "run_scripts" / "r14_attn_qwen.sh",
+        """
+        torchrun src/pkg/train.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct --attn_implementation flash_attention_2
+        """,
+    )
+    found = json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"]
+    flags = sorted((d["path"].rsplit("/", 1)[-1], d["line"], d["code"], d["tier"]) for d in found if ".sh" in d["path"])
+    assert flags == [
+        ("r14_attn_internvl.sh", 4, "NPU901", "review"),
+        ("r14_attn_internvl.sh", 5, "NPU901", "review"),
+        ("r14_attn_internvl.sh", 6, "NPU901", "numeric"),
+        ("r14_attn_qwen.sh", 1, "NPU901", "numeric"),
+    ]
+    message = next(d["message"] for d in found if d["path"].endswith("r14_attn_internvl.sh") and d["line"] == 4)
+    assert "(src/pkg/modules/internvl_module.py:7)" in message and "`use_flash_attn`" in message
+    cli("migrate", tmp_path)
+    lines = internvl.read_text().splitlines()
+    assert lines[0] == 'model_path="OpenGVLab/InternVL2_5-4B-MPO"'
+    assert lines[4] == "    --attn_implementation flash_attention_2"
+    assert lines[5].startswith("# TODO(cuda2npu): NPU901 review: `--attn_implementation flash_attention_2` kept")
+    assert lines[6].endswith("torchrun src/pkg/train_copy.py --attn_implementation flash_attention_2")
+    assert lines[7] == "python tools/convert.py --attn_implementation sdpa"
+    assert qwen.read_text().endswith("--attn_implementation sdpa\n")
+    before = internvl.read_text()
+    cli("migrate", tmp_path)
+    assert internvl.read_text() == before
+
+
+def test_r14_attn_a_switch_in_the_launched_program_concerns_all_its_runs(tmp_path):
+    """A switch in the trainer itself (no model it is picked for): every run of that trainer is kept
+    for review; a comparison in code that answers `sdpa` too, or of transformers' own
+    `config._attn_implementation` (set once transformers accepted the value), is no switch."""
+    write(tmp_path / "requirements.txt", "transformers==4.40.0\n")
+    write(
+        tmp_path / "train.py",
+        """
+        from transformers import AutoModel, HfArgumentParser
+
+
+        def load(args):
+            kwargs = {}
+            if args.attn_implementation == "flash_attention_2":
+                kwargs["use_flash_attn"] = True
+            return AutoModel.from_pretrained(args.model, trust_remote_code=True, **kwargs)
+        """,
+    )
+    write(
+        tmp_path / "finetune.py",
+        """
+        from transformers import AutoModel, HfArgumentParser
+
+
+        def load(args, config):
+            if args.attn_implementation in ("flash_attention_2", "eager"):
+                kwargs = {"attn_implementation": args.attn_implementation}
+            else:
+                kwargs = {"attn_implementation": "sdpa"}
+            model = AutoModel.from_pretrained(args.model, **kwargs)
+            if model.config._attn_implementation == "flash_attention_2":
+                model.config.use_cache = False
+            return model
+        """,
+    )
+    script = write(
+        tmp_path / "r14_attn_generic.sh",
+        """
+        python train.py --attn_implementation flash_attention_2
+        python finetune.py --attn_implementation flash_attention_2
+        """,
+    )
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU901 review: `--attn_implementation flash_attention_2` kept")
+    assert "(train.py:6)" in lines[0]
+    assert lines[1:] == [
+        "python train.py --attn_implementation flash_attention_2",
+        "python finetune.py --attn_implementation sdpa",
+    ]
+
+
+def test_r14_attn_the_project_facts_of_the_attention_implementation(tmp_path):
+    """`attention_parameter`: the positional index of a function's (a class's `__init__`'s)
+    `attn_implementation` parameter, a name defined with two indexes left out; the switches:
+    each file on the way to a switch, with the words of the switch file's name the project picks it by."""
+    texts = {
+        tmp_path / "pkg" / "__init__.py": b"",
+        tmp_path / "pkg" / "train.py": b"def train(attn_implementation=None):\n    pass\n",
+        tmp_path / "pkg" / "loader.py": (
+            b"class Loader:\n    def __init__(self, path, attn_implementation='eager'):\n        pass\n\n\n"
+            b"def twice(attn_implementation):\n    pass\n"
+        ),
+        tmp_path / "pkg" / "other.py": b"def twice(name, attn_implementation):\n    pass\n",
+        tmp_path / "pkg" / "glm_module.py": b'def kwargs(k):\n    return k.pop("flash_attention_2", None)\n',
+        tmp_path / "run.py": b'import pkg.glm_module\n\nassert "GLM" in "GLM-4V"\n',
+        tmp_path / "eval.py": b"import pkg.train\n",
+    }
+    files = PythonFiles(texts)
+    assert attention_parameters(files) == (("Loader", 1), ("train", 0))
+    root = os.path.realpath(tmp_path)
+    shown = [
+        (reacher.replace(root, ""), switch, words) for reacher, switch, words in attention_switches(files, tmp_path)
+    ]
+    assert shown == [
+        ("/pkg/glm_module.py", "pkg/glm_module.py:2", "glm"),
+        ("/run.py", "pkg/glm_module.py:2", "glm"),
+    ]
+
+
+def test_r14_attn_a_positional_value_for_another_files_parameter(tmp_path):
+    """VideoLLaMA2's `train("flash_attention_2")` where the project's `train` (here in another file,
+    LLaVA's layout) takes `attn_implementation` first: rewritten as the keyword form is; an argument
+    in another position stays."""
+    write(tmp_path / "requirements.txt", "transformers==4.40.0\n")
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(
+        tmp_path / "pkg" / "train.py",
+        """
+        import transformers
+
+
+        def train(attn_implementation=None, model_name="m"):
+            return transformers.AutoModel.from_pretrained(model_name, attn_implementation=attn_implementation)
+        """,
+    )
+    entry = write(
+        tmp_path / "train_mem.py",
+        """
+        from pkg.train import train
+
+        if __name__ == "__main__":
+            train("flash_attention_2")
+            train(None, "flash_attention_2")
+        """,
+    )
+    cli("migrate", tmp_path)
+    assert entry.read_text().splitlines()[3:] == ['    train("sdpa")', '    train(None, "flash_attention_2")']

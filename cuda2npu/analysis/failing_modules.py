@@ -57,7 +57,7 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
         words = {module.rpartition(".")[2].encode() for module in new}
         more = {}
         for path, module in modules.items():
-            if module in failing or not _may_import(files, path, words):
+            if module in failing or not files.may_import(path, words):
                 continue
             source = next((found for name in imports_of(path) if (found := failing_part(name, failing))), None)
             if source is not None:
@@ -71,15 +71,6 @@ def _names(files: PythonFiles, path: Path) -> list[str]:
     """The names ``path`` is imported by: its module name, and its package-qualified name when it
     lies in a directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``)."""
     return [files.modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
-
-
-def _may_import(files: PythonFiles, path: Path, words: set[bytes]) -> bool:
-    """Whether an import statement of ``path`` names one of ``words`` (the last names of modules that
-    fail), or is relative (``from .sub import x`` names no package): only then is the file parsed."""
-    return any(
-        statement.lstrip().startswith(b"from .") or any(word in statement for word in words)
-        for statement in files.import_statements(path)
-    )
 
 
 def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[str]:

@@ -63,6 +63,14 @@ class PythonFiles(Mapping[Path, bytes]):
             self._trees[path] = parse(self._texts[path])
         return self._trees[path]
 
+    def may_import(self, path: Path, words: set[bytes]) -> bool:
+        """Whether an import statement of the file names one of ``words`` (the last names of modules),
+        or is relative (``from .sub import x`` names no package): only then need it be parsed."""
+        return any(
+            statement.lstrip().startswith(b"from .") or any(word in statement for word in words)
+            for statement in self.import_statements(path)
+        )
+
     def import_statements(self, path: Path) -> list[bytes]:
         """The text of each import statement of the file (:data:`IMPORT_STATEMENT`; kept for the next fact)."""
         if path not in self._imports:

@@ -103,6 +103,10 @@ class ProjectFacts:
     npu_backend_classes: tuple[str, ...] = ()  # the project's classes implementing an NPU backend (NpuAccelerator)
     tensordict_holders: tuple[str, ...] = ()  # the project's classes with a TensorDict field (analysis/receivers.py)
     config_keys: tuple[tuple[str, str], ...] = ()  # (role, key) the code passes to a device/backend (runconfig_code.py)
+    # (name, index) of its functions taking the attention implementation positionally (attention_choices.py)
+    attention_parameters: tuple[tuple[str, int], ...] = ()
+    # (real path, "file:line", "word,word") of its files on the way to its own "flash_attention_2" switch (same)
+    attention_switches: tuple[tuple[str, str, str], ...] = ()
     # ("file: name", real sub-project directory) of the project's patches of transformers' FA2 internals (for_path)
     flash_attention_hooks: tuple[tuple[str, str], ...] = ()
     megatron_fork: bool = False  # the project carries its own `megatron` package without `megatron/core`
@@ -241,6 +245,9 @@ class Options:
         )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["pin_scopes"] = tuple((os.path.basename(where), pins) for where, pins in self.project.pin_scopes)
+        facts["attention_switches"] = tuple(
+            (os.path.basename(reacher), switch, words) for reacher, switch, words in self.project.attention_switches
+        )
         facts["backend_constants"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, names in self.project.backend_constants for name in names
         )

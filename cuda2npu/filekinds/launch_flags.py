@@ -4,11 +4,15 @@
 
 - ``--attn_implementation flash_attention_2`` (NPU901): ``sdpa`` unless the project's transformers pin
   guarantees the NPU flash-attention path; a manual item when the launched program packs sequences
-  (``DataCollatorWithFlattening``, NPU903).
+  (``DataCollatorWithFlattening``, NPU903); a review item, the value kept, where the project's own
+  code tests the value on the flag's way (VLM-R1 turns it into InternVL's ``use_flash_attn``:
+  :func:`_attention_switch`).
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
-  the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags),
-  or the transformers pin predates bf16 on the NPU (4.34.0).
+  the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags; a
+  config named ``--deepspeed ${ds_config}`` is read through the script's plain ``ds_config=x.json``),
+  when it loads the model in float16 (``--torch_dtype float16``) with no bf16 block to cast it, or
+  when the transformers pin predates bf16 on the NPU (4.34.0).
 - ``--optim paged_adamw_32bit`` (NPU727): ``adamw_torch``, the same AdamW (other bitsandbytes
   optimizers: manual).
 - ``--distributed-backend nccl`` (``--distributed_backend``, ``--dist-backend``, ``--ddp_backend``,
@@ -46,7 +50,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, fa2_replacement, guaranteed, pin_text
-from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands
+from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
 
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend"
@@ -62,6 +66,22 @@ MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
 # the HF Trainer's `--deepspeed X.json`, DeepSpeed's own `--deepspeed_config X.json` (Megatron-DeepSpeed)
 DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:[_-]config)?(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
+# the same flags given a shell variable, `--deepspeed ${ds_config}` / `$ds_config` / `"$ds_config"` (its name)
+DEEPSPEED_VARIABLE = re.compile(
+    r"""(?<![\w-])--deepspeed(?:[_-]config)?(?:=|[ \t]+)("?)\$(?:\{(\w+)\}|(\w+))\1(?![^\s;&|)])"""
+)
+CONFIG_PATH = re.compile(r"[\w./-]+\.json")
+# `name=value` alone on its line (`export` allowed), the value one literal word, quoted or not
+PLAIN_ASSIGNMENT = re.compile(
+    r"""[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=(?:"([^"$`\\]*)"|'([^']*)'|([^\s"'$`\\;&|()<>]*))[ \t]*;?[ \t]*"""
+)
+# any other way a line sets a variable: `name=$1`, `DS=x cmd`, `local name=...`, `for name in`, `read name`
+OTHER_ASSIGNMENT = re.compile(
+    r"""(?:^|[\s;&|(`])(?:(?:export|local|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?([A-Za-z_]\w*)\+?="""
+    r"""|(?<![\w-])(?:for|read(?:[ \t]+-\w+)*)[ \t]+([A-Za-z_]\w*)"""
+)
+# `--torch_dtype float16`: the launched program loads the model's weights in float16
+FLOAT16_WEIGHTS = re.compile(r"""(?<![\w-])--torch[_-]dtype(?:=|[ \t]+)(["']?)float16\1(?![\w.-])""")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
 NEGATED = {"True": "False", "true": "false", "TRUE": "FALSE", "1": "0", "yes": "no", "Yes": "No", "y": "n", "t": "f"}
 FA2 = "flash_attention_2"
@@ -96,14 +116,16 @@ def check_launch_flags(
     (``(start, end, replacement)`` offsets in ``text``)."""
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
+    variables = script_variables(text)
     for command in shell_commands(text, options.ignore_noqa):
         program = _program(command, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
-        deepspeed = _deepspeed_without_bf16(command, path)
+        fp16_kept = _fp16_kept(command, path, variables)
         found_flags = [
-            (line, match, _flag(line, match, program, has_bf16, deepspeed, options)) for line, match in flags
+            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options)) for line, match in flags
         ]
+        found_flags = _attention_kept(found_flags, command, path, text, options)
         for line, match, found in [*found_flags, *_ray_start(command)]:
             if found is None:
                 continue
@@ -123,8 +145,9 @@ def check_launch_flags(
     return findings, edits
 
 
-def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, deepspeed: str | None, options):
-    """(code, message, tier, edit or None) for one flag, None when nothing is asked."""
+def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, fp16_kept: str | None, options):
+    """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
+    command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`)."""
     name = match.group(1)
     if name.startswith("device"):
         return _device(name, line.code, match, program)
@@ -159,14 +182,11 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     if rejected is not None:
         return "NPU906", f"`--fp16` kept under the bf16 policy: {rejected}", Tier.REVIEW, None
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
-    if not known or has_bf16 or deepspeed:
+    if not known or has_bf16 or fp16_kept:
         if has_bf16:
             reason = "this command also passes --bf16"
-        elif deepspeed:
-            reason = (
-                f'with a `"bf16": {{"enabled": "auto"}}` block in {deepspeed}, which has none (or cannot be read): '
-                "the Trainer turns its fp16 block off and, with no bf16 block, DeepSpeed trains in fp32"
-            )
+        elif fp16_kept:
+            reason = fp16_kept
         else:
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
@@ -242,6 +262,64 @@ def _attention(name: str, value: re.Match, program: _Program | None, options):
         f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
     return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), replacement)
+
+
+def _attention_kept(found_flags: list, command: list[ShellLine], script: Path, text: str, options) -> list:
+    """``found_flags`` (``(line, match, finding)``) with the NPU901 rewrites of the command's
+    ``--attn_implementation flash_attention_2`` turned into review items where the project's own
+    code reads the value as its switch on the flag's way (:func:`_attention_switch`)."""
+    if not any(found is not None and found[0] == "NPU901" for _, _, found in found_flags):
+        return found_flags
+    switch = _attention_switch(command, script, text, options)
+    if switch is None:
+        return found_flags
+    return [
+        (line, match, _switch_review(match.group(1), switch, options) if found and found[0] == "NPU901" else found)
+        for line, match, found in found_flags
+    ]
+
+
+def _attention_switch(command: list[ShellLine], script: Path, text: str, options) -> str | None:
+    """``file:line`` of the project's own test of ``"flash_attention_2"`` on the way of the command's
+    flag (``ProjectFacts.attention_switches``, analysis/attention_choices.py): the
+    launched project file is that file or imports it (any switch where the script launches no
+    project file it names: the way is not known); a switch the project picks by a model's name
+    (VLM-R1's ``internvl_module.py``, for ``"internvl" in model_name``) only where the script
+    (``text``, its file name) names that model: the flags of its other models reach transformers."""
+    switches = options.project.attention_switches
+    if not switches:
+        return None
+    program = _launched_file(command, script)
+    named = f"{script.name}\n{text}".lower()
+    for reacher, shown, words in switches:
+        if program is not None and reacher != str(program):
+            continue
+        if not words or any(word in named for word in words.split(",")):
+            return shown
+    return None
+
+
+def _switch_review(name: str, switch: str, options):
+    """NPU901 for ``--attn_implementation flash_attention_2`` read by the project's own switch: kept, reported."""
+    replacement, _ = fa2_replacement(options)
+    message = (
+        f"`--{name} {FA2}` kept: the project's code tests this value itself on the flag's way ({switch}), "
+        f"and may turn it into a switch of its own (a remote-code model's `use_flash_attn`, which falls back "
+        f"to eager attention without flash-attn) where `{replacement}` would take another branch or reach a "
+        f"model class that refuses it; where the value reaches transformers' `attn_implementation` unchanged, "
+        f"it raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): pass "
+        f"`{replacement}` for those runs"
+    )
+    return "NPU901", message, Tier.REVIEW, None
+
+
+def _launched_file(command: list[ShellLine], script: Path) -> Path | None:
+    """The project file the command launches (the first ``*.py`` it names, :func:`project_file`), or None."""
+    for line in command:
+        match = PROGRAM.search(line.code)
+        if match is not None:
+            return project_file(script, match.group(2))
+    return None
 
 
 def _ray_start(command: list[ShellLine]) -> list[tuple[ShellLine, re.Match, tuple | None]]:
@@ -351,18 +429,82 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
     return None
 
 
-def _deepspeed_without_bf16(command: list[ShellLine], script: Path) -> str | None:
-    """The ``--deepspeed`` config of the command when it has no bf16 block (or cannot be read): the
-    HF Trainer fills its ``"auto"`` fp16/bf16 blocks from these flags, and a bf16 flag with no bf16
-    block there trains in fp32."""
+def _fp16_kept(command: list[ShellLine], script: Path, variables: dict[str, str]) -> str | None:
+    """Why the command's ``--fp16`` cannot become ``--bf16`` alone (None: nothing says so): its
+    DeepSpeed config has no bf16 block (the HF Trainer fills the ``"auto"`` fp16/bf16 blocks from the
+    flags, and a bf16 flag with no bf16 block there trains in fp32), or it loads the model in float16
+    (``--torch_dtype float16``), which the flag does not change unless a bf16 block makes DeepSpeed
+    cast the model to bf16."""
+    configs = _deepspeed_configs(command, script, variables)
+    without_bf16 = [shown for shown, config in configs if not _has_bf16_block(config)]
+    reasons = []
+    if without_bf16:
+        reasons.append(
+            f'with a `"bf16": {{"enabled": "auto"}}` block in {without_bf16[0]}, which has none (or cannot be '
+            "read): the Trainer turns its fp16 block off and, with no bf16 block, DeepSpeed trains in fp32"
+        )
+    if len(without_bf16) == len(configs) and any(FLOAT16_WEIGHTS.search(line.code) for line in command):
+        reasons.append(
+            "with `--torch_dtype bfloat16` in place of this command's `--torch_dtype float16`: `--bf16` alone "
+            "trains the float16 weights it loads with no loss scaling"
+        )
+    return "; and ".join(reasons) or None
+
+
+def _has_bf16_block(config: object) -> bool:
+    """Whether a parsed DeepSpeed config has a ``"bf16"`` (``"bfloat16"``) block."""
+    return isinstance(config, dict) and any(name in config for name in BF16_NAMES)
+
+
+def _deepspeed_configs(command: list[ShellLine], script: Path, variables: dict[str, str]) -> list[tuple[str, object]]:
+    """(how it is shown, its parsed JSON or None where it cannot be read) of each ``--deepspeed``
+    config the command passes; one named through a shell variable (``variables``) only where the
+    project has that file (elsewhere as if none were passed)."""
+    found = []
     for line in command:
-        match = DEEPSPEED.search(line.code)
-        if match is None:
+        named = deepspeed_config_name(line.code, variables)
+        if named is None:
             continue
-        config = json_config(script, match.group(2))
-        if not isinstance(config, dict) or not any(name in config for name in BF16_NAMES):
-            return match.group(2)
-    return None
+        relative, shown = named
+        if shown != relative and project_file(script, relative) is None:
+            continue
+        found.append((shown, json_config(script, relative)))
+    return found
+
+
+def deepspeed_config_name(code: str, variables: dict[str, str]) -> tuple[str, str] | None:
+    """The config path a line passes as ``--deepspeed`` (``--deepspeed_config``) and how it is shown:
+    a literal path as itself, a shell variable (``--deepspeed ${ds_config}``) through its plain
+    assignment in the script (:func:`script_variables`) as ``path (`${ds_config}`)``; None for none
+    or a variable whose value is not known to be a JSON path."""
+    literal = DEEPSPEED.search(code)
+    if literal is not None:
+        return literal.group(2), literal.group(2)
+    variable = DEEPSPEED_VARIABLE.search(code)
+    if variable is None:
+        return None
+    name = variable.group(2) or variable.group(3)
+    value = variables.get(name)
+    if value is None or CONFIG_PATH.fullmatch(value) is None:
+        return None
+    return value, f"{value} (`${{{name}}}`)"
+
+
+def script_variables(text: str) -> dict[str, str]:
+    """The shell variables a script sets to one literal word, each by plain assignments alone on their
+    lines (``ds_config=configs/ds.json``, ``export DS="ds.json"``) that all give the same value; a
+    variable also set another way (``DS=$1``, ``DS=${DS:-x}``, a prefix ``DS=x cmd``, ``for DS in``) is
+    left out."""
+    values: dict[str, set[str | None]] = {}
+    for line in shell_lines(text, ignore_noqa=True):
+        plain = PLAIN_ASSIGNMENT.fullmatch(line.code)
+        if plain is not None:
+            value = next(group for group in plain.groups()[1:] if group is not None)
+            values.setdefault(plain.group(1), set()).add(value)
+            continue
+        for match in OTHER_ASSIGNMENT.finditer(line.code):
+            values.setdefault(match.group(1) or match.group(2), set()).add(None)
+    return {name: found.pop() for name, found in values.items() if len(found) == 1 and None not in found}
 
 
 def project_file(near: Path, relative: str) -> Path | None:

@@ -9,9 +9,10 @@ with the Python-side DeepSpeed rule); ``fp16_block_edits`` makes it on the text,
 The HF Trainer matches a config's explicit ``fp16`` / ``bf16`` ``"enabled"`` against
 ``TrainingArguments``' flags and raises ValueError on a mismatch (``HfTrainerDeepSpeedConfig.fill_match``).
 So a config the Trainer reads is switched only together with those flags: where every shell command
-passing it as ``--deepspeed`` gets its ``--fp16`` rewritten to ``--bf16`` (NPU906 in
-cuda2npu/filekinds/launch_flags.py); where the project's code hands configs to ``TrainingArguments``
-(the ``("trainer", "deepspeed")`` fact, runconfig_code.py) and no such command is seen, it is reviewed.
+passing it as ``--deepspeed`` (a path, or a shell variable the script assigns one) gets its ``--fp16``
+rewritten to ``--bf16`` (NPU906 in cuda2npu/filekinds/launch_flags.py); where the project's code
+hands configs to ``TrainingArguments`` (the ``("trainer", "deepspeed")`` fact, runconfig_code.py)
+and no such command is seen, it is reviewed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda2npu.analysis import ds_config
-from cuda2npu.filekinds.launch_flags import DEEPSPEED, check_launch_flags, project_file
+from cuda2npu.filekinds.launch_flags import check_launch_flags, deepspeed_config_name, project_file, script_variables
 from cuda2npu.filekinds.runconfig_code import PROGRAM_FP16, TRAINER_DEEPSPEED
 from cuda2npu.filekinds.runconfig_entries import Member
 from cuda2npu.filekinds.shell_lines import shell_commands
@@ -122,10 +123,11 @@ def _launched_by(script: Path, display: str, options_of: Callable, found: dict[P
     options = replace(options_of(script).for_path(script), fix=False)
     flags, _ = check_launch_flags(text, script, display, options)
     switched = {f.line for f in flags if f.code == "NPU906" and f.fixable}
+    variables = script_variables(text)  # `--deepspeed ${ds_config}` with `ds_config=ds.json` above
     for command in shell_commands(text, options.ignore_noqa):
         for line in command:
-            match = DEEPSPEED.search(line.code)
-            config = project_file(script, match.group(2)) if match is not None else None
+            named = deepspeed_config_name(line.code, variables)
+            config = project_file(script, named[0]) if named is not None else None
             if config is None or (config in found and found[config] is not None):
                 continue
             if any(other.number in switched for other in command):

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from cuda2npu.analysis.attention_choices import attention_parameters, attention_switches
 from cuda2npu.analysis.backend_constants import backend_constants
 from cuda2npu.analysis.build_probes import build_probes
 from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_extensions, shadowing_modules
@@ -49,9 +50,10 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     TensorDict field (a ``.cuda()`` in a file importing one moves with ``.to``: analysis/receivers.py), the names its modules
     import from each other (an import another file reads is not unused: analysis/project_imports.py),
     its version pins (project/pins.py), the run configurations' keys its code passes to a device
-    or backend (filekinds/runconfig_code.py), and its patches of transformers' flash-attention
-    internals (:func:`flash_attention_hooks`), whether it carries an old Megatron-LM of its own
-    (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
+    or backend, its functions taking the attention implementation positionally and the files on
+    the way to its own ``"flash_attention_2"`` switches (analysis/attention_choices.py), and its
+    patches of transformers' flash-attention internals (:func:`flash_attention_hooks`), whether it
+    carries an old Megatron-LM of its own (:func:`megatron_fork`), and where it sets transformers' ``_flash_attn_2_enabled`` True or
     replaces a flash-attn function with its own (analysis/flash_probes.py), and its callables with
     a parameter named like a device and the names of such parameters with a device default
     (analysis/device_parameters.py), its classes with a
@@ -79,6 +81,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         project_imports=imported_names(texts),
         backend_constants=backend_constants(texts),
         config_keys=config_keys(texts),
+        attention_parameters=attention_parameters(texts),
+        attention_switches=attention_switches(texts, root),
         flash_attention_hooks=flash_attention_hooks(texts, root, files),
         megatron_fork=megatron_fork(files),
         flash2_flag_setters=flash2_flag_setters(texts, root),

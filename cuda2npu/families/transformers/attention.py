@@ -7,9 +7,11 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
 - NPU901: the ``"flash_attention_2"`` literal that reaches ``attn_implementation`` (a transformers
   call's keyword, ``dict(attn_implementation=...)``, a ``{"attn_implementation": ...}`` dict,
   ``config._attn_implementation = ...``, through a same-file variable, parameter default, argparse
-  default or dataclass field) becomes ``"sdpa"`` (transformers ≥ 4.36), ``"eager"`` where the
-  torch pin predates 2.1.1 (transformers' sdpa raises there) or where the file answers ``== "sdpa"``
-  with ``"flash_attention_2"`` (a part of its model has no SDPA: Aria's vision tower).
+  default or dataclass field; a positional argument filling the ``attn_implementation`` parameter of
+  the project's own function: ``train("flash_attention_2")``) becomes ``"sdpa"`` (transformers ≥
+  4.36), ``"eager"`` where the torch pin predates 2.1.1 (transformers' sdpa raises there) or where
+  the file answers ``== "sdpa"`` with ``"flash_attention_2"`` (a part of its model has no SDPA:
+  Aria's vision tower).
 - NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` (or ``"eager"``,
   as above) where the pin guarantees 4.36.0, else a manual item.
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
@@ -23,6 +25,7 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -83,9 +86,10 @@ class FlashAttention2(Rule):
         if not self._active():
             return
         hf = is_hf_call(self.resolver, node)
-        arg = keyword(node, "attn_implementation")
+        arg = keyword(node, "attn_implementation") or self._positional_attn(node)
         # transformers' keyword also where a project's own PreTrainedModel subclass or wrapper takes it,
-        # and in a project on transformers, where its own function hands it on (`train(attn_implementation=...)`)
+        # and in a project on transformers, where its own function hands it on (`train(attn_implementation=...)`,
+        # or `train("flash_attention_2")` to its `def train(attn_implementation=None)`)
         if arg is not None and (
             hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx) or depends_on_hf(self.options)
         ):
@@ -132,6 +136,46 @@ class FlashAttention2(Rule):
         """``def load_model(..., attn_implementation="flash_attention_2")``: a loader's default."""
         if self._active() and node.default is not None and _named_attn(node.name) and imports_hf(self.ctx):
             self._attn_value(node, node.default)
+
+    def _positional_attn(self, call: cst.Call) -> cst.Arg | None:
+        """The positional argument of ``call`` bound to an ``attn_implementation`` parameter of the
+        project's own function or class: ``train("flash_attention_2")`` where this file defines
+        ``def train(attn_implementation=None)`` (VideoLLaMA2), or imports ``train`` from a project file
+        defining it so (``ProjectFacts.attention_parameters``, analysis/attention_choices.py)."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        imported = self.resolver.lookup(call.func.value)
+        if imported:
+            names = {name.rpartition(".")[2] for name in imported}
+            position = self._imported_attn_positions.get(names.pop()) if len(names) == 1 else None
+        else:
+            position = self._own_attn_positions.get(call.func.value)
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if position is None or len(positional) <= position or any(arg.star for arg in positional[: position + 1]):
+            return None  # not passed positionally, or after a `*args` (the parameter it fills is not known)
+        return positional[position]
+
+    @functools.cached_property
+    def _own_attn_positions(self) -> dict[str, int]:
+        """The file's module-level functions (classes, by their ``__init__``) defined once with a
+        positional parameter named like ``attn_implementation``: name → its index in a call."""
+        defined: dict[str, list[int | None]] = {}
+        for statement in self.ctx.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                defined.setdefault(statement.name.value, []).append(_attn_index(statement, 0))
+            elif isinstance(statement, cst.ClassDef):
+                init = next(
+                    (m for m in statement.body.body if isinstance(m, cst.FunctionDef) and m.name.value == "__init__"),
+                    None,
+                )
+                defined.setdefault(statement.name.value, []).append(_attn_index(init, 1) if init else None)
+        return {name: at[0] for name, at in defined.items() if len(at) == 1 and at[0] is not None}
+
+    @functools.cached_property
+    def _imported_attn_positions(self) -> dict[str, int]:
+        """The project's functions and classes taking the attention implementation positionally,
+        as the project facts name them: name → its index in a call."""
+        return dict(self.options.project.attention_parameters)
 
     def _flash_only(self, node: cst.CSTNode) -> bool:
         """``node`` runs only where flash-attn is installed (``try: import flash_attn`` then
@@ -250,6 +294,13 @@ def depends_on_hf(options) -> bool:
 
 def _named_attn(target: cst.BaseExpression) -> bool:
     return isinstance(target, cst.Name) and target.value in ("attn_implementation", "attention_implementation")
+
+
+def _attn_index(function: cst.FunctionDef, skip: int) -> int | None:
+    """The index, among a call's positional arguments, of ``function``'s positional parameter named
+    like ``attn_implementation`` (``skip``: the leading ``self``), None where it has none."""
+    positional = [*function.params.posonly_params, *function.params.params][skip:]
+    return next((index for index, param in enumerate(positional) if _named_attn(param.name)), None)
 
 
 def _imports_flash(node: cst.Import | cst.ImportFrom) -> bool:
