@@ -223,6 +223,25 @@ def test_device_flags_of_the_projects_programs_become_npu(tmp_path):
     assert script.read_text().splitlines() == migrated
 
 
+def test_a_prefixed_device_flag_is_a_device_flag_too(tmp_path):
+    """R1-V's `--vllm_device "cuda:4"` (TRL's vLLM generation device, a dataclass field: no `"--vllm_device"`
+    in the program) is reported; a project program declaring `--ref-device` gets `npu`; counts stay."""
+    write(tmp_path / "grpo.py", "from trl import GRPOConfig\n")
+    write(tmp_path / "ref.py", 'import argparse\n\nargparse.ArgumentParser().add_argument("--ref-device")\n')
+    script = write(
+        tmp_path / "run.sh",
+        """
+        torchrun grpo.py --vllm_device "cuda:4" --num_devices 4
+        python ref.py --ref-device cuda:1
+        """,
+    )
+    assert diagnostics_of(tmp_path, "run.sh") == [(1, 18, "NPU104", "review"), (2, 15, "NPU104", "exact")]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith('# TODO(cuda2npu): NPU104 review: `--vllm_device "cuda:4"` names CUDA devices')
+    assert lines[1:] == ['torchrun grpo.py --vllm_device "cuda:4" --num_devices 4', "python ref.py --ref-device npu:1"]
+
+
 def test_megatron_entry_points_keep_their_precision_flags(tmp_path):
     """`--fp16` / `--tf32` handed to Megatron-LM's pretrain_gpt.py (a submodule the project does not
     carry) are Megatron's own: nothing to report, while an unknown program's stays a review item."""

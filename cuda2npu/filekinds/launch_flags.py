@@ -24,7 +24,8 @@
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
   counterpart depends on the program and its release (docs/reference/vllm.md §4), so it is reported.
-- ``--device cuda`` / ``--devices cuda:0 cuda:1`` (NPU104, as a device string in Python): ``npu``
+- ``--device cuda`` / ``--devices cuda:0 cuda:1``, also prefixed (``--vllm_device "cuda:4"``) (NPU104, as
+  a device string in Python): ``npu``
   (``npu:0 npu:1``) where the launched program is a project file declaring that option
   (``add_argument("--devices", ...)``), else reported.
 - ``ray start --num-gpus N`` (NPU921): ``--resources='{"NPU": N}'``, Ray's resource name of Ascend
@@ -54,7 +55,7 @@ from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_line
 
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend"
-    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|devices?)(?![\w-])"
+    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
 # `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
 DEVICE_VALUES = re.compile(r"""(=|[ \t]+)((["']?)cuda(?::\d+)?\3(?:[ \t]+(["']?)cuda(?::\d+)?\4)*)(?![^\s;&|)])""")
@@ -149,7 +150,7 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
     command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`)."""
     name = match.group(1)
-    if name.startswith("device"):
+    if name.endswith(("device", "devices")):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
     if value is _UNKNOWN or name == "bf16":
