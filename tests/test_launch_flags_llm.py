@@ -602,3 +602,21 @@ def test_r14_attn_a_positional_value_for_another_files_parameter(tmp_path):
     )
     cli("migrate", tmp_path)
     assert entry.read_text().splitlines()[3:] == ['    train("sdpa")', '    train(None, "flash_attention_2")']
+
+
+def test_bf16_under_a_transformers_pin_that_rejects_it_on_the_npu(tmp_path):
+    """LLM-Shearing's `sft.sh --bf16 True` under transformers 4.33.0: TrainingArguments raises on an
+    NPU device before 4.34.0, so the flag is reviewed; under a newer pin, or set False, nothing is said."""
+    write(tmp_path / "requirements.txt", "transformers==4.33.0\n")
+    write(tmp_path / "sft.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    script = write(tmp_path / "sft.sh", "python sft.py --bf16 True --tf32 False\npython sft.py --bf16 False\n")
+    assert diagnostics_of(tmp_path, "sft.sh") == [(1, 15, "NPU906", "review")]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert "`--bf16` makes TrainingArguments raise ValueError on an NPU host" in lines[0]
+    assert "`transformers==4.33.0`" in lines[0] and lines[1:] == [
+        "python sft.py --bf16 True --tf32 False",
+        "python sft.py --bf16 False",
+    ]
+    write(tmp_path / "requirements.txt", "transformers==4.34.0\n")
+    assert diagnostics_of(tmp_path, "sft.sh") == []

@@ -50,7 +50,15 @@ from cuda2npu.analysis.ds_config import BF16_NAMES
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.optimizer_names import optim_decision
-from cuda2npu.families.transformers.releases import FA2_ON_NPU, bf16_rejected, fa2_replacement, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import (
+    BF16_ON_NPU,
+    FA2_ON_NPU,
+    bf16_rejected,
+    fa2_replacement,
+    guaranteed,
+    pin_text,
+    predates,
+)
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
 
 FLAG = re.compile(
@@ -153,9 +161,11 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     if name.endswith(("device", "devices")):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
-    if value is _UNKNOWN or name == "bf16":
+    if value is _UNKNOWN:
         return None
     word = value.group(3) if value is not None else None
+    if name == "bf16":
+        return _bf16(word, program, options)
     if name.startswith("attn"):
         return None if word != FA2 else _attention(name, value, program, options)
     if name.startswith("vllm"):
@@ -192,6 +202,22 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
     return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+
+
+def _bf16(word: str | None, program: _Program | None, options):
+    """NPU906 for ``--bf16 True`` under a transformers pin whose TrainingArguments rejects bf16 on an
+    NPU device (before 4.34.0: LLM-Shearing's ``sft.sh`` under 4.33.0), None otherwise."""
+    spec = predates(options, BF16_ON_NPU)
+    if spec is None or (word is not None and word.lower() not in TRUE) or (program and program.megatron):
+        return None
+    message = (
+        f"`--bf16` makes TrainingArguments raise ValueError on an NPU host under the pin `transformers{spec}` "
+        f"(bf16 on an NPU device is accepted from {BF16_ON_NPU}): raise the pin to >={BF16_ON_NPU}, or train "
+        "with --fp16 (with loss scaling)"
+    )
+    if program is None or not program.known:
+        message += ", if this flag is TrainingArguments'"
+    return "NPU906", message, Tier.REVIEW, None
 
 
 def _device(name: str, code: str, match: re.Match, program: _Program | None):
