@@ -593,13 +593,15 @@ def _file_trains(ctx) -> bool:
 
 def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
     """Whether ``cast`` (in ``statement``) is evaluation code: under ``torch.no_grad()`` /
-    ``torch.inference_mode()``, or in a function that does not train (``_training_functions``) and is
+    ``torch.inference_mode()`` or an ``if`` on a flag named for evaluation (``if args.fp16_full_eval:``),
+    or in a function that does not train (``_training_functions``) and is
     named for evaluation (``evaluate``, ``test``, ``predict``, ...), is decorated with
     ``no_grad``/``inference_mode``, or puts the model in eval mode before the cast (or in the
     statement after it)."""
     index = TreeIndex.of(ctx)
     if any(
-        isinstance(owner, cst.With) and any(_no_grad(ctx, item.item) for item in owner.items)
+        (isinstance(owner, cst.With) and any(_no_grad(ctx, item.item) for item in owner.items))
+        or (isinstance(owner, cst.If) and _names_evaluation(owner.test))
         for owner in index.ancestors(statement)
     ):
         return True
@@ -617,6 +619,15 @@ def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
         *(call for part in near for call in iter_nodes(part, cst.Call)),
     ]
     return any(_method(call) == "eval" and code_of(_unmoved(call)) == model for call in calls)
+
+
+def _names_evaluation(test: cst.BaseExpression) -> bool:
+    """``args.fp16_full_eval``, ``do_predict``: a test reading a flag named for evaluation (the HF
+    Trainer's evaluation loop casts the model for ``fp16_full_eval``: LMFlow's vendored Trainer)."""
+    return any(
+        EVAL_FLAG_WORDS.intersection(name_tokens(node.attr.value if isinstance(node, cst.Attribute) else node.value))
+        for node in iter_nodes(test, (cst.Attribute, cst.Name))
+    )
 
 
 def _frozen(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
@@ -715,6 +726,7 @@ EVAL_WORDS = {  # function name words of evaluation code
     "generate",
     "sample",
 }
+EVAL_FLAG_WORDS = {"eval", "evaluate", "evaluation", "inference", "predict", "prediction"}  # of a branch's flag
 OPTIMIZER_WORDS = {"opt", "optim", "optimizer", "optimiser", "scaler"}
 
 
