@@ -17,6 +17,11 @@
   flash-attention path (4.51.0); with ``padding_free: true`` in the same file it is a manual NPU903
   item (SDPA before 4.51 ignores the packed ``position_ids``). A key ``attn_implementation`` no code
   is seen reading is a review item.
+- NPU728 ``config-cuda-attention-kernel``, and NPU727, NPU907, NPU904 in axolotl's configs: the
+  settings training frameworks read (cuda2npu/filekinds/runconfig_frameworks.py): axolotl's
+  ``flash_attention`` / ``sdp_attention`` / ``s2_attention`` / ``xformers_attention: true``,
+  ``optimizer``, ``load_in_8bit`` / ``load_in_4bit`` and ``tf32``, and a model config's
+  ``attn_impl: flash`` / ``triton`` (llm-foundry, MPT).
 - NPU727, NPU906, NPU904: ``TrainingArguments`` written as JSON or YAML (read by ``HfArgumentParser``'s
   file parsers; cuda2npu/filekinds/runconfig_trainer.py): ``optim: paged_adamw_32bit`` /
   ``adamw_apex_fused`` → ``adamw_torch`` (other bitsandbytes optimizers: manual), ``fp16: true`` →
@@ -52,6 +57,7 @@ from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.quantization import ADVICE as QUANTIZATION_ADVICE
 from cuda2npu.families.transformers.releases import FA2_ON_NPU, fa2_replacement, guaranteed, pin_text
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
+from cuda2npu.filekinds import runconfig_frameworks as frameworks
 from cuda2npu.filekinds import runconfig_trainer as trainer
 from cuda2npu.filekinds.depfiles import decoded_text, encoded_like
 from cuda2npu.filekinds.runconfig_entries import (
@@ -70,7 +76,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MAX_BYTES = 1 << 20
-PREFILTER = re.compile(r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2|optim|tf32|load_in_[48]bit")
+PREFILTER = re.compile(
+    r"cuda|nccl|MULTI_GPU|fp16|zero_quantized|\"amp\"|flash_attention_2|optim|tf32|load_in_[48]bit|"
+    + frameworks.PREFILTER_WORDS
+)
 DEVICE_VALUE = re.compile(r"cuda(?::\d+)?")
 BACKEND_KEYS = {"backend", "dist_backend", "distributed_backend", "ddp_backend", "process_group_backend"}
 DEVICE, BACKEND, DS_FP16, DS_CUDA_ONLY, ACC_MULTI_GPU, ACC_FP16, OPTIM = (f"NPU72{i}" for i in range(1, 8))
@@ -156,6 +165,7 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
     plan.items += _device_items(plan.entries, options)
     plan.items += _attention_items(plan.entries, options)
     plan.items += _quantization_items(plan.entries, options)
+    _add_framework_items(plan, top)
     noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
     plan.items = [
         item
@@ -164,6 +174,25 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
         and not (item.entry.line in noqa and noqa[item.entry.line].matches(item.code))
     ]
     return plan
+
+
+def _add_framework_items(plan: Plan, top: dict[str, Entry | None]) -> None:
+    """The settings training frameworks read (cuda2npu/filekinds/runconfig_frameworks.py): axolotl's
+    config keys and a model's ``attn_impl``. Their finding on an entry replaces the generic one
+    (axolotl's ``load_in_4bit`` and ``tf32`` fail for sure there, whatever the project's code)."""
+    flags = frameworks.kernel_choice_flags(plan.entries)
+    if plan.kind == "yaml" and frameworks.is_axolotl_config(top, plan.entries):
+        flags += frameworks.axolotl_flags(top)
+    flags = [flag for flag in flags if plan.options.code_enabled(flag.code, rule_doc(flag.code).opt_in)]
+    claimed = {flag.entry.start for flag in flags}
+    plan.items = [item for item in plan.items if item.entry.start not in claimed]
+    for flag in flags:
+        entry, shared = flag.entry, (flag.code, flag.entry.key, flag.entry.value) if flag.shared else None
+        if flag.new is None:
+            plan.items.append(Item(flag.code, entry, flag.message, flag.tier, shared=shared))
+        else:
+            change = (entry.value, flag.new)
+            plan.items.append(Item(flag.code, entry, flag.message, flag.tier, [entry.replaced(flag.new)], change))
 
 
 def _device_items(entries: list[Entry], options) -> list[Item]:
