@@ -42,6 +42,7 @@ import re
 import libcst as cst
 
 from cuda2npu.analysis import portable
+from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.arguments import Unbindable, bind
 from cuda2npu.core.diagnostics import Tier
@@ -150,10 +151,11 @@ def _called_with_cuda(expr: cst.BaseExpression) -> bool:
 class _BackendFlow(cst.CSTVisitor):
     """Pre-pass: which ``"nccl"`` literals reach torch.distributed, and which name something else."""
 
-    def __init__(self, scope, parents, exported: tuple[str, ...] = ()) -> None:
+    def __init__(self, scope, parents, exported: tuple[str, ...] = (), unread=lambda call: False) -> None:
         self.scope = scope
         self.parents = parents  # the module's TreeIndex.parents
         self.exported = exported  # names other project files pass to torch.distributed as the backend
+        self.unread = unread  # whether nothing can read the value of an argparse option (its add_argument call)
         self.rewrite: set[cst.CSTNode] = set()
         self.ignore: set[cst.CSTNode] = set()  # Ray, Literal[...]
         self.attributes: set[cst.CSTNode] = set()  # implementation names, left unless their value flows
@@ -339,10 +341,17 @@ class _BackendFlow(cst.CSTVisitor):
         sink_attributes = {s.rpartition(".")[2] for s in self.sinks if "." in s}
         for dest, call in self._options:
             if BACKEND_OPTION.fullmatch(dest) or dest in sink_attributes:
+                literals = [
+                    literal
+                    for arg in call.args
+                    if arg.keyword is not None and arg.keyword.value in ("default", "choices")
+                    for literal in backend_literals(arg.value)
+                ]
+                if literals and self.unread(call):  # a default nothing reads: left as written, unreported
+                    self.ignore.update(literals)
+                    continue
                 self.option_dests.add(dest)
-                for arg in call.args:
-                    if arg.keyword is not None and arg.keyword.value in ("default", "choices"):
-                        self.rewrite.update(backend_literals(arg.value))
+                self.rewrite.update(literals)
         for name, value in self._assigned:
             if _group_name_call(value):
                 self.group_names.add(name)
@@ -567,7 +576,12 @@ class NcclBackend(Rule):
     def flow(self) -> _BackendFlow:
         if self._flow is None:
             parents = TreeIndex.of(self.ctx).parents
-            self._flow = _BackendFlow(self.resolver.module_scope, parents, self.options.file.backend_names)
+            self._flow = _BackendFlow(
+                self.resolver.module_scope,
+                parents,
+                self.options.file.backend_names,
+                unread=lambda call: option_unread(self.ctx, call),
+            )
             walk(self.ctx.module, self._flow)
             self._flow.resolve()
         return self._flow

@@ -29,6 +29,7 @@ import re
 import libcst as cst
 
 from cuda2npu.analysis import portable
+from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
 from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use, no_cuda_branch
 from cuda2npu.analysis.kernel_switch import kernel_call
@@ -413,11 +414,15 @@ class DeviceStrings(Rule):
         )
 
     def _option(self, node: cst.Call, positional: list, default: str, choices: str | None) -> None:
-        """``--device`` options: argparse/click defaults and choices, absl ``DEFINE_*("device", "cuda")``."""
-        absl = (dotted_name(node.func) or "").rpartition(".")[2].startswith("DEFINE_")
+        """``--device`` options: argparse/click defaults and choices, absl ``DEFINE_*("device", "cuda")``;
+        not an argparse option whose value nothing can read (analysis/argparse_reads.py)."""
+        last = (dotted_name(node.func) or "").rpartition(".")[2]
+        absl = last.startswith("DEFINE_")
         names = [string_value(p) or "" for p in (positional[:1] if absl else positional)]
         names += [string_value(a.value) or "" for a in node.args if a.keyword is not None and a.keyword.value == "name"]
         if not any(DEVICE_NAME.search(f.lstrip("-").replace("-", "_")) for f in names):
+            return
+        if last == "add_argument" and option_unread(self.ctx, node):
             return
         values = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         if absl:  # DEFINE_enum(name, default, enum_values, help)
