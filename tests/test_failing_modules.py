@@ -5,9 +5,12 @@ such module at module level gets NPU606 at that import."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from cli_helpers import cli, write
 
-from cuda2npu.analysis.failing_modules import failing_modules
+from cuda2npu.analysis.failing_modules import failing_and_optional_modules, failing_modules
 from cuda2npu.analysis.python_files import PythonFiles
 
 INTERFACE = "import torch\nimport selective_scan_cuda\n\n\ndef scan(x):\n    return selective_scan_cuda.fwd(x)\n"
@@ -99,3 +102,82 @@ def test_the_importer_of_an_unported_flash_attn_1_patch_is_marked(tmp_path):
     )
     cli("migrate", tmp_path)
     assert "NPU606 `video_chatgpt.train.llama_flash_attn_monkey_patch` cannot be imported" in main.read_text()
+
+
+FUSED = b"import torch\nfrom flash_attn.ops.layer_norm import layer_norm\n\n\ndef norm(x, w):\n    return layer_norm(x, w)\n"
+
+
+def test_a_failing_module_the_project_imports_only_under_a_fallback_is_optional(tmp_path):
+    """Otter's ``modeling_fuyu.py``: ``try: from .modeling_persimmon import ...`` / ``except ImportError:
+    from transformers import ...`` (round 14): the module never loads on an NPU host. Not optional: a
+    module also imported once without a guard, or under a guard that does not catch the failure
+    (``except ValueError``) or re-raises it, and a module nothing imports (a script)."""
+    guarded = b"try:\n    from .%s import norm\nexcept ImportError:\n    norm = None\n"
+    texts = {
+        tmp_path / "pkg" / "__init__.py": b"",
+        tmp_path / "pkg" / "fuyu" / "modeling_fused.py": FUSED,  # a directory without __init__.py, as Otter's
+        tmp_path / "pkg" / "fuyu" / "modeling_main.py": guarded % b"modeling_fused",
+        tmp_path / "pkg" / "both.py": FUSED,
+        tmp_path / "pkg" / "uses_both.py": guarded % b"both" + b"\nfrom pkg.both import norm as again\n",
+        tmp_path / "pkg" / "value_error.py": FUSED,
+        tmp_path / "pkg" / "uses_value_error.py": b"try:\n    import pkg.value_error\nexcept ValueError:\n    pass\n",
+        tmp_path / "pkg" / "reraised.py": FUSED,
+        tmp_path / "pkg" / "uses_reraised.py": (
+            b"try:\n    from . import reraised\nexcept ImportError as e:\n    raise RuntimeError('no') from e\n"
+        ),
+        tmp_path / "pkg" / "lazy.py": FUSED,
+        tmp_path
+        / "pkg"
+        / "uses_lazy.py": b"def attend():\n    try:\n        from .lazy import norm\n    except:\n        pass\n",
+        tmp_path / "pkg" / "script.py": FUSED,
+        tmp_path / "pkg" / "ops.py": INTERFACE.encode(),
+        tmp_path / "pkg" / "chain.py": b"import torch\nfrom .ops import scan\n",
+        tmp_path
+        / "pkg"
+        / "uses_chain.py": b"try:\n    from pkg import chain\nexcept ModuleNotFoundError:\n    chain = None\n",
+    }
+    failing, optional = failing_and_optional_modules(PythonFiles(texts), root=tmp_path)
+    assert {"pkg.both", "pkg.script", "pkg.ops", "pkg.chain", "modeling_fused"} <= dict(failing).keys()
+    real = os.path.realpath(tmp_path)
+    assert optional == tuple(
+        sorted(
+            [
+                (f"{real}/pkg/chain.py", ".ops", "selective_scan_cuda", "pkg/uses_chain.py:2"),
+                (f"{real}/pkg/fuyu/modeling_fused.py", "flash_attn.ops.layer_norm", "", "pkg/fuyu/modeling_main.py:2"),
+                (f"{real}/pkg/lazy.py", "flash_attn.ops.layer_norm", "", "pkg/uses_lazy.py:3"),
+            ]
+        )
+    )
+
+
+def test_an_optional_module_is_left_as_written_but_for_its_marker(tmp_path):
+    """Migrated: the module imported only under a fallback gets NPU606 at its failing import, naming
+    where the project falls back, and nothing else; the near misses are migrated as before."""
+    body = (
+        "import torch\nfrom flash_attn.ops.layer_norm import layer_norm\n\n\n"
+        "def norm(x, w):\n    return layer_norm(x.cuda(), w)\n"
+    )
+    write(tmp_path / "pkg" / "__init__.py", "")
+    optional = write(tmp_path / "pkg" / "fused.py", body)
+    write(tmp_path / "pkg" / "model.py", "try:\n    from .fused import norm\nexcept ImportError:\n    norm = None\n")
+    unguarded = write(tmp_path / "pkg" / "fused_too.py", body)
+    write(tmp_path / "pkg" / "model_too.py", "try:\n    from .fused_too import norm\nexcept ImportError:\n    pass\n")
+    write(tmp_path / "pkg" / "train.py", "from pkg.fused_too import norm\n")
+    value_error = write(tmp_path / "pkg" / "fused_value.py", body)
+    write(
+        tmp_path / "pkg" / "model_value.py", "try:\n    from .fused_value import norm\nexcept ValueError:\n    pass\n"
+    )
+    script = write(tmp_path / "pkg" / "script.py", body)
+    cli("migrate", tmp_path, "--report", tmp_path / "report.json")
+    lines = optional.read_text().splitlines()
+    assert lines[1].startswith("# TODO(cuda2npu): NPU606 `flash_attn.ops.layer_norm` cannot be imported")
+    assert "(pkg/model.py:2)" in lines[1] and "left this file as written" in lines[1]
+    assert lines[:1] + lines[2:] == body.splitlines()  # no `import torch_npu`, `.cuda()` kept, no NPU403
+    for migrated in (unguarded, value_error, script):
+        text = migrated.read_text()
+        assert "x.npu()" in text and "NPU403" in text and "left this file as written" not in text
+    before = optional.read_text()
+    cli("migrate", tmp_path)
+    assert optional.read_text() == before  # idempotent
+    report = json.loads((tmp_path / "report.json").read_text())  # no real path in the report
+    assert report["options"]["optional_modules"] == [["fused.py", "flash_attn.ops.layer_norm", "", "pkg/model.py:2"]]

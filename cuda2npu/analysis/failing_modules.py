@@ -12,12 +12,21 @@ and that cuda2npu ports none of, ``unported``; a flash-attn name ported at its i
 ``flash_attn_unpadded_qkvpacked_func``), then the modules importing those (or a package
 whose ``__init__.py`` does), to a fixed point. flash-attn, xFormers, apex and TransformerEngine do
 not count: their imports go once their calls are migrated.
+
+Of those, :func:`failing_and_optional_modules` also finds the *optional* ones: modules the project
+imports, and only in the body of a ``try`` whose handler catches the failure and falls back
+(Otter's ``modeling_fuyu.py``: ``try: from .modeling_persimmon import ...`` / ``except ImportError:
+from transformers import ...``). Such a module never loads on an NPU host, where the project runs
+its fallback: NPU606 marks its failing import and nothing else in it is migrated.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import (
@@ -30,22 +39,36 @@ from cuda2npu.analysis.cuda_only_modules import (
 )
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
+from cuda2npu.core.imports import IMPORT_ERRORS
+
+TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
 
 
 def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
     """``(module, what fails)`` for each module of the project that fails at import on an NPU host
     (see the module docstring), sorted; ``what fails``: the import at the end of the chain that does."""
+    return _failing_modules(files, extensions, ImportSites(files))
+
+
+def failing_and_optional_modules(
+    files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...]]:
+    """:func:`failing_modules`, and of them the optional ones (:func:`optional_modules`), from one
+    parse of each file read (``root``: the project root the importers are named from)."""
+    sites = ImportSites(files)
+    failing = _failing_modules(files, extensions, sites)
+    return failing, optional_modules(files, failing, sites, root)
+
+
+def _failing_modules(
+    files: PythonFiles, extensions: tuple[str, ...], sites: ImportSites
+) -> tuple[tuple[str, str], ...]:
+    """:func:`failing_modules`, reading the files' imports through ``sites``."""
     words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_unported_roots(), "flash_attn"})
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
     modules = files.modules
-    imports: dict[Path, list[str]] = {}  # each file's module-level imports, parsed when first needed
-
-    def imports_of(path: Path) -> list[str]:
-        if path not in imports:
-            imports[path] = _module_level_imports(files[path], modules[path], path.name == "__init__.py")
-        return imports[path]
-
+    imports_of = sites.module_level
     failing: dict[str, str] = {}
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
@@ -73,19 +96,182 @@ def _names(files: PythonFiles, path: Path) -> list[str]:
     return [files.modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
 
 
-def _module_level_imports(text: bytes, module: str, is_package: bool) -> list[str]:
-    """The absolute modules the statements at the top of the module import (not guarded)."""
-    tree = parse(text)  # not kept: a fact reading many files keeps no tree
+@dataclass(frozen=True)
+class ImportSite:
+    """One import statement of a file, as :class:`ImportSites` reads it."""
+
+    line: int
+    top: bool  # a statement of the module's own body (not in a block, a class or a function)
+    guarded: bool  # in the body of a `try` whose handler catches a failed import and falls back
+    imported: tuple[tuple[str, str], ...]  # (absolute module, as written) of each module it may import
+    # the absolute modules a relative import names when the file is imported by its package-qualified
+    # name (`_names`: a module in a directory without `__init__.py`)
+    qualified: tuple[str, ...] = ()
+
+
+class ImportSites:
+    """Each project file's import statements, from one :func:`parse` of the file when first asked
+    (the tree is not kept: a fact reading many files keeps no tree)."""
+
+    def __init__(self, files: PythonFiles) -> None:
+        self._files = files
+        self._sites: dict[Path, list[ImportSite]] = {}
+
+    def of(self, path: Path) -> list[ImportSite]:
+        """The import statements of the module ``path`` (one of ``files.modules``), in file order."""
+        if path not in self._sites:
+            self._sites[path] = _import_sites(self._files, path)
+        return self._sites[path]
+
+    def module_level(self, path: Path) -> list[str]:
+        """The absolute modules the statements at the top of the module import (not guarded)."""
+        return [absolute for site in self.of(path) if site.top for absolute, _ in site.imported]
+
+
+def _import_sites(files: PythonFiles, path: Path) -> list[ImportSite]:
+    """The import statements of ``path``, resolved under its module name (a relative one also under its
+    package-qualified name, :attr:`ImportSite.qualified`)."""
+    tree = parse(files[path])
     if tree is None:
         return []
+    top = {id(statement) for statement in tree.body}
+    module, *others = _names(files, path)
+    is_package = path.name == "__init__.py"
+    sites = []
+    for statement, guarded in _imports_under_guards(tree.body):
+        imported = _imported(statement, module, is_package)
+        relative = isinstance(statement, ast.ImportFrom) and statement.level
+        qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
+        sites.append(ImportSite(statement.lineno, id(statement) in top, guarded, imported, tuple(qualified)))
+    return sites
+
+
+def _imported(statement: ast.Import | ast.ImportFrom, importer: str, is_package: bool) -> tuple[tuple[str, str], ...]:
+    """(absolute module, as written) of each module ``statement`` of the module ``importer`` may
+    import, in the order written (``from a import b``: ``a``, then ``a.b``, a module or a name of ``a``)."""
+    if isinstance(statement, ast.Import):
+        return tuple((alias.name, alias.name) for alias in statement.names)
+    names = [alias.name for alias in statement.names if alias.name != "*"]
+    base = absolute_module(importer, is_package, statement.level, statement.module or "")
+    absolute = [base, *(f"{base}.{name}" for name in names)]
+    return tuple(zip(absolute, written_imports(statement.level, statement.module or "", names)))
+
+
+def written_imports(level: int, module: str, names: list[str]) -> list[str]:
+    """The modules ``from <level dots><module> import <names>`` may import, as written: ``from ..a
+    import b`` → ``..a``, ``..a.b``; ``from . import b`` → ``.``, ``.b`` (the rules' and this fact's
+    common name of an import whose absolute module a rule cannot know)."""
+    base = "." * level + module
+    return [base, *(base + ("" if base.endswith(".") else ".") + name for name in names)]
+
+
+def _imports_under_guards(
+    statements: list[ast.stmt], guarded: bool = False
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """``(import statement, guarded)`` for each import among ``statements`` and the blocks in them,
+    in file order; ``guarded``: in the body of a ``try`` that falls back when the import fails."""
+    for statement in statements:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            yield statement, guarded
+        elif isinstance(statement, TRIES):
+            yield from _imports_under_guards(statement.body, guarded or _falls_back(statement))
+            for block in (*(handler.body for handler in statement.handlers), statement.orelse, statement.finalbody):
+                yield from _imports_under_guards(block, guarded)
+        elif hasattr(statement, "body") or hasattr(statement, "cases"):  # def, class, if, loop, with, match
+            yield from _imports_under_guards(getattr(statement, "body", ()), guarded)
+            yield from _imports_under_guards(getattr(statement, "orelse", ()), guarded)
+            for case in getattr(statement, "cases", ()):
+                yield from _imports_under_guards(case.body, guarded)
+
+
+def _falls_back(statement: ast.Try) -> bool:
+    """A handler of the ``try`` catches a failed import (ImportError, ModuleNotFoundError, Exception,
+    BaseException or a bare ``except``) and does not end in ``raise``."""
+    return any(_catches_import_error(handler) and not _reraises(handler) for handler in statement.handlers)
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(_last_name(kind) in IMPORT_ERRORS for kind in kinds)
+
+
+def _last_name(node: ast.expr) -> str:
+    """``ModuleNotFoundError`` of ``builtins.ModuleNotFoundError``; "" for another expression."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _reraises(handler: ast.ExceptHandler) -> bool:
+    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``): no fallback."""
+    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+
+
+SHOWN_IMPORTERS = 3  # the guarded imports an optional module's entry names; the others are counted
+
+
+def optional_modules(
+    files: PythonFiles, failing: tuple[tuple[str, str], ...], sites: ImportSites, root: Path | None = None
+) -> tuple[tuple[str, str, str, str], ...]:
+    """``(real path, failing import, what fails, importers)`` for each failing module (``failing``:
+    :func:`failing_modules`) that project files import, every one in the body of a ``try`` that
+    falls back (see the module docstring; a module nothing imports may be a script: not listed).
+    ``failing import``: its first module-level import that fails, as written; ``what fails``: the
+    import at the end of the chain, "" where that is the import itself; ``importers``: where the
+    project imports it, ``path:line`` from ``root``. Only files whose import statements name one
+    of the failing modules (or are relative) are read (:meth:`PythonFiles.may_import`)."""
+    what_fails = dict(failing)
+    owners = {name: path for path in files.modules for name in _names(files, path) if name in what_fails}
+    words = {name.rpartition(".")[2].encode() for name in owners}
+    importers: dict[Path, list[tuple[str, int, bool]]] = {}  # failing module -> (file, line, guarded) of its imports
+    for path in files.modules if owners else ():
+        if not files.may_import(path, words):
+            continue
+        for site in sites.of(path):
+            for target in _imported_owners(site, owners) - {path}:
+                importers.setdefault(target, []).append((_shown(path, root), site.line, site.guarded))
     found = []
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_module(module, is_package, node.level, node.module or "")
-            found += [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
+    for target, imports in importers.items():
+        failing_import = _failing_import(sites.of(target), _names(files, target), what_fails)
+        if failing_import is not None and all(guarded for _, _, guarded in imports):
+            places = [f"{shown}:{line}" for shown, line, _ in sorted(imports)]
+            found.append((os.path.realpath(target), *failing_import, _listed(places)))
+    return tuple(sorted(found))
+
+
+def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
+    """The files of ``owners`` (module name -> file) that ``site`` imports: a module it names, or a
+    package above one (whose ``__init__`` runs first)."""
+    found = set()
+    for absolute in (*(name for name, _ in site.imported), *site.qualified):
+        parts = absolute.split(".")
+        found.update(owners[part] for n in range(1, len(parts) + 1) if (part := ".".join(parts[:n])) in owners)
     return found
+
+
+def _failing_import(sites: list[ImportSite], own: list[str], what_fails: dict[str, str]) -> tuple[str, str] | None:
+    """``(as written, what fails)`` of the first module-level import of a failing module that fails
+    (``own``: its names); ``what fails`` is "" where the import is itself what fails."""
+    cause = next((what_fails[name] for name in own if name in what_fails), None)
+    for site in (site for site in sites if site.top):
+        for absolute, written in site.imported:
+            if absolute == cause:
+                return written, ""
+            part = failing_part(absolute, what_fails)
+            if part is not None and part not in own:
+                return written, what_fails[part]
+    return None
+
+
+def _shown(path: Path, root: Path | None) -> str:
+    """``path`` as the migration report names it: from ``root``, else its name alone."""
+    return path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
+
+
+def _listed(places: list[str]) -> str:
+    """The first :data:`SHOWN_IMPORTERS` of ``places``, the others counted."""
+    others = len(places) - SHOWN_IMPORTERS
+    return ", ".join(places[:SHOWN_IMPORTERS]) + (f" and {others} other{'s' * (others > 1)}" if others > 0 else "")
 
 
 def _unported_roots() -> tuple[str, ...]:

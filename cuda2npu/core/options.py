@@ -126,6 +126,9 @@ class ProjectFacts:
     triton_functions: tuple[str, ...] = ()
     # (module, what fails) of its modules that fail at import on an NPU host, also through others (failing_modules.py)
     failing_modules: tuple[tuple[str, str], ...] = ()
+    # (real path, failing import as written, what fails or "", "importer:line, ...") of those the project
+    # imports only where it falls back when the import fails (failing_modules.py; for_path)
+    optional_modules: tuple[tuple[str, str, str, str], ...] = ()
     # "module.function" of its functions calling its compiled extension's operators (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
     # "module.function" of its functions answering whether torch is a CUDA or ROCm build (build_probes.py)
@@ -144,6 +147,9 @@ class FileContext:
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
     backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
     cuda_gated_kernels: bool = False  # its Triton kernels run only behind a kept `.is_cuda` test (NPU603)
+    # (failing import as written, what fails or "", importers) where the project imports it only under a
+    # fallback: a module that never loads on an NPU host, left as written but for NPU606 (optional_modules)
+    optional_module: tuple[str, ...] = ()
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
 
@@ -188,6 +194,7 @@ class Options:
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
+        optional = next((tuple(entry[1:]) for entry in project.optional_modules if _same_file(entry[0], path)), ())
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
             os.path.realpath(path)
@@ -207,6 +214,7 @@ class Options:
                 flash_attention_hooks=(),
                 backend_constants=(),
                 kernels_behind_cuda_gates=(),
+                optional_modules=(),
                 legacy_vllm_adapters=(),
             ),
             file=FileContext(
@@ -216,6 +224,7 @@ class Options:
                 flash_attention_hooks=hooks,
                 backend_names=backends,
                 cuda_gated_kernels=gated,
+                optional_module=optional,
                 legacy_vllm_adapter=adapter,
                 npu_version=npu_version(path),
             ),
@@ -244,6 +253,9 @@ class Options:
             f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
         )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
+        facts["optional_modules"] = tuple(
+            (os.path.basename(path), *entry) for path, *entry in self.project.optional_modules
+        )
         facts["pin_scopes"] = tuple((os.path.basename(where), pins) for where, pins in self.project.pin_scopes)
         facts["attention_switches"] = tuple(
             (os.path.basename(reacher), switch, words) for reacher, switch, words in self.project.attention_switches

@@ -21,7 +21,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     npu_release,
     unported_module,
 )
-from cuda2npu.analysis.failing_modules import failing_part
+from cuda2npu.analysis.failing_modules import failing_part, written_imports
 from cuda2npu.analysis.kernel_rewrites import import_port_note, marked_imports
 from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
@@ -189,6 +189,11 @@ CUDA_ONLY_MESSAGES = {
     # an unported package imported unguarded at module level: the marker is all `migrate` writes
     "unported": "`{module}` cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}",
 }
+# NPU606's message at the failing import of a module the project imports only where it falls back
+OPTIONAL_MODULE_MESSAGE = (
+    "`{module}` cannot be imported on an NPU host{through}, nor can this module; the project imports it only"
+    " under a fallback for that failure ({importers}), which is what runs there: cuda2npu left this file as written"
+)
 CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
     "calls": "`{name}(...)` fails on an NPU host: {note}",
     "review_calls": "`{name}(...)` selects a CUDA-only path: {note}",
@@ -202,7 +207,9 @@ class CudaOnlyImports(Rule):
     when the function runs. NPU606 marks one import per top-level package and file, and xFormers'
     again in each function importing it (:data:`MIGRATED_AT_USES`); not ``import
     triton`` in a file defining Triton kernels (NPU603 marks them), nor an import whose ``except
-    ImportError`` raises later (NPU606 marks the raise, see raising_fallbacks)."""
+    ImportError`` raises later (NPU606 marks the raise, see raising_fallbacks). In a module the
+    project imports only where it falls back (project fact ``optional_modules``), NPU606 at its
+    failing import is the file's one report (``Report.sole``): the file is left as written."""
 
     codes = ("NPU604", "NPU606")
     triggers = (
@@ -226,7 +233,9 @@ class CudaOnlyImports(Rule):
         mention CUDA at all, or no longer once its other calls are migrated."""
         declared = {module.rsplit(".", 1)[-1] for module in options.project.cuda_extensions}
         declared |= {module.split(".")[0] for module, _ in options.project.failing_modules}
-        return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared))
+        if options.file.optional_module:  # its failing import, which stays: `from .ops import scan`
+            declared.add(options.file.optional_module[0].rpartition(".")[2])
+        return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared) if name)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -246,6 +255,7 @@ class CudaOnlyImports(Rule):
         self._raising: set[cst.CSTNode] = set()  # try bodies whose fallback raises (NPU606 at the raise)
         self._inside_raising = 0  # how many of them enclose the current node
         self._called: set[tuple] = set()  # (block, package) NPU606 marked for a CUDA-only call
+        self._optional_marked = False  # NPU606 marked the failing import of an optional module
         # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
@@ -341,6 +351,8 @@ class CudaOnlyImports(Rule):
         self._enter(original_node, -1)
 
     def visit_Import(self, node: cst.Import) -> None:
+        if self._optional_marked or self._optional_module(node):
+            return  # an optional module, left as written: the NPU606 at its failing import says it all
         if is_cuda_alternative(self.ctx, node):
             return  # the CUDA side of code that handles the NPU (a CudaPlatform beside the project's NPUPlatform)
         if not any(self._depth.values()):
@@ -351,6 +363,8 @@ class CudaOnlyImports(Rule):
             self._failing_project_module(node, dotted_name(alias.name) or "")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if self._optional_marked or self._optional_module(node):
+            return  # an optional module, left as written: the NPU606 at its failing import says it all
         if node.module is None or node.relative or is_cuda_alternative(self.ctx, node):
             return
         module = dotted_name(node.module) or ""
@@ -360,6 +374,23 @@ class CudaOnlyImports(Rule):
             self._library(node, *candidates)
         self._cuda_only(node, candidates)
         self._failing_project_module(node, module)
+
+    def _optional_module(self, node: cst.Import | cst.ImportFrom) -> bool:
+        """NPU606 at the failing import of a module the project imports only where it falls back when
+        the import fails (project fact ``optional_modules``: Otter's ``modeling_persimmon.py``, which
+        imports flash-attn's fused ops, imported by ``modeling_fuyu.py`` in ``try: ... except
+        ImportError: from transformers import PersimmonForCausalLM``): the module never loads on an
+        NPU host, so this report is the file's only one (``Report.sole``) and the file stays as
+        written."""
+        optional = self.options.file.optional_module
+        if not optional or self._optional_marked or optional[0] not in _written(node) or not self._module_level():
+            return False
+        failing_import, what_fails, importers = optional
+        self._optional_marked = True
+        through = f" (through the project's imports it reaches `{what_fails}`, which fails there)" if what_fails else ""
+        message = OPTIONAL_MODULE_MESSAGE.format(module=failing_import, through=through, importers=importers)
+        self.report("NPU606", node, message, sole=True)
+        return True
 
     @functools.cached_property
     def _failing_modules(self) -> dict[str, str]:
@@ -472,6 +503,15 @@ class CudaOnlyImports(Rule):
     def _module_level(self) -> bool:
         """The current statement is one of the module's own (not in a function, a class or a block)."""
         return not self._running and any(top is self.ctx.statement for top in self.ctx.module.body)
+
+
+def _written(node: cst.Import | cst.ImportFrom) -> list[str]:
+    """The modules an import statement may import, as written (``..ops``, ``..ops.scan``: the name
+    the project fact ``optional_modules`` gives its failing import by)."""
+    if isinstance(node, cst.Import):
+        return [dotted_name(alias.name) or "" for alias in node.names]
+    names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(alias.name) or "" for alias in node.names]
+    return written_imports(len(node.relative), dotted_name(node.module) or "" if node.module else "", names)
 
 
 def _by_pin(

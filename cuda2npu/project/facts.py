@@ -20,7 +20,7 @@ from cuda2npu.analysis.backend_constants import backend_constants
 from cuda2npu.analysis.build_probes import build_probes
 from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_extensions, shadowing_modules
 from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
-from cuda2npu.analysis.failing_modules import failing_modules
+from cuda2npu.analysis.failing_modules import failing_and_optional_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 from cuda2npu.analysis.project_imports import imported_names
@@ -62,13 +62,14 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
     launchers and its functions calling its compiled extensions' operators, by qualified name
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
-    modules (analysis/failing_modules.py), its functions answering whether torch is
+    modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build (analysis/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files)
     pins, pin_files, pin_scopes = project_pins(files, root)
+    failing, optional = failing_and_optional_modules(texts, extensions, root)
     return ProjectFacts(
         pins=pins,
         pin_files=pin_files,
@@ -93,7 +94,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
         extension_functions=extension_functions(texts, extensions + cpu_built_extensions(files)),
-        failing_modules=failing_modules(texts, extensions),
+        failing_modules=failing,
+        optional_modules=optional,
         build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
     )
