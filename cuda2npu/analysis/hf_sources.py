@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.argparse_reads import option_dest
 from cuda2npu.core.literals import field_default, string_value
 from cuda2npu.core.names import module_qualified
 from cuda2npu.core.statements import TreeIndex
@@ -121,7 +122,11 @@ def _field_defaults(ctx, field: str) -> list[cst.BaseExpression]:
     """Defaults of ``--field`` argparse options and of class fields named ``field`` in this file."""
     found: list[cst.BaseExpression] = []
     for call in TreeIndex.of(ctx).calls:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument" and _dest(call) == field:
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "add_argument"
+            and option_dest(call) == field
+        ):
             default = keyword(call, "default")
             if default is not None:
                 found.append(default.value)
@@ -133,15 +138,3 @@ def _field_defaults(ctx, field: str) -> list[cst.BaseExpression]:
                 if default is not None:
                     found.append(default)
     return found
-
-
-def _dest(call: cst.Call) -> str | None:
-    """The attribute an ``add_argument`` call stores into (``dest=``, else its first ``--long`` option)."""
-    dest = keyword(call, "dest")
-    if dest is not None:
-        return string_value(dest.value)
-    for arg in call.args:
-        option = string_value(arg.value) if arg.keyword is None else None
-        if option is not None and option.startswith("--"):
-            return option[2:].replace("-", "_")
-    return None
