@@ -22,8 +22,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from cuda2npu.analysis.failing_modules import failing_part
-from cuda2npu.analysis.project_imports import absolute_module
+from cuda2npu.analysis.failing_modules import ImportSites, failing_part
 from cuda2npu.analysis.python_files import PythonFiles, parse
 
 ATTENTION_NAMES = ("attn_implementation", "attention_implementation")
@@ -96,12 +95,12 @@ def attention_switches(texts: Mapping[Path, bytes], root: Path | None = None) ->
     if not switches:
         return ()
     files = texts if isinstance(texts, PythonFiles) else PythonFiles(texts)
-    imports: dict[Path, list[str]] = {}  # each file's imported modules, parsed once for every switch
+    sites = ImportSites(files)  # each file's imports, parsed once for every switch
     found = set()
     for path, line in switches.items():
         shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
         words = ",".join(_picked_by(path, files))
-        for reacher in _importers(files, path, imports):
+        for reacher in _importers(files, path, sites):
             found.add((os.path.realpath(reacher), f"{shown}:{line}", words))
     return tuple(sorted(found))
 
@@ -175,10 +174,9 @@ def _picked_by(path: Path, files: Mapping[Path, bytes]) -> list[str]:
     return picked
 
 
-def _importers(files: PythonFiles, target: Path, imports: dict[Path, list[str]]) -> set[Path]:
+def _importers(files: PythonFiles, target: Path, sites: ImportSites) -> set[Path]:
     """``target`` and the project files importing it, also through other modules (a package's
-    ``__init__.py`` importing it counts for the package), anywhere in their text; ``imports``: the
-    modules each file imports, filled as files are parsed."""
+    ``__init__.py`` importing it counts for the package), anywhere in their text."""
     modules = files.modules
     if target not in modules:
         return {target}
@@ -190,22 +188,8 @@ def _importers(files: PythonFiles, target: Path, imports: dict[Path, list[str]])
         for path, module in modules.items():
             if module in reached or not files.may_import(path, words):
                 continue
-            if path not in imports:
-                imports[path] = _imported_modules(files[path], module, path)
-            if any(failing_part(name, reached) for name in imports[path]):
+            imported = (absolute for site in sites.of(path) for absolute, _ in site.imported)
+            if any(failing_part(name, reached) for name in imported):
                 reached[module] = path
                 new.add(module)
     return set(reached.values())
-
-
-def _imported_modules(text: bytes, module: str, path: Path) -> list[str]:
-    """The absolute modules the file's import statements name (``from a import b``: ``a`` and ``a.b``)."""
-    tree = parse(text)
-    found = []
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_module(module, path.name == "__init__.py", node.level, node.module or "")
-            found += [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
-    return found
