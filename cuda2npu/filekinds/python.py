@@ -170,28 +170,30 @@ def _innermost_statements(module: cst.Module, lines: set[int]) -> dict[int, cst.
     return {line: node for line, (_, node) in best.items()}
 
 
-def _orphans(module: cst.Module, orphans: list[tuple[Finding, bytes]], options: Options):
+def _orphans(module: cst.Module, orphans: list[_Placed], options: Options):
     """Markers for unfixed findings that the last round no longer reports (a rewrite hid the
-    construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"), each given with the
-    text it is positioned in (the original file's, or the round's that found it), found through a
-    line diff: ([(statement, code, reason)], the findings whose line was deleted)."""
+    construct from its rule: ``dtype=amp_dtype`` once the autocast says "npu"), each positioned in
+    the text it was found in (the original file's, or a later round's), found through a line diff:
+    ([(statement, code, reason)], the findings whose line was deleted)."""
     mappings: dict[bytes, dict[int, int]] = {}
-    for _, text in orphans:
-        if text not in mappings:
-            mappings[text] = _line_map(decode(text), module.code)
-    statements = _innermost_statements(module, {mappings[text].get(f.line, 0) for f, text in orphans} - {0})
+    for placed in orphans:
+        if placed.text not in mappings:
+            mappings[placed.text] = _line_map(decode(placed.text), module.code)
+    lines = {mappings[p.text].get(p.finding.line, 0) for p in orphans} - {0}
+    statements = _innermost_statements(module, lines)
     extra, gone = [], []
-    for finding, text in orphans:
-        statement = statements.get(mappings[text].get(finding.line, 0))
+    for placed in orphans:
+        finding = placed.finding
+        statement = statements.get(mappings[placed.text].get(finding.line, 0))
         reason = marker_reason(finding.code, finding.tier, finding.message, options, applied=False)
         if statement is None:
-            gone.append(finding)
+            gone.append(placed)
         elif reason is not None:
             extra.append((statement, finding.code, reason))
     return extra, gone
 
 
-def _take(pool: list[Finding], match) -> Finding | None:
+def _take(pool: list[_Placed], match) -> _Placed | None:
     """Remove and return the first finding of ``pool`` that ``match`` accepts."""
     found = next((f for f in pool if match(f)), None)
     if found is not None:
@@ -200,17 +202,10 @@ def _take(pool: list[Finding], match) -> Finding | None:
 
 
 def _still_open(
-    path: str,
-    module: cst.Module,
-    findings: list[Finding],
-    reports: list[Report],
-    options: Options,
-    at_imports: set[int],
-    first_round: set[int],
-) -> tuple[list[Finding], list[Finding]]:
+    path: str, module: cst.Module, placed: list[_Placed], reports: list[Report], options: Options
+) -> tuple[list[_Placed], list[_Placed]]:
     """(findings, orphans): the unfixed findings matched to what the last round (``reports`` on
-    ``module``) reports; ``at_imports``, ``first_round``: ids of findings at an import statement,
-    of findings positioned in the original file.
+    ``module``) reports.
 
     An earlier unfixed finding is matched by code and message, else by code (its message quoted
     code a rewrite changed: the line stays the original one, the message becomes the new one).
@@ -220,29 +215,33 @@ def _still_open(
     message), the two are one finding, at the original line. A finding only the last round
     reports is added at its position there.
     """
-    kept = [f for f in findings if f.applied]
-    earlier = [f for f in findings if not f.applied]
+    kept = [p for p in placed if p.finding.applied]
+    earlier = [p for p in placed if not p.finding.applied]
     open_reports = [r for r in reports if not _applicable(r, options)]
     matched, unmatched = [], []
     for report in open_reports:
-        same = _take(earlier, lambda f: (f.code, f.message) == (report.code, report.message))
+        same = _take(earlier, lambda p: (p.finding.code, p.finding.message) == (report.code, report.message))
         (matched.append(same) if same is not None else unmatched.append(report))
     new = []
     for report in unmatched:
-        same = _take(earlier, lambda f: f.code == report.code and id(f) in first_round) or _take(
-            earlier, lambda f: f.code == report.code
+        same = _take(earlier, lambda p: p.finding.code == report.code and p.first) or _take(
+            earlier, lambda p: p.finding.code == report.code
         )
-        (matched.append(dataclasses.replace(same, message=report.message)) if same is not None else new.append(report))
+        if same is None:
+            new.append(report)
+            continue
+        same.finding = dataclasses.replace(same.finding, message=report.message)
+        matched.append(same)
     orphans = []
-    for finding in (f for f in earlier if id(f) not in at_imports):
-        later = id(finding) in first_round and _take(
-            matched, lambda f: f.code == finding.code and id(f) not in first_round
-        )
+    for orphan in (p for p in earlier if not p.at_import):
+        later = orphan.first and _take(matched, lambda p: p.finding.code == orphan.finding.code and not p.first)
         if later:
-            matched.append(dataclasses.replace(finding, message=later.message))
+            orphan.finding = dataclasses.replace(orphan.finding, message=later.finding.message)
+            matched.append(orphan)
         else:
-            orphans.append(finding)
-    return kept + matched + orphans + _positioned(path, module, new, options, set()), orphans
+            orphans.append(orphan)
+    fresh = [_Placed(f, None) for f in _positioned(path, module, new, options, set())]
+    return kept + matched + orphans + fresh, orphans
 
 
 def migrate_source(source: bytes, path: str, options: Options) -> FileResult:
@@ -327,7 +326,7 @@ def _restored(result: FileResult, reduction: large_files.Reduction, path: str) -
 
 def _migrate_module(module: cst.Module, source: bytes, path: str, options: Options, rules, active) -> FileResult:
     has_noqa = not options.ignore_noqa and noqa.may_concern_us(source)
-    findings: list[Finding] = []
+    placed: list[_Placed] = []
     unused_noqa: list[Finding] = []
     needs_torch_npu = False
     companions: set[str] = set()
@@ -335,9 +334,6 @@ def _migrate_module(module: cst.Module, source: bytes, path: str, options: Optio
     reports: list[Report] = []
     text = source
     rounds_applied = 0  # rounds whose fixes changed the code
-    at_imports: set[int] = set()  # ids of unfixed findings at an import statement (see _still_open)
-    first_round: set[int] = set()  # ids of the findings positioned in the original file
-    positioned_in: dict[int, bytes] = {}  # id of a later round's finding -> the text it is positioned in
     for round_number in range(MAX_ROUNDS):
         if round_number:  # a rewrite may bring a rule's trigger or take one away
             active = triggered(rules, text, options)
@@ -351,16 +347,13 @@ def _migrate_module(module: cst.Module, source: bytes, path: str, options: Optio
         reports = [r for r in reports if r.sole] or reports  # the file cannot run on an NPU host: left as written
         if not any(_applicable(r, options) for r in reports):
             if round_number == 0:
-                findings += _positioned(path, current, reports, options, set(), known=known)
+                placed += _place(_positioned(path, current, reports, options, set(), known), reports, text, True)
             break
         candidate, applied = _apply_round(current, reports, options)
         if round_number == 0:
-            findings += _positioned(path, current, reports, options, applied, at_imports, known)
-            first_round = {id(f) for f in findings}
+            placed += _place(_positioned(path, current, reports, options, applied, known), reports, text, True)
         else:  # later rounds add what earlier rewrites made fixable, and new unfixed findings
-            later = _later_round_findings(path, current, reports, applied, findings, options, at_imports)
-            positioned_in.update((id(f), text) for f in later)
-            findings += later
+            placed += _later_round_findings(path, current, reports, applied, placed, options, text)
         needs_torch_npu |= any(reports[i].needs_torch_npu for i in applied)
         companions.update(reports[i].companion for i in applied if reports[i].companion)
         if candidate.code == current.code:
@@ -372,20 +365,20 @@ def _migrate_module(module: cst.Module, source: bytes, path: str, options: Optio
         except cst.ParserSyntaxError as exc:
             codes = sorted({reports[i].code for i in applied})
             message = f"rewrite by {', '.join(codes)} does not parse ({exc.message}); file left unchanged"
-            findings.append(engine_finding(path, "NPU002", message))
+            findings = [p.finding for p in placed] + [engine_finding(path, "NPU002", message)]
             return FileResult(path, "failed", message, sorted(findings + unused_noqa, key=Finding.sort_key))
     else:
-        findings.append(engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"))
+        placed.append(_Placed(engine_finding(path, "NPU003", f"fixes did not converge in {MAX_ROUNDS} rounds"), None))
         rounds_applied = 0  # the last reports are not of the final code: keep every finding
 
-    orphans: list[Finding] = []
+    orphans: list[_Placed] = []
     if rounds_applied:
-        findings, orphans = _still_open(path, current, findings, reports, options, at_imports, first_round)
+        placed, orphans = _still_open(path, current, placed, reports, options)
     extra: list = []
     if orphans:
-        texts = [(f, source if id(f) in first_round else positioned_in.get(id(f))) for f in orphans]
-        extra, gone = _orphans(current, [(f, text) for f, text in texts if text is not None], options)
-        findings = [f for f in findings if all(f is not g for g in gone)]
+        extra, gone = _orphans(current, [p for p in orphans if p.text is not None], options)
+        placed = [p for p in placed if p not in gone]
+    findings = [p.finding for p in placed]
     findings += unused_noqa
     if options.fix:
         if options.markers:
@@ -437,10 +430,10 @@ def _output_problem(source: bytes, new_source: bytes) -> str | None:
     return None
 
 
-def _later_round_findings(path, module, reports, applied, earlier, options, at_imports) -> list[Finding]:
-    """Findings of a round after the first: every applied fix, plus unfixed findings that were not
-    reported before (matched by code and message, since positions moved)."""
-    seen = Counter((f.code, f.message) for f in earlier if not f.applied)
+def _later_round_findings(path, module, reports, applied, earlier: list[_Placed], options, text) -> list[_Placed]:
+    """Findings of a round after the first (positioned in its ``text``): every applied fix, plus
+    unfixed findings that were not reported before (matched by code and message, since positions moved)."""
+    seen = Counter((p.finding.code, p.finding.message) for p in earlier if not p.finding.applied)
     chosen, flags = [], set()
     for index, report in enumerate(reports):
         if index in applied:
@@ -450,7 +443,7 @@ def _later_round_findings(path, module, reports, applied, earlier, options, at_i
             seen[(report.code, report.message)] -= 1
         else:
             chosen.append(report)
-    return _positioned(path, module, chosen, options, flags, at_imports)
+    return _place(_positioned(path, module, chosen, options, flags), chosen, text, False)
 
 
 def _round_trip_loss(module: cst.Module, source: bytes) -> tuple[int, int] | None:
@@ -470,19 +463,36 @@ def _positioned(
     reports: list[Report],
     options: Options,
     applied: set[int],
-    at_imports: set[int] | None = None,
     known: dict | None = None,
 ) -> list[Finding]:
-    """Findings of ``reports``; the ids of unfixed ones at an import statement go to ``at_imports``.
-    ``known``: positions computed before for (some of) these nodes in ``module``."""
+    """Findings of ``reports`` (``applied``: the indexes of those whose fix was applied); ``known``:
+    positions computed before for (some of) these nodes in ``module``."""
     if not reports:
         return []
     nodes = [report.node for report in reports]
     positions = known if known and all(node in known for node in nodes) else positions_for(module, nodes)
-    findings = [
+    return [
         _finding(path, report, positions[report.node], options, index in applied)
         for index, report in enumerate(reports)
     ]
-    if at_imports is not None:
-        at_imports.update(id(f) for f, r in zip(findings, reports) if not f.applied and is_import_line(r.statement))
-    return findings
+
+
+@dataclasses.dataclass(eq=False)
+class _Placed:
+    """A finding while the rounds run: ``text``, the bytes its position refers to (the original
+    file's, or the later round's that found it; None: an engine finding); ``first``: found in the
+    first round; ``at_import``: unfixed, at an import statement (a rewrite may remove the import as
+    unused, and the finding with it: :func:`_still_open`)."""
+
+    finding: Finding
+    text: bytes | None
+    first: bool = False
+    at_import: bool = False
+
+
+def _place(findings: list[Finding], reports: list[Report], text: bytes, first: bool) -> list[_Placed]:
+    """``findings`` (one per report of ``reports``, in order) as found in ``text``."""
+    return [
+        _Placed(finding, text, first, not finding.applied and is_import_line(report.statement))
+        for finding, report in zip(findings, reports)
+    ]
