@@ -620,3 +620,21 @@ def test_bf16_under_a_transformers_pin_that_rejects_it_on_the_npu(tmp_path):
     ]
     write(tmp_path / "requirements.txt", "transformers==4.34.0\n")
     assert diagnostics_of(tmp_path, "sft.sh") == []
+
+
+def test_a_remote_code_model_gets_eager_not_sdpa(tmp_path):
+    """LMFlow's Phi-3-vision script: `--trust_remote_code` loads a model class that need not declare SDPA
+    (transformers raises for one that does not): `eager`, which every model runs; without it, `sdpa`."""
+    write(tmp_path / "requirements.txt", "transformers==4.40.0\ntorch>=2.1.1\n")
+    write(tmp_path / "finetune.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    script = write(
+        tmp_path / "run.sh",
+        """
+        python finetune.py --trust_remote_code --attn_implementation flash_attention_2
+        python finetune.py --trust_remote_code True --attn_implementation flash_attention_2
+        python finetune.py --trust_remote_code False --attn_implementation flash_attention_2
+        python finetune.py --attn_implementation flash_attention_2
+        """,
+    )
+    cli("migrate", tmp_path)
+    assert [line.rpartition(" ")[2] for line in script.read_text().splitlines()] == ["eager", "eager", "sdpa", "sdpa"]

@@ -89,6 +89,8 @@ OTHER_ASSIGNMENT = re.compile(
     r"""(?:^|[\s;&|(`])(?:(?:export|local|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?([A-Za-z_]\w*)\+?="""
     r"""|(?<![\w-])(?:for|read(?:[ \t]+-\w+)*)[ \t]+([A-Za-z_]\w*)"""
 )
+# `--trust_remote_code` (bare or with a value): the model's class comes with its checkpoint
+TRUST_REMOTE_CODE = re.compile(r"""(?<![\w-])--trust[_-]remote[_-]code(?:(?:=|[ \t]+)(["']?\w+["']?))?(?![\w-])""")
 # `--torch_dtype float16`: the launched program loads the model's weights in float16
 FLOAT16_WEIGHTS = re.compile(r"""(?<![\w-])--torch[_-]dtype(?:=|[ \t]+)(["']?)float16\1(?![\w.-])""")
 TRUE = {"true", "1", "yes", "y", "t"}  # transformers' string_to_bool
@@ -167,7 +169,7 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     if name == "bf16":
         return _bf16(word, program, options)
     if name.startswith("attn"):
-        return None if word != FA2 else _attention(name, value, program, options)
+        return None if word != FA2 else _attention(name, value, program, options, _remote_code(line.code))
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
     if name.endswith("backend"):
@@ -273,7 +275,7 @@ def _optim(word: str | None, value: re.Match | None, program: _Program | None):
     return "NPU727", message, Tier.NUMERIC, (value.start(3), value.end(3), new)
 
 
-def _attention(name: str, value: re.Match, program: _Program | None, options):
+def _attention(name: str, value: re.Match, program: _Program | None, options, remote_code: bool = False):
     if guaranteed(options, FA2_ON_NPU):
         return None
     if program is not None and program.packs:
@@ -283,12 +285,18 @@ def _attention(name: str, value: re.Match, program: _Program | None, options):
             f"position_ids: require transformers >= {FA2_ON_NPU} or pad the batches"
         )
         return "NPU903", message, Tier.MANUAL, None
-    replacement, why = fa2_replacement(options)
+    replacement, why = fa2_replacement(options, remote_code)
     message = (
         f"`--{name} {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): "
         f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
     return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), replacement)
+
+
+def _remote_code(code: str) -> bool:
+    """The command loads the model's own code: ``--trust_remote_code`` (bare, or set true)."""
+    match = TRUST_REMOTE_CODE.search(code)
+    return match is not None and (match.group(1) is None or match.group(1).strip("\"'").lower() in TRUE)
 
 
 def _attention_kept(found_flags: list, command: list[ShellLine], script: Path, text: str, options) -> list:

@@ -211,7 +211,7 @@ class FlashAttention2(Rule):
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
-            value, why = fa2_replacement(self.options)
+            value, why = fa2_replacement(self.options, _remote_code(sink))
             if self._refuses_sdpa():
                 value, why = "eager", "this file sends `sdpa` to flash_attention_2: a part of its model has no SDPA"
             message = (
@@ -294,6 +294,12 @@ def depends_on_hf(options) -> bool:
 
 def _named_attn(target: cst.BaseExpression) -> bool:
     return isinstance(target, cst.Name) and target.value in ("attn_implementation", "attention_implementation")
+
+
+def _remote_code(call: cst.CSTNode) -> bool:
+    """A call loading the model's own code with it: ``from_pretrained(..., trust_remote_code=True)``."""
+    flag = keyword(call, "trust_remote_code") if isinstance(call, cst.Call) else None
+    return flag is not None and literal(flag.value) is True
 
 
 def _attn_index(function: cst.FunctionDef, skip: int) -> int | None:

@@ -39,9 +39,16 @@ def bf16_rejected(options) -> str | None:
     )
 
 
-def fa2_replacement(options) -> tuple[str, str]:
+def fa2_replacement(options, remote_code: bool = False) -> tuple[str, str]:
     """The ``attn_implementation`` that replaces ``flash_attention_2`` under the project's pins, and
-    why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on."""
+    why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on, or for a model whose
+    code comes with its checkpoint (``trust_remote_code``): such a class need not declare SDPA, and
+    transformers raises for one that does not (LMFlow's Phi-3-vision script), while every model runs eager."""
+    if remote_code:
+        return "eager", (
+            "not sdpa: the model's own code (trust_remote_code) need not support SDPA, and transformers raises "
+            "for a class that does not declare it; numerics differ slightly"
+        )
     spec = pin_predates(options.project.pins, "torch", SDPA_TORCH)
     if spec is None:
         return "sdpa", "torch's scaled_dot_product_attention, numerics differ slightly"
