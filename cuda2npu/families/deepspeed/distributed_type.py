@@ -9,6 +9,8 @@ with ``device_map="auto"`` under DDP, and ``accelerator.prepare`` raises). The c
 member is spelled as the comparison spells ``MULTI_GPU`` (``DistributedType.MULTI_NPU``, or the string
 ``"MULTI_NPU"``: ``DistributedType`` is a ``str`` enum). Under an accelerate pin older than 0.21.0
 the enum has no ``MULTI_NPU`` (and accelerate does not know the NPU: NPU705): marked, not rewritten.
+The string form is read in any file (Otter's data loader tests ``args.distributed_type == "MULTI_GPU"``,
+the value its training script copied from the Accelerator); the enum form is accelerate's by its import.
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ class AccelerateMultiGpu(Rule):
     """NPU915: ``distributed_type == DistributedType.MULTI_GPU`` also accepts ``MULTI_NPU``."""
 
     codes = ("NPU915",)
-    triggers = (r"MULTI_GPU",)
-    requires = (r"accelerate",)
+    triggers = (r"MULTI_GPU",)  # also in a file that never names accelerate: `args.distributed_type == "MULTI_GPU"`
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if len(node.comparisons) != 1 or in_npu_branch(self.ctx, node) or self._handles_npu():
