@@ -134,7 +134,7 @@ def _import_sites(files: PythonFiles, path: Path) -> list[ImportSite]:
     tree = parse(files[path])
     if tree is None:
         return []
-    top = {id(statement) for statement in tree.body}
+    top = set(tree.body)
     module, *others = _names(files, path)
     is_package = path.name == "__init__.py"
     sites = []
@@ -142,7 +142,7 @@ def _import_sites(files: PythonFiles, path: Path) -> list[ImportSite]:
         imported = _imported(statement, module, is_package)
         relative = isinstance(statement, ast.ImportFrom) and statement.level
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
-        sites.append(ImportSite(statement.lineno, id(statement) in top, guarded, imported, tuple(qualified)))
+        sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
     return sites
 
 

@@ -477,11 +477,11 @@ def setup_py(text: str) -> list[Dep]:
             {key: [e.value for e in found] for key, found in sections.items()},
             normalize(project.value) if isinstance(project, ast.Constant) and isinstance(project.value, str) else "",
         )
-        skipped = {id(e) for key in other_builds for e in sections[key]}
+        skipped = {e for key in other_builds for e in sections[key]}  # ast nodes: compared by identity
         for keyword in node.keywords:
             if keyword.arg in ("install_requires", "extras_require"):
                 for element in elements(keyword.value):
-                    if id(element) in skipped:
+                    if element in skipped:
                         continue
                     start = offset(element.lineno, element.col_offset)
                     end = offset(element.end_lineno, element.end_col_offset)
