@@ -8,6 +8,7 @@ from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
 ATTN_IMPLEMENTATION = "4.36.0"  # attn_implementation= and "sdpa" exist (§2)
 BF16_ON_NPU = "4.34.0"  # TrainingArguments accepts bf16 on an NPU device (§4)
+TRAINER_ON_NPU = "4.32.0"  # TrainingArguments picks the NPU (rules/tables/npu_first_releases.toml)
 SDPA_TORCH = "2.1.1"  # transformers' "sdpa" raises ImportError under older torch (§2)
 
 
@@ -32,10 +33,36 @@ def bf16_rejected(options) -> str | None:
     spec = predates(options, BF16_ON_NPU)
     if spec is None:
         return None
+    if predates(options, TRAINER_ON_NPU):
+        return (
+            f"the pin `transformers{spec}` predates {TRAINER_ON_NPU}, the first release whose TrainingArguments "
+            f"knows the NPU (it sets up CUDA/NCCL or the CPU, fp16 alike): raise the pin to >={BF16_ON_NPU}, "
+            "then train in BF16, the NPU's native type"
+        )
     return (
         f"the pin `transformers{spec}` predates {BF16_ON_NPU}, the first release whose TrainingArguments "
         "accepts bf16 on an NPU device (older ones raise ValueError); fp16 runs on the NPU with loss scaling: "
         f"raise the pin to >={BF16_ON_NPU} to train in BF16, the NPU's native type"
+    )
+
+
+def bf16_flag_rejected(options, spelled: str) -> str | None:
+    """NPU906's message for ``bf16=True`` (``spelled``: ``--bf16``, ``bf16=True``) under a pin whose
+    TrainingArguments cannot train in bf16 on an NPU device, else None: before 4.32 it does not know
+    the NPU at all (fp16 fails the same way), in 4.32 and 4.33 it raises ValueError for bf16 there."""
+    spec = predates(options, BF16_ON_NPU)
+    if spec is None:
+        return None
+    if predates(options, TRAINER_ON_NPU):
+        return (
+            f"`{spelled}` cannot train on an NPU host under the pin `transformers{spec}`: its TrainingArguments "
+            f"does not know the NPU before {TRAINER_ON_NPU} (it sets up CUDA/NCCL or the CPU, fp16 alike): raise "
+            f"the pin to >={BF16_ON_NPU}"
+        )
+    return (
+        f"`{spelled}` makes TrainingArguments raise ValueError on an NPU host under the pin `transformers{spec}` "
+        f"(bf16 on an NPU device is accepted from {BF16_ON_NPU}): raise the pin to >={BF16_ON_NPU}, or train "
+        "with fp16 (with loss scaling)"
     )
 
 

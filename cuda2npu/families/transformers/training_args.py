@@ -27,7 +27,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, literal, rename_fix, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.transformers.optimizer_names import optim_decision
-from cuda2npu.families.transformers.releases import BF16_ON_NPU, bf16_rejected, predates
+from cuda2npu.families.transformers.releases import bf16_flag_rejected, bf16_rejected
 
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
 
@@ -59,12 +59,11 @@ class TrainingArgumentSwitches(Rule):
         if fp16 is not None and literal(fp16.value) is True and self.options.precision == "bf16":
             self._fp16(node, fp16)
         bf16 = keyword(node, "bf16")
-        if bf16 is not None and literal(bf16.value) is True and (spec := predates(self.options, BF16_ON_NPU)):
-            message = (
-                f"`bf16=True` makes TrainingArguments raise ValueError on an NPU host under the pin "
-                f"`transformers{spec}` (bf16 on an NPU device is accepted from {BF16_ON_NPU}): raise the pin "
-                f"to >={BF16_ON_NPU}, or train with fp16=True (with loss scaling)"
-            )
+        if (
+            bf16 is not None
+            and literal(bf16.value) is True
+            and (message := bf16_flag_rejected(self.options, "bf16=True"))
+        ):
             self.report("NPU906", bf16, message, tier=Tier.REVIEW, needs_torch_npu=False)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
