@@ -638,3 +638,61 @@ def test_a_remote_code_model_gets_eager_not_sdpa(tmp_path):
     )
     cli("migrate", tmp_path)
     assert [line.rpartition(" ")[2] for line in script.read_text().splitlines()] == ["eager", "eager", "sdpa", "sdpa"]
+
+
+R15_FA2FLAG_PROGRAM = """
+from dataclasses import dataclass
+
+import transformers
+
+
+@dataclass
+class TrainingArguments(transformers.TrainingArguments):
+    use_flash_attention_2: bool = False
+"""
+
+
+def test_r15_fa2flag_a_true_flash_attention_2_flag_is_marked_not_rewritten(tmp_path):
+    """VL-RLHF's `--use_flash_attention_2 True` for a TrainingArguments subclass whose code hands the field
+    to `from_pretrained` (raising ImportError on an NPU host under transformers 4.41) and may read it
+    itself: a manual item above the command, the flag kept; `False`, a shell variable, or another flag
+    spelled alike are not reported."""
+    write(tmp_path / "requirements.txt", "transformers==4.41.0\n")
+    write(tmp_path / "src" / "dpo.py", R15_FA2FLAG_PROGRAM)
+    text = textwrap.dedent(
+        """
+        accelerate launch src/dpo.py \\
+            --use_flash_attention_2 True \\
+            --bf16 True
+        python src/dpo.py --use-flash-attention-2
+        python src/dpo.py --use_flash_attention_2 False
+        python src/dpo.py --use_flash_attention_2 $FA2
+        python src/dpo.py --use_flash_attn True --use_flash_attention_2=0
+        """
+    ).lstrip("\n")
+    script = write(tmp_path / "scripts" / "dpo.sh", text)
+    assert diagnostics_of(tmp_path, "dpo.sh") == [(2, 5, "NPU902", "manual"), (4, 19, "NPU902", "manual")]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU902 `--use_flash_attention_2 True`: where the program hands")
+    assert "`transformers==4.41.0`" in lines[0] and "pass `--use_flash_attention_2 False`" in lines[0]
+    assert 'attn_implementation="sdpa"' in lines[0] and "require transformers >= 4.51.0" in lines[0]
+    assert lines[4].startswith("# TODO(cuda2npu): NPU902 `--use-flash-attention-2`: ")
+    assert [line for line in lines if not line.startswith("# TODO")] == text.splitlines()
+    before = script.read_text()
+    cli("migrate", tmp_path)
+    assert script.read_text() == before
+
+
+def test_r15_fa2flag_nothing_where_the_pin_runs_flash_attention_on_the_npu(tmp_path):
+    """transformers >= 4.51 runs flash_attention_2 on the NPU (npu_fusion_attention): the flag stays unreported;
+    under a pin before 4.36 there is no `attn_implementation` to suggest, only turning the flag off."""
+    write(tmp_path / "train.py", R15_FA2FLAG_PROGRAM)
+    write(tmp_path / "run.sh", "python train.py --use_flash_attention_2 True\n")
+    write(tmp_path / "requirements.txt", "transformers>=4.51.0\n")
+    assert diagnostics_of(tmp_path, "run.sh") == []
+    write(tmp_path / "requirements.txt", "transformers==4.35.2\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    [message] = [d["message"] for d in data["diagnostics"] if d["path"].endswith("run.sh")]
+    assert "pass `--use_flash_attention_2 False`, or require transformers >= 4.51.0" in message
+    assert "attn_implementation" not in message

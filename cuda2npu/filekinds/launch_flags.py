@@ -1,4 +1,4 @@
-"""Flags of the programs a shell launch script starts: the shell side of NPU901, NPU904, NPU906
+"""Flags of the programs a shell launch script starts: the shell side of NPU901, NPU902, NPU904, NPU906
 (rules/transformers.toml), NPU201 (rules/distributed.toml), NPU104 (rules/device.toml) and NPU921
 (rules/ray.toml); one code per decision, whatever the file kind.
 
@@ -7,6 +7,9 @@
   (``DataCollatorWithFlattening``, NPU903); a review item, the value kept, where the project's own
   code tests the value on the flag's way (VLM-R1 turns it into InternVL's ``use_flash_attn``:
   :func:`_attention_switch`).
+- ``--use_flash_attention_2 True`` / bare (NPU902): a manual item, the flag kept (the program's own code
+  may read it: VL-RLHF turns it off for a model without FlashAttention-2); nothing for ``False`` or
+  where the transformers pin guarantees the NPU flash-attention path.
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
   the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags; a
@@ -51,6 +54,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import (
+    ATTN_IMPLEMENTATION,
     BF16_ON_NPU,
     FA2_ON_NPU,
     bf16_rejected,
@@ -62,7 +66,8 @@ from cuda2npu.families.transformers.releases import (
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
 
 FLAG = re.compile(
-    r"(?<![\w-])--(attn_implementation|attn-implementation|tf32|fp16|bf16|optim|vllm[_.-]sync[_-]backend"
+    r"(?<![\w-])--(attn_implementation|attn-implementation|use[_-]flash[_-]attention[_-]2|tf32|fp16|bf16|optim"
+    r"|vllm[_.-]sync[_-]backend"
     r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
 # `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
@@ -170,6 +175,8 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
         return _bf16(word, program, options)
     if name.startswith("attn"):
         return None if word != FA2 else _attention(name, value, program, options, _remote_code(line.code))
+    if name.startswith("use"):
+        return _flash_attention_flag(name, word, program, options)
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
     if name.endswith("backend"):
@@ -291,6 +298,35 @@ def _attention(name: str, value: re.Match, program: _Program | None, options, re
         f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
     return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), replacement)
+
+
+def _flash_attention_flag(name: str, word: str | None, program: _Program | None, options):
+    """NPU902 for ``--use_flash_attention_2 True`` (bare too: ``HfArgumentParser`` reads a bare bool
+    flag as True), a field of the launched program's arguments class that its code hands to
+    ``from_pretrained`` (VL-RLHF's ``TrainingArguments`` subclass), or reads itself: a manual item, the
+    flag kept; nothing for ``False`` or under a transformers pin guaranteeing the NPU path."""
+    if (word is not None and word.lower() not in TRUE) or guaranteed(options, FA2_ON_NPU):
+        return None
+    shown = f"`--{name}`" if word is None else f"`--{name} {word}`"
+    if program is not None and program.packs:
+        message = (
+            f"{shown} with padding-free packing (DataCollatorWithFlattening) raises on an NPU host before "
+            f"transformers {FA2_ON_NPU} ({pin_text(options)}), and SDPA there ignores the packed position_ids: "
+            f"require transformers >= {FA2_ON_NPU} or pad the batches"
+        )
+        return "NPU903", message, Tier.MANUAL, None
+    advice = f"pass `--{name} False`"
+    if predates(options, ATTN_IMPLEMENTATION) is None:
+        replacement, _ = fa2_replacement(options)
+        since = "" if guaranteed(options, ATTN_IMPLEMENTATION) else f", transformers >= {ATTN_IMPLEMENTATION}"
+        advice += f' (and have the program pass `attn_implementation="{replacement}"`{since})'
+    message = (
+        f"{shown}: where the program hands it to transformers' `from_pretrained`, it raises ImportError on an "
+        f"NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}), flash-attn being CUDA-only; the "
+        f"program's own code may read the flag, so it is not rewritten: {advice}, or require transformers >= "
+        f"{FA2_ON_NPU} (flash attention on the NPU)"
+    )
+    return "NPU902", message, Tier.MANUAL, None
 
 
 def _remote_code(code: str) -> bool:

@@ -13,7 +13,12 @@ transformers runs ``attn_implementation="flash_attention_2"`` on Ascend (torch_n
   the file answers ``== "sdpa"`` with ``"flash_attention_2"`` (a part of its model has no SDPA:
   Aria's vision tower).
 - NPU902: ``use_flash_attention_2=True`` becomes ``attn_implementation="sdpa"`` (or ``"eager"``,
-  as above) where the pin guarantees 4.36.0, else a manual item.
+  as above) where the pin guarantees 4.36.0, else a manual item. The project's own flag, in a file on
+  transformers, is a manual item, kept (its code may read it before ``from_pretrained``: VL-RLHF turns
+  it off for InstructBlip): the keyword of a call of the project's function or class
+  (``load_model(path, use_flash_attention_2=True)``), a class field defaulting to ``True`` (a
+  ``TrainingArguments`` subclass's), and, in shell scripts, ``--use_flash_attention_2 True``
+  (cuda2npu/filekinds/launch_flags.py).
 - NPU903: either of them in a file packing sequences without padding (``DataCollatorWithFlattening``,
   a model called with ``position_ids`` and ``attention_mask=None``, or names saying so:
   ``packing_samples``, ``packed_seq_lens``, ``sample_packing``, verl's ``use_remove_padding`` /
@@ -46,9 +51,10 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import import_root
 from cuda2npu.core.literals import field_default, literal, string_value
 from cuda2npu.core.names import module_qualified
-from cuda2npu.core.nodes import keyword_arg
+from cuda2npu.core.nodes import code_of, keyword_arg
 from cuda2npu.core.pins import pinned
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.transformers.releases import (
     ATTN_IMPLEMENTATION,
@@ -56,6 +62,7 @@ from cuda2npu.families.transformers.releases import (
     fa2_replacement,
     guaranteed,
     pin_text,
+    predates,
 )
 
 FA2 = "flash_attention_2"
@@ -94,12 +101,18 @@ class FlashAttention2(Rule):
             hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx) or depends_on_hf(self.options)
         ):
             self._attn_value(node, arg.value)
+        flag = keyword(node, self.FLAG)
+        if flag is None:
+            return
         if hf:
-            flag = keyword(node, "use_flash_attention_2")
-            if flag is not None and literal(flag.value) is True and not in_npu_branch(self.ctx, node):
+            if literal(flag.value) is True and not in_npu_branch(self.ctx, node):
                 self._use_flash_attention_2(node, flag)
-            elif flag is not None:
+            else:
                 self._flag_entry(flag, flag.value)
+        elif is_plain_dict_call(self.resolver, node) and imports_hf(self.ctx):
+            self._flag_entry(flag, flag.value)  # `dict(use_flash_attention_2=flag)`, as the `{...}` dict
+        elif imports_hf(self.ctx):
+            self._wrapper_flag(node, flag)
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if not self._active() or not imports_hf(self.ctx):
@@ -126,11 +139,16 @@ class FlashAttention2(Rule):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         """``attn_implementation: str = field(default="flash_attention_2")``: the default of an
-        ``HfArgumentParser`` dataclass or config class the code passes on (LLaVA's ModelArguments)."""
-        if self._active() and _named_attn(node.target) and imports_hf(self.ctx):
+        ``HfArgumentParser`` dataclass or config class the code passes on (LLaVA's ModelArguments);
+        ``use_flash_attention_2: bool = True``, a class field's default (:meth:`_field_flag`)."""
+        if not self._active() or not imports_hf(self.ctx):
+            return
+        if _named_attn(node.target):
             default = field_default(node.value)
             if default is not None:
                 self._attn_value(node, default)
+        elif self._is_flag_field(node):
+            self._field_flag(node)
 
     def visit_Param(self, node: cst.Param) -> None:
         """``def load_model(..., attn_implementation="flash_attention_2")``: a loader's default."""
@@ -198,6 +216,74 @@ class FlashAttention2(Rule):
             f"(transformers >= {ATTN_IMPLEMENTATION}), or require transformers >= {FA2_ON_NPU}"
         )
         self.report("NPU902", node, message, tier=Tier.MANUAL)
+
+    def _wrapper_flag(self, call: cst.Call, flag: cst.Arg) -> None:
+        """``load_model(path, use_flash_attention_2=True)``: the project's own function or class (in a
+        file on transformers) that may hand the keyword to ``from_pretrained`` in its ``**kwargs``, or
+        read it itself (VL-RLHF turns it off for a model without FlashAttention-2): a manual item where
+        a value it takes in this file is ``True``, nothing rewritten. A class field's default is
+        reported where the field is declared (:meth:`_field_flag`), not again where it is passed on."""
+        if in_npu_branch(self.ctx, call) or not self._switched_on(flag.value):
+            return
+        if self._packs():
+            self.report("NPU903", flag, self._packing_message())
+            return
+        message = (
+            f"`{self.FLAG}=True` passed to `{code_of(call.func)}` (the project's own code): where it reaches "
+            f"transformers' `from_pretrained`, it raises ImportError on an NPU host before transformers "
+            f"{FA2_ON_NPU} ({pin_text(self.options)}), flash-attn being CUDA-only; the project's code may read "
+            f"the flag itself, so it is not rewritten: {self._flag_advice()}"
+        )
+        self.report("NPU902", flag, message, tier=Tier.MANUAL)
+
+    def _switched_on(self, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` takes ``True`` in this file, other than as a ``use_flash_attention_2``
+        class field's default (reported where it is declared)."""
+        return any(
+            literal(source) is True and not self._is_flag_field(statement_of(self.ctx, source))
+            for source in sources(self.ctx, value)
+        )
+
+    def _is_flag_field(self, node: cst.CSTNode | None) -> bool:
+        """``node`` (an annotated assignment or its statement) declares a class field named
+        ``use_flash_attention_2`` with a default: ``use_flash_attention_2: bool = True``."""
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+            node = node.body[0]
+        if not isinstance(node, cst.AnnAssign) or node.value is None:
+            return False
+        if not isinstance(node.target, cst.Name) or node.target.value != self.FLAG:
+            return False
+        ancestors = TreeIndex.of(self.ctx).ancestors(statement_of(self.ctx, node))
+        return bool(ancestors) and isinstance(ancestors[0], cst.ClassDef)
+
+    def _field_flag(self, node: cst.AnnAssign) -> None:
+        """``use_flash_attention_2: bool = True`` (``field(default=True)``), a field of a class in a file
+        on transformers: VL-RLHF's ``TrainingArguments`` subclass, which its code passes on as
+        ``from_pretrained(use_flash_attention_2=args.use_flash_attention_2)`` (a command-line flag where
+        ``HfArgumentParser`` parses the class). A manual item, the default kept: the project's code may
+        read the flag itself; a default ``False`` is not reported."""
+        if literal(field_default(node.value)) is not True or in_npu_branch(self.ctx, node):
+            return
+        if self._packs():
+            self.report("NPU903", node, self._packing_message())
+            return
+        message = (
+            f"`{self.FLAG}` defaults to True: where the project hands it to transformers' `from_pretrained`, "
+            f"it raises ImportError on an NPU host before transformers {FA2_ON_NPU} ({pin_text(self.options)}), "
+            f"flash-attn being CUDA-only; the project's code may read the flag itself, so it is not rewritten: "
+            f"{self._flag_advice()}"
+        )
+        self.report("NPU902", node, message, tier=Tier.MANUAL)
+
+    def _flag_advice(self) -> str:
+        """What to do with a ``use_flash_attention_2`` that is not rewritten: turn it off, and pass
+        ``attn_implementation`` instead where the pin allows releases that have it (4.36.0)."""
+        advice = "set it False where it reaches transformers"
+        if predates(self.options, ATTN_IMPLEMENTATION) is None:
+            value, _ = fa2_replacement(self.options)
+            since = "" if guaranteed(self.options, ATTN_IMPLEMENTATION) else f", transformers >= {ATTN_IMPLEMENTATION}"
+            advice += f' (and pass `attn_implementation="{value}"` there{since})'
+        return f"{advice}, or require transformers >= {FA2_ON_NPU} (flash attention on the NPU)"
 
     def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> None:
         """Report the ``"flash_attention_2"`` literals ``value`` can take (each once)."""
