@@ -55,8 +55,8 @@ from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import (
     ATTN_IMPLEMENTATION,
-    BF16_ON_NPU,
     FA2_ON_NPU,
+    bf16_flag_rejected,
     bf16_rejected,
     fa2_replacement,
     guaranteed,
@@ -214,16 +214,12 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
 
 
 def _bf16(word: str | None, program: _Program | None, options):
-    """NPU906 for ``--bf16 True`` under a transformers pin whose TrainingArguments rejects bf16 on an
-    NPU device (before 4.34.0: LLM-Shearing's ``sft.sh`` under 4.33.0), None otherwise."""
-    spec = predates(options, BF16_ON_NPU)
-    if spec is None or (word is not None and word.lower() not in TRUE) or (program and program.megatron):
+    """NPU906 for ``--bf16 True`` under a transformers pin whose TrainingArguments cannot train in bf16
+    on an NPU device (LLM-Shearing's ``sft.sh`` under 4.33.0; before 4.32 it does not know the NPU
+    at all), None otherwise."""
+    message = bf16_flag_rejected(options, "--bf16")
+    if message is None or (word is not None and word.lower() not in TRUE) or (program and program.megatron):
         return None
-    message = (
-        f"`--bf16` makes TrainingArguments raise ValueError on an NPU host under the pin `transformers{spec}` "
-        f"(bf16 on an NPU device is accepted from {BF16_ON_NPU}): raise the pin to >={BF16_ON_NPU}, or train "
-        "with --fp16 (with loss scaling)"
-    )
     if program is None or not program.known:
         message += ", if this flag is TrainingArguments'"
     return "NPU906", message, Tier.REVIEW, None
