@@ -9,7 +9,13 @@ import json
 import pytest
 from cli_helpers import cli, write
 
-from cuda2npu.filekinds.shell_programs import DOCKER_MESSAGE, SLURM_MESSAGE
+from cuda2npu.filekinds.shell_programs import (
+    DOCKER_MESSAGE,
+    LMDEPLOY_ADVICE,
+    LMDEPLOY_PYTORCH,
+    LMDEPLOY_TURBOMIND,
+    SLURM_MESSAGE,
+)
 
 FLASH = (
     "`{req}`: `flash-attn` is CUDA-only (use torch_npu.npu_fusion_attention (cuda2npu migrates flash_attn "
@@ -338,3 +344,64 @@ def test_r8_apex_urls_are_kept_for_ascends_fork_but_not_its_cuda_build(tmp_path)
     cli("migrate", tmp_path, "--apex", "ascend")
     assert script.read_text() == "pip install git+https://github.com/NVIDIA/apex\n"
     assert build.read_text() == APEX_BUILD.format(flag="--cuda_ext") + "python setup.py install --cuda_ext\n"
+
+
+# round 15 (VL-RLHF's scripts/eval/*.sh): lmdeploy's GPT-judge server started on its CUDA engine, marked
+# above the command (the backend and the model's support are the user's to check), never rewritten
+LMDEPLOY_DEFAULT = "`cuda`, the default of `--device`"
+
+
+def _lmdeploy_marker(shown: str, engine: str, device: str = LMDEPLOY_DEFAULT) -> str:
+    return f"# TODO(cuda2npu): NPU935 review: `{shown}` {engine.format(device=device)}: {LMDEPLOY_ADVICE}\n"
+
+
+R15_LMDEPLOY_CASES = {
+    "lmdeploy serve api_server ${judger_path} --server-port ${judger_port} --tp ${judger_tp}  > ${workdir}/server.log 2>&1 &\n": (
+        _lmdeploy_marker("lmdeploy serve api_server", LMDEPLOY_TURBOMIND)
+        + "lmdeploy serve api_server ${judger_path} --server-port ${judger_port} --tp ${judger_tp}  > ${workdir}/server.log 2>&1 &\n"
+    ),
+    # after environment assignments and wrappers; the PyTorch engine chosen, no device named, `python -m`
+    "LMDEPLOY_LOG_LEVEL=INFO nohup lmdeploy serve api_server m --tp 2 &\n": (
+        _lmdeploy_marker("lmdeploy serve api_server", LMDEPLOY_TURBOMIND)
+        + "LMDEPLOY_LOG_LEVEL=INFO nohup lmdeploy serve api_server m --tp 2 &\n"
+    ),
+    "python -m lmdeploy chat internlm/internlm2_5-7b-chat --backend=pytorch\n": (
+        _lmdeploy_marker("lmdeploy chat", LMDEPLOY_PYTORCH)
+        + "python -m lmdeploy chat internlm/internlm2_5-7b-chat --backend=pytorch\n"
+    ),
+    # near misses: the Ascend device named (also as `--device=ascend`), a device read from a variable,
+    # other lmdeploy commands (its quantization's own `--device npu`), the word elsewhere, noqa
+    "lmdeploy serve api_server --backend pytorch --device ascend internlm/internlm2_5-7b-chat\n": None,
+    'lmdeploy chat m --backend pytorch --device=ascend\nlmdeploy serve api_server m --device "$DEVICE"\n': None,
+    "lmdeploy lite auto_awq $HF_MODEL --work-dir $WORK_DIR --device npu\nlmdeploy convert internlm2 m\n": None,
+    "echo lmdeploy chat\npip install lmdeploy\nlmdeploy serve api_server m  # noqa: NPU935\n": None,
+}
+
+
+@pytest.mark.parametrize("case", list(R15_LMDEPLOY_CASES))
+def test_r15_lmdeploy_on_its_cuda_engine(tmp_path, case):
+    script = tmp_path / "eval.sh"
+    script.write_text(case)
+    expected = case if R15_LMDEPLOY_CASES[case] is None else R15_LMDEPLOY_CASES[case]
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected
+    cli("migrate", tmp_path)
+    assert script.read_text() == expected  # once
+
+
+def test_r15_lmdeploy_code_tier_and_position(tmp_path):
+    write(tmp_path / "judge.sh", "export X=1\nnohup lmdeploy serve api_server m --tp 2 &\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    got = [(d["line"], d["column"], d["code"], d["tier"], d["fixable"]) for d in data["diagnostics"]]
+    assert got == [(2, 7, "NPU935", "review", False)]
+
+
+def test_r15_lmdeploy_cuda_device_named(tmp_path):
+    """``--device cuda`` given: marked with the device it names (the launch flags' own NPU104 note on
+    `--device cuda` left out here)."""
+    case = "set -e\nlmdeploy serve gradio $MODEL \\\n    --backend pytorch --device cuda\n"
+    script = write(tmp_path / "demo.sh", case)
+    cli("migrate", tmp_path, "--ignore", "NPU104")
+    assert script.read_text() == (
+        "set -e\n" + _lmdeploy_marker("lmdeploy serve gradio --device cuda", LMDEPLOY_PYTORCH, "`cuda`") + case[7:]
+    )

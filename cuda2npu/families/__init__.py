@@ -53,6 +53,7 @@ FAMILIES = (
     "ray.train",
     "ray.workers",
     "vllm",
+    "lmdeploy",
     "megatron",
     "lightning",
     "transformer_engine.rules",

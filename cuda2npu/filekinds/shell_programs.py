@@ -32,6 +32,10 @@ reports what they find): one code per decision, whatever the file kind.
 - Slurm GPU requests (NPU716, review): ``--gres=gpu:N`` anywhere; ``--gpus``, ``--gpus-per-node``
   (``-task``, ``-socket``) and ``-G`` in ``#SBATCH`` lines and ``srun`` / ``sbatch`` / ``salloc``
   commands.
+- ``lmdeploy serve api_server MODEL`` / ``lmdeploy serve gradio`` / ``lmdeploy chat`` (also
+  ``python -m lmdeploy ...``) without ``--device ascend`` (NPU935, review): lmdeploy's CUDA engine
+  (TurboMind), or its PyTorch engine on device ``cuda``; marked, kept (the model must also be in
+  lmdeploy's Ascend list).
 
 docs/reference/launch_scripts.md has the Ascend docker and Slurm facts.
 """
@@ -73,6 +77,10 @@ PIP = re.compile(r"(?:.*/)?pip[\d.]*")
 CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
 SLURM = re.compile(r"(?:.*/)?(?:srun|sbatch|salloc)")
+LMDEPLOY = re.compile(r"(?:.*/)?lmdeploy")
+LMDEPLOY_COMMANDS = (["serve", "api_server"], ["serve", "gradio"], ["chat"])
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
+WRAPPERS = frozenset({"nohup", "exec", "env", "sudo", "time", "setsid", "nice"})  # run the program after them
 TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
 DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*")
 NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
@@ -86,6 +94,15 @@ SLURM_MESSAGE = (
     "asks Slurm for the GRES named `gpu`: an Ascend cluster names its cards as its slurm.conf declares "
     "(often `npu`), or allocates whole nodes: request them as the cluster does (`scontrol show node` "
     "shows each node's `Gres=`)"
+)
+LMDEPLOY_TURBOMIND = (
+    "runs lmdeploy's default engine, TurboMind, whose compiled CUDA library (`_turbomind`) an NPU host does not "
+    "have; lmdeploy then falls back to its PyTorch engine on {device}"
+)
+LMDEPLOY_PYTORCH = "runs lmdeploy's PyTorch engine on {device}"
+LMDEPLOY_ADVICE = (
+    "on Ascend run it with `--backend pytorch --device ascend` (lmdeploy >= 0.6.0 with dlinfer-ascend) and check "
+    "the model is in lmdeploy's supported list for other platforms"
 )
 DOCKER_MESSAGE = (
     "passes no NPU to the container: `--gpus` and the nvidia runtime need the NVIDIA Container Toolkit "
@@ -112,7 +129,7 @@ class Found:
 
 
 def check_programs(command: list[ShellLine], options, script: str = "") -> list[Found]:
-    """The findings of the pip, conda, python, docker and Slurm commands of a script command
+    """The findings of the pip, conda, python, docker, Slurm and lmdeploy commands of a script command
     (``script``: the code of the whole script, where a build target may be set)."""
     found: list[Found] = []
     for words in simple_commands(command):
@@ -130,6 +147,12 @@ def check_programs(command: list[ShellLine], options, script: str = "") -> list[
                 found += _inline_python(words, values, index, options)
             elif DOCKER.fullmatch(value) and values[index + 1 : index + 2] in (["run"], ["create"]):
                 found += _docker(words[index:], values[index:])
+            elif (
+                LMDEPLOY.fullmatch(value)
+                and any(values[index + 1 : index + 1 + len(sub)] == sub for sub in LMDEPLOY_COMMANDS)
+                and _runs_program(words[:index], values[:index])
+            ):
+                found += _lmdeploy(words[index:], values[index:])
             elif SLURM.fullmatch(value):
                 found += [
                     _slurm(word.line, word.start, word.text)
@@ -360,6 +383,41 @@ def _docker(words: list[ShellWord], values: list[str | None]) -> list[Found]:
         message = f"`{values[0].rsplit('/', 1)[-1]} {values[1]} {shown}` {DOCKER_MESSAGE}"
         return [Found(word.line, word.start, "NPU715", message, Tier.MANUAL)]
     return []
+
+
+def _lmdeploy(words: list[ShellWord], values: list[str | None]) -> list[Found]:
+    """NPU935 for an ``lmdeploy serve api_server`` / ``serve gradio`` / ``chat`` (``words`` from
+    ``lmdeploy`` on) that does not run on the Ascend device: no ``--device``, or another one than
+    ``ascend``; not one whose device is read from a variable (``--device $DEVICE``)."""
+    device = _device_option(words, values)
+    if device is None or device == "ascend":
+        return []
+    command = " ".join(values[1:3] if values[1] == "serve" else values[1:2])
+    shown = f"lmdeploy {command}" + (f" --device {device}" if device else "")
+    pytorch = "--backend=pytorch" in values or ("--backend", "pytorch") in zip(values, values[1:])
+    engine = (LMDEPLOY_PYTORCH if pytorch else LMDEPLOY_TURBOMIND).format(
+        device=f"`{device}`" if device else "`cuda`, the default of `--device`"
+    )
+    return [Found(words[0].line, words[0].start, "NPU935", f"`{shown}` {engine}: {LMDEPLOY_ADVICE}", Tier.REVIEW)]
+
+
+def _runs_program(before: list[ShellWord], values: list[str | None]) -> bool:
+    """Whether the word after ``before`` (the words of its simple command that precede it) is the
+    program the command runs: after environment assignments and wrappers only (``CUDA_VISIBLE_DEVICES=0
+    nohup lmdeploy ...``), or as the module of ``python -m`` (not ``echo lmdeploy chat``)."""
+    if values[-1:] == ["-m"] and any(PYTHON.fullmatch(value or "") for value in values):
+        return True
+    return all(ASSIGNMENT.fullmatch(word.text) or value in WRAPPERS for word, value in zip(before, values))
+
+
+def _device_option(words: list[ShellWord], values: list[str | None]) -> str | None:
+    """The value of a command's ``--device`` option: "" where it has none, None where a variable gives it."""
+    for position, (word, value) in enumerate(zip(words, values)):
+        if value == "--device":
+            return values[position + 1] if position + 1 < len(values) else ""
+        if word.text.startswith(("--device=", "'--device=", '"--device=')):
+            return None if value is None else value.partition("=")[2]
+    return ""
 
 
 def _options(words: list[ShellWord], values: list[str | None]) -> list[tuple[ShellWord, str | None]]:
