@@ -397,11 +397,11 @@ def test_r15_lmdeploy_code_tier_and_position(tmp_path):
 
 
 def test_r15_lmdeploy_cuda_device_named(tmp_path):
-    """``--device cuda`` given: marked with the device it names (the launch flags' own NPU104 note on
-    `--device cuda` left out here)."""
+    """``--device cuda`` given: marked with the device it names, and only by NPU935 (lmdeploy's device
+    is a platform name, `ascend`: the launch flags' NPU104 `npu` note does not apply)."""
     case = "set -e\nlmdeploy serve gradio $MODEL \\\n    --backend pytorch --device cuda\n"
     script = write(tmp_path / "demo.sh", case)
-    cli("migrate", tmp_path, "--ignore", "NPU104")
+    cli("migrate", tmp_path)
     assert script.read_text() == (
         "set -e\n" + _lmdeploy_marker("lmdeploy serve gradio --device cuda", LMDEPLOY_PYTORCH, "`cuda`") + case[7:]
     )

@@ -94,6 +94,9 @@ OTHER_ASSIGNMENT = re.compile(
     r"""(?:^|[\s;&|(`])(?:(?:export|local|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?([A-Za-z_]\w*)\+?="""
     r"""|(?<![\w-])(?:for|read(?:[ \t]+-\w+)*)[ \t]+([A-Za-z_]\w*)"""
 )
+LMDEPLOY = re.compile(
+    r"(?<![\w./-])lmdeploy(?![\w-])"
+)  # its CLI before the flag: `lmdeploy serve api_server m --device cuda`
 # `--trust_remote_code` (bare or with a value): the model's class comes with its checkpoint
 TRUST_REMOTE_CODE = re.compile(r"""(?<![\w-])--trust[_-]remote[_-]code(?:(?:=|[ \t]+)(["']?\w+["']?))?(?![\w-])""")
 # `--torch_dtype float16`: the launched program loads the model's weights in float16
@@ -142,6 +145,8 @@ def check_launch_flags(
             (line, match, _flag(line, match, program, has_bf16, fp16_kept, options)) for line, match in flags
         ]
         found_flags = _attention_kept(found_flags, command, path, text, options)
+        if any(LMDEPLOY.search(line.code) for line in command):  # its `--device` names a platform ("ascend"): NPU935's
+            found_flags = [(line, match, found) for line, match, found in found_flags if not _names_device(match)]
         for line, match, found in [*found_flags, *_ray_start(command)]:
             if found is None:
                 continue
@@ -165,7 +170,7 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
     command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`)."""
     name = match.group(1)
-    if name.endswith(("device", "devices")):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
+    if _names_device(match):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
     if value is _UNKNOWN:
@@ -323,6 +328,11 @@ def _flash_attention_flag(name: str, word: str | None, program: _Program | None,
         f"{FA2_ON_NPU} (flash attention on the NPU)"
     )
     return "NPU902", message, Tier.MANUAL, None
+
+
+def _names_device(match: re.Match) -> bool:
+    """The flag is a device flag (``--device``, ``--vllm_device``, ``--devices``)."""
+    return match.group(1).endswith(("device", "devices"))
 
 
 def _remote_code(code: str) -> bool:
