@@ -125,3 +125,76 @@ def test_a_device_keyword_of_a_method_called_through_an_instance(tmp_path):
     text = example.read_text()
     assert 'pipe("a cat", seed=0, rand_device="npu")' in text
     assert 'offload_device="cuda"' in text  # no function of the project takes it: not known to be a device
+
+
+STREAM = """
+import torch
+
+
+def generate_stream(
+    model, tokenizer, params, device, context_len=8192, stream_interval=2, force_generate=False
+):
+    input_ids = tokenizer(params["prompt"]).input_ids
+    out = model(torch.as_tensor([input_ids], device=device), use_cache=True)
+    if device == "mps":
+        out = out.cpu()
+    return out
+"""
+
+
+def test_the_fact_reads_what_the_body_does_with_a_parameter():
+    texts = {
+        Path("utils.py"): STREAM.encode(),  # ToolBench's: no default, passed as `device=`
+        Path("frames.py"): b'def resize(image, size=(512, 512), device="cpu"):\n    return image.to(device)\n',
+        Path("io.py"): b"async def fetch(url, device):\n    return torch.load(url, map_location=device)\n",
+        Path("batch.py"): b"def move(batch, dev, dtype):\n    return batch.to(dev).to(dtype)\n",
+        Path("ranks.py"): b'def place(x, device, rank):\n    return x.to(f"{device}:{rank}")\n',
+        # near misses: a device-named parameter only used as a label (a key, a log argument, a
+        # formatted file name); one otherwise named that the body also tests against a string
+        Path("labels.py"): (
+            b"def record(table, device, ms):\n    table[device] = ms\n\n\n"
+            b'def log_env(step, device):\n    """The device: a label."""\n    print("step", step, "on", device)\n\n\n'
+            b'def out_path(root, device):\n    return f"{root}/bench_{device}.json"\n\n\n'
+            b'def kernel(x, backend):\n    if backend == "cuda":\n        return x\n    return x.to(backend)\n'
+        ),
+    }
+    assert device_parameters(texts) == (
+        ("fetch", 1, "device"),
+        ("generate_stream", 3, "device"),
+        ("move", 1, "dev"),
+        ("place", 1, "device"),
+        ("resize", 2, "device"),
+    )
+
+
+def test_a_positional_device_through_an_alias_or_a_relative_import(tmp_path):
+    """ToolBench's ``generate_stream_func = generate_stream`` … ``generate_stream_func(self.model,
+    self.tokenizer, gen_params, "cuda", ...)`` in another module than the function's."""
+    write(tmp_path / "toolbench" / "__init__.py", "")
+    write(tmp_path / "toolbench" / "utils.py", STREAM)
+    write(tmp_path / "toolbench" / "labels.py", "def record(table, device, ms):\n    table[device] = ms\n")
+    model = write(
+        tmp_path / "toolbench" / "model.py",
+        "from toolbench.utils import generate_stream\nfrom toolbench.labels import record\n"
+        "from fastchat.serve.inference import generate\n\n\nclass ToolLLaMA:\n"
+        "    def prediction(self, gen_params, table):\n"
+        "        generate_stream_func = generate_stream\n"
+        '        output = generate_stream_func(self.model, self.tokenizer, gen_params, "cuda", 4096, force_generate=True)\n'
+        '        other = generate_stream(self.model, self.tokenizer, gen_params, device="cuda:0")\n'
+        '        record(table, "cuda", 1.0)\n'
+        '        third = generate(self.model, self.tokenizer, gen_params, "cuda")\n'
+        '        fourth = generate_stream(self.model, "cuda", gen_params, "cpu")\n'
+        "        return output, other, third, fourth\n",
+    )
+    relative = write(
+        tmp_path / "toolbench" / "serve.py",
+        'from .utils import generate_stream\n\n\ndef serve(m, t, p):\n    return generate_stream(m, t, p, "cuda")\n',
+    )
+    cli("migrate", tmp_path)
+    text = model.read_text()
+    assert 'generate_stream_func(self.model, self.tokenizer, gen_params, "npu", 4096, force_generate=True)' in text
+    assert 'device="npu:0"' in text
+    assert 'record(table, "cuda", 1.0)' in text  # `device` there is a key: a label
+    assert 'generate(self.model, self.tokenizer, gen_params, "cuda")' in text  # no project function
+    assert 'generate_stream(self.model, "cuda", gen_params, "cpu")' in text  # the tokenizer's position
+    assert 'generate_stream(m, t, p, "npu")' in relative.read_text()

@@ -34,9 +34,10 @@ from cuda2npu.analysis.autocast import autocast_alias
 from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use, no_cuda_branch
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
-from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.bindings import assigned_values, single_value
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import feature_word
+from cuda2npu.core.imports import bound_name
 from cuda2npu.core.literals import (
     DEVICE_STRING,
     NOT_LITERAL,
@@ -177,6 +178,7 @@ def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
 
 
 KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
+ALIAS_ASSIGNMENT = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*(\w+)[ \t]*(?:#[^\n]*)?$", re.M)  # `stream = generate_stream`
 ASSERT_EQUAL = {"assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual"}  # unittest's
 INPUT_DEPTH = 3  # assignments followed back from a test's actual value to its input
 
@@ -370,11 +372,12 @@ class DeviceStrings(Rule):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
         if qualified.startswith(CTRANSLATE2_CALLS):  # before the `device=` keywords: not a torch device
             self._other_runtime(node, qualified)
-        callee = self._own_callee(node.func)
+        func = self._unaliased(node.func)
+        callee = self._own_callee(func)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
-        elif isinstance(node.func, cst.Name) and node.func.value in self._imported_device_callables:
-            self._project_call_arguments(node, self._imported_device_callables[node.func.value])
+        elif isinstance(func, cst.Name) and func.value in self._imported_device_callables:
+            self._project_call_arguments(node, self._imported_device_callables[func.value])
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -669,7 +672,50 @@ class DeviceStrings(Rule):
         for name, position, param in self.options.project.device_parameters:
             wanted.setdefault(name, []).append((position, param))
         module = self.resolver.module_scope
-        return {name: wanted[name] for name in wanted if name in module.imports and name not in module.others}
+        imported = {name for name in wanted if name in module.imports and name not in module.others}
+        return {name: wanted[name] for name in imported | (self._relatively_imported & wanted.keys())}
+
+    @functools.cached_property
+    def _relatively_imported(self) -> frozenset[str]:
+        """The names the file's module-level relative imports bind (``from .utils import
+        generate_stream``): the project's own, which the resolver records as local bindings."""
+        return frozenset(
+            bound_name(alias, statement)
+            for line in self.ctx.module.body
+            if isinstance(line, cst.SimpleStatementLine)
+            for statement in line.body
+            if isinstance(statement, cst.ImportFrom)
+            and statement.relative
+            and not isinstance(statement.names, cst.ImportStar)
+            for alias in statement.names
+        )
+
+    def _unaliased(self, func: cst.BaseExpression) -> cst.BaseExpression:
+        """The project's callable a plain name bound once, in its function or the module, stands for
+        (ToolBench's ``generate_stream_func = generate_stream`` … ``generate_stream_func(model,
+        tokenizer, params, "cuda")``): that callable's name, else ``func``."""
+        if not isinstance(func, cst.Name) or func.value not in self._callable_aliases:
+            return func
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) if self.ctx.statement is not None else None
+        value = single_value(self.ctx.module, scope or self.ctx.module, func.value)
+        return value if isinstance(value, cst.Name) and value.value in self._aliasable else func
+
+    @functools.cached_property
+    def _aliasable(self) -> frozenset[str]:
+        """The names of the callables whose device parameters calls follow: the file's module-level
+        functions and classes, and the project's imported here (:attr:`_imported_device_callables`)."""
+        own = {name if not owner else owner for owner, name in self._own_functions if not owner or name == "__init__"}
+        return frozenset(own | self._imported_device_callables.keys())
+
+    @functools.cached_property
+    def _callable_aliases(self) -> frozenset[str]:
+        """The names the file assigns one of :attr:`_aliasable` to (``stream = generate_stream``), from
+        its text (:data:`ALIAS_ASSIGNMENT`); :meth:`_unaliased` checks the binding in the tree."""
+        return frozenset(
+            alias
+            for alias, value in ALIAS_ASSIGNMENT.findall(self.ctx.code)
+            if value in self._aliasable and alias != value
+        )
 
     def _project_call_arguments(self, node: cst.Call, parameters: list[tuple[int, str]]) -> None:
         """``GPUMemoryMonitor("cuda")``, ``VideoProcessor(256, f"cuda:{i}")`` where another file of the
