@@ -92,6 +92,7 @@ ORT_DEVICE = (
     "onnxruntime-cann's CANNExecutionProvider"
 )
 CTRANSLATE2_CALLS = ("faster_whisper.", "ctranslate2.")  # CTranslate2's runtimes: their device is no torch device
+LMDEPLOY_CALLS = ("lmdeploy.",)  # its `device_type` names a platform ("ascend"), not a torch device: NPU935's
 AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
 SPLITS = {"split", "rsplit", "partition", "rpartition"}
 ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
@@ -370,6 +371,8 @@ class DeviceStrings(Rule):
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and self._device_side(node.func.value, positional[0]):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
+        if qualified.startswith(LMDEPLOY_CALLS):  # before the `device=` keywords: not a torch device
+            self._seen.update(a.value for a in node.args if a.keyword and a.keyword.value in ("device", "device_type"))
         if qualified.startswith(CTRANSLATE2_CALLS):  # before the `device=` keywords: not a torch device
             self._other_runtime(node, qualified)
         func = self._unaliased(node.func)
