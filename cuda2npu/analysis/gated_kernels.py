@@ -35,7 +35,7 @@ from pathlib import Path
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import PythonFiles
+from cuda2npu.analysis.python_files import PythonFiles, import_nodes
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
@@ -277,8 +277,7 @@ class _Trees:
     def _import_nodes(self, path: Path) -> list[ast.Import | ast.ImportFrom]:
         if path not in self._imports:
             tree = self.files.tree(path)
-            nodes = ast.walk(tree) if tree is not None else ()
-            self._imports[path] = [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]
+            self._imports[path] = import_nodes(tree) if tree is not None else []
         return self._imports[path]
 
     def imports_of(self, module: str) -> list[tuple[ast.AST, dict]]:

@@ -128,3 +128,22 @@ def namespace_names(files: list[Path]) -> dict[Path, str]:
         if directory in packages and parts:
             found[path] = ".".join([packages[directory], *reversed(parts)])
     return found
+
+
+def import_nodes(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of ``tree`` in file order, also inside functions, classes and blocks:
+    statements only, not every expression node (an import is a statement)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    blocks = [tree.body]
+    while blocks:
+        for statement in blocks.pop():
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                found.append(statement)
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list):
+                    blocks.append(block)
+            blocks.extend(handler.body for handler in getattr(statement, "handlers", ()))
+            blocks.extend(case.body for case in getattr(statement, "cases", ()))
+    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
