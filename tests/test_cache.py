@@ -39,7 +39,8 @@ def project(tmp_path: Path, files: int = 1) -> Path:
 
 
 def entries(root: Path) -> list[Path]:
-    return sorted((root / CACHE_DIR_NAME).glob("*/*.json"))
+    """The result entries (not the project facts kept under ``facts/``)."""
+    return sorted(p for p in (root / CACHE_DIR_NAME).glob("*/*.json") if p.parent.name != "facts")
 
 
 def test_entries_round_trip_file_results_faithfully():
@@ -154,3 +155,30 @@ def test_a_change_of_the_project_facts_is_not_answered_from_the_cache(tmp_path):
         ("pkg/use.py", 2, "NPU606")
     ]
     assert len(entries(root)) == 2
+
+
+def test_project_facts_are_kept_and_follow_every_file(tmp_path, monkeypatch):
+    """A warm run reads the project facts back (3.5 s on megatron-core otherwise); any file's bytes,
+    a new file or a new lock file make them computed again; migrate --out's settings keep none."""
+    from cuda2npu.project import settings as settings_module
+
+    computed = []
+    real = settings_module.project_facts
+    monkeypatch.setattr(settings_module, "project_facts", lambda *a: computed.append(1) or real(*a))
+    root = project(tmp_path)
+    (root / "requirements.txt").write_text("torch==2.4.0\n")
+
+    def facts(**cli):
+        return settings_module.RunSettings([root], settings_module.CommandLine(**cli)).facts(root)
+
+    first = facts()
+    assert facts() == first and len(computed) == 1
+    assert dict(first.pins) == {"torch": "==2.4.0"}
+    (root / "requirements.txt").write_text("torch==2.5.1\n")
+    assert dict(facts().pins) == {"torch": "==2.5.1"} and len(computed) == 2
+    (root / "uv.lock").write_text('[[package]]\nname = "torch"\nversion = "2.5.1"\n')
+    facts()
+    assert len(computed) == 3
+    assert len(list((root / CACHE_DIR_NAME / "facts").glob("*.json"))) == 3
+    facts(cache=False)
+    assert len(computed) == 4 and len(list((root / CACHE_DIR_NAME / "facts").glob("*.json"))) == 3

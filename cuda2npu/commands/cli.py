@@ -71,6 +71,7 @@ def _run_settings(
         fix=fix,
         default_select=default_select,
         project_root=project_root,
+        cache=project_root is None,  # migrate --out writes no cache into the source tree
     )
     return RunSettings(paths, command_line)
 

@@ -20,6 +20,7 @@ excludes applied, counts; only their names and a cheap scan of their text are us
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from cuda2npu.core.globs import matches_any
 from cuda2npu.core.options import Options, ProjectFacts
 from cuda2npu.core.strategy_settings import SETTINGS
 from cuda2npu.core.torch_npu_target import parse_target
+from cuda2npu.project.cache import Cache
 from cuda2npu.project.discovery import Discovery, discover
 from cuda2npu.project.facts import project_facts
 from cuda2npu.project.pins import with_pinned_target
@@ -56,6 +58,7 @@ class CommandLine:
     fix: bool = True  # migrate: True, check: False
     default_select: tuple[str, ...] = ("NPU",)  # when neither selects (check's leaves the NPU8 advisories out)
     project_root: Path | None = None  # migrate --out: the directory given is the project, copied on its own
+    cache: bool = True  # the project facts may be kept in the result cache (not by migrate --out: no cache in the source)
 
 
 def options_from(config: Config, cli: CommandLine) -> Options:
@@ -217,7 +220,10 @@ class RunSettings:
         """The project facts of a project root, from every file the run's discovery finds there."""
         facts = self._facts.get(root)
         if facts is None:
-            facts = self._facts[root] = project_facts(discover([root], excluded=self.excluded).files, root)
+            files = discover([root], excluded=self.excluded).files
+            cache = Cache.for_paths([root]) if self.cli.cache else None
+            compute = functools.partial(project_facts, files, root)
+            facts = self._facts[root] = cache.facts(root, files, compute) if cache is not None else compute()
         return facts
 
     # --- --show-settings ---------------------------------------------------------------------
