@@ -58,7 +58,7 @@ class CommandLine:
     fix: bool = True  # migrate: True, check: False
     default_select: tuple[str, ...] = ("NPU",)  # when neither selects (check's leaves the NPU8 advisories out)
     project_root: Path | None = None  # migrate --out: the directory given is the project, copied on its own
-    cache: bool = True  # the project facts may be kept in the result cache (not by migrate --out: no cache in the source)
+    cache: bool = True  # the project facts may be cached (not by migrate --out: no cache in the source)
 
 
 def options_from(config: Config, cli: CommandLine) -> Options:
