@@ -225,16 +225,7 @@ class FlashAttention2(Rule):
         reported where the field is declared (:meth:`_field_flag`), not again where it is passed on."""
         if in_npu_branch(self.ctx, call) or not self._switched_on(flag.value):
             return
-        if self._packs():
-            self.report("NPU903", flag, self._packing_message())
-            return
-        message = (
-            f"`{self.FLAG}=True` passed to `{code_of(call.func)}` (the project's own code): where it reaches "
-            f"transformers' `from_pretrained`, it raises ImportError on an NPU host before transformers "
-            f"{FA2_ON_NPU} ({pin_text(self.options)}), flash-attn being CUDA-only; the project's code may read "
-            f"the flag itself, so it is not rewritten: {self._flag_advice()}"
-        )
-        self.report("NPU902", flag, message, tier=Tier.MANUAL)
+        self._kept_flag(flag, f"`{self.FLAG}=True` passed to `{code_of(call.func)}` (the project's own code)")
 
     def _switched_on(self, value: cst.BaseExpression) -> bool:
         """Whether ``value`` takes ``True`` in this file, other than as a ``use_flash_attention_2``
@@ -264,14 +255,18 @@ class FlashAttention2(Rule):
         read the flag itself; a default ``False`` is not reported."""
         if literal(field_default(node.value)) is not True or in_npu_branch(self.ctx, node):
             return
+        self._kept_flag(node, f"`{self.FLAG}` defaults to True")
+
+    def _kept_flag(self, node: cst.CSTNode, what: str) -> None:
+        """NPU902 (manual) for a ``use_flash_attention_2`` left as written (``what`` it is), or NPU903
+        where the file packs sequences."""
         if self._packs():
             self.report("NPU903", node, self._packing_message())
             return
         message = (
-            f"`{self.FLAG}` defaults to True: where the project hands it to transformers' `from_pretrained`, "
-            f"it raises ImportError on an NPU host before transformers {FA2_ON_NPU} ({pin_text(self.options)}), "
-            f"flash-attn being CUDA-only; the project's code may read the flag itself, so it is not rewritten: "
-            f"{self._flag_advice()}"
+            f"{what}: where it reaches transformers' `from_pretrained`, it raises ImportError on an NPU host "
+            f"before transformers {FA2_ON_NPU} ({pin_text(self.options)}), flash-attn being CUDA-only; the "
+            f"project's code may read the flag itself, so it is not rewritten: {self._flag_advice()}"
         )
         self.report("NPU902", node, message, tier=Tier.MANUAL)
 
