@@ -287,18 +287,23 @@ def _attention(name: str, value: re.Match, program: _Program | None, options, re
     if guaranteed(options, FA2_ON_NPU):
         return None
     if program is not None and program.packs:
-        message = (
-            f"`--{name} {FA2}` with padding-free packing (DataCollatorWithFlattening) raises on an NPU host "
-            f"before transformers {FA2_ON_NPU} ({pin_text(options)}), and SDPA there ignores the packed "
-            f"position_ids: require transformers >= {FA2_ON_NPU} or pad the batches"
-        )
-        return "NPU903", message, Tier.MANUAL, None
+        return _packing(f"`--{name} {FA2}`", options)
     replacement, why = fa2_replacement(options, remote_code)
     message = (
         f"`--{name} {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): "
         f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
     )
     return "NPU901", message, Tier.NUMERIC, (value.start(3), value.end(3), replacement)
+
+
+def _packing(shown: str, options):
+    """NPU903 for a flash-attention flag of a program that packs sequences without padding."""
+    message = (
+        f"{shown} with padding-free packing (DataCollatorWithFlattening) raises on an NPU host before "
+        f"transformers {FA2_ON_NPU} ({pin_text(options)}), and SDPA there ignores the packed position_ids: "
+        f"require transformers >= {FA2_ON_NPU} or pad the batches"
+    )
+    return "NPU903", message, Tier.MANUAL, None
 
 
 def _flash_attention_flag(name: str, word: str | None, program: _Program | None, options):
@@ -310,12 +315,7 @@ def _flash_attention_flag(name: str, word: str | None, program: _Program | None,
         return None
     shown = f"`--{name}`" if word is None else f"`--{name} {word}`"
     if program is not None and program.packs:
-        message = (
-            f"{shown} with padding-free packing (DataCollatorWithFlattening) raises on an NPU host before "
-            f"transformers {FA2_ON_NPU} ({pin_text(options)}), and SDPA there ignores the packed position_ids: "
-            f"require transformers >= {FA2_ON_NPU} or pad the batches"
-        )
-        return "NPU903", message, Tier.MANUAL, None
+        return _packing(shown, options)
     advice = f"pass `--{name} False`"
     if predates(options, ATTN_IMPLEMENTATION) is None:
         replacement, _ = fa2_replacement(options)
