@@ -54,14 +54,13 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import (
-    ATTN_IMPLEMENTATION,
     FA2_ON_NPU,
     bf16_flag_rejected,
     bf16_rejected,
     fa2_replacement,
+    flash_flag_off_advice,
     guaranteed,
     pin_text,
-    predates,
 )
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
 
@@ -316,16 +315,13 @@ def _flash_attention_flag(name: str, word: str | None, program: _Program | None,
     shown = f"`--{name}`" if word is None else f"`--{name} {word}`"
     if program is not None and program.packs:
         return _packing(shown, options)
-    advice = f"pass `--{name} False`"
-    if predates(options, ATTN_IMPLEMENTATION) is None:
-        replacement, _ = fa2_replacement(options)
-        since = "" if guaranteed(options, ATTN_IMPLEMENTATION) else f", transformers >= {ATTN_IMPLEMENTATION}"
-        advice += f' (and have the program pass `attn_implementation="{replacement}"`{since})'
+    advice = flash_flag_off_advice(
+        options, f"pass `--{name} False`", 'have the program pass `attn_implementation="{value}"`'
+    )
     message = (
         f"{shown}: where the program hands it to transformers' `from_pretrained`, it raises ImportError on an "
         f"NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}), flash-attn being CUDA-only; the "
-        f"program's own code may read the flag, so it is not rewritten: {advice}, or require transformers >= "
-        f"{FA2_ON_NPU} (flash attention on the NPU)"
+        f"program's own code may read the flag, so it is not rewritten: {advice}"
     )
     return "NPU902", message, Tier.MANUAL, None
 

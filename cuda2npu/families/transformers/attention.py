@@ -60,9 +60,9 @@ from cuda2npu.families.transformers.releases import (
     ATTN_IMPLEMENTATION,
     FA2_ON_NPU,
     fa2_replacement,
+    flash_flag_off_advice,
     guaranteed,
     pin_text,
-    predates,
 )
 
 FA2 = "flash_attention_2"
@@ -263,22 +263,15 @@ class FlashAttention2(Rule):
         if self._packs():
             self.report("NPU903", node, self._packing_message())
             return
+        advice = flash_flag_off_advice(
+            self.options, "set it False where it reaches transformers", 'pass `attn_implementation="{value}"` there'
+        )
         message = (
             f"{what}: where it reaches transformers' `from_pretrained`, it raises ImportError on an NPU host "
             f"before transformers {FA2_ON_NPU} ({pin_text(self.options)}), flash-attn being CUDA-only; the "
-            f"project's code may read the flag itself, so it is not rewritten: {self._flag_advice()}"
+            f"project's code may read the flag itself, so it is not rewritten: {advice}"
         )
         self.report("NPU902", node, message, tier=Tier.MANUAL)
-
-    def _flag_advice(self) -> str:
-        """What to do with a ``use_flash_attention_2`` that is not rewritten: turn it off, and pass
-        ``attn_implementation`` instead where the pin allows releases that have it (4.36.0)."""
-        advice = "set it False where it reaches transformers"
-        if predates(self.options, ATTN_IMPLEMENTATION) is None:
-            value, _ = fa2_replacement(self.options)
-            since = "" if guaranteed(self.options, ATTN_IMPLEMENTATION) else f", transformers >= {ATTN_IMPLEMENTATION}"
-            advice += f' (and pass `attn_implementation="{value}"` there{since})'
-        return f"{advice}, or require transformers >= {FA2_ON_NPU} (flash attention on the NPU)"
 
     def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> None:
         """Report the ``"flash_attention_2"`` literals ``value`` can take (each once)."""

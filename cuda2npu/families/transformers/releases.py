@@ -66,6 +66,19 @@ def bf16_flag_rejected(options, spelled: str) -> str | None:
     )
 
 
+def flash_flag_off_advice(options, off: str, pass_phrase: str) -> str:
+    """What to do with a ``use_flash_attention_2`` kept as written: ``off`` (turn it off), with
+    ``pass_phrase`` (its ``{value}``: the ``attn_implementation`` to pass instead) where the pin allows
+    releases that have ``attn_implementation`` (4.36.0), or require the release running FlashAttention
+    on the NPU."""
+    advice = off
+    if predates(options, ATTN_IMPLEMENTATION) is None:
+        value, _ = fa2_replacement(options)
+        since = "" if guaranteed(options, ATTN_IMPLEMENTATION) else f", transformers >= {ATTN_IMPLEMENTATION}"
+        advice += f" (and {pass_phrase.format(value=value)}{since})"
+    return f"{advice}, or require transformers >= {FA2_ON_NPU} (flash attention on the NPU)"
+
+
 def fa2_replacement(options, remote_code: bool = False) -> tuple[str, str]:
     """The ``attn_implementation`` that replaces ``flash_attention_2`` under the project's pins, and
     why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on, or for a model whose
