@@ -158,6 +158,16 @@ def _build(ctx) -> TreeIndex:
     return TreeIndex(ctx.module)
 
 
+def is_expression_statement(statement: cst.CSTNode | None, node: cst.BaseExpression) -> bool:
+    """``statement`` is a line holding ``node`` alone, as an expression statement (``f(x)`` on its own line)."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and statement.body[0].value is node
+    )
+
+
 def leaves(block: cst.BaseSuite, exits: tuple[type, ...] = (cst.Return, cst.Raise)) -> bool:
     """The block ends in ``return`` or ``raise`` (an early exit; ``exits``: only those statements)."""
     last = block.body[-1] if block.body else None

@@ -19,6 +19,7 @@ from cuda2npu.core.literals import NOT_LITERAL, literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import register
+from cuda2npu.core.statements import is_expression_statement
 from cuda2npu.families.colossalai.common import ColossalRule
 from cuda2npu.families.colossalai.plan import OTHER_PLUGINS, Planner, planner_of
 from cuda2npu.families.colossalai.support import LAUNCHERS, PLUGINS, symbol_of
@@ -88,12 +89,7 @@ class NativeLaunch(NativeRule):
 
     def _launch_from_torch(self, node: cst.Call) -> None:
         statement = self.ctx.statement
-        sole = (
-            isinstance(statement, cst.SimpleStatementLine)
-            and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr)
-            and statement.body[0].value is node
-        )
+        sole = is_expression_statement(statement, node)
         problem = ""
         args = try_bind(node, ("backend", "seed", "verbose"), open_keywords=True)
         config = None

@@ -19,6 +19,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import statement
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import is_expression_statement
 
 SETTER = "torch.set_default_tensor_type"
 DTYPES = {  # the floating-point legacy types torch accepts as the default (others raise on CUDA too)
@@ -64,12 +65,7 @@ class CudaDefaultTensorType(Rule):
             "raises TypeError on an NPU host"
         )
         line = self.ctx.statement
-        alone = (
-            isinstance(line, cst.SimpleStatementLine)
-            and len(line.body) == 1
-            and isinstance(line.body[0], cst.Expr)
-            and line.body[0].value is node
-        )
+        alone = is_expression_statement(line, node)
         if not alone:
             self.report(
                 "NPU113",
