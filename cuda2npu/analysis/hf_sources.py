@@ -61,10 +61,7 @@ def subscript_key(target: cst.BaseExpression) -> str | None:
 
 def statement_of(ctx, node: cst.CSTNode) -> cst.CSTNode | None:
     """The statement holding ``node`` (where its marker goes)."""
-    index = TreeIndex.of(ctx)
-    while node is not None and node not in index.placement:
-        node = index.parents.get(node)
-    return node
+    return TreeIndex.of(ctx).statement_of(node)
 
 
 def sources(ctx, value: cst.BaseExpression) -> list[cst.BaseExpression]:

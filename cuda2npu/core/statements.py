@@ -137,6 +137,12 @@ class TreeIndex:
             block = self.placement[owner].block if owner in self.placement else None
         return found
 
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement holding ``node`` (a block's statement; the compound one for ``if x: y``)."""
+        while node is not None and node not in self.placement:
+            node = self.parents.get(node)
+        return node
+
     def following(self, statement: cst.CSTNode) -> list[cst.CSTNode]:
         """The statements after ``statement`` in its block (what runs once an early-exit ``if`` is passed)."""
         placement = self.placement.get(statement)

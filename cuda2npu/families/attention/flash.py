@@ -126,7 +126,6 @@ from cuda2npu.families.attention.flash_api import (
 from cuda2npu.families.attention.flash_guards import (
     guarded_read,
     runs_only_with,
-    statement_of,
     tests_only,
     top_statement,
 )
@@ -908,7 +907,7 @@ class FlashAttention(ValueUses, Rule):
         for site, names in sites.items():
             shown = " / ".join(f"`{n}`" for n in sorted(names))
             self.report_in(
-                statement_of(index, site),
+                index.statement_of(site),
                 "NPU408",
                 site.test,
                 f"{shown} is selected only when `config._flash_attn_2_enabled` is set, which transformers 4.34–4.35 "

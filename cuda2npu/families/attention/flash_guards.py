@@ -34,12 +34,6 @@ def top_statement(index: TreeIndex, statement: cst.CSTNode, function: cst.Functi
     return None
 
 
-def statement_of(index: TreeIndex, node: cst.CSTNode) -> cst.CSTNode | None:
-    while node is not None and node not in index.placement:
-        node = index.parents.get(node)
-    return node
-
-
 def runs_only_with(index: TreeIndex, flags: list[str], statement: cst.CSTNode, seen: set) -> bool:
     """``statement`` runs only where one of ``flags`` is true: in an ``if`` branch taken then, or in a
     function (called in the file) every call of which does."""
@@ -53,7 +47,7 @@ def runs_only_with(index: TreeIndex, flags: list[str], statement: cst.CSTNode, s
     seen.add(function)
     calls = index.calls_to(function.name.value)
     return bool(calls) and all(
-        (caller := statement_of(index, call)) is not None and runs_only_with(index, flags, caller, seen)
+        (caller := index.statement_of(call)) is not None and runs_only_with(index, flags, caller, seen)
         for call in calls
     )
 
@@ -68,7 +62,7 @@ def guarded_read(index: TreeIndex, read: cst.CSTNode, text: str) -> bool:
         child, parent = parent, index.parents.get(parent)
     if isinstance(parent, cst.If) and child is parent.test:
         return tests_set(parent.test, text)
-    statement = statement_of(index, read)
+    statement = index.statement_of(read)
     return statement is not None and any(
         isinstance(owner, cst.If) and role == "body" and tests_set(owner.test, text)
         for owner, role in index.enclosing(statement)

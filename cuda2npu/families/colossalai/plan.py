@@ -304,12 +304,6 @@ class Planner:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.index.parents.get(node)
 
-    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        current = node
-        while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            current = self.parent(current)
-        return current
-
     def sole_expression_statement(self, call: cst.Call) -> cst.SimpleStatementLine | None:
         expr = self.parent(call)
         line = self.parent(expr) if isinstance(expr, cst.Expr) else None
@@ -822,7 +816,7 @@ class Planner:
         if helper_of is None and isinstance(site, cst.Call) and arg.value is ref:
             self._helper(root, site, arg, plugin, migration, kind=kind)
             return
-        statement = self.statement_of(ref)
+        statement = self.index.statement_of(ref)
         raise _Unsupported(f"the {kind} is used as `{code_of(statement).strip() if statement else ref.value}`")
 
     def _prepare_dataloader(self, call: cst.Call, migration: _Migration) -> None:
