@@ -87,7 +87,7 @@ class TrainingArgumentSwitches(Rule):
                 f"release): tf32=False; the NPU's analogue, HF32, is a different format ({HF32}): enable it "
                 "yourself if you want it"
             )
-            self.report_in(statement_of(self.ctx, source), "NPU904", source, message, fix=_false)
+            self.report_in(statement_of(self.ctx, source), "NPU904", source, message, fix=_false, needs_torch_npu=False)
 
     def _optim_sources(self, value: cst.BaseExpression | None) -> None:
         """NPU727 for an ``optim`` name whose optimizer needs CUDA (bitsandbytes', apex's)."""
@@ -98,7 +98,9 @@ class TrainingArgumentSwitches(Rule):
                 continue
             new, message = decision
             fix, tier = (rename_fix(name, new), Tier.NUMERIC) if new else (None, Tier.MANUAL)
-            self.report_in(statement_of(self.ctx, source), "NPU727", source, message, fix=fix, tier=tier)
+            self.report_in(
+                statement_of(self.ctx, source), "NPU727", source, message, fix=fix, tier=tier, needs_torch_npu=False
+            )
 
     def _fresh(self, source: cst.BaseExpression) -> bool:
         """A value not reported yet (now it is) and not in code that handles the NPU."""
@@ -129,7 +131,7 @@ class TrainingArgumentSwitches(Rule):
             "`fp16=True` → `bf16=True` (bf16 policy: BF16 is the NPU's native mixed-precision type, no loss scaling; "
             "`--precision fp16` keeps fp16)"
         )
-        self.report("NPU906", fp16, message, fix=_bf16)
+        self.report("NPU906", fp16, message, fix=_bf16, needs_torch_npu=False)
 
 
 def _bf16_ready(config: cst.BaseExpression) -> bool:
