@@ -640,6 +640,28 @@ def test_a_remote_code_model_gets_eager_not_sdpa(tmp_path):
     assert [line.rpartition(" ")[2] for line in script.read_text().splitlines()] == ["eager", "eager", "sdpa", "sdpa"]
 
 
+def test_r16_a_gemma2_script_gets_eager_not_sdpa(tmp_path):
+    """RLHF-Reward-Modeling: Gemma-2's attention softcaps its logits, which transformers' sdpa drops and
+    eager applies: a script naming a Gemma-2 model gets `eager`; one naming Gemma-1's `gemma-2b` gets `sdpa`."""
+    write(tmp_path / "requirements.txt", "transformers==4.44.2\ntorch>=2.1.1\n")
+    write(tmp_path / "finetune.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    gemma2 = write(
+        tmp_path / "gemma2.sh",
+        """
+        MODEL=google/gemma-2-9b-it
+        python finetune.py --model_name_or_path $MODEL \\
+            --attn_implementation flash_attention_2
+        """,
+    )
+    gemma1 = write(
+        tmp_path / "gemma1.sh",
+        "python finetune.py --model_name_or_path google/gemma-2b --attn_implementation flash_attention_2\n",
+    )
+    cli("migrate", tmp_path)
+    assert gemma2.read_text().splitlines()[-1] == "    --attn_implementation eager"
+    assert gemma1.read_text().endswith("--attn_implementation sdpa\n")
+
+
 R15_FA2FLAG_PROGRAM = """
 from dataclasses import dataclass
 

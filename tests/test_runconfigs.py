@@ -460,6 +460,17 @@ def test_flash_attention_2_in_a_run_config_the_code_reads_becomes_sdpa_below_the
     assert findings_of(tmp_path, "NPU901") == []
 
 
+def test_r16_a_run_config_naming_a_gemma2_model_gets_eager(tmp_path):
+    """Gemma-2's logit softcapping is dropped by transformers' sdpa and applied by eager: a config
+    naming a Gemma-2 checkpoint gets `eager` (RLHF-Reward-Modeling, round 16)."""
+    write(tmp_path / "requirements.txt", "transformers==4.44.2\n")
+    write(tmp_path / "scripts" / "train.py", FA2_READER)
+    text = "model_name_or_path: google/gemma-2-9b-it\nattn_implementation: flash_attention_2\n"
+    cfg = write(tmp_path / "configs" / "train.yaml", text)
+    cli("migrate", tmp_path)
+    assert cfg.read_text() == text.replace("flash_attention_2", "eager")
+
+
 def test_flash_attention_2_unread_key_is_reviewed_and_a_new_enough_pin_keeps_it(tmp_path):
     write(tmp_path / "requirements.txt", "transformers==4.44.2\n")
     write(tmp_path / "train.py", "import torch\n")

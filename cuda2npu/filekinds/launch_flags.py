@@ -60,6 +60,7 @@ from cuda2npu.families.transformers.releases import (
     fa2_replacement,
     flash_flag_off_advice,
     guaranteed,
+    names_softcapped_model,
     pin_text,
 )
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
@@ -135,13 +136,15 @@ def check_launch_flags(
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
     variables = script_variables(text)
+    softcapped = names_softcapped_model([text])
     for command in shell_commands(text, options.ignore_noqa):
         program = _program(command, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
         fp16_kept = _fp16_kept(command, path, variables)
         found_flags = [
-            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options)) for line, match in flags
+            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options, softcapped))
+            for line, match in flags
         ]
         found_flags = _attention_kept(found_flags, command, path, text, options)
         if any(LMDEPLOY.search(line.code) for line in command):  # its `--device` names a platform ("ascend"): NPU935's
@@ -165,9 +168,18 @@ def check_launch_flags(
     return findings, edits
 
 
-def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: bool, fp16_kept: str | None, options):
+def _flag(
+    line: ShellLine,
+    match: re.Match,
+    program: _Program | None,
+    has_bf16: bool,
+    fp16_kept: str | None,
+    options,
+    softcapped: bool = False,
+):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
-    command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`)."""
+    command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`; ``softcapped``: the script
+    names a Gemma-2 model)."""
     name = match.group(1)
     if _names_device(match):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
@@ -178,7 +190,7 @@ def _flag(line: ShellLine, match: re.Match, program: _Program | None, has_bf16: 
     if name == "bf16":
         return _bf16(word, program, options)
     if name.startswith("attn"):
-        return None if word != FA2 else _attention(name, value, program, options, _remote_code(line.code))
+        return None if word != FA2 else _attention(name, value, program, options, line.code, softcapped)
     if name.startswith("use"):
         return _flash_attention_flag(name, word, program, options)
     if name.startswith("vllm"):
@@ -282,12 +294,14 @@ def _optim(word: str | None, value: re.Match | None, program: _Program | None):
     return "NPU727", message, Tier.NUMERIC, (value.start(3), value.end(3), new)
 
 
-def _attention(name: str, value: re.Match, program: _Program | None, options, remote_code: bool = False):
+def _attention(name: str, value: re.Match, program: _Program | None, options, command: str, softcapped: bool):
+    """NPU901 for ``--attn_implementation flash_attention_2``: the replacement of :func:`fa2_replacement`
+    for the model the command loads (its own code; a Gemma-2 named in the script: ``softcapped``)."""
     if guaranteed(options, FA2_ON_NPU):
         return None
     if program is not None and program.packs:
         return _packing(f"`--{name} {FA2}`", options)
-    replacement, why = fa2_replacement(options, remote_code)
+    replacement, why = fa2_replacement(options, _remote_code(command), softcapped)
     message = (
         f"`--{name} {FA2}` raises on an NPU host before transformers {FA2_ON_NPU} ({pin_text(options)}): "
         f"{replacement} ({why}); transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"

@@ -55,7 +55,13 @@ from cuda2npu.core.noqa import line_directives
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.quantization import ADVICE as QUANTIZATION_ADVICE
-from cuda2npu.families.transformers.releases import FA2_ON_NPU, fa2_replacement, guaranteed, pin_text
+from cuda2npu.families.transformers.releases import (
+    FA2_ON_NPU,
+    fa2_replacement,
+    guaranteed,
+    names_softcapped_model,
+    pin_text,
+)
 from cuda2npu.filekinds import runconfig_deepspeed as deepspeed
 from cuda2npu.filekinds import runconfig_frameworks as frameworks
 from cuda2npu.filekinds import runconfig_trainer as trainer
@@ -163,7 +169,7 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
     elif kind == "yaml":
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
-    plan.items += _attention_items(plan.entries, options)
+    plan.items += _attention_items(plan.entries, options, names_softcapped_model([text]))
     plan.items += _quantization_items(plan.entries, options)
     _add_framework_items(plan, top)
     noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
@@ -220,7 +226,7 @@ def _device_items(entries: list[Entry], options) -> list[Item]:
     return items
 
 
-def _attention_items(entries: list[Entry], options) -> list[Item]:
+def _attention_items(entries: list[Entry], options, softcapped: bool) -> list[Item]:
     """``flash_attention_2`` where the pinned transformers has no NPU path for it (NPU901, NPU903)."""
     if guaranteed(options, FA2_ON_NPU):
         return []
@@ -237,7 +243,7 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
             )
             items.append(Item("NPU903", entry, message, Tier.MANUAL))
         elif ("attention", entry.key) in options.project.config_keys:
-            value, why = fa2_replacement(options)
+            value, why = fa2_replacement(options, softcapped=softcapped)
             message = (
                 f"{raises}, and the code passes `{entry.key}` to `attn_implementation=`: `{value}` ({why}); "
                 f"transformers >= {FA2_ON_NPU} keeps {FA2} on NPU"
@@ -245,7 +251,7 @@ def _attention_items(entries: list[Entry], options) -> list[Item]:
             items.append(Item("NPU901", entry, message, Tier.NUMERIC, [entry.replaced(value)], (FA2, value)))
         elif entry.key == ATTENTION_KEY:
             message = (
-                f"{raises}, and no code was seen passing `{entry.key}` to transformers: set `{fa2_replacement(options)[0]}` "
+                f"{raises}, and no code was seen passing `{entry.key}` to transformers: set `{fa2_replacement(options, softcapped=softcapped)[0]}` "
                 "if it reaches one"
             )
             items.append(Item("NPU901", entry, message, Tier.REVIEW, shared=("NPU901", entry.key, entry.value)))

@@ -62,6 +62,7 @@ from cuda2npu.families.transformers.releases import (
     fa2_replacement,
     flash_flag_off_advice,
     guaranteed,
+    names_softcapped_model,
     pin_text,
 )
 
@@ -85,6 +86,7 @@ class FlashAttention2(Rule):
         self._done: set[cst.CSTNode] = set()
         self._packing: bool | None = None
         self._no_sdpa: bool | None = None  # the file sends `sdpa` to flash_attention_2 (_refuses_sdpa)
+        self._softcapped: bool | None = None  # the file names a Gemma-2 model (names_softcapped_model)
 
     def _active(self) -> bool:
         return not guaranteed(self.options, FA2_ON_NPU)
@@ -212,7 +214,7 @@ class FlashAttention2(Rule):
             return
         message = (
             f'`"{self.FLAG}"` passed to transformers raises on an NPU host before transformers {FA2_ON_NPU} '
-            f'({pin_text(self.options)}): pass `attn_implementation="{fa2_replacement(self.options)[0]}"` instead '
+            f'({pin_text(self.options)}): pass `attn_implementation="{self._replacement()[0]}"` instead '
             f"(transformers >= {ATTN_IMPLEMENTATION}), or require transformers >= {FA2_ON_NPU}"
         )
         self.report("NPU902", node, message, tier=Tier.MANUAL)
@@ -285,7 +287,7 @@ class FlashAttention2(Rule):
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
-            value, why = fa2_replacement(self.options, _remote_code(sink))
+            value, why = self._replacement(_remote_code(sink))
             if self._refuses_sdpa():
                 value, why = "eager", "this file sends `sdpa` to flash_attention_2: a part of its model has no SDPA"
             message = (
@@ -301,7 +303,7 @@ class FlashAttention2(Rule):
         if self._packs():
             self.report("NPU903", flag, self._packing_message())
             return
-        value, why = fa2_replacement(self.options)
+        value, why = self._replacement()
         if guaranteed(self.options, ATTN_IMPLEMENTATION) and keyword(call, "attn_implementation") is None:
             message = (
                 f"`use_flash_attention_2=True` raises on an NPU host before transformers {FA2_ON_NPU}: "
@@ -317,6 +319,13 @@ class FlashAttention2(Rule):
             f"{ATTN_IMPLEMENTATION}) or remove it, or require transformers >= {FA2_ON_NPU}"
         )
         self.report("NPU902", flag, message, tier=Tier.MANUAL)
+
+    def _replacement(self, remote_code: bool = False) -> tuple[str, str]:
+        """``fa2_replacement`` for this file: eager where it names a Gemma-2 model."""
+        if self._softcapped is None:
+            strings = (string_value(s) or "" for s in iter_nodes(self.ctx.module, cst.SimpleString))
+            self._softcapped = names_softcapped_model(strings)
+        return fa2_replacement(self.options, remote_code, self._softcapped)
 
     def _refuses_sdpa(self) -> bool:
         """The file answers ``== "sdpa"`` with ``"flash_attention_2"`` (Aria's config: "SDPA is not

@@ -3,6 +3,8 @@ project's pin guarantees (``options.project.pins``, cuda2npu/core/pins.py)."""
 
 from __future__ import annotations
 
+import re
+
 from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 
 FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
@@ -79,15 +81,33 @@ def flash_flag_off_advice(options, off: str, pass_phrase: str) -> str:
     return f"{advice}, or require transformers >= {FA2_ON_NPU} (flash attention on the NPU)"
 
 
-def fa2_replacement(options, remote_code: bool = False) -> tuple[str, str]:
+# Gemma-2 checkpoints and model families ("google/gemma-2-9b-it", "gemma2", "Skywork-Reward-Gemma-2-27B"),
+# not Gemma-1's "gemma-2b": their attention softcaps its logits (Gemma2Config.attn_logit_softcapping),
+# which transformers' eager attention applies (and flash-attn >= 2.6) but its sdpa_attention_forward
+# never reads (docs/reference/transformers.md §1.3)
+SOFTCAPPED_MODELS = re.compile(r"gemma[-_]?2(?![\dbB])", re.IGNORECASE)
+
+
+def names_softcapped_model(texts) -> bool:
+    """One of ``texts`` (a file's strings, a script) names a Gemma-2 model (:data:`SOFTCAPPED_MODELS`)."""
+    return any(SOFTCAPPED_MODELS.search(text) for text in texts)
+
+
+def fa2_replacement(options, remote_code: bool = False, softcapped: bool = False) -> tuple[str, str]:
     """The ``attn_implementation`` that replaces ``flash_attention_2`` under the project's pins, and
-    why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on, or for a model whose
+    why: "sdpa", or "eager" where the torch pin allows no release SDPA runs on, for a model whose
     code comes with its checkpoint (``trust_remote_code``): such a class need not declare SDPA, and
-    transformers raises for one that does not (LMFlow's Phi-3-vision script), while every model runs eager."""
+    transformers raises for one that does not (LMFlow's Phi-3-vision script), while every model runs
+    eager; and where the file names a Gemma-2 model (``softcapped``), whose logit softcapping sdpa drops."""
     if remote_code:
         return "eager", (
             "not sdpa: the model's own code (trust_remote_code) need not support SDPA, and transformers raises "
             "for a class that does not declare it; numerics differ slightly"
+        )
+    if softcapped:
+        return "eager", (
+            "not sdpa: this file names a Gemma-2 model, whose attention logit softcapping transformers applies in "
+            "eager attention (as flash-attn >= 2.6 does) but not in sdpa"
         )
     spec = pin_predates(options.project.pins, "torch", SDPA_TORCH)
     if spec is None:
