@@ -11,7 +11,8 @@
   every source in the file is ``False`` or ``None`` quantizes nothing and is left, and so is a
   parameter every call in the file passes off, a flag False in its branch (``q is not None`` in the
   ``else`` of ``if q:``) and a flag given to a config, tokenizer or processor load, which builds no
-  model (docs/reference/transformers.md §7). A
+  model (docs/reference/transformers.md §7); one finding per block and flag, none under ``if q:``
+  where ``q`` is a parameter every call in the file passes off. A
   ``BitsAndBytesConfig(...)`` without a flag that may be on is a review item too unless the
   transformers pin predates 4.38.0: from that release every ``BitsAndBytesConfig`` selects a
   bitsandbytes quantizer, the 4-bit one unless ``load_in_8bit`` (docs/reference/transformers.md §9).
@@ -79,6 +80,7 @@ class QuantizedLoading(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._reported: set[cst.CSTNode] = set()  # statements with a finding: one per statement
+        self._kinds: set[tuple] = set()  # (block, kind) reported: one per block and kind (_report)
 
     def visit_Call(self, node: cst.Call) -> None:
         """One finding per statement: ``from_pretrained(p, load_in_4bit=True,
@@ -95,14 +97,14 @@ class QuantizedLoading(Rule):
         name = qualified.rpartition(".")[2]
         if name in GPTQ_AWQ:
             if not in_npu_branch(self.ctx, node):
-                self._report("NPU908", node, f"`{_shown(code_of(node), name + '(...)')}`: {GPTQ_AWQ[name]}")
+                self._report("NPU908", node, f"`{_shown(code_of(node), name + '(...)')}`: {GPTQ_AWQ[name]}", name)
             return
         if name != CONFIG and self._config_built_here(node):
             return  # the BitsAndBytesConfig's own finding says it: `load_in_4bit=q` beside it asks nothing more
         flag = self._keywords(node, config=name == CONFIG)
         without_flag = flag is None and name == CONFIG and not _stars(node)
         if without_flag and not predates(self.options, ANY_CONFIG_QUANTIZES) and not in_npu_branch(self.ctx, node):
-            self._report("NPU907", node, f"`{_shown(code_of(node), CONFIG + '(...)')}`: {CONFIG_WITHOUT_FLAG}")
+            self._report("NPU907", node, f"`{_shown(code_of(node), CONFIG + '(...)')}`: {CONFIG_WITHOUT_FLAG}", CONFIG)
 
     def _config_built_here(self, call: cst.Call) -> bool:
         """``quantization_config=`` of ``call`` is a ``BitsAndBytesConfig(...)`` the file builds."""
@@ -145,12 +147,36 @@ class QuantizedLoading(Rule):
             return False
         shown = _shown(shown or f"{flag}={code_of(value)}", flag)
         shown = f"{CONFIG}({shown})" if config else shown
-        self._report("NPU907", node, f"`{shown}` quantizes with bitsandbytes: {ADVICE[flag]}")
+        self._report("NPU907", node, f"`{shown}` quantizes with bitsandbytes: {ADVICE[flag]}", flag)
         return True
 
-    def _report(self, code: str, node: cst.CSTNode, message: str) -> None:
+    def _report(self, code: str, node: cst.CSTNode, message: str, kind: str) -> None:
+        """One finding per statement and per block and ``kind`` (the flag, config or GPTQ/AWQ class
+        named): ``kw["load_in_8bit"] = True`` above ``kw["quantization_config"] =
+        BitsAndBytesConfig(load_in_8bit=True)`` asks one thing; none in a branch no call takes."""
         self._reported.add(self.ctx.statement)
+        block = TreeIndex.of(self.ctx).placement.get(self.ctx.statement)
+        key = (block.block if block is not None else None, kind)
+        if key in self._kinds or self._in_branch_callers_skip():
+            return
+        self._kinds.add(key)
         self.report(code, node, message)
+
+    def _in_branch_callers_skip(self) -> bool:
+        """The statement is in the body of ``if q:`` where ``q`` is a parameter of the enclosing
+        function that every call in the file passes off (``load_model(p, load_in_4bit=False)``)."""
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(self.ctx.statement)
+        params = {p.name.value: p for p in named_params(function)} if function is not None else {}
+        return any(
+            isinstance(owner, cst.If)
+            and role == "body"
+            and isinstance(owner.test, cst.Name)
+            and owner.test.value in params
+            and assigned_values(function.body, owner.test.value) == []
+            and self._callers_pass_off(function, params[owner.test.value])
+            for owner, role in index.enclosing(self.ctx.statement)
+        )
 
     def _may_be_on(self, value: cst.BaseExpression) -> bool:
         """Not every value the flag takes in this file is ``False`` / ``None``, nor is it False in the
