@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 
 import libcst as cst
 
 from cuda2npu.analysis.autocast import AUTOCAST, SCALER, autocast_alias
+from cuda2npu.analysis.float16_models import (
+    float16_models,
+    half_cast,
+    looks_like_model,
+    method_name,
+    model_names,
+    unmoved,
+)
 from cuda2npu.analysis.hf_sources import sources, statement_of
 from cuda2npu.analysis.kernel_switch import first_kernel
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
@@ -53,8 +60,6 @@ CUDA_SCALER = "torch.cuda.amp.GradScaler"
 CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
 SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
 FP16_INIT_SCALE = "2.0**14"
-DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transformers renamed it `dtype` in 4.56)
-MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
 AUTOCAST_DTYPE_GETTERS = {  # the dtype of the active autocast region (NPU106 renames the CUDA ones)
     "torch.get_autocast_gpu_dtype",
     "torch.get_autocast_dtype",
@@ -243,7 +248,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         checks = [
             check
             for check in iter_nodes(function.body, (cst.Assert, cst.Call))
-            if isinstance(check, cst.Assert) or (_method(check) or "").startswith("assert")
+            if isinstance(check, cst.Assert) or (method_name(check) or "").startswith("assert")
         ]
         return any(
             is_torch_dtype(self.resolver, value, "float16", "half")
@@ -343,7 +348,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         rebound = function_locals(scope) if scope is not None else set()
         own_class = _enclosing_class(index, self.ctx.statement)
         found = []
-        for cast, names in self.ctx.file_state(_float16_models):
+        for cast, names in self.ctx.file_state(float16_models):
             shared = names & read
             where = statement_of(self.ctx, cast)
             if cast in local:
@@ -493,9 +498,9 @@ class ModelHalfUnderBf16(Rule):
         receiver = node.func.value
         if method == "float" and isinstance(receiver, cst.Call):  # visited before the call it reads
             self._restored.add(receiver)
-        if node in self._restored or not _looks_like_model(receiver):
+        if node in self._restored or not looks_like_model(receiver):
             return
-        cast = _half_cast(self.resolver, node)
+        cast = half_cast(self.resolver, node)
         if cast is None or _inference_only(self.ctx, node):
             return
         self.report(
@@ -505,63 +510,6 @@ class ModelHalfUnderBf16(Rule):
             '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
-
-
-def _float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
-    """(cast, the names its model goes by) of each model the file makes float16, wherever it is made:
-    ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)``,
-    ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)`` (names: ``_model_names``); not
-    ``model.half().float()``, which only rounds the values (yolov5) and trains in float32."""
-    parents = TreeIndex.of(ctx).parents
-    half_kwargs = _float16_kwargs(ctx)
-    found = []
-    for call in iter_nodes(ctx.module, cst.Call):
-        half = _half_cast(ctx.resolver, call) and _loaded_model(_unmoved(call.func.value))
-        loaded = (dotted_name(call.func) or "").endswith("from_pretrained") and any(
-            (
-                arg.keyword is not None
-                and arg.keyword.value in DTYPE_KEYS
-                and is_torch_dtype(ctx.resolver, arg.value, "float16", "half")
-            )
-            or (arg.star == "**" and code_of(arg.value) in half_kwargs)
-            for arg in call.args
-        )
-        restored = _method(parents.get(parents.get(call))) == "float"
-        if (half or loaded) and not restored:
-            found.append((call, _model_names(call, statement_of(ctx, call))))
-    return found
-
-
-def _float16_kwargs(ctx) -> set[str]:
-    """The names of the dicts the file fills with a float16 ``torch_dtype`` (``kwargs["torch_dtype"] =
-    torch.float16``, ``kwargs = {"torch_dtype": torch.float16}``, ``dict(torch_dtype=torch.float16)``):
-    ``from_pretrained(..., **kwargs)`` loads a float16 model (InternLM-XComposer's memory model)."""
-    found = set()
-    for assign in iter_nodes(ctx.module, cst.Assign):
-        value = assign.value
-        for target in (t.target for t in assign.targets):
-            if isinstance(target, cst.Subscript) and len(target.slice) == 1:
-                key = target.slice[0].slice
-                if (
-                    isinstance(key, cst.Index)
-                    and string_value(key.value) in DTYPE_KEYS
-                    and is_torch_dtype(ctx.resolver, value, "float16", "half")
-                ):
-                    found.add(code_of(target.value))
-            elif isinstance(target, cst.Name) and _holds_float16_dtype(ctx, value):
-                found.add(target.value)
-    return found
-
-
-def _holds_float16_dtype(ctx, value: cst.BaseExpression) -> bool:
-    """``{"torch_dtype": torch.float16, ...}`` or ``dict(torch_dtype=torch.float16, ...)``."""
-    if isinstance(value, cst.Dict):
-        pairs = [(string_value(e.key), e.value) for e in value.elements if isinstance(e, cst.DictElement)]
-    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
-        pairs = [(a.keyword.value, a.value) for a in value.args if a.keyword is not None]
-    else:
-        return False
-    return any(key in DTYPE_KEYS and is_torch_dtype(ctx.resolver, v, "float16", "half") for key, v in pairs)
 
 
 def _enclosing_class(index: TreeIndex, statement: cst.CSTNode | None) -> cst.ClassDef | None:
@@ -612,13 +560,13 @@ def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
         _no_grad(ctx, decorator.decorator) for decorator in function.decorators
     ):
         return True
-    model = code_of(_unmoved(cast))
+    model = code_of(unmoved(cast))
     near = [statement, *index.following(statement)[:1]]
     calls = [
         *itertools.takewhile(lambda call: call is not cast, iter_nodes(function.body, cst.Call)),
         *(call for part in near for call in iter_nodes(part, cst.Call)),
     ]
-    return any(_method(call) == "eval" and code_of(_unmoved(call)) == model for call in calls)
+    return any(method_name(call) == "eval" and code_of(unmoved(call)) == model for call in calls)
 
 
 def _names_evaluation(test: cst.BaseExpression) -> bool:
@@ -635,24 +583,10 @@ def _frozen(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
     casts off and never back on: ``syncnet.requires_grad_(False)``, ``for p in teacher.parameters():
     p.requires_grad = False`` (a loss network, LatentSync's SyncNet), but not ``unet.requires_grad_(False)``
     followed by a loop that sets some parameters' ``requires_grad = True`` again."""
-    names = _model_names(cast, statement)
+    names = model_names(cast, statement)
     scope = TreeIndex.of(ctx).function.get(statement) or ctx.module
     switches = {switch for node in iter_nodes(scope, (cst.Call, cst.For)) for switch in _grad_switches(node, names)}
     return switches == {False}
-
-
-def _model_names(cast: cst.Call, statement: cst.CSTNode) -> set[str]:
-    """The names (as code) the model ``cast`` casts goes by: the receiver of its chain (``model`` in
-    ``model.npu().half()``) and the targets of the assignment of that chain (``net = Net().half()``)."""
-    names = {code_of(_unmoved(cast))}
-    assign = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-    if isinstance(assign, cst.Assign):
-        link = assign.value
-        while link is not cast and _method(link) in (*MOVES, "half"):
-            link = link.func.value
-        if link is cast:
-            names.update(code_of(target.target) for target in assign.targets)
-    return names
 
 
 def _grad_switches(node: cst.Call | cst.For, names: set[str]) -> list[bool]:
@@ -660,12 +594,12 @@ def _grad_switches(node: cst.Call | cst.For, names: set[str]) -> list[bool]:
     ``model.requires_grad_(False)``, the literal values a ``for`` over ``model.parameters()`` /
     ``model.named_parameters()`` gives ``p.requires_grad`` or ``p.requires_grad_(...)``; else ``[]``."""
     if isinstance(node, cst.Call):
-        if _method(node) != "requires_grad_" or code_of(node.func.value) not in names:
+        if method_name(node) != "requires_grad_" or code_of(node.func.value) not in names:
             return []
         bound = try_bind(node, ("requires_grad",))
         return [literal_arg(bound, "requires_grad", True)] if bound is not None else [True]
     source = node.iter
-    if _method(source) not in ("parameters", "named_parameters") or code_of(source.func.value) not in names:
+    if method_name(source) not in ("parameters", "named_parameters") or code_of(source.func.value) not in names:
         return []
     switches = []
     for inner in iter_nodes(node.body, (cst.Assign, cst.Call)):
@@ -673,7 +607,7 @@ def _grad_switches(node: cst.Call | cst.For, names: set[str]) -> list[bool]:
             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in inner.targets
         ):
             switches.append(literal(inner.value))
-        elif isinstance(inner, cst.Call) and _method(inner) == "requires_grad_":
+        elif isinstance(inner, cst.Call) and method_name(inner) == "requires_grad_":
             bound = try_bind(inner, ("requires_grad",))
             switches.append(literal_arg(bound, "requires_grad", True) if bound is not None else True)
     return switches
@@ -730,17 +664,6 @@ EVAL_FLAG_WORDS = {"eval", "evaluate", "evaluation", "inference", "predict", "pr
 OPTIMIZER_WORDS = {"opt", "optim", "optimizer", "optimiser", "scaler"}
 
 
-def _half_cast(resolver, call: cst.Call) -> str | None:
-    """``".half()"`` for ``x.half()``, ``".to(torch.float16)"`` for ``x.to(torch.float16)`` (any
-    position, ``torch.half`` too); None for any other call."""
-    method = _method(call)
-    if method == "half" and not call.args:
-        return ".half()"
-    if method == "to" and any(is_torch_dtype(resolver, a.value, "float16", "half") for a in call.args):
-        return ".to(torch.float16)"
-    return None
-
-
 def _parametrized(decorator: cst.BaseExpression) -> set[str]:
     """The parameters ``@pytest.mark.parametrize("name, dtype", ...)`` fills (none for another decorator)."""
     if not (isinstance(decorator, cst.Call) and (dotted_name(decorator.func) or "").endswith("parametrize")):
@@ -787,16 +710,11 @@ def _enclosing_chain(parents: dict[cst.CSTNode, cst.CSTNode], node: cst.CSTNode)
     return parent, child
 
 
-def _method(node: cst.BaseExpression) -> str | None:
-    """``eval`` for ``model.eval()``; None for anything but a method call."""
-    return node.func.attr.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) else None
-
-
 def _trains(call: cst.Call) -> bool:
     """A training call: ``loss.backward()``, ``optimizer.zero_grad()``, ``optimizer.step()`` /
     ``scaler.step(optimizer)``, ``trainer.train()`` / ``trainer.fit(...)`` (not ``model.train()``, which
     evaluation code calls to restore the mode)."""
-    method = _method(call)
+    method = method_name(call)
     if method in ("backward", "zero_grad"):
         return True
     words = set(name_tokens((dotted_name(call.func.value) or "").rpartition(".")[2])) if method else set()
@@ -822,30 +740,3 @@ class _Backward(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
             self.seen = True
         return not self.seen
-
-
-MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")
-
-
-def _unmoved(node: cst.BaseExpression) -> cst.BaseExpression:
-    """The model a chain of moves and casts starts from: ``model`` for ``model.cuda().half()``."""
-    while _method(node) in (*MOVES, "half"):
-        node = node.func.value
-    return node
-
-
-def _loaded_model(node: cst.BaseExpression) -> bool:
-    """A model (``_looks_like_model``) or one loaded by a hub call (``AutoModel.from_pretrained(...)``)."""
-    loaded = isinstance(node, cst.Call) and (dotted_name(node.func) or "").endswith("from_pretrained")
-    return loaded or _looks_like_model(node)
-
-
-def _looks_like_model(node: cst.BaseExpression) -> bool:
-    """``model``, ``self.net``, ``netG``, a class instantiation ``Net(...)``, or one moved: ``Net().cuda()``."""
-    if isinstance(node, cst.Call):
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
-            return _looks_like_model(node.func.value)
-        name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
-        return name[:1].isupper()
-    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
-    return bool(name) and bool(MODEL_NAME.search(name))

@@ -1,0 +1,132 @@
+"""Models a file makes float16: ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)``,
+``from_pretrained(..., torch_dtype=torch.float16)`` (directly or through a ``**kwargs`` dict), and the
+names they go by. Read by the precision policy (NPU340, NPU342) and by the TrainingArguments fp16 flag
+(NPU906): weights made float16 keep float16 training."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from cuda2npu.analysis.hf_sources import statement_of
+from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name, is_torch_dtype
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+
+DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transformers renamed it `dtype` in 4.56)
+MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")  # calls a model goes through unchanged
+MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
+
+
+def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
+    """(cast, the names its model goes by) of each model the file makes float16, wherever it is made:
+    ``model.half()``, ``Net().cuda().half()``, ``model.to(torch.float16)``,
+    ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)`` (names: ``model_names``); not
+    ``model.half().float()``, which only rounds the values (yolov5) and trains in float32."""
+    parents = TreeIndex.of(ctx).parents
+    half_kwargs = _float16_kwargs(ctx)
+    found = []
+    for call in iter_nodes(ctx.module, cst.Call):
+        half = half_cast(ctx.resolver, call) and _loaded_model(unmoved(call.func.value))
+        loaded = (dotted_name(call.func) or "").endswith("from_pretrained") and any(
+            (
+                arg.keyword is not None
+                and arg.keyword.value in DTYPE_KEYS
+                and is_torch_dtype(ctx.resolver, arg.value, "float16", "half")
+            )
+            or (arg.star == "**" and code_of(arg.value) in half_kwargs)
+            for arg in call.args
+        )
+        restored = method_name(parents.get(parents.get(call))) == "float"
+        if (half or loaded) and not restored:
+            found.append((call, model_names(call, statement_of(ctx, call))))
+    return found
+
+
+def _float16_kwargs(ctx) -> set[str]:
+    """The names of the dicts the file fills with a float16 ``torch_dtype`` (``kwargs["torch_dtype"] =
+    torch.float16``, ``kwargs = {"torch_dtype": torch.float16}``, ``dict(torch_dtype=torch.float16)``):
+    ``from_pretrained(..., **kwargs)`` loads a float16 model (InternLM-XComposer's memory model)."""
+    found = set()
+    for assign in iter_nodes(ctx.module, cst.Assign):
+        value = assign.value
+        for target in (t.target for t in assign.targets):
+            if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+                key = target.slice[0].slice
+                if (
+                    isinstance(key, cst.Index)
+                    and string_value(key.value) in DTYPE_KEYS
+                    and is_torch_dtype(ctx.resolver, value, "float16", "half")
+                ):
+                    found.add(code_of(target.value))
+            elif isinstance(target, cst.Name) and _holds_float16_dtype(ctx, value):
+                found.add(target.value)
+    return found
+
+
+def _holds_float16_dtype(ctx, value: cst.BaseExpression) -> bool:
+    """``{"torch_dtype": torch.float16, ...}`` or ``dict(torch_dtype=torch.float16, ...)``."""
+    if isinstance(value, cst.Dict):
+        pairs = [(string_value(e.key), e.value) for e in value.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        pairs = [(a.keyword.value, a.value) for a in value.args if a.keyword is not None]
+    else:
+        return False
+    return any(key in DTYPE_KEYS and is_torch_dtype(ctx.resolver, v, "float16", "half") for key, v in pairs)
+
+
+def model_names(cast: cst.Call, statement: cst.CSTNode) -> set[str]:
+    """The names (as code) the model ``cast`` casts goes by: the receiver of its chain (``model`` in
+    ``model.npu().half()``) and the targets of the assignment of that chain (``net = Net().half()``)."""
+    names = {code_of(unmoved(cast))}
+    assign = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+    if isinstance(assign, cst.Assign):
+        link = assign.value
+        while link is not cast and method_name(link) in (*MOVES, "half"):
+            link = link.func.value
+        if link is cast:
+            names.update(code_of(target.target) for target in assign.targets)
+    return names
+
+
+def half_cast(resolver, call: cst.Call) -> str | None:
+    """``".half()"`` for ``x.half()``, ``".to(torch.float16)"`` for ``x.to(torch.float16)`` (any
+    position, ``torch.half`` too); None for any other call."""
+    method = method_name(call)
+    if method == "half" and not call.args:
+        return ".half()"
+    if method == "to" and any(is_torch_dtype(resolver, a.value, "float16", "half") for a in call.args):
+        return ".to(torch.float16)"
+    return None
+
+
+def method_name(node: cst.BaseExpression) -> str | None:
+    """``eval`` for ``model.eval()``; None for anything but a method call."""
+    return node.func.attr.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) else None
+
+
+def unmoved(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The model a chain of moves and casts starts from: ``model`` for ``model.cuda().half()``."""
+    while method_name(node) in (*MOVES, "half"):
+        node = node.func.value
+    return node
+
+
+def _loaded_model(node: cst.BaseExpression) -> bool:
+    """A model (``looks_like_model``) or one loaded by a hub call (``AutoModel.from_pretrained(...)``)."""
+    loaded = isinstance(node, cst.Call) and (dotted_name(node.func) or "").endswith("from_pretrained")
+    return loaded or looks_like_model(node)
+
+
+def looks_like_model(node: cst.BaseExpression) -> bool:
+    """``model``, ``self.net``, ``netG``, a class instantiation ``Net(...)``, or one moved: ``Net().cuda()``."""
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
+            return looks_like_model(node.func.value)
+        name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        return name[:1].isupper()
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
+    return bool(name) and bool(MODEL_NAME.search(name))
