@@ -78,6 +78,17 @@ def _holds_float16_dtype(ctx, value: cst.BaseExpression) -> bool:
     return any(key in DTYPE_KEYS and is_torch_dtype(ctx.resolver, v, "float16", "half") for key, v in pairs)
 
 
+def shown_cast(resolver, cast: cst.Call) -> str:
+    """``cast`` for a message, its arguments elided: ``AutoModel.from_pretrained(...).half()``,
+    ``model.to(torch.float16)``, ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)``."""
+    suffix = half_cast(resolver, cast)
+    if suffix is None:
+        return f"{dotted_name(cast.func)}(..., torch_dtype=torch.float16)"
+    root = unmoved(cast.func.value)
+    model = f"{dotted_name(root.func)}(...)" if isinstance(root, cst.Call) else code_of(root)
+    return f"{model}{suffix}"
+
+
 def model_names(cast: cst.Call, statement: cst.CSTNode) -> set[str]:
     """The names (as code) the model ``cast`` casts goes by: the receiver of its chain (``model`` in
     ``model.npu().half()``) and the targets of the assignment of that chain (``net = Net().half()``)."""

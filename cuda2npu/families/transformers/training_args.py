@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.float16_models import float16_models, shown_cast
 from cuda2npu.analysis.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
@@ -124,6 +125,17 @@ class TrainingArgumentSwitches(Rule):
                 "`fp16=True` under the bf16 policy: use `bf16=True` together with a "
                 '`"bf16": {"enabled": "auto"}` block in the DeepSpeed config, which this call does not show: the '
                 'Trainer fills the config\'s "auto" blocks from these flags, and with no bf16 block DeepSpeed trains in fp32'
+            )
+            self.report("NPU906", fp16, message, tier=Tier.REVIEW)
+            return
+        weights = self.ctx.file_state(float16_models)
+        if weights:
+            shown = shown_cast(self.resolver, weights[0][0])
+            message = (
+                f"`fp16=True` kept under the bf16 policy: this file makes its model float16 (`{shown}`), which "
+                "`bf16=True` would run in bf16 autocast over float16 weights, mixing the two types: switch both "
+                "(`.bfloat16()` / `torch_dtype=torch.bfloat16` with `bf16=True`), or keep fp16, which runs on Ascend "
+                "(with loss scaling)"
             )
             self.report("NPU906", fp16, message, tier=Tier.REVIEW)
             return
