@@ -143,6 +143,12 @@ class TreeIndex:
             node = self.parents.get(node)
         return node
 
+    def within(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        """``node`` is ``ancestor`` or inside it."""
+        while node is not None and node is not ancestor:
+            node = self.parents.get(node)
+        return node is ancestor
+
     def following(self, statement: cst.CSTNode) -> list[cst.CSTNode]:
         """The statements after ``statement`` in its block (what runs once an early-exit ``if`` is passed)."""
         placement = self.placement.get(statement)

@@ -102,6 +102,21 @@ def _leaves_values(index: TreeIndex, statement: cst.Try) -> bool:
     return any(name.value in bound for after in later for name in iter_nodes(after, cst.Name))
 
 
+def _class_read(index: TreeIndex, name: cst.Name, called: set[str]) -> bool:
+    """``name`` starts an attribute chain ending in a class name that is neither called nor assigned
+    to a name the scope calls (``called``): ``bnb.nn.Linear4bit``, not ``opt = bnb.optim.Adam8bit``
+    followed by ``opt(params)``."""
+    top: cst.CSTNode = name
+    while isinstance(parent := index.parents.get(top), cst.Attribute) and parent.value is top:
+        top = parent
+    if not isinstance(top, cst.Attribute) or not top.attr.value[:1].isupper():
+        return False
+    if isinstance(parent, cst.Call) and parent.func is top:
+        return False
+    targets = parent.targets if isinstance(parent, cst.Assign) and parent.value is top else ()
+    return not any(isinstance(t.target, cst.Name) and t.target.value in called for t in targets)
+
+
 def _strings_in(node: cst.CSTNode) -> list[str]:
     found: list[str] = []
 
@@ -522,6 +537,8 @@ class CudaOnlyImports(Rule):
             kind, note = found if release is None else _by_pin(found, *release, self.options.project.pins)
             if kind is None:
                 return  # the project's pin guarantees a release that runs on an NPU
+            if kind == "review" and self._only_classes_read(node):
+                return  # `isinstance(m, bnb.nn.Linear4bit)`: nothing of the library runs
             unported = unported_module(module) and not fallback and self._module_level()
             if (
                 root not in self._marked
@@ -545,6 +562,20 @@ class CudaOnlyImports(Rule):
                 tier = Tier.REVIEW if kind in ("review", "release") else None
                 self.report("NPU606", node, message, tier=tier, sole=unported)
             return
+
+    def _only_classes_read(self, node: cst.CSTNode) -> bool:
+        """Every use of the names ``node`` (an import) binds, in its function (or the module), reads a
+        class of the module without calling it: MedicalGPT's ``find_all_linear_names`` imports
+        bitsandbytes to test ``isinstance(module, bnb.nn.Linear4bit)``, which runs on any host."""
+        if not isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node.names, cst.ImportStar):
+            return False
+        index = TreeIndex.of(self.ctx)
+        statement = index.statement_of(node)
+        scope = index.function.get(statement) or self.ctx.module
+        bound = {bound_name(alias, node) for alias in node.names}
+        uses = [name for name in iter_nodes(scope, cst.Name) if name.value in bound and not index.within(name, node)]
+        called = {c.func.value for c in iter_nodes(scope, cst.Call) if isinstance(c.func, cst.Name)}
+        return bool(uses) and all(_class_read(index, name, called) for name in uses)
 
     def _again_in_function(self, node: cst.CSTNode, root: str) -> bool:
         """An import of a package of :data:`MIGRATED_AT_USES` the file has a marker for already, in a
