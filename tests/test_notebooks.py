@@ -34,8 +34,9 @@ def test_migrate_changes_only_code_cell_sources(notebooks):
     assert after_text == json.dumps(after, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # nbformat style kept
     sources = [c["source"] for c in after["cells"]]
     assert sources[0] == before["cells"][0]["source"]  # markdown mentioning x.cuda() is not code
-    assert sources[1] == [
-        "%matplotlib inline\n",
+    assert sources[1][0] == "%matplotlib inline\n"  # shell escapes are shell script: marked above
+    assert sources[1][1].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host")
+    assert sources[1][2:] == [
         "!nvidia-smi\n",
         "import torch\n",
         "import torch_npu\n",
@@ -52,14 +53,15 @@ def test_migrate_changes_only_code_cell_sources(notebooks):
     assert sources[5] == []
     # idempotent, and check is clean afterwards
     assert cli("migrate", notebooks, "--check").exit_code == 0
-    assert cli("check", notebooks).exit_code == 0
+    left = json.loads(cli("check", notebooks / "train.ipynb", "--format", "json").stdout)["diagnostics"]
+    assert [(d["cell"], d["code"], d["tier"]) for d in left] == [(2, "NPU712", "manual")]  # nvidia-smi stays
 
 
 def test_untouched_notebooks_round_trip_byte_for_byte(notebooks):
     cli("migrate", notebooks)
     assert (notebooks / "clean.ipynb").read_bytes() == (NOTEBOOKS / "clean.ipynb").read_bytes()
     data = (NOTEBOOKS / "train.ipynb").read_bytes()
-    result = process_notebook(data, "train.ipynb", Options(select=("NPU6",)))
+    result = process_notebook(data, Path("train.ipynb"), "train.ipynb", Options(select=("NPU6",)))
     assert result.status in ("unchanged", "skipped") and result.new_source is None
 
 
@@ -77,7 +79,7 @@ def test_foreign_formatting_is_preserved(notebooks):
 
 def test_crlf_notebook_keeps_its_newlines(tmp_path):
     text = (NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8").replace("\n", "\r\n")
-    result = process_notebook(text.encode(), "nb.ipynb", Options())
+    result = process_notebook(text.encode(), Path("nb.ipynb"), "nb.ipynb", Options())
     assert result.status == "changed"
     assert result.new_source.count(b"\r\n") == result.new_source.count(b"\n")
 
@@ -85,6 +87,7 @@ def test_crlf_notebook_keeps_its_newlines(tmp_path):
 def test_findings_point_at_cell_and_line(notebooks):
     data = json.loads(cli("check", notebooks / "train.ipynb", "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
+        (2, 2, 2, "NPU712"),  # `!nvidia-smi`: the shell escape is shell script
         (3, 1, 25, "NPU101"),
         (3, 2, 30, "NPU104"),
         (3, 4, 1, "NPU103"),
@@ -93,7 +96,7 @@ def test_findings_point_at_cell_and_line(notebooks):
 
 
 def test_bad_and_foreign_notebooks(tmp_path):
-    bad = process_notebook(b"{not json", "bad.ipynb", Options())
+    bad = process_notebook(b"{not json", Path("bad.ipynb"), "bad.ipynb", Options())
     assert bad.status == "failed" and bad.findings[0].code == "NPU001" and "notebook JSON" in bad.reason
     r_notebook = {
         "cells": [{"cell_type": "code", "source": "x <- 1", "metadata": {}, "outputs": []}],
@@ -101,7 +104,7 @@ def test_bad_and_foreign_notebooks(tmp_path):
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    assert process_notebook(json.dumps(r_notebook).encode(), "r.ipynb", Options()).status == "skipped"
+    assert process_notebook(json.dumps(r_notebook).encode(), Path("r.ipynb"), "r.ipynb", Options()).status == "skipped"
     broken = {
         "cells": [
             {"cell_type": "code", "source": ["import torch\n", "x = (\n"], "metadata": {}, "outputs": []},
@@ -111,7 +114,7 @@ def test_bad_and_foreign_notebooks(tmp_path):
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    result = process_notebook(json.dumps(broken, indent=1).encode(), "broken.ipynb", Options())
+    result = process_notebook(json.dumps(broken, indent=1).encode(), Path("broken.ipynb"), "broken.ipynb", Options())
     assert result.status == "failed" and result.findings[0].code == "NPU001"
 
 
@@ -167,13 +170,17 @@ def test_whatever_ipython_runs_is_accepted(tmp_path):
     data = json.loads(cli("check", path, "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
         (1, 4, 20, "NPU101"),
+        (4, 2, 6, "NPU712"),  # the shell escape's nvidia-smi (after `    !`)
         (5, 2, 22, "NPU101"),
     ]
     assert cli("migrate", path).exit_code == 0
     after = [c["source"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    marker = after[3].split("\n")[1]
+    assert marker.startswith("    # TODO(cuda2npu): NPU712 `nvidia-smi` is not installed")  # indented as the escape
     assert after == [
         "import torch\nimport torch_npu\n!pip install a \\\n    b\nx = torch.zeros(1).npu()\n",
-        *sources[1:4],
+        *sources[1:3],
+        sources[3].replace("if True:\n", f"if True:\n{marker}\n"),
         "  !echo hi\n  z = torch.zeros(1).npu()\n\n  w = 1\n",
     ]
 
@@ -186,3 +193,28 @@ def test_migrate_names_the_cell_of_a_failure_as_check_does(tmp_path):
     assert "nb.ipynb:cell 2:2:5: NPU001" in check.stdout
     assert "nb.ipynb:cell 2:2:5: cannot parse" in migrate.stderr
     assert "nb.ipynb:cell 2:2:5 NPU001" in migrate.stderr
+
+
+def test_r16_shell_escapes_and_shell_cells_are_migrated_as_shell_script(tmp_path):
+    """MedicalGPT's `! CUDA_VISIBLE_DEVICES=0 python training/ppo_training.py`, a `%%bash` cell, and
+    BELLE's Colab notebook whose only CUDA text is `!nvidia-smi` (no longer skipped by the prefilter):
+    renamed in place, marked above, idempotent."""
+    sources = [
+        "! CUDA_VISIBLE_DEVICES=0 python training/ppo_training.py --model_name_or_path m\n",
+        "%%bash\nexport CUDA_VISIBLE_DEVICES=0,1\npython train.py\n",
+        "!nvidia-smi\n!pip install -r requirements.txt\n",
+    ]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_notebook(*sources), indent=1) + "\n", encoding="utf-8")
+    data = json.loads(cli("check", path, "--format", "json").stdout)
+    assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
+        (1, 1, 3, "NPU711"),
+        (2, 2, 8, "NPU711"),
+        (3, 1, 2, "NPU712"),
+    ]
+    assert cli("migrate", path).exit_code == 0
+    after = [c["source"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    assert after[0] == sources[0].replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+    assert after[1] == sources[1].replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+    assert after[2].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi`") and after[2].endswith(sources[2])
+    assert cli("migrate", path, "--check").exit_code == 0  # idempotent: the marker above is seen

@@ -10,6 +10,11 @@ as IPython's ``leading_indent`` transform does and re-indented afterwards;
 a cell magic (``%%bash``) hides its whole cell, except the Python-bodied ``%%time``,
 ``%%timeit``, ``%%capture`` and ``%%prun`` whose first line only is hidden.
 
+Shell escapes (``!CUDA_VISIBLE_DEVICES=0 python train.py``, with their backslash-continued lines) and
+``%%bash`` / ``%%sh`` cells are shell script: they go through the shell file kind
+(cuda2npu/filekinds/shellscripts.py, launch flags included), its renames made in place and its
+markers written as comment lines above the command, whether or not the Python code needs anything.
+
 Findings are :class:`NotebookFinding`: ``cell`` is the 1-based index among all cells of the
 notebook (markdown cells count, as in the Jupyter UI), ``line``/``column`` are within the cell.
 
@@ -29,6 +34,7 @@ from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult, Finding
+from cuda2npu.core.markers import MARKER_PREFIX
 
 SEPARATOR = "# cuda2npu-notebook-cell {index}"
 SEPARATOR_RE = re.compile(r"^# cuda2npu-notebook-cell (\d+)$")
@@ -36,6 +42,8 @@ PLACEHOLDER = "pass  # cuda2npu-notebook-magic {index}"
 PLACEHOLDER_RE = re.compile(r"^[ \t]*pass  # cuda2npu-notebook-magic (\d+)$")
 MAGIC = re.compile(r"^[ \t]*(?:[%!]|\?|[\w.]+\?{1,2}[ \t]*$|[\w.,\[\] \t]+=[ \t]*[%!])")
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
+SHELL_ESCAPE = re.compile(r"^([ \t]*)!(?!=)(.*)$")  # `!cmd`; not `!!cmd` captures, nor `x = !cmd`
+SHELL_CELL_MAGICS = {"bash", "sh"}
 
 
 @dataclass(frozen=True)
@@ -196,14 +204,114 @@ def _dump_like(notebook: dict, original: str) -> str | None:
     return None
 
 
+@dataclass
+class _ShellRewrite:
+    """One shell escape (or a shell cell's body) of a cell: its lines before and after the migration."""
+
+    cell: int
+    before: list[str]
+    after: list[str]
+
+
+def _shell_pass(cells: list, path: Path, display: str, options) -> tuple[list[NotebookFinding], list[_ShellRewrite]]:
+    """The findings of the notebook's shell escapes and shell cells, and their rewritten lines."""
+    from cuda2npu.filekinds.shellscripts import check_shell_file
+
+    findings: list[NotebookFinding] = []
+    rewrites: list[_ShellRewrite] = []
+    for index, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        lines = _source_text(cell).splitlines()
+        shell_cell = _is_shell_cell(lines)
+        for block in _shell_blocks(lines, shell_cell):
+            found, new = check_shell_file(block.script, path, display, options)
+            for finding in found:
+                fields = {k: getattr(finding, k) for k in Finding.__dataclass_fields__}
+                bang = 1 if finding.line == block.comments + 1 and not shell_cell else 0  # the `!` before it
+                line, column = block.start + finding.line, finding.column + len(block.indent) + bang
+                findings.append(NotebookFinding(**{**fields, "line": line, "column": column}, cell=index))
+            if new != block.script:
+                rewrites.append(_ShellRewrite(index, block.lines, block.rebuilt(new, shell_cell)))
+    return findings, rewrites
+
+
+def _is_shell_cell(lines: list[str]) -> bool:
+    """The cell starts with ``%%bash`` or ``%%sh``."""
+    first = next((line.strip() for line in lines if line.strip()), "")
+    return first.startswith("%%") and first[2:].split()[:1] in ([m] for m in SHELL_CELL_MAGICS)
+
+
+@dataclass
+class _ShellBlock:
+    """A shell escape of a cell (the ``# TODO(cuda2npu)`` lines just above it, its ``!`` line and the
+    lines its backslashes continue it onto), or the body of a ``%%bash`` cell."""
+
+    start: int  # the index of its first line in the cell (0-based)
+    lines: list[str]
+    indent: str
+    comments: int  # marker lines above the command
+    script: str  # the shell script it runs (``!`` and indentation removed)
+
+    def rebuilt(self, script: str, shell_cell: bool) -> list[str]:
+        """The block once its script became ``script``: the marker lines above the command, then the
+        command, with its ``!`` and indentation back in place."""
+        lines = script.rstrip("\n").split("\n")
+        if shell_cell:
+            return lines
+        command = len(lines) - (len(self.lines) - self.comments)
+        above = [self.indent + line for line in lines[:command]]
+        continued = [
+            (self.indent if before.startswith(self.indent) else "") + line
+            for before, line in zip(self.lines[self.comments + 1 :], lines[command + 1 :])
+        ]
+        return [*above, self.indent + "!" + lines[command], *continued]
+
+
+def _shell_blocks(lines: list[str], shell_cell: bool):
+    """The cell's :class:`_ShellBlock` s."""
+    if shell_cell:
+        start = next(i for i, line in enumerate(lines) if line.strip()) + 1
+        body = lines[start:]
+        yield _ShellBlock(start, body, "", 0, "\n".join(body) + "\n")
+        return
+    index = 0
+    while index < len(lines):
+        match = SHELL_ESCAPE.match(lines[index])
+        end = index
+        while end < len(lines) - 1 and lines[end].rstrip().endswith("\\"):
+            end += 1
+        if match is not None and not lines[index].lstrip().startswith("!!"):
+            indent = match.group(1)
+            first = index
+            while first > 0 and lines[first - 1].strip().startswith(MARKER_PREFIX):
+                first -= 1
+            comments = [_dedent(line, indent) for line in lines[first:index]]
+            rest = [_dedent(line, indent) for line in lines[index + 1 : end + 1]]
+            script = "\n".join([*comments, match.group(2), *rest]) + "\n"
+            yield _ShellBlock(first, lines[first : end + 1], indent, index - first, script)
+        index = end + 1
+
+
+def _with_rewrites(source: str, rewrites: list[_ShellRewrite]) -> str:
+    """``source`` (a cell's code, migrated or not) with its shell blocks replaced."""
+    lines = source.split("\n")
+    for rewrite in rewrites:
+        size = len(rewrite.before)
+        at = next(i for i in range(len(lines) - size + 1) if lines[i : i + size] == rewrite.before)
+        lines[at : at + size] = rewrite.after
+    return "\n".join(lines)
+
+
 def _engine_failure(display: str, message: str) -> FileResult:
     doc = rule_doc("NPU001")
     finding = NotebookFinding(display, 1, 1, "NPU001", doc.name, message, doc.tier, False, cell=0)
     return FileResult(display, "failed", message, [finding])
 
 
-def process_notebook(data: bytes, display: str, options, pattern=None) -> FileResult:
-    """Check (``options.fix=False``) or migrate the code cells of one notebook's bytes."""
+def process_notebook(data: bytes, path: Path, display: str, options, pattern=None) -> FileResult:
+    """Check (``options.fix=False``) or migrate the code cells of one notebook's bytes (``path``: where
+    it is, for the programs its shell escapes launch)."""
     from cuda2npu.filekinds.python import migrate_source
 
     try:
@@ -216,12 +324,16 @@ def process_notebook(data: bytes, display: str, options, pattern=None) -> FileRe
         return _engine_failure(display, "not a Jupyter notebook (no cells list; nbformat 3 is not supported)")
     if not _is_python(notebook):
         return FileResult(display, "skipped", "not a Python notebook")
+    shell_findings, rewrites = _shell_pass(cells, path, display, options)
     joined = _join(cells)
     source = joined.text.encode("utf-8")
     if pattern is not None and not pattern.search(source):
-        return FileResult(display, "skipped", PREFILTER_REASON)
-    result = migrate_source(source, display, options)
-    findings = []
+        if not shell_findings:
+            return FileResult(display, "skipped", PREFILTER_REASON)
+        result = FileResult(display, "unchanged")
+    else:
+        result = migrate_source(source, display, options)
+    findings = list(shell_findings)
     for finding in result.findings:
         cell, line = _locate(finding.line, joined.starts)
         fields = {k: getattr(finding, k) for k in Finding.__dataclass_fields__}
@@ -229,14 +341,18 @@ def process_notebook(data: bytes, display: str, options, pattern=None) -> FileRe
         findings.append(NotebookFinding(**{**fields, "line": line, "column": column}, cell=cell))
     findings.sort(key=lambda f: f.sort_key())
     result = replace(result, findings=findings)
-    if result.status != "changed" or result.new_source is None:
-        return replace(result, new_source=None) if result.status != "failed" else result
-    migrated = _split(result.new_source.decode("utf-8"), joined)
+    if result.status == "failed":
+        return result
+    if (result.status != "changed" or result.new_source is None) and not rewrites:
+        return replace(result, new_source=None)
+    migrated = _split(result.new_source.decode("utf-8"), joined) if result.new_source is not None else {}
     for index, cell in enumerate(cells, start=1):
-        if index not in migrated or index in joined.opaque:
+        here = [rewrite for rewrite in rewrites if rewrite.cell == index]
+        if (index not in migrated or index in joined.opaque) and not here:
             continue
         before = _source_text(cell)
-        after = migrated[index] + ("\n" if before.endswith("\n") else "")
+        code = migrated[index] if index in migrated and index not in joined.opaque else before.removesuffix("\n")
+        after = _with_rewrites(code, here) + ("\n" if before.endswith("\n") else "")
         if after == before:
             continue
         cell["source"] = after.splitlines(keepends=True) if isinstance(cell.get("source"), list) else after

@@ -107,7 +107,7 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
     if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
         from cuda2npu.filekinds.notebooks import process_notebook
 
-        return process_notebook(data, display, options, _pattern(options))
+        return process_notebook(data, path, display, options, _pattern(options))
     if not _pattern(options).search(data):
         return (
             skipped(data, display, PREFILTER_REASON)
