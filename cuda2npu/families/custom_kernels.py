@@ -27,6 +27,7 @@ from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.raising_fallbacks import raising_fallbacks
 from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catches, catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
@@ -100,6 +101,42 @@ def _leaves_values(index: TreeIndex, statement: cst.Try) -> bool:
     }
     later = index.following(statement)
     return any(name.value in bound for after in later for name in iter_nodes(after, cst.Name))
+
+
+def _hollow_fallback(ctx, node: cst.Try) -> bool:
+    """``try: import quant_cuda`` / ``except: print("CUDA extension not installed.")``, then
+    ``quant_cuda.vecquant4matmul(...)`` elsewhere in the file (BELLE's GPTQ ``quant.py``): the
+    handlers bind nothing (no flag, no stand-in), and a name the try imports is read outside it, not
+    under an ``if`` whose test names the feature (``if self.use_xformers:`` before ``xops.…``)."""
+    imported = {
+        bound_name(alias, statement)
+        for line in node.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for statement in line.body
+        if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(statement.names, cst.ImportStar)
+        for alias in statement.names
+    }
+    binds = (cst.Assign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Return, cst.Raise)
+    if not imported or any(True for handler in node.handlers for _ in iter_nodes(handler.body, binds)):
+        return False
+    index = TreeIndex.of(ctx)
+    return any(
+        name.value in imported
+        and isinstance(parent := index.parents.get(name), cst.Attribute)
+        and parent.value is name
+        and not index.within(name, node)
+        and not _feature_tested(index, name)
+        for name in iter_nodes(ctx.module, cst.Name)
+    )
+
+
+def _feature_tested(index: TreeIndex, name: cst.Name) -> bool:
+    """An ``if`` around ``name`` tests a word of it (``use_xformers`` around ``xformers.ops…``)."""
+    words = set(name_tokens(name.value)) - {"cuda", "ops", "lib", "ext", "c"}
+    return any(
+        isinstance(owner, cst.If) and words & set(name_tokens(code_of(owner.test)))
+        for owner in index.ancestors(index.statement_of(name))
+    )
 
 
 def _class_read(index: TreeIndex, name: cst.Name, called: set[str]) -> bool:
@@ -262,6 +299,10 @@ CUDA_ONLY_MESSAGES = {
     # an unported package imported unguarded at module level: the marker is all `migrate` writes
     "unported": "`{module}` cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}",
 }
+HOLLOW_NOTE = (
+    "the `except` around it only reports the ImportError and binds nothing, and the file uses the module "
+    "afterwards: NameError there (not a fallback)"
+)
 # NPU606's message at the failing import of a module the project imports only where it falls back
 OPTIONAL_MODULE_MESSAGE = (
     "`{module}` cannot be imported on an NPU host{through}, nor can this module; the project imports it only"
@@ -316,7 +357,8 @@ class CudaOnlyImports(Rule):
         # ImportError handler does not re-raise, an availability-probed if body), "static" (`if
         # TYPE_CHECKING:`, a CUDA feature switch the migration keeps)
         self._guards: dict[cst.CSTNode, str] = {}
-        self._depth = {"fallback": 0, "static": 0}
+        # "hollow": a try body whose ImportError handler only reports it, the module used later (_hollow_fallback)
+        self._depth = {"fallback": 0, "static": 0, "hollow": 0}
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
@@ -340,6 +382,8 @@ class CudaOnlyImports(Rule):
         if node.body in raising_fallbacks(self.ctx).tries:
             # `except ImportError: HAVE_X = False`, then `if not HAVE_X: raise`: NPU606 marks the raise
             self._raising.add(node.body)
+        elif _hollow_fallback(self.ctx, node):
+            self._guards[node.body] = "hollow"
         else:
             self._guards[node.body] = "fallback"
 
@@ -555,6 +599,8 @@ class CudaOnlyImports(Rule):
                 message = CUDA_ONLY_MESSAGES["unported" if unported else kind].format(
                     module=module, when=when, note=note, distribution=first[0], first=first[1]
                 )
+                if self._depth["hollow"]:
+                    message += f"; {HOLLOW_NOTE}"
                 ported = _import_ported(node)
                 if ported and self.options.code_enabled("NPU606"):
                     marked_imports(self.ctx).add(node)
