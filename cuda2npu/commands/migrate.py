@@ -95,6 +95,7 @@ def _out_dir_problem(request: MigrateRequest) -> str | None:
 
 
 MAX_LISTED_MARKERS = 10
+MAX_SAME_REASON = 3  # files skipped for one reason listed one by one; more: the first and a count
 MAX_LISTED_FILES = 20
 
 
@@ -233,15 +234,25 @@ def _print_changed(results: list[FileResult], verb: str) -> None:
 
 
 def _print_failures(results: list[FileResult]) -> None:
-    """Failed files with their position and reason, and files skipped for a reason worth knowing."""
+    """Failed files with their position and reason, and files skipped for a reason worth knowing
+    (a reason many files share, as those of a vendored library: once, with the first of them)."""
     on = style.enabled(True)
+    skipped: dict[str, list[str]] = {}
     for result in results:
         if result.status == "failed":
             engine = [f for f in result.findings if f.code.startswith("NPU00")]  # the failure itself
             where = next((location(f) for f in engine), result.path)
             style.echo(f"{style.paint(where, on, bold=True)}: {style.paint(result.reason, on, fg='red')}", err=True)
         elif result.status == "skipped" and result.reason != PREFILTER_REASON:
-            style.echo(f"{style.paint(result.path, on, bold=True)}: skipped ({result.reason})", err=True)
+            skipped.setdefault(result.reason, []).append(result.path)
+    for reason, paths in skipped.items():
+        shown = paths if len(paths) <= MAX_SAME_REASON else paths[:1]
+        for path in shown:
+            style.echo(f"{style.paint(path, on, bold=True)}: skipped ({reason})", err=True)
+        if len(paths) > len(shown):
+            style.echo(
+                f"... and {len(paths) - 1} more files skipped for the same reason (the report lists them)", err=True
+            )
 
 
 def _not_written(result: FileResult, why: FileResult, summary: Summary) -> None:

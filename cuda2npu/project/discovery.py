@@ -4,7 +4,9 @@ Inside a git work tree the files are ``git ls-files`` (tracked plus untracked-bu
 elsewhere a directory walk. Virtualenvs, build output, ``node_modules`` and VCS folders are
 skipped; each real file is returned once even when reached through symlinks, and files that
 resolve outside the given root are skipped (nothing outside the root is ever written).
-Explicit file arguments (as pre-commit passes them) are used as given. Which configuration
+Explicit file arguments (as pre-commit passes them) are used as given. Files of a copy of a
+library with its own way onto Ascend (a vendored apex, mmcv or flash-attn:
+cuda2npu/analysis/vendored_libraries.py) are listed as skipped, with the reason. Which configuration
 excludes what is cuda2npu/project/settings.py's (each file's nearest configuration).
 """
 
@@ -16,6 +18,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from cuda2npu.analysis.vendored_libraries import vendored_library
 
 SKIP_DIRS = {
     ".git",
@@ -91,6 +95,10 @@ def discover(
     seen: set[Path] = set()
     for given in paths:
         if given.is_file() or given.is_symlink() and not given.is_dir():
+            vendored = vendored_library(given.parent, None)
+            if vendored is not None:
+                result.skipped.append((given, vendored[1]))
+                continue
             _add(given, given.parent, result, seen, explicit=True)
             continue
         root = given.resolve()
@@ -104,6 +112,10 @@ def discover(
             if any(part in SKIP_DIRS for part in Path(relative).parts[:-1]):
                 continue
             if excluded is not None and excluded(path):
+                continue
+            vendored = vendored_library(path.parent, given)
+            if vendored is not None:  # a copy of a library with its own way onto Ascend: left as written
+                result.skipped.append((path, vendored[1]))
                 continue
             _add(path, root, result, seen, explicit=False, relative=relative)
     result.files.sort()

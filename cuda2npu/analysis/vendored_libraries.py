@@ -1,0 +1,58 @@
+"""Copies of third-party libraries inside a project (rules/tables/vendored_libraries.toml): a
+directory below the project root whose own setup.py or pyproject.toml names one of the table's
+distributions, with the library's package next to it (VisionLLMv2's ``apex/`` and ``mmcv/``).
+Discovery lists their files as skipped, with the table's reason (cuda2npu/project/discovery.py)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import tomllib
+
+from cuda2npu.core.catalogue import table
+
+SETUP_NAME = re.compile(r"""\bname\s*=\s*["']([A-Za-z0-9_.-]+)["']""")  # mmcv: name='mmcv' if ... else 'mmcv-full'
+
+
+def vendored_library(directory: Path, stop: Path | None) -> tuple[Path, str] | None:
+    """(the copy's directory, why it is left as written) for the innermost copy of a table library
+    holding ``directory``, looking no higher than below ``stop`` (the project root; None: below the
+    nearest directory holding ``.git``)."""
+    for candidate in (directory, *directory.parents):
+        if candidate == stop or (stop is None and (candidate / ".git").exists()):
+            return None
+        reason = _library_reason(candidate)
+        if reason is not None:
+            return candidate, reason
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_reason(directory: Path) -> str | None:
+    name = _distribution(directory)
+    if name is None:
+        return None
+    for library in table("vendored_libraries")["library"].values():
+        if name in library["distributions"] and (directory / library["package"] / "__init__.py").is_file():
+            return library["reason"]
+    return None
+
+
+def _distribution(directory: Path) -> str | None:
+    """The distribution name the directory's setup.py (its first ``name=`` literal) or pyproject.toml
+    (``[project] name``) declares."""
+    try:
+        setup = (directory / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        setup = None
+    if setup is not None:
+        match = SETUP_NAME.search(setup)
+        return match.group(1) if match else None
+    try:
+        project = tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    name = project.get("project", {}).get("name")
+    return name if isinstance(name, str) else None

@@ -1,0 +1,74 @@
+"""Copies of apex, mmcv and flash-attn inside a project are left as written (VisionLLMv2, round 16):
+their files are listed as skipped with the reason, the project's own files are migrated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import cli, write
+
+PROJECT_FILE = """
+import torch
+
+model = torch.nn.Linear(2, 2).cuda()
+"""
+
+
+def _project(root):
+    write(root / "train.py", PROJECT_FILE)
+    write(root / "third_party" / "apex" / "setup.py", 'from setuptools import setup\nsetup(name="apex")\n')
+    write(root / "third_party" / "apex" / "apex" / "__init__.py", "")
+    apex_file = write(root / "third_party" / "apex" / "apex" / "amp" / "scaler.py", PROJECT_FILE)
+    write(root / "mmcv" / "setup.py", "setup(name='mmcv' if MMCV_WITH_OPS == '0' else 'mmcv-full')\n")
+    write(root / "mmcv" / "mmcv" / "__init__.py", "")
+    mmcv_test = write(
+        root / "mmcv" / "tests" / "test_nms.py",
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="requires CUDA")
+        def test_nms():
+            boxes = torch.rand(4, 4).cuda()
+        """,
+    )
+    return apex_file, mmcv_test
+
+
+def test_a_vendored_library_is_skipped_with_its_reason(tmp_path):
+    apex_file, mmcv_test = _project(tmp_path)
+    before = apex_file.read_text(), mmcv_test.read_text()
+    report = tmp_path / "report.json"
+    assert cli("migrate", tmp_path, "--report", report).exit_code == 0
+    assert ".npu()" in (tmp_path / "train.py").read_text()
+    assert (apex_file.read_text(), mmcv_test.read_text()) == before
+    entries = json.loads(report.read_text())["files"]
+    files = {Path(entry["path"]).relative_to(tmp_path).as_posix(): entry for entry in entries}
+    assert files["third_party/apex/apex/amp/scaler.py"]["status"] == "skipped"
+    assert "Ascend's apex port" in files["third_party/apex/apex/amp/scaler.py"]["reason"]
+    assert "FORCE_NPU=1" in files["mmcv/tests/test_nms.py"]["reason"]
+
+
+def test_a_file_of_a_vendored_library_named_on_the_command_line_is_skipped_too(tmp_path):
+    """pre-commit passes files one by one: `check mmcv/tests/test_nms.py` agrees with `check .`."""
+    _, mmcv_test = _project(tmp_path)
+    (tmp_path / ".git").mkdir()
+    data = json.loads(cli("check", mmcv_test, "--format", "json").stdout)
+    assert data["diagnostics"] == []
+
+
+def test_a_project_that_is_the_library_itself_is_migrated(tmp_path):
+    """Only copies below the project root are left: run on apex's own checkout, cuda2npu migrates it."""
+    apex_file, _ = _project(tmp_path)
+    root = tmp_path / "third_party" / "apex"
+    data = json.loads(cli("check", root, "--format", "json").stdout)
+    assert {d["path"].rsplit("/", 1)[-1] for d in data["diagnostics"]} == {apex_file.name}
+
+
+def test_a_directory_naming_another_distribution_is_the_projects_own(tmp_path):
+    write(tmp_path / "tools" / "setup.py", 'setup(name="apex-tools")\n')
+    write(tmp_path / "tools" / "apex" / "__init__.py", "")
+    own = write(tmp_path / "tools" / "apex" / "ops.py", PROJECT_FILE)
+    cli("migrate", tmp_path)
+    assert ".npu()" in own.read_text()
