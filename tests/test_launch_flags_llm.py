@@ -718,3 +718,27 @@ def test_r15_fa2flag_nothing_where_the_pin_runs_flash_attention_on_the_npu(tmp_p
     [message] = [d["message"] for d in data["diagnostics"] if d["path"].endswith("run.sh")]
     assert "pass `--use_flash_attention_2 False`, or require transformers >= 4.51.0" in message
     assert "attn_implementation" not in message
+
+
+def test_r16_a_lightning_programs_accelerator_flag_is_marked(tmp_path):
+    """RWKV's launch scripts: `--accelerator gpu --strategy deepspeed_stage_2` reach a Lightning
+    Trainer, which has no NPU accelerator; the same flag for a program without Lightning is not ours."""
+    write(tmp_path / "train.py", "from pytorch_lightning import Trainer\n")
+    write(tmp_path / "other.py", "import argparse\n")
+    script = write(
+        tmp_path / "run.sh",
+        """
+        python train.py --micro_bsz 16 --accelerator gpu --devices 1 --strategy deepspeed_stage_2
+        python other.py --accelerator gpu
+        """,
+    )
+    data = json.loads(cli("check", script, "--format", "json").stdout)
+    assert [(d["line"], d["code"], d["tier"]) for d in data["diagnostics"]] == [(1, "NPU951", "manual")]
+    assert "DeepSpeed strategy" in data["diagnostics"][0]["message"]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[0].startswith("# TODO(cuda2npu): NPU951 `--accelerator gpu` reaches a Lightning program")
+    assert lines[1:] == [
+        "python train.py --micro_bsz 16 --accelerator gpu --devices 1 --strategy deepspeed_stage_2",
+        "python other.py --accelerator gpu",
+    ]

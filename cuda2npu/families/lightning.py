@@ -2,8 +2,10 @@
 unmerged, Lightning-AI/pytorch-lightning#19308), so a ``Trainer``/``Fabric`` left to choose
 (``accelerator="auto"``, the default) trains on the CPU of an NPU host, silently, and one asking for
 ``"gpu"`` raises ("No supported gpu backend found!": lightning/fabric/connector.py). One note per
-file, at its first such constructor; none where the accelerator is an expression (a custom
-``Accelerator``, a configuration value) or names another device, nor in the branch of a
+file, at its first such constructor (``Trainer.from_argparse_args(args)`` too, whose
+``--accelerator`` defaults to "auto"); the accelerator followed through the file (``args.accelerator``
+from ``add_argument("--accelerator", default="gpu")``); none where it is an expression whose value
+is not known (a custom ``Accelerator``, a configuration value) or names another device, nor in the branch of a
 ``torch.cuda.is_available()`` test (kept as written, NPU103: it never runs on an NPU host).
 docs/reference/lightning.md.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.analysis.hf_sources import keyword, statement_of
+from cuda2npu.analysis.hf_sources import keyword, sources, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
@@ -40,6 +42,7 @@ EFFECT = {
     "auto": "picks the CPU on an NPU host (it chooses among TPU, MPS, CUDA and CPU): the run trains on the CPU, silently",
     "gpu": 'raises on an NPU host ("No supported gpu backend found!": its GPUs are CUDA and MPS)',
     "spread": 'takes its accelerator from the `**` arguments: "auto" picks the CPU on an NPU host and "gpu" raises',
+    "arguments": 'takes its accelerator from the command line (`--accelerator`): "auto", Lightning\'s default, picks the CPU on an NPU host and "gpu" raises',
 }
 
 
@@ -57,23 +60,30 @@ class LightningAccelerator(Rule):
         self.noted = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.noted or self.resolver.qualified_name(node.func) not in CONSTRUCTORS:
+        qualified = self.resolver.qualified_name(node.func) or ""
+        from_args = qualified.endswith(".from_argparse_args") and qualified.rpartition(".")[0] in CONSTRUCTORS
+        if self.noted or (qualified not in CONSTRUCTORS and not from_args):
             return
         arg = keyword(node, "accelerator")
-        if arg is not None and string_value(arg.value) is None:
+        value = self._accelerator_value(arg.value) if arg is not None else None
+        if arg is not None and value is None:
             return  # a custom Accelerator or a value chosen elsewhere
-        spread = arg is None and any(a.star == "**" for a in node.args)  # `Trainer(**opts)`: named there
-        chosen = "spread" if spread else CHOOSING.get(string_value(arg.value) if arg is not None else None)
+        # `Trainer(**opts)` and `Trainer.from_argparse_args(args)`: named there (`--accelerator`, default "auto")
+        spread = arg is None and any(a.star == "**" for a in node.args)
+        chosen = "arguments" if from_args and arg is None else "spread" if spread else CHOOSING.get(value)
         if chosen is None or in_npu_branch(self.ctx, node) or self._under_cuda_test(node):
             return
         self.noted = True
-        name = self.resolver.qualified_name(node.func).rpartition(".")[2]
+        constructor = qualified.rpartition(".")[0] if from_args else qualified
+        name = constructor.rpartition(".")[2]
         asked = (
-            "`**` arguments"
+            "`from_argparse_args`"
+            if from_args
+            else "`**` arguments"
             if spread
             else "left to choose"
             if arg is None
-            else f'`accelerator="{string_value(arg.value)}"`'
+            else f'`accelerator="{value}"`'
         )
         self.report(
             "NPU951",
@@ -83,6 +93,13 @@ class LightningAccelerator(Rule):
             "with plain torch or accelerate",
             needs_torch_npu=False,
         )
+
+    def _accelerator_value(self, value: cst.BaseExpression) -> str | None:
+        """The accelerator name ``value`` is (a literal) or takes from this file: every value it can
+        take (``args.accelerator`` with ``parser.add_argument("--accelerator", default="gpu")``) one
+        name; None where that is not known."""
+        names = {string_value(source) for source in sources(self.ctx, value)}
+        return names.pop() if len(names) == 1 else None
 
     def _under_cuda_test(self, node: cst.Call) -> bool:
         """The constructor runs in the branch of ``if torch.cuda.is_available():``: a test choosing an

@@ -67,7 +67,7 @@ from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_line
 
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|use[_-]flash[_-]attention[_-]2|tf32|fp16|bf16|optim"
-    r"|vllm[_.-]sync[_-]backend"
+    r"|vllm[_.-]sync[_-]backend|accelerator"
     r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
 # `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
@@ -78,6 +78,8 @@ PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
+IMPORTS_LIGHTNING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:pytorch_)?lightning\b", re.M)
+LIGHTNING_DEEPSPEED = re.compile(r"(?<![\w-])--strategy(?:=|[ \t]+)[\"']?deepspeed")
 # the HF Trainer's `--deepspeed X.json`, DeepSpeed's own `--deepspeed_config X.json` (Megatron-DeepSpeed)
 DEEPSPEED = re.compile(r"""(?<![\w-])--deepspeed(?:[_-]config)?(?:=|[ \t]+)(["']?)([\w./-]+\.json)\1""")
 # the same flags given a shell variable, `--deepspeed ${ds_config}` / `$ds_config` / `"$ds_config"` (its name)
@@ -126,6 +128,7 @@ class _Program:
     packs: bool  # it uses DataCollatorWithFlattening
     source: str  # its text (the options it declares)
     megatron: bool = False  # a Megatron-LM entry point: its --fp16/--bf16/--tf32 are Megatron's own
+    lightning: bool = False  # it imports Lightning: its --accelerator is a Trainer's (NPU951)
 
 
 def check_launch_flags(
@@ -199,6 +202,8 @@ def _flag(
         return None if word != "nccl" else _backend(name, value, options)
     if name == "optim":
         return _optim(word, value, program)
+    if name == "accelerator":
+        return _lightning_accelerator(word, program, line.code)
     if word is not None and word.lower() not in TRUE:
         return None
     if program is not None and program.megatron:
@@ -292,6 +297,22 @@ def _optim(word: str | None, value: re.Match | None, program: _Program | None):
     if program is None or not program.known:
         return "NPU727", f"{message}, if this flag is TrainingArguments'", Tier.REVIEW, None
     return "NPU727", message, Tier.NUMERIC, (value.start(3), value.end(3), new)
+
+
+def _lightning_accelerator(word: str | None, program: _Program | None, code: str):
+    """NPU951 for ``--accelerator gpu`` (or ``auto``) given to a Lightning program of the project
+    (RWKV's launch scripts): Lightning has no NPU accelerator, "gpu" raises and "auto" picks the CPU."""
+    if program is None or not program.lightning or word not in ("gpu", "cuda", "auto"):
+        return None
+    effect = "picks the CPU there" if word == "auto" else "raises there (its GPUs are CUDA and MPS)"
+    message = f"`--accelerator {word}` reaches a Lightning program, which has no Ascend NPU accelerator: it {effect}"
+    if LIGHTNING_DEEPSPEED.search(code):
+        message += (
+            ", and its DeepSpeed strategy (`--strategy deepspeed...`) raises for any accelerator but CUDA's (and "
+            "XPU's in recent releases), one of your own for the NPU included: use another strategy (ddp, fsdp)"
+        )
+    message += "; give the program an `Accelerator` of its own that runs on torch.npu, or run it with plain torch"
+    return "NPU951", message, Tier.MANUAL, None
 
 
 def _attention(name: str, value: re.Match, program: _Program | None, options, command: str, softcapped: bool):
@@ -512,7 +533,8 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
             return None
         known = PARSES_TRAINING_ARGUMENTS.search(source) is not None
         megatron = not known and IMPORTS_MEGATRON.search(source) is not None
-        return _Program(known, PACKING.search(source) is not None, source, megatron=megatron)
+        lightning = IMPORTS_LIGHTNING.search(source) is not None
+        return _Program(known, PACKING.search(source) is not None, source, megatron=megatron, lightning=lightning)
     return None
 
 
