@@ -17,7 +17,10 @@ model = torch.nn.Linear(2, 2).cuda()
 
 def _project(root):
     write(root / "train.py", PROJECT_FILE)
-    write(root / "third_party" / "apex" / "setup.py", 'from setuptools import setup\nsetup(name="apex")\n')
+    write(
+        root / "third_party" / "apex" / "setup.py",
+        'from setuptools import setup\next = CUDAExtension(name="amp_C", sources=[])\nsetup(\n    name="apex",\n)\n',
+    )
     write(root / "third_party" / "apex" / "apex" / "__init__.py", "")
     apex_file = write(root / "third_party" / "apex" / "apex" / "amp" / "scaler.py", PROJECT_FILE)
     write(root / "mmcv" / "setup.py", "setup(name='mmcv' if MMCV_WITH_OPS == '0' else 'mmcv-full')\n")

@@ -13,6 +13,7 @@ import tomllib
 
 from cuda2npu.core.catalogue import table
 
+SETUP_CALL = re.compile(r"^[ \t]*(?:setuptools\.)?setup[ \t]*\(", re.M)
 SETUP_NAME = re.compile(r"""\bname\s*=\s*["']([A-Za-z0-9_.-]+)["']""")  # mmcv: name='mmcv' if ... else 'mmcv-full'
 
 
@@ -41,14 +42,16 @@ def _library_reason(directory: Path) -> str | None:
 
 
 def _distribution(directory: Path) -> str | None:
-    """The distribution name the directory's setup.py (its first ``name=`` literal) or pyproject.toml
+    """The distribution name the directory's setup.py (the first ``name=`` literal of its last
+    ``setup(`` call: apex's extensions have names of their own above it) or pyproject.toml
     (``[project] name``) declares."""
     try:
         setup = (directory / "setup.py").read_text(encoding="utf-8", errors="replace")
     except OSError:
         setup = None
     if setup is not None:
-        match = SETUP_NAME.search(setup)
+        calls = list(SETUP_CALL.finditer(setup))
+        match = SETUP_NAME.search(setup, calls[-1].end()) if calls else None
         return match.group(1) if match else None
     try:
         project = tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8", errors="replace"))
