@@ -364,6 +364,25 @@ def test_deepspeed_config_follows_the_shell_fp16_flag_only_where_that_flag_is_re
     assert raw.read_text() == '{"zero_optimization": {}, "fp16": {"enabled": true}}\n'
 
 
+def test_r16_a_command_with_no_precision_flag_does_not_hold_a_shared_config_in_fp16(tmp_path):
+    """BELLE: one explicit-fp16 config passed by a Trainer command (`--fp16`, rewritten to `--bf16`) and
+    by an inference backend taking no precision flag: the config changes with the flag, as the
+    Trainer's consistency check needs (it was kept, and `--bf16` met `"fp16": {"enabled": true}`)."""
+    write(tmp_path / "train.py", TRAINER_PARSER)
+    write(tmp_path / "serve.py", "import deepspeed\n")
+    shared = write(tmp_path / "configs" / "ds.json", EXPLICIT_FP16)
+    script = write(
+        tmp_path / "scripts" / "run.sh",
+        """
+        deepspeed serve.py --deepspeed configs/ds.json --ckpt_path m
+        torchrun train.py --deepspeed configs/ds.json --fp16
+        """,
+    )
+    cli("migrate", tmp_path)
+    assert script.read_text().splitlines()[1] == "torchrun train.py --deepspeed configs/ds.json --bf16"
+    assert '"fp16": {"enabled": false}, "bf16": {"enabled": true}' in shared.read_text()
+
+
 def test_deepspeed_config_without_a_trainer_still_follows_the_policy(tmp_path):
     write(tmp_path / "train.py", 'import deepspeed\n\nengine = deepspeed.initialize(config="ds.json")\n')
     ds = write(tmp_path / "ds.json", EXPLICIT_FP16)

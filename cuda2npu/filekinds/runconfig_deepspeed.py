@@ -103,7 +103,8 @@ def coupled_configs(names: dict[Path, str], options_of: Callable) -> dict[Path, 
     precision setting, each with why its fp16 switch must wait (None: every such command gets its
     ``--fp16`` rewritten to ``--bf16`` too, a fixable NPU906): shell commands passing it as
     ``--deepspeed X.json`` / ``--deepspeed_config X.json``, accelerate configs naming it as
-    ``deepspeed_config_file`` with ``mixed_precision: fp16`` (kept: NPU726)."""
+    ``deepspeed_config_file`` with ``mixed_precision: fp16`` (kept: NPU726). A command passing no
+    ``--fp16``/``--bf16`` has no flag to agree with and takes the config as it becomes."""
     found: dict[Path, str | None] = {}
     for path in names:
         if is_shell_script(path):
@@ -125,6 +126,8 @@ def _launched_by(script: Path, display: str, options_of: Callable, found: dict[P
     switched = {f.line for f in flags if f.code == "NPU906" and f.fixable}
     variables = script_variables(text)  # `--deepspeed ${ds_config}` with `ds_config=ds.json` above
     for command in shell_commands(text, options.ignore_noqa):
+        if not any(PRECISION_FLAG.search(line.code) for line in command):
+            continue  # no precision flag to agree with: the program takes the config's (BELLE's inference backend)
         for line in command:
             named = deepspeed_config_name(line.code, variables)
             config = project_file(script, named[0]) if named is not None else None
@@ -136,6 +139,7 @@ def _launched_by(script: Path, display: str, options_of: Callable, found: dict[P
                 found[config] = f"{display}:{line.number} passes it to a program whose fp16 flags stay as they are"
 
 
+PRECISION_FLAG = re.compile(r"(?<![\w-])--(?:fp16|bf16)(?![\w-])")
 ACCELERATE_DS_FILE = re.compile(r"^[ \t]*deepspeed_config_file:[ \t]*[\"']?([^\s\"'#]+\.json)", re.M)
 ACCELERATE_FP16 = re.compile(r"^mixed_precision:[ \t]*[\"']?fp16\b", re.M)
 
