@@ -27,6 +27,8 @@
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
   that imports a CUDA-only module and whose ImportError handler skips the test;
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
+- the branches taken only on a torch older than the targeted torch_npu's (transformers'
+  ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
   ``if _is_cuda():`` for a project function answering that: analysis/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
@@ -77,6 +79,8 @@ XFORMERS_PROBE_TEXT = re.compile(rb"is_xformers_available")
 BUILD_FACTS = {"torch.version.cuda", "torch.version.hip"}  # None on the CPU build torch_npu runs on
 FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
+# transformers' pytorch_utils flags (`is_torch_greater_or_equal_than_1_10`, `is_torch_less_than_1_11`)
+OLD_TORCH_FLAG = re.compile(r"is_torch_(less_than|greater_or_equal_than)_(\d+)_(\d+)")
 
 
 def in_never_run_code(ctx, node: cst.CSTNode) -> bool:
@@ -101,6 +105,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
             found.extend(kept_cuda_blocks(ctx, node))
     found.extend(_unreached_with_fallback(ctx))
     found.extend(_under_build_probes(ctx))
+    if ctx.text is None or b"is_torch_" in ctx.text:
+        found.extend(_old_torch_branches(ctx))
     if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
         found.extend(_needs_xformers(ctx))
     if ctx.text is None or b"torch_npu" in ctx.text:
@@ -192,6 +198,28 @@ def _under_build_probes(ctx) -> list[cst.CSTNode]:
         return True if ctx.resolver.qualified_name(leaf) in BUILD_FACTS else None
 
     return [node.body for node in iter_nodes(ctx.module, cst.If) if implies(node.test, True, build)]
+
+
+def _old_torch_branches(ctx) -> list[cst.CSTNode]:
+    """The branches taken only on a torch older than the targeted torch_npu's (``--target-torch-npu``
+    or the pins; the newest release when neither says): the ``else`` of ``if
+    is_torch_greater_or_equal_than_1_10:`` and the body of ``if is_torch_less_than_1_11:``
+    (transformers' pytorch_utils flags, in the Trainer copies of many projects)."""
+    target = ctx.options.target.torch
+
+    def old(leaf: cst.BaseExpression) -> bool | None:
+        match = OLD_TORCH_FLAG.fullmatch((dotted_name(leaf) or "").rpartition(".")[2])
+        if match is None or (target is not None and target[:2] < (int(match[2]), int(match[3]))):
+            return None
+        return match[1] == "less_than"  # true means old; `greater_or_equal` false means old
+
+    found: list[cst.CSTNode] = []
+    for node in iter_nodes(ctx.module, cst.If):
+        if implies(node.test, True, old):
+            found.append(node.body)
+        elif node.orelse is not None and implies(node.test, False, old):
+            found.append(node.orelse)
+    return found
 
 
 def torch_npu_fallbacks(module: cst.CSTNode) -> list[cst.CSTNode]:
