@@ -42,16 +42,17 @@ def test_sarif_validates_against_the_2_1_0_schema(project):
         assert "helpUri" not in rule  # no published rules page declared: no link that does not work
         assert rule["help"]["text"].endswith(f"cuda2npu rules {rule['id']}")
     results = log["runs"][0]["results"]
-    assert len(results) == 7
+    assert len(results) == 8  # 3 in a.py, 5 in the notebook (its `!nvidia-smi` shell escape included)
     first = results[0]
     assert first["ruleId"] == "NPU101" and driver["rules"][first["ruleIndex"]]["id"] == "NPU101"
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "pkg%20dir/a.py"
     assert location["region"] == {"startLine": 5, "startColumn": 11, "endLine": 5, "endColumn": 15}
     notebook = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.ipynb"]
+    assert [r["properties"]["cell"] for r in notebook] == [2, 3, 3, 3, 5]
     assert (
-        notebook[0]["properties"]["cell"] == 3
-        and notebook[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+        notebook[1]["properties"]["cell"] == 3
+        and notebook[1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
     )
     assert len({r["partialFingerprints"]["cuda2npu/v1"] for r in results if "a.py" in str(r["locations"])}) == 3
     levels = {rule["id"]: rule["defaultConfiguration"]["level"] for rule in driver["rules"]}
@@ -73,8 +74,8 @@ def test_sarif_with_no_findings_is_valid(tmp_path):
 
 def test_gitlab_code_quality_fingerprints_are_unique_and_survive_edits_above(project):
     first = json.loads(cli("check", ".", "--format", "gitlab").stdout)
-    assert {i["check_name"] for i in first} == {"NPU101", "NPU103", "NPU104"}
-    assert len({i["fingerprint"] for i in first}) == len(first) == 7
+    assert {i["check_name"] for i in first} == {"NPU101", "NPU103", "NPU104", "NPU712"}
+    assert len({i["fingerprint"] for i in first}) == len(first) == 8
     issue = first[0]
     assert issue["location"] == {"path": "pkg dir/a.py", "lines": {"begin": 5}}
     assert issue["severity"] in {"info", "minor", "major", "critical", "blocker"}
@@ -88,13 +89,14 @@ def test_gitlab_code_quality_fingerprints_are_unique_and_survive_edits_above(pro
 def test_junit(project):
     result = cli("check", ".", "--format", "junit")
     root = ET.fromstring(result.stdout)
-    assert root.tag == "testsuites" and root.get("failures") == "7"
+    assert root.tag == "testsuites" and root.get("failures") == "8"
     suites = {s.get("name"): s for s in root}
     assert set(suites) == {"pkg dir/a.py", "train.ipynb"}
     case = suites["pkg dir/a.py"][0]
     assert case.get("name") == "cuda2npu.NPU101" and case.get("line") == "5"
     assert case.find("failure").get("message").startswith("NPU101 ")
-    assert "train.ipynb:cell 3:1:25" in suites["train.ipynb"][0].find("failure").text
+    assert "train.ipynb:cell 2:2:2" in suites["train.ipynb"][0].find("failure").text  # `!nvidia-smi`
+    assert "train.ipynb:cell 3:1:25" in suites["train.ipynb"][1].find("failure").text
     clean = ET.fromstring(cli("check", project / "train.ipynb", "--format", "junit", "--select", "NPU6").stdout)
     assert clean.get("failures") == "0" and clean[0][0].get("name") == "No errors found"
 
@@ -105,14 +107,15 @@ def test_notebook_locations_in_text_json_and_github(project):
     assert "    1 | model = nn.Linear(4, 2).cuda()" in text
     data = json.loads(cli("check", "train.ipynb", "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["code"]) for d in data["diagnostics"]] == [
+        (2, 2, "NPU712"),
         (3, 1, "NPU101"),
         (3, 2, "NPU104"),
         (3, 4, "NPU103"),
         (5, 2, "NPU101"),
     ]
     github = cli("check", "train.ipynb", "--format", "github").stdout.splitlines()
-    assert github[0].startswith("::error title=cuda2npu NPU101,file=train.ipynb,line=1,col=25::NPU101 ")
-    assert github[0].endswith("(cell 3)")
+    assert github[1].startswith("::error title=cuda2npu NPU101,file=train.ipynb,line=1,col=25::NPU101 ")
+    assert github[1].endswith("(cell 3)")
 
 
 def test_output_file(project):
