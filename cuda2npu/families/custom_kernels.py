@@ -139,6 +139,9 @@ def _feature_tested(index: TreeIndex, name: cst.Name) -> bool:
     )
 
 
+PROBES = frozenset({"hasattr", "getattr", "isinstance", "issubclass"})  # calls that only read what they are given
+
+
 def _class_read(index: TreeIndex, name: cst.Name, called: set[str]) -> bool:
     """``name`` starts an attribute chain ending in a class name that is neither called nor assigned
     to a name the scope calls (``called``): ``bnb.nn.Linear4bit``, not ``opt = bnb.optim.Adam8bit``
@@ -146,6 +149,11 @@ def _class_read(index: TreeIndex, name: cst.Name, called: set[str]) -> bool:
     top: cst.CSTNode = name
     while isinstance(parent := index.parents.get(top), cst.Attribute) and parent.value is top:
         top = parent
+    if isinstance(top, cst.Attribute) and top.attr.value.startswith("__"):
+        return True  # `bnb.__version__`
+    probe = index.call_of(top)
+    if probe is not None and probe.func is not top and isinstance(probe.func, cst.Name) and probe.func.value in PROBES:
+        return True  # `hasattr(bnb.nn, "Linear4bit")`, `isinstance(m, bnb.nn.Linear8bitLt)`
     if not isinstance(top, cst.Attribute) or not top.attr.value[:1].isupper():
         return False
     if isinstance(parent, cst.Call) and parent.func is top:
@@ -621,7 +629,7 @@ class CudaOnlyImports(Rule):
         bound = {bound_name(alias, node) for alias in node.names}
         uses = [name for name in iter_nodes(scope, cst.Name) if name.value in bound and not index.within(name, node)]
         called = {c.func.value for c in iter_nodes(scope, cst.Call) if isinstance(c.func, cst.Name)}
-        return bool(uses) and all(_class_read(index, name, called) for name in uses)
+        return all(_class_read(index, name, called) for name in uses)  # none: an unused import runs nothing
 
     def _again_in_function(self, node: cst.CSTNode, root: str) -> bool:
         """An import of a package of :data:`MIGRATED_AT_USES` the file has a marker for already, in a
