@@ -90,6 +90,10 @@ class QuantizedLoading(Rule):
         if not is_hf_call(self.resolver, node):
             if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and imports_hf(self.ctx):
                 self._keywords(node)
+            elif _loads_pretrained(node) and imports_hf(self.ctx):
+                # the project's subclass of a transformers model (`StreamLlamaForCausalLM`), or one
+                # chosen as a value (`model_class.model.from_pretrained`): its loading is transformers'
+                self._keywords(node)
             return
         qualified = self.resolver.qualified_name(node.func) or ""
         if _loads_no_model(qualified):
@@ -269,6 +273,16 @@ def _loads_no_model(qualified: str) -> bool:
     ``load_in_8bit=`` passed there only sets a config attribute or is dropped (§7)."""
     owner, _, method = qualified.rpartition(".")
     return method == "from_pretrained" and owner.rpartition(".")[2].endswith(NO_MODEL)
+
+
+def _loads_pretrained(call: cst.Call) -> bool:
+    """``X.from_pretrained(...)`` of a class the file does not show to be transformers' (a tokenizer's,
+    a config's or a processor's by their names excepted)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "from_pretrained":
+        return False
+    owner = func.value.attr.value if isinstance(func.value, cst.Attribute) else getattr(func.value, "value", "")
+    return isinstance(owner, str) and not owner.lower().endswith(tuple(word.lower() for word in NO_MODEL))
 
 
 def _stars(call: cst.Call) -> bool:
