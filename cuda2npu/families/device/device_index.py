@@ -44,7 +44,8 @@ class CudaDeviceIndex(Rule):
     (the targeted torch). NPU103 makes the guard true on the NPU, so the int would now reach CUDA;
     it becomes ``f"npu:{...}"`` when every read of ``d`` is such a device position, else it is
     marked. An index no such consumer reads stays as it is. ``torch.cuda.current_device()`` passed
-    there itself (``torch.empty(n, device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too,
+    there itself (``torch.empty(n, device=torch.cuda.current_device())``, or as a device parameter of
+    the project's callable: ``SFTMetric(device=torch.cuda.current_device())``) becomes ``f"npu:{...}"`` too,
     and an int literal there (``torch.device(0)``, ``device=0``) ``"npu:N"``, in a CUDA branch or not."""
 
     codes = ("NPU104",)
@@ -182,6 +183,7 @@ class CudaDeviceIndex(Rule):
             (is_to and (first or keyword == "device"))
             or (qualified == "torch.device" and first)
             or (keyword == "device" and qualified.startswith("torch."))
+            or self._project_device_parameter(call, keyword)
         ):
             if not reads_int_as_cuda(self.options):
                 return ""
@@ -189,6 +191,17 @@ class CudaDeviceIndex(Rule):
             spelled = ".to()" if is_to else f"{code_of(call.func)}()"
             return f"`{spelled}` (torch {target[0]}.{target[1]})"
         return None
+
+    def _project_device_parameter(self, call: cst.Call, keyword: str | None) -> bool:
+        """``keyword`` is a device parameter of the project's callable ``call`` calls (project fact
+        ``device_parameters``: MOSS's ``SFTMetric(device=...)``, which hands it to ``.to(device=)``)."""
+        func = call.func
+        callee = (
+            func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        )
+        return keyword is not None and any(
+            name == callee and param == keyword for name, _, param in self.options.project.device_parameters
+        )
 
 
 def reads_int_as_cuda(options) -> bool:
