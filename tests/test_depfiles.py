@@ -581,6 +581,12 @@ def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
     write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\nx = torch.ones(1).cuda()\n")
     write(tmp_path / "serve" / "app.py", "from transformers import AutoModel\n")
     write(tmp_path / "serve" / "requirements.txt", "transformers==4.28.1\n")  # inference only: any release runs
+    # flan-alpaca: Lightning's `pl.Trainer` beside transformers' models is not transformers' Trainer
+    write(
+        tmp_path / "lit" / "training.py",
+        "import pytorch_lightning as pl\nfrom transformers import T5Model\nt = pl.Trainer()\n",
+    )
+    write(tmp_path / "lit" / "requirements.txt", "transformers==4.28.1\n")
     req = write(
         tmp_path / "requirements.txt",
         """

@@ -632,7 +632,10 @@ IMPORT = re.compile(r'(?m)(?:^|[;:"]|\\n)[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w
 IMPORT_MODULE = re.compile(r"import_module\(\s*[\"']([A-Za-z_]\w*)")
 # a file that trains with transformers' Trainer (or TRL's, built on it) records this pseudo-module:
 # NPU705's transformers entry concerns the Trainer's device choice only (npu_first_releases.toml)
-TRAINER = re.compile(r"\b\w*(?:Trainer|TrainingArguments)\b")
+# (a name, not another library's attribute: Lightning's `pl.Trainer` is not transformers')
+TRAINER = re.compile(
+    r"(?<![\w.])\w*(?:Trainer|TrainingArguments)\b|\b(?:transformers|trl)\.\w*(?:Trainer|TrainingArguments)\b"
+)
 TRAINER_USE = "transformers.Trainer"
 # an unguarded `import torch_npu` (module level, in a .py file / a notebook cell): torch_npu is a
 # requirement. Indented imports (`try:`, inside a function) are the optional NPU support of
