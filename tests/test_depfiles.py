@@ -966,3 +966,23 @@ def test_r8_triton_is_no_cuda_only_distribution_and_onnxruntime_gpu_is_renamed(t
     cli("migrate", tmp_path)
     assert req.read_text() == "triton>=2; platform_machine=='x86_64'\nonnxruntime==1.21.0  # faces\n"
     assert findings(tmp_path) == []
+
+
+def test_r17_vcs_pins_of_libraries_with_a_first_npu_release(tmp_path):
+    """Chinese-Vicuna: transformers and accelerate installed from git at a commit (the release cannot be
+    told: reviewed) or a tag (read as that release); a branch is the newest code (nothing)."""
+    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n")
+    write(
+        tmp_path / "requirements.txt",
+        """
+        git+https://github.com/huggingface/transformers@0dcb46e7
+        git+https://github.com/huggingface/accelerate@v0.19.0
+        git+https://github.com/huggingface/transformers.git@v4.40.0
+        git+https://github.com/huggingface/accelerate@main
+        """,
+    )
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    found = [(d["line"], d["message"]) for d in data["diagnostics"] if d["code"] == "NPU705"]
+    assert [line for line, _ in found] == [1, 2]
+    assert "at commit `0dcb46e7`, whose release cuda2npu cannot tell" in found[0][1]
+    assert "allows no accelerate release from 0.21.0 on" in found[1][1]

@@ -23,7 +23,8 @@ Reported (``check``) and, under ``migrate``, rewritten:
   release for that torch, or torch_npu pinned to another torch): manual, with a marker.
 - NPU705 ``dependency-predates-npu``: transformers, accelerate, DeepSpeed or vLLM pinned below the
   first release that runs on an NPU (``rules/tables/npu_first_releases.toml``): review, with a marker
-  (:func:`cuda2npu.filekinds.distribution_facts.predates_npu`, which the ``pip install`` commands of scripts and Dockerfiles share).
+  (:func:`cuda2npu.filekinds.distribution_facts.predates_npu`, which the ``pip install`` commands of scripts and Dockerfiles share);
+  a VCS requirement at a tag or a commit too (``commit_predates_npu``).
 
 Extras and dependency groups for another build (``cu121``, ``cu118onlytorch211``, ``rocm64``,
 ``intelgputorch260``, ``windows``, ``colab-new``; or one whose every requirement is a CUDA, ROCm or
@@ -66,9 +67,9 @@ from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds import depfiles_versions as versions
 from cuda2npu.filekinds import poetry_deps
-from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
+from cuda2npu.filekinds.distribution_facts import commit_predates_npu, predates_npu, replacement
 from cuda2npu.filekinds.package_indexes import cuda_index_urls
-from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
+from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement, vcs_ref
 from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, CUDA_LOCAL, TORCH_FAMILY, conda_cuda_note, cpu_index
 
 if sys.version_info >= (3, 11):
@@ -902,7 +903,12 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
         message = f"conda's `{package}` {conda_cuda_note(package)}"
         report(WHEEL_CODE, *_line_col(text, offset), message, mark=_line_bounds(text, offset)[0])
     for dep in deps:
-        too_old = predates_npu(dep.name, dep.requirement.strip(), _version_spec(dep)[0], imports.importers)
+        ref = vcs_ref(dep.requirement)
+        too_old = (
+            commit_predates_npu(dep.name, dep.requirement.strip(), ref, imports.importers)
+            if ref is not None
+            else predates_npu(dep.name, dep.requirement.strip(), _version_spec(dep)[0], imports.importers)
+        )
         if too_old is not None:
             report(TOO_OLD_CODE, dep.line, dep.column, too_old, mark=_line_bounds(text, dep.start)[0])
     torch = next((d for d in deps if d.name == "torch"), None)

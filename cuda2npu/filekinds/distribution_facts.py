@@ -8,6 +8,7 @@ from __future__ import annotations
 from cuda2npu.analysis.cuda_only_modules import PACKAGES, normalize_distribution
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.pins import base_release, clauses, excludes_from, version_key
+from cuda2npu.filekinds.requirement_urls import COMMIT, TAG_VERSION
 
 
 def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str | None:
@@ -26,6 +27,26 @@ def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str 
     return (
         f"`{requirement}` allows no {name} release from {release['first']} on, {release['what']}: "
         f"{advice} (and check what the newer release changes)"
+    )
+
+
+def commit_predates_npu(name: str, requirement: str, ref: str, importers=None) -> str | None:
+    """NPU705's message for a VCS requirement of a library of rules/tables/npu_first_releases.toml
+    that checks out a tag naming a release older than its first on an NPU (``@v4.28.0``), or a commit,
+    whose release cuda2npu cannot tell (Chinese-Vicuna's transformers at ``@0dcb46e7``); None for a
+    branch (``@main``), a newer tag, or a project that does not use what that release brings."""
+    tag = TAG_VERSION.fullmatch(ref)
+    if tag is not None:
+        return predates_npu(name, requirement, f"=={tag.group(1)}", importers)
+    release = table("npu_first_releases")["release"].get(name)
+    if release is None or COMMIT.fullmatch(ref) is None:
+        return None
+    if "used_as" in release and (importers is None or not importers((release["used_as"],))):
+        return None
+    return (
+        f"`{requirement}` installs {name} at commit `{ref}`, whose release cuda2npu cannot tell; {name} "
+        f"runs on an NPU host from {release['first']} on, {release['what']}: check that the commit is newer, "
+        f"or require a release >= {release['first']}"
     )
 
 

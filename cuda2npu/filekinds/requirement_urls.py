@@ -26,6 +26,21 @@ ARCHIVE = re.compile(r"(.+)-\d[^-/]*\.(?:tar\.gz|tgz|tar\.bz2|zip)", re.I)
 NAMED_URL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(\S+)")
 
 
+REF = re.compile(r"@([^/@#?\s]+)$")  # the `@<ref>` ending a VCS URL's location
+TAG_VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+)?)")  # `v4.28.0`, `4.28.1`
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+def vcs_ref(requirement: str) -> str | None:
+    """The ``@ref`` a VCS URL requirement checks out (``git+https://github.com/o/r.git@0dcb46e7``),
+    None for another requirement or a URL without one."""
+    url = requirement.strip()
+    if VCS.match(url) is None or URL.fullmatch(url) is None:
+        return None
+    match = REF.search(url.partition("#")[0].split("?", 1)[0])
+    return match.group(1) if match else None
+
+
 class UrlRequirement(NamedTuple):
     name: str  # the distribution, normalized ("" when the URL does not tell)
     source: bool  # built from source (a VCS checkout or an archive), not a wheel
