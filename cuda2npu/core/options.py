@@ -115,6 +115,9 @@ class ProjectFacts:
     device_parameters: tuple[tuple[str, int, str], ...] = ()  # (callable, position, name) of a device parameter
     device_keywords: tuple[str, ...] = ()  # `rand_device`: names of its parameters with a device default
     cuda_method_classes: tuple[str, ...] = ()  # the project's classes defining their own `cuda()` (receivers.py)
+    lightning_classes: tuple[
+        str, ...
+    ] = ()  # its subclasses of Lightning's Fabric / LightningLite (lightning_classes.py)
     # (real path, names): what other project files import from a module (analysis/project_imports.py; for_path)
     project_imports: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # (real path, names): its module constants other project files pass to torch.distributed as the

@@ -155,6 +155,12 @@ class Rule(cst.BatchableCSTVisitor):
         """The triggers in a run with ``options``: ``triggers``, plus what the project's facts add."""
         return cls.triggers
 
+    @classmethod
+    def requires_for(cls, options: Options) -> tuple[str, ...]:
+        """The fragments a file must also hold in a run with ``options``: ``requires``, or what the
+        project's facts widen it to."""
+        return cls.requires
+
     def get_visitors(self) -> dict:
         """libcst's lookup (``inspect.getmembers`` on every instance, ~20 ms) cached per class."""
         return {name: getattr(self, name) for name in _visitor_names(type(self))}

@@ -46,6 +46,7 @@ EFFECT = {
 }
 
 
+OTHER_LIBRARIES = frozenset({"transformers", "trl", "accelerate", "deepspeed", "ray", "torch", "composer"})
 CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 
 
@@ -55,6 +56,16 @@ class LightningAccelerator(Rule):
     triggers = (r"\bTrainer\b", r"\bFabric\b")
     requires = (r"lightning",)
 
+    @classmethod
+    def triggers_for(cls, options) -> tuple[str, ...]:
+        """Also the project's subclasses of Fabric/LightningLite, built in files that need not name Lightning."""
+        return cls.triggers + tuple(rf"\b{name}\b" for name in options.project.lightning_classes)
+
+    @classmethod
+    def requires_for(cls, options) -> tuple[str, ...]:
+        classes = options.project.lightning_classes
+        return (rf"lightning|\b(?:{'|'.join(classes)})\b",) if classes else cls.requires
+
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.noted = False
@@ -62,7 +73,11 @@ class LightningAccelerator(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
         from_args = qualified.endswith(".from_argparse_args") and qualified.rpartition(".")[0] in CONSTRUCTORS
-        if self.noted or (qualified not in CONSTRUCTORS and not from_args):
+        own = (  # the project's Fabric/LightningLite (not a library's class of the same name: transformers' Trainer)
+            qualified.rpartition(".")[2] in self.options.project.lightning_classes
+            and qualified.split(".")[0] not in OTHER_LIBRARIES
+        )
+        if self.noted or not (qualified in CONSTRUCTORS or from_args or own):
             return
         arg = keyword(node, "accelerator")
         value = self._accelerator_value(arg.value) if arg is not None else None

@@ -59,7 +59,8 @@ def triggered(rules: list[type[Rule]], text: bytes, options: Options) -> list[ty
     return [
         cls
         for cls in rules
-        if any(occurs(trigger) for trigger in cls.triggers_for(options)) and all(occurs(r) for r in cls.requires)
+        if any(occurs(trigger) for trigger in cls.triggers_for(options))
+        and all(occurs(r) for r in cls.requires_for(options))
     ]
 
 

@@ -23,6 +23,7 @@ from cuda2npu.analysis.device_parameters import device_keywords, device_paramete
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
@@ -57,7 +58,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     replaces a flash-attn function with its own (analysis/flash_probes.py), and its callables with
     a parameter named like a device and the names of such parameters with a device default
     (analysis/device_parameters.py), its classes with a
-    ``cuda()`` method of their own (analysis/receivers.py), its module constants that other
+    ``cuda()`` method of their own (analysis/receivers.py), its subclasses of Lightning's Fabric and
+    LightningLite (analysis/lightning_classes.py), its module constants that other
     files pass to torch.distributed as the backend (analysis/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
     launchers and its functions calling its compiled extensions' operators, by qualified name
@@ -91,6 +93,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         device_parameters=device_parameters(texts),
         device_keywords=device_keywords(texts),
         cuda_method_classes=cuda_method_classes(texts),
+        lightning_classes=lightning_classes(texts),
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
         extension_functions=extension_functions(texts, extensions + cpu_built_extensions(files)),
