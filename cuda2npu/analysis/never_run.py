@@ -29,6 +29,8 @@
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
 - the branches taken only on a torch older than the targeted torch_npu's (transformers'
   ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
+- the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
+  ChatGLM's cpm_kernels quantization), whose CUDA device and stream code serves that kernel;
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
   ``if _is_cuda():`` for a project function answering that: analysis/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
@@ -52,6 +54,7 @@ from cuda2npu.analysis.cuda_gates import (
 )
 from cuda2npu.analysis.cuda_only_modules import cuda_only_module
 from cuda2npu.analysis.flash_probes import file_probe_flags, find_probe, requires_probe
+from cuda2npu.analysis.float16_models import method_name
 from cuda2npu.analysis.kernel_switch import first_kernel
 from cuda2npu.analysis.raising_fallbacks import (
     cuda_only_import,
@@ -107,6 +110,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
     found.extend(_under_build_probes(ctx))
     if ctx.text is None or b"is_torch_" in ctx.text:
         found.extend(_old_torch_branches(ctx))
+    if ctx.text is None or b"c_void_p" in ctx.text:
+        found.extend(_raw_kernel_launchers(ctx))
     if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
         found.extend(_needs_xformers(ctx))
     if ctx.text is None or b"torch_npu" in ctx.text:
@@ -219,6 +224,24 @@ def _old_torch_branches(ctx) -> list[cst.CSTNode]:
             found.append(node.body)
         elif node.orelse is not None and implies(node.test, False, old):
             found.append(node.orelse)
+    return found
+
+
+def _raw_kernel_launchers(ctx) -> list[cst.CSTNode]:
+    """The bodies of the functions that launch a compiled kernel with raw pointers
+    (``kernels.int4WeightCompression(gridDim, blockDim, 0, stream, [ctypes.c_void_p(w.data_ptr()), ...])``:
+    ChatGLM's cpm_kernels quantization, copied into many projects): the CUDA device and stream code
+    there serves that kernel, which no NPU runs (its import is marked: NPU606)."""
+    found: list[cst.CSTNode] = []
+    for function in iter_nodes(ctx.module, cst.FunctionDef):
+        pointers = (
+            call
+            for call in iter_nodes(function.body, cst.Call)
+            if (dotted_name(call.func) or "").endswith("c_void_p")
+            and any(method_name(arg.value) == "data_ptr" for arg in call.args)
+        )
+        if next(pointers, None) is not None:
+            found.append(function.body)
     return found
 
 
