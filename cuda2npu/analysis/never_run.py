@@ -29,6 +29,7 @@
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
 - the branches taken only on a torch older than the targeted torch_npu's (transformers'
   ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
+- the body of a script's function nothing in the project calls (project fact ``uncalled_functions``);
 - the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
   ChatGLM's cpm_kernels quantization), whose CUDA device and stream code serves that kernel;
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
@@ -112,6 +113,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(_old_torch_branches(ctx))
     if ctx.text is None or b"c_void_p" in ctx.text:
         found.extend(_raw_kernel_launchers(ctx))
+    uncalled = ctx.options.file.uncalled_functions
+    found.extend(s.body for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value in uncalled)
     if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
         found.extend(_needs_xformers(ctx))
     if ctx.text is None or b"torch_npu" in ctx.text:

@@ -138,6 +138,8 @@ class ProjectFacts:
     build_probes: tuple[str, ...] = ()
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
+    # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
+    uncalled_functions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ class FileContext:
     optional_module: tuple[str, ...] = ()
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
+    uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,7 @@ class Options:
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
         optional = next((tuple(entry[1:]) for entry in project.optional_modules if _same_file(entry[0], path)), ())
+        uncalled = tuple(name for where, name in project.uncalled_functions if _same_file(where, path))
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
             os.path.realpath(path)
@@ -219,6 +223,7 @@ class Options:
                 kernels_behind_cuda_gates=(),
                 optional_modules=(),
                 legacy_vllm_adapters=(),
+                uncalled_functions=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -230,6 +235,7 @@ class Options:
                 optional_module=optional,
                 legacy_vllm_adapter=adapter,
                 npu_version=npu_version(path),
+                uncalled_functions=uncalled,
             ),
         )
         if not self.per_file_ignores:
@@ -256,6 +262,9 @@ class Options:
             f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
         )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
+        facts["uncalled_functions"] = tuple(
+            f"{os.path.basename(path)}: {name}" for path, name in self.project.uncalled_functions
+        )
         facts["optional_modules"] = tuple(
             (os.path.basename(path), *entry) for path, *entry in self.project.optional_modules
         )

@@ -27,6 +27,7 @@ from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
+from cuda2npu.analysis.uncalled_functions import uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.filekinds.runconfig_code import config_keys
@@ -65,7 +66,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     launchers and its functions calling its compiled extensions' operators, by qualified name
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
-    a CUDA or ROCm build (analysis/build_probes.py), and its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py).
+    a CUDA or ROCm build (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
+    and its scripts' functions nothing calls (analysis/uncalled_functions.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -101,6 +103,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         optional_modules=optional,
         build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
+        uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
     )
 
 

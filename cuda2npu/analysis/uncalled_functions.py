@@ -1,0 +1,58 @@
+"""Functions of the project's scripts that nothing calls: a project fact, so that their bodies stay
+as written (analysis/never_run.py): an edit there changes nothing anyone runs (MedicalGPT's
+``check_and_optimize_memory``, defined in ``supervised_finetuning.py`` and never called).
+
+A script is a Python file with an ``if __name__ == "__main__":`` block; its module-level functions
+without decorators are candidates. One is uncalled when its name occurs nowhere in the project's
+Python files, notebooks, shell scripts and Markdown but in its own ``def``. Not a script that reaches
+its functions by name (``globals()``, ``fire.Fire()`` without arguments, ``getattr(sys.modules...)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from cuda2npu.analysis.python_files import PythonFiles
+
+MAIN_GUARD = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*["']__main__["']""", re.M)
+BY_NAME = re.compile(rb"\bglobals\(\)|\bfire\.Fire\(\s*\)|\bsys\.modules\b|\blocals\(\)")
+READ_ALSO = (".ipynb", ".sh", ".md")  # where a script's function may be called or documented too
+
+
+def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[str, str], ...]:
+    """(real path of the script, function name) for each uncalled function (see the module), sorted;
+    ``others``: the project's files of other kinds, read for the names too."""
+    candidates: dict[str, set[Path]] = {}
+    for path in files:
+        text = files[path]
+        if not MAIN_GUARD.search(text) or BY_NAME.search(text) or (tree := files.tree(path)) is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list:
+                candidates.setdefault(node.name, set()).add(path)
+    if not candidates:
+        return ()
+    names = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(candidates)) + rb")\b")
+    counts: dict[str, int] = dict.fromkeys(candidates, 0)
+    texts = [files[path] for path in files] + [_read(path) for path in others if path.suffix in READ_ALSO]
+    for text in texts:
+        for match in names.finditer(text):
+            counts[match.group(1).decode()] += 1
+    return tuple(
+        sorted(
+            (os.path.realpath(path), name)
+            for name, count in counts.items()
+            if count == 1 and len(candidates[name]) == 1
+            for path in candidates[name]
+        )
+    )
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

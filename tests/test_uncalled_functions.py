@@ -1,0 +1,62 @@
+"""A script's functions nothing calls stay as written (analysis/uncalled_functions.py, never_run):
+MedicalGPT's `check_and_optimize_memory`, round 16."""
+
+from __future__ import annotations
+
+from cli_helpers import cli, write
+
+from cuda2npu.analysis.python_files import PythonFiles
+from cuda2npu.analysis.uncalled_functions import uncalled_functions
+
+SCRIPT = """
+import torch
+
+
+def check_and_optimize_memory():
+    torch.cuda.empty_cache()
+
+
+def used_helper():
+    torch.cuda.empty_cache()
+
+
+def called_elsewhere():
+    torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def decorated():
+    torch.cuda.empty_cache()
+
+
+def main():
+    used_helper()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_fact_names_only_undecorated_script_functions_nobody_names(tmp_path):
+    script = write(tmp_path / "sft.py", SCRIPT)
+    write(tmp_path / "notebook.ipynb", '{"cells": [{"source": ["from sft import called_elsewhere"]}]}')
+    write(tmp_path / "lib.py", "def never_called():\n    pass\n")  # not a script: a library's API
+    files = PythonFiles.read([script, tmp_path / "lib.py"])
+    found = uncalled_functions(files, [tmp_path / "notebook.ipynb"])
+    assert [name for _, name in found] == ["check_and_optimize_memory"]
+
+
+def test_a_script_reaching_its_functions_by_name_has_none(tmp_path):
+    script = write(tmp_path / "cli.py", SCRIPT.replace("    main()", "    fire.Fire()"))
+    assert uncalled_functions(PythonFiles.read([script]), []) == ()
+
+
+def test_migrate_leaves_the_uncalled_function_as_written(tmp_path):
+    script = write(tmp_path / "sft.py", SCRIPT)
+    cli("migrate", tmp_path)
+    text = script.read_text()
+    assert "def check_and_optimize_memory():\n    torch.cuda.empty_cache()" in text
+    assert "def used_helper():\n    torch.npu.empty_cache()" in text
+    assert "def called_elsewhere():\n    torch.cuda.synchronize()" in text  # here no notebook names it
+    assert "def decorated():\n    torch.npu.empty_cache()" in text
