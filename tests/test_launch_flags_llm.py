@@ -742,3 +742,26 @@ def test_r16_a_lightning_programs_accelerator_flag_is_marked(tmp_path):
         "python train.py --micro_bsz 16 --accelerator gpu --devices 1 --strategy deepspeed_stage_2",
         "python other.py --accelerator gpu",
     ]
+
+
+def test_r18_a_programs_own_fp16_flag_is_not_reviewed_as_training_arguments(tmp_path):
+    """VisualGLM's SwissArmyTransformer finetuning (no transformers named: `sat.get_args` parses
+    `--fp16`, and the script casts its images with `.half()` on it) and a program declaring `--fp16`
+    with its own argparse: their flag is theirs, fp16 runs on Ascend; nothing is reported. A program
+    that may hand it to TrainingArguments keeps the review."""
+    write(tmp_path / "finetune_sat.py", "from sat import get_args\nargs = get_args()\n")
+    write(
+        tmp_path / "own.py",
+        "import argparse\nimport transformers\np = argparse.ArgumentParser()\np.add_argument('--fp16', action='store_true')\n",
+    )
+    write(tmp_path / "maybe_hf.py", "import transformers\nfrom mypkg.args import parse\n")
+    script = write(
+        tmp_path / "run.sh",
+        """
+        deepspeed finetune_sat.py --fp16 --tf32 True
+        deepspeed own.py --fp16
+        deepspeed maybe_hf.py --fp16
+        """,
+    )
+    data = json.loads(cli("check", script, "--format", "json").stdout)
+    assert [(d["line"], d["code"]) for d in data["diagnostics"] if d["code"] in ("NPU904", "NPU906")] == [(3, "NPU906")]

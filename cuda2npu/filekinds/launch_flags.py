@@ -76,6 +76,8 @@ VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
+NAMES_HF = re.compile(r"\b(?:transformers|trl)\b")
+OWN_FP16 = re.compile(r"""add_argument\(\s*["']--fp16["']""")
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
 IMPORTS_LIGHTNING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:pytorch_)?lightning\b", re.M)
@@ -129,6 +131,9 @@ class _Program:
     source: str  # its text (the options it declares)
     megatron: bool = False  # a Megatron-LM entry point: its --fp16/--bf16/--tf32 are Megatron's own
     lightning: bool = False  # it imports Lightning: its --accelerator is a Trainer's (NPU951)
+    # its precision flags are its own: it never names transformers/TRL, or declares `--fp16` itself
+    # without parsing TrainingArguments (:func:`_own_precision`)
+    own_precision: bool = False
 
 
 def check_launch_flags(
@@ -208,6 +213,8 @@ def _flag(
         return None
     if program is not None and program.megatron:
         return None  # Megatron's own precision flags: its fp16 (with its loss scaler) runs on Ascend (MindSpeed)
+    if program is not None and program.own_precision and name in ("fp16", "tf32"):
+        return None  # the program's own flag (VisualGLM's SwissArmyTransformer, OpenChatKit): not TrainingArguments'
     known = program is not None and program.known
     if name == "tf32":
         message = "`--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False"
@@ -534,8 +541,18 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
         known = PARSES_TRAINING_ARGUMENTS.search(source) is not None
         megatron = not known and IMPORTS_MEGATRON.search(source) is not None
         lightning = IMPORTS_LIGHTNING.search(source) is not None
-        return _Program(known, PACKING.search(source) is not None, source, megatron=megatron, lightning=lightning)
+        own = not known and _own_precision(source)
+        return _Program(
+            known, PACKING.search(source) is not None, source, megatron=megatron, lightning=lightning, own_precision=own
+        )
     return None
+
+
+def _own_precision(source: str) -> bool:
+    """A launched program whose ``--fp16``/``--tf32`` cannot be TrainingArguments': it never names
+    transformers or TRL (SwissArmyTransformer's ``get_args`` parses it: VisualGLM's finetuning), or it
+    declares the option with its own ``add_argument`` (OpenChatKit's ``dist_clm_train.py``)."""
+    return OWN_FP16.search(source) is not None or NAMES_HF.search(source) is None
 
 
 def _fp16_kept(command: list[ShellLine], script: Path, variables: dict[str, str]) -> str | None:
