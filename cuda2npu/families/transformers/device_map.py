@@ -14,6 +14,8 @@ process's (Qwen2-Audio's evaluation scripts); elsewhere both are the current dev
 Each arm of a conditional value (``"cpu" if flag else "cuda"``) is read the same way; a device whose
 index is computed (``f"cuda:{gpu_id}"``, ``"cuda:" + str(i)``, ``"cuda:{}".format(i)``) becomes the same
 ``npu:`` index (exact).
+``model.parallelize()`` (transformers' naive model parallelism, which places blocks on ``cuda:N``
+whatever the device_map) is a manual item in a file importing transformers (RL4LMs).
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
 (0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
 """
@@ -39,14 +41,23 @@ MULTI_PROCESS = re.compile(
     rb"LOCAL_RANK|local_rank|init_process_group|torch\.distributed|\bAccelerator\b|deepspeed\.initialize"
 )
 SET_DEVICE = {"torch.cuda.set_device", "torch.npu.set_device", "torch_npu.npu.set_device"}
+PARALLELIZE = (
+    "transformers' naive model parallelism (`parallelize()`: GPT-2, GPT-J, T5) places the blocks on "
+    "`cuda:N` devices, spread over `range(torch.cuda.device_count())` unless a device_map is given: on an "
+    'NPU host it raises (no CUDA device); turn it off and move the model with `.to("npu")`, or load it '
+    'spread over the NPUs with `from_pretrained(..., device_map="auto")`'
+)
 
 
 @register
 class CudaDeviceMap(Rule):
     codes = ("NPU905",)
-    triggers = (r"device_map",)
+    triggers = (r"device_map", r"\.parallelize\(")
 
     def visit_Call(self, node: cst.Call) -> None:
+        if _parallelize(node) and imports_hf(self.ctx) and not in_npu_branch(self.ctx, node):
+            self.report("NPU905", node, PARALLELIZE, tier=Tier.MANUAL)
+            return
         arg = keyword(node, "device_map")
         if arg is None or not _loads_hf_model(self.ctx, node) or in_npu_branch(self.ctx, node):
             return
@@ -112,6 +123,17 @@ class CudaDeviceMap(Rule):
             ):
                 return True
         return False
+
+
+def _parallelize(call: cst.Call) -> bool:
+    """``model.parallelize()`` / ``model.parallelize(device_map)`` (transformers' PreTrainedModel API)."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "parallelize"
+        and len(call.args) <= 1
+        and all(arg.keyword is None or arg.keyword.value == "device_map" for arg in call.args)
+    )
 
 
 def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
