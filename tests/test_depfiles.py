@@ -986,3 +986,17 @@ def test_r17_vcs_pins_of_libraries_with_a_first_npu_release(tmp_path):
     assert [line for line, _ in found] == [1, 2]
     assert "at commit `0dcb46e7`, whose release cuda2npu cannot tell" in found[0][1]
     assert "allows no accelerate release from 0.21.0 on" in found[1][1]
+
+
+def test_r18_bitsandbytes_asked_of_transformers_is_a_use_of_the_requirement(tmp_path):
+    """Chinese-Mixtral: `BitsAndBytesConfig(load_in_4bit=True)` built on every run (transformers reads
+    bitsandbytes' metadata there): the requirement is not unused; without such a use it is."""
+    used, unused = tmp_path / "used", tmp_path / "unused"
+    write(used / "eval.py", "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)\n")
+    write(unused / "eval.py", "import torch\n")
+    kept = write(used / "requirements.txt", "bitsandbytes==0.42.0\n")
+    removed = write(unused / "requirements.txt", "bitsandbytes==0.42.0\n")
+    cli("migrate", used)
+    cli("migrate", unused)
+    assert kept.read_text().endswith("bitsandbytes==0.42.0\n")
+    assert "bitsandbytes==0.42.0" not in removed.read_text()

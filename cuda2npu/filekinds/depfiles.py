@@ -638,6 +638,10 @@ TRAINER = re.compile(
     r"(?<![\w.])\w*(?:Trainer|TrainingArguments)\b|\b(?:transformers|trl)\.\w*(?:Trainer|TrainingArguments)\b"
 )
 TRAINER_USE = "transformers.Trainer"
+# transformers' bitsandbytes quantization: a file asking for it uses the bitsandbytes distribution
+# (Chinese-Mixtral builds `BitsAndBytesConfig(load_in_4bit=True)` on every run; transformers 4.37
+# reads the package's metadata there, so removing the requirement breaks the run)
+QUANTIZES = re.compile(r"\bBitsAndBytesConfig\b|\bload_in_[48]bit\b")
 # an unguarded `import torch_npu` (module level, in a .py file / a notebook cell): torch_npu is a
 # requirement. Indented imports (`try:`, inside a function) are the optional NPU support of
 # multi-backend code (DeepSpeed's accelerators), which does not make torch_npu a requirement.
@@ -659,6 +663,8 @@ def imported_modules(text: str) -> set[str]:
     found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
     if found & {"transformers", "trl"} and TRAINER.search(text):
         found.add(TRAINER_USE)
+    if found & {"transformers", "peft", "trl"} and QUANTIZES.search(text):
+        found.add("bitsandbytes")  # transformers imports it (and reads its package metadata) for these
     return found
 
 
