@@ -237,7 +237,9 @@ def test_extension_functions_follow_callers_classes_aliases_and_reexports(tmp_pa
     assert extension_functions(PythonFiles(texts), ("detectron2._C",)) == (
         "detectron2.layers.batched_nms_rotated",
         "detectron2.layers.deform_conv.DeformConv",
+        "detectron2.layers.deform_conv.DeformConv.forward",  # the methods reaching them (`self.m(...)` uses)
         "detectron2.layers.deform_conv._DeformConv",
+        "detectron2.layers.deform_conv._DeformConv.forward",
         "detectron2.layers.deform_conv.deform_conv",
         "detectron2.layers.nms.batched_nms_rotated",
         "detectron2.layers.nms.nms_rotated",
@@ -309,3 +311,45 @@ def test_extension_functions_follow_callers_in_other_files(tmp_path):
         "detectron2.structures.rotated_boxes.matched_iou",
         "detectron2.structures.rotated_boxes.pairwise_iou",
     )
+
+
+GRAPHS = """
+import torch
+
+
+def make_inference_graphed_callable(fn, sample_args):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(*sample_args)
+    return lambda *args: (graph.replay(), out)[1]
+"""
+BLOCK = """
+import torch
+
+from pkg.cuda_graphs import make_inference_graphed_callable
+
+
+class Attention(torch.nn.Module):
+    def _fast_rotary(self, q):
+        return make_inference_graphed_callable(torch.neg, (q,))(q)
+
+    def forward(self, q):
+        if q.size(1) == 1 and q.device.type == "cuda":
+            return self._fast_rotary(q)
+        return torch.neg(q)
+"""
+
+
+def test_r18_a_cuda_graph_fast_path_behind_a_device_test_stays_cudas(tmp_path):
+    """petals: `device.type == "cuda"` opens a fast path whose method captures a CUDA graph through a
+    function of another module: the test stays CUDA's (reviewed), as for a Triton kernel; the graph
+    capturer and the method calling it are project facts."""
+    write(tmp_path / "pkg" / "__init__.py", "")
+    graphs = write(tmp_path / "pkg" / "cuda_graphs.py", GRAPHS)
+    block = write(tmp_path / "pkg" / "block.py", BLOCK)
+    found = extension_functions(PythonFiles.read([graphs, block, tmp_path / "pkg" / "__init__.py"]))
+    assert "pkg.cuda_graphs.make_inference_graphed_callable" in found
+    assert "pkg.block.Attention._fast_rotary" in found
+    cli("migrate", tmp_path)
+    text = block.read_text()
+    assert 'q.device.type == "cuda"' in text and "NPU104 review" in text

@@ -153,6 +153,17 @@ def _project_triton(ctx, name: str, relative: bool = False) -> bool:
     return name in functions or (relative and any(f.endswith(f".{name}") for f in functions))
 
 
+def _own_method(ctx, node: cst.Attribute) -> str | None:
+    """``Class.method`` for ``self.method`` read in a method of ``Class`` (None for anything else)."""
+    if not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+        return None
+    index = TreeIndex.of(ctx)
+    owner = index.parents.get(node)
+    while owner is not None and not isinstance(owner, cst.ClassDef):
+        owner = index.parents.get(owner)
+    return f"{owner.name.value}.{node.attr.value}" if owner is not None else None
+
+
 def _spelled(node: cst.CSTNode, short: str) -> str:
     """``node``'s code for a message, or ``short`` when it is long or spans lines."""
     text = code_of(node).strip()
@@ -257,6 +268,10 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
                 if qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
                     found = f"`{qualified}`", PROJECT_KERNEL
+                elif (
+                    found is None and (method := _own_method(ctx, node)) and _project_triton(ctx, method, relative=True)
+                ):
+                    found = f"`{code_of(node)}`", PROJECT_KERNEL  # `self._optimized_apply_rotary(...)`
             elif node in skipped:
                 continue
             else:

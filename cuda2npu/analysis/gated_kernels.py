@@ -40,6 +40,8 @@ from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
 # a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
+CUDA_GRAPH_TEXT = re.compile(rb"CUDAGraph|cuda\.graph\(|make_graphed_callables")
+CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
 EXTENSION_TEXT = re.compile(rb"torch\.ops\.\w|(?<![\w.])_C\b|^[ \t]*(?:from|import)[ \t][^\n]*\b_C\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
 
@@ -95,15 +97,20 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
     """``module.name`` of each module-level function or class of the project that calls an operator of a
     compiled extension (``torch.ops.detectron2.nms_rotated(...)``, not torch's or torch_npu's own
     namespaces; a function of a module its setup.py builds, ``extensions``, ``_C.nms(...)`` after
-    ``from detectron2 import _C``) or a function of its file that does, and the
+    ``from detectron2 import _C``) or captures a CUDA graph (:func:`_graph_capturers`), or a function
+    of its file that does, and the
     names a package's ``__init__.py`` re-exports them under (``detectron2.layers.nms_rotated``),
     sorted: the ops have CPU and CUDA kernels only, so an NPU tensor must not reach them (a skip guard
     over a test calling one stays CUDA's: analysis/cuda_gates.py ``cuda_only_use``)."""
     found: set[str] = set()
     for path, text in files.items():
-        if not EXTENSION_TEXT.search(text) or (tree := files.tree(path)) is None:
+        graphs = CUDA_GRAPH_TEXT.search(text) is not None
+        if not (EXTENSION_TEXT.search(text) or graphs) or (tree := files.tree(path)) is None:
             continue
-        names = _closure(tree, _extension_names(tree, extensions), set())
+        capturers = _graph_capturers(tree) if graphs else set()
+        bound = _extension_names(tree, extensions)
+        names = _closure(tree, bound, capturers) | capturers
+        names |= _methods_calling(tree, bound, names)
         found.update(f"{files.modules.get(path, path.stem)}.{name}" for name in names)
     while found:  # the re-exports, then other files' functions calling any of them, to a fixed point
         more = (_reexports(files, found) | _callers_elsewhere(files, found)) - found
@@ -111,6 +118,31 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
             break
         found |= more
     return tuple(sorted(found))
+
+
+def _methods_calling(tree: ast.Module, extensions: set[str], local: set[str]) -> set[str]:
+    """``Class.method`` for each method of a module-level class of ``tree`` that calls an extension
+    operator or one of ``local`` (petals' ``OptimizedLlamaAttention._optimized_apply_rotary`` calling
+    ``make_inference_graphed_callable``): a ``self.method(...)`` under a device test is CUDA-only code."""
+    return {
+        f"{node.name}.{method.name}"
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        for method in node.body
+        if isinstance(method, ast.FunctionDef) and _calls_extension(method, extensions, local)
+    }
+
+
+def _graph_capturers(tree: ast.Module) -> set[str]:
+    """The module-level functions of ``tree`` that capture a CUDA graph (``torch.cuda.CUDAGraph()``,
+    ``torch.cuda.graph(...)``, ``torch.cuda.make_graphed_callables``): petals' ``make_inference_graphed_callable``,
+    whose callers' ``device.type == "cuda"`` fast path must stay CUDA's."""
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(inner, ast.Attribute) and ast.unparse(inner) in CUDA_GRAPH_APIS for inner in ast.walk(node))
+    }
 
 
 def _closure(tree: ast.Module, extensions: set[str], local: set[str]) -> set[str]:
@@ -147,7 +179,9 @@ def _callers_elsewhere(files: PythonFiles, functions: set[str]) -> set[str]:
             in functions
         }
         if imported:
-            found.update(f"{module}.{name}" for name in _closure(tree, set(), imported))
+            callers = _closure(tree, set(), imported)
+            callers |= _methods_calling(tree, set(), callers | imported)
+            found.update(f"{module}.{name}" for name in callers)
     return found
 
 

@@ -132,7 +132,8 @@ class ProjectFacts:
     # (real path, failing import as written, what fails or "", "importer:line, ...") of those the project
     # imports only where it falls back when the import fails (failing_modules.py; for_path)
     optional_modules: tuple[tuple[str, str, str, str], ...] = ()
-    # "module.function" of its functions calling its compiled extension's operators (gated_kernels.py)
+    # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
+    # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
     # "module.function" of its functions answering whether torch is a CUDA or ROCm build (build_probes.py)
     build_probes: tuple[str, ...] = ()
