@@ -576,7 +576,7 @@ def test_run_results_carry_the_imports_of_their_final_text(tmp_path):
 
 
 def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
-    """transformers < 4.32, accelerate < 0.21, deepspeed < 0.9.3 and vllm < 0.7.1 do not run on an
+    """transformers < 4.32, accelerate < 0.21, deepspeed < 0.10.1 and vllm < 0.7.1 do not run on an
     NPU host; a range that allows a newer release is left alone."""
     write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\nx = torch.ones(1).cuda()\n")
     write(tmp_path / "serve" / "app.py", "from transformers import AutoModel\n")
@@ -1000,3 +1000,15 @@ def test_r18_bitsandbytes_asked_of_transformers_is_a_use_of_the_requirement(tmp_
     cli("migrate", unused)
     assert kept.read_text().endswith("bitsandbytes==0.42.0\n")
     assert "bitsandbytes==0.42.0" not in removed.read_text()
+
+
+def test_r19_deepspeed_selects_the_npu_from_0_10_1(tmp_path):
+    """LLaVA-Plus's `deepspeed==0.9.5`: 0.9.3 to 0.10.0 ship the NPU accelerator but
+    `get_accelerator()` never selects it (DeepSpeed #3831, first in v0.10.1)."""
+    write(tmp_path / "train.py", "import deepspeed\n")
+    write(tmp_path / "requirements.txt", "deepspeed==0.9.5\n")
+    write(tmp_path / "new" / "requirements.txt", "deepspeed==0.10.1\n")
+    write(tmp_path / "new" / "train.py", "import deepspeed\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    found = [d["path"].rsplit("/", 2)[-2:] for d in data["diagnostics"] if d["code"] == "NPU705"]
+    assert len(found) == 1 and found[0][-1] == "requirements.txt" and "new" not in found[0]
