@@ -50,13 +50,14 @@ EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extensio
 
 
 def _mentions_cu_sources(node: cst.Call) -> bool:
+    """``load(...)`` given CUDA sources: a ``cuda_sources``/``with_cuda``/``extra_cuda_cflags`` keyword,
+    or a ``.cu`` file name anywhere in its arguments (``os.path.join(module_path, "upfirdn2d_kernel.cu")``:
+    StyleGAN2's ops in InternGPT)."""
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda", "extra_cuda_cflags"}:
             return True
-        for element in getattr(arg.value, "elements", ()):
-            value = string_value(getattr(element, "value", None))
-            if value is not None and value.endswith(".cu"):
-                return True
+        if any((string_value(s) or "").endswith(".cu") for s in iter_nodes(arg.value, cst.SimpleString)):
+            return True
     return False
 
 
