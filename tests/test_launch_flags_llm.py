@@ -745,10 +745,10 @@ def test_r16_a_lightning_programs_accelerator_flag_is_marked(tmp_path):
 
 
 def test_r18_a_programs_own_fp16_flag_is_not_reviewed_as_training_arguments(tmp_path):
-    """VisualGLM's SwissArmyTransformer finetuning (no transformers named: `sat.get_args` parses
-    `--fp16`, and the script casts its images with `.half()` on it) and a program declaring `--fp16`
-    with its own argparse: their flag is theirs, fp16 runs on Ascend; nothing is reported. A program
-    that may hand it to TrainingArguments keeps the review."""
+    """VisualGLM's SwissArmyTransformer finetuning (`sat.get_args` parses `--fp16`, and the script
+    casts its images with `.half()` on it) and a program declaring `--fp16` with its own argparse:
+    their flag is theirs, fp16 runs on Ascend; nothing is reported. A program that may hand it to
+    TrainingArguments keeps the review."""
     write(tmp_path / "finetune_sat.py", "from sat import get_args\nargs = get_args()\n")
     write(
         tmp_path / "own.py",

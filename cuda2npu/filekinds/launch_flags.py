@@ -59,6 +59,7 @@ from cuda2npu.families.transformers.releases import (
     bf16_rejected,
     fa2_replacement,
     flash_flag_off_advice,
+    fp16_runs_unchanged,
     guaranteed,
     names_softcapped_model,
     pin_text,
@@ -76,7 +77,8 @@ VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
-NAMES_HF = re.compile(r"\b(?:transformers|trl)\b")
+# a framework whose argument parser owns `--fp16` (SwissArmyTransformer's `get_args`: VisualGLM, CogVLM)
+IMPORTS_OWN_PARSER = re.compile(r"^[ \t]*(?:from|import)[ \t]+sat\b", re.M)
 OWN_FP16 = re.compile(r"""add_argument\(\s*["']--fp16["']""")
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
@@ -131,7 +133,7 @@ class _Program:
     source: str  # its text (the options it declares)
     megatron: bool = False  # a Megatron-LM entry point: its --fp16/--bf16/--tf32 are Megatron's own
     lightning: bool = False  # it imports Lightning: its --accelerator is a Trainer's (NPU951)
-    # its precision flags are its own: it never names transformers/TRL, or declares `--fp16` itself
+    # its precision flags are its own: it declares `--fp16` itself or imports a framework owning it,
     # without parsing TrainingArguments (:func:`_own_precision`)
     own_precision: bool = False
 
@@ -228,7 +230,11 @@ def _flag(
         return None
     rejected = bf16_rejected(options)
     if rejected is not None:
-        return "NPU906", f"`--fp16` kept under the bf16 policy: {rejected}", Tier.REVIEW, None
+        return (
+            None
+            if fp16_runs_unchanged(options)
+            else ("NPU906", f"`--fp16` kept under the bf16 policy: {rejected}", Tier.REVIEW, None)
+        )
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
     if not known or has_bf16 or fp16_kept:
         if has_bf16:
@@ -549,10 +555,10 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
 
 
 def _own_precision(source: str) -> bool:
-    """A launched program whose ``--fp16``/``--tf32`` cannot be TrainingArguments': it never names
-    transformers or TRL (SwissArmyTransformer's ``get_args`` parses it: VisualGLM's finetuning), or it
-    declares the option with its own ``add_argument`` (OpenChatKit's ``dist_clm_train.py``)."""
-    return OWN_FP16.search(source) is not None or NAMES_HF.search(source) is None
+    """A launched program whose ``--fp16``/``--tf32`` are not TrainingArguments': it declares the option
+    with its own ``add_argument`` (OpenChatKit's ``dist_clm_train.py``), or imports a framework whose
+    parser owns it (SwissArmyTransformer's ``get_args``: VisualGLM's finetuning)."""
+    return OWN_FP16.search(source) is not None or IMPORTS_OWN_PARSER.search(source) is not None
 
 
 def _fp16_kept(command: list[ShellLine], script: Path, variables: dict[str, str]) -> str | None:

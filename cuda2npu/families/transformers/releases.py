@@ -48,6 +48,12 @@ def bf16_rejected(options) -> str | None:
     )
 
 
+def fp16_runs_unchanged(options) -> bool:
+    """The pin's TrainingArguments knows the NPU (4.32 on) but rejects bf16 there (before 4.34): an
+    fp16 flag runs as it is and asks nothing (Qwen-VL's QLoRA scripts under 4.32.0)."""
+    return predates(options, BF16_ON_NPU) is not None and predates(options, TRAINER_ON_NPU) is None
+
+
 def bf16_flag_rejected(options, spelled: str) -> str | None:
     """NPU906's message for ``bf16=True`` (``spelled``: ``--bf16``, ``bf16=True``) under a pin whose
     TrainingArguments cannot train in bf16 on an NPU device, else None: before 4.32 it does not know
