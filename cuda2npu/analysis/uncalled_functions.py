@@ -4,7 +4,7 @@ as written (analysis/never_run.py): an edit there changes nothing anyone runs (M
 
 A script is a Python file with an ``if __name__ == "__main__":`` block; its module-level functions
 without decorators are candidates. One is uncalled when its name occurs nowhere in the project's
-Python files, notebooks, shell scripts and Markdown but in its own ``def``. Not a script that reaches
+Python files, notebooks, shell scripts, Markdown and configuration files but in its own ``def``. Not a script that reaches
 its functions by name (``globals()``, ``fire.Fire()`` without arguments, ``getattr(sys.modules...)``).
 """
 
@@ -19,7 +19,8 @@ from cuda2npu.analysis.python_files import PythonFiles
 
 MAIN_GUARD = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*["']__main__["']""", re.M)
 BY_NAME = re.compile(rb"\bglobals\(\)|\bfire\.Fire\(\s*\)|\bsys\.modules\b|\blocals\(\)")
-READ_ALSO = (".ipynb", ".sh", ".md")  # where a script's function may be called or documented too
+# where a script's function may be called or named too (Hydra's `_target_: train.build_model`)
+READ_ALSO = (".ipynb", ".sh", ".md", ".yaml", ".yml", ".json", ".toml", ".cfg")
 
 
 def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[str, str], ...]:

@@ -83,7 +83,9 @@ def _missing_program_errors(node: cst.Call, qualified: str) -> frozenset[str]:
 
 def _only_passes(block: cst.BaseSuite) -> bool:
     """The block does nothing (``pass`` or ``...``)."""
-    statements = [small for line in block.body for small in getattr(line, "body", [line])]
+    statements = [
+        small for line in block.body for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])
+    ]
     return all(
         isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis))
         for small in statements
