@@ -298,8 +298,9 @@ def _with_rewrites(source: str, rewrites: list[_ShellRewrite]) -> str:
     lines = source.split("\n")
     for rewrite in rewrites:
         size = len(rewrite.before)
-        at = next(i for i in range(len(lines) - size + 1) if lines[i : i + size] == rewrite.before)
-        lines[at : at + size] = rewrite.after
+        at = next((i for i in range(len(lines) - size + 1) if lines[i : i + size] == rewrite.before), None)
+        if at is not None:  # not found: a rule moved the lines; they stay as the Python pass left them
+            lines[at : at + size] = rewrite.after
     return "\n".join(lines)
 
 
