@@ -40,7 +40,7 @@ from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
 # a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
-CUDA_GRAPH_TEXT = re.compile(rb"CUDAGraph|cuda\.graph\(|make_graphed_callables")
+CUDA_GRAPH_TEXT = re.compile(rb"torch\.cuda\.(?:CUDAGraph|graph|make_graphed_callables)\b")
 CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
 EXTENSION_TEXT = re.compile(rb"torch\.ops\.\w|(?<![\w.])_C\b|^[ \t]*(?:from|import)[ \t][^\n]*\b_C\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
@@ -134,14 +134,15 @@ def _methods_calling(tree: ast.Module, extensions: set[str], local: set[str]) ->
 
 
 def _graph_capturers(tree: ast.Module) -> set[str]:
-    """The module-level functions of ``tree`` that capture a CUDA graph (``torch.cuda.CUDAGraph()``,
-    ``torch.cuda.graph(...)``, ``torch.cuda.make_graphed_callables``): petals' ``make_inference_graphed_callable``,
+    """The module-level functions of ``tree`` that capture a CUDA graph (they call ``torch.cuda.CUDAGraph()``,
+    ``torch.cuda.graph(...)`` or ``torch.cuda.make_graphed_callables(...)``; a mere reference is not
+    one): petals' ``make_inference_graphed_callable``,
     whose callers' ``device.type == "cuda"`` fast path must stay CUDA's."""
     return {
         node.name
         for node in tree.body
         if isinstance(node, ast.FunctionDef)
-        and any(isinstance(inner, ast.Attribute) and ast.unparse(inner) in CUDA_GRAPH_APIS for inner in ast.walk(node))
+        and any(isinstance(inner, ast.Call) and ast.unparse(inner.func) in CUDA_GRAPH_APIS for inner in ast.walk(node))
     }
 
 

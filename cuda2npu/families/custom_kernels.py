@@ -109,7 +109,8 @@ def _leaves_values(index: TreeIndex, statement: cst.Try) -> bool:
 def _hollow_fallback(ctx, node: cst.Try) -> bool:
     """``try: import quant_cuda`` / ``except: print("CUDA extension not installed.")``, then
     ``quant_cuda.vecquant4matmul(...)`` elsewhere in the file (BELLE's GPTQ ``quant.py``): the
-    handlers bind nothing (no flag, no stand-in), and a name the try imports is read outside it, not
+    handlers bind nothing (no flag, no stand-in), nor does the try set a flag beside the import, and
+    a name the try imports is read outside it, not
     under an ``if`` whose test names the feature (``if self.use_xformers:`` before ``xops.…``)."""
     imported = {
         bound_name(alias, statement)
@@ -122,6 +123,8 @@ def _hollow_fallback(ctx, node: cst.Try) -> bool:
     binds = (cst.Assign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Return, cst.Raise)
     if not imported or any(True for handler in node.handlers for _ in iter_nodes(handler.body, binds)):
         return False
+    if any(True for _ in iter_nodes(node.body, (cst.Assign, cst.AnnAssign))):
+        return False  # `HAVE_TE = True` after the import: a flag the later uses test (Megatron's fp8_utils)
     index = TreeIndex.of(ctx)
     return any(
         name.value in imported
