@@ -19,8 +19,10 @@ from cuda2npu.analysis.python_files import PythonFiles
 
 MAIN_GUARD = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*["']__main__["']""", re.M)
 BY_NAME = re.compile(rb"\bglobals\(\)|\bfire\.Fire\(\s*\)|\bsys\.modules\b|\blocals\(\)")
-# where a script's function may be called or named too (Hydra's `_target_: train.build_model`)
+# where a script's function may be called or named too (Hydra's `_target_: train.build_model`); a file
+# larger than READ_LIMIT is data (a JSON dataset), not read
 READ_ALSO = (".ipynb", ".sh", ".md", ".yaml", ".yml", ".json", ".toml", ".cfg")
+READ_LIMIT = 1 << 20
 
 
 def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[str, str], ...]:
@@ -54,6 +56,6 @@ def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[st
 
 def _read(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return path.read_bytes() if path.stat().st_size <= READ_LIMIT else b""
     except OSError:
         return b""
