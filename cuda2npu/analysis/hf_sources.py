@@ -20,12 +20,34 @@ from cuda2npu.core.traversal import iter_nodes
 HF_PACKAGES = ("transformers",)
 ARGUMENT_CLASSES = ("TrainingArguments", "Seq2SeqTrainingArguments")  # the Trainer's arguments
 CONSTANTS = ("True", "False", "None")
+NO_MODEL = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor")  # loaders building no model
 
 
 def is_hf_call(resolver, call: cst.Call) -> bool:
     """A call of something transformers defines (``AutoModel.from_pretrained``, ``TrainingArguments``)."""
     name = resolver.qualified_name(call.func)
     return name is not None and name.split(".")[0] in HF_PACKAGES
+
+
+def loads_no_model(qualified: str) -> bool:
+    """``AutoConfig.from_pretrained``, a tokenizer's, a processor's: it builds no model."""
+    owner, _, method = qualified.rpartition(".")
+    return method == "from_pretrained" and owner.rpartition(".")[2].endswith(NO_MODEL)
+
+
+def loads_through_hf(ctx, call: cst.Call) -> bool:
+    """``X.from_pretrained(...)`` in a file importing transformers, X not named as a config, tokenizer or
+    processor: a project's subclass of a transformers model (Lumina-mGPT's ``ChameleonForConditionalGeneration``,
+    ``StreamLlamaForCausalLM``) or one chosen as a value (``model_class.model``) loads through transformers'."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "from_pretrained":
+        return False
+    owner = func.value.attr.value if isinstance(func.value, cst.Attribute) else getattr(func.value, "value", "")
+    return (
+        isinstance(owner, str)
+        and not owner.lower().endswith(tuple(word.lower() for word in NO_MODEL))
+        and imports_hf(ctx)
+    )
 
 
 def imports_hf(ctx) -> bool:

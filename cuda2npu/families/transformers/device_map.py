@@ -26,7 +26,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, statement_of
+from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, loads_through_hf, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import device_literals, string_value
@@ -59,7 +59,11 @@ class CudaDeviceMap(Rule):
             self.report("NPU905", node, PARALLELIZE, tier=Tier.MANUAL)
             return
         arg = keyword(node, "device_map")
-        if arg is None or not _loads_hf_model(self.ctx, node) or in_npu_branch(self.ctx, node):
+        if (
+            arg is None
+            or not (is_hf_call(self.resolver, node) or loads_through_hf(self.ctx, node))
+            or in_npu_branch(self.ctx, node)
+        ):
             return
         if isinstance(arg.value, cst.Dict):
             values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
@@ -145,12 +149,3 @@ def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _npu(node: cst.SimpleString | cst.FormattedStringText) -> cst.SimpleString | cst.FormattedStringText:
     return node.with_changes(value=node.value.replace("cuda", "npu", 1))
-
-
-def _loads_hf_model(ctx, call: cst.Call) -> bool:
-    """A call of something transformers defines, or a ``.from_pretrained(...)`` in a file importing
-    transformers: a project's own subclass of a transformers model (Lumina-mGPT's
-    ``ChameleonForConditionalGeneration``) loads through transformers' ``from_pretrained``."""
-    if is_hf_call(ctx.resolver, call):
-        return True
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained" and imports_hf(ctx)

@@ -24,7 +24,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, is_plain_dict_call, keyword, sources, subscript_key
+from cuda2npu.analysis.hf_sources import (
+    imports_hf,
+    is_hf_call,
+    is_plain_dict_call,
+    keyword,
+    loads_no_model,
+    loads_through_hf,
+    sources,
+    subscript_key,
+)
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.arguments import arg_value, try_bind
 from cuda2npu.core.bindings import assigned_values
@@ -38,7 +47,6 @@ from cuda2npu.families.transformers.releases import predates
 FLAGS = ("load_in_4bit", "load_in_8bit")
 CONFIG = "BitsAndBytesConfig"
 # what a from_pretrained of these classes loads quantizes nothing (a config, tokenizer, processor)
-NO_MODEL = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor")
 ANY_CONFIG_QUANTIZES = "4.38.0"  # every BitsAndBytesConfig selects a bitsandbytes quantizer (§9)
 ADVICE = {
     "load_in_4bit": (
@@ -90,13 +98,11 @@ class QuantizedLoading(Rule):
         if not is_hf_call(self.resolver, node):
             if (is_plain_dict_call(self.resolver, node) or _is_update(node)) and imports_hf(self.ctx):
                 self._keywords(node)
-            elif _loads_pretrained(node) and imports_hf(self.ctx):
-                # the project's subclass of a transformers model (`StreamLlamaForCausalLM`), or one
-                # chosen as a value (`model_class.model.from_pretrained`): its loading is transformers'
+            elif loads_through_hf(self.ctx, node):
                 self._keywords(node)
             return
         qualified = self.resolver.qualified_name(node.func) or ""
-        if _loads_no_model(qualified):
+        if loads_no_model(qualified):
             return  # `AutoConfig.from_pretrained(p, load_in_8bit=q)`: the model load is the quantizing one
         name = qualified.rpartition(".")[2]
         if name in GPTQ_AWQ:
@@ -266,23 +272,6 @@ def _falsy_in(branch: cst.If, role: str, expr: cst.BaseExpression) -> bool:
 def _none_or_truthy(value) -> bool:
     """A literal that is None or truthy (not ``0``, ``""``, ``False``, not a non-literal)."""
     return value is None or (value is not NOT_LITERAL and bool(value))
-
-
-def _loads_no_model(qualified: str) -> bool:
-    """``AutoConfig.from_pretrained``, a tokenizer's, a processor's: it builds no model, and a
-    ``load_in_8bit=`` passed there only sets a config attribute or is dropped (§7)."""
-    owner, _, method = qualified.rpartition(".")
-    return method == "from_pretrained" and owner.rpartition(".")[2].endswith(NO_MODEL)
-
-
-def _loads_pretrained(call: cst.Call) -> bool:
-    """``X.from_pretrained(...)`` of a class the file does not show to be transformers' (a tokenizer's,
-    a config's or a processor's by their names excepted)."""
-    func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value != "from_pretrained":
-        return False
-    owner = func.value.attr.value if isinstance(func.value, cst.Attribute) else getattr(func.value, "value", "")
-    return isinstance(owner, str) and not owner.lower().endswith(tuple(word.lower() for word in NO_MODEL))
 
 
 def _stars(call: cst.Call) -> bool:
