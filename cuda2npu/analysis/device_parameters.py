@@ -72,6 +72,15 @@ def device_parameters(texts: Mapping[Path, bytes]) -> tuple[tuple[str, int, str]
     return tuple(sorted(entry for entries in found.values() if entries is not None for entry in entries))
 
 
+@functools.lru_cache(maxsize=4)
+def by_callable(entries: tuple[tuple[str, int, str], ...]) -> dict[str, tuple[tuple[int, str], ...]]:
+    """:func:`device_parameters`' entries as callable → ((position, parameter), ...), once per run."""
+    grouped: dict[str, tuple[tuple[int, str], ...]] = {}
+    for name, position, param in entries:
+        grouped[name] = (*grouped.get(name, ()), (position, param))
+    return grouped
+
+
 def device_keywords(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The names, other than ``device``, of the parameters named like a device whose default is a
     device string (``rand_device: str = "cpu"``, ``offload_device="cuda"``) in any function or method

@@ -13,6 +13,7 @@ import libcst as cst
 
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.cuda_gates import cuda_branch
+from cuda2npu.analysis.device_parameters import by_callable
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
@@ -199,9 +200,8 @@ class CudaDeviceIndex(Rule):
         callee = (
             func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
         )
-        return keyword is not None and any(
-            name == callee and param == keyword for name, _, param in self.options.project.device_parameters
-        )
+        parameters = by_callable(self.options.project.device_parameters).get(callee, ())
+        return keyword is not None and any(param == keyword for _, param in parameters)
 
 
 def reads_int_as_cuda(options) -> bool:

@@ -32,6 +32,7 @@ from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
 from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use, no_cuda_branch
+from cuda2npu.analysis.device_parameters import by_callable
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.core.bindings import assigned_values, single_value
@@ -668,12 +669,10 @@ class DeviceStrings(Rule):
         return function, int(bound)
 
     @functools.cached_property
-    def _imported_device_callables(self) -> dict[str, list[tuple[int, str]]]:
+    def _imported_device_callables(self) -> dict[str, tuple[tuple[int, str], ...]]:
         """The project's callables with a parameter named like a device (``ProjectFacts.device_parameters``)
-        that this file imports: name → [(position, parameter)]."""
-        wanted: dict[str, list[tuple[int, str]]] = {}
-        for name, position, param in self.options.project.device_parameters:
-            wanted.setdefault(name, []).append((position, param))
+        that this file imports: name → ((position, parameter), ...)."""
+        wanted = by_callable(self.options.project.device_parameters)
         module = self.resolver.module_scope
         imported = {name for name in wanted if name in module.imports and name not in module.others}
         return {name: wanted[name] for name in imported | (self._relatively_imported & wanted.keys())}
@@ -720,7 +719,7 @@ class DeviceStrings(Rule):
             if value in self._aliasable and alias != value
         )
 
-    def _project_call_arguments(self, node: cst.Call, parameters: list[tuple[int, str]]) -> None:
+    def _project_call_arguments(self, node: cst.Call, parameters: tuple[tuple[int, str], ...]) -> None:
         """``GPUMemoryMonitor("cuda")``, ``VideoProcessor(256, f"cuda:{i}")`` where another file of the
         project defines ``GPUMemoryMonitor.__init__(self, device="cuda:0")``, ``VideoProcessor.__init__(self,
         resolution=512, device="cpu")``: the argument of the device parameter is a device."""
