@@ -148,10 +148,12 @@ def test_fp16_stays_fp16_where_bf16_cannot_follow(tmp_path):
 
 def test_fp16_stays_under_an_old_transformers_pin_or_the_fp16_policy(tmp_path):
     write(tmp_path / "train.py", TRAIN_PY)
-    write(tmp_path / "requirements.txt", "transformers==4.33.0\n")
+    write(tmp_path / "requirements.txt", "transformers==4.31.0\n")
     write(tmp_path / "run.json", '{"output_dir": "o", "learning_rate": 1e-5, "logging_steps": 5, "fp16": true}\n')
     [review] = diagnostics(tmp_path)
     assert (review["code"], review["tier"]) == ("NPU906", "review") and "4.34.0" in review["message"]
+    write(tmp_path / "requirements.txt", "transformers==4.33.0\n")  # knows the NPU, rejects bf16: fp16 runs
+    assert findings(tmp_path) == []
     write(tmp_path / "requirements.txt", "transformers==4.34.0\n")
     assert findings(tmp_path) == [("run.json", 1, "NPU906", "numeric")]
     assert findings(tmp_path, "--precision", "fp16") == []

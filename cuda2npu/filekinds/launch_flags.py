@@ -56,10 +56,9 @@ from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import (
     FA2_ON_NPU,
     bf16_flag_rejected,
-    bf16_rejected,
     fa2_replacement,
     flash_flag_off_advice,
-    fp16_runs_unchanged,
+    fp16_under_pin,
     guaranteed,
     names_softcapped_model,
     pin_text,
@@ -228,13 +227,9 @@ def _flag(
         return "NPU904", message, Tier.NUMERIC, (value.start(3), value.end(3), NEGATED.get(word, "False"))
     if options.precision != "bf16":
         return None
-    rejected = bf16_rejected(options)
-    if rejected is not None:
-        return (
-            None
-            if fp16_runs_unchanged(options)
-            else ("NPU906", f"`--fp16` kept under the bf16 policy: {rejected}", Tier.REVIEW, None)
-        )
+    kept = fp16_under_pin(options)
+    if kept is not None:
+        return ("NPU906", f"`--fp16` kept under the bf16 policy: {kept}", Tier.REVIEW, None) if kept else None
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
     if not known or has_bf16 or fp16_kept:
         if has_bf16:

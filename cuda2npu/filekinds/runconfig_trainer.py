@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from cuda2npu.analysis.ds_config import AUTO, BF16_NAMES, FP16
-from cuda2npu.families.transformers.releases import bf16_rejected
+from cuda2npu.families.transformers.releases import fp16_under_pin
 from cuda2npu.filekinds.launch_flags import json_config
 from cuda2npu.filekinds.runconfig_code import TRAINER_FILE, TRAINER_FILES
 from cuda2npu.filekinds.runconfig_entries import Entry
@@ -88,10 +88,11 @@ def false_text(entry: Entry) -> str:
 
 def fp16_problem(path: Path, top: dict[str, Entry | None], parsed: object, options) -> str | None:
     """Why ``fp16: true`` cannot become ``bf16: true`` in this config (``parsed``: the JSON document,
-    None for YAML; ``top``: the top-level entries, a YAML mapping's key with a None entry); None: it can."""
-    rejected = bf16_rejected(options)
-    if rejected is not None:
-        return rejected
+    None for YAML; ``top``: the top-level entries, a YAML mapping's key with a None entry); None: it can;
+    "": it stays, and runs as it is (:func:`fp16_under_pin`)."""
+    kept = fp16_under_pin(options)
+    if kept is not None:
+        return kept
     if any(name in top for name in BF16_NAMES):
         return "this config also sets bf16 (TrainingArguments raises when both are true): choose one"
     value = _deepspeed_value(top, parsed)

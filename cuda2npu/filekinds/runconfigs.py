@@ -308,7 +308,7 @@ def _trainer_items(plan: Plan, path: Path, top: dict[str, Entry | None], members
             start, end = _key_span(plan, fp16, members)
             edit = (start, end, plan.text[start:end].replace(FP16_KEY, BF16_KEY))
             items.append(Item(FP16_TRAINING, fp16, message, Tier.NUMERIC, [edit], rename=BF16_KEY))
-        else:
+        elif problem:
             message = f"`fp16: true` kept in a TrainingArguments config under the bf16 policy: {problem}"
             items.append(Item(FP16_TRAINING, fp16, message, Tier.REVIEW, shared=(FP16_TRAINING, FP16_KEY, message)))
     if tf32 is not None and trainer.is_true(tf32):

@@ -30,28 +30,20 @@ def predates(options, version: str) -> str | None:
     return pin_predates(options.project.pins, "transformers", version)
 
 
-def bf16_rejected(options) -> str | None:
-    """Why ``bf16=True`` cannot replace ``fp16=True`` under the project's pin (None: it can)."""
+def fp16_under_pin(options) -> str | None:
+    """Why an fp16 training flag stays fp16 under the bf16 policy with the project's transformers pin:
+    None when it becomes bf16; "" when it runs as it is and asks nothing (4.32 and 4.33 know the NPU but
+    reject bf16 there: Qwen-VL's QLoRA scripts under 4.32.0); else the reason, to say beside it."""
     spec = predates(options, BF16_ON_NPU)
     if spec is None:
         return None
-    if predates(options, TRAINER_ON_NPU):
-        return (
-            f"the pin `transformers{spec}` predates {TRAINER_ON_NPU}, the first release whose TrainingArguments "
-            f"knows the NPU (it sets up CUDA/NCCL or the CPU, fp16 alike): raise the pin to >={BF16_ON_NPU}, "
-            "then train in BF16, the NPU's native type"
-        )
+    if predates(options, TRAINER_ON_NPU) is None:
+        return ""
     return (
-        f"the pin `transformers{spec}` predates {BF16_ON_NPU}, the first release whose TrainingArguments "
-        "accepts bf16 on an NPU device (older ones raise ValueError); fp16 runs on the NPU with loss scaling: "
-        f"raise the pin to >={BF16_ON_NPU} to train in BF16, the NPU's native type"
+        f"the pin `transformers{spec}` predates {TRAINER_ON_NPU}, the first release whose TrainingArguments "
+        f"knows the NPU (it sets up CUDA/NCCL or the CPU, fp16 alike): raise the pin to >={BF16_ON_NPU}, "
+        "then train in BF16, the NPU's native type"
     )
-
-
-def fp16_runs_unchanged(options) -> bool:
-    """The pin's TrainingArguments knows the NPU (4.32 on) but rejects bf16 there (before 4.34): an
-    fp16 flag runs as it is and asks nothing (Qwen-VL's QLoRA scripts under 4.32.0)."""
-    return predates(options, BF16_ON_NPU) is not None and predates(options, TRAINER_ON_NPU) is None
 
 
 def bf16_flag_rejected(options, spelled: str) -> str | None:

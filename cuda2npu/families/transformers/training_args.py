@@ -28,7 +28,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, literal, rename_fix, string_value
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.transformers.optimizer_names import optim_decision
-from cuda2npu.families.transformers.releases import bf16_flag_rejected, bf16_rejected, fp16_runs_unchanged
+from cuda2npu.families.transformers.releases import bf16_flag_rejected, fp16_under_pin
 
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
 
@@ -111,10 +111,10 @@ class TrainingArgumentSwitches(Rule):
         return True
 
     def _fp16(self, call: cst.Call, fp16: cst.Arg) -> None:
-        rejected = bf16_rejected(self.options)
-        if rejected is not None:
-            if not fp16_runs_unchanged(self.options):  # 4.32 and 4.33: fp16 runs, nothing to ask
-                self.report("NPU906", fp16, f"`fp16=True` kept under the bf16 policy: {rejected}", tier=Tier.REVIEW)
+        kept = fp16_under_pin(self.options)
+        if kept is not None:
+            if kept:
+                self.report("NPU906", fp16, f"`fp16=True` kept under the bf16 policy: {kept}", tier=Tier.REVIEW)
             return
         if keyword(call, "bf16") is not None or any(arg.star == "**" for arg in call.args):
             message = "`fp16=True` under the bf16 policy: use `bf16=True` (this call also sets bf16 or passes **kwargs)"
