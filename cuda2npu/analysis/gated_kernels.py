@@ -39,9 +39,9 @@ from cuda2npu.analysis.python_files import PythonFiles, import_nodes
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
-# a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
-CUDA_GRAPH_TEXT = re.compile(rb"torch\.cuda\.(?:CUDAGraph|graph|make_graphed_callables)\b")
 CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
+CUDA_GRAPH_TEXT = re.compile(b"(?:%b)\\b" % b"|".join(re.escape(api.encode()) for api in sorted(CUDA_GRAPH_APIS)))
+# a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
 EXTENSION_TEXT = re.compile(rb"torch\.ops\.\w|(?<![\w.])_C\b|^[ \t]*(?:from|import)[ \t][^\n]*\b_C\b", re.M)
 RUN_AS_SCRIPT = re.compile(rb"""^if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"]""", re.M)
 
