@@ -18,6 +18,12 @@ from cuda2npu.core.traversal import iter_nodes
 
 DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transformers renamed it `dtype` in 4.56)
 MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")  # calls a model goes through unchanged
+FLOAT16_NAMES = (
+    "fp16",
+    "float16",
+    "half",
+    "torch.float16",
+)  # a dtype spelled as a string (`mii_config={"dtype": "fp16"}`)
 MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
 
 
@@ -44,6 +50,23 @@ def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
         if (half or loaded) and not restored:
             found.append((call, model_names(call, statement_of(ctx, call))))
     return found
+
+
+def float16_dtype_set(ctx) -> str | None:
+    """Where the file makes a model float16 or names float16 as its dtype, for a message (None when it
+    does not): a cast of :func:`float16_models`, else a ``dtype`` / ``torch_dtype`` keyword or dict key
+    holding ``torch.float16`` or a float16 string (DeepSpeed-MII's ``mii_config = {"dtype": "fp16"}``)."""
+    casts = ctx.file_state(float16_models)
+    if casts:
+        return shown_cast(ctx.resolver, casts[0][0])
+    for node in iter_nodes(ctx.module, (cst.Arg, cst.DictElement)):
+        key = node.keyword.value if isinstance(node, cst.Arg) and node.keyword is not None else None
+        key = string_value(node.key) if isinstance(node, cst.DictElement) else key
+        if key in DTYPE_KEYS and (
+            is_torch_dtype(ctx.resolver, node.value, "float16", "half") or string_value(node.value) in FLOAT16_NAMES
+        ):
+            return f"{key}={code_of(node.value)}"
+    return None
 
 
 def _float16_kwargs(ctx) -> set[str]:

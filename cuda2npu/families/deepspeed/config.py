@@ -20,6 +20,7 @@ import json
 import libcst as cst
 
 from cuda2npu.analysis.ds_config import FP16, Bf16Result, fp16_to_bf16, optimizer_problem
+from cuda2npu.analysis.float16_models import float16_dtype_set
 from cuda2npu.analysis.hf_sources import ARGUMENT_CLASSES, keyword, sources
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
@@ -165,6 +166,8 @@ class DeepSpeedConfigDict(Rule):
                 "the config's explicit fp16/bf16 `enabled` differ from them: change both together, or set both "
                 'blocks\' "enabled" to "auto"'
             )
+        if result.problem is None and result.config is not None:
+            result = self._float16_beside(node) or result
         if result.problem is not None:
             self._review(node, result.problem)
         elif result.config is not None:
@@ -177,6 +180,34 @@ class DeepSpeedConfigDict(Rule):
                 tier=Tier.NUMERIC,
                 needs_torch_npu=False,
             )
+
+    def _float16_beside(self, node: cst.Dict) -> Bf16Result | None:
+        """Why the config's precision is not the migration's alone: a test parameter (the test's other
+        parameters and fixtures pick the dtype it must match), or a file that makes its model float16
+        (DeepSpeed-MII's ``mii_config = {"dtype": "fp16"}`` beside a ZeRO config: MII asserts they agree);
+        None when neither."""
+        if self._parametrized(node):
+            return Bf16Result(
+                problem="it is a `pytest.mark.parametrize` value: the test's other parameters and fixtures (a dtype) "
+                "decide the precision it must agree with"
+            )
+        dtype = float16_dtype_set(self.ctx)
+        if dtype is None:
+            return None
+        return Bf16Result(
+            problem=f"this file makes its model float16 (`{dtype}`), which a bf16 config would contradict "
+            "(DeepSpeed casts the module to bf16; libraries such as MII assert the two agree): switch both together"
+        )
+
+    def _parametrized(self, node: cst.Dict) -> bool:
+        """Whether ``node`` is an argument of a ``@pytest.mark.parametrize(...)`` decorator."""
+        parents = TreeIndex.of(self.ctx).parents
+        parent = parents.get(node)
+        while parent is not None and not isinstance(parent, (cst.Decorator, cst.BaseCompoundStatement)):
+            parent = parents.get(parent)
+        if not isinstance(parent, cst.Decorator) or not isinstance(parent.decorator, cst.Call):
+            return False
+        return (dotted_name(parent.decorator.func) or "").endswith("mark.parametrize")
 
     def _fp16_switched_beside(self, node: cst.Dict) -> str | None:
         """The expression switching the ``"fp16"`` block of another DeepSpeed config of the function
