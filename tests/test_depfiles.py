@@ -1002,6 +1002,27 @@ def test_r18_bitsandbytes_asked_of_transformers_is_a_use_of_the_requirement(tmp_
     assert "bitsandbytes==0.42.0" not in removed.read_text()
 
 
+def test_r20_bitsandbytes_kept_for_transformers_is_not_marked_again(tmp_path):
+    """yuren, Chinese-LLaMA-Alpaca-3: the requirement transformers' quantization keeps is reported, not
+    marked (NPU907 marks the calls); one the code imports itself is marked."""
+    quantizing, importing = tmp_path / "quantizing", tmp_path / "importing"
+    write(
+        quantizing / "eval.py",
+        "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)\n",
+    )
+    write(importing / "eval.py", "import bitsandbytes as bnb\nopt = bnb.optim.Adam8bit\n")
+    for root in (quantizing, importing):
+        write(root / "requirements.txt", "bitsandbytes==0.42.0\n")
+        cli("migrate", root)
+    assert (quantizing / "requirements.txt").read_text() == "bitsandbytes==0.42.0\n"
+    assert "TODO(cuda2npu): NPU701" in (importing / "requirements.txt").read_text()
+    data = json.loads(cli("check", quantizing, "--format", "json").stdout)
+    [found] = [d for d in data["diagnostics"] if d["code"] == "NPU701"]
+    assert (
+        "kept: transformers' quantization in" in found["message"] and "eval.py needs it installed" in found["message"]
+    )
+
+
 def test_r19_deepspeed_selects_the_npu_from_0_10_1(tmp_path):
     """LLaVA-Plus's `deepspeed==0.9.5`: 0.9.3 to 0.10.0 ship the NPU accelerator but
     `get_accelerator()` never selects it (DeepSpeed #3831, first in v0.10.1)."""

@@ -537,6 +537,11 @@ def dependencies(path_name: str, text: str) -> list[Dep]:
 # --- edits -----------------------------------------------------------------------------------
 
 
+def _shown(files: list[str]) -> str:
+    """The first three of ``files``, and how many more."""
+    return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+
+
 def _line_bounds(text: str, offset: int) -> tuple[int, int]:
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)
@@ -640,8 +645,10 @@ TRAINER = re.compile(
 TRAINER_USE = "transformers.Trainer"
 # transformers' bitsandbytes quantization: a file asking for it uses the bitsandbytes distribution
 # (Chinese-Mixtral builds `BitsAndBytesConfig(load_in_4bit=True)` on every run; transformers 4.37
-# reads the package's metadata there, so removing the requirement breaks the run)
+# reads the package's metadata there, so removing the requirement breaks the run); NPU907 marks those
+# calls, so the requirement they keep is not marked again
 QUANTIZES = re.compile(r"\bBitsAndBytesConfig\b|\bload_in_[48]bit\b")
+QUANTIZER_USE = "transformers.quantizers.bitsandbytes"
 # an unguarded `import torch_npu` (module level, in a .py file / a notebook cell): torch_npu is a
 # requirement. Indented imports (`try:`, inside a function) are the optional NPU support of
 # multi-backend code (DeepSpeed's accelerators), which does not make torch_npu a requirement.
@@ -664,7 +671,7 @@ def imported_modules(text: str) -> set[str]:
     if found & {"transformers", "trl"} and TRAINER.search(text):
         found.add(TRAINER_USE)
     if found & {"transformers", "peft", "trl"} and QUANTIZES.search(text):
-        found.add("bitsandbytes")  # transformers imports it (and reads its package metadata) for these
+        found.add(QUANTIZER_USE)  # transformers imports it (and reads its package metadata) for these
     return found
 
 
@@ -840,10 +847,15 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
                 message = f"`{dep.name}` is CUDA-only ({advice}) → `{new}`"
                 report(CUDA_ONLY_CODE, dep.line, dep.column, message, rename and [rename], mark=line_start)
             elif users:
-                shown = ", ".join(users[:3]) + (f" and {len(users) - 3} more" if len(users) > 3 else "")
-                message = f"`{dep.name}` is CUDA-only ({advice}); still imported by {shown}"
+                message = f"`{dep.name}` is CUDA-only ({advice}); still imported by {_shown(users)}"
                 reason = f"`{dep.name}` is CUDA-only ({advice}); kept while the code imports it"
                 report(CUDA_ONLY_CODE, dep.line, dep.column, message, mark=line_start, reason=reason)
+            elif quantizing := imports.importers((QUANTIZER_USE,)) if "bitsandbytes" in modules else []:
+                message = (
+                    f"`{dep.name}` is CUDA-only ({advice}); kept: transformers' quantization in {_shown(quantizing)} "
+                    "needs it installed (NPU907 marks those calls)"
+                )
+                report(CUDA_ONLY_CODE, dep.line, dep.column, message)
             else:
                 also = " (and from `[tool.poetry.extras]`, which names it)" if dep.extra else ""
                 report(
