@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from cli_helpers import cli, write
 
-from cuda2npu.filekinds.compose_files import is_compose_file
+from cuda2npu.filekinds.compose_files import is_compose_file, reads_as_compose_file
 
 COMPOSE = """
 version: "3.6"
@@ -79,3 +79,13 @@ def test_compose_file_names():
     named = ["docker-compose.yml", "compose.yaml", "docker-compose.gpu.yaml", "docker-compose-dev.yml"]
     assert all(is_compose_file(Path(name)) for name in named)
     assert not any(is_compose_file(Path(n)) for n in ["compose.py", "composer.yaml", "my-compose.yml"])
+
+
+def test_r20_a_compose_file_named_otherwise_is_read_by_its_services(tmp_path: Path):
+    """AgentTuning's `docker/agentlm-70b.yml`: the file's top-level `services:` with an `image:` make it
+    a Compose file whatever its name; a run config with a `services` key and no image stays a run config."""
+    path, report = _migrate(tmp_path, "agentlm-70b.yml")
+    assert path.read_text().count("TODO(cuda2npu): NPU715") == 3
+    config = write(tmp_path / "cfg" / "train.yaml", "services:\n  logger: wandb\ndevice: cuda\n")
+    assert not reads_as_compose_file(config)
+    assert reads_as_compose_file(path) and not reads_as_compose_file(tmp_path / "missing.yml")

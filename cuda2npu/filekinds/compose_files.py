@@ -1,4 +1,5 @@
-"""Docker Compose files (``docker-compose.yml``, ``compose.yaml``, ``docker-compose.gpu.yml``): the
+"""Docker Compose files (``docker-compose.yml``, ``compose.yaml``, ``docker-compose.gpu.yml``, or any YAML
+file whose top-level ``services:`` name an ``image:`` or ``build:``): the
 NVIDIA GPUs a service asks for (NPU715, manual, as ``docker run --gpus`` in a launch script).
 
 - ``deploy.resources.reservations.devices`` entries with ``driver: nvidia`` (also through a variable's
@@ -35,10 +36,26 @@ NVIDIA = re.compile(r"\bnvidia\b")
 GPU_ITEM = re.compile(r"""^[ \t]*-[ \t]*["']?gpu["']?[ \t]*(?:#.*)?$""")
 FLOW_GPU = re.compile(r"""\[[^\]]*\bgpu\b[^\]]*\]""")
 ENTRY_START = re.compile(r"^[ \t]*-[ \t]")
+SERVICES = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$", re.M)
+SERVICE_KEY = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.M)
+COMPOSE_PEEK = 1 << 16  # the bytes read to tell a Compose file named otherwise
 
 
 def is_compose_file(path: Path) -> bool:
     return NAME.fullmatch(path.name) is not None
+
+
+def reads_as_compose_file(path: Path) -> bool:
+    """A YAML file named otherwise whose text is a Compose file's: a top-level ``services:`` mapping
+    whose services name an ``image:`` or a ``build:`` (AgentTuning's ``docker/agentlm-70b.yml``)."""
+    if path.suffix.lower() not in (".yml", ".yaml"):
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(COMPOSE_PEEK).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return SERVICES.search(head) is not None and SERVICE_KEY.search(head) is not None
 
 
 def check_compose_file(text: str, display: str, options) -> tuple[list[Finding], str]:

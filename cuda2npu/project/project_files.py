@@ -9,7 +9,7 @@ from typing import Callable
 
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
 from cuda2npu.core.fileio import io_error
-from cuda2npu.filekinds.compose_files import check_compose_file, is_compose_file
+from cuda2npu.filekinds.compose_files import check_compose_file, is_compose_file, reads_as_compose_file
 from cuda2npu.filekinds.depfiles import (
     TOP_LEVEL_TORCH_NPU,
     ProjectImports,
@@ -112,8 +112,11 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             cache[directory] = project_imports(directory, results, by_name, scans, real)
         return cache[directory]
 
+    composes = {
+        path for path in extra if is_compose_file(path) or (is_run_config(path) and reads_as_compose_file(path))
+    }
     for path in extra:
-        if is_run_config(path):
+        if is_run_config(path) and path not in composes:
             continue  # all together below: a review item is reported once per key and value in a run
         display = names[path]
         file_options = options_of(path).for_path(path)
@@ -129,7 +132,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             findings, new_text = check_shell_file(text, path, display, file_options)
         elif is_dockerfile(path):
             findings, new_text = check_dockerfile(text, display, file_options)
-        elif is_compose_file(path):
+        elif path in composes:
             findings, new_text = check_compose_file(text, display, file_options)
         else:
             try:
@@ -140,7 +143,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
         elif findings:
             results.append(FileResult(display, "unchanged", findings=findings))
-    results.extend(check_run_configs([path for path in extra if is_run_config(path)], names, options_of))
+    results.extend(check_run_configs([p for p in extra if is_run_config(p) and p not in composes], names, options_of))
     for result in setups:
         path = by_name[result.path]
         if result.status == "failed":
