@@ -235,3 +235,23 @@ def test_r8_old_vllm_and_onnxruntime_gpu_in_run_instructions(tmp_path):
     assert text.index("NPU705") < text.index("RUN pip install loguru")
     cli("migrate", tmp_path)
     assert dockerfile.read_text() == text
+
+
+def test_r20_cuda_system_packages_in_run_instructions(tmp_path):
+    """yuren-baichuan-7b's Dockerfile: `apt install ... libcudnn8 libcupt-common cuda-cupti-11-7` is one
+    NPU714 at the first CUDA package (apt's own `libcupt-common` is not one); other installs are not."""
+    dockerfile = write(
+        tmp_path / "Dockerfile",
+        """
+        FROM ubuntu:22.04
+        RUN apt update && \\
+            apt install --fix-missing -y git curl \\
+                libcudnn8 libcupt-common cuda-cupti-11-7
+        RUN yum install -y gcc python3-devel
+        """,
+    )
+    assert diagnostics(tmp_path) == [("Dockerfile", 4, 9, "NPU714", "manual")]
+    cli("migrate", tmp_path)
+    text = dockerfile.read_text()
+    assert "apt install` of CUDA packages from NVIDIA's repository (`libcudnn8`, `cuda-cupti-11-7`)" in text
+    assert text.count("# TODO(cuda2npu): NPU714") == 1 and text.index("NPU714") < text.index("RUN apt update")
