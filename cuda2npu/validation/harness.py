@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda2npu.validation import forkserver
 from cuda2npu.validation.compare import (
     CALIBRATION_MARGIN,
     TensorComparison,
@@ -80,23 +81,33 @@ def _span(place: str) -> int:
 def run_child(
     module: str, role: str, tree: Path, spec: dict, spec_file: Path, error_file: Path, timeout: int
 ) -> tuple[str, str] | None:
-    """Run ``python -m module spec_file`` in ``tree`` for one side; None on success, else
-    (error kind, description) from the child's error file, a timeout or its exit status."""
+    """Run ``python -m module spec_file`` in ``tree`` for one side (forked from the warm fork server
+    where it can be, cuda2npu/validation/forkserver.py); None on success, else (error kind,
+    description) from the child's error file, a timeout or its exit status."""
     spec_file.write_text(json.dumps(spec))
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", module, str(spec_file)], cwd=tree, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
+        returncode, stdout, stderr = _child_process(module, tree, spec_file, timeout)
+    except (subprocess.TimeoutExpired, forkserver.Timeout):
         return "timeout", f"{role} side: timed out after {timeout} s"
     if error_file.exists():
         error = json.loads(error_file.read_text())
         where = f" (at {error['location']})" if error.get("location") else ""
         return error["error"], f"{role} side: {error['error']}: {error['message']}{where}"
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return "exit", f"{role} side exited with {proc.returncode}: " + " | ".join(tail)
+    if returncode != 0:
+        tail = (stderr or stdout).strip().splitlines()[-5:]
+        return "exit", f"{role} side exited with {returncode}: " + " | ".join(tail)
     return None
+
+
+def _child_process(module: str, tree: Path, spec_file: Path, timeout: int) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``python -m module spec_file`` in ``tree``."""
+    try:
+        return forkserver.run(module, tree, spec_file, timeout)
+    except forkserver.Unusable:
+        proc = subprocess.run(
+            [sys.executable, "-m", module, str(spec_file)], cwd=tree, capture_output=True, text=True, timeout=timeout
+        )
+        return proc.returncode, proc.stdout, proc.stderr
 
 
 def _run_side(
