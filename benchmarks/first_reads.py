@@ -90,6 +90,8 @@ def changed_hunks(original: Path, migrated: Path) -> list[tuple[str, str]]:
 
 
 def write_hunks(source: Path) -> tuple[Path, Path]:
+    if not source.is_dir():
+        raise SystemExit(f"{source}: no such project directory (nothing written)")
     with tempfile.TemporaryDirectory() as tmp:
         migrated = Path(tmp) / source.name
         command = [sys.executable, "-m", "cuda2npu", "migrate", str(source), "--out", str(migrated)]
@@ -103,9 +105,15 @@ def write_hunks(source: Path) -> tuple[Path, Path]:
     hunks_file = source.with_name(f"{source.name}.hunks.md")
     verdicts_file = source.with_name(f"{source.name}.verdicts.toml")
     hunks_file.write_text("".join(text))
-    if not verdicts_file.exists():  # never overwrite a reader's verdicts
+    if not verdicts_file.exists() or not _filled(verdicts_file):  # never overwrite a reader's verdicts
         verdicts_file.write_text("".join(verdicts))
     return hunks_file, verdicts_file
+
+
+def _filled(verdicts_file: Path) -> bool:
+    """Whether a reader has given any hunk of ``verdicts_file`` a verdict."""
+    hunks = tomllib.loads(verdicts_file.read_text()).get("hunk", {})
+    return any(hunk.get("verdict") for hunk in hunks.values())
 
 
 def tally(verdicts: dict) -> dict[str, int]:

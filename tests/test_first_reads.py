@@ -75,6 +75,17 @@ def test_hunks_then_record_then_no_second_first_read(first_reads, tmp_path, monk
         first_reads.record(source, "someone/toy", "abc1234", "toy", "HEAD")
 
 
+def test_a_missing_project_writes_nothing_and_an_empty_verdicts_file_is_renewed(first_reads, tmp_path):
+    """A reader's typo must not leave an empty verdicts file that the real run then keeps (round 20)."""
+    with pytest.raises(SystemExit, match="no such project directory"):
+        first_reads.write_hunks(tmp_path / "toy")
+    assert list(tmp_path.iterdir()) == []
+    write(tmp_path / "toy" / "train.py", "import torch\n\nx = torch.ones(2).cuda()\n")
+    write(tmp_path / "toy.verdicts.toml", "import_failing = 0\nimport_failing_unmarked = 0\n")
+    _, verdicts_file = first_reads.write_hunks(tmp_path / "toy")
+    assert "[hunk.1]" in verdicts_file.read_text()
+
+
 def test_a_last_line_without_a_newline_stays_a_line_of_its_own(first_reads, tmp_path):
     """DeepSeek-Coder's eval.sh (round 13): the removed and the added last line were run together."""
     write(tmp_path / "a" / "eval.sh", "export CUDA_VISIBLE_DEVICES=0")
