@@ -60,6 +60,16 @@ WITHOUT_NPU_BUILD = {
         _SPARSE,
     ),
     **dict.fromkeys(
+        (
+            f"deepspeed.inference.{path}{name}"
+            for path in ("", "v2.", "v2.engine_factory.", "v2.engine_v2.")
+            for name in ("build_hf_engine", "build_engine_from_ds_checkpoint", "InferenceEngineV2")
+        ),
+        "DeepSpeed's inference v2 (FastGen, DeepSpeed-MII's engine) loads RaggedOpsBuilder, RaggedUtilsBuilder and "
+        "InferenceCoreBuilder, which have no NPU build (op_builder/npu): their load() raises ValueError; serve "
+        "with vLLM on Ascend (vllm-ascend) instead",
+    ),
+    **dict.fromkeys(
         ("deepspeed.ops.deepspeed4science.DS4Sci_EvoformerAttention",),
         "EvoformerAttnBuilder (CUTLASS kernels) has no NPU build (op_builder/npu)",
     ),
@@ -95,6 +105,7 @@ class OpsWithoutNpuBuild(Rule):
         r"Evoformer",
         r"MoEInference",
         r"kernel_inject",
+        r"build_hf_engine|build_engine_from_ds_checkpoint|InferenceEngineV2",
     )
 
     def visit_Call(self, node: cst.Call) -> None:
