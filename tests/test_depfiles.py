@@ -1033,3 +1033,16 @@ def test_r19_deepspeed_selects_the_npu_from_0_10_1(tmp_path):
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     found = [d["path"].rsplit("/", 2)[-2:] for d in data["diagnostics"] if d["code"] == "NPU705"]
     assert len(found) == 1 and found[0][-1] == "requirements.txt" and "new" not in found[0]
+
+
+def test_r20_deepspeed_kernels_is_cuda_only(tmp_path):
+    """DeepSpeed-MII's `deepspeed-kernels`: an x86-64 wheel of CUDA libraries (module `dskernels`),
+    removed where nothing imports it, marked where something does."""
+    unused, used = tmp_path / "unused", tmp_path / "used"
+    write(unused / "serve.py", "import deepspeed\n")
+    write(used / "serve.py", "import dskernels\n")
+    for root in (unused, used):
+        write(root / "requirements.txt", "deepspeed>=0.12.3\ndeepspeed-kernels\n")
+        cli("migrate", root)
+    assert (unused / "requirements.txt").read_text() == "deepspeed>=0.12.3\n"
+    assert "TODO(cuda2npu): NPU701" in (used / "requirements.txt").read_text()
