@@ -199,8 +199,24 @@ class QuantizedLoading(Rule):
             param = next((p for p in named_params(function) if p.name.value == value.value), None) if function else None
             if param is not None:
                 return not self._callers_pass_off(function, param)
+        if (tested := self._string_test(value)) is not None:
+            return tested
         found = sources(self.ctx, value)
         return not found or any(literal(source) not in (False, None) for source in found)
+
+    def _string_test(self, value: cst.BaseExpression) -> bool | None:
+        """Whether ``path.endswith("4bit")`` / ``.startswith(...)`` can be true, its receiver taking only
+        string literals in this file (Chinese-Llama-2-7b's ``model_path = "LinkSoul/Chinese-Llama-2-7b"``
+        two lines above); None when that is not known."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and len(value.args) == 1):
+            return None
+        method, suffix = value.func.attr.value, string_value(value.args[0].value)
+        if method not in ("endswith", "startswith") or suffix is None or value.args[0].keyword is not None:
+            return None
+        texts = [string_value(source) for source in sources(self.ctx, value.func.value)]
+        if not texts or None in texts:
+            return None
+        return any(getattr(text, method)(suffix) for text in texts)
 
     def _false_in_branch(self, value: cst.BaseExpression) -> bool:
         """``q``, ``bool(q)`` or ``q is not None`` in the ``else`` of ``if q:`` (or under ``if not q:``)
