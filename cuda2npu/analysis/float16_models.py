@@ -24,7 +24,9 @@ FLOAT16_NAMES = (
     "half",
     "torch.float16",
 )  # a dtype spelled as a string (`mii_config={"dtype": "fp16"}`)
-MODEL_NAME = re.compile(r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer", re.IGNORECASE)
+MODEL_NAME = re.compile(
+    r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer|layer", re.IGNORECASE
+)
 
 
 def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:

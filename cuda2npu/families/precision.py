@@ -376,7 +376,28 @@ class CudaAutocastBf16(ValueUses, Rule):
         given = next((a for a in call.args if a.keyword and a.keyword.value == "dtype"), None) if call else None
         if given is not None and is_torch_dtype(self.resolver, given.value, "bfloat16", "float32", "float"):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
-        self._values[expr] = None if given is None else f"passed with dtype={code_of(given.value)}"
+        halves = self._half_weights_of_function()
+        if halves:
+            self._values[expr] = (
+                f"CUDA autocast used as a value (`{code_of(expr)}`) kept: the function making it also makes a model "
+                f"float16 (`{code_of(halves[0])}`), and bfloat16 autocast over float16 weights mixes the two types; "
+                "float16 runs on NPU as it is — to follow the BF16 policy, move the weights and the autocast to "
+                "bfloat16 together"
+            )
+        elif given is not None:
+            why = f"passed with dtype={code_of(given.value)}"
+            self._values[expr] = f"CUDA autocast {why}: the BF16 policy wants dtype=torch.bfloat16 here"
+        else:
+            self._values[expr] = None
+
+    def _half_weights_of_function(self) -> list[cst.Call]:
+        """The float16 casts of models in the function holding the current statement (OmniQuant's
+        ``traincast = torch.cuda.amp.autocast`` beside ``qlayer.half()``)."""
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        if scope is None:
+            return []
+        local = set(iter_nodes(scope, cst.Call))
+        return [cast for cast, _ in self.ctx.file_state(float16_models) if cast in local]
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
         self._report_value(original_node)
@@ -387,9 +408,8 @@ class CudaAutocastBf16(ValueUses, Rule):
     def _report_value(self, node: cst.BaseExpression) -> None:
         if node not in self._values:
             return
-        why = self._values.pop(node)
-        if why is not None:
-            message = f"CUDA autocast {why}: the BF16 policy wants dtype=torch.bfloat16 here"
+        message = self._values.pop(node)
+        if message is not None:
             self.report("NPU340", node, message, tier=Tier.REVIEW)
             return
         self.report(
