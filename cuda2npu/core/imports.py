@@ -129,6 +129,11 @@ def add_imports(module: cst.Module, needs: Iterable[tuple]) -> cst.Module:
     leading imports (a ``from`` import joins an existing ``from`` import of the same module), by
     libcst's AddImportsVisitor."""
     missing = [need for need in dict.fromkeys(ImportNeed(*need) for need in needs) if not has_import(module, need)]
+    for need in list(missing):
+        joined = _join_guarded_import(module, need)
+        if joined is not None:
+            module = joined
+            missing.remove(need)
     if not missing:
         return module
     from libcst.codemod import CodemodContext  # ~1 s to import: only when imports are added
@@ -140,6 +145,37 @@ def add_imports(module: cst.Module, needs: Iterable[tuple]) -> cst.Module:
         relative = len(need.module) - len(name)
         AddImportsVisitor.add_needed_import(context, name, need.obj, need.alias, relative=relative)
     return AddImportsVisitor(context).transform_module(module)
+
+
+def _join_guarded_import(module: cst.Module, need: ImportNeed) -> cst.Module | None:
+    """``module`` with ``need``'s name added to a ``from`` import of the same module that a module-level
+    ``if`` or ``try`` guards (LLaMA-Factory's ``if is_ray_available(): from ray.train.torch import
+    TorchTrainer``): the package is optional there, and an unguarded import of it would fail where it
+    is not installed. None when there is no such import."""
+    if need.obj is None or need.module.startswith("."):
+        return None
+    for line in module.body:
+        if not isinstance(line, (cst.If, cst.Try)):
+            continue
+        for statement in line.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.ImportFrom)
+                    and not small.relative
+                    and not isinstance(small.names, cst.ImportStar)
+                    and _from_module(small) == need.module
+                ):
+                    names = [*small.names]
+                    if any(bound_name(alias, small) == (need.alias or need.obj) for alias in names):
+                        return module  # joined already (a second run)
+                    names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    alias = cst.ImportAlias(
+                        name=cst.Name(need.obj), asname=cst.AsName(name=cst.Name(need.alias)) if need.alias else None
+                    )
+                    return module.deep_replace(small, small.with_changes(names=[*names, alias]))
+    return None
 
 
 def describe_imports(needs: Iterable[tuple]) -> str:
