@@ -9,7 +9,7 @@ import pytest
 from cli_helpers import cuda2npu
 
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.core.pins import allows, at_least, pin_at_least
+from cuda2npu.core.pins import allows, at_least, pin_at_least, pinned_torch
 from cuda2npu.project.pins import project_pins, target_from_pins
 
 
@@ -127,11 +127,29 @@ def test_one_scope_needs_no_scoping(tmp_path: Path):
         ((("torch", ">=2.1"),), None),  # the newest release fits: nothing to decide
         ((("torch", "==1.13.1"),), None),  # no torch_npu for it: NPU704 says so in the file
         ((("torch", "==2.4.0"), ("torch-npu", "==2.4.0.post2")), ("2.4.0.post2", "torch_npu==2.4.0.post2")),
+        ((("torchvision", "==0.19.1"),), ("2.4.0.post4", "torchvision==0.19.1")),  # torchvision 0.19 needs torch 2.4
+        ((("torchaudio", "==2.4.0"), ("torchvision", "==0.19.0")), ("2.4.0.post4", "torchvision==0.19.0")),
+        ((("torch", ">=2.1"), ("torchvision", "==0.19.0")), None),  # the torch pin speaks for itself
         ((), None),
     ],
 )
 def test_target_from_pins(pins, expected):
     assert target_from_pins(pins) == expected
+
+
+@pytest.mark.parametrize(
+    ("pins", "expected"),
+    [
+        ((("torchvision", "==0.14.1,==0.14.0"),), ("==1.13.*", "torchvision==0.14.1,==0.14.0")),
+        ((("torchvision", "==0.9.0"),), ("==1.8.*", "torchvision==0.9.0")),
+        ((("torchaudio", "==0.13.1"),), ("==1.13.*", "torchaudio==0.13.1")),
+        ((("torchaudio", "==2.5.1"),), ("==2.5.*", "torchaudio==2.5.1")),
+        ((("torchvision", "==0.14.1,==0.15.0"),), None),  # two torch releases: not one
+        ((("torchvision", ">=0.14"),), None),  # a range: which torch is not known
+    ],
+)
+def test_pinned_torch_from_torchvision_or_torchaudio(pins, expected):
+    assert pinned_torch(pins) == expected
 
 
 NVTX = 'import torch\n\n\ndef step(x):\n    torch.cuda.nvtx.range_push("step")\n    return x.cuda()\n'

@@ -24,6 +24,8 @@ CONSULTED = (
     "ray",
     "torch",
     "torch-npu",
+    "torchaudio",
+    "torchvision",
     "transformers",
     "triton-ascend",
     "vllm",
@@ -120,6 +122,39 @@ def excludes_from(spec: str, version: str) -> bool:
 def pinned(pins: tuple[tuple[str, str], ...], distribution: str) -> str | None:
     """The specifier the project pins ``distribution`` with ("" when named without one), else None."""
     return dict(pins).get(distribution)
+
+
+def pinned_torch(pins: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    """(torch specifier, the pin it comes from): the torch pin, else the torch minor release an exact
+    torchvision or torchaudio pin builds against (PandaGPT's ``torchvision==0.14.1`` → ``torch==1.13.*``:
+    each of their releases requires one torch release, pytorch/vision's and pytorch/audio's compatibility
+    tables); None when neither says."""
+    torch = pinned(pins, "torch")
+    if torch:
+        return torch, f"torch{torch}"
+    for companion in ("torchvision", "torchaudio"):
+        spec = pinned(pins, companion)
+        releases = {_minor_release(value) for op, value in clauses(spec or "") or () if op in ("==", "===")}
+        if len(releases) == 1 and None not in releases:
+            minor = _companion_torch(companion, *releases.pop())
+            if minor is not None:
+                return f"=={minor}.*", f"{companion}{spec.strip()}"
+    return None
+
+
+def _minor_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of ``0.14.1``; None for anything else."""
+    match = re.match(r"v?(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _companion_torch(companion: str, major: int, minor: int) -> str | None:
+    """The torch minor release a torchvision / torchaudio release builds against."""
+    if companion == "torchvision" and major == 0:
+        return f"2.{minor - 15}" if minor >= 15 else f"1.{minor - 1}" if minor >= 2 else None
+    if companion == "torchaudio":
+        return f"1.{minor}" if major == 0 else f"{major}.{minor}"
+    return None
 
 
 def pin_at_least(pins: tuple[tuple[str, str], ...], distribution: str, version: str) -> bool | None:

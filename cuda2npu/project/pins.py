@@ -21,7 +21,7 @@ import tomllib
 
 from cuda2npu.analysis.cuda_only_modules import normalize_distribution
 from cuda2npu.core.options import Options
-from cuda2npu.core.pins import CONSULTED, pinned
+from cuda2npu.core.pins import CONSULTED, pinned, pinned_torch
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.filekinds import depfiles_versions
 from cuda2npu.filekinds.depfiles import Dep, dependencies, is_dependency_file
@@ -150,19 +150,20 @@ def _display(path: Path, root: Path | None) -> str:
 def target_from_pins(pins: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
     """(the torch_npu version to target, the pin that says so) when the pins rule out the newest
     documented release: an exact torch_npu pin, else the newest torch_npu whose torch the torch pin
-    allows (``torch==2.4.0`` → ``2.4.0.post4``). None: nothing pinned, not understood, or no
+    allows (``torch==2.4.0`` → ``2.4.0.post4``; a torchvision or torchaudio pin stands for the torch
+    it requires: :func:`~cuda2npu.core.pins.pinned_torch`). None: nothing pinned, not understood, or no
     documented torch_npu fits (NPU703/NPU704 say so in the dependency file)."""
     npu = pinned(pins, "torch-npu")
     exact = depfiles_versions.exact_pin(npu) if npu else None
     if exact:
         return exact, f"torch_npu{npu}"
-    torch = pinned(pins, "torch")
+    torch = pinned_torch(pins)
     if not torch:
         return None
-    fits = depfiles_versions.allowed(torch)
+    fits = depfiles_versions.allowed(torch[0])
     if not fits or fits[-1] == depfiles_versions.releases()[-1]:
         return None
-    return fits[-1].torch_npu, f"torch{torch}"
+    return fits[-1].torch_npu, torch[1]
 
 
 def with_pinned_target(options: Options) -> Options:

@@ -20,10 +20,10 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts
 from cuda2npu.core.names import NameUses
 from cuda2npu.core.nodes import code_of
-from cuda2npu.core.pins import pin_at_least, pin_predates
+from cuda2npu.core.pins import excludes_from, pin_at_least, pin_predates, pinned_torch
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 
 PIPELINE_INT_ON_NPU = "4.38.0"  # transformers' Pipeline maps an int device to "npu:N" (else "cuda:N")
 TORCH_INT_ON_NPU = (2, 3)  # torch's toDevice maps an int to the registered PrivateUse1 backend (else CUDA)
@@ -61,16 +61,21 @@ class CudaDeviceIndex(Rule):
         return cls.triggers + (LITERAL_INDEX_TRIGGERS if reads_int_as_cuda(options) else ())
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, (cst.Name, cst.Attribute)):
+            return
+        target = node.targets[0].target
+        if isinstance(target, cst.Attribute) and code_of(target.value) != "self":
             return
         index = self._cuda_index(node)
         if index is None or is_cuda_alternative(self.ctx, node):
             return
-        name = node.targets[0].target.value
+        name = code_of(target)
         tree = TreeIndex.of(self.ctx)
         statement = tree.parents.get(node)
-        scope = tree.function.get(statement) or self.ctx.module
-        consumers, others = self._reads(scope, name)
+        if isinstance(target, cst.Name):
+            consumers, others = self._reads(tree.function.get(statement) or self.ctx.module, name)
+        else:
+            consumers, others = self._attribute_reads(statement, name)
         if not consumers:
             return
         where = " and ".join(sorted(set(consumers)))
@@ -163,6 +168,26 @@ class CudaDeviceIndex(Rule):
                 consumers.append(kind)
         return consumers, others
 
+    def _attribute_reads(self, statement: cst.CSTNode, name: str) -> tuple[list[str], list[cst.CSTNode]]:
+        """:meth:`_reads` for ``self.device`` assigned once in its class (PandaGPT's ``self.device =
+        torch.cuda.current_device()`` in ``__init__``, read by ``.to(self.device)`` in other methods)."""
+        tree = TreeIndex.of(self.ctx)
+        owner = next((o for o in tree.ancestors(statement) if isinstance(o, cst.ClassDef)), None)
+        if owner is None:
+            return [], []
+        same = [n for n in iter_nodes(owner, cst.Attribute) if code_of(n) == name]
+        assigned = [n for n in same if isinstance(tree.parents.get(n), (cst.AssignTarget, cst.AugAssign))]
+        if len(assigned) != 1:
+            return [], []
+        consumers, others = [], []
+        for read in (n for n in same if n not in assigned):
+            kind = self._consumer(tree.parents.get(read), read, tree.parents)
+            if kind is None:
+                others.append(read)
+            elif kind:
+                consumers.append(kind)
+        return consumers, others
+
     def _consumer(self, arg: cst.CSTNode | None, read: cst.BaseExpression, parents) -> str | None:
         """What reads ``read`` as a device: a consumer's name when it reads an int as CUDA under the
         project's pins, "" when it is a device position that maps an int to the NPU, None otherwise."""
@@ -188,9 +213,8 @@ class CudaDeviceIndex(Rule):
         ):
             if not reads_int_as_cuda(self.options):
                 return ""
-            target = portable.target_torch(self.options)
             spelled = ".to()" if is_to else f"{code_of(call.func)}()"
-            return f"`{spelled}` (torch {target[0]}.{target[1]})"
+            return f"`{spelled}` ({_torch_read(self.options)})"
         return None
 
     def _project_device_parameter(self, call: cst.Call, keyword: str | None) -> bool:
@@ -205,9 +229,24 @@ class CudaDeviceIndex(Rule):
 
 
 def reads_int_as_cuda(options) -> bool:
-    """Whether the targeted torch reads an int device as ``cuda:N`` (before 2.3; not the newest)."""
+    """Whether the targeted torch reads an int device as ``cuda:N`` (before 2.3; not the newest), or the
+    project's torch pin (or the torch its torchvision/torchaudio pin requires) allows only such a torch
+    even where no torch_npu fits it (PandaGPT's ``torchvision==0.14.1``: torch 1.13)."""
     target = portable.target_torch(options)
-    return target is not None and target < TORCH_INT_ON_NPU
+    if target is not None:
+        return target < TORCH_INT_ON_NPU
+    torch = pinned_torch(options.project.pins) if options.target.chosen is None else None
+    return torch is not None and excludes_from(torch[0], ".".join(map(str, TORCH_INT_ON_NPU)))
+
+
+def _torch_read(options) -> str:
+    """The torch that reads an int as CUDA, for a message: ``torch 2.1``, or the pin that implies it
+    (``torch==1.13.* of torchvision==0.14.1``)."""
+    target = portable.target_torch(options)
+    if target is not None:
+        return f"torch {target[0]}.{target[1]}"
+    spec, source = pinned_torch(options.project.pins)
+    return f"torch{spec}" if source == f"torch{spec}" else f"torch{spec}, which `{source}` requires"
 
 
 def is_method_call(call: cst.Call, name: str) -> bool:
