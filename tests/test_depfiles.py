@@ -477,7 +477,7 @@ def test_a_project_on_transformers_needs_torch_npu_declared_although_no_file_imp
     """transformers, accelerate and DeepSpeed use the NPU only where torch_npu is installed: a
     project of them whose own files never import torch_npu (only its configs were migrated) needs
     it declared; a project of plain torch whose code needs no change does not."""
-    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n")
+    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n\ntrainer = Trainer(model)\n")
     req = write(tmp_path / "requirements.txt", "torch==2.6.0\ntransformers\n")
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     [finding] = [d for d in data["diagnostics"] if d["code"] == "NPU703"]
@@ -578,7 +578,10 @@ def test_run_results_carry_the_imports_of_their_final_text(tmp_path):
 def test_libraries_pinned_below_their_first_npu_release_are_marked(tmp_path):
     """transformers < 4.32, accelerate < 0.21, deepspeed < 0.10.1 and vllm < 0.7.1 do not run on an
     NPU host; a range that allows a newer release is left alone."""
-    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\nx = torch.ones(1).cuda()\n")
+    write(
+        tmp_path / "train.py",
+        "import torch\nfrom transformers import Trainer\nx = torch.ones(1).cuda()\ntrainer = Trainer(model)\n",
+    )
     write(tmp_path / "serve" / "app.py", "from transformers import AutoModel\n")
     write(tmp_path / "serve" / "requirements.txt", "transformers==4.28.1\n")  # inference only: any release runs
     # flan-alpaca: Lightning's `pl.Trainer` beside transformers' models is not transformers' Trainer
@@ -971,7 +974,7 @@ def test_r8_triton_is_no_cuda_only_distribution_and_onnxruntime_gpu_is_renamed(t
 def test_r17_vcs_pins_of_libraries_with_a_first_npu_release(tmp_path):
     """Chinese-Vicuna: transformers and accelerate installed from git at a commit (the release cannot be
     told: reviewed) or a tag (read as that release); a branch is the newest code (nothing)."""
-    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n")
+    write(tmp_path / "train.py", "import torch\nfrom transformers import Trainer\n\ntrainer = Trainer(model)\n")
     write(
         tmp_path / "requirements.txt",
         """
@@ -1046,3 +1049,16 @@ def test_r20_deepspeed_kernels_is_cuda_only(tmp_path):
         cli("migrate", root)
     assert (unused / "requirements.txt").read_text() == "deepspeed>=0.12.3\n"
     assert "TODO(cuda2npu): NPU701" in (used / "requirements.txt").read_text()
+
+
+def test_r21_a_trainer_only_imported_is_no_trainer_use(tmp_path):
+    """WebGLM: `Trainer` imported, training in the script's own loop: transformers' Trainer pin (NPU705)
+    asks nothing; a Trainer built does."""
+    write(tmp_path / "requirements.txt", "transformers==4.29.1\n")
+    write(
+        tmp_path / "train.py",
+        "from transformers import (\n    AutoModel,\n    Trainer,\n)\nm = AutoModel.from_pretrained(p)\n",
+    )
+    assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == []
+    write(tmp_path / "train.py", "from transformers import Trainer\n\ntrainer = Trainer(model)\n")
+    assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == [("requirements.txt", 1, "NPU705")]

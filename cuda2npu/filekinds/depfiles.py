@@ -643,6 +643,9 @@ TRAINER = re.compile(
     r"(?<![\w.])\w*(?:Trainer|TrainingArguments)\b|\b(?:transformers|trl)\.\w*(?:Trainer|TrainingArguments)\b"
 )
 TRAINER_USE = "transformers.Trainer"
+# an import statement (one line, or a parenthesized list): a name it binds is no use of it (WebGLM
+# imports `Trainer` and trains with its own loop)
+IMPORT_STATEMENT = re.compile(r"(?m)^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
 # transformers' bitsandbytes quantization: a file asking for it uses the bitsandbytes distribution
 # (Chinese-Mixtral builds `BitsAndBytesConfig(load_in_4bit=True)` on every run; transformers 4.37
 # reads the package's metadata there, so removing the requirement breaks the run); NPU907 marks those
@@ -668,7 +671,7 @@ def imported_modules(text: str) -> set[str]:
     """Top-level modules a Python file or notebook JSON imports (a generous regex scan), and
     :data:`TRAINER_USE` where it imports transformers or trl and names a Trainer."""
     found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
-    if found & {"transformers", "trl"} and TRAINER.search(text):
+    if found & {"transformers", "trl"} and TRAINER.search(IMPORT_STATEMENT.sub("", text)):
         found.add(TRAINER_USE)
     if found & {"transformers", "peft", "trl"} and QUANTIZES.search(text):
         found.add(QUANTIZER_USE)  # transformers imports it (and reads its package metadata) for these
