@@ -14,7 +14,8 @@ found with the Python code): their CUDA and NCCL settings.
   NCCL's logging and tuning switches (``NCCL_DEBUG``, ``NCCL_P2P_DISABLE``, ``NCCL_IB_DISABLE``, any
   other ``NCCL_*``) ask nothing and are not reported, as in Python.
 - NPU714 ``shell-cuda-module``: ``module load cuda/12.4`` (and ``cudnn``, ``nccl``,
-  ``cudatoolkit``; Lmod's ``ml``): manual.
+  ``cudatoolkit``; Lmod's ``ml``), and ``LD_LIBRARY_PATH`` set to a CUDA path alone
+  (``export LD_LIBRARY_PATH=${CUDA_HOME}/lib64``: CANN's libraries drop out of it): manual.
 - NPU715 ``shell-docker-gpus`` (``docker run --gpus all``), NPU716 ``shell-slurm-gpus``
   (``#SBATCH --gres=gpu:8``), and the shell side of NPU701 (``pip install flash-attn``), NPU702
   (``conda install pytorch-cuda``), NPU705 (``pip install vllm==0.6.5``) and NPU103
@@ -65,6 +66,11 @@ CUDA_MODULE = re.compile(
     r"(?<![\w-])(?:module[ \t]+(?:load|add|try-load|try-add)|ml)(?:[ \t]+[^\s;&|]+)*?"
     r"[ \t]+(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+-]*)?(?![\w/@.+-])",
     re.IGNORECASE,
+)
+# `export LD_LIBRARY_PATH=${CUDA_HOME}/lib64`: a library path set to CUDA's alone, not extending itself
+CUDA_LIBRARY_PATH = re.compile(
+    r"(?:^|[;&|]\s*|\bexport[ \t]+)(?P<name>LD_LIBRARY_PATH)=(?!\S*\$\{?LD_LIBRARY_PATH\b)"
+    r"(?=[^\s;&|]*(?:cuda|CUDA))[^\s;&|]*"
 )
 NVIDIA_SMI_MESSAGE = (
     "`nvidia-smi` is not installed on an Ascend host (a GPU count read from it is 0): use `npu-smi info` "
@@ -146,6 +152,13 @@ def check_shell_script(
             for match in NVIDIA_SMI.finditer(line.code):
                 if not _harmless_probe(line.code, match, code_text):
                     report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
+            for match in CUDA_LIBRARY_PATH.finditer(line.code):
+                message = (
+                    f"`{match.group().strip()}` replaces the library path with CUDA's: on an Ascend host that drops "
+                    "CANN's libraries (set by its `set_env.sh`), and `import torch_npu` fails (`libhccl.so`, "
+                    "`libascendcl.so` not found): drop it, or keep the path it extends (`...:$LD_LIBRARY_PATH`)"
+                )
+                report(line, match.start("name") + 1, "NPU714", message)
             for match in CUDA_MODULE.finditer(line.code):
                 message = (
                     f"`{match.group()}` loads the CUDA toolkit's environment module, which an Ascend host does not "
