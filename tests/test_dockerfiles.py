@@ -255,3 +255,19 @@ def test_r20_cuda_system_packages_in_run_instructions(tmp_path):
     text = dockerfile.read_text()
     assert "apt install` of CUDA packages from NVIDIA's repository (`libcudnn8`, `cuda-cupti-11-7`)" in text
     assert text.count("# TODO(cuda2npu): NPU714") == 1 and text.index("NPU714") < text.index("RUN apt update")
+
+
+def test_r21_container_files_kept_for_another_platform_are_left_alone(tmp_path):
+    """LLaMA-Factory's docker/ (vendored by LIMO): `docker-cuda/` beside `docker-npu/` and `docker-rocm/`
+    are the other platforms' builds, not migrated; a CUDA variant with no NPU sibling still is."""
+    cuda = "FROM nvidia/cuda:12.1.0-devel-ubuntu22.04\nRUN pip install flash-attn==2.5.9.post1\n"
+    compose = "services:\n  app:\n    build: .\n    deploy:\n      resources:\n        reservations:\n          devices:\n            - driver: nvidia\n"
+    for variant in ("docker-cuda", "docker-rocm"):
+        write(tmp_path / "shipped" / variant / "Dockerfile", cuda)
+        write(tmp_path / "shipped" / variant / "docker-compose.yml", compose)
+    write(tmp_path / "shipped" / "docker-npu" / "Dockerfile", "FROM ascendai/cann:8.0.0-910b-ubuntu22.04-py3.10\n")
+    write(tmp_path / "alone" / "docker-cuda" / "Dockerfile", cuda)
+    found = {(d[0], d[3]) for d in diagnostics(tmp_path)}
+    assert found == {("Dockerfile", "NPU717"), ("Dockerfile", "NPU701")}
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    assert {d["path"].split("/")[-3] for d in data["diagnostics"]} == {"alone"}

@@ -20,6 +20,7 @@ from cuda2npu.filekinds.depfiles import (
     is_project_file,
 )
 from cuda2npu.filekinds.dockerfiles import check_dockerfile, is_dockerfile
+from cuda2npu.filekinds.platform_variants import for_another_platform
 from cuda2npu.filekinds.runconfig_files import is_run_config
 from cuda2npu.filekinds.runconfigs import check_run_configs
 from cuda2npu.filekinds.shellscripts import check_shell_file, is_shell_script
@@ -118,6 +119,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
     for path in extra:
         if is_run_config(path) and path not in composes:
             continue  # all together below: a review item is reported once per key and value in a run
+        if (path in composes or is_dockerfile(path)) and for_another_platform(path):
+            continue  # kept for another platform (filekinds/platform_variants.py)
         display = names[path]
         file_options = options_of(path).for_path(path)
         try:

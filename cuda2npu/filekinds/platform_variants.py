@@ -1,0 +1,34 @@
+"""Container files kept for another platform: a Dockerfile or Compose file named (or in a directory
+named) for another accelerator (``docker-rocm/Dockerfile``, ``Dockerfile.xpu``), or the CUDA variant of
+one the project also ships for the NPU (LLaMA-Factory's ``docker/docker-cuda/`` beside
+``docker/docker-npu/``, ``Dockerfile.cuda`` beside ``Dockerfile.npu``). An Ascend user builds the NPU
+one; the others are not migrated, as requirements files named for another accelerator are not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cuda2npu.filekinds.depfiles import OTHER_PLATFORM
+
+CUDA_VARIANT = re.compile(r"(?:^|[-_.])(?:cuda|gpu|nvidia)\d*(?=[-_.]|$)", re.I)
+NPU_VARIANT = re.compile(r"(?:^|[-_.])(?:npu|ascend|cann)\d*(?=[-_.]|$)", re.I)
+
+
+def for_another_platform(path: Path) -> bool:
+    """Whether the container file ``path`` is kept for another platform (see the module)."""
+    for part in (path.name, path.parent.name):
+        if OTHER_PLATFORM.search(part):
+            return True
+        if CUDA_VARIANT.search(part) and _npu_sibling(path, part):
+            return True
+    return False
+
+
+def _npu_sibling(path: Path, part: str) -> bool:
+    """A file or directory beside the one named ``part`` whose name is the NPU variant of it."""
+    holder = path.parent if part == path.name else path.parent.parent
+    try:
+        return any(NPU_VARIANT.search(other.name) for other in holder.iterdir() if other.name != part)
+    except OSError:
+        return False
