@@ -115,7 +115,12 @@ def test_bad_and_foreign_notebooks(tmp_path):
         "nbformat_minor": 5,
     }
     result = process_notebook(json.dumps(broken, indent=1).encode(), Path("broken.ipynb"), "broken.ipynb", Options())
-    assert result.status == "failed" and result.findings[0].code == "NPU001"
+    # OmniQuant's MLC notebook (round 21): a cell that is not Python is left as written and reported; the
+    # other cells are migrated
+    assert result.status == "changed" and [(f.code, f.cell) for f in result.findings][0] == ("NPU001", 1)
+    assert "cell 1 is not Python" in result.findings[0].message
+    cells = json.loads(result.new_source)["cells"]
+    assert cells[0]["source"] == broken["cells"][0]["source"] and "y.npu()" in "".join(cells[1]["source"])
 
 
 def test_notebook_gets_the_generated_te_module_with_an_absolute_import(tmp_path):
@@ -190,9 +195,8 @@ def test_migrate_names_the_cell_of_a_failure_as_check_does(tmp_path):
     path.write_text(json.dumps(_notebook("import torch\n", "x = torch.ones(1).cuda()\ny = (\n")), encoding="utf-8")
     check = cli("check", path)
     migrate = cli("migrate", path, "--diff")
-    assert "nb.ipynb:cell 2:2:5: NPU001" in check.stdout
-    assert "nb.ipynb:cell 2:2:5: cannot parse" in migrate.stderr
-    assert "nb.ipynb:cell 2:2:5 NPU001" in migrate.stderr
+    assert "nb.ipynb:cell 2:2:5: NPU001 cell 2 is not Python ('(' was never closed)" in check.stdout
+    assert "nb.ipynb:cell 2:2:5 NPU001" in migrate.stdout + migrate.stderr  # the cell is left, the rest migrates
 
 
 def test_r16_shell_escapes_and_shell_cells_are_migrated_as_shell_script(tmp_path):

@@ -27,6 +27,7 @@ reported and left unchanged rather than reformatted.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, replace
@@ -92,8 +93,9 @@ class _Joined:
     text: str
     starts: dict[int, int]  # cell index -> first line of its code in the joined text
     magics: dict[int, str]  # placeholder index -> original line (without newline)
-    opaque: set[int]  # cells hidden whole (cell magics)
+    opaque: set[int]  # cells hidden whole (cell magics, and the cells of ``broken``)
     indents: dict[int, str]  # cell index -> the leading indentation IPython strips from it
+    broken: dict[int, tuple[str, int, int]]  # cell index -> why its code does not parse, and where (left as written)
 
 
 def _indent(line: str) -> str:
@@ -122,6 +124,7 @@ def _join(cells: list[dict]) -> _Joined:
     magics: dict[int, str] = {}
     opaque: set[int] = set()
     indents: dict[int, str] = {}
+    broken: dict[int, tuple[str, int, int]] = {}
     for index, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -140,14 +143,33 @@ def _join(cells: list[dict]) -> _Joined:
                 lines += [_hide(line, magics) if line.strip() else "" for line in cell_lines_]
                 continue
         continued_from = None  # the indentation of the magic whose line ended with a backslash
+        code: list[str] = []
         for line in cell_lines_:
             if continued_from is not None or (MAGIC.match(line) and not line.lstrip().startswith("#")):
                 indent = _indent(line) if continued_from is None else continued_from
-                lines.append(_hide(line, magics, indent))
+                code.append(_hide(line, magics, indent))
                 continued_from = indent if line.rstrip().endswith("\\") else None
             else:
-                lines.append(line)
-    return _Joined("\n".join(lines) + "\n", starts, magics, opaque, indents)
+                code.append(line)
+        problem = _syntax_problem("\n".join(code))
+        if problem is not None:  # a fragment meant for pasting elsewhere: the other cells still migrate
+            opaque.add(index)
+            broken[index] = problem
+            code = [_hide(line, magics, "") if line.strip() else "" for line in cell_lines_]
+        lines += code
+    return _Joined("\n".join(lines) + "\n", starts, magics, opaque, indents, broken)
+
+
+def _syntax_problem(code: str) -> tuple[str, int, int] | None:
+    """Why a cell's code (magics hidden) is not Python, and where (line, column in the cell); None
+    when it is (top-level ``await`` is IPython's)."""
+    try:
+        compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.msg, exc.lineno or 1, exc.offset or 1
+    except ValueError as exc:  # a null byte
+        return str(exc), 1, 1
+    return None
 
 
 def _split(text: str, joined: _Joined) -> dict[int, str]:
@@ -304,6 +326,12 @@ def _with_rewrites(source: str, rewrites: list[_ShellRewrite]) -> str:
     return "\n".join(lines)
 
 
+def _broken_cell(display: str, cell: int, why: str, line: int, column: int) -> NotebookFinding:
+    doc = rule_doc("NPU001")
+    message = f"cell {cell} is not Python ({why}): left as written; the notebook's other cells are migrated"
+    return NotebookFinding(display, line, column, "NPU001", doc.name, message, doc.tier, False, cell=cell)
+
+
 def _engine_failure(display: str, message: str) -> FileResult:
     doc = rule_doc("NPU001")
     finding = NotebookFinding(display, 1, 1, "NPU001", doc.name, message, doc.tier, False, cell=0)
@@ -328,6 +356,11 @@ def process_notebook(data: bytes, path: Path, display: str, options, pattern=Non
     shell_findings, rewrites = _shell_pass(cells, path, display, options)
     joined = _join(cells)
     source = joined.text.encode("utf-8")
+    shell_findings += [  # a cell that is not Python is reported where a rule could have had work there
+        _broken_cell(display, cell, why, line, column + len(joined.indents.get(cell, "")))
+        for cell, (why, line, column) in joined.broken.items()
+        if pattern is None or pattern.search(_source_text(cells[cell - 1]).encode("utf-8"))
+    ]
     if pattern is not None and not pattern.search(source):
         if not shell_findings:
             return FileResult(display, "skipped", PREFILTER_REASON)
