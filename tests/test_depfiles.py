@@ -1062,3 +1062,13 @@ def test_r21_a_trainer_only_imported_is_no_trainer_use(tmp_path):
     assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == []
     write(tmp_path / "train.py", "from transformers import Trainer\n\ntrainer = Trainer(model)\n")
     assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == [("requirements.txt", 1, "NPU705")]
+
+
+def test_r21_a_projects_own_trainer_class_is_not_transformers(tmp_path):
+    """MOSS-RLHF: its own `PPOTrainer` on accelerate beside transformers' models is no Trainer use."""
+    write(tmp_path / "requirements.txt", "transformers==4.30.2\n")
+    write(
+        tmp_path / "train_ppo.py",
+        "from transformers import AutoModel\nfrom ppo.ppo_trainer import PPOTrainer\n\ntrainer = PPOTrainer(opt)\n",
+    )
+    assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == []

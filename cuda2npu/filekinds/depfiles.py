@@ -637,15 +637,18 @@ def _marker(text: str, at: int, code: str, reason: str) -> list[tuple[int, int, 
 IMPORT = re.compile(r'(?m)(?:^|[;:"]|\\n)[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)')
 IMPORT_MODULE = re.compile(r"import_module\(\s*[\"']([A-Za-z_]\w*)")
 # a file that trains with transformers' Trainer (or TRL's, built on it) records this pseudo-module:
-# NPU705's transformers entry concerns the Trainer's device choice only (npu_first_releases.toml)
-# (a name, not another library's attribute: Lightning's `pl.Trainer` is not transformers')
-TRAINER = re.compile(
-    r"(?<![\w.])\w*(?:Trainer|TrainingArguments)\b|\b(?:transformers|trl)\.\w*(?:Trainer|TrainingArguments)\b"
+# NPU705's transformers entry concerns the Trainer's device choice only (npu_first_releases.toml);
+# a Trainer or TrainingArguments imported from them and read (`_uses_hf_trainer`), not Lightning's
+# `pl.Trainer` nor a project's own `PPOTrainer`
+TRAINER_NAME = re.compile(r"\w*(?:Trainer|TrainingArguments)")
+HF_TRAINER_IMPORT = re.compile(
+    r"(?m)^[ \t]*\"?from[ \t]+(?:transformers|trl)(?:\.[\w.]+)?[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
 )
+IMPORTED_NAME = re.compile(r"(\w+)(?:[ \t]+as[ \t]+(\w+))?")
 TRAINER_USE = "transformers.Trainer"
-# an import statement (one line, or a parenthesized list): a name it binds is no use of it (WebGLM
-# imports `Trainer` and trains with its own loop)
-IMPORT_STATEMENT = re.compile(r"(?m)^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
+# an import statement (one line, or a parenthesized list; a notebook's JSON line too): a name it binds
+# is no use of it (WebGLM imports `Trainer` and trains with its own loop)
+IMPORT_STATEMENT = re.compile(r"(?m)^[ \t]*\"?(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
 # transformers' bitsandbytes quantization: a file asking for it uses the bitsandbytes distribution
 # (Chinese-Mixtral builds `BitsAndBytesConfig(load_in_4bit=True)` on every run; transformers 4.37
 # reads the package's metadata there, so removing the requirement breaks the run); NPU907 marks those
@@ -671,11 +674,26 @@ def imported_modules(text: str) -> set[str]:
     """Top-level modules a Python file or notebook JSON imports (a generous regex scan), and
     :data:`TRAINER_USE` where it imports transformers or trl and names a Trainer."""
     found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
-    if found & {"transformers", "trl"} and TRAINER.search(IMPORT_STATEMENT.sub("", text)):
+    if found & {"transformers", "trl"} and _uses_hf_trainer(text):
         found.add(TRAINER_USE)
     if found & {"transformers", "peft", "trl"} and QUANTIZES.search(text):
         found.add(QUANTIZER_USE)  # transformers imports it (and reads its package metadata) for these
     return found
+
+
+def _uses_hf_trainer(text: str) -> bool:
+    """Whether ``text`` uses a Trainer or TrainingArguments of transformers or TRL beyond importing it:
+    a name imported from them (``from trl import SFTTrainer as T``), or ``transformers.Trainer``, read
+    elsewhere; not a project's own ``PPOTrainer`` (MOSS-RLHF), nor an import nothing reads (WebGLM)."""
+    names = {
+        (alias or name)
+        for names_text in HF_TRAINER_IMPORT.findall(text)
+        for name, alias in IMPORTED_NAME.findall(names_text)
+        if TRAINER_NAME.fullmatch(name)
+    }
+    code = IMPORT_STATEMENT.sub("", text)
+    qualified = re.search(r"\b(?:transformers|trl)(?:\.\w+)*\.\w*(?:Trainer|TrainingArguments)\b", code)
+    return qualified is not None or any(re.search(rf"(?<![\w.]){re.escape(n)}\b", code) for n in names)
 
 
 @dataclass
