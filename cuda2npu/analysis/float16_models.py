@@ -18,12 +18,8 @@ from cuda2npu.core.traversal import iter_nodes
 
 DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transformers renamed it `dtype` in 4.56)
 MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")  # calls a model goes through unchanged
-FLOAT16_NAMES = (
-    "fp16",
-    "float16",
-    "half",
-    "torch.float16",
-)  # a dtype spelled as a string (`mii_config={"dtype": "fp16"}`)
+# a float16 dtype spelled as a string (DeepSpeed-MII's `mii_config = {"dtype": "fp16"}`)
+FLOAT16_NAMES = ("fp16", "float16", "half", "torch.float16")
 MODEL_NAME = re.compile(
     r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer|layer", re.IGNORECASE
 )

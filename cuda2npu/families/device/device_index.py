@@ -241,7 +241,7 @@ def reads_int_as_cuda(options) -> bool:
 
 def _torch_read(options) -> str:
     """The torch that reads an int as CUDA, for a message: ``torch 2.1``, or the pin that implies it
-    (``torch==1.13.* of torchvision==0.14.1``)."""
+    (``torch==1.13.*, which `torchvision==0.14.1` requires``)."""
     target = portable.target_torch(options)
     if target is not None:
         return f"torch {target[0]}.{target[1]}"
