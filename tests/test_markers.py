@@ -265,3 +265,19 @@ def test_a_loose_module_shadows_a_cuda_only_one_in_its_own_directory_only(tmp_pa
         path.relative_to(out).as_posix() for path in out.rglob("*.py") if "TODO(cuda2npu): NPU606" in path.read_text()
     }
     assert marked == {"pkg/model.py"}
+
+
+def test_r22_a_namespace_package_at_the_root_is_the_projects(tmp_path):
+    """llm-awq: `awq/` and `tinychat/` have no `__init__.py` (PEP 420 namespace packages) and are the
+    project's own; an NPU host, without AutoAWQ or TinyChat installed, imports them. A namespace
+    directory below the root is not importable by that name."""
+    from cuda2npu.analysis.cuda_only_modules import shadowing_modules
+
+    files = [
+        tmp_path / "awq" / "entry.py",
+        tmp_path / "awq" / "quantize" / "__init__.py",
+        tmp_path / "awq" / "quantize" / "pre_quant.py",
+        tmp_path / "tinychat" / "models" / "llama.py",
+        tmp_path / "examples" / "xformers" / "bench.py",
+    ]
+    assert shadowing_modules(files, (), tmp_path) == (("awq", "tinychat"), ())

@@ -167,7 +167,8 @@ def shadowing_modules(
     dependency), as (names shadowed in every file, ``(directory, name)`` of those shadowed in one
     directory only).
 
-    A package (a directory with ``__init__.py`` whose parent is none) is importable everywhere; a
+    A package (a directory with ``__init__.py`` whose parent is none, or a namespace package: a
+    directory without one at an import root) is importable everywhere; a
     loose module ``d/x.py`` only from scripts run in ``d`` (Python puts a script's directory on
     ``sys.path``), unless ``d`` is the project root or its ``src/`` (then installed or on the path):
     ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's.
@@ -187,10 +188,26 @@ def shadowing_modules(
                 everywhere[path.stem] = True
             else:
                 loose.add((str(path.parent), path.stem))
+        top = _namespace_package(path, roots, packages)
+        if top is not None:
+            everywhere[top] = True
     return (
         tuple(sorted(name for name, top in everywhere.items() if _shadows(name, declared, top))),
         tuple(sorted(entry for entry in loose if _shadows(entry[1], declared, True))),
     )
+
+
+def _namespace_package(path: Path, roots: set[Path], packages: set[Path]) -> str | None:
+    """The name of the namespace package (PEP 420: a directory at an import root without
+    ``__init__.py``) that the Python file ``path`` belongs to: llm-awq's own ``awq/`` and ``tinychat/``,
+    which an NPU host imports, having no AutoAWQ or TinyChat installed to take precedence."""
+    if path.suffix != ".py":
+        return None
+    for root in roots:
+        if path.is_relative_to(root) and len(path.relative_to(root).parts) > 1:
+            top = root / path.relative_to(root).parts[0]
+            return top.name if top not in packages and top.name.isidentifier() else None
+    return None
 
 
 def _shadows(name: str, declared: tuple[str, ...], top: bool) -> bool:
