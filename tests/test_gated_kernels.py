@@ -353,3 +353,32 @@ def test_r18_a_cuda_graph_fast_path_behind_a_device_test_stays_cudas(tmp_path):
     cli("migrate", tmp_path)
     text = block.read_text()
     assert 'q.device.type == "cuda"' in text and "NPU104 review" in text
+
+
+def test_r22_a_function_calling_a_launcher_launches_too(tmp_path):
+    """AQLM: `triton_matmul` calls `aqlm_gemm_stupid`, which launches `_aqlm_gemv_simple[grid](...)`."""
+    kernel = write(
+        tmp_path / "triton_kernel.py",
+        """
+        import triton
+
+
+        @triton.jit
+        def _gemv(x):
+            pass
+
+
+        def gemm(x):
+            _gemv[(1,)](x)
+
+
+        def triton_matmul(x):
+            return gemm(x)
+
+
+        def unrelated(x):
+            return x
+        """,
+    )
+    found = triton_functions(PythonFiles.read([kernel]))
+    assert found == ("triton_kernel._gemv", "triton_kernel.gemm", "triton_kernel.triton_matmul")

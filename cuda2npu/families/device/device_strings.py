@@ -1160,15 +1160,23 @@ def _message(roots, message: re.Pattern) -> str | None:
 
 
 def _cuda_type_literals(expr: cst.BaseExpression, is_device) -> list[cst.BaseExpression]:
-    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``;
+    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``, also
+    as a member of ``x.device.type in ("cuda", "xpu")``: AQLM's Triton kernel gate;
     ``is_device(side, literal)``: ``DeviceStrings._device_side``)."""
     return [
-        literal
+        element
         for comparison in iter_nodes(expr, cst.Comparison)
         for first, second in _neighbours(comparison)
         for device, literal in ((first, second), (second, first))
-        if string_value(literal) == "cuda" and is_device(device, literal)
+        if is_device(device, literal)
+        for element in _members(literal)
+        if string_value(element) == "cuda"
     ]
+
+
+def _members(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The elements of a tuple, list or set display; ``[expr]`` for anything else."""
+    return [e.value for e in expr.elements] if isinstance(expr, (cst.Tuple, cst.List, cst.Set)) else [expr]
 
 
 def _neighbours(comparison: cst.Comparison) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
