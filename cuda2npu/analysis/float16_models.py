@@ -50,6 +50,20 @@ def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
     return found
 
 
+def checkpoint_dtype_loads(ctx) -> list[cst.Call]:
+    """The ``from_pretrained(..., torch_dtype="auto")`` calls of the file: the weights take the
+    checkpoint's dtype, float16 for many (AQLM's quantized checkpoints), which the code does not say."""
+    return [
+        call
+        for call in iter_nodes(ctx.module, cst.Call)
+        if (dotted_name(call.func) or "").endswith("from_pretrained")
+        and any(
+            a.keyword is not None and a.keyword.value in DTYPE_KEYS and string_value(a.value) == "auto"
+            for a in call.args
+        )
+    ]
+
+
 def float16_dtype_set(ctx) -> str | None:
     """Where the file makes a model float16 or names float16 as its dtype, for a message (None when it
     does not): a cast of :func:`float16_models`, else a ``dtype`` / ``torch_dtype`` keyword or dict key

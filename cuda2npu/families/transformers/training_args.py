@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cuda2npu.analysis.float16_models import float16_models, shown_cast
+from cuda2npu.analysis.float16_models import checkpoint_dtype_loads, float16_models, shown_cast
 from cuda2npu.analysis.hf_sources import ARGUMENT_CLASSES, keyword, sources, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import field_default, literal, rename_fix, string_value
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.releases import bf16_flag_rejected, fp16_under_pin
@@ -130,6 +131,16 @@ class TrainingArgumentSwitches(Rule):
             self.report("NPU906", fp16, message, tier=Tier.REVIEW)
             return
         weights = self.ctx.file_state(float16_models)
+        checkpoint = self.ctx.file_state(checkpoint_dtype_loads)
+        if not weights and checkpoint:
+            message = (
+                f"`fp16=True` kept under the bf16 policy: this file loads its model in the checkpoint's dtype "
+                f'(`{code_of(checkpoint[0].func)}(..., torch_dtype="auto")`), float16 for many checkpoints, and '
+                "`bf16=True` would run bf16 autocast over float16 weights; switch to `bf16=True` where the "
+                "checkpoint is bfloat16 (its config.json's `torch_dtype`), or keep fp16, which runs on Ascend"
+            )
+            self.report("NPU906", fp16, message, tier=Tier.REVIEW)
+            return
         if weights:
             shown = shown_cast(self.resolver, weights[0][0])
             message = (
