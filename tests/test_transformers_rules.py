@@ -212,7 +212,8 @@ def test_flash_attention_2_stays_where_the_project_patches_its_internals(tmp_pat
     cli("migrate", tmp_path)
     text = train.read_text()
     assert 'attn_implementation="flash_attention_2"' in text
-    assert "NPU903 " in text and "pkg/packing.py: _get_unpad_data" in text
+    assert "NPU903 " in text and "pkg/packing.py: transformers.modeling_flash_attention_utils._get_unpad_data" in text
+    assert "move the patch there" not in text  # it patches where transformers >= 4.51 calls it
     (tmp_path / "pkg" / "packing.py").write_text("import transformers\n")
     train.write_text(
         'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n'
@@ -270,3 +271,31 @@ def test_migrate_out_takes_each_sub_projects_own_pins(tmp_path):
     cli("migrate", tmp_path / "src", "--out", tmp_path / "out")
     assert 'attn_implementation="sdpa"' in (tmp_path / "out" / "old" / "train.py").read_text()
     assert (tmp_path / "out" / "new" / "train.py").read_text() == load
+
+
+def test_r22_a_patch_of_the_model_modules_must_move_with_the_pin(tmp_path):
+    """dart-math patches `_get_unpad_data` in the llama/mistral modeling modules; transformers >= 4.51
+    calls it from modeling_flash_attention_utils, so NPU903's advice says the patch must move."""
+    write(
+        tmp_path / "dart_math" / "train.py",
+        """
+        import importlib
+
+
+        def get_unpad_data(attention_mask):
+            return attention_mask
+
+
+        def monkey_patch4pack(name):
+            model_module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+            model_module._get_unpad_data = get_unpad_data
+        """,
+    )
+    write(tmp_path / "requirements.txt", "transformers<4.43\n")
+    train = write(
+        tmp_path / "pipeline" / "train.py",
+        'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n',
+    )
+    cli("migrate", tmp_path)
+    text = train.read_text()
+    assert "dart_math/train.py: model_module._get_unpad_data" in text and "move the patch there with the pin" in text

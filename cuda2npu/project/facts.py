@@ -41,7 +41,9 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 
 # an assignment replacing a flash-attention internal of transformers (VILA's packing patches
 # `transformers.modeling_flash_attention_utils._get_unpad_data`): the packing relies on flash_attention_2
-FLASH_HOOK = re.compile(rb"^[ \t]*[\w.]*\w\.(_get_unpad_data|_flash_attention_forward|_upad_input)[ \t]*=(?!=)", re.M)
+FLASH_HOOK = re.compile(
+    rb"^[ \t]*([\w.]*\w\.(?:_get_unpad_data|_flash_attention_forward|_upad_input))[ \t]*=(?!=)", re.M
+)
 
 
 def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
@@ -120,8 +122,9 @@ def npu_backend_classes(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
 def flash_attention_hooks(
     texts: Mapping[Path, bytes], root: Path | None, files: list[Path]
 ) -> tuple[tuple[str, str], ...]:
-    """``("llava/model/utils/packing.py: _get_unpad_data", scope)`` for each assignment replacing a
-    flash-attention internal of transformers (packed sequences told apart through it): such a
+    """``("llava/model/utils/packing.py: transformers.modeling_flash_attention_utils._get_unpad_data", scope)``
+    for each assignment replacing a flash-attention internal of transformers (packed sequences told
+    apart through it; the target as written, ``model_module._get_unpad_data`` too): such a
     project's attention relies on flash_attention_2, which SDPA would not honour (NPU903). ``scope``:
     the real path of the sub-project holding the patch (the nearest directory above it with a
     ``pyproject.toml``, ``setup.py`` or ``setup.cfg``, else the root): its files are the ones the

@@ -355,11 +355,19 @@ class FlashAttention2(Rule):
     def _packing_message(self) -> str:
         hooks = self.options.file.flash_attention_hooks
         if hooks:
+            moved = (
+                f"; transformers {FA2_ON_NPU} calls `_get_unpad_data` from `transformers.modeling_flash_attention_utils`, "
+                "not from the model modules the project patches: move the patch there with the pin, or it stops "
+                "applying without a word"
+                if "_get_unpad_data" in hooks[0] and "modeling_flash_attention_utils" not in hooks[0]
+                else ""
+            )
             return (
                 f'"{FA2}" where the project patches transformers\' flash-attention internals (`{hooks[0]}`) to '
                 f"tell packed sequences apart raises on an NPU host before transformers {FA2_ON_NPU} "
                 f"({pin_text(self.options)}), and SDPA never calls those patches (packed sequences would attend "
-                f"to each other): require transformers >= {FA2_ON_NPU} or train without packing"
+                f"to each other): require transformers >= {FA2_ON_NPU}{moved}, or train without packing (and "
+                f'without "{FA2}")'
             )
         return (
             f'"{FA2}" with padding-free packing (DataCollatorWithFlattening, position_ids with '
