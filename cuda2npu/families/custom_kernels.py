@@ -18,6 +18,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_only_distribution,
     cuda_only_distributions,
     import_port,
+    is_cuda_extension,
     npu_release,
     unported_module,
 )
@@ -597,7 +598,8 @@ class CudaOnlyImports(Rule):
                 return  # the project's pin guarantees a release that runs on an NPU
             if kind == "review" and self._only_classes_read(node):
                 return  # `isinstance(m, bnb.nn.Linear4bit)`: nothing of the library runs
-            unported = unported_module(module) and not fallback and self._module_level()
+            compiled = is_cuda_extension(module, self.options.project.cuda_extensions)
+            unported = (unported_module(module) or compiled) and not fallback and self._module_level()
             if (
                 root not in self._marked
                 or (unported and root not in self._unported)
