@@ -598,7 +598,7 @@ def test_an_interrupted_out_copy_is_named_as_such_on_the_next_run(tmp_path):
 
 def test_report_summary_separates_manual_work_from_advisories_and_lists_markers_always(tmp_path):
     (tmp_path / "t.py").write_text(
-        "import torch\nimport knn_cuda\n\ntorch.backends.cudnn.benchmark = True\nx = torch.ones(1).cuda()\n"
+        "import torch\nimport cpm_kernels\n\ntorch.backends.cudnn.benchmark = True\nx = torch.ones(1).cuda()\n"
     )
     (tmp_path / "clean.py").write_text("import torch\n\ny = torch.ones(1).cuda()\n")
     result = run("migrate", ".", "--extend-select", "NPU8", "--report", "r.json", cwd=tmp_path)
@@ -641,7 +641,7 @@ def test_check_reads_stdin_as_the_named_file_with_its_configuration(tmp_path):
 
 
 def test_migrate_stdin_prints_the_migrated_text(tmp_path):
-    migrated = run("migrate", "-", cwd=tmp_path, input=CUDA + "import knn_cuda\n")
+    migrated = run("migrate", "-", cwd=tmp_path, input=CUDA + "import cpm_kernels\n")
     assert migrated.returncode == 0, migrated.stderr
     assert migrated.stdout.startswith("import torch\nimport torch_npu\n\nx = torch.ones(1).npu()\n")
     assert "TODO(cuda2npu): NPU606" in migrated.stdout
@@ -672,7 +672,7 @@ def test_stdin_usage_errors(tmp_path, args, message):
 
 def test_show_fixes_enumerates_the_fixes_per_file_and_rule(tmp_path):
     (tmp_path / "a.py").write_text(CUDA + "y = torch.zeros(2).cuda()\ntorch.cuda.synchronize()\n")
-    (tmp_path / "b.py").write_text(CUDA + "import knn_cuda\n")
+    (tmp_path / "b.py").write_text(CUDA + "import cpm_kernels\n")
     expected = [
         "- a.py:",
         "    2 × NPU101 (cuda-method-call)",
