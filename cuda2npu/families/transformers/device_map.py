@@ -55,7 +55,12 @@ class CudaDeviceMap(Rule):
     triggers = (r"device_map", r"\.parallelize\(")
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _parallelize(node) and imports_hf(self.ctx) and not in_npu_branch(self.ctx, node):
+        if (
+            _parallelize(node)
+            and imports_hf(self.ctx)
+            and not in_npu_branch(self.ctx, node)
+            and not _in_parallelize_api(self.ctx)
+        ):
             self.report("NPU905", node, PARALLELIZE, tier=Tier.MANUAL)
             return
         arg = keyword(node, "device_map")
@@ -127,6 +132,13 @@ class CudaDeviceMap(Rule):
             ):
                 return True
         return False
+
+
+def _in_parallelize_api(ctx) -> bool:
+    """The current statement is in the body of a ``parallelize``/``deparallelize`` method: a model's own
+    implementation of the API (a vendored ``modeling_t5.py`` parallelizing its encoder), not a use of it."""
+    function = TreeIndex.of(ctx).function.get(ctx.statement) if ctx.statement is not None else None
+    return function is not None and function.name.value in ("parallelize", "deparallelize")
 
 
 def _parallelize(call: cst.Call) -> bool:
