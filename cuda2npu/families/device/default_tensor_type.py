@@ -20,6 +20,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import statement
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import is_expression_statement
+from cuda2npu.core.traversal import iter_nodes
 
 SETTER = "torch.set_default_tensor_type"
 DTYPES = {  # the floating-point legacy types torch accepts as the default (others raise on CUDA too)
@@ -56,7 +57,10 @@ class CudaDefaultTensorType(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         value = default_type_argument(self.ctx, node)
-        if value is None or is_cuda_alternative(self.ctx, node):
+        if value is None:
+            self._restore(node)
+            return
+        if is_cuda_alternative(self.ctx, node):
             return
         kind = cuda_tensor_type(self.ctx, value)
         dtype = DTYPES[kind]
@@ -82,8 +86,38 @@ class CudaDefaultTensorType(Rule):
             lambda updated: _replacement(updated, dtype),
         )
 
+    def _restore(self, node: cst.Call) -> None:
+        """``torch.set_default_tensor_type(torch.FloatTensor)`` restoring the CPU default after a CUDA one
+        (LLaMA-Adapter's ``torch.cuda.HalfTensor`` while the model is built): the CUDA one becomes
+        ``set_default_device("npu")``, which the CPU type no longer undoes, so this one resets the device too."""
+        if self.ctx.resolver.qualified_name(node.func) != SETTER or len(node.args) != 1 or node.args[0].star:
+            return
+        value = node.args[0].value
+        name = string_value(value) if isinstance(value, cst.SimpleString) else self.ctx.resolver.qualified_name(value)
+        kind = (name or "").rpartition(".")[2]
+        line = self.ctx.statement
+        if (name or "").rpartition(".")[0] != "torch" or kind not in DTYPES or not is_expression_statement(line, node):
+            return
+        if not self.ctx.file_state(_sets_cuda_default):
+            return
+        self.report(
+            "NPU113",
+            line,
+            f"`torch.set_default_tensor_type(torch.{kind})` restores the CPU default after this file's CUDA one, "
+            f'which becomes `torch.set_default_device("npu")`: reset the device too, or every tensor made after '
+            f'it stays on the NPU: `torch.set_default_dtype({DTYPES[kind]})` and `torch.set_default_device("cpu")`',
+            lambda updated: _replacement(updated, DTYPES[kind], "cpu"),
+        )
 
-def _replacement(updated: cst.SimpleStatementLine, dtype: str) -> cst.FlattenSentinel:
+
+def _sets_cuda_default(ctx) -> bool:
+    """Whether the file sets a CUDA tensor type as the default somewhere (computed once per file)."""
+    return any(default_type_argument(ctx, call) is not None for call in iter_nodes(ctx.module, cst.Call))
+
+
+def _replacement(updated: cst.SimpleStatementLine, dtype: str, device: str = "npu") -> cst.FlattenSentinel:
     first = statement(f"torch.set_default_dtype({dtype})").with_changes(leading_lines=updated.leading_lines)
-    device = statement('torch.set_default_device("npu")').with_changes(trailing_whitespace=updated.trailing_whitespace)
-    return cst.FlattenSentinel([first, device])
+    second = statement(f'torch.set_default_device("{device}")').with_changes(
+        trailing_whitespace=updated.trailing_whitespace
+    )
+    return cst.FlattenSentinel([first, second])
