@@ -6,6 +6,8 @@ names they go by. Read by the precision policy (NPU340, NPU342) and by the Train
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from pathlib import Path
 
 import libcst as cst
 
@@ -20,6 +22,11 @@ DTYPE_KEYS = ("torch_dtype", "dtype")  # from_pretrained's dtype keyword (transf
 MOVES = ("cuda", "npu", "to", "cpu", "train", "eval", "float")  # calls a model goes through unchanged
 # a float16 dtype spelled as a string (DeepSpeed-MII's `mii_config = {"dtype": "fp16"}`)
 FLOAT16_NAMES = ("fp16", "float16", "half", "torch.float16")
+# a float16 default dtype for what is built after it, or LAVIS' conversion of a whole model's weights
+FLOAT16_DEFAULT = re.compile(
+    rb"set_default_tensor_type\(\s*['\"]?torch\.cuda\.HalfTensor['\"]?\s*\)"
+    rb"|set_default_dtype\(\s*torch\.(?:float16|half)\s*\)|\bconvert_weights_to_fp16\("
+)
 MODEL_NAME = re.compile(
     r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer|layer", re.IGNORECASE
 )
@@ -48,6 +55,20 @@ def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
         if (half or loaded) and not restored:
             found.append((call, model_names(call, statement_of(ctx, call))))
     return found
+
+
+def float16_defaults(texts: Mapping[Path, bytes], root: Path | None) -> tuple[str, ...]:
+    """``"llama_adapter.py: torch.set_default_tensor_type(torch.cuda.HalfTensor)"`` for each file of the
+    project that makes float16 the default dtype of what it builds (also LAVIS' ``convert_weights_to_fp16``):
+    a project float16 by design (LLaMA-Adapter, LaVIN, VPGTrans), whose autocasts run over float16
+    weights built in other files (a project fact; NPU340 keeps float16 there)."""
+    found = set()
+    for path, text in texts.items():
+        match = FLOAT16_DEFAULT.search(text)
+        if match is not None:
+            shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
+            found.add(f"{shown}: {match.group().decode().rstrip('(')}")
+    return tuple(sorted(found))
 
 
 def checkpoint_dtype_loads(ctx) -> list[cst.Call]:

@@ -110,6 +110,8 @@ class ProjectFacts:
     # ("file: name", real sub-project directory) of the project's patches of transformers' FA2 internals (for_path)
     flash_attention_hooks: tuple[tuple[str, str], ...] = ()
     megatron_fork: bool = False  # the project carries its own `megatron` package without `megatron/core`
+    # "file: call" of its files that make float16 the default dtype of the models they build (float16_models.py)
+    float16_defaults: tuple[str, ...] = ()
     flash2_flag_setters: tuple[str, ...] = ()  # "file: text" setting `_flash_attn_2_enabled` True (flash_probes.py)
     flash_attn_patches: tuple[str, ...] = ()  # "file: flash_attn.<name>" the project replaces (flash_probes.py)
     device_parameters: tuple[tuple[str, int, str], ...] = ()  # (callable, position, name) of a device parameter

@@ -200,6 +200,12 @@ class CudaAutocastBf16(ValueUses, Rule):
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
+        defaults = self.options.project.float16_defaults
+        if not self._half_weights(node) and defaults:  # weights built float16 in another file of the project
+            if not self._half_kept:
+                self._half_kept = True
+                self.report("NPU340", node, _float16_project_message(defaults[0]), tier=Tier.REVIEW)
+            return
         halves = self._half_weights(node)
         if halves:  # float16 stays: bfloat16 autocast over float16 weights mixes the two types
             trained = [cast for cast in halves if not _inference_only(self.ctx, cast)]
@@ -377,7 +383,9 @@ class CudaAutocastBf16(ValueUses, Rule):
         if given is not None and is_torch_dtype(self.resolver, given.value, "bfloat16", "float32", "float"):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         halves = self._half_weights_of_function()
-        if halves:
+        if not halves and self.options.project.float16_defaults:
+            self._values[expr] = _float16_project_message(self.options.project.float16_defaults[0])
+        elif halves:
             self._values[expr] = (
                 f"CUDA autocast used as a value (`{code_of(expr)}`) kept: the function making it also makes a model "
                 f"float16 (`{code_of(halves[0])}`), and bfloat16 autocast over float16 weights mixes the two types; "
@@ -534,6 +542,16 @@ class ModelHalfUnderBf16(Rule):
 
 def _enclosing_class(index: TreeIndex, statement: cst.CSTNode | None) -> cst.ClassDef | None:
     return next((o for o in index.ancestors(statement) if isinstance(o, cst.ClassDef)), None) if statement else None
+
+
+def _float16_project_message(where: str) -> str:
+    """NPU340's message for a float16 autocast kept in a project that builds its models float16."""
+    return (
+        f"CUDA autocast kept in float16, here and in this file's other float16 autocasts: the project builds its "
+        f"models with float16 weights (`{where}`), and bfloat16 autocast over float16 weights mixes the two types "
+        "(a float16 layer outside it then gets bfloat16 input); float16 runs on NPU as it is — to follow the BF16 "
+        "policy, move the default dtype and these autocasts to bfloat16 together"
+    )
 
 
 def _region(ctx, autocast: cst.Call) -> cst.CSTNode:

@@ -22,6 +22,7 @@ from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_e
 from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
+from cuda2npu.analysis.float16_models import float16_defaults
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.project_imports import imported_names
@@ -92,6 +93,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         attention_switches=attention_switches(texts, root),
         flash_attention_hooks=flash_attention_hooks(texts, root, files),
         megatron_fork=megatron_fork(files),
+        float16_defaults=float16_defaults(texts, root),
         flash2_flag_setters=flash2_flag_setters(texts, root),
         flash_attn_patches=flash_attn_patches(texts, root),
         device_parameters=device_parameters(texts),
