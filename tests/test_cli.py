@@ -305,7 +305,8 @@ def test_project_extensions_and_other_frameworks(tmp_path):
     assert not [d for d in data["diagnostics"] if d["path"].endswith("flax_step.py")]
     result = cuda2npu("migrate", tmp_path, "--diff")
     assert "flax_step.py: skipped (not a PyTorch file: imports JAX and no torch module)" in result.stderr
-    # both imports marked, also in use.py, which mentions no CUDA once migrated (Swin-Transformer's unit test)
+    # both imports marked; use.py imports the extension at module level, unguarded: it cannot load on an
+    # NPU host, so its marker is all that changes there (round 22)
     markers = result.stderr.split("markers (3): ")[1].split(" (--report")[0]
-    assert [Path(m).name for m in markers.split(", ")] == ["plain.py:1", "setup.py:2", "use.py:3"]
-    assert "+x = torch.ones(1).npu()" in result.stdout
+    assert [Path(m).name for m in markers.split(", ")] == ["plain.py:1", "setup.py:2", "use.py:2"]
+    assert "+x = torch.ones(1).npu()" not in result.stdout

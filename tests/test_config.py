@@ -223,7 +223,8 @@ def test_project_facts_come_from_the_project_root_whatever_paths_are_given(tmp_p
     project = tmp_path / "proj"
     write(project / "setup.py", SETUP)
     write(project / "pkg" / "__init__.py", "")
-    write(project / "pkg" / "use.py", "import torch\nimport mykernels\nimport xformers\n")
+    # (the extension imported where it runs: at module level it would leave the whole file as written)
+    write(project / "pkg" / "use.py", "import torch\nimport xformers\n\n\ndef kernels():\n    import mykernels\n")
     write(project / "scripts" / "xformers.py", "def memory_efficient_attention(q, k, v):\n    return q\n")
     write(project / "scripts" / "run.py", "import torch\nimport xformers\nimport mykernels\n")
     if root_kind == "config":
@@ -234,11 +235,11 @@ def test_project_facts_come_from_the_project_root_whatever_paths_are_given(tmp_p
         subprocess.run(["git", "init", "-q"], cwd=project, check=True)
     args = ("check", "--output-format", "json", "--exit-zero", "--select", "NPU606")
     use, run_py = (project / "pkg" / "use.py").resolve(), (project / "scripts" / "run.py").resolve()
-    expected = {(use, 2), (use, 3), (run_py, 3)}  # scripts/xformers.py shadows xformers for scripts/ only
+    expected = {(use, 2), (use, 6), (run_py, 3)}  # scripts/xformers.py shadows xformers for scripts/ only
     assert found_606(cuda2npu(*args, ".", cwd=project), project) == expected
     assert found_606(cuda2npu(*args, "pkg/use.py", "scripts/run.py", cwd=project), project) == expected
     assert found_606(cuda2npu(*args, "proj/pkg/use.py", "proj/scripts/run.py", cwd=tmp_path), tmp_path) == expected
-    assert found_606(cuda2npu(*args, "use.py", cwd=project / "pkg"), project / "pkg") == {(use, 2), (use, 3)}
+    assert found_606(cuda2npu(*args, "use.py", cwd=project / "pkg"), project / "pkg") == {(use, 2), (use, 6)}
     assert found_606(cuda2npu(*args, "run.py", cwd=project / "scripts"), project / "scripts") == {(run_py, 3)}
 
 
