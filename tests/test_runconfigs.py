@@ -527,3 +527,15 @@ def test_bitsandbytes_flags_in_a_run_config_are_marked(tmp_path):
     lines = cfg.read_text().splitlines()
     assert lines[1].startswith("# TODO(cuda2npu): NPU907 review: `load_in_4bit: true` quantizes with bitsandbytes")
     assert lines[2] == "load_in_4bit: true"
+
+
+def test_r22_a_nested_device_map_names_a_device(tmp_path):
+    """alpaca_eval's model configs: `model_kwargs: {device_map: 'cuda'}` reaches `from_pretrained`;
+    `device_map: auto` names no device."""
+    write(tmp_path / "run.py", "import torch\n")
+    write(
+        tmp_path / "models" / "configs.yaml",
+        "m:\n  completions_kwargs:\n    model_kwargs:\n      device_map: 'cuda'\n      other_map: cuda\n",
+    )
+    write(tmp_path / "models" / "auto.yaml", "m:\n  model_kwargs:\n    device_map: auto\n")
+    assert findings(tmp_path) == [("configs.yaml", 4, "NPU721", "review")]

@@ -338,7 +338,10 @@ def _key_span(plan: Plan, entry: Entry, members: list[Member]) -> tuple[int, int
 
 
 def _device_named(key: str) -> bool:
-    return key == "device" or key.endswith("_device")
+    """``device``, ``eval_device``, and ``device_map`` (alpaca_eval's model configs pass it to
+    ``from_pretrained`` through ``model_kwargs``), also at the end of a dotted key."""
+    last = key.rpartition(".")[2]
+    return last in ("device", "device_map") or last.endswith("_device")
 
 
 def _accelerate_items(entries: list[Entry], options) -> list[Item]:
