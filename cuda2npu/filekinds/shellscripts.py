@@ -64,7 +64,7 @@ NVLINK_PATTERN = re.compile(r"\bgrep\b.*NV")  # a grep for NVLink in its output 
 PIPEFAIL = re.compile(r"\bpipefail\b")
 CUDA_MODULE = re.compile(
     r"(?<![\w-])(?:module[ \t]+(?:load|add|try-load|try-add)|ml)(?:[ \t]+[^\s;&|]+)*?"
-    r"[ \t]+(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+-]*)?(?![\w/@.+-])",
+    r"[ \t]+([\"']?)(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+${}-]*)?\1(?![\w/@.+-])",
     re.IGNORECASE,
 )
 # `export LD_LIBRARY_PATH=${CUDA_HOME}/lib64`: a library path set to CUDA's alone, not extending itself
