@@ -222,3 +222,14 @@ def test_r16_shell_escapes_and_shell_cells_are_migrated_as_shell_script(tmp_path
     assert after[1] == sources[1].replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
     assert after[2].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi`") and after[2].endswith(sources[2])
     assert cli("migrate", path, "--check").exit_code == 0  # idempotent: the marker above is seen
+
+
+def test_r22_jupyters_autosave_copies_are_not_read(notebooks):
+    """EasyEdit commits `tutorial-notebooks/.ipynb_checkpoints/`: Jupyter's copies, not the project's."""
+    checkpoints = notebooks / ".ipynb_checkpoints"
+    checkpoints.mkdir()
+    shutil.copy(notebooks / "train.ipynb", checkpoints / "train-checkpoint.ipynb")
+    before = (checkpoints / "train-checkpoint.ipynb").read_bytes()
+    assert cli("migrate", notebooks).exit_code == 0
+    assert (checkpoints / "train-checkpoint.ipynb").read_bytes() == before
+    assert (notebooks / "train.ipynb").read_bytes() != (NOTEBOOKS / "train.ipynb").read_bytes()

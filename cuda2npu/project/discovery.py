@@ -41,6 +41,7 @@ SKIP_DIRS = {
     ".ruff_cache",
     "site-packages",
     ".cuda2npu_cache",
+    ".ipynb_checkpoints",  # Jupyter's autosave copies of the notebooks next to them
 }
 PYTHON_SUFFIXES = (".py", ".pyi")
 
