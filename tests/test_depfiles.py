@@ -1072,3 +1072,14 @@ def test_r21_a_projects_own_trainer_class_is_not_transformers(tmp_path):
         "from transformers import AutoModel\nfrom ppo.ppo_trainer import PPOTrainer\n\ntrainer = PPOTrainer(opt)\n",
     )
     assert [f for f in findings(tmp_path) if f[2] == "NPU705"] == []
+
+
+def test_r23_no_torch_npu_added_for_a_library_where_none_fits_torch(tmp_path):
+    """PowerInfer's converter requirements: `torch~=2.2.1` beside transformers, which would use torch_npu
+    if it were there, but no code imports it; no torch_npu release fits that torch, so one added
+    unpinned would only make pip's resolution fail. NPU704 says the torch requirement has none."""
+    write(tmp_path / "convert.py", "import torch\nfrom transformers import AutoTokenizer\n")
+    req = write(tmp_path / "requirements.txt", "torch~=2.2.1\ntransformers>=4.40\n")
+    assert [f[2] for f in findings(tmp_path) if f[2] in ("NPU703", "NPU704")] == ["NPU704"]
+    cli("migrate", tmp_path)
+    assert not [line for line in req.read_text().splitlines() if line.startswith("torch_npu")]

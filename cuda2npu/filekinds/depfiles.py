@@ -986,7 +986,11 @@ def _check_torch_npu(
     fits = versions.allowed(spec)
     mismatch = _mismatch(spec, fits, declared)
     at = _line_bounds(text, (declared or torch).start)[0]
-    if declared is None and imports.torch_npu_need:
+    # no torch_npu fits the torch requirement: one added unpinned makes pip's resolution fail where the
+    # file installs today; that is only worth it where the code imports torch_npu, not where a library
+    # would merely use it (PowerInfer's converters: transformers' tokenizers, `torch~=2.2.1`); NPU704 says
+    # what to change first
+    if declared is None and imports.torch_npu_need and (fits != [] or imports.torch_npu_need == "imported"):
         requirement, message = _torch_npu_to_add(spec, fits, environment, imports.torch_npu_need)
         own_line = _new_line_at(text, torch) is not None
         comment = (
