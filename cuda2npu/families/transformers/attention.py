@@ -287,7 +287,7 @@ class FlashAttention2(Rule):
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
-            value, why = self._replacement(_remote_code(sink))
+            value, why = self._replacement(_remote_code(sink) or self._own_model_class(sink))
             if self._refuses_sdpa():
                 value, why = "eager", "this file sends `sdpa` to flash_attention_2: a part of its model has no SDPA"
             message = (
@@ -326,6 +326,18 @@ class FlashAttention2(Rule):
             strings = (string_value(s) or "" for s in iter_nodes(self.ctx.module, cst.SimpleString))
             self._softcapped = names_softcapped_model(strings)
         return fa2_replacement(self.options, remote_code, self._softcapped)
+
+    def _own_model_class(self, sink: cst.CSTNode) -> bool:
+        """``X.from_pretrained(...)`` of a class the project defines, not transformers' (OmniCorpus'
+        ``LlavaInternLM2Config``, whose model looks the value up in its own table of eager and
+        flash_attention_2 classes): like a model shipped with its checkpoint, it need not support SDPA."""
+        return (
+            isinstance(sink, cst.Call)
+            and isinstance(sink.func, cst.Attribute)
+            and sink.func.attr.value == "from_pretrained"
+            and not is_hf_call(self.resolver, sink)
+            and self.resolver.qualified_name(sink.func) is not None
+        )
 
     def _refuses_sdpa(self) -> bool:
         """The file answers ``== "sdpa"`` with ``"flash_attention_2"`` (Aria's config: "SDPA is not
