@@ -765,3 +765,14 @@ def test_r18_a_programs_own_fp16_flag_is_not_reviewed_as_training_arguments(tmp_
     )
     data = json.loads(cli("check", script, "--format", "json").stdout)
     assert [(d["line"], d["code"]) for d in data["diagnostics"] if d["code"] in ("NPU904", "NPU906")] == [(3, "NPU906")]
+
+
+def test_r23_fp16_of_a_program_not_seen_to_be_trainingarguments_under_an_old_pin(tmp_path):
+    """DoRA's CLIP-ViL scripts: `--fp16` feeds apex.amp in a program that builds no TrainingArguments,
+    under `transformers==4.2.1`: no NPU906 telling to raise the pin (NPU705 marks the pin itself); a
+    program parsing TrainingArguments still gets it."""
+    write(tmp_path / "requirements.txt", "transformers==4.2.1\n")
+    write(tmp_path / "gqa.py", "import argparse\nfrom apex import amp\n")
+    write(tmp_path / "sft.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    write(tmp_path / "run.sh", "python gqa.py --fp16\npython sft.py --fp16\n")
+    assert diagnostics_of(tmp_path, "run.sh") == [(2, 15, "NPU906", "review")]

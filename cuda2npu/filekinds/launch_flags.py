@@ -228,8 +228,9 @@ def _flag(
     if options.precision != "bf16":
         return None
     kept = fp16_under_pin(options)
-    if kept is not None:
-        return ("NPU906", f"`--fp16` kept under the bf16 policy: {kept}", Tier.REVIEW, None) if kept else None
+    if kept is not None:  # where the flag's program is not seen to be TrainingArguments' (CLIP-ViL's own
+        # `--fp16` for apex.amp), the pin is NPU705's to mark, in the dependency file
+        return ("NPU906", f"`--fp16` kept under the bf16 policy: {kept}", Tier.REVIEW, None) if kept and known else None
     message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
     if not known or has_bf16 or fp16_kept:
         if has_bf16:
