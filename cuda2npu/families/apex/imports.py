@@ -176,7 +176,7 @@ class ApexImports(Rule):
             )
         if guard is not None:
             self._guard(at, node, kept, removable, guard)
-        elif kept and self.options.apex == "native" and not import_guarded(edits.index, statement):
+        elif kept and self.options.apex == "native" and not _falls_back(edits.index, statement):
             left = [use for alias, name in _bound_names(node) if alias in kept for use in uses.get(name, [])]
             left = [use for use in left if use not in edits.removed_refs]
             self._report_kept(at, node, kept, left, next(iter(reexported.values()), None))
@@ -385,6 +385,26 @@ def _removed_names(node: cst.Import | cst.ImportFrom, removable: list) -> set[st
     """The names the ``removable`` (alias, tier) pairs of ``node`` bind."""
     aliases = [alias for alias, _ in removable]
     return {name for alias, name in _bound_names(node) if alias in aliases}
+
+
+def _falls_back(index, statement: cst.CSTNode) -> bool:
+    """``statement`` is guarded by a ``try`` whose ``except ImportError`` goes on without apex; not one
+    that raises again (DoRA's CLIP-ViL: ``except ImportError: raise ImportError("Please install apex")``),
+    which fails at import on an NPU host as the bare import would."""
+    return any(
+        isinstance(owner, cst.Try) and any(catches_import_error(h) and not _raises(h) for h in owner.handlers)
+        for owner in index.ancestors(statement)
+    )
+
+
+def _raises(handler: cst.ExceptHandler) -> bool:
+    """The handler's block ends in a ``raise``."""
+    body = handler.body.body if isinstance(handler.body, cst.IndentedBlock) else [handler.body]
+    last = body[-1] if body else None
+    small = (
+        last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body else None
+    )
+    return isinstance(small, cst.Raise)
 
 
 def _fallback_guarded_imports(node: cst.Try, by_statement: dict) -> list:
