@@ -67,7 +67,7 @@ def kernels_behind_cuda_gates(files: PythonFiles) -> tuple[str, ...]:
 def triton_functions(files: PythonFiles) -> tuple[str, ...]:
     """``module.function`` of each Triton kernel of the project (``@triton.jit``, ``@triton.autotune``,
     ``@triton.heuristics``) and of each module-level function launching one (``kernel[grid](...)``,
-    also through another such function of its file),
+    also through another function or class of its file: :func:`_closure`),
     sorted: another file calling one runs code written for CUDA GPUs (analysis/cuda_gates.py
     ``cuda_only_use``), so a ``.is_cuda`` test or a skip guard over the call stays CUDA's. A file
     outside a package counts under its own name (``kernels.launch``)."""
@@ -89,25 +89,10 @@ def triton_functions(files: PythonFiles) -> tuple[str, ...]:
                 for node in ast.walk(f)
             )
         }
-        launchers |= _callers_of(functions, launchers)
+        launchers |= _closure(tree, set(), launchers)  # AQLM's `triton_matmul` → `aqlm_gemm_stupid` → `kernel[grid]`
         module = files.modules.get(path, path.stem)
         found.extend(f"{module}.{name}" for name in kernels | launchers)
     return tuple(sorted(found))
-
-
-def _callers_of(functions: list[ast.FunctionDef], launchers: set[str]) -> set[str]:
-    """The functions of ``functions`` that call one of ``launchers`` by name, directly or through
-    another such function (AQLM's ``triton_matmul`` → ``aqlm_gemm_stupid`` → ``kernel[grid](...)``)."""
-    calls = {
-        f.name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        for f in functions
-    }
-    found: set[str] = set()
-    while True:
-        more = {name for name, called in calls.items() if name not in found and called & (launchers | found)}
-        if not more:
-            return found
-        found |= more
 
 
 def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[str, ...]:
