@@ -158,9 +158,7 @@ def _own_method(ctx, node: cst.Attribute) -> str | None:
     if not (isinstance(node.value, cst.Name) and node.value.value == "self"):
         return None
     index = TreeIndex.of(ctx)
-    owner = index.parents.get(node)
-    while owner is not None and not isinstance(owner, cst.ClassDef):
-        owner = index.parents.get(owner)
+    owner = index.enclosing_class(index.statement_of(node))
     return f"{owner.name.value}.{node.attr.value}" if owner is not None else None
 
 

@@ -118,6 +118,12 @@ class TreeIndex:
         """Compound statements containing ``statement`` (or a one-line suite), innermost first."""
         return [owner for owner, _ in self.enclosing(statement)]
 
+    def enclosing_class(self, statement: cst.CSTNode | None) -> cst.ClassDef | None:
+        """The innermost class whose body holds ``statement`` (None: none, or no statement)."""
+        if statement is None:
+            return None
+        return next((owner for owner in self.ancestors(statement) if isinstance(owner, cst.ClassDef)), None)
+
     def enclosing(self, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, str]]:
         """``ancestors`` with the role of the block holding ``statement`` in each (``body``, ``orelse``,
         ``handler``, ``finally``)."""

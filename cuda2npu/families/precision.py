@@ -352,7 +352,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         local = set(iter_nodes(scope, cst.Call)) if scope is not None else set()
         read = {code_of(n) for n in iter_nodes(_region(self.ctx, node), (cst.Name, cst.Attribute))}
         rebound = function_locals(scope) if scope is not None else set()
-        own_class = _enclosing_class(index, self.ctx.statement)
+        own_class = index.enclosing_class(self.ctx.statement)
         found = []
         for cast, names in self.ctx.file_state(float16_models):
             shared = names & read
@@ -360,7 +360,7 @@ class CudaAutocastBf16(ValueUses, Rule):
             if cast in local:
                 found.append(cast)
             elif any(name.startswith("self.") for name in shared):
-                if own_class is not None and _enclosing_class(index, where) is own_class:
+                if own_class is not None and index.enclosing_class(where) is own_class:
                     found.append(cast)
             elif shared and index.function.get(where) is None and not {n.split(".")[0] for n in shared} <= rebound:
                 found.append(cast)
@@ -538,10 +538,6 @@ class ModelHalfUnderBf16(Rule):
             '`torch.autocast("npu", dtype=torch.bfloat16)`, or cast with `.bfloat16()` (then use torch.optim '
             "optimizers: torch_npu's NpuFused ones reject bfloat16 parameters)",
         )
-
-
-def _enclosing_class(index: TreeIndex, statement: cst.CSTNode | None) -> cst.ClassDef | None:
-    return next((o for o in index.ancestors(statement) if isinstance(o, cst.ClassDef)), None) if statement else None
 
 
 def _float16_project_message(where: str) -> str:

@@ -172,7 +172,7 @@ class CudaDeviceIndex(Rule):
         """:meth:`_reads` for ``self.device`` assigned once in its class (PandaGPT's ``self.device =
         torch.cuda.current_device()`` in ``__init__``, read by ``.to(self.device)`` in other methods)."""
         tree = TreeIndex.of(self.ctx)
-        owner = next((o for o in tree.ancestors(statement) if isinstance(o, cst.ClassDef)), None)
+        owner = tree.enclosing_class(statement)
         if owner is None:
             return [], []
         same = [n for n in iter_nodes(owner, cst.Attribute) if code_of(n) == name]
