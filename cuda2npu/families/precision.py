@@ -200,13 +200,13 @@ class CudaAutocastBf16(ValueUses, Rule):
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
+        halves = self._half_weights(node)
         defaults = self.options.project.float16_defaults
-        if not self._half_weights(node) and defaults:  # weights built float16 in another file of the project
+        if not halves and defaults:  # weights built float16 in another file of the project
             if not self._half_kept:
                 self._half_kept = True
                 self.report("NPU340", node, _float16_project_message(defaults[0]), tier=Tier.REVIEW)
             return
-        halves = self._half_weights(node)
         if halves:  # float16 stays: bfloat16 autocast over float16 weights mixes the two types
             trained = [cast for cast in halves if not _inference_only(self.ctx, cast)]
             if trained and not self._half_kept:  # one marker a file; frozen float16 weights need none
@@ -349,7 +349,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         module-level model (a script's or a notebook's cells) that the function does not rebind."""
         index = TreeIndex.of(self.ctx)
         scope = index.function.get(self.ctx.statement)
-        local = set(iter_nodes(scope, cst.Call)) if scope is not None else set()
+        local = set(self._half_weights_of_function())
         read = {code_of(n) for n in iter_nodes(_region(self.ctx, node), (cst.Name, cst.Attribute))}
         rebound = function_locals(scope) if scope is not None else set()
         own_class = index.enclosing_class(self.ctx.statement)
