@@ -158,15 +158,7 @@ class CudaDeviceIndex(Rule):
             return [], []
         uses = NameUses({name}, self.resolver.scopes)
         walk(scope, uses)
-        parents = TreeIndex.of(self.ctx).parents
-        consumers, others = [], []
-        for read in uses.uses[name]:
-            kind = self._consumer(parents.get(read), read, parents)
-            if kind is None:
-                others.append(read)
-            elif kind:
-                consumers.append(kind)
-        return consumers, others
+        return self._sort_reads(uses.uses[name])
 
     def _attribute_reads(self, statement: cst.CSTNode, name: str) -> tuple[list[str], list[cst.CSTNode]]:
         """:meth:`_reads` for ``self.device`` assigned once in its class (PandaGPT's ``self.device =
@@ -179,9 +171,14 @@ class CudaDeviceIndex(Rule):
         assigned = [n for n in same if isinstance(tree.parents.get(n), (cst.AssignTarget, cst.AugAssign))]
         if len(assigned) != 1:
             return [], []
+        return self._sort_reads([n for n in same if n not in assigned])
+
+    def _sort_reads(self, reads: list[cst.BaseExpression]) -> tuple[list[str], list[cst.BaseExpression]]:
+        """(the consumers among ``reads`` that read an int as CUDA, the reads outside device positions)."""
+        parents = TreeIndex.of(self.ctx).parents
         consumers, others = [], []
-        for read in (n for n in same if n not in assigned):
-            kind = self._consumer(tree.parents.get(read), read, tree.parents)
+        for read in reads:
+            kind = self._consumer(parents.get(read), read, parents)
             if kind is None:
                 others.append(read)
             elif kind:
