@@ -33,12 +33,14 @@ DTYPES = {  # the floating-point legacy types torch accepts as the default (othe
 
 def cuda_tensor_type(ctx, arg: cst.BaseExpression) -> str | None:
     """``HalfTensor`` for ``torch.cuda.HalfTensor`` / ``'torch.cuda.HalfTensor'``, else None."""
-    if isinstance(arg, cst.SimpleString):
-        name = string_value(arg) or ""
-    else:
-        name = ctx.resolver.qualified_name(arg) or ""
-    module, _, kind = name.rpartition(".")
-    return kind if module == "torch.cuda" and kind in DTYPES else None
+    return _tensor_type(ctx, arg, "torch.cuda")
+
+
+def _tensor_type(ctx, arg: cst.BaseExpression, module: str) -> str | None:
+    """``HalfTensor`` for ``<module>.HalfTensor`` or its string, else None."""
+    name = string_value(arg) if isinstance(arg, cst.SimpleString) else ctx.resolver.qualified_name(arg)
+    owner, _, kind = (name or "").rpartition(".")
+    return kind if owner == module and kind in DTYPES else None
 
 
 def default_type_argument(ctx, call: cst.Call) -> cst.BaseExpression | None:
@@ -92,11 +94,9 @@ class CudaDefaultTensorType(Rule):
         ``set_default_device("npu")``, which the CPU type no longer undoes, so this one resets the device too."""
         if self.ctx.resolver.qualified_name(node.func) != SETTER or len(node.args) != 1 or node.args[0].star:
             return
-        value = node.args[0].value
-        name = string_value(value) if isinstance(value, cst.SimpleString) else self.ctx.resolver.qualified_name(value)
-        kind = (name or "").rpartition(".")[2]
+        kind = _tensor_type(self.ctx, node.args[0].value, "torch")
         line = self.ctx.statement
-        if (name or "").rpartition(".")[0] != "torch" or kind not in DTYPES or not is_expression_statement(line, node):
+        if kind is None or not is_expression_statement(line, node):
             return
         if not self.ctx.file_state(_sets_cuda_default):
             return
