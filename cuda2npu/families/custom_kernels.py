@@ -600,6 +600,10 @@ class CudaOnlyImports(Rule):
                 return  # `isinstance(m, bnb.nn.Linear4bit)`: nothing of the library runs
             compiled = is_cuda_extension(module, self.options.project.cuda_extensions)
             unported = (unported_module(module) or compiled) and not fallback and self._module_level()
+            if unported and root not in self._unported and self._named_in_sole_marker(module, note):
+                self._unported.add(root)
+                self._marked.add(root)
+                return
             if (
                 root not in self._marked
                 or (unported and root not in self._unported)
@@ -624,6 +628,20 @@ class CudaOnlyImports(Rule):
                 tier = Tier.REVIEW if kind in ("review", "release") else None
                 self.report("NPU606", node, message, tier=tier, sole=unported)
             return
+
+    def _named_in_sole_marker(self, module: str, note: str) -> bool:
+        """Whether the file already has the marker saying it cannot run on an NPU host (another
+        unported package, ``tensorrt`` before ``tensorrt_llm``): ``module`` is then named in it, with
+        its note where that is not there yet, and gets no marker of its own (one marker says what the
+        file needs; it is left as written either way)."""
+        sole = next((r for r in self.ctx.reports if r.sole and r.code == "NPU606"), None)
+        if sole is None:
+            return False
+        head, rest = sole.message.split(" cannot run on an NPU host", 1)
+        sole.message = f"{head} and `{module}` cannot run on an NPU host{rest}"
+        if note not in sole.message:
+            sole.message += f"; `{module}`: {note}"
+        return True
 
     def _only_classes_read(self, node: cst.CSTNode) -> bool:
         """Every use of the names ``node`` (an import) binds, in its function (or the module), reads a
