@@ -55,7 +55,7 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
     """Literal nodes spelling a CUDA device inside an expression known to be a device.
 
     Handles ``"cuda"``, ``"cuda:0"``, ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
-    ``"cuda:{}".format(i)``, conditional expressions, lists/tuples/sets of devices (also concatenated:
+    ``"cuda:{}".format(i)``, conditional expressions, defaults (``device or "cuda"``), lists/tuples/sets of devices (also concatenated:
     ``["cpu"] + ["cuda"]``) and the values
     of ``map_location`` dicts (their keys name where a checkpoint was saved and stay as they are).
     """
@@ -78,6 +78,8 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
         return []
     if isinstance(expr, cst.IfExp):
         return device_literals(expr.body) + device_literals(expr.orelse)
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        return device_literals(expr.left) + device_literals(expr.right)  # `device or "cuda"`: either is the device
     if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
         return [lit for element in expr.elements for lit in device_literals(element.value)]
     if isinstance(expr, cst.Dict):
