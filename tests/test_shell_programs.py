@@ -117,6 +117,12 @@ CASES = {
         f"# TODO(cuda2npu): NPU716 review: `--gpus-per-node=8` {SLURM_MESSAGE}\n"
         "srun --gpus-per-node=8 python x.py\n"
     ),
+    # round 24 (pythia's sbatch): a task count per GPU asks for GPUs too
+    "#SBATCH --gpus=512\n#SBATCH --ntasks-per-gpu=1\nsrun --cpus-per-gpu 8 python x.py\n": (
+        f"# TODO(cuda2npu): NPU716 review: `--gpus` {SLURM_MESSAGE}\n#SBATCH --gpus=512\n"
+        f"# TODO(cuda2npu): NPU716 review: `--ntasks-per-gpu` {SLURM_MESSAGE}\n#SBATCH --ntasks-per-gpu=1\n"
+        f"# TODO(cuda2npu): NPU716 review: `--cpus-per-gpu` {SLURM_MESSAGE}\nsrun --cpus-per-gpu 8 python x.py\n"
+    ),
     'ARGS="--nodes=$N --gres=gpu:$G"\n': (
         f'# TODO(cuda2npu): NPU716 review: `--gres=gpu:$G` {SLURM_MESSAGE}\nARGS="--nodes=$N --gres=gpu:$G"\n'
     ),

@@ -34,8 +34,8 @@ reports what they find): one code per decision, whatever the file kind.
 - ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
   NPU is passed to the container.
 - Slurm GPU requests (NPU716, review): ``--gres=gpu:N`` anywhere; ``--gpus``, ``--gpus-per-node``
-  (``-task``, ``-socket``) and ``-G`` in ``#SBATCH`` lines and ``srun`` / ``sbatch`` / ``salloc``
-  commands.
+  (``-task``, ``-socket``), ``-G`` and the options sized per GPU (``--ntasks-per-gpu``, ``--cpus-per-gpu``,
+  ``--mem-per-gpu``) in ``#SBATCH`` lines and ``srun`` / ``sbatch`` / ``salloc`` commands.
 - ``lmdeploy serve api_server MODEL`` / ``lmdeploy serve gradio`` / ``lmdeploy chat`` (also
   ``python -m lmdeploy ...``) without ``--device ascend`` (NPU935, review): lmdeploy's CUDA engine
   (TurboMind), or its PyTorch engine on device ``cuda``; marked, kept (the model must also be in
@@ -95,10 +95,13 @@ TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
 DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*")
 NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
 GRES_GPU = re.compile(r"""(?<![\w-])--gres(?:=|[ \t]+)["']?(?:[^\s"',]*,)*gpu(?::[^\s"',]*)?(?![\w-])""")
-GPU_OPTION = re.compile(r"(?<![\w-])(?:--gpus(?:-per-(?:node|task|socket))?(?![\w-])|-G(?=[ \t]*[\d$]))")
+# `--gpus`, `--gpus-per-task`, ..., and the options sized per GPU (`--ntasks-per-gpu`, `--cpus-per-gpu`)
+GPU_OPTION = re.compile(
+    r"(?<![\w-])(?:--gpus(?:-per-(?:node|task|socket))?(?![\w-])|--(?:ntasks|cpus|mem)-per-gpu(?![\w-])|-G(?=[ \t]*[\d$]))"
+)
 CUDA_EXT = re.compile(r"(?<![\w-])--cuda_ext(?![\w-])")
 APEX_CUDA_ENV = re.compile(r"APEX_CUDA_EXT=1")
-GPU_WORD = re.compile(r"--gpus(?:-per-(?:node|task|socket))?(?:=.*)?|-G.*")
+GPU_WORD = re.compile(r"(?:--gpus(?:-per-(?:node|task|socket))?|--(?:ntasks|cpus|mem)-per-gpu)(?:=.*)?|-G.*")
 LAUNCHERS = frozenset({"torchrun", "accelerate", "deepspeed", "bash", "sh"})
 SLURM_MESSAGE = (
     "asks Slurm for the GRES named `gpu`: an Ascend cluster names its cards as its slurm.conf declares "
