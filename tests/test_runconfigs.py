@@ -539,3 +539,12 @@ def test_r22_a_nested_device_map_names_a_device(tmp_path):
     )
     write(tmp_path / "models" / "auto.yaml", "m:\n  model_kwargs:\n    device_map: auto\n")
     assert findings(tmp_path) == [("configs.yaml", 4, "NPU721", "review")]
+
+
+def test_hyphenated_backend_and_device_keys_are_named_like_their_underscored_spelling(tmp_path):
+    # round 24 (pythia's GPT-NeoX configs): `"distributed-backend": "nccl"` is GPT-NeoX's
+    # `distributed_backend`; no code in the checkout reads it (the trainer is a submodule)
+    write(tmp_path / "train.py", "import torch\n")
+    text = '{\n  "distributed-backend": "nccl",\n  "eval-device": "cuda",\n  "attention-dropout": 0\n}\n'
+    write(tmp_path / "models" / "160M.yml", text)
+    assert findings(tmp_path) == [("160M.yml", 2, "NPU722", "review"), ("160M.yml", 3, "NPU721", "review")]

@@ -210,7 +210,7 @@ def _device_items(entries: list[Entry], options) -> list[Item]:
             role, code, new, named = "device", DEVICE, "npu" + entry.value[4:], _device_named(entry.key)
             consumer = "torch.device / .to() / device="
         elif entry.value == "nccl":
-            role, code, new, named = "backend", BACKEND, "hccl", entry.key in BACKEND_KEYS
+            role, code, new, named = "backend", BACKEND, "hccl", _snake(entry.key) in BACKEND_KEYS
             consumer = "init_process_group / backend="
         else:
             continue
@@ -340,8 +340,14 @@ def _key_span(plan: Plan, entry: Entry, members: list[Member]) -> tuple[int, int
 def _device_named(key: str) -> bool:
     """``device``, ``eval_device``, and ``device_map`` (alpaca_eval's model configs pass it to
     ``from_pretrained`` through ``model_kwargs``), also at the end of a dotted key."""
-    last = key.rpartition(".")[2]
+    last = _snake(key).rpartition(".")[2]
     return last in ("device", "device_map") or last.endswith("_device")
+
+
+def _snake(key: str) -> str:
+    """``distributed-backend`` → ``distributed_backend``: GPT-NeoX's configs spell keys with hyphens,
+    which its argument parser reads as underscores."""
+    return key.replace("-", "_")
 
 
 def _accelerate_items(entries: list[Entry], options) -> list[Item]:
