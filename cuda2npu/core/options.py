@@ -143,6 +143,7 @@ class ProjectFacts:
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
     uncalled_functions: tuple[tuple[str, str], ...] = ()
+    top_packages: tuple[str, ...] = ()  # the top-level names of its modules (`llama_recipes`), for dotted paths
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ FAMILIES = (
     "device.amp_defaults",
     "device.cuda_api",
     "device.fork_rng",
+    "device.patch_targets",
     "device.device",
     "device.device_strings",
     "device.device_index",

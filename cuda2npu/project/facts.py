@@ -70,7 +70,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
-    and its scripts' functions nothing calls (analysis/uncalled_functions.py).
+    its scripts' functions nothing calls (analysis/uncalled_functions.py), and the top-level names of
+    its modules.
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -108,6 +109,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         build_probes=build_probes(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
+        top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
     )
 
 

@@ -86,7 +86,8 @@ class Api:
     code: str = "NPU103"
 
 
-def _api(sub: str, name: str) -> Api:
+def cuda_api_entry(sub: str, name: str) -> Api:
+    """What ``torch.cuda.<name>`` (``sub``: ``torch.cuda.<sub>.<name>``) is on NPU, from the API table."""
     api = table("torch_cuda_api")
     if sub:
         module = api["submodules"][sub]
@@ -549,7 +550,7 @@ class TorchCudaApi(Rule):
     def _argument_check(self, node: cst.Call, qualified: str) -> tuple[Api, CallCheck] | None:
         """How the arguments of ``qualified(...)`` fit the torch_npu callable it would become."""
         split = _split(qualified)
-        api = _api(*split) if split else None
+        api = cuda_api_entry(*split) if split else None
         if api is None or api.status not in ("renamed", "review"):
             return None
         entry = signature(api.npu)
@@ -651,7 +652,7 @@ class TorchCudaApi(Rule):
         self._properties[value.func] = next((f for f in fields if f not in filled), None)
 
     def _member(self, node: cst.Attribute, sub: str, name: str) -> None:
-        api = _api(sub, name)
+        api = cuda_api_entry(sub, name)
         spelled = f"torch.cuda.{sub + '.' if sub else ''}{name}"
         if sub:  # the enclosing attribute speaks for `torch.cuda.<sub>`
             self._skip.add(node.value)
@@ -740,7 +741,9 @@ class TorchCudaApi(Rule):
                 )
             elif module.startswith("torch.cuda.") and target is None and alias.asname is not None:
                 sub = module.split(".")[2]
-                self.report("NPU601", alias, f"`import {module}` has no NPU counterpart: {_api('', sub).note}")
+                self.report(
+                    "NPU601", alias, f"`import {module}` has no NPU counterpart: {cuda_api_entry('', sub).note}"
+                )
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
@@ -809,12 +812,12 @@ class TorchCudaApi(Rule):
         sub = module.removeprefix("torch.cuda").lstrip(".")
         kept = target is None
         if kept:
-            note = _api("", sub.split(".")[0]).note or f"torch.npu has no `{sub}` module"
+            note = cuda_api_entry("", sub.split(".")[0]).note or f"torch.npu has no `{sub}` module"
             self.report("NPU601", node, f"`from {module} import ...` has no NPU counterpart: {note}")
             return
         for alias in node.names:
             name = dotted_name(alias.name) or ""
-            api = _api(sub, name)
+            api = cuda_api_entry(sub, name)
             entry = signature(api.npu) if api.status in ("renamed", "review") else None
             bound = alias.asname.name.value if alias.asname is not None else name
             if self._blocked_use(bound, f"{module}.{name}"):
@@ -838,7 +841,7 @@ class TorchCudaApi(Rule):
                 self.report(api.code, alias, f"`{module}.{name}`: {api.note}", tier=Tier.REVIEW)
         if not kept:
             self.report(
-                _api("", sub).code if sub else "NPU103",
+                cuda_api_entry("", sub).code if sub else "NPU103",
                 node.module,
                 f"`from {module} import ...` → `from {target} import ...`",
                 lambda _, t=target: attribute_chain(t),
@@ -915,7 +918,7 @@ class TorchCudaApi(Rule):
         if split is None or (split[0] and split[0] not in table("torch_cuda_api")["submodules"]):
             return  # a module alias (`tc` of `tc.synchronize()`): its attribute is replaced
         sub, name = split
-        api = _api(sub, name)
+        api = cuda_api_entry(sub, name)
         spelled = f"torch.cuda.{sub + '.' if sub else ''}{name}"
         if node in self._blocked:
             self.report("NPU601", node, f"`{spelled}(...)` kept: {self._blocked[node]}")
