@@ -261,6 +261,33 @@ def test_megatron_entry_points_keep_their_precision_flags(tmp_path):
     ]
 
 
+def test_r24_flags_in_a_quoted_variable_are_its_launched_programs(tmp_path):
+    """Round 24 (Megatron-DeepSpeed's examples): the flags sit in a multi-line quoted variable the
+    launch command expands. They are the launched program's (Megatron's `--fp16`: nothing to ask),
+    and a marker for an unknown program's goes above the assignment, never inside the string."""
+    text = textwrap.dedent(
+        """
+        BERT_ARGS="
+            --num-layers 24 \\
+            --fp16
+        "
+        OTHER_ARGS="
+            --lr 1e-4 # a '#' in a string: no comment
+            --fp16
+        "
+        echo "step #1"
+        torchrun pretrain_bert.py $BERT_ARGS
+        python unknown_trainer.py ${OTHER_ARGS}
+        """
+    )
+    script = write(tmp_path / "train.sh", text)
+    assert diagnostics_of(tmp_path, "train.sh") == [(7, 5, "NPU906", "review")]
+    cli("migrate", tmp_path)
+    lines = script.read_text().splitlines()
+    assert lines[4].startswith("# TODO(cuda2npu): NPU906") and lines[5] == 'OTHER_ARGS="'
+    assert [line for line in lines if not line.startswith("# TODO")] == text.lstrip("\n").splitlines()
+
+
 R14_FP16_TRAINER = """
 from transformers import HfArgumentParser, TrainingArguments
 
@@ -700,7 +727,7 @@ def test_r15_fa2flag_a_true_flash_attention_2_flag_is_marked_not_rewritten(tmp_p
     assert "`transformers==4.41.0`" in lines[0] and "pass `--use_flash_attention_2 False`" in lines[0]
     assert 'attn_implementation="sdpa"' in lines[0] and "require transformers >= 4.51.0" in lines[0]
     assert lines[4].startswith("# TODO(cuda2npu): NPU902 `--use-flash-attention-2`: ")
-    assert [line for line in lines if not line.startswith("# TODO")] == text.splitlines()
+    assert [line for line in lines if not line.startswith("# TODO")] == text.lstrip("\n").splitlines()
     before = script.read_text()
     cli("migrate", tmp_path)
     assert script.read_text() == before

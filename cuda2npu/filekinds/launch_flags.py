@@ -79,6 +79,7 @@ PACKING = re.compile(r"DataCollatorWithFlattening")
 # a framework whose argument parser owns `--fp16` (SwissArmyTransformer's `get_args`: VisualGLM, CogVLM)
 IMPORTS_OWN_PARSER = re.compile(r"^[ \t]*(?:from|import)[ \t]+sat\b", re.M)
 OWN_FP16 = re.compile(r"""add_argument\(\s*["']--fp16["']""")
+ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=")  # `ARGS="..."`, `export ARGS=...`
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
 IMPORTS_LIGHTNING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:pytorch_)?lightning\b", re.M)
@@ -146,8 +147,9 @@ def check_launch_flags(
     edits: list[tuple[int, int, str]] = []
     variables = script_variables(text)
     softcapped = names_softcapped_model([text])
-    for command in shell_commands(text, options.ignore_noqa):
-        program = _program(command, path)
+    commands = shell_commands(text, options.ignore_noqa)
+    for command in commands:
+        program = _program(command, path) or _program_of_variable(command, commands, path)
         flags = [(line, match) for line in command for match in FLAG.finditer(line.code)]
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
         fp16_kept = _fp16_kept(command, path, variables)
@@ -548,6 +550,17 @@ def _program(command: list[ShellLine], script: Path) -> _Program | None:
             known, PACKING.search(source) is not None, source, megatron=megatron, lightning=lightning, own_precision=own
         )
     return None
+
+
+def _program_of_variable(command: list[ShellLine], commands: list[list[ShellLine]], script: Path) -> _Program | None:
+    """The program a command launches with the variable ``command`` assigns (Megatron's
+    ``BERT_ARGS="... --fp16"`` … ``torchrun pretrain_bert.py $BERT_ARGS``): the flags are its."""
+    assigned = ASSIGNMENT.match(command[0].code)
+    if assigned is None:
+        return None
+    use = re.compile(rf"\$\{{?{assigned.group(1)}\b")
+    launches = (other for other in commands if other is not command and any(use.search(line.code) for line in other))
+    return next((program for other in launches if (program := _program(other, script)) is not None), None)
 
 
 def _own_precision(source: str) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from cuda2npu.core.noqa import Directive, parse_comment
 
 COMMENT = re.compile(r"(?:^|\s)#")
+HEREDOC = re.compile(r"""(?<!<)<<(?!<)-?[ \t]*(['"]?)([A-Za-z_]\w*)\1""")  # `<<EOF`, `<<-'END'` (not `<<<`)
 
 
 @dataclass
@@ -18,31 +19,64 @@ class ShellLine:
     start: int  # offset of the line in the text
     code: str  # the line up to its comment
     directive: Directive | None  # its ``# noqa``, if any
+    open_quote: str | None = None  # the quote (``"`` / ``'``) left open at its end: the command goes on
 
 
 def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
-    """Every line that is not a comment line, in order (``ignore_noqa``: with no directive)."""
+    """Every line that is not a comment line, in order (``ignore_noqa``: with no directive). A ``#``
+    inside quotes starts no comment, also in a string that spans lines; a here-document's lines are
+    read one by one (their quotes are text)."""
     lines = []
     offset = 0
+    quote = heredoc = None
     for number, raw in enumerate(text.splitlines(keepends=True), start=1):
         line = raw.rstrip("\r\n")
         start, offset = offset, offset + len(raw)
-        if line.lstrip().startswith("#"):
+        if heredoc is not None and line.strip() == heredoc:
+            heredoc = None
+        elif heredoc is not None:
+            comment = COMMENT.search(line)
+            end = comment.start() if comment else len(line)
+        if quote is None and line.lstrip().startswith("#"):
             continue
-        comment = COMMENT.search(line)
-        code = line[: comment.start()] if comment else line
-        directive = parse_comment(line[comment.end() - 1 :]) if comment and not ignore_noqa else None
-        lines.append(ShellLine(number, start, code, directive))
+        if heredoc is None:
+            end, quote = _code_end(line, quote)
+            opened = HEREDOC.search(line, 0, end) if quote is None else None
+            heredoc = opened.group(2) if opened else None
+        code = line[:end]
+        directive = parse_comment(line[end:].lstrip()) if end < len(line) and not ignore_noqa else None
+        lines.append(ShellLine(number, start, code, directive, quote))
     return lines
 
 
+def _code_end(line: str, quote: str | None) -> tuple[int, str | None]:
+    """Where the line's comment starts (its length: none), and the quote still open at its end,
+    given the one open at its start."""
+    position = 0
+    while position < len(line):
+        char = line[position]
+        if quote == "'":
+            quote = None if char == "'" else quote
+        elif char == "\\":
+            position += 1  # an escaped character, outside quotes or in double quotes
+        elif quote == '"':
+            quote = None if char == '"' else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#" and (position == 0 or line[position - 1].isspace()):
+            return position, None
+        position += 1
+    return len(line), quote
+
+
 def shell_commands(text: str, ignore_noqa: bool = False) -> list[list[ShellLine]]:
-    """The script's commands (lines joined by a trailing backslash), comment lines left out."""
+    """The script's commands (lines joined by a trailing backslash or a quote left open, as
+    ``ARGS="\\n --fp16\\n"``), comment lines left out."""
     commands: list[list[ShellLine]] = []
     current: list[ShellLine] = []
     for line in shell_lines(text, ignore_noqa):
         current.append(line)
-        if not line.code.rstrip().endswith("\\"):
+        if line.open_quote is None and not line.code.rstrip().endswith("\\"):
             commands.append(current)
             current = []
     if current:
