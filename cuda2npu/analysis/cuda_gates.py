@@ -65,6 +65,15 @@ CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device
 # and NPU103's renames of them, still None there (a flag set from one stays never true after the rename)
 NPU_CAPABILITY_QUERIES = {"torch.npu.get_device_capability", "torch_npu.npu.get_device_capability"}
 EXTENSION = "a compiled CUDA extension"
+CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
+# torch's CUDA-only objects the rules keep as written (NPU601): a branch using one never runs on an NPU host
+CUDA_ONLY_TORCH = {
+    **dict.fromkeys(
+        CUDA_GRAPH_APIS | {"torch.cuda.graph_pool_handle"},
+        "a CUDA graph, which stays torch.cuda's (NPU601; torch.npu.NPUGraph captures inference-only graphs)",
+    ),
+    "torch.distributed.ProcessGroupNCCL": "NCCL's process group, absent from the torch build torch_npu runs on",
+}
 # a Triton kernel of the project, a function launching one, or one calling its compiled extension's operators
 PROJECT_KERNEL = "a kernel of the project, written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
@@ -264,7 +273,9 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
             elif isinstance(node, cst.Attribute):
                 found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
-                if qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
+                if qualified in CUDA_ONLY_TORCH:
+                    found = f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
+                elif qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
                     found = f"`{qualified}`", PROJECT_KERNEL
                 elif (
                     found is None and (method := _own_method(ctx, node)) and _project_triton(ctx, method, relative=True)
@@ -278,6 +289,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                     found = f"`{qualified}`", PROJECT_KERNEL
                 elif qualified == CUDA_EXTENSION_BUILDER:  # setup.py: `extension = CUDAExtension`
                     found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
+                elif qualified in CUDA_ONLY_TORCH:
+                    found = f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None

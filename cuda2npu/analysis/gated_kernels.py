@@ -32,6 +32,7 @@ import os
 import re
 from pathlib import Path
 
+from cuda2npu.analysis.cuda_gates import CUDA_GRAPH_APIS
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
@@ -39,7 +40,6 @@ from cuda2npu.analysis.python_files import PythonFiles, import_nodes
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
-CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
 CUDA_GRAPH_TEXT = re.compile(b"(?:%b)\\b" % b"|".join(re.escape(api.encode()) for api in sorted(CUDA_GRAPH_APIS)))
 # a custom operator namespace, or a `_C` extension bound or read (not `torch._C`): the files worth parsing
 EXTENSION_TEXT = re.compile(rb"torch\.ops\.\w|(?<![\w.])_C\b|^[ \t]*(?:from|import)[ \t][^\n]*\b_C\b", re.M)

@@ -161,21 +161,23 @@ class TorchCudaApi(Rule):
                 lambda: _operand_feature(node.test), lambda: self._gated(node), lambda: self._fallback(node)
             ),
         ):
-            # the test stays `torch.cuda`, False on an NPU host: its CUDA branch never runs there, and is
-            # left as written with it (not half torch.cuda, half torch.npu)
-            self._kept_branch.update(
-                n for block in cuda_branch(self.ctx, node) for n in iter_nodes(block, cst.Attribute)
-            )
+            self._keep_cuda_branch(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if node.body.deep_equals(node.orelse):  # `"cpu" if torch.cuda.is_available() else "cpu"`: no choice
             self._switch_parts.update(_attributes(node.test))
             return
-        self._mark_switch(
+        if self._mark_switch(
             node.test,
             lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)),
             capability=not _device_choice(node),
-        )
+        ):
+            self._keep_cuda_branch(node)
+
+    def _keep_cuda_branch(self, node: cst.If | cst.IfExp) -> None:
+        """The test stays `torch.cuda`, False on an NPU host: its CUDA branch never runs there, and is
+        left as written with it (not half torch.cuda, half torch.npu)."""
+        self._kept_branch.update(n for block in cuda_branch(self.ctx, node) for n in iter_nodes(block, cst.Attribute))
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``torch.cuda.get_device_capability()[0] >= 8`` choosing bfloat16 → ``torch.npu.is_bf16_supported()``
