@@ -32,6 +32,10 @@ from cuda2npu.core.traversal import iter_nodes
 
 # Top-level packages whose objects move with .cuda()/.to(device) but are neither tensors nor modules.
 CONTAINER_LIBRARIES = ("tensordict", "torch_geometric", "dgl", "pytorch3d")
+# bitsandbytes' parameters, whose `.cuda()` quantizes the weights as it moves them (bitsandbytes/nn/modules.py)
+QUANTIZING_PARAMETERS = {
+    f"bitsandbytes.nn{module}.{name}" for module in ("", ".modules") for name in ("Int8Params", "Params4bit")
+}
 TENSORDICT = "tensordict"
 TOP_LEVEL_LINE = re.compile(rb"^[^\s#].*", re.MULTILINE)  # a module-level statement's first line
 TENSORDICT_FIELD = re.compile(  # `    batch: TensorDict = None`, `    self.batch: Optional[TensorDict] = ...`
@@ -92,14 +96,26 @@ def torch_value(rule, receiver: cst.BaseExpression) -> bool:
 
 def foreign_constructor(rule, receiver: cst.BaseExpression) -> str | None:
     """The qualified name of the container library's callable that built ``receiver``
-    (``tensordict.TensorDict``): ``receiver`` is a call of it, or a plain name bound once, in the
-    enclosing function (or module), to such a call. None: anything else."""
+    (``tensordict.TensorDict``), or of bitsandbytes' parameter class (``QUANTIZING_PARAMETERS``):
+    ``receiver`` is a call of it, a plain name bound once, in the enclosing function (or module), to
+    such a call, or a ``self`` attribute its class's methods assign once, that call. None: anything else."""
     if isinstance(receiver, cst.Name):
         receiver = _single_binding(rule, receiver.value)
+    elif isinstance(receiver, cst.Attribute) and dotted_name(receiver.value) == "self":
+        index = TreeIndex.of(rule.ctx)
+        owner = index.enclosing_class(rule.ctx.statement)
+        assigned = [
+            value
+            for method, value in self_assignments(rule.ctx).get(receiver.attr.value, [])
+            if owner is not None and index.enclosing_class(method) is owner
+        ]
+        receiver = assigned[0] if len(assigned) == 1 else None
     if not isinstance(receiver, cst.Call):
         return None
     name = rule.resolver.qualified_name(receiver.func)
-    return name if name is not None and name.split(".")[0] in CONTAINER_LIBRARIES else None
+    if name is None:
+        return None
+    return name if name.split(".")[0] in CONTAINER_LIBRARIES or name in QUANTIZING_PARAMETERS else None
 
 
 def _single_binding(rule, name: str) -> cst.BaseExpression | None:

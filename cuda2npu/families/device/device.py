@@ -17,6 +17,7 @@ from cuda2npu.analysis.cuda_gates import names_fallback, no_cuda_branch
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import in_npu_branch, is_cuda_alternative
 from cuda2npu.analysis.receivers import (
+    QUANTIZING_PARAMETERS,
     TENSORDICT,
     foreign_constructor,
     own_cuda_class,
@@ -134,7 +135,16 @@ class CudaMethodCall(Rule):
                 self._own_cuda_method(func, own)
                 return
             container = foreign_constructor(self, func.value)
-            if container is not None and container.split(".")[0] != TENSORDICT:
+            if container in QUANTIZING_PARAMETERS:
+                self.report(
+                    "NPU101",
+                    node,
+                    f"`.cuda()` on a bitsandbytes `{container.rpartition('.')[2]}` quantizes the weights as it moves "
+                    "them (bitsandbytes overrides it); `.npu()` would copy them unquantized (bitsandbytes has no "
+                    "Ascend backend, NPU606): keep this layer on CUDA hosts, or load the model unquantized on the NPU",
+                    tier=Tier.MANUAL,
+                )
+            elif container is not None and container.split(".")[0] != TENSORDICT:
                 self._container_cuda_call(node, container)
             elif self.options.portable:
                 self._portable_cuda_call(node)
