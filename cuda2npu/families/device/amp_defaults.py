@@ -89,12 +89,16 @@ class CudaAmpDefaults(Rule):
     def _state(self, node: cst.Call, qualified: str, npu: str, generic: str) -> None:
         what = f"`{qualified}()` reads or sets CUDA's autocast state, not the NPU's"
         if not self.options.portable:
+            module = node.func.value if isinstance(node.func, cst.Attribute) else None
+            bound = module is not None and self.resolver.qualified_name(module) == "torch"
+            if bound:  # through the file's own name for torch (`import torch as pytorch`: `pytorch.npu.…`)
+                npu = code_of(module) + npu.removeprefix("torch")
             self.report(
                 "NPU106",
                 node,
                 f"{what} → `{npu}()`",
                 lambda updated: updated.with_changes(func=attribute_chain(npu)),
-                imports=[ImportNeed("torch")],  # added where missing
+                imports=[] if bound else [ImportNeed("torch")],  # added where missing
             )
             return
         target = portable.target_torch(self.options)

@@ -322,6 +322,8 @@ class CudaMethodCall(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value != "is_cuda" or is_cuda_alternative(self.ctx, node):
             return
+        if self.resolver.qualified_name(node.value) == "torch.Tensor":
+            return  # the property itself, not a tensor's answer (lightning-thunder registers it as a symbol)
         if self._user_is_cuda is None:
             users = _UserIsCuda()
             walk(self.ctx.module, users)
