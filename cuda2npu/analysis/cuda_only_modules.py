@@ -171,7 +171,9 @@ def shadowing_modules(
     directory without one at an import root) is importable everywhere; a
     loose module ``d/x.py`` only from scripts run in ``d`` (Python puts a script's directory on
     ``sys.path``), unless ``d`` is the project root or its ``src/`` (then installed or on the path):
-    ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's.
+    ``scripts/xformers.py`` does not make ``import xformers`` in ``pkg/model.py`` the project's; and
+    not at all where ``d`` lies in a package (a namespace portion, imported as ``pkg.d.x``:
+    Megatron-DeepSpeed's ``megatron/core/transformer/custom_layers/transformer_engine.py``).
     A package below the roots shadows only a module whose import fails (the table's ``imports``):
     litgpt's ``extensions/thunder/`` is ``extensions.thunder``, not lightning-thunder.
     ``root``: the project root (default: the deepest directory holding every path)."""
@@ -186,7 +188,7 @@ def shadowing_modules(
         if path.suffix == ".py" and path.parent not in packages:
             if path.parent in roots:
                 everywhere[path.stem] = True
-            else:
+            elif path.parent.parent not in packages:  # else a namespace portion of a package: `pkg.d.x`
                 loose.add((str(path.parent), path.stem))
         top = _namespace_package(path, roots, packages)
         if top is not None:
