@@ -377,7 +377,7 @@ class CudaOnlyImports(Rule):
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
-        self._marked_in: set[tuple[cst.CSTNode, str]] = set()  # (function body, package) it marked there
+        self._marked_in: set[tuple[cst.CSTNode, str]] = set()  # (function body or class, package) marked there
         self._unported: set[str] = set()  # of them, unported ones imported unguarded at module level
         # statements after an early exit that guards them as a block would: `if <not installed>:
         # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
@@ -607,11 +607,13 @@ class CudaOnlyImports(Rule):
             if (
                 root not in self._marked
                 or (unported and root not in self._unported)
-                or self._again_in_function(node, root)
+                or self._again_in_function(node, root, compiled)
             ):
                 self._marked.add(root)
                 if self._running:
                     self._marked_in.add((self._running[-1], root))
+                    if self._owner() is not None:
+                        self._marked_in.add((self._owner(), root))
                 if unported:  # its report is all the engine keeps of the file (Report.sole)
                     self._unported.add(root)
                 when = f" (`{self._functions[self._running[-1]]}` fails here when it runs)" if self._running else ""
@@ -657,17 +659,28 @@ class CudaOnlyImports(Rule):
         called = {c.func.value for c in iter_nodes(scope, cst.Call) if isinstance(c.func, cst.Name)}
         return all(_class_read(index, name, called) for name in uses)  # none: an unused import runs nothing
 
-    def _again_in_function(self, node: cst.CSTNode, root: str) -> bool:
-        """An import of a package of :data:`MIGRATED_AT_USES` the file has a marker for already, in a
-        function that has none for it, binding more than the names those rules report (audiocraft's
-        ``from xformers.ops import LowerTriangularMask`` in a method, under a module-level ``from
-        xformers import ops``): the function fails when it runs, after the migration too."""
+    def _again_in_function(self, node: cst.CSTNode, root: str, compiled: bool) -> bool:
+        """An import the file has a marker for already, in a function that has none for it: of a
+        compiled CUDA extension in another class or outside one (Megatron's ``get_batch_per_block``
+        imports ``scaled_masked_softmax_cuda`` as the autograd Function's ``forward`` does: each fails
+        when it runs; its ``backward`` only after ``forward``), or of a package of :data:`MIGRATED_AT_USES`
+        binding more than the names those rules report (audiocraft's ``from xformers.ops import
+        LowerTriangularMask`` in a method, under a module-level ``from xformers import ops``): the
+        function fails when it runs, after the migration too."""
         reported = MIGRATED_AT_USES.get(root)
-        if reported is None or not self._running or (self._running[-1], root) in self._marked_in:
+        if (reported is None and not compiled) or not self._running or (self._running[-1], root) in self._marked_in:
             return False
-        if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
-            return any((bound_object(alias, node) or "") not in reported for alias in node.names)
+        if reported is None and (self._owner(), root) in self._marked_in:
+            return False  # an autograd Function's `backward` after its marked `forward`: one failure
+        if reported is not None and isinstance(node, (cst.Import, cst.ImportFrom)):
+            return isinstance(node.names, cst.ImportStar) or any(
+                (bound_object(alias, node) or "") not in reported for alias in node.names
+            )
         return True
+
+    def _owner(self) -> cst.ClassDef | None:
+        """The class around the current statement (None: none)."""
+        return TreeIndex.of(self.ctx).enclosing_class(self.ctx.statement)
 
     def _module_level(self) -> bool:
         """The current statement is one of the module's own (not in a function, a class or a block)."""
