@@ -32,6 +32,8 @@
 - the body of a script's function nothing in the project calls (project fact ``uncalled_functions``);
 - the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
   ChatGLM's cpm_kernels quantization), whose CUDA device and stream code serves that kernel;
+- the CUDA branch of a test of DeepSpeed's accelerator name (``if get_accelerator().device_name() ==
+  "cuda":``): the accelerator names the NPU there;
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
   ``if _is_cuda():`` for a project function answering that: analysis/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
@@ -49,6 +51,7 @@ from cuda2npu.analysis.cuda_gates import (
     CAPABILITY_QUERIES,
     NPU_CAPABILITY_QUERIES,
     SKIP_DECORATORS,
+    cuda_branch,
     kept_cuda_blocks,
     kept_cuda_test,
     skips,
@@ -67,7 +70,7 @@ from cuda2npu.core.bindings import OTHER_BINDINGS
 from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 
@@ -109,6 +112,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
             found.extend(kept_cuda_blocks(ctx, node))
     found.extend(_unreached_with_fallback(ctx))
     found.extend(_under_build_probes(ctx))
+    if ctx.text is None or b"device_name" in ctx.text:
+        found.extend(_accelerator_cuda_branches(ctx))
     if ctx.text is None or b"is_torch_" in ctx.text:
         found.extend(_old_torch_branches(ctx))
     if ctx.text is None or b"c_void_p" in ctx.text:
@@ -181,6 +186,35 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
         for node in iter_nodes(ctx.module, cst.If)
         if (node.orelse is not None or leaves(node.body)) and unreached(node.test)
     ]
+
+
+def _accelerator_cuda_branches(ctx) -> list[cst.CSTNode]:
+    """The CUDA branch of a test of DeepSpeed's accelerator name (``if get_accelerator().device_name()
+    == "cuda":``, Megatron-DeepSpeed's apex and fused-kernel paths): code written against the accelerator
+    is left as it is, and on an NPU host the accelerator is named "npu"."""
+    found: list[cst.CSTNode] = []
+    for node in iter_nodes(ctx.module, cst.If):
+        comparison = node.test
+        if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1):
+            continue
+        sides = (comparison.left, comparison.comparisons[0].comparator)
+        if any(_accelerator_name(ctx, side) for side in sides):
+            found.extend(b.body if isinstance(b, cst.Else) else b for b in cuda_branch(ctx, node))
+    return found
+
+
+def _accelerator_name(ctx, expr: cst.BaseExpression) -> bool:
+    """``get_accelerator().device_name()`` (DeepSpeed's ``deepspeed.accelerator.get_accelerator``)."""
+    return (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "device_name"
+        and isinstance(expr.func.value, cst.Call)
+        and (module_qualified(ctx.resolver.module_scope, expr.func.value.func) or "").endswith(
+            "accelerator.get_accelerator"
+        )
+    )
 
 
 def _under_build_probes(ctx) -> list[cst.CSTNode]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS
+from cuda2npu.analysis.never_run import never_run_nodes
 from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Tier
@@ -272,8 +273,8 @@ class ApexRule(Rule):
         root = root_name(node)
         if root is not None and (self.ctx.inside_definition_of(root.value) or root.value in self.edits.fallback_names):
             return None
-        if old_torch_only(self.ctx, node):
-            return None  # code only a torch older than any torch_npu's runs
+        if old_torch_only(self.ctx, node) or node in never_run_nodes(self.ctx):
+            return None  # code only a torch older than any torch_npu's runs, or no NPU host runs
         return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
 
     def replaced(

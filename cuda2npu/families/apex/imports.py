@@ -33,6 +33,7 @@ import libcst as cst
 
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.exports import exported
+from cuda2npu.analysis.never_run import never_run_nodes
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import all_rules
@@ -86,8 +87,9 @@ class ApexImports(Rule):
         self._tries: list[cst.Try] = []
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> None:
-        if old_torch_only(self.ctx, node):
-            return  # `if version.parse(torch.__version__) < version.parse("1.6"): from apex import amp`
+        if old_torch_only(self.ctx, node) or node in never_run_nodes(self.ctx):
+            return  # `if version.parse(torch.__version__) < version.parse("1.6"): from apex import amp`, or
+            # `if get_accelerator().device_name() == "cuda": import amp_C`: no NPU host runs it
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS:
                 self._imports.append((node, small))
