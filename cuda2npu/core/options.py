@@ -144,6 +144,8 @@ class ProjectFacts:
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
     uncalled_functions: tuple[tuple[str, str], ...] = ()
     top_packages: tuple[str, ...] = ()  # the top-level names of its modules (`llama_recipes`), for dotted paths
+    # (real path, as shown) of its directories of code for another accelerator (platform_dirs.py; for_path)
+    other_platform_dirs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class FileContext:
     # fallback: a module that never loads on an NPU host, left as written but for NPU606 (optional_modules)
     optional_module: tuple[str, ...] = ()
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
+    other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
 
@@ -209,11 +212,15 @@ class Options:
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
             os.path.realpath(path)
-            if project.flash_attention_hooks or project.legacy_vllm_adapters or project.pin_scopes
+            if project.flash_attention_hooks
+            or project.legacy_vllm_adapters
+            or project.pin_scopes
+            or project.other_platform_dirs
             else ""
         )
         hooks = tuple(hook for hook, scope in project.flash_attention_hooks if _within(real, scope))
         adapter = next((version for where, version in project.legacy_vllm_adapters if _within(real, where)), "")
+        platform = next((shown for where, shown in project.other_platform_dirs if _within(real, where)), "")
         options = replace(
             self,
             project=replace(
@@ -228,6 +235,7 @@ class Options:
                 optional_modules=(),
                 legacy_vllm_adapters=(),
                 uncalled_functions=(),
+                other_platform_dirs=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -238,6 +246,7 @@ class Options:
                 cuda_gated_kernels=gated,
                 optional_module=optional,
                 legacy_vllm_adapter=adapter,
+                other_platform=platform,
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
             ),
@@ -265,6 +274,7 @@ class Options:
         facts["legacy_vllm_adapters"] = tuple(
             f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
         )
+        facts["other_platform_dirs"] = tuple(shown for _, shown in self.project.other_platform_dirs)
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["uncalled_functions"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, name in self.project.uncalled_functions

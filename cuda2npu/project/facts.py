@@ -33,6 +33,7 @@ from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
+from cuda2npu.project.platform_dirs import other_platform_dirs
 
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
     rb"^class[ \t]+(\w*(?:npu|Npu|NPU)_?(?:accelerator|Accelerator|platform|Platform|backend|Backend)\w*)[ \t]*[(:]",
@@ -70,8 +71,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
-    its scripts' functions nothing calls (analysis/uncalled_functions.py), and the top-level names of
-    its modules.
+    its scripts' functions nothing calls (analysis/uncalled_functions.py), the top-level names of
+    its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
@@ -110,6 +111,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
+        other_platform_dirs=other_platform_dirs(files, root),
     )
 
 

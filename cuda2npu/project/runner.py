@@ -90,6 +90,9 @@ LEGACY_VLLM_REASON = (
 )
 
 
+OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator: it never runs on an NPU host"
+
+
 def _npu_version_reason(path: Path, version: str) -> str:
     if version == path.name:
         return "named for the NPU: the project's own NPU code, left as written"
@@ -104,6 +107,8 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
         return FileResult(display, "skipped", LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter))
     if options.file.npu_version:  # Options.for_path
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
+    if options.file.other_platform:  # project/platform_dirs.py
+        return FileResult(display, "skipped", OTHER_PLATFORM_REASON.format(directory=options.file.other_platform))
     if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
         from cuda2npu.filekinds.notebooks import process_notebook
 

@@ -1,0 +1,52 @@
+"""A project's directories of code for another accelerator (text-generation-inference's
+``backends/gaudi/``; a project fact, cuda2npu/project/platform_dirs.py): their Python files are
+skipped, with the reason, and left as written; the rest is migrated."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cli_helpers import cli, write
+
+from cuda2npu.project.platform_dirs import other_platform_dirs
+
+SERVER = """\
+import torch
+
+x = torch.zeros(2).cuda()
+"""
+
+
+def test_directories_named_for_another_accelerator_are_found_outermost(tmp_path):
+    gaudi = write(tmp_path / "backends/gaudi/server/models/llama.py", SERVER).parent.parent.parent
+    write(tmp_path / "backends/docker-rocm/run.py", SERVER)
+    write(tmp_path / "backends/neuron/README.md", "notes\n")  # no Python file
+    write(tmp_path / "backends/v3/server.py", SERVER)
+    write(tmp_path / "rocm_utils/probe.py", SERVER)  # a word inside the name: not a platform's
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert other_platform_dirs(files, tmp_path) == tuple(
+        sorted(
+            [
+                (os.path.realpath(gaudi), "backends/gaudi"),
+                (os.path.realpath(tmp_path / "backends/docker-rocm"), "backends/docker-rocm"),
+            ]
+        )
+    )
+    assert other_platform_dirs(files, None) == ()
+
+
+def test_migrate_skips_another_accelerators_code_and_migrates_the_rest(tmp_path):
+    project = tmp_path / "tgi"
+    write(project / "pyproject.toml", '[project]\nname = "tgi"\n')
+    write(project / "backends/gaudi/server/model.py", SERVER)
+    write(project / "server/model.py", SERVER)
+    out = tmp_path / "out"
+    result = cli("migrate", project, "--out", out, "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert (out / "backends/gaudi/server/model.py").read_text() == SERVER
+    assert ".npu()" in (out / "server/model.py").read_text()
+    files = {f["path"]: f for f in json.loads((out / "cuda2npu_report.json").read_text())["files"]}
+    skipped = files["backends/gaudi/server/model.py"]
+    assert skipped["status"] == "skipped"
+    assert skipped["reason"] == "in `backends/gaudi/`, code for another accelerator: it never runs on an NPU host"
