@@ -166,6 +166,12 @@ class DeepSpeedConfigDict(Rule):
                 "the config's explicit fp16/bf16 `enabled` differ from them: change both together, or set both "
                 'blocks\' "enabled" to "auto"'
             )
+        if result.problem is None and result.config is not None and self._fp16_flag:
+            result = Bf16Result(
+                problem="this file also passes `--fp16` to the program it launches (Megatron-DeepSpeed's job "
+                "arguments), which the migration leaves as it is: the config in bf16 and the program in fp16 would "
+                "train in two precisions; switch the flag and the config together"
+            )
         if result.problem is None and result.config is not None:
             result = self._float16_beside(node) or result
         if result.problem is not None:
@@ -180,6 +186,15 @@ class DeepSpeedConfigDict(Rule):
                 tier=Tier.NUMERIC,
                 needs_torch_npu=False,
             )
+
+    @functools.cached_property
+    def _fp16_flag(self) -> bool:
+        """The file holds a `"--fp16"` argument string (a launch argument list, as Megatron-DeepSpeed's
+        AzureML job script: its DeepSpeed config and Megatron's flag go together)."""
+        return any(
+            (string_value(node) or "").partition("=")[0] == "--fp16"
+            for node in iter_nodes(self.ctx.module, cst.SimpleString)
+        )
 
     def _float16_beside(self, node: cst.Dict) -> Bf16Result | None:
         """Why the config's precision is not the migration's alone: a test parameter (the test's other
