@@ -74,6 +74,8 @@ CUDA_ONLY_TORCH = {
     ),
     "torch.distributed.ProcessGroupNCCL": "NCCL's process group, absent from the torch build torch_npu runs on",
 }
+# a string choosing CUDA-graph capture: torch.compile's mode, lightning-thunder's plugin
+CUDA_GRAPH_MODES = {"reduce-overhead": "CUDA-graph capture (`reduce-overhead`), which the CUDA branch turns on"}
 # a Triton kernel of the project, a function launching one, or one calling its compiled extension's operators
 PROJECT_KERNEL = "a kernel of the project, written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
@@ -265,8 +267,11 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     for root in nodes:
         skipped = {a.attr for a in iter_nodes(root, cst.Attribute)}
         skipped |= {arg.keyword for arg in iter_nodes(root, cst.Arg) if arg.keyword is not None}
-        for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name, cst.Attribute)):
-            if isinstance(node, (cst.Import, cst.ImportFrom)):
+        for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name, cst.Attribute, cst.SimpleString)):
+            if isinstance(node, cst.SimpleString):
+                mode = string_value(node)
+                found = (f"`{code_of(node)}`", CUDA_GRAPH_MODES[mode]) if mode in CUDA_GRAPH_MODES else None
+            elif isinstance(node, (cst.Import, cst.ImportFrom)):
                 found = _import_use(ctx, node)
             elif isinstance(node, cst.Call):
                 found = _call_use(ctx, node)
