@@ -233,3 +233,21 @@ def test_r22_jupyters_autosave_copies_are_not_read(notebooks):
     assert cli("migrate", notebooks).exit_code == 0
     assert (checkpoints / "train-checkpoint.ipynb").read_bytes() == before
     assert (notebooks / "train.ipynb").read_bytes() != (NOTEBOOKS / "train.ipynb").read_bytes()
+
+
+def test_r24_package_magics_are_read_as_the_shell_command_they_run(tmp_path):
+    """llama-recipes' `%pip install -qU ... faiss-gpu` (continued with backslashes): the install of a
+    CUDA-only distribution is marked above the magic, which stays as written; idempotent."""
+    sources = ["# Install dependencies\n%pip install -qU \\\n    replicate \\\n    faiss-gpu\n", "%conda list\n"]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_notebook(*sources), indent=1) + "\n", encoding="utf-8")
+    data = json.loads(cli("check", path, "--format", "json").stdout)
+    assert [(d["cell"], d["line"], d["code"]) for d in data["diagnostics"]] == [(1, 4, "NPU701")]  # at `faiss-gpu`
+    assert cli("migrate", path).exit_code == 0
+    after = [c["source"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    first, marker, *rest = after[0].splitlines(keepends=True)
+    assert first == "# Install dependencies\n" and marker.startswith(
+        "# TODO(cuda2npu): NPU701 review: `pip install faiss-gpu`"
+    )
+    assert "".join([first, *rest]) == sources[0] and after[1] == sources[1]
+    assert cli("migrate", path, "--check").exit_code == 0

@@ -10,8 +10,8 @@ as IPython's ``leading_indent`` transform does and re-indented afterwards;
 a cell magic (``%%bash``) hides its whole cell, except the Python-bodied ``%%time``,
 ``%%timeit``, ``%%capture`` and ``%%prun`` whose first line only is hidden.
 
-Shell escapes (``!CUDA_VISIBLE_DEVICES=0 python train.py``, with their backslash-continued lines) and
-``%%bash`` / ``%%sh`` cells are shell script: they go through the shell file kind
+Shell escapes (``!CUDA_VISIBLE_DEVICES=0 python train.py``, with their backslash-continued lines), the
+package magics ``%pip`` / ``%conda`` (``%pip install faiss-gpu``) and ``%%bash`` / ``%%sh`` cells are shell script: they go through the shell file kind
 (cuda2npu/filekinds/shellscripts.py, launch flags included), its renames made in place and its
 markers written as comment lines above the command, whether or not the Python code needs anything.
 
@@ -43,7 +43,9 @@ PLACEHOLDER = "pass  # cuda2npu-notebook-magic {index}"
 PLACEHOLDER_RE = re.compile(r"^[ \t]*pass  # cuda2npu-notebook-magic (\d+)$")
 MAGIC = re.compile(r"^[ \t]*(?:[%!]|\?|[\w.]+\?{1,2}[ \t]*$|[\w.,\[\] \t]+=[ \t]*[%!])")
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
-SHELL_ESCAPE = re.compile(r"^([ \t]*)!(?!=)(.*)$")  # `!cmd`; not `!!cmd` captures, nor `x = !cmd`
+# `!cmd` (not `!!cmd` captures, nor `x = !cmd`), and the package magics `%pip` / `%conda` / `%mamba`,
+# which run `pip` / `conda` as the shell would
+SHELL_ESCAPE = re.compile(r"^([ \t]*)(!(?!=)|%(?=(?:pip|conda|mamba)\b))(.*)$")
 SHELL_CELL_MAGICS = {"bash", "sh"}
 
 
@@ -250,7 +252,7 @@ def _shell_pass(cells: list, path: Path, display: str, options) -> tuple[list[No
             found, new = check_shell_file(block.script, path, display, options)
             for finding in found:
                 fields = {k: getattr(finding, k) for k in Finding.__dataclass_fields__}
-                bang = 1 if finding.line == block.comments + 1 and not shell_cell else 0  # the `!` before it
+                bang = 1 if finding.line == block.comments + 1 and not shell_cell else 0  # the `!` or `%` before it
                 line, column = block.start + finding.line, finding.column + len(block.indent) + bang
                 findings.append(NotebookFinding(**{**fields, "line": line, "column": column}, cell=index))
             if new != block.script:
@@ -273,7 +275,8 @@ class _ShellBlock:
     lines: list[str]
     indent: str
     comments: int  # marker lines above the command
-    script: str  # the shell script it runs (``!`` and indentation removed)
+    script: str  # the shell script it runs (``!`` or ``%`` and indentation removed)
+    sigil: str = "!"  # what runs it: ``!``, or ``%`` of a package magic (``%pip install ...``)
 
     def rebuilt(self, script: str, shell_cell: bool) -> list[str]:
         """The block once its script became ``script``: the marker lines above the command, then the
@@ -287,7 +290,7 @@ class _ShellBlock:
             (self.indent if before.startswith(self.indent) else "") + line
             for before, line in zip(self.lines[self.comments + 1 :], lines[command + 1 :])
         ]
-        return [*above, self.indent + "!" + lines[command], *continued]
+        return [*above, self.indent + self.sigil + lines[command], *continued]
 
 
 def _shell_blocks(lines: list[str], shell_cell: bool):
@@ -310,8 +313,8 @@ def _shell_blocks(lines: list[str], shell_cell: bool):
                 first -= 1
             comments = [_dedent(line, indent) for line in lines[first:index]]
             rest = [_dedent(line, indent) for line in lines[index + 1 : end + 1]]
-            script = "\n".join([*comments, match.group(2), *rest]) + "\n"
-            yield _ShellBlock(first, lines[first : end + 1], indent, index - first, script)
+            script = "\n".join([*comments, match.group(3), *rest]) + "\n"
+            yield _ShellBlock(first, lines[first : end + 1], indent, index - first, script, match.group(2))
         index = end + 1
 
 
