@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cli_helpers import cli, write
 
-from cuda2npu.analysis.build_probes import build_probes
+from cuda2npu.analysis.build_probes import build_constants, build_probes
 from cuda2npu.analysis.python_files import PythonFiles
 
 ENVS = """
@@ -53,3 +53,46 @@ def test_code_under_a_build_probe_is_left_in_every_file(tmp_path):
     assert "        torch.cuda.synchronize()\n        return x.cuda()\n" in text
     assert "        return x.to('cuda')\n" in text
     assert "    torch.npu.empty_cache()\n" in text
+
+
+IMPORT_UTILS = """
+import torch
+
+SYSTEM = None
+if torch.version.hip is not None:
+    SYSTEM = "rocm"
+elif torch.version.cuda is not None and torch.cuda.is_available():
+    SYSTEM = "cuda"
+elif hasattr(torch, "xpu") and torch.xpu.is_available():
+    SYSTEM = "xpu"
+else:
+    SYSTEM = "cpu"
+MODE = "cuda" if torch.cuda.is_available() else "cpu"
+"""
+
+
+def test_r24_module_constants_set_on_a_cuda_build_alone(tmp_path):
+    """text-generation-inference's `SYSTEM`: "cuda" and "rocm" only on those builds of torch; "cpu"
+    and "xpu" elsewhere, and a conditional expression's values are no branch of a build test."""
+    texts = {
+        tmp_path / "tgi" / "__init__.py": b"",
+        tmp_path / "tgi" / "import_utils.py": IMPORT_UTILS.encode(),
+        tmp_path / "tgi" / "other.py": b"import torch\nSYSTEM = 'cuda'\nif torch.version.cuda is not None:\n"
+        b"    SYSTEM = 'cuda'\n",  # also set outside a build test: not the build's alone
+    }
+    assert build_constants(PythonFiles(texts)) == ("tgi.import_utils.SYSTEM=cuda", "tgi.import_utils.SYSTEM=rocm")
+
+
+def test_r24_code_under_a_build_constant_test_is_left_in_every_file(tmp_path):
+    write(tmp_path / "tgi" / "__init__.py", "")
+    write(tmp_path / "tgi" / "import_utils.py", IMPORT_UTILS)
+    layer = write(
+        tmp_path / "tgi" / "fp8.py",
+        "import torch\nfrom tgi.import_utils import SYSTEM\n\n\ndef fp8_supported():\n"
+        '    if SYSTEM == "cuda":\n        major, _ = torch.cuda.get_device_capability()\n        return major >= 9\n'
+        '    if SYSTEM != "cuda":\n        torch.cuda.empty_cache()\n    return False\n',
+    )
+    cli("migrate", tmp_path)
+    text = layer.read_text()
+    assert "        major, _ = torch.cuda.get_device_capability()\n" in text
+    assert "        torch.npu.empty_cache()\n" in text

@@ -35,7 +35,8 @@
 - the CUDA branch of a test of DeepSpeed's accelerator name (``if get_accelerator().device_name() ==
   "cuda":``): the accelerator names the NPU there;
 - the body of an ``if`` true only on torch's CUDA or ROCm build (``if torch.version.hip is not None:``,
-  ``if _is_cuda():`` for a project function answering that: analysis/build_probes.py);
+  ``if _is_cuda():`` for a project function answering that, ``if SYSTEM == "cuda":`` for a module
+  constant set so on such a build alone: analysis/build_probes.py);
 - a whole test module skipped where a CUDA-only package is missing or the CUDA compute capability is
   too low (``pytest.importorskip("transformer_engine")``, ``except ImportError: pytestmark =
   pytest.mark.skip(...)``, ``pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)``).
@@ -220,14 +221,18 @@ def _accelerator_name(ctx, expr: cst.BaseExpression) -> bool:
 def _under_build_probes(ctx) -> list[cst.CSTNode]:
     """The bodies of the ``if`` statements true only on a CUDA or ROCm build of torch (``if _is_cuda():``
     with xDiT's ``_is_cuda`` a probe of ``torch.version.cuda``, project fact ``build_probes``; ``if
-    torch.version.hip is not None:``): both facts are None on the CPU build torch_npu runs on."""
+    torch.version.hip is not None:``; ``if SYSTEM == "cuda":``, project fact ``build_constants``): both
+    facts are None on the CPU build torch_npu runs on."""
     probes = ctx.options.project.build_probes
-    if ctx.text is not None and b"torch.version" not in ctx.text and not probes:
+    constants = ctx.options.project.build_constants
+    if ctx.text is not None and b"torch.version" not in ctx.text and not probes and not constants:
         return []
     local = {p.rpartition(".")[2] for p in probes}
 
     def build(leaf: cst.BaseExpression) -> bool | None:
         if isinstance(leaf, cst.Comparison) and len(leaf.comparisons) == 1:
+            if _build_constant_test(ctx, leaf, constants):
+                return True  # `SYSTEM == "cuda"`, SYSTEM set to "cuda" on a CUDA build alone
             if (
                 isinstance(leaf.comparisons[0].operator, cst.IsNot)
                 and dotted_name(leaf.comparisons[0].comparator) == "None"
@@ -240,6 +245,20 @@ def _under_build_probes(ctx) -> list[cst.CSTNode]:
         return True if ctx.resolver.qualified_name(leaf) in BUILD_FACTS else None
 
     return [node.body for node in iter_nodes(ctx.module, cst.If) if implies(node.test, True, build)]
+
+
+def _build_constant_test(ctx, comparison: cst.Comparison, constants: tuple[str, ...]) -> bool:
+    """``NAME == "value"`` (or ``"value" == NAME``) where the project's module constant ``NAME`` holds
+    ``value`` on a CUDA or ROCm build alone (project fact ``build_constants``)."""
+    if not constants or not isinstance(comparison.comparisons[0].operator, cst.Equal):
+        return False
+    left, right = comparison.left, comparison.comparisons[0].comparator
+    for name, value in ((left, right), (right, left)):
+        text = string_value(value)
+        qualified = module_qualified(ctx.resolver.module_scope, name) if text is not None else None
+        if qualified is not None and f"{qualified}={text}" in constants:
+            return True
+    return False
 
 
 def _old_torch_branches(ctx) -> list[cst.CSTNode]:

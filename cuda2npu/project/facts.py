@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cuda2npu.analysis.attention_choices import attention_parameters, attention_switches
 from cuda2npu.analysis.backend_constants import backend_constants
-from cuda2npu.analysis.build_probes import build_probes
+from cuda2npu.analysis.build_probes import build_constants, build_probes
 from cuda2npu.analysis.cuda_only_modules import cpu_built_extensions, declared_extensions, shadowing_modules
 from cuda2npu.analysis.device_parameters import device_keywords, device_parameters
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules
@@ -70,7 +70,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     launchers and its functions calling its compiled extensions' operators, by qualified name
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
-    a CUDA or ROCm build (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
+    a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
     its scripts' functions nothing calls (analysis/uncalled_functions.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
@@ -108,6 +108,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         failing_modules=failing,
         optional_modules=optional,
         build_probes=build_probes(texts),
+        build_constants=build_constants(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
