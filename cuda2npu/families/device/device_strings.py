@@ -120,6 +120,29 @@ GPU_REQUIRED = re.compile(
 )
 
 
+def _contiguous_workaround(node: cst.If) -> bool:
+    """The ``if`` (without ``else``) tests a tensor's device type and only makes tensors contiguous:
+    transformers' SDPA attention works
+    around a bug of CUDA's memory-efficient kernel with custom masks that way (pytorch/pytorch#112577,
+    ``query_states = query_states.contiguous()`` under ``query_states.device.type == "cuda"``); on
+    another device the copies only cost time."""
+    if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock):
+        return False
+    if not any(  # a tensor's device: `query_states.device.type == "cuda"`
+        isinstance(test.left, cst.Attribute) and (dotted_name(test.left) or "").endswith(".device.type")
+        for test in iter_nodes(node.test, cst.Comparison)
+    ):
+        return False
+    smalls = [small for line in node.body.body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
+    return len(smalls) == len(node.body.body) and all(
+        isinstance(small, cst.Assign)
+        and isinstance(small.value, cst.Call)
+        and isinstance(small.value.func, cst.Attribute)
+        and small.value.func.attr.value == "contiguous"
+        for small in smalls
+    )
+
+
 def _plain_data(expr: cst.BaseExpression) -> bool:
     """A literal, or a dict of literals with string keys (``{"num_requests": 100}``)."""
     if isinstance(expr, cst.Dict):
@@ -779,7 +802,9 @@ class DeviceStrings(Rule):
             self._graph_switches.update((literal, graph) for literal in literals)
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
-        if literals and cuda_required(node):  # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`
+        if literals and (cuda_required(node) or _contiguous_workaround(node)):
+            # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`; transformers' SDPA
+            # `if query.device.type == "cuda": query = query.contiguous()`: nothing to ask of the NPU
             self._says_cuda_only.update(literals)
         elif literals and (refusal := _gpu_refusal(self.ctx, node)):
             self._says_gpu_only.update((literal, refusal) for literal in literals)
