@@ -563,6 +563,17 @@ class DeviceStrings(Rule):
         else:
             return False
         self._seen.add(literal)
+        sliced = self._sliced_by(literal)
+        if sliced is not None:  # h2o-llmstudio's `device.startswith("cuda:") and device[5:].isdigit()`
+            self.report(
+                "NPU104",
+                target,
+                f"{code_of(literal)} accepted by a chain that refuses unknown devices, and `{sliced}` cuts its "
+                'length off: accept the NPU with a test of its own (`device.startswith("npu:") and device[4:]...`)',
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+            return True
         self.report(
             "NPU104",
             target,
@@ -571,6 +582,19 @@ class DeviceStrings(Rule):
             needs_torch_npu=False,
         )
         return True
+
+    def _sliced_by(self, literal: cst.BaseExpression) -> str | None:
+        """The slice of the statement's test that cuts off as many characters as ``literal`` has
+        (``device[5:]`` beside ``"cuda:"``), as written; None when there is none."""
+        value = string_value(literal)
+        statement = self.ctx.statement
+        test = statement.test if isinstance(statement, (cst.If, cst.While)) else statement
+        for subscript in iter_nodes(test, cst.Subscript) if value else ():
+            for element in subscript.slice:
+                lower = element.slice.lower if isinstance(element.slice, cst.Slice) else None
+                if isinstance(lower, cst.Integer) and lower.evaluated_value == len(value):
+                    return code_of(subscript)
+        return None
 
     def _graph_predicate(self) -> str | None:
         """What captures CUDA graphs in the class of the method holding the current statement, when that
