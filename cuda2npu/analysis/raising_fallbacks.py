@@ -70,6 +70,13 @@ def _build(ctx) -> RaisingFallbacks:
     tries: dict[cst.CSTNode, tuple[Raise, ...]] = {}
     if ctx.text is not None and not (b"except" in ctx.text and (b"raise" in ctx.text or b"assert" in ctx.text)):
         return RaisingFallbacks(tries, {})
+    import_flags = {  # the flags of every import's fallback (IPEX's `IPEX_INSTALLED` too)
+        flag
+        for node in iter_nodes(ctx.module, cst.Try)
+        for h in node.handlers
+        if catches_import_error(h)
+        for flag, _ in missing_flags(h)
+    }
     for node in iter_nodes(ctx.module, cst.Try):
         flags = [flag for h in node.handlers if catches_import_error(h) for flag in missing_flags(h)]
         module = cuda_only_import(ctx, node.body) if flags else None
@@ -78,7 +85,7 @@ def _build(ctx) -> RaisingFallbacks:
         index = TreeIndex.of(ctx)
         scope = index.function.get(node) or ctx.module
         found = [
-            _describe(index, module, flag, missing, site)
+            _describe(index, module, flag, missing, site, frozenset(import_flags))
             for flag, missing in flags
             for site in _raising_tests(scope, flag, node)
         ]
@@ -255,9 +262,18 @@ def _required(test: cst.BaseExpression, truth: bool, flag: str) -> list[tuple[cs
     return [] if signs(test, flag) else [(test, truth)]
 
 
-def _describe(index: TreeIndex, module: str, flag: str, missing: str, node: cst.Raise | cst.Assert) -> Raise:
+def _describe(
+    index: TreeIndex,
+    module: str,
+    flag: str,
+    missing: str,
+    node: cst.Raise | cst.Assert,
+    import_flags: frozenset[str] = frozenset(),
+) -> Raise:
     """The raise, with what else must hold for it (the other operands of its test and of the
-    ``if`` statements around it in its function) and how to keep that from holding on NPU."""
+    ``if`` statements around it in its function) and how to keep that from holding on NPU; an
+    operand that another import's fallback sets (AutoAWQ's ``IPEX_INSTALLED``) says whether that
+    package is installed, which no setting changes on NPU."""
     statement = index.parents[node]
     required = _required(node.test, False, flag) if isinstance(node, cst.Assert) else []
     for owner, role in index.enclosing(statement):
@@ -274,7 +290,11 @@ def _describe(index: TreeIndex, module: str, flag: str, missing: str, node: cst.
         default = literal(param.default) if param is not None else NOT_LITERAL
         by_default = default is not NOT_LITERAL and bool(default) == value
         conditions.append(f"`{spelled}` is {value}{' (its default)' if by_default else ''}")
-        if param is None:
+        if spelled in import_flags:
+            advice.append(
+                f"`{spelled}` says whether another package imported (no setting changes that): port this path to the NPU"
+            )
+        elif param is None:
             advice.append(f"make `{spelled}` {not value} on NPU")
         elif default is NOT_LITERAL or by_default:
             advice.append(f"pass `{spelled}={not value}` on NPU")
