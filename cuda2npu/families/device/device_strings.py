@@ -839,6 +839,30 @@ class DeviceStrings(Rule):
             if gated_cuda_use(self.ctx, node) is None:  # else a feature switch, kept with its "cuda" (cuda_api)
                 self._rewrite(node, why="`torch.cuda.is_available()` conditional")
 
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._per_device(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._per_device(node)
+
+    def _per_device(self, node: cst.ListComp | cst.GeneratorExp) -> None:
+        """``[f"cuda:{i}" for i in range(torch.cuda.device_count())]`` (h2o-llmstudio's device choices):
+        one device per device the migrated count counts."""
+        clause = node.for_in
+        while clause is not None:
+            call = clause.iter
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name)
+                and call.func.value == "range"
+                and len(call.args) == 1
+                and isinstance(call.args[0].value, cst.Call)
+                and self.resolver.qualified_name(call.args[0].value.func) == "torch.cuda.device_count"
+            ):
+                self._rewrite(node.elt, why="device per counted device")
+                return
+            clause = clause.inner_for_in
+
     def visit_For(self, node: cst.For) -> None:
         target = node.target
         if looks_like_device(target) or (isinstance(target, cst.Name) and target.value in self._device_variables):
