@@ -65,6 +65,8 @@ CAPABILITY_QUERIES = {"torch.cuda.get_device_capability", "torch.cuda.get_device
 # and NPU103's renames of them, still None there (a flag set from one stays never true after the rename)
 NPU_CAPABILITY_QUERIES = {"torch.npu.get_device_capability", "torch_npu.npu.get_device_capability"}
 EXTENSION = "a compiled CUDA extension"
+# a function of the project reading GPUtil or NVML (ProjectFacts.gpu_monitors)
+GPU_MONITOR = "reads NVIDIA's GPU monitoring (GPUtil, NVML), which finds no GPU on an NPU host"
 CUDA_GRAPH_APIS = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"})
 # torch's CUDA-only objects the rules keep as written (NPU601): a branch using one never runs on an NPU host
 CUDA_ONLY_TORCH = {
@@ -280,6 +282,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
                 if qualified in CUDA_ONLY_TORCH:
                     found = f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
+                elif qualified in ctx.options.project.gpu_monitors:  # `utils.get_gpu_usage()`
+                    found = f"`{qualified}`", GPU_MONITOR
                 elif qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
                     found = f"`{qualified}`", PROJECT_KERNEL
                 elif (
@@ -292,6 +296,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
                 if qualified and _project_triton(ctx, qualified):
                     found = f"`{qualified}`", PROJECT_KERNEL
+                elif qualified in ctx.options.project.gpu_monitors:  # `get_gpu_usage()`, imported
+                    found = f"`{qualified}`", GPU_MONITOR
                 elif qualified == CUDA_EXTENSION_BUILDER:  # setup.py: `extension = CUDAExtension`
                     found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
                 elif qualified in CUDA_ONLY_TORCH:

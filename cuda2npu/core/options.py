@@ -141,6 +141,8 @@ class ProjectFacts:
     build_probes: tuple[str, ...] = ()
     # "module.NAME=value" of its module constants set to a value on a CUDA or ROCm build alone (build_probes.py)
     build_constants: tuple[str, ...] = ()
+    # "module.function" of its functions reading GPUtil or NVML, which find no GPU on an NPU host (gpu_monitors.py)
+    gpu_monitors: tuple[str, ...] = ()
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)

@@ -24,6 +24,7 @@ from cuda2npu.analysis.failing_modules import failing_and_optional_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.analysis.float16_models import float16_defaults
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.gpu_monitors import gpu_monitors
 from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
@@ -70,7 +71,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     launchers and its functions calling its compiled extensions' operators, by qualified name
     (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
-    a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
+    a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py),
+    its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
     its scripts' functions nothing calls (analysis/uncalled_functions.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
@@ -109,6 +111,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         optional_modules=optional,
         build_probes=build_probes(texts),
         build_constants=build_constants(texts),
+        gpu_monitors=gpu_monitors(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
