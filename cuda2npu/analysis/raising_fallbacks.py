@@ -70,13 +70,13 @@ def _build(ctx) -> RaisingFallbacks:
     tries: dict[cst.CSTNode, tuple[Raise, ...]] = {}
     if ctx.text is not None and not (b"except" in ctx.text and (b"raise" in ctx.text or b"assert" in ctx.text)):
         return RaisingFallbacks(tries, {})
-    import_flags = {  # the flags of every import's fallback (IPEX's `IPEX_INSTALLED` too)
+    import_flags = frozenset(  # the flags of every import's fallback (IPEX's `IPEX_INSTALLED` too)
         flag
         for node in iter_nodes(ctx.module, cst.Try)
         for h in node.handlers
         if catches_import_error(h)
         for flag, _ in missing_flags(h)
-    }
+    )
     for node in iter_nodes(ctx.module, cst.Try):
         flags = [flag for h in node.handlers if catches_import_error(h) for flag in missing_flags(h)]
         module = cuda_only_import(ctx, node.body) if flags else None
@@ -85,7 +85,7 @@ def _build(ctx) -> RaisingFallbacks:
         index = TreeIndex.of(ctx)
         scope = index.function.get(node) or ctx.module
         found = [
-            _describe(index, module, flag, missing, site, frozenset(import_flags))
+            _describe(index, module, flag, missing, site, import_flags)
             for flag, missing in flags
             for site in _raising_tests(scope, flag, node)
         ]
@@ -268,7 +268,7 @@ def _describe(
     flag: str,
     missing: str,
     node: cst.Raise | cst.Assert,
-    import_flags: frozenset[str] = frozenset(),
+    import_flags: frozenset[str],
 ) -> Raise:
     """The raise, with what else must hold for it (the other operands of its test and of the
     ``if`` statements around it in its function) and how to keep that from holding on NPU; an

@@ -122,10 +122,9 @@ GPU_REQUIRED = re.compile(
 
 def _contiguous_workaround(node: cst.If) -> bool:
     """The ``if`` (without ``else``) tests a tensor's device type and only makes tensors contiguous:
-    transformers' SDPA attention works
-    around a bug of CUDA's memory-efficient kernel with custom masks that way (pytorch/pytorch#112577,
-    ``query_states = query_states.contiguous()`` under ``query_states.device.type == "cuda"``); on
-    another device the copies only cost time."""
+    transformers' SDPA attention works around a bug of CUDA's memory-efficient kernel with custom
+    masks that way (pytorch/pytorch#112577, ``query_states = query_states.contiguous()`` under
+    ``query_states.device.type == "cuda"``); on another device the copies only cost time."""
     if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock):
         return False
     if not any(  # a tensor's device: `query_states.device.type == "cuda"`
