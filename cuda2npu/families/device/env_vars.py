@@ -11,6 +11,8 @@ starts, when such variables are usually set.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
@@ -22,12 +24,38 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
+ASSIGNED = re.compile(r"([A-Z_][A-Z0-9_]*)=")  # `NAME=` starting a string: an assignment in a command
+
 
 @register
 class EnvironmentVariables(Rule):
     codes = ("NPU202", "NPU203")
     triggers = (r"CUDA_\w+", r"NCCL_\w+", r"PYTORCH_\w*CUDA")
     portable_support = True
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        """``f"CUDA_VISIBLE_DEVICES={','.join(gpus)}"``: an ``env`` argument or a shell command built in
+        Python (h2o-llmstudio's ``["env", f"CUDA_VISIBLE_DEVICES=...", "torchrun", ...]``)."""
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText):
+            self._assignment(first, first.value, node)
+
+    def _assignment(self, literal: cst.CSTNode, text: str, whole: cst.BaseExpression) -> None:
+        """A string starting with ``NAME=`` for a CUDA variable (an assignment in a command): the name
+        is renamed as a variable name is, reviewed where a device list may not be ascending."""
+        match = ASSIGNED.match(text)
+        cuda = table("env_vars")["cuda"]
+        if match is None or match[1] not in cuda or self.options.portable or is_cuda_alternative(self.ctx, whole):
+            return
+        name, new = match[1], cuda[match[1]]
+        why = (
+            _out_of_order(whole) if name == "CUDA_VISIBLE_DEVICES" and not isinstance(whole, cst.SimpleString) else None
+        )
+        if why is not None:
+            message = f"`{name}` → `{new}`; its IDs must be ascending, and `{code_of(whole)}` {why}"
+            self.report("NPU202", literal, message, rename_fix(name, new), tier=Tier.REVIEW, needs_torch_npu=False)
+            return
+        self.report("NPU202", literal, f"`{name}=` → `{new}=`", rename_fix(name, new), needs_torch_npu=False)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         name = string_value(node)
@@ -76,6 +104,8 @@ class EnvironmentVariables(Rule):
             )
         elif name in env["nccl_manual"]:
             self.report("NPU203", node, f"`{name}`: {env['nccl_manual'][name]}", tier=Tier.MANUAL)
+        else:  # "CUDA_VISIBLE_DEVICES=0 python train.py"
+            self._assignment(node, name, node)
 
 
 def hccl_value_problem(variable: str, value: str | None) -> str | None:
