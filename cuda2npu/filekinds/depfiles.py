@@ -728,16 +728,18 @@ def compiled_source(text: str) -> str | None:
     return " / ".join(sources) or "its source file"
 
 
-def _transitive(text: str, dep: Dep) -> bool:
+def _transitive(text: str, dep: Dep, listed: set[str]) -> bool:
     """A compiled file's requirement that only other packages pull in: every entry of its
-    ``# via`` annotation (on its line or in the comment block under it) is a package name."""
+    ``# via`` annotation (on its line or in the comment block under it) is a package the file lists
+    (``listed``, normalized names). An entry it does not list is the project itself: ``uv export``
+    writes ``# via h2o-llmstudio`` under the project's own dependencies."""
     line_end = _line_bounds(text, dep.start)[1]
     inline = text[dep.end : line_end].partition("#")[2]
     entries = []
     for comment in [inline, *text[line_end : _block_end(text, line_end)].splitlines()]:
         body = re.sub(r"^\s*#?\s*(?:via\b)?", "", comment.strip())
         entries += [e.strip() for e in body.split(",") if e.strip()]
-    return bool(entries) and all(PACKAGE_NAME.fullmatch(e) for e in entries)
+    return bool(entries) and all(PACKAGE_NAME.fullmatch(e) and normalize(e) in listed for e in entries)
 
 
 def _version_spec(dep: Dep) -> tuple[str, str]:
@@ -814,7 +816,8 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
     line_format = name not in ("pyproject.toml", "setup.cfg", "setup.py")  # requirements, environment.yml
     compiled = compiled_source(text) if line_format and not is_environment_file(name) else None
     if compiled is not None:
-        deps = [d for d in deps if not _transitive(text, d)]
+        listed = {normalize(d.name) for d in deps}
+        deps = [d for d in deps if not _transitive(text, d, listed)]
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
     markers: list[tuple[int, int, str]] = []  # after `edits`: a marker sits right above its line
