@@ -257,6 +257,26 @@ def test_r20_cuda_system_packages_in_run_instructions(tmp_path):
     assert text.count("# TODO(cuda2npu): NPU714") == 1 and text.index("NPU714") < text.index("RUN apt update")
 
 
+def test_r25_apk_adds_cuda_packages_named_through_variables(tmp_path):
+    """h2o-llmstudio's Chainguard image: `apk add ... nvidia-cudnn-8-cuda-${CUDA_MAJOR_VERSION}
+    cuda-toolkit-${V}-dev` is one NPU714, the versions read from variables; `apk add wget` is none."""
+    dockerfile = write(
+        tmp_path / "Dockerfile",
+        """
+        FROM cgr.dev/chainguard/wolfi-base
+        RUN apk update && apk add wget
+        RUN apk add --no-cache \\
+            nvidia-cudnn-8-cuda-${CUDA_MAJOR_VERSION} \\
+            cuda-toolkit-${CUDA_MAJOR_VERSION}.${CUDA_MINOR_VERSION}-dev
+        """,
+    )
+    assert diagnostics(tmp_path) == [("Dockerfile", 4, 5, "NPU714", "manual")]
+    cli("migrate", tmp_path)
+    assert "`apk add` of CUDA packages from NVIDIA's repository (`nvidia-cudnn-8-cuda-${CUDA_MAJOR_VERSION}`" in (
+        dockerfile.read_text()
+    )
+
+
 def test_r21_container_files_kept_for_another_platform_are_left_alone(tmp_path):
     """LLaMA-Factory's docker/ (vendored by LIMO): `docker-cuda/` beside `docker-npu/` and `docker-rocm/`
     are the other platforms' builds, not migrated; a CUDA variant with no NPU sibling still is."""

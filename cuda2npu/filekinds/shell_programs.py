@@ -28,7 +28,7 @@ reports what they find): one code per decision, whatever the file kind.
 - ``conda install pytorch-cuda=12.1 -c nvidia`` (NPU702, as in an environment file): conda's
   ``pytorch-cuda`` / ``cudatoolkit`` / ``cuda-toolkit`` select a CUDA build of pytorch; reported, marked.
 - ``apt-get install libcudnn8 cuda-cupti-11-7`` (also ``apt``, ``yum``, ``dnf``, ``microdnf``,
-  ``zypper``; NPU714, manual, as ``module load cuda``): CUDA toolkit and library packages of
+  ``zypper``, ``apk add``; versions from variables too, ``cuda-toolkit-${CUDA_VERSION}``; NPU714, manual, as ``module load cuda``): CUDA toolkit and library packages of
   NVIDIA's repository (``cuda-*``, ``libcudnn*``, ``libnccl*``, ``libcublas*``, ``libnvinfer*``,
   ``nvidia-*``, ...): on a CANN base image they do not exist; one finding per command.
 - ``docker run --gpus all`` / ``--runtime nvidia`` / ``nvidia-docker run`` (NPU715, manual): no
@@ -82,7 +82,7 @@ CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
 SLURM = re.compile(r"(?:.*/)?(?:srun|sbatch|salloc)")
 LMDEPLOY = re.compile(r"(?:.*/)?lmdeploy")
-SYSTEM_PACKAGER = re.compile(r"(?:.*/)?(?:apt|apt-get|yum|dnf|microdnf|zypper)")
+SYSTEM_PACKAGER = re.compile(r"(?:.*/)?(?:apt|apt-get|yum|dnf|microdnf|zypper|apk)")
 # the packages of NVIDIA's CUDA repositories (a version after `=` / `-` kept): not `libcupt-common`, apt's own
 CUDA_SYSTEM_PACKAGE = re.compile(
     r"(?:cuda|libcudnn\d*|libnccl\d*|libcublas|libcufft|libcurand|libcusparse|libcusolver|libcupti|libnvjpeg"
@@ -156,7 +156,7 @@ def check_programs(command: list[ShellLine], options, script: str = "") -> list[
                 found += _pip_install(words[index + 2 :], options, script, apex_build is not None)
             elif CONDA.fullmatch(value) and values[index + 1 : index + 2] == ["install"]:
                 found += _conda_install(words[index + 2 :])
-            elif SYSTEM_PACKAGER.fullmatch(value) and "install" in values[index + 1 : index + 4]:
+            elif SYSTEM_PACKAGER.fullmatch(value) and {"install", "add"} & set(values[index + 1 : index + 4]):
                 found += _system_install(words[index + 1 :], value.rpartition("/")[2])
             elif PYTHON.fullmatch(value):
                 found += _inline_python(words, values, index, options)
@@ -351,12 +351,13 @@ def _conda_install(words: list[ShellWord]) -> list[Found]:
 def _system_install(words: list[ShellWord], packager: str) -> list[Found]:
     """NPU714 for the CUDA packages of NVIDIA's repositories an ``apt-get install`` (``words``: those
     after the packager) names: one finding, at the first of them, listing them all."""
-    cuda = [w for w in words if w.value is not None and CUDA_SYSTEM_PACKAGE.fullmatch(w.value)]
+    cuda = [w for w in words if CUDA_SYSTEM_PACKAGE.fullmatch(w.text.partition("$")[0])]  # `cuda-${VERSION}` too
     if not cuda:
         return []
-    listed = ", ".join(f"`{word.value}`" for word in cuda)
+    listed = ", ".join(f"`{word.text}`" for word in cuda)
+    verb = "add" if packager == "apk" else "install"
     message = (
-        f"`{packager} install` of CUDA packages from NVIDIA's repository ({listed}): an Ascend base image (CANN) "
+        f"`{packager} {verb}` of CUDA packages from NVIDIA's repository ({listed}): an Ascend base image (CANN) "
         "has no such packages, so the install fails there (and ends a `set -e` script or a `RUN`): drop them; "
         "CANN brings the NPU's libraries"
     )
