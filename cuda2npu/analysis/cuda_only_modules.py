@@ -26,6 +26,9 @@ CUDA_LIBRARIES = {  # NPU604's: reported wherever they are imported
 EXTENSION_SUFFIX = r"_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?"
 EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*" + EXTENSION_SUFFIX)
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")
+# a CMake project compiling CUDA, and the Python modules it builds (pybind11, nanobind, FindPython)
+CMAKE_CUDA = re.compile(r"(?i)\bLANGUAGES\b[^)]*\bCUDA\b|\benable_language\s*\(\s*CUDA\b|\.cu\b")
+CMAKE_MODULE = re.compile(r"(?i)\b(?:pybind11_add_module|nanobind_add_module|python_add_library)\s*\(\s*(\w+)")
 EXTENSION_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*CUDAExtension[ \t]*$", re.M)  # `extension = CUDAExtension`
 
 
@@ -96,8 +99,37 @@ def declared_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     """The modules the ``CUDAExtension(...)`` calls of the ``setup.py`` files among ``paths`` build, also
     through a name bound to the class (InternImage's and GroundingDINO's ``extension = CUDAExtension``
     ... ``extension("DCNv3", sources, ...)``, whose setup raises or builds nothing without CUDA); not
-    those of a name that falls back to ``CppExtension`` without CUDA (:func:`cpu_built_extensions`)."""
-    return _setup_extensions(paths)[0]
+    those of a name that falls back to ``CppExtension`` without CUDA (:func:`cpu_built_extensions`);
+    and the Python modules CUDA projects of ``CMakeLists.txt`` files build (:func:`cmake_extensions`)."""
+    paths = list(paths)
+    return tuple(sorted({*_setup_extensions(paths)[0], *cmake_extensions(paths)}))
+
+
+def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The Python modules a ``CMakeLists.txt`` among ``paths`` builds from CUDA (its ``project(...
+    LANGUAGES CUDA ...)``, ``enable_language(CUDA)`` or ``.cu`` sources): Quest's ``quest/ops``
+    builds ``_kernels`` with ``pybind11_add_module``, imported as ``quest._kernels``. Where CMake puts
+    it is its configuration: the module is named bare and under each package above its directory."""
+    found: set[str] = set()
+    packages = {path.parent for path in paths if path.name == "__init__.py"}
+    for path in paths:
+        if path.name != "CMakeLists.txt":
+            continue
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if not CMAKE_CUDA.search(text):
+            continue
+        for name in CMAKE_MODULE.findall(text):
+            found.add(name)
+            directory, prefix = path.parent, []
+            while directory.parent != directory and (directory in packages or directory.parent in packages):
+                if directory in packages:
+                    prefix.insert(0, directory.name)
+                    found.add(".".join([*prefix, name]))
+                directory = directory.parent
+    return tuple(sorted(found))
 
 
 def cpu_built_extensions(paths: Iterable[Path]) -> tuple[str, ...]:

@@ -128,7 +128,8 @@ def is_dependency_file(path: Path) -> bool:
 
 def is_project_file(path: Path) -> bool:
     """Non-Python files handled here, by cuda2npu/filekinds/shellscripts.py, dockerfiles.py,
-    compose_files.py or by runconfigs.py (not by the engine)."""
+    compose_files.py, cmake_files.py or by runconfigs.py (not by the engine)."""
+    from cuda2npu.filekinds.cmake_files import is_cmake_file
     from cuda2npu.filekinds.compose_files import is_compose_file
     from cuda2npu.filekinds.dockerfiles import is_dockerfile
     from cuda2npu.filekinds.runconfig_files import is_run_config
@@ -140,6 +141,7 @@ def is_project_file(path: Path) -> bool:
         or is_run_config(path)
         or is_dockerfile(path)
         or is_compose_file(path)
+        or is_cmake_file(path)
     )
 
 

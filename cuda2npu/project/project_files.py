@@ -9,6 +9,7 @@ from typing import Callable
 
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
 from cuda2npu.core.fileio import io_error
+from cuda2npu.filekinds.cmake_files import check_cmake_file, is_cmake_file
 from cuda2npu.filekinds.compose_files import check_compose_file, is_compose_file, reads_as_compose_file
 from cuda2npu.filekinds.depfiles import (
     TOP_LEVEL_TORCH_NPU,
@@ -137,6 +138,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             findings, new_text = check_dockerfile(text, display, file_options)
         elif path in composes:
             findings, new_text = check_compose_file(text, display, file_options)
+        elif is_cmake_file(path):
+            findings, new_text = check_cmake_file(text, display, file_options)
         else:
             try:
                 findings, new_text = check_text(path.name, text, display, file_options, imports_for(path))
