@@ -222,6 +222,33 @@ def test_flash_attention_2_stays_where_the_project_patches_its_internals(tmp_pat
     assert 'attn_implementation="sdpa"' in train.read_text()
 
 
+def test_r26_a_replaced_flash_attention_2_forward_keeps_the_flag(tmp_path):
+    """SnapKV replaces `LlamaFlashAttention2.forward` with its KV-cache compression: under SDPA or eager
+    it never runs, and transformers >= 4.51 has no such class. `use_flash_attention_2=True` and
+    `attn_implementation="flash_attention_2"` stay, each with a manual item naming the patch."""
+    write(
+        tmp_path / "snapkv" / "monkeypatch.py",
+        """
+        import transformers
+
+
+        def replace_llama():
+            transformers.models.llama.modeling_llama.LlamaFlashAttention2.forward = lambda self, *a: None
+        """,
+    )
+    load = (
+        "from transformers import AutoModelForCausalLM\n\n"
+        'a = AutoModelForCausalLM.from_pretrained("m", use_flash_attention_2=True)\n'
+        'b = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n'
+    )
+    pred = write(tmp_path / "pred.py", load)
+    cli("migrate", tmp_path)
+    text = pred.read_text()
+    assert "".join(line for line in text.splitlines(keepends=True) if "TODO(cuda2npu)" not in line) == load
+    assert text.count("where the project replaces a FlashAttention2 class's forward") == 2
+    assert "snapkv/monkeypatch.py: transformers.models.llama.modeling_llama.LlamaFlashAttention2.forward" in text
+
+
 def test_a_flash_attention_patch_concerns_its_own_sub_project_only(tmp_path):
     """smollm: the packing patch of one sub-project (vision/smolvlm2, its own pyproject.toml) says
     nothing of another's attention (vision/m4): there flash_attention_2 becomes "sdpa" as usual."""

@@ -43,9 +43,12 @@ NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelera
 
 
 # an assignment replacing a flash-attention internal of transformers (VILA's packing patches
-# `transformers.modeling_flash_attention_utils._get_unpad_data`): the packing relies on flash_attention_2
+# `transformers.modeling_flash_attention_utils._get_unpad_data`): the packing relies on flash_attention_2;
+# or a FlashAttention2 class's forward (SnapKV's `LlamaFlashAttention2.forward = ...`): it runs only there
 FLASH_HOOK = re.compile(
-    rb"^[ \t]*([\w.]*\w\.(?:_get_unpad_data|_flash_attention_forward|_upad_input))[ \t]*=(?!=)", re.M
+    rb"^[ \t]*([\w.]*\w\.(?:_get_unpad_data|_flash_attention_forward|_upad_input|\w*FlashAttention2\.forward))"
+    rb"[ \t]*=(?!=)",
+    re.M,
 )
 
 
@@ -134,15 +137,19 @@ def flash_attention_hooks(
 ) -> tuple[tuple[str, str], ...]:
     """``("llava/model/utils/packing.py: transformers.modeling_flash_attention_utils._get_unpad_data", scope)``
     for each assignment replacing a flash-attention internal of transformers (packed sequences told
-    apart through it; the target as written, ``model_module._get_unpad_data`` too): such a
-    project's attention relies on flash_attention_2, which SDPA would not honour (NPU903). ``scope``:
+    apart through it; the target as written, ``model_module._get_unpad_data`` too), or a FlashAttention2
+    class's forward (SnapKV's compression): such a project's attention relies on flash_attention_2, which
+    SDPA would not honour (NPU903, NPU901/NPU902). ``scope``:
     the real path of the sub-project holding the patch (the nearest directory above it with a
     ``pyproject.toml``, ``setup.py`` or ``setup.cfg``, else the root): its files are the ones the
     patch concerns (``Options.for_path``)."""
     projects = {path.parent for path in files if path.name in ("pyproject.toml", "setup.py", "setup.cfg")}
     found = set()
     for path, text in texts.items():
-        if b"_get_unpad_data" in text or b"_flash_attention_forward" in text or b"_upad_input" in text:
+        if any(
+            word in text
+            for word in (b"_get_unpad_data", b"_flash_attention_forward", b"_upad_input", b"FlashAttention2")
+        ):
             shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
             scope = next((d for d in path.parents if d in projects), root or path.parent)
             found.update(

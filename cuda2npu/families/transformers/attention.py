@@ -284,6 +284,10 @@ class FlashAttention2(Rule):
                 continue
             self._done.add(source)
             statement = statement_of(self.ctx, source)
+            if (hook := self._replaced_forward()) is not None:
+                message = self._forward_message(hook, f'`attn_implementation="{FA2}"`')
+                self.report_in(statement, "NPU901", source, message, tier=Tier.MANUAL)
+                continue
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
@@ -300,6 +304,9 @@ class FlashAttention2(Rule):
             )
 
     def _use_flash_attention_2(self, call: cst.Call, flag: cst.Arg) -> None:
+        if (hook := self._replaced_forward()) is not None:
+            self.report("NPU902", flag, self._forward_message(hook, "`use_flash_attention_2=True`"), tier=Tier.MANUAL)
+            return
         if self._packs():
             self.report("NPU903", flag, self._packing_message())
             return
@@ -358,14 +365,28 @@ class FlashAttention2(Rule):
         its names say it packs samples (``packing_samples``: :data:`PACKING_NAMES`)."""
         if self._packing is None:
             text = self.ctx.text if self.ctx.text is not None else self.ctx.module.code.encode()
-            self._packing = bool(self.options.file.flash_attention_hooks or PACKING_NAMES.search(text)) or any(
+            hooks = [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
+            self._packing = bool(hooks or PACKING_NAMES.search(text)) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
         return self._packing
 
+    def _replaced_forward(self) -> str | None:
+        """The project's replacement of a FlashAttention2 class's forward (``file: target``), if any."""
+        return next((h for h in self.options.file.flash_attention_hooks if h.endswith(REPLACED_FORWARD)), None)
+
+    def _forward_message(self, hook: str, what: str) -> str:
+        return (
+            f"{what} where the project replaces a FlashAttention2 class's forward (`{hook}`): its attention runs "
+            f"only under flash_attention_2, so another implementation would skip it, and transformers "
+            f"{FA2_ON_NPU}, which runs flash_attention_2 on an NPU, has no such class; kept: port the replacement "
+            "(its flash-attn calls, `_flash_attention_forward`) to torch_npu.npu_fusion_attention, with the "
+            "transformers release it was written for"
+        )
+
     def _packing_message(self) -> str:
-        hooks = self.options.file.flash_attention_hooks
+        hooks = [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
         if hooks:
             moved = (
                 f"; transformers {FA2_ON_NPU} calls `_get_unpad_data` from `transformers.modeling_flash_attention_utils`, "
@@ -388,6 +409,9 @@ class FlashAttention2(Rule):
             f"position_ids and masks only zeros (packed sequences would attend to each other): require "
             f"transformers >= {FA2_ON_NPU} or pad the batches instead"
         )
+
+
+REPLACED_FORWARD = "FlashAttention2.forward"  # a project fact flash_attention_hooks entry of this kind
 
 
 def depends_on_hf(options) -> bool:
