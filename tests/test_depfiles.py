@@ -1098,3 +1098,13 @@ def test_r23_no_torch_npu_added_for_a_library_where_none_fits_torch(tmp_path):
     assert [f[2] for f in findings(tmp_path) if f[2] in ("NPU703", "NPU704")] == ["NPU704"]
     cli("migrate", tmp_path)
     assert not [line for line in req.read_text().splitlines() if line.startswith("torch_npu")]
+
+
+def test_r26_pypis_apex_is_pyramids_not_nvidias(tmp_path):
+    """PLLaVA's frozen requirements pin `apex==0.9.10.dev0`: PyPI's `apex` is Pyramid's auth toolkit
+    (NVIDIA's apex is built from git, as 0.1); it installs anywhere and is not reported."""
+    write(tmp_path / "train.py", "import torch\n")
+    write(tmp_path / "requirements.txt", "apex==0.9.10.dev0\npyramid==1.10.8\n")
+    assert [f for f in findings(tmp_path) if f[2] == "NPU701"] == []
+    write(tmp_path / "requirements.txt", "apex==0.1\n")
+    assert [f[2] for f in findings(tmp_path)] == ["NPU701"]
