@@ -28,6 +28,7 @@ FAMILIES = (
     "apex.kernels",
     "apex.optim",
     "attention.flash",
+    "attention.probed_names",
     "attention.xformers",
     "attention.xformers_switch",
     "attention.sdpa",

@@ -1,0 +1,82 @@
+"""NPU408: a module-level name the file assigns only under a flash-attn availability probe and reads
+in a function whose flash-attn calls the migration rewrites.
+
+transformers' Mistral, Qwen2 and Phi-3 modeling files (vendored by Bunny and SnapKV) define
+``_flash_supports_window_size = "window_size" in inspect.signature(flash_attn_func).parameters``
+inside ``if is_flash_attn_2_available():``, and their FlashAttention-2 forward reads it. On an NPU host
+flash-attn is not installed: the probe is False, the name is never bound, and the migrated forward
+(its flash-attn calls now npu_fusion_attention) raises NameError there. Reported at the ``if`` (review,
+no fix): what the name should be on the NPU is the project's to say (npu_fusion_attention takes a
+sliding window: ``True`` keeps it). A function left as written (a class only transformers 4.34's
+``_flash_attn_2_enabled`` selects) is no such reader.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.analysis.flash_probes import file_probe_flags, requires_probe
+from cuda2npu.core.bindings import assigned_values
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.names import target_names
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
+
+REWRITTEN_CALLS = ("NPU401", "NPU402")  # flash-attn calls → npu_fusion_attention
+
+
+@register
+class ProbedNames(Rule):
+    codes = ("NPU408",)
+    triggers = (r"is_flash_attn_2_available|is_flash_attn_available|find_spec",)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        flags = file_probe_flags(self.ctx)
+        index = TreeIndex.of(self.ctx)
+        migrated = {
+            index.function.get(index.statement_of(report.node))
+            for report in self.ctx.reports
+            if report.code in REWRITTEN_CALLS and report.fix is not None
+        } - {None}
+        for statement in original_node.body:
+            if not isinstance(statement, cst.If) or statement.orelse is not None:
+                continue
+            if not migrated or not requires_probe(statement.test, flags):
+                continue
+            names = sorted(self._read_by(original_node, statement, _assigned_in(statement), migrated))
+            if names:
+                listed = ", ".join(f"`{name}`" for name in names)
+                self.report_in(
+                    statement,
+                    "NPU408",
+                    statement.test,
+                    f"{listed} is bound only where flash-attn is installed (`{code_of(statement.test)}`) and read "
+                    "by code whose flash-attn calls are migrated: on an NPU host the probe is False and that code "
+                    "raises NameError; bind it before the `if` with the NPU's value (npu_fusion_attention takes a "
+                    "sliding window)",
+                    tier=Tier.REVIEW,
+                )
+
+    def _read_by(self, module: cst.Module, statement: cst.If, names: set[str], functions: set) -> set[str]:
+        """Of ``names``, those read in ``functions`` and bound nowhere else at module level."""
+        outside = [s for s in module.body if s is not statement]
+        read = {name.value for function in functions for name in iter_nodes(function, cst.Name) if name.value in names}
+        return {name for name in read if not any(_binds(s, name) for s in outside)}
+
+
+def _assigned_in(statement: cst.If) -> set[str]:
+    """The names the ``if`` body binds by assignment (its imports are the probe's own)."""
+    return {
+        name
+        for assign in iter_nodes(statement.body, cst.Assign)
+        for t in assign.targets
+        for name in target_names(t.target)
+    }
+
+
+def _binds(statement: cst.CSTNode, name: str) -> bool:
+    """``statement`` binds ``name`` (an assignment, or any other binding: ``assigned_values`` None)."""
+    values = assigned_values(statement, name)
+    return values is None or bool(values)
