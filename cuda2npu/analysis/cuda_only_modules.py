@@ -12,7 +12,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from cuda2npu.core.catalogue import table
 
@@ -112,13 +112,7 @@ def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     it is its configuration: the module is named bare and under each package above its directory."""
     found: set[str] = set()
     packages = {path.parent for path in paths if path.name == "__init__.py"}
-    for path in paths:
-        if path.name != "CMakeLists.txt":
-            continue
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
+    for path, text in _texts_named(paths, "CMakeLists.txt"):
         if not CMAKE_CUDA.search(text):
             continue
         for name in CMAKE_MODULE.findall(text):
@@ -130,6 +124,16 @@ def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
                     found.add(".".join([*prefix, name]))
                 directory = directory.parent
     return tuple(sorted(found))
+
+
+def _texts_named(paths: Iterable[Path], name: str) -> Iterator[tuple[Path, str]]:
+    """(path, text) of the readable files among ``paths`` called ``name``."""
+    for path in paths:
+        if path.name == name:
+            try:
+                yield path, path.read_text(errors="replace")
+            except OSError:
+                continue
 
 
 def cpu_built_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
@@ -144,13 +148,7 @@ def _setup_extensions(paths: Iterable[Path]) -> tuple[tuple[str, ...], tuple[str
     """(CUDA-only extensions, CPU-built ones) of the ``setup.py`` files among ``paths``."""
     cuda: set[str] = set()
     cpu: set[str] = set()
-    for path in paths:
-        if path.name != "setup.py":
-            continue
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
+    for _, text in _texts_named(paths, "setup.py"):
         cuda.update(match.group(2) for match in DECLARED_EXTENSION.finditer(text))
         aliases = set(EXTENSION_ALIAS.findall(text))
         fallbacks = _cpu_fallbacks(text, aliases) if aliases else set()
