@@ -12,12 +12,9 @@ a word inside it (``rocm_utils``); never the project root or a directory above i
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-from cuda2npu.filekinds.depfiles import OTHER_ACCELERATORS
-
-PLATFORM_DIR = re.compile(rf"(?:^|[-_.])(?:{OTHER_ACCELERATORS})\d*$", re.I)
+from cuda2npu.filekinds.platform_variants import DIRECTORY
 
 
 def other_platform_dirs(files: list[Path], root: Path | None) -> tuple[tuple[str, str], ...]:
@@ -31,7 +28,7 @@ def other_platform_dirs(files: list[Path], root: Path | None) -> tuple[tuple[str
             continue
         parts = path.relative_to(root).parts[:-1]
         for depth, part in enumerate(parts, start=1):
-            if PLATFORM_DIR.search(part):
+            if DIRECTORY["other"].search(part):
                 directory = root.joinpath(*parts[:depth])
                 found[os.path.realpath(directory)] = Path(*parts[:depth]).as_posix()
                 break
