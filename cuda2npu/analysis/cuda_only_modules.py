@@ -113,7 +113,7 @@ def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     found: set[str] = set()
     packages = {path.parent for path in paths if path.name == "__init__.py"}
     for path, text in _texts_named(paths, "CMakeLists.txt"):
-        if not CMAKE_CUDA.search(text):
+        if cmake_cuda(text) is None:
             continue
         for name in CMAKE_MODULE.findall(text):
             found.add(name)
@@ -124,6 +124,13 @@ def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
                     found.add(".".join([*prefix, name]))
                 directory = directory.parent
     return tuple(sorted(found))
+
+
+def cmake_cuda(text: str) -> re.Match | None:
+    """The first place a CMake file's code (not a ``#`` comment) makes it compile CUDA."""
+    return next(
+        (m for m in CMAKE_CUDA.finditer(text) if "#" not in text[text.rfind("\n", 0, m.start()) + 1 : m.start()]), None
+    )
 
 
 def _texts_named(paths: Iterable[Path], name: str) -> Iterator[tuple[Path, str]]:

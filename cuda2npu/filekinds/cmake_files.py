@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cuda2npu.analysis.cuda_only_modules import CMAKE_CUDA, CMAKE_MODULE
+from cuda2npu.analysis.cuda_only_modules import CMAKE_MODULE, cmake_cuda
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
@@ -32,7 +32,7 @@ def is_cmake_file(path: Path) -> bool:
 def check_cmake_file(text: str, display: str, options) -> tuple[list[Finding], str]:
     """The NPU602 finding of a CMake project compiling CUDA, and its text with the marker line."""
     doc = rule_doc(CODE)
-    found = next((m for m in CMAKE_CUDA.finditer(text) if "#" not in _line_before(text, m.start())), None)
+    found = cmake_cuda(text)
     if found is None or not options.code_enabled(CODE, doc.opt_in):
         return [], text
     start = text.rfind("\n", 0, found.start()) + 1
@@ -54,8 +54,3 @@ def check_cmake_file(text: str, display: str, options) -> tuple[list[Finding], s
     indent = re.match(r"[ \t]*", line).group(0)
     newline = "\r\n" if line.endswith("\r") else "\n"
     return [finding], apply_edits(text, [(start, start, f"{indent}{marker_text(CODE, reason)}{newline}")])
-
-
-def _line_before(text: str, offset: int) -> str:
-    """The text of ``offset``'s line before it (a ``#`` there: the match is in a comment)."""
-    return text[text.rfind("\n", 0, offset) + 1 : offset]
