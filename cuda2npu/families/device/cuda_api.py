@@ -551,7 +551,7 @@ class TorchCudaApi(Rule):
 
     def _argument_check(self, node: cst.Call, qualified: str) -> tuple[Api, CallCheck] | None:
         """How the arguments of ``qualified(...)`` fit the torch_npu callable it would become."""
-        split = _split(qualified)
+        split = split_cuda_api(qualified)
         api = cuda_api_entry(*split) if split else None
         if api is None or api.status not in ("renamed", "review"):
             return None
@@ -854,7 +854,7 @@ class TorchCudaApi(Rule):
     def _portable_arguments(self, node: cst.Call, qualified: str) -> None:
         """Calls whose arguments decide the portable rewrite: amp calls, torch.accelerator functions
         (device positional), device-module members (torch.npu must take the same arguments)."""
-        split = _split(qualified)
+        split = split_cuda_api(qualified)
         if split is None or node.func in self._switches:
             return
         sub, name = split
@@ -916,7 +916,7 @@ class TorchCudaApi(Rule):
         """A read of a name imported from torch.cuda (``synchronize`` of ``from torch.cuda import synchronize``)."""
         if self._aliases is None or node in self._amp or node not in self._alias_reads:
             return
-        split = _split(self.resolver.qualified_name(node) or "")
+        split = split_cuda_api(self.resolver.qualified_name(node) or "")
         if split is None or (split[0] and split[0] not in table("torch_cuda_api")["submodules"]):
             return  # a module alias (`tc` of `tc.synchronize()`): its attribute is replaced
         sub, name = split
@@ -1121,7 +1121,7 @@ def _returned_names(function: cst.FunctionDef) -> set[str]:
     return names
 
 
-def _split(qualified: str) -> tuple[str, str] | None:
+def split_cuda_api(qualified: str) -> tuple[str, str] | None:
     """``torch.cuda.Event`` → ("", "Event"); ``torch.cuda.memory._snapshot`` → ("memory", "_snapshot")."""
     parts = qualified.split(".")[2:]
     if len(parts) == 1:

@@ -19,11 +19,10 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.families.device.cuda_api import cuda_api_entry
+from cuda2npu.families.device.cuda_api import cuda_api_entry, split_cuda_api
 
 PATCHERS = {"unittest.mock.patch", "mock.patch"}
 FIXTURE_PATCHERS = {("mocker", "patch"), ("monkeypatch", "setattr")}  # pytest-mock's and pytest's fixtures
@@ -45,9 +44,10 @@ class CudaPatchTargets(Rule):
         prefix = match["prefix"]
         if not prefix or prefix.partition(".")[0] not in self.options.project.top_packages:
             return  # torch's own, or another library's `torch`: code that still calls torch.cuda may be under test
-        sub, _, name = match["api"].rpartition(".")
-        if sub and sub not in table("torch_cuda_api")["submodules"]:
+        split = split_cuda_api(f"torch.cuda.{match['api']}")
+        if split is None:
             return
+        sub, name = split
         api = cuda_api_entry(sub, name)
         if api.status != "renamed":
             return  # the API itself is reported where the code calls it
