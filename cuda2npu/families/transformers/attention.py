@@ -365,12 +365,16 @@ class FlashAttention2(Rule):
         its names say it packs samples (``packing_samples``: :data:`PACKING_NAMES`)."""
         if self._packing is None:
             text = self.ctx.text if self.ctx.text is not None else self.ctx.module.code.encode()
-            hooks = [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
-            self._packing = bool(hooks or PACKING_NAMES.search(text)) or any(
+            self._packing = bool(self._packing_hooks() or PACKING_NAMES.search(text)) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)
             )
         return self._packing
+
+    def _packing_hooks(self) -> list[str]:
+        """The project's patches of transformers' flash-attention internals that tell packed sequences
+        apart (``_get_unpad_data``, ...): its hooks but the replaced FlashAttention2 forwards."""
+        return [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
 
     def _replaced_forward(self) -> str | None:
         """The project's replacement of a FlashAttention2 class's forward (``file: target``), if any."""
@@ -386,7 +390,7 @@ class FlashAttention2(Rule):
         )
 
     def _packing_message(self) -> str:
-        hooks = [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
+        hooks = self._packing_hooks()
         if hooks:
             moved = (
                 f"; transformers {FA2_ON_NPU} calls `_get_unpad_data` from `transformers.modeling_flash_attention_utils`, "
