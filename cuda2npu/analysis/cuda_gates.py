@@ -280,12 +280,9 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
             elif isinstance(node, cst.Attribute):
                 found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
-                if qualified in CUDA_ONLY_TORCH:
-                    found = f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
-                elif qualified in ctx.options.project.gpu_monitors:  # `utils.get_gpu_usage()`
-                    found = f"`{qualified}`", GPU_MONITOR
-                elif qualified and _project_triton(ctx, qualified):  # `kernels.launch(x)`, `import pkg.kernels`
-                    found = f"`{qualified}`", PROJECT_KERNEL
+                named = _named_use(ctx, qualified)  # `torch.cuda.CUDAGraph`, `kernels.launch(x)`, `utils.f()`
+                if named is not None:
+                    found = named
                 elif (
                     found is None and (method := _own_method(ctx, node)) and _project_triton(ctx, method, relative=True)
                 ):
@@ -294,14 +291,11 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 continue
             else:
                 qualified = ctx.resolver.qualified_name(node) or module_qualified(ctx.resolver.module_scope, node)
-                if qualified and _project_triton(ctx, qualified):
-                    found = f"`{qualified}`", PROJECT_KERNEL
-                elif qualified in ctx.options.project.gpu_monitors:  # `get_gpu_usage()`, imported
-                    found = f"`{qualified}`", GPU_MONITOR
+                named = _named_use(ctx, qualified)  # `launch(x)`, `get_gpu_usage()`, imported
+                if named is not None:
+                    found = named
                 elif qualified == CUDA_EXTENSION_BUILDER:  # setup.py: `extension = CUDAExtension`
                     found = "`CUDAExtension`", "builds CUDA sources with nvcc, which an NPU host does not have"
-                elif qualified in CUDA_ONLY_TORCH:
-                    found = f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None
@@ -316,6 +310,21 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                         found = None
             if found:
                 return found
+    return None
+
+
+def _named_use(ctx, qualified: str | None) -> tuple[str, str] | None:
+    """``(what, why)`` for a qualified name that runs only on a CUDA host: torch's CUDA-only objects
+    (:data:`CUDA_ONLY_TORCH`), a function of the project reading GPUtil or NVML (project fact
+    ``gpu_monitors``), or a Triton kernel of the project or a function launching one."""
+    if not qualified:
+        return None
+    if qualified in CUDA_ONLY_TORCH:
+        return f"`{qualified}`", CUDA_ONLY_TORCH[qualified]
+    if qualified in ctx.options.project.gpu_monitors:
+        return f"`{qualified}`", GPU_MONITOR
+    if _project_triton(ctx, qualified):
+        return f"`{qualified}`", PROJECT_KERNEL
     return None
 
 
