@@ -250,6 +250,13 @@ def enabled(ctx, code: str) -> bool:
 APEX_IMPORTS = (r"\bapex\b", r"\bamp_C\b", r"fused_layer_norm_cuda", r"fused_adam_cuda", r"\bsyncbn\b")
 
 
+def not_run_on_npu(ctx, node: cst.CSTNode) -> bool:
+    """``node`` is code only a torch older than any torch_npu's runs (``if version.parse(torch.__version__)
+    < version.parse("1.6"): from apex import amp``), or that no NPU host runs (analysis/never_run.py:
+    ``if get_accelerator().device_name() == "cuda": import amp_C``)."""
+    return old_torch_only(ctx, node) or node in never_run_nodes(ctx)
+
+
 class ApexRule(Rule):
     """A rule that only looks at files importing apex, with apex name resolution and the file's edits.
 
@@ -273,8 +280,8 @@ class ApexRule(Rule):
         root = root_name(node)
         if root is not None and (self.ctx.inside_definition_of(root.value) or root.value in self.edits.fallback_names):
             return None
-        if old_torch_only(self.ctx, node) or node in never_run_nodes(self.ctx):
-            return None  # code only a torch older than any torch_npu's runs, or no NPU host runs
+        if not_run_on_npu(self.ctx, node):
+            return None
         return apex_name(self.resolver, node) or star_imported(self.resolver, self.edits, node)
 
     def replaced(

@@ -33,9 +33,7 @@ import libcst as cst
 
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.exports import exported
-from cuda2npu.analysis.never_run import never_run_nodes
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
-from cuda2npu.analysis.old_torch import old_torch_only
 from cuda2npu.core.catalogue import all_rules
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.edits import clause_statements
@@ -59,6 +57,7 @@ from cuda2npu.families.apex.common import (
     FileEdits,
     enabled,
     import_guarded,
+    not_run_on_npu,
 )
 from cuda2npu.families.apex.modules import cuda_only_note
 
@@ -87,9 +86,8 @@ class ApexImports(Rule):
         self._tries: list[cst.Try] = []
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> None:
-        if old_torch_only(self.ctx, node) or node in never_run_nodes(self.ctx):
-            return  # `if version.parse(torch.__version__) < version.parse("1.6"): from apex import amp`, or
-            # `if get_accelerator().device_name() == "cuda": import amp_C`: no NPU host runs it
+        if not_run_on_npu(self.ctx, node):
+            return
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)) and import_root(small) in APEX_ROOTS:
                 self._imports.append((node, small))
