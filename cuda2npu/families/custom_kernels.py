@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -311,9 +312,9 @@ CUDA_ONLY_MESSAGES = {
     "review": "`{module}` imports on an NPU host, but some of its operations need CUDA: {note}",
     # a package that runs on an NPU from some release on, which the project's pins do not guarantee
     "release": "`{module}` runs on an NPU host only from {distribution} {first} on, which the project's pins do not guarantee{when}: {note}",
-    # an unported package imported unguarded at module level: the marker is all `migrate` writes
-    "unported": "`{module}` cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}",
 }
+# unported packages imported unguarded at module level: the marker is all `migrate` writes
+UNPORTED_MESSAGE = "{modules} cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}"
 HOLLOW_NOTE = (
     "the `except` around it only reports the ImportError and binds nothing, and the file uses the module "
     "afterwards: NameError there (not a fallback)"
@@ -379,6 +380,7 @@ class CudaOnlyImports(Rule):
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
         self._marked_in: set[tuple[cst.CSTNode, str]] = set()  # (function body or class, package) marked there
         self._unported: set[str] = set()  # of them, unported ones imported unguarded at module level
+        self._sole: _SoleMarker | None = None  # the marker naming them
         # statements after an early exit that guards them as a block would: `if <not installed>:
         # return` ("fallback"), `if not torch.cuda.is_available(): return` before CUDA-only code ("static")
         self._after: dict[cst.CSTNode, str] = {}
@@ -600,9 +602,10 @@ class CudaOnlyImports(Rule):
                 return  # `isinstance(m, bnb.nn.Linear4bit)`: nothing of the library runs
             compiled = is_cuda_extension(module, self.options.project.cuda_extensions)
             unported = (unported_module(module) or compiled) and not fallback and self._module_level()
-            if unported and root not in self._unported and self._named_in_sole_marker(module, note):
-                self._unported.add(root)
+            if unported and root not in self._unported and self._sole is not None:
+                self._unported.add(root)  # named in the file's one marker (see _SoleMarker)
                 self._marked.add(root)
+                self._sole.modules.append((module, note))
                 return
             if (
                 root not in self._marked
@@ -614,36 +617,29 @@ class CudaOnlyImports(Rule):
                     self._marked_in.add((self._running[-1], root))
                     if self._owner() is not None:
                         self._marked_in.add((self._owner(), root))
-                if unported:  # its report is all the engine keeps of the file (Report.sole)
-                    self._unported.add(root)
                 when = f" (`{self._functions[self._running[-1]]}` fails here when it runs)" if self._running else ""
-                first = release or ("", "")
-                message = CUDA_ONLY_MESSAGES["unported" if unported else kind].format(
-                    module=module, when=when, note=note, distribution=first[0], first=first[1]
-                )
-                if self._depth["hollow"]:
-                    message += f"; {HOLLOW_NOTE}"
+                notes = [HOLLOW_NOTE] if self._depth["hollow"] else []
                 ported = _import_ported(node)
                 if ported and self.options.code_enabled("NPU606"):
                     marked_imports(self.ctx).add(node)
-                    message += f"; {import_port_note(ported)}"
+                    notes.append(import_port_note(ported))
+                if unported:  # reported in leave_Module, naming every unported package the file imports
+                    self._unported.add(root)
+                    self._sole = _SoleMarker(node, self.ctx.statement, [(module, note)], notes)
+                    return
+                first = release or ("", "")
+                message = CUDA_ONLY_MESSAGES[kind].format(
+                    module=module, when=when, note=note, distribution=first[0], first=first[1]
+                )
                 tier = Tier.REVIEW if kind in ("review", "release") else None
-                self.report("NPU606", node, message, tier=tier, sole=unported)
+                self.report("NPU606", node, "; ".join([message, *notes]), tier=tier)
             return
 
-    def _named_in_sole_marker(self, module: str, note: str) -> bool:
-        """Whether the file already has the marker saying it cannot run on an NPU host (another
-        unported package, ``tensorrt`` before ``tensorrt_llm``): ``module`` is then named in it, with
-        its note where that is not there yet, and gets no marker of its own (one marker says what the
-        file needs; it is left as written either way)."""
-        sole = next((r for r in self.ctx.reports if r.sole and r.code == "NPU606"), None)
-        if sole is None:
-            return False
-        head, rest = sole.message.split(" cannot run on an NPU host", 1)
-        sole.message = f"{head} and `{module}` cannot run on an NPU host{rest}"
-        if note not in sole.message:
-            sole.message += f"; `{module}`: {note}"
-        return True
+    def leave_Module(self, original_node: cst.Module) -> None:
+        """The file's one marker for the unported packages it imports unguarded at module level: all
+        the engine keeps of the file (``Report.sole``), which is left as written."""
+        if self._sole is not None:
+            self.report_in(self._sole.statement, "NPU606", self._sole.node, self._sole.message(), sole=True)
 
     def _only_classes_read(self, node: cst.CSTNode) -> bool:
         """Every use of the names ``node`` (an import) binds, in its function (or the module), reads a
@@ -685,6 +681,26 @@ class CudaOnlyImports(Rule):
     def _module_level(self) -> bool:
         """The current statement is one of the module's own (not in a function, a class or a block)."""
         return not self._running and any(top is self.ctx.statement for top in self.ctx.module.body)
+
+
+@dataclass
+class _SoleMarker:
+    """The marker saying a file cannot run on an NPU host: the unported packages it imports unguarded
+    at module level (``tensorrt`` before ``tensorrt_llm``), each with its note, in import order; at
+    the first one's import."""
+
+    node: cst.CSTNode
+    statement: cst.CSTNode | None
+    modules: list[tuple[str, str]]  # (module, note)
+    notes: list[str] = field(default_factory=list)  # about the first import (a hollow fallback, a port)
+
+    def message(self) -> str:
+        names = " and ".join(f"`{module}`" for module, _ in self.modules)
+        message = "; ".join([UNPORTED_MESSAGE.format(modules=names, note=self.modules[0][1]), *self.notes])
+        for module, note in self.modules[1:]:
+            if note not in message:
+                message += f"; `{module}`: {note}"
+        return message
 
 
 def _written(node: cst.Import | cst.ImportFrom) -> list[str]:
