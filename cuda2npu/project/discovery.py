@@ -6,7 +6,8 @@ skipped; each real file is returned once even when reached through symlinks, and
 resolve outside the given root are skipped (nothing outside the root is ever written).
 Explicit file arguments (as pre-commit passes them) are used as given. Files of a copy of a
 library with its own way onto Ascend (a vendored apex, mmcv or flash-attn:
-cuda2npu/analysis/vendored_libraries.py) are listed as skipped, with the reason. Which configuration
+cuda2npu/analysis/vendored_libraries.py) and empty git submodules (project/submodules.py) are listed
+as skipped, with the reason. Which configuration
 excludes what is cuda2npu/project/settings.py's (each file's nearest configuration).
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda2npu.analysis.vendored_libraries import vendored_library
+from cuda2npu.project.submodules import EMPTY_SUBMODULE_REASON, empty_submodules
 
 SKIP_DIRS = {
     ".git",
@@ -106,6 +108,7 @@ def discover(
         in_git = (given / ".git").exists() or _inside_git(given)
         # a directory git ignores (a vendored tree, a downloaded corpus) was still asked for: walk it
         candidates = _git_files(given) if in_git and not _git_ignored(given) else None
+        result.skipped += [(directory, EMPTY_SUBMODULE_REASON) for directory in empty_submodules(given)]
         for path in sorted(candidates if candidates is not None else _walk(given)):
             relative = path.relative_to(given).as_posix()
             if not _wanted(path) or _excluded(relative, exclude):
