@@ -136,7 +136,7 @@ def test_a_failing_module_the_project_imports_only_under_a_fallback_is_optional(
         / "pkg"
         / "uses_chain.py": b"try:\n    from pkg import chain\nexcept ModuleNotFoundError:\n    chain = None\n",
     }
-    failing, optional = failing_and_optional_modules(PythonFiles(texts), root=tmp_path)
+    failing, optional, _ = failing_and_optional_modules(PythonFiles(texts), root=tmp_path)
     assert {"pkg.both", "pkg.script", "pkg.ops", "pkg.chain", "modeling_fused"} <= dict(failing).keys()
     real = os.path.realpath(tmp_path)
     assert optional == tuple(
@@ -181,3 +181,74 @@ def test_an_optional_module_is_left_as_written_but_for_its_marker(tmp_path):
     assert optional.read_text() == before  # idempotent
     report = json.loads((tmp_path / "report.json").read_text())  # no real path in the report
     assert report["options"]["optional_modules"] == [["fused.py", "flash_attn.ops.layer_norm", "", "pkg/model.py:2"]]
+
+
+# SpQR (round 27): the package's kernel module compiles CUDA when imported; its package, its scripts and
+# its tests import it, through relative imports too.
+CUDA_KERNEL = """\
+import os
+
+import torch
+from torch.utils.cpp_extension import load
+
+FOLDER = os.path.dirname(os.path.abspath(__file__))
+SPQR_CUDA = load(name="spqr_cuda", sources=[os.path.join(FOLDER, "spqr_cuda_kernel.cu")])
+"""
+SPQR_TEST = """\
+import torch
+from spqr_quant import QuantizedLinear
+
+
+def test_matmul():
+    x = torch.randn(4, 4).cuda()
+    torch.cuda.synchronize()
+    return QuantizedLinear(x)
+"""
+
+
+def _spqr(root):
+    write(root / "spqr_quant" / "__init__.py", "from .inference import QuantizedLinear\n")
+    write(root / "spqr_quant" / "inference.py", "from .kernels.cuda_kernel import SPQR_CUDA\n\nQuantizedLinear = 1\n")
+    write(root / "spqr_quant" / "kernels" / "__init__.py", "from .selector import pick\n")
+    write(root / "spqr_quant" / "kernels" / "selector.py", "def pick():\n    from .cuda_kernel import FOLDER\n")
+    write(root / "spqr_quant" / "kernels" / "cuda_kernel.py", CUDA_KERNEL)
+    return write(root / "tests" / "test_spqr.py", SPQR_TEST)
+
+
+def test_a_module_compiling_cuda_at_import_fails_and_so_do_its_importers(tmp_path):
+    _spqr(tmp_path)
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    failing, optional, failing_imports = failing_and_optional_modules(PythonFiles(texts), root=tmp_path)
+    kernel = "spqr_quant.kernels.cuda_kernel"
+    assert dict(failing)["spqr_quant.kernels.cuda_kernel"] == kernel
+    assert dict(failing)["spqr_quant"] == kernel and not optional
+    left = {os.path.relpath(path, tmp_path): (written, what) for path, written, what in failing_imports}
+    assert left == {
+        "spqr_quant/__init__.py": (".inference", kernel),
+        "spqr_quant/inference.py": (".kernels.cuda_kernel", kernel),  # the kernel module itself, imported
+        "tests/test_spqr.py": ("spqr_quant", kernel),
+    }  # not kernels/__init__.py: only the package above it, which runs first, fails
+
+
+def test_a_file_that_cannot_be_imported_through_the_project_is_left_as_written(tmp_path):
+    """Its edits would be noise (SpQR's tests, Quest's package): NPU606 at the import says what fails."""
+    test = _spqr(tmp_path)
+    cli("migrate", tmp_path)
+    lines = test.read_text().splitlines()
+    assert lines[1].startswith("# TODO(cuda2npu): NPU606 `spqr_quant` cannot be imported on an NPU host")
+    assert "`spqr_quant.kernels.cuda_kernel`, which fails there, and so does this file" in lines[1]
+    assert lines[:1] + lines[2:] == SPQR_TEST.splitlines()
+    inference = (tmp_path / "spqr_quant" / "inference.py").read_text()
+    assert inference.startswith("# TODO(cuda2npu): NPU606 `.kernels.cuda_kernel` cannot be imported")
+    assert "NPU602" in (tmp_path / "spqr_quant" / "kernels" / "cuda_kernel.py").read_text()
+
+
+def test_the_importer_of_a_flash_attn_helper_a_person_copies_is_still_migrated(tmp_path):
+    """``flash_attn.bert_padding`` is ported by hand (NPU606 says what to copy): the files importing the
+    patch run once that is done, so they are migrated, and marked at the import."""
+    write(tmp_path / "llava" / "__init__.py", "")
+    write(tmp_path / "llava" / "patch.py", "import torch\nfrom flash_attn.bert_padding import pad_input\n")
+    train = write(tmp_path / "llava" / "train.py", "import torch\nimport llava.patch\n\nx = torch.ones(2).cuda()\n")
+    cli("migrate", tmp_path)
+    text = train.read_text()
+    assert "NPU606 `llava.patch` cannot be imported" in text and ".npu()" in text

@@ -9,7 +9,8 @@ imported there and that the migration does not port away (a compiled extension o
 setup.py or named ``*_cuda``, a package of rules/tables/cuda_only_packages.toml whose import fails
 and that cuda2npu ports none of, ``unported``; a flash-attn name ported at its import alone,
 ``flash_attn.bert_padding``, whose import stays, or one it does not port at all, flash-attn 1.x's
-``flash_attn_unpadded_qkvpacked_func``), then the modules importing those (or a package
+``flash_attn_unpadded_qkvpacked_func``; a module compiling CUDA at import, analysis/jit_extensions.py),
+then the modules importing those (or a package
 whose ``__init__.py`` does), to a fixed point. flash-attn, xFormers, apex and TransformerEngine do
 not count: their imports go once their calls are migrated.
 
@@ -17,7 +18,8 @@ Of those, :func:`failing_and_optional_modules` also finds the *optional* ones: m
 imports, and only in the body of a ``try`` whose handler catches the failure and falls back
 (Otter's ``modeling_fuyu.py``: ``try: from .modeling_persimmon import ...`` / ``except ImportError:
 from transformers import ...``). Such a module never loads on an NPU host, where the project runs
-its fallback: NPU606 marks its failing import and nothing else in it is migrated.
+its fallback: NPU606 marks its failing import and nothing else in it is migrated. The same holds for
+the others that fail through what no one ports quickly (:func:`failing_imports`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     is_cuda_extension,
     unported_module,
 )
+from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
 from cuda2npu.core.imports import IMPORT_ERRORS
@@ -52,12 +55,14 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
 
 def failing_and_optional_modules(
     files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None
-) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...]]:
-    """:func:`failing_modules`, and of them the optional ones (:func:`optional_modules`), from one
-    parse of each file read (``root``: the project root the importers are named from)."""
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str], ...]]:
+    """:func:`failing_modules`, of them the optional ones (:func:`optional_modules`) and the failing
+    imports of the others (:func:`failing_imports`), from one parse of each file read (``root``: the
+    project root the importers are named from)."""
     sites = ImportSites(files)
     failing = _failing_modules(files, extensions, sites)
-    return failing, optional_modules(files, failing, sites, root)
+    optional = optional_modules(files, failing, sites, root)
+    return failing, optional, failing_imports(files, failing, sites, {path for path, *_ in optional})
 
 
 def _failing_modules(
@@ -70,6 +75,8 @@ def _failing_modules(
     modules = files.modules
     imports_of = sites.module_level
     failing: dict[str, str] = {}
+    for path in jit_cuda_modules(files):  # its own import compiles CUDA
+        failing.update(dict.fromkeys(_names(files, path), files.modules[path]))
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             bad = next((name for name in imports_of(path) if _cannot_import(name, extensions)), None)
@@ -239,6 +246,40 @@ def optional_modules(
     return tuple(sorted(found))
 
 
+def failing_imports(
+    files: PythonFiles, failing: tuple[tuple[str, str], ...], sites: ImportSites, optional: set[str]
+) -> tuple[tuple[str, str, str], ...]:
+    """``(real path, failing import as written, what fails)`` for each failing module (``failing``),
+    but the ``optional`` ones (real paths), whose failure comes through the project's imports from
+    what no one ports quickly: a compiled CUDA extension, an unported package or a module compiling
+    CUDA at import (not a flash-attn name ported at its import alone: a person copies it, and the
+    importers run). Such a file cannot run on an NPU host until that is ported: NPU606 marks its
+    import, and the rest is left as written (SpQR's scripts and tests, Quest's package)."""
+    what_fails = dict(failing)
+    modules = set(files.modules.values())
+    found = []
+    for path in files.modules:
+        own = _names(files, path)
+        if not any(name in what_fails for name in own) or os.path.realpath(path) in optional:
+            continue
+        failing_import = _failing_import(sites.of(path), own, what_fails)
+        if failing_import is None:
+            continue
+        written, what = failing_import
+        cause = next(what_fails[name] for name in own if name in what_fails)
+        if not what and cause in modules:  # it imports the module compiling CUDA itself, which no rule marks
+            what = cause
+        if what and not _ported_by_hand(what):
+            found.append((os.path.realpath(path), written, what))
+    return tuple(sorted(found))
+
+
+def _ported_by_hand(what_fails: str) -> bool:
+    """A flash-attn name a person ports at its import (NPU606 says what to copy), or flash-attn 1.x's
+    interface the attention rules mark: its importers run once that is done."""
+    return import_port(what_fails) is not None or flash_unported(what_fails)
+
+
 def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
     """The files of ``owners`` (module name -> file) that ``site`` imports: a module it names, or a
     package above one (whose ``__init__`` runs first)."""
@@ -257,10 +298,19 @@ def _failing_import(sites: list[ImportSite], own: list[str], what_fails: dict[st
         for absolute, written in site.imported:
             if absolute == cause:
                 return written, ""
-            part = failing_part(absolute, what_fails)
-            if part is not None and part not in own:
+            parts = absolute.split(".")
+            # the failing module it imports, or a package above it: not the importer itself nor a package
+            # above the importer (which runs first, and is marked where it fails)
+            found = (".".join(parts[:n]) for n in range(1, len(parts) + 1))
+            part = next((name for name in found if name in what_fails and not _above_or_is(name, own)), None)
+            if part is not None:
                 return written, what_fails[part]
     return None
+
+
+def _above_or_is(name: str, own: list[str]) -> bool:
+    """``name`` is one of the module names ``own`` or a package above one of them."""
+    return any(module == name or module.startswith(f"{name}.") for module in own)
 
 
 def _shown(path: Path, root: Path | None) -> str:

@@ -134,6 +134,10 @@ class ProjectFacts:
     # (real path, failing import as written, what fails or "", "importer:line, ...") of those the project
     # imports only where it falls back when the import fails (failing_modules.py; for_path)
     optional_modules: tuple[tuple[str, str, str, str], ...] = ()
+    # (real path, failing import as written, what fails) of the others whose failure comes through the
+    # project's imports from a compiled CUDA extension, an unported package or a CUDA build at import:
+    # left as written but for NPU606, as a file importing such a module itself (failing_modules.py; for_path)
+    failing_imports: tuple[tuple[str, str, str], ...] = ()
     # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
     # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
@@ -165,6 +169,7 @@ class FileContext:
     # (failing import as written, what fails or "", importers) where the project imports it only under a
     # fallback: a module that never loads on an NPU host, left as written but for NPU606 (optional_modules)
     optional_module: tuple[str, ...] = ()
+    failing_import: tuple[str, ...] = ()  # (as written, what fails): it cannot be imported there (failing_imports)
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
@@ -212,6 +217,7 @@ class Options:
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
         optional = next((tuple(entry[1:]) for entry in project.optional_modules if _same_file(entry[0], path)), ())
+        failing = next((tuple(entry[1:]) for entry in project.failing_imports if _same_file(entry[0], path)), ())
         uncalled = tuple(name for where, name in project.uncalled_functions if _same_file(where, path))
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
@@ -237,6 +243,7 @@ class Options:
                 backend_constants=(),
                 kernels_behind_cuda_gates=(),
                 optional_modules=(),
+                failing_imports=(),
                 legacy_vllm_adapters=(),
                 uncalled_functions=(),
                 other_platform_dirs=(),
@@ -249,6 +256,7 @@ class Options:
                 backend_names=backends,
                 cuda_gated_kernels=gated,
                 optional_module=optional,
+                failing_import=failing,
                 legacy_vllm_adapter=adapter,
                 other_platform=platform,
                 npu_version=npu_version(path),
@@ -285,6 +293,9 @@ class Options:
         )
         facts["optional_modules"] = tuple(
             (os.path.basename(path), *entry) for path, *entry in self.project.optional_modules
+        )
+        facts["failing_imports"] = tuple(
+            (os.path.basename(path), *entry) for path, *entry in self.project.failing_imports
         )
         facts["pin_scopes"] = tuple((os.path.basename(where), pins) for where, pins in self.project.pin_scopes)
         facts["attention_switches"] = tuple(

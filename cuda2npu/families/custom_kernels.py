@@ -324,6 +324,10 @@ OPTIONAL_MODULE_MESSAGE = (
     "`{module}` cannot be imported on an NPU host{through}, nor can this module; the project imports it only"
     " under a fallback for that failure ({importers}), which is what runs there: cuda2npu left this file as written"
 )
+FAILING_IMPORT_MESSAGE = (
+    "`{module}` cannot be imported on an NPU host: through the project's imports it reaches `{what}`, which fails"
+    " there, and so does this file, which cuda2npu left as written; port that, then run cuda2npu again"
+)
 CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
     "calls": "`{name}(...)` fails on an NPU host: {note}",
     "review_calls": "`{name}(...)` selects a CUDA-only path: {note}",
@@ -363,8 +367,9 @@ class CudaOnlyImports(Rule):
         mention CUDA at all, or no longer once its other calls are migrated."""
         declared = {module.rsplit(".", 1)[-1] for module in options.project.cuda_extensions}
         declared |= {module.split(".")[0] for module, _ in options.project.failing_modules}
-        if options.file.optional_module:  # its failing import, which stays: `from .ops import scan`
-            declared.add(options.file.optional_module[0].rpartition(".")[2])
+        for failing in (options.file.optional_module, options.file.failing_import):
+            if failing:  # its failing import, which stays: `from .ops import scan`
+                declared.add(failing[0].rpartition(".")[2])
         return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared) if name)
 
     def __init__(self, ctx) -> None:
@@ -387,7 +392,7 @@ class CudaOnlyImports(Rule):
         self._raising: set[cst.CSTNode] = set()  # try bodies whose fallback raises (NPU606 at the raise)
         self._inside_raising = 0  # how many of them enclose the current node
         self._called: set[tuple] = set()  # (block, package) NPU606 marked for a CUDA-only call
-        self._optional_marked = False  # NPU606 marked the failing import of an optional module
+        self._failing_import_marked = False  # NPU606 marked the import that keeps the file from loading
         # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
@@ -485,7 +490,7 @@ class CudaOnlyImports(Rule):
         self._enter(original_node, -1)
 
     def visit_Import(self, node: cst.Import) -> None:
-        if self._optional_marked or self._optional_module(node):
+        if self._failing_import_marked or self._optional_module(node):
             return  # an optional module, left as written: the NPU606 at its failing import says it all
         if is_cuda_alternative(self.ctx, node):
             return  # the CUDA side of code that handles the NPU (a CudaPlatform beside the project's NPUPlatform)
@@ -497,7 +502,7 @@ class CudaOnlyImports(Rule):
             self._failing_project_module(node, dotted_name(alias.name) or "")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if self._optional_marked or self._optional_module(node):
+        if self._failing_import_marked or self._optional_module(node):
             return  # an optional module, left as written: the NPU606 at its failing import says it all
         if node.module is None or node.relative or is_cuda_alternative(self.ctx, node):
             return
@@ -510,19 +515,31 @@ class CudaOnlyImports(Rule):
         self._failing_project_module(node, module)
 
     def _optional_module(self, node: cst.Import | cst.ImportFrom) -> bool:
-        """NPU606 at the failing import of a module the project imports only where it falls back when
-        the import fails (project fact ``optional_modules``: Otter's ``modeling_persimmon.py``, which
-        imports flash-attn's fused ops, imported by ``modeling_fuyu.py`` in ``try: ... except
-        ImportError: from transformers import PersimmonForCausalLM``): the module never loads on an
-        NPU host, so this report is the file's only one (``Report.sole``) and the file stays as
-        written."""
-        optional = self.options.file.optional_module
-        if not optional or self._optional_marked or optional[0] not in _written(node) or not self._module_level():
+        """NPU606 at the failing import of a module that never loads on an NPU host, as the file's only
+        report (``Report.sole``: the file stays as written):
+
+        - one the project imports only where it falls back when the import fails (project fact
+          ``optional_modules``: Otter's ``modeling_persimmon.py``, which imports flash-attn's fused
+          ops, imported by ``modeling_fuyu.py`` in ``try: ... except ImportError: from transformers
+          import PersimmonForCausalLM``);
+        - one whose import reaches, through the project's modules, a compiled CUDA extension, an
+          unported package or a CUDA build at import (``failing_imports``: SpQR's tests import
+          ``spqr_quant``, whose ``inference_kernels/cuda_kernel.py`` compiles its kernel at import)."""
+        optional, failing = self.options.file.optional_module, self.options.file.failing_import
+        failing_import = (optional or failing or ("",))[0]
+        if not failing_import or self._failing_import_marked or failing_import not in _written(node):
             return False
-        failing_import, what_fails, importers = optional
-        self._optional_marked = True
-        through = f" (through the project's imports it reaches `{what_fails}`, which fails there)" if what_fails else ""
-        message = OPTIONAL_MODULE_MESSAGE.format(module=failing_import, through=through, importers=importers)
+        if not self._module_level():
+            return False
+        self._failing_import_marked = True
+        if optional:
+            _, what_fails, importers = optional
+            through = (
+                f" (through the project's imports it reaches `{what_fails}`, which fails there)" if what_fails else ""
+            )
+            message = OPTIONAL_MODULE_MESSAGE.format(module=failing_import, through=through, importers=importers)
+        else:
+            message = FAILING_IMPORT_MESSAGE.format(module=failing_import, what=failing[1])
         self.report("NPU606", node, message, sole=True)
         return True
 

@@ -83,7 +83,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files)
     pins, pin_files, pin_scopes = project_pins(files, root)
-    failing, optional = failing_and_optional_modules(texts, extensions, root)
+    failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root)
     return ProjectFacts(
         pins=pins,
         pin_files=pin_files,
@@ -112,6 +112,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         extension_functions=extension_functions(texts, extensions + cpu_built_extensions(files)),
         failing_modules=failing,
         optional_modules=optional,
+        failing_imports=failing_imports,
         build_probes=build_probes(texts),
         build_constants=build_constants(texts),
         gpu_monitors=gpu_monitors(texts),
