@@ -47,6 +47,15 @@ TF32_AVAILABLE = (
 )
 
 
+def _torch_cuda_arguments(node: cst.Call) -> bool:
+    """Whether the arguments fit ``Tensor.cuda`` / ``Module.cuda``: hqq's ``Quantizer.cuda(W_q, meta=meta,
+    device=device)`` (PyramidKV, round 27) is another library's method, which works with any device
+    and has no ``npu``."""
+    keywords = [arg.keyword.value for arg in node.args if arg.keyword is not None]
+    positional = len(node.args) - len(keywords)
+    return positional <= 2 and all(keyword in CUDA_METHOD_PARAMS for keyword in keywords)
+
+
 def _rename(new: str):
     return lambda name: name.with_changes(value=new)
 
@@ -128,7 +137,7 @@ class CudaMethodCall(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if "torch.cuda" in self.resolver.qualified_names(func):  # the module, not a call
                 return
-            if is_cuda_alternative(self.ctx, func):
+            if is_cuda_alternative(self.ctx, func) or not _torch_cuda_arguments(node):
                 return
             own = own_cuda_class(self, func.value, self._classes[-1] if self._classes else None)
             if own is not None:
