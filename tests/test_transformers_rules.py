@@ -249,6 +249,31 @@ def test_r26_a_replaced_flash_attention_2_forward_keeps_the_flag(tmp_path):
     assert "snapkv/monkeypatch.py: transformers.models.llama.modeling_llama.LlamaFlashAttention2.forward" in text
 
 
+def test_r27_a_flash_attention_2_forward_replaced_with_the_sdpa_one_is_not_a_reason_to_keep_the_flag(tmp_path):
+    """PyramidKV replaces the eager, FlashAttention2 and SDPA classes' forwards alike: under SDPA its
+    compression runs too, so `attn_implementation="flash_attention_2"` becomes "sdpa" as elsewhere
+    (keeping it was wrong: ImportError at `from_pretrained` under its transformers 4.44 pin)."""
+    write(
+        tmp_path / "pyramidkv" / "monkeypatch.py",
+        """
+        import transformers
+
+
+        def replace_llama():
+            transformers.models.llama.modeling_llama.LlamaAttention.forward = lambda self, *a: None
+            transformers.models.llama.modeling_llama.LlamaFlashAttention2.forward = lambda self, *a: None
+            transformers.models.llama.modeling_llama.LlamaSdpaAttention.forward = lambda self, *a: None
+        """,
+    )
+    pred = write(
+        tmp_path / "run_longbench.py",
+        'from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained("m", attn_implementation="flash_attention_2")\n',
+    )
+    cli("migrate", tmp_path)
+    text = pred.read_text()
+    assert 'attn_implementation="sdpa"' in text and "replaces a FlashAttention2 class's forward" not in text
+
+
 def test_a_flash_attention_patch_concerns_its_own_sub_project_only(tmp_path):
     """smollm: the packing patch of one sub-project (vision/smolvlm2, its own pyproject.toml) says
     nothing of another's attention (vision/m4): there flash_attention_2 becomes "sdpa" as usual."""

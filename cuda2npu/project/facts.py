@@ -51,6 +51,8 @@ FLASH_HOOK = re.compile(
     re.M,
 )
 
+SDPA_FORWARD = re.compile(rb"^[ \t]*[\w.]*?(\w*SdpaAttention)\.forward[ \t]*=(?!=)", re.M)
+
 
 def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     """What rules must know of the whole project: the CUDA extensions its
@@ -139,8 +141,9 @@ def flash_attention_hooks(
     """``("llava/model/utils/packing.py: transformers.modeling_flash_attention_utils._get_unpad_data", scope)``
     for each assignment replacing a flash-attention internal of transformers (packed sequences told
     apart through it; the target as written, ``model_module._get_unpad_data`` too), or a FlashAttention2
-    class's forward (SnapKV's compression): such a project's attention relies on flash_attention_2, which
-    SDPA would not honour (NPU903, NPU901/NPU902). ``scope``:
+    class's forward (SnapKV's compression; not where the project replaces the SDPA class's forward too, as
+    PyramidKV does): such a project's attention relies on flash_attention_2, which SDPA would not honour
+    (NPU903, NPU901/NPU902). ``scope``:
     the real path of the sub-project holding the patch (the nearest directory above it with a
     ``pyproject.toml``, ``setup.py`` or ``setup.cfg``, else the root): its files are the ones the
     patch concerns (``Options.for_path``)."""
@@ -156,7 +159,20 @@ def flash_attention_hooks(
             found.update(
                 (f"{shown}: {match.group(1).decode()}", os.path.realpath(scope)) for match in FLASH_HOOK.finditer(text)
             )
-    return tuple(sorted(found))
+    if not found:
+        return ()
+    # a FlashAttention2 forward replaced along with the SDPA class's (PyramidKV): SDPA runs the project's code too
+    sdpa = {
+        match.group(1) for text in texts.values() if b"SdpaAttention" in text for match in SDPA_FORWARD.finditer(text)
+    }
+    return tuple(sorted(hook for hook in found if _sdpa_twin(hook[0]) not in sdpa))
+
+
+def _sdpa_twin(hook: str) -> bytes | None:
+    """``LlamaSdpaAttention.forward`` of the hook ``"file: ...LlamaFlashAttention2.forward"``; None for another hook."""
+    target = hook.rpartition(": ")[2].rpartition(".")[0]  # without `.forward`
+    name = target.rpartition(".")[2]
+    return f"{name.removesuffix('FlashAttention2')}SdpaAttention".encode() if name.endswith("FlashAttention2") else None
 
 
 def megatron_fork(files: list[Path]) -> bool:
