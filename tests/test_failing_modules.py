@@ -252,3 +252,20 @@ def test_the_importer_of_a_flash_attn_helper_a_person_copies_is_still_migrated(t
     cli("migrate", tmp_path)
     text = train.read_text()
     assert "NPU606 `llava.patch` cannot be imported" in text and ".npu()" in text
+
+
+def test_a_top_level_namespace_package_is_followed_and_a_module_named_like_a_library_imports_the_library(tmp_path):
+    """PyramidKV (round 27): `pyramidkv/` has no `__init__.py`; `monkeypatch.py` imports
+    `pyramidkv.llama_model`, which imports `flash_attn.bert_padding`; `pyramidkv/minference.py` imports
+    the MInference library, whose name it has (inside itself, the name is the library's)."""
+    write(tmp_path / "pyramidkv" / "llama_model.py", "import torch\nfrom flash_attn.bert_padding import pad_input\n")
+    patch = write(tmp_path / "pyramidkv" / "monkeypatch.py", "from pyramidkv.llama_model import pad_input\n")
+    own = write(
+        tmp_path / "pyramidkv" / "minference.py",
+        "import torch\nfrom minference.modules.minference_forward import prefill\n\nx = torch.ones(1).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    assert "NPU606 `pyramidkv.llama_model` cannot be imported" in patch.read_text()
+    text = own.read_text()
+    assert "NPU606 `minference.modules.minference_forward` cannot run on an NPU host, nor can this file" in text
+    assert ".cuda()" in text  # left as written

@@ -112,7 +112,9 @@ def namespace_names(files: list[Path]) -> dict[Path, str]:
     """The name a module in a directory without an ``__init__.py`` below a package is also imported
     by (a PEP 420 namespace portion): ``pkg/sub/mod.py`` with only ``pkg/__init__.py`` →
     ``pkg.sub.mod`` (Video-ChatGPT's ``video_chatgpt/train/``), where :func:`module_names` says
-    ``mod``, the name a script beside it imports it by."""
+    ``mod``, the name a script beside it imports it by. In a directory without an ``__init__.py`` and
+    no package above it, the name a script in the directory above imports it by: ``pyramidkv/llama_model.py``
+    → ``pyramidkv.llama_model`` (PyramidKV's ``pyramidkv/`` is such a portion at the project root)."""
     names = module_names(files)
     packages = {os.path.dirname(str(path)): name for path, name in names.items() if path.name == "__init__.py"}
     found: dict[Path, str] = {}
@@ -127,6 +129,8 @@ def namespace_names(files: list[Path]) -> dict[Path, str]:
             parts.append(name)
         if directory in packages and parts:
             found[path] = ".".join([packages[directory], *reversed(parts)])
+        elif path.name != "__init__.py":  # a top-level namespace package: `from pyramidkv.llama_model import ...`
+            found[path] = f"{path.parent.name}.{path.stem}"
     return found
 
 

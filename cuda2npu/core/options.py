@@ -211,7 +211,9 @@ class Options:
         local = project.local_modules
         if project.loose_modules:  # (real directory, name): the facts come from the project root's discovery
             directory = os.path.realpath(Path(path).parent)
-            local = tuple(sorted({*local, *(name for where, name in project.loose_modules if where == directory)}))
+            # not the file's own name: `from minference.modules import ...` in `pyramidkv/minference.py` is the library's
+            beside = (name for where, name in project.loose_modules if where == directory and name != Path(path).stem)
+            local = tuple(sorted({*local, *beside}))
         # only a rewrite reads it (the import of a generated file): no stat per file for `check`; not notebooks
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
