@@ -75,3 +75,24 @@ def test_a_directory_naming_another_distribution_is_the_projects_own(tmp_path):
     own = write(tmp_path / "tools" / "apex" / "ops.py", PROJECT_FILE)
     cli("migrate", tmp_path)
     assert ".npu()" in own.read_text()
+
+
+def test_a_copy_of_deepspeed_or_transformers_is_skipped_too(tmp_path):
+    """FlexLLMGen (round 27) carries DeepSpeed 0.7.7 and transformers 4.24.0 (a `src/` layout) for its
+    baselines: both run on Ascend themselves from a later release, which replaces the copy."""
+    write(tmp_path / "train.py", PROJECT_FILE)
+    deepspeed = write(tmp_path / "third_party" / "DeepSpeed" / "deepspeed" / "runtime" / "engine.py", PROJECT_FILE)
+    write(tmp_path / "third_party" / "DeepSpeed" / "deepspeed" / "__init__.py", "")
+    write(
+        tmp_path / "third_party" / "DeepSpeed" / "setup.py", "from setuptools import setup\nsetup(name='deepspeed')\n"
+    )
+    hf = write(tmp_path / "third_party" / "transformers" / "src" / "transformers" / "trainer.py", PROJECT_FILE)
+    write(tmp_path / "third_party" / "transformers" / "src" / "transformers" / "__init__.py", "")
+    write(tmp_path / "third_party" / "transformers" / "setup.py", 'setup(\n    name="transformers",\n)\n')
+    report = tmp_path / "report.json"
+    assert cli("migrate", tmp_path, "--report", report).exit_code == 0
+    assert deepspeed.read_text() == hf.read_text() == PROJECT_FILE.lstrip("\n")
+    entries = {Path(e["path"]).name: e for e in json.loads(report.read_text())["files"]}
+    assert "DeepSpeed, which runs on Ascend NPUs itself from 0.10.1" in entries["engine.py"]["reason"]
+    assert "transformers, which runs on Ascend NPUs itself from 4.32.0" in entries["trainer.py"]["reason"]
+    assert ".npu()" in (tmp_path / "train.py").read_text()

@@ -1,6 +1,7 @@
 """Copies of third-party libraries inside a project (rules/tables/vendored_libraries.toml): a
 directory below the project root whose own setup.py or pyproject.toml names one of the table's
-distributions, with the library's package next to it (VisionLLMv2's ``apex/`` and ``mmcv/``).
+distributions, with the library's package next to it or in its ``src/`` (VisionLLMv2's ``apex/`` and
+``mmcv/``, FlexLLMGen's ``benchmark/third_party/DeepSpeed`` and ``transformers``).
 Discovery lists their files as skipped, with the table's reason (cuda2npu/project/discovery.py)."""
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def _library_reason(directory: Path) -> str | None:
     if name is None:
         return None
     for library in table("vendored_libraries")["library"].values():
-        if name in library["distributions"] and (directory / library["package"] / "__init__.py").is_file():
+        package = library["package"]
+        if name in library["distributions"] and any(
+            (where / package / "__init__.py").is_file() for where in (directory, directory / "src")
+        ):
             return library["reason"]
     return None
 
