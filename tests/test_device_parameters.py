@@ -63,6 +63,24 @@ def test_a_call_in_another_file_passes_its_device_like_the_default(tmp_path):
     assert 'def __init__(self, device: str = "npu:0")' in (tmp_path / "pkg" / "metrics.py").read_text()
 
 
+def test_a_callable_imported_in_a_function_passes_its_device_too(tmp_path):
+    """FlexLLMGen's ``ExecutionEnv.create`` imports ``TorchDevice`` in the method (a circular import
+    otherwise): ``TorchDevice("cuda:0")`` there is the same device as at module level (round 27)."""
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(
+        tmp_path / "pkg" / "backend.py",
+        "import torch\n\n\nclass TorchDevice:\n    def __init__(self, name):\n        self.dev = torch.device(name)\n",
+    )
+    utils = write(
+        tmp_path / "pkg" / "utils.py",
+        "class ExecutionEnv:\n    @classmethod\n    def create(cls):\n"
+        "        from pkg.backend import TorchDevice\n\n"
+        '        return TorchDevice("cuda:0"), TorchDevice("cpu")\n',
+    )
+    cli("migrate", tmp_path)
+    assert 'TorchDevice("npu:0"), TorchDevice("cpu")' in utils.read_text()
+
+
 def test_a_positional_device_after_another_argument_whatever_the_default(tmp_path):
     write(tmp_path / "pkg" / "__init__.py", "")
     write(

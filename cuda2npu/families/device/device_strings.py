@@ -614,7 +614,24 @@ class DeviceStrings(Rule):
             return True
         value = expr.value if isinstance(expr, cst.Attribute) and expr.attr.value == "type" else expr
         return (
-            isinstance(value, cst.Name) and bool(device_literals(other, prefix_ok=True)) and self._device_value(value)
+            isinstance(value, cst.Name)
+            and bool(device_literals(other, prefix_ok=True))
+            and (self._device_value(value) or self._device_type_name(value))
+        )
+
+    def _device_type_name(self, expr: cst.Name) -> bool:
+        """``expr`` is a name its function also compares with ``"cpu"``: a device type the function maps
+        (FlexLLMGen's ``DeviceType.convert(name)``: ``if name == "cpu": ... elif name == "cuda": ...
+        else: raise ValueError(f"Invalid name: {name}")``, called with ``torch.device(...).type``)."""
+        parents = TreeIndex.of(self.ctx).parents
+        function = parents.get(expr)
+        while function is not None and not isinstance(function, cst.FunctionDef):
+            function = parents.get(function)
+        return function is not None and any(
+            any(isinstance(side, cst.Name) and side.value == expr.value for side in sides)
+            and any(string_value(side) == "cpu" for side in sides)
+            for comparison in iter_nodes(function.body, cst.Comparison)
+            for sides in [(comparison.left, *(target.comparator for target in comparison.comparisons))]
         )
 
     def _device_value(self, expr: cst.BaseExpression) -> bool:
@@ -721,7 +738,23 @@ class DeviceStrings(Rule):
         wanted = by_callable(self.options.project.device_parameters)
         module = self.resolver.module_scope
         imported = {name for name in wanted if name in module.imports and name not in module.others}
-        return {name: wanted[name] for name in imported | (self._relatively_imported & wanted.keys())}
+        imported |= (self._relatively_imported | self._imported_in_functions) & wanted.keys()
+        return {name: wanted[name] for name in imported}
+
+    @functools.cached_property
+    def _imported_in_functions(self) -> frozenset[str]:
+        """The names ``from ... import`` statements in functions bind, where the module binds none of
+        them (FlexLLMGen's ``ExecutionEnv.create``: ``from flexllmgen.pytorch_backend import TorchDevice``
+        in the method, against a circular import)."""
+        index = TreeIndex.of(self.ctx)
+        module = self.resolver.module_scope
+        return frozenset(
+            bound_name(alias, statement)
+            for statement in iter_nodes(self.ctx.module, cst.ImportFrom)
+            if not isinstance(statement.names, cst.ImportStar) and index.function.get(index.statement_of(statement))
+            for alias in statement.names
+            if bound_name(alias, statement) not in module.imports and bound_name(alias, statement) not in module.others
+        )
 
     @functools.cached_property
     def _relatively_imported(self) -> frozenset[str]:
@@ -976,7 +1009,10 @@ class DeviceStrings(Rule):
             sides = [node.left, *(target.comparator for target in node.comparisons)]
             if any(string_value(side) == "cuda" for side in sides):
                 found.update(
-                    (dotted_name(side) or "").rpartition(".")[2] for side in sides if not self._device_value(side)
+                    (dotted_name(side) or "").rpartition(".")[2]
+                    for side in sides
+                    if not self._device_value(side)
+                    and not (isinstance(side, cst.Name) and self._device_type_name(side))
                 )
         return frozenset(found - {""})
 
