@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from cuda2npu.analysis.cuda_gates import kept_cuda_blocks, kept_cuda_test
+from cuda2npu.analysis.cuda_gates import MIGRATED, kept_cuda_blocks, kept_cuda_test
 from cuda2npu.analysis.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
@@ -114,14 +114,7 @@ def _hollow_fallback(ctx, node: cst.Try) -> bool:
     handlers bind nothing (no flag, no stand-in), nor does the try set a flag beside the import, and
     a name the try imports is read outside it, not
     under an ``if`` whose test names the feature (``if self.use_xformers:`` before ``xops.…``)."""
-    imported = {
-        bound_name(alias, statement)
-        for line in node.body.body
-        if isinstance(line, cst.SimpleStatementLine)
-        for statement in line.body
-        if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(statement.names, cst.ImportStar)
-        for alias in statement.names
-    }
+    imported = _imported_names(node)
     binds = (cst.Assign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Return, cst.Raise)
     if not imported or any(True for handler in node.handlers for _ in iter_nodes(handler.body, binds)):
         return False
@@ -136,6 +129,69 @@ def _hollow_fallback(ctx, node: cst.Try) -> bool:
         and not _feature_tested(index, name)
         for name in iter_nodes(ctx.module, cst.Name)
     )
+
+
+def _none_called(ctx, node: cst.Try) -> str | None:
+    """``try: from block_sparse_attn import block_streaming_attn_func`` / ``except ImportError:
+    block_streaming_attn_func = None``, then ``block_streaming_attn_func(...)`` in a function no test
+    of the name (or of the feature) guards (DuoAttention's default streaming attention, round 27): on
+    an NPU host the fallback is None, and the call raises TypeError. The name called, else None."""
+    imported = _imported_names(node, skip=MIGRATED)  # flash-attn's calls are rewritten, not left to fail
+    assigned = [
+        statement
+        for handler in node.handlers
+        for line in handler.body.body
+        for statement in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])
+        if not isinstance(statement, cst.Pass)
+    ]
+    if not imported or not assigned or not all(_sets_none(statement, imported) for statement in assigned):
+        return None
+    index = TreeIndex.of(ctx)
+    for call in iter_nodes(ctx.module, cst.Call):
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in imported and not index.within(func, node):
+            if not _name_tested(index, func) and not _feature_tested(index, func):
+                return func.value
+    return None
+
+
+def _imported_names(node: cst.Try, skip: tuple[str, ...] = ()) -> set[str]:
+    """The names the import statements of the ``try`` body bind (not from the top-level packages ``skip``)."""
+    return {
+        bound_name(alias, statement)
+        for line in node.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for statement in line.body
+        if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(statement.names, cst.ImportStar)
+        for alias in statement.names
+        if (
+            dotted_name(statement.module if isinstance(statement, cst.ImportFrom) and statement.module else alias.name)
+            or ""
+        ).split(".")[0]
+        not in skip
+    }
+
+
+def _sets_none(statement: cst.CSTNode, names: set[str]) -> bool:
+    """``name = None`` (also ``a = b = None``) for names of ``names``."""
+    return (
+        isinstance(statement, cst.Assign)
+        and isinstance(statement.value, cst.Name)
+        and statement.value.value == "None"
+        and all(isinstance(t.target, cst.Name) and t.target.value in names for t in statement.targets)
+    )
+
+
+def _name_tested(index: TreeIndex, name: cst.Name) -> bool:
+    """An ``if``, ``while`` or conditional expression around ``name`` tests that name itself
+    (``if fn is not None:``, ``fn(x) if fn else y``)."""
+    node = index.parents.get(name)
+    while node is not None:
+        test = node.test if isinstance(node, (cst.If, cst.IfExp, cst.While)) else None
+        if test is not None and any(n.value == name.value for n in iter_nodes(test, cst.Name)):
+            return True
+        node = index.parents.get(node)
+    return False
 
 
 def _feature_tested(index: TreeIndex, name: cst.Name) -> bool:
@@ -315,6 +371,10 @@ CUDA_ONLY_MESSAGES = {
 }
 # unported packages imported unguarded at module level: the marker is all `migrate` writes
 UNPORTED_MESSAGE = "{modules} cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}"
+NONE_CALLED_NOTE = (
+    "the `except` around it binds `{name}` to None, and the file calls `{name}(...)` where nothing tests it: "
+    "TypeError there (not a fallback); choose another implementation on an NPU host, or test `{name}` first"
+)
 HOLLOW_NOTE = (
     "the `except` around it only reports the ImportError and binds nothing, and the file uses the module "
     "afterwards: NameError there (not a fallback)"
@@ -378,8 +438,10 @@ class CudaOnlyImports(Rule):
         # ImportError handler does not re-raise, an availability-probed if body), "static" (`if
         # TYPE_CHECKING:`, a CUDA feature switch the migration keeps)
         self._guards: dict[cst.CSTNode, str] = {}
-        # "hollow": a try body whose ImportError handler only reports it, the module used later (_hollow_fallback)
-        self._depth = {"fallback": 0, "static": 0, "hollow": 0}
+        # "hollow": a try body whose ImportError handler only reports it, the module used later (_hollow_fallback);
+        # "none": one whose handler binds the names None, one of them called unguarded later (_none_called)
+        self._depth = {"fallback": 0, "static": 0, "hollow": 0, "none": 0}
+        self._none_called: dict[cst.CSTNode, str] = {}  # such a try body -> the name called
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
         self._running: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._marked: set[str] = set()  # top-level packages NPU606 marked in this file
@@ -406,6 +468,9 @@ class CudaOnlyImports(Rule):
             self._raising.add(node.body)
         elif _hollow_fallback(self.ctx, node):
             self._guards[node.body] = "hollow"
+        elif (called := _none_called(self.ctx, node)) is not None:
+            self._guards[node.body] = "none"
+            self._none_called[node.body] = called
         else:
             self._guards[node.body] = "fallback"
 
@@ -636,6 +701,8 @@ class CudaOnlyImports(Rule):
                         self._marked_in.add((self._owner(), root))
                 when = f" (`{self._functions[self._running[-1]]}` fails here when it runs)" if self._running else ""
                 notes = [HOLLOW_NOTE] if self._depth["hollow"] else []
+                if self._depth["none"]:
+                    notes.append(NONE_CALLED_NOTE.format(name=self._none_name()))
                 ported = _import_ported(node)
                 if ported and self.options.code_enabled("NPU606"):
                     marked_imports(self.ctx).add(node)
@@ -657,6 +724,13 @@ class CudaOnlyImports(Rule):
         the engine keeps of the file (``Report.sole``), which is left as written."""
         if self._sole is not None:
             self.report_in(self._sole.statement, "NPU606", self._sole.node, self._sole.message(), sole=True)
+
+    def _none_name(self) -> str:
+        """The name the innermost None-binding fallback around the current statement leaves uncalled-for."""
+        index = TreeIndex.of(self.ctx)
+        owners = (self.ctx.statement, *index.ancestors(self.ctx.statement)) if self.ctx.statement is not None else ()
+        bodies = (getattr(owner, "body", None) for owner in owners)
+        return next((self._none_called[body] for body in bodies if body in self._none_called), "")
 
     def _only_classes_read(self, node: cst.CSTNode) -> bool:
         """Every use of the names ``node`` (an import) binds, in its function (or the module), reads a
