@@ -222,11 +222,11 @@ def test_a_module_compiling_cuda_at_import_fails_and_so_do_its_importers(tmp_pat
     kernel = "spqr_quant.kernels.cuda_kernel"
     assert dict(failing)["spqr_quant.kernels.cuda_kernel"] == kernel
     assert dict(failing)["spqr_quant"] == kernel and not optional
-    left = {os.path.relpath(path, tmp_path): (written, what) for path, written, what in failing_imports}
+    left = {os.path.relpath(path, tmp_path): entry for path, *entry in failing_imports}
     assert left == {
-        "spqr_quant/__init__.py": (".inference", kernel),
-        "spqr_quant/inference.py": (".kernels.cuda_kernel", kernel),  # the kernel module itself, imported
-        "tests/test_spqr.py": ("spqr_quant", kernel),
+        "spqr_quant/__init__.py": [".inference", kernel, True],
+        "spqr_quant/inference.py": [".kernels.cuda_kernel", kernel, True],  # the kernel module itself, imported
+        "tests/test_spqr.py": ["spqr_quant", kernel, True],
     }  # not kernels/__init__.py: only the package above it, which runs first, fails
 
 
@@ -269,3 +269,17 @@ def test_a_top_level_namespace_package_is_followed_and_a_module_named_like_a_lib
     text = own.read_text()
     assert "NPU606 `minference.modules.minference_forward` cannot run on an NPU host, nor can this file" in text
     assert ".cuda()" in text  # left as written
+
+
+def test_a_relative_import_of_a_failing_module_is_marked_and_the_file_migrated(tmp_path):
+    """TriForce (round 28): `models/TP_llama.py` runs `from .tensor_op import ...`, and `tensor_op.py`
+    imports flash-attn's `bert_padding` (a person copies it): marked at the import, and migrated."""
+    write(tmp_path / "models" / "__init__.py", "")
+    write(tmp_path / "models" / "tensor_op.py", "import torch\nfrom flash_attn.bert_padding import pad_input\n")
+    model = write(
+        tmp_path / "models" / "TP_llama.py",
+        "import torch\nfrom .tensor_op import pad_input\n\nx = torch.ones(2).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = model.read_text()
+    assert "NPU606 `.tensor_op` cannot be imported on an NPU host" in text and ".npu()" in text

@@ -248,13 +248,15 @@ def optional_modules(
 
 def failing_imports(
     files: PythonFiles, failing: tuple[tuple[str, str], ...], sites: ImportSites, optional: set[str]
-) -> tuple[tuple[str, str, str], ...]:
-    """``(real path, failing import as written, what fails)`` for each failing module (``failing``),
-    but the ``optional`` ones (real paths), whose failure comes through the project's imports from
-    what no one ports quickly: a compiled CUDA extension, an unported package or a module compiling
-    CUDA at import (not a flash-attn name ported at its import alone: a person copies it, and the
-    importers run). Such a file cannot run on an NPU host until that is ported: NPU606 marks its
-    import, and the rest is left as written (SpQR's scripts and tests, Quest's package)."""
+) -> tuple[tuple[str, str, str, bool], ...]:
+    """``(real path, failing import as written, what fails, left as written)`` for each failing module
+    (``failing``) but the ``optional`` ones (real paths) whose failing import is a project module's (a
+    direct import of what fails is marked where it is), relative imports included. ``left as
+    written``: the failure comes from what no one ports quickly (a compiled CUDA extension, an unported
+    package, a module compiling CUDA at import; not a flash-attn name ported at its import alone,
+    whose importers run once a person copies it): the file cannot run on an NPU host until that is
+    ported, so NPU606 marks its import and the rest stays as written (SpQR's scripts and tests,
+    Quest's package); else NPU606 marks the import and the file is migrated."""
     what_fails = dict(failing)
     modules = set(files.modules.values())
     found = []
@@ -269,8 +271,8 @@ def failing_imports(
         cause = next(what_fails[name] for name in own if name in what_fails)
         if not what and cause in modules:  # it imports the module compiling CUDA itself, which no rule marks
             what = cause
-        if what and not _ported_by_hand(what):
-            found.append((os.path.realpath(path), written, what))
+        if what:
+            found.append((os.path.realpath(path), written, what, not _ported_by_hand(what)))
     return tuple(sorted(found))
 
 

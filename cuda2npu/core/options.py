@@ -134,10 +134,10 @@ class ProjectFacts:
     # (real path, failing import as written, what fails or "", "importer:line, ...") of those the project
     # imports only where it falls back when the import fails (failing_modules.py; for_path)
     optional_modules: tuple[tuple[str, str, str, str], ...] = ()
-    # (real path, failing import as written, what fails) of the others whose failure comes through the
-    # project's imports from a compiled CUDA extension, an unported package or a CUDA build at import:
-    # left as written but for NPU606, as a file importing such a module itself (failing_modules.py; for_path)
-    failing_imports: tuple[tuple[str, str, str], ...] = ()
+    # (real path, failing import as written, what fails, left as written) of the others importing a failing
+    # project module: NPU606 there; left as written but for it where the failure comes from a compiled CUDA
+    # extension, an unported package or a CUDA build at import (failing_modules.py; for_path)
+    failing_imports: tuple[tuple[str, str, str, bool], ...] = ()
     # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
     # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
@@ -169,7 +169,7 @@ class FileContext:
     # (failing import as written, what fails or "", importers) where the project imports it only under a
     # fallback: a module that never loads on an NPU host, left as written but for NPU606 (optional_modules)
     optional_module: tuple[str, ...] = ()
-    failing_import: tuple[str, ...] = ()  # (as written, what fails): it cannot be imported there (failing_imports)
+    failing_import: tuple = ()  # (as written, what fails, left as written): it cannot be imported there (failing_imports)
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)

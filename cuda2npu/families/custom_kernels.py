@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 
@@ -23,7 +22,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     npu_release,
     unported_module,
 )
-from cuda2npu.analysis.failing_modules import failing_part, written_imports
+from cuda2npu.analysis.failing_modules import written_imports
 from cuda2npu.analysis.kernel_rewrites import import_port_note, marked_imports
 from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
@@ -563,21 +562,21 @@ class CudaOnlyImports(Rule):
             for alias in node.names:
                 self._library(alias, dotted_name(alias.name) or "")
         self._cuda_only(node, [dotted_name(alias.name) or "" for alias in node.names])
-        for alias in node.names:
-            self._failing_project_module(node, dotted_name(alias.name) or "")
+        self._failing_project_module(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if self._failing_import_marked or self._optional_module(node):
             return  # an optional module, left as written: the NPU606 at its failing import says it all
-        if node.module is None or node.relative or is_cuda_alternative(self.ctx, node):
+        if is_cuda_alternative(self.ctx, node):
             return
-        module = dotted_name(node.module) or ""
-        names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
-        candidates = [module, *(f"{module}.{n}" for n in names)]
-        if not any(self._depth.values()):
-            self._library(node, *candidates)
-        self._cuda_only(node, candidates)
-        self._failing_project_module(node, module)
+        if node.module is not None and not node.relative:
+            module = dotted_name(node.module) or ""
+            names = [] if isinstance(node.names, cst.ImportStar) else [dotted_name(a.name) for a in node.names]
+            candidates = [module, *(f"{module}.{n}" for n in names)]
+            if not any(self._depth.values()):
+                self._library(node, *candidates)
+            self._cuda_only(node, candidates)
+        self._failing_project_module(node)
 
     def _optional_module(self, node: cst.Import | cst.ImportFrom) -> bool:
         """NPU606 at the failing import of a module that never loads on an NPU host, as the file's only
@@ -591,6 +590,8 @@ class CudaOnlyImports(Rule):
           unported package or a CUDA build at import (``failing_imports``: SpQR's tests import
           ``spqr_quant``, whose ``inference_kernels/cuda_kernel.py`` compiles its kernel at import)."""
         optional, failing = self.options.file.optional_module, self.options.file.failing_import
+        if failing and not failing[2]:
+            failing = ()  # marked where it is imported (_failing_project_module), the file migrated
         failing_import = (optional or failing or ("",))[0]
         if not failing_import or self._failing_import_marked or failing_import not in _written(node):
             return False
@@ -608,25 +609,23 @@ class CudaOnlyImports(Rule):
         self.report("NPU606", node, message, sole=True)
         return True
 
-    @functools.cached_property
-    def _failing_modules(self) -> dict[str, str]:
-        """The project fact ``failing_modules`` as a mapping, built once a file."""
-        return dict(self.options.project.failing_modules)
-
-    def _failing_project_module(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
-        """NPU606 at the first module-level import of a project module that fails at import on an NPU
-        host (project fact ``failing_modules``: VideoMamba's models importing its vendored
-        ``mamba_ssm``, which imports ``selective_scan_cuda``), in a file with no NPU606 marker yet."""
-        failing = self._failing_modules
-        found = failing_part(module, failing)
-        if found is None or self._marked or any(self._depth.values()) or not self._module_level():
+    def _failing_project_module(self, node: cst.Import | cst.ImportFrom) -> None:
+        """NPU606 at the module-level import of a project module that fails at import on an NPU host
+        (project fact ``failing_imports``: VideoMamba's models importing its vendored ``mamba_ssm``,
+        which imports ``selective_scan_cuda``; TriForce's ``from .tensor_op import ...``), in a file with
+        no NPU606 marker yet."""
+        failing = self.options.file.failing_import
+        if not failing or failing[0] not in _written(node) or self._marked or any(self._depth.values()):
             return
-        self._marked.add(found.split(".")[0])
+        if not self._module_level():
+            return
+        written, what, _ = failing
+        self._marked.add(written.lstrip(".").split(".")[0] or written)
         self.report(
             "NPU606",
             node,
-            f"`{found}` cannot be imported on an NPU host: through the project's imports it reaches "
-            f"`{failing[found]}`, which fails there; port (or guard) that import, and this one works again",
+            f"`{written}` cannot be imported on an NPU host: through the project's imports it reaches "
+            f"`{what}`, which fails there; port (or guard) that import, and this one works again",
         )
 
     def visit_Call(self, node: cst.Call) -> None:
