@@ -60,3 +60,15 @@ def test_migrate_leaves_the_uncalled_function_as_written(tmp_path):
     assert "def used_helper():\n    torch.npu.empty_cache()" in text
     assert "def called_elsewhere():\n    torch.cuda.synchronize()" in text  # here no notebook names it
     assert "def decorated():\n    torch.npu.empty_cache()" in text
+
+
+def test_a_test_function_of_a_script_running_pytest_is_called_by_pytest(tmp_path):
+    """lightllm's unit tests end in `pytest.main()` (round 28): pytest calls `test_*` by name."""
+    test = write(
+        tmp_path / "test_sampling.py",
+        "import pytest\nimport torch\n\n\ndef test_sampling():\n    torch.cuda.synchronize()\n\n\n"
+        'if __name__ == "__main__":\n    pytest.main()\n',
+    )
+    assert uncalled_functions(PythonFiles.read([test]), []) == ()
+    cli("migrate", tmp_path)
+    assert "torch.npu.synchronize()" in test.read_text()
