@@ -1108,3 +1108,20 @@ def test_r26_pypis_apex_is_pyramids_not_nvidias(tmp_path):
     assert [f for f in findings(tmp_path) if f[2] == "NPU701"] == []
     write(tmp_path / "requirements.txt", "apex==0.1\n")
     assert [f[2] for f in findings(tmp_path)] == ["NPU701"]
+
+
+def test_r28_torch_npu_goes_with_the_linux_torch_line(tmp_path):
+    """H2O's HELM freeze pins torch per platform, macOS first: torch_npu is added after the Linux line,
+    with its marker (after the macOS one it would be required on macOS only, where none installs)."""
+    write(tmp_path / "a.py", "import torch\n\nx = torch.ones(1).cuda()\n")
+    req = write(
+        tmp_path / "requirements.txt",
+        'torch==1.12.1 ; sys_platform == "darwin"\ntorch==2.1.0+cu118 ; sys_platform == "linux"\nnumpy\n',
+    )
+    cli("migrate", tmp_path)
+    lines = req.read_text().splitlines()
+    assert lines[:3] == [
+        'torch==1.12.1 ; sys_platform == "darwin"',
+        'torch==2.1.0 ; sys_platform == "linux"',
+        'torch_npu==2.1.0.post17; sys_platform == "linux"',
+    ]

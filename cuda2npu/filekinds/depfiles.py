@@ -746,6 +746,13 @@ def _transitive(text: str, dep: Dep, listed: set[str]) -> bool:
     return bool(entries) and all(PACKAGE_NAME.fullmatch(e) and normalize(e) in listed for e in entries)
 
 
+# an environment marker that holds only off Linux, where no Ascend host runs (H2O's HELM freeze pins
+# `torch==1.12.1 ; sys_platform == "darwin"` above the Linux line: torch_npu goes with the Linux one)
+OTHER_OS = re.compile(
+    r"""\b(?:sys_platform|platform_system|os_name)\s*==\s*["'](?:darwin|win32|cygwin|Darwin|Windows|nt)["']"""
+)
+
+
 def _version_spec(dep: Dep) -> tuple[str, str]:
     """(version specifier without a ``+cuXXX`` tag, environment marker) of a requirement
     (per-requirement options such as ``--hash=...`` dropped)."""
@@ -958,7 +965,8 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
         )
         if too_old is not None:
             report(TOO_OLD_CODE, dep.line, dep.column, too_old, mark=_line_bounds(text, dep.start)[0])
-    torch = next((d for d in deps if d.name == "torch"), None)
+    torches = [d for d in deps if d.name == "torch"]
+    torch = next((d for d in torches if not OTHER_OS.search(_version_spec(d)[1])), torches[0] if torches else None)
     if torch is not None:
         _check_torch_npu(
             text, torch, next((d for d in deps if d.name == "torch-npu"), None), imports, wanted, marks, report
