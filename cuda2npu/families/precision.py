@@ -364,7 +364,28 @@ class CudaAutocastBf16(ValueUses, Rule):
                     found.append(cast)
             elif shared and index.function.get(where) is None and not {n.split(".")[0] for n in shared} <= rebound:
                 found.append(cast)
-        return found
+        return found or self._half_weights_of_callers(scope)
+
+    def _half_weights_of_callers(self, scope: cst.FunctionDef | None) -> list[cst.Call]:
+        """The float16 casts of models in the functions of the file that call ``scope``, a module-level
+        function, by its name: EfficientQAT's ``update_dataset(layer, ...)`` runs, under a bare CUDA
+        autocast, the layer ``block_ap`` casts with ``qlayer.half()`` and trains under float16 autocast
+        (round 28: bfloat16 targets for a float16 student)."""
+        if scope is None or scope not in self.ctx.module.body:
+            return []
+        index = TreeIndex.of(self.ctx)
+        callers = {
+            index.function.get(statement_of(self.ctx, call))
+            for call in iter_nodes(self.ctx.module, cst.Call)
+            if isinstance(call.func, cst.Name) and call.func.value == scope.name.value
+        }
+        casts = [cast for cast, _ in self.ctx.file_state(float16_models)]
+        return [
+            cast
+            for caller in callers - {None, scope}
+            for cast in casts
+            if index.function.get(statement_of(self.ctx, cast)) is caller
+        ]
 
     def value_use(self, expr: cst.BaseExpression, class_test: bool = False) -> None:
         """Record a CUDA autocast class used as a value; reported when the traversal leaves it, after
