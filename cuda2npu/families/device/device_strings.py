@@ -37,7 +37,7 @@ from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.core.bindings import assigned_values, single_value
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.feature_words import feature_word
+from cuda2npu.core.feature_words import feature_word, name_tokens
 from cuda2npu.core.imports import bound_name
 from cuda2npu.core.literals import (
     DEVICE_STRING,
@@ -865,6 +865,25 @@ class DeviceStrings(Rule):
         elif literals and (refusal := _gpu_refusal(self.ctx, node)):
             self._says_gpu_only.update((literal, refusal) for literal in literals)
 
+    def _flag_kernel_switch(self, node: cst.Assign) -> None:
+        """``cuda_applicable = os.environ["RWKV_CUDA_ON"] == "1" and "cuda" in str(dev)`` then ``if
+        cuda_applicable: ATT = self.cuda_att_seq`` (ChatRWKV, round 28): a flag holding a device test
+        that an ``if`` of the same function reads to choose a CUDA kernel is a kernel switch, as the
+        test would be in that ``if``; its "cuda" stays."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        literals = _cuda_type_literals(node.value, self._device_side)
+        if not literals:
+            return
+        flag = node.targets[0].target.value
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) or self.ctx.module
+        for branch in iter_nodes(scope, cst.If):
+            if isinstance(branch.test, cst.Name) and branch.test.value == flag:
+                callee = kernel_call(self.ctx, branch) or _cuda_named_choice(branch.body)
+                if callee is not None:
+                    self._kernel_switches.update((literal, callee) for literal in literals)
+                    return
+
     def visit_IfExp(self, node: cst.IfExp) -> None:
         tests = [n for n in _calls_in(node.test)]
         if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
@@ -902,6 +921,7 @@ class DeviceStrings(Rule):
                 self._rewrite(node.iter, why="loop over devices")  # else its CUDA device runs CUDA-only code
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        self._flag_kernel_switch(node)
         for target in node.targets:
             self._assignment(target.target, node.value)
 
@@ -1280,6 +1300,17 @@ def _cuda_type_literals(expr: cst.BaseExpression, is_device) -> list[cst.BaseExp
         for element in _members(literal)
         if string_value(element) == "cuda"
     ]
+
+
+def _cuda_named_choice(body: cst.BaseSuite) -> str | None:
+    """The project's callable a branch chooses by a name with a ``cuda`` word (``ATT =
+    self.cuda_att_seq``), as written; None where it chooses none (``torch.cuda`` is torch's)."""
+    for value in iter_nodes(body, (cst.Name, cst.Attribute)):
+        name = value.value if isinstance(value, cst.Name) else value.attr.value
+        written = code_of(value)
+        if "cuda" in name_tokens(name) and name != "cuda" and not written.startswith("torch."):
+            return written
+    return None
 
 
 def _members(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
