@@ -224,18 +224,20 @@ def own_cuda_class(rule, receiver: cst.BaseExpression, owner: cst.ClassDef | Non
 
 
 def _attribute_classes(ctx) -> dict[str, str]:
-    """``self.<attr>`` → the class with a ``cuda`` method an assignment of the file gives it (an
-    instance, or a parameter annotated with that class); an attribute assigned two classes: left out."""
+    """``self.<attr>`` → the classes with a ``cuda`` method the assignments of the file give it (an
+    instance, or a parameter annotated with that class), as ``A`` or ``A`, `B`` (lightllm's
+    ``self.model``: a ``LlavaVisionModel()``, a ``VisionTransformer(...)`` or a ``Gemma3VisionModel()``
+    by model type, each with its own ``cuda()``; round 28)."""
     classes = own_cuda_classes(ctx)
-    found: dict[str, str | None] = {}
+    found: dict[str, set[str]] = {}
     for attr, assignments in self_assignments(ctx).items():
         for function, value in assignments:
             cls = _instance_class(value, classes)
             if cls is None and isinstance(value, cst.Name):
                 cls = _parameter_class(function, value.value, classes)
             if cls is not None:
-                found[attr] = cls if found.get(attr, cls) == cls else None
-    return {attr: cls for attr, cls in found.items() if cls is not None}
+                found.setdefault(attr, set()).add(cls)
+    return {attr: "`, `".join(sorted(names)) for attr, names in found.items()}
 
 
 def _instance_class(value: cst.BaseExpression | None, classes: frozenset[str]) -> str | None:

@@ -167,11 +167,12 @@ class CudaMethodCall(Rule):
         and ``super().cuda()`` in the class stay as written; on an instance of it, reported (review)."""
         if (isinstance(func.value, cst.Name) and func.value.value == "self") or isinstance(func.value, cst.Call):
             return  # `self.cuda()`, `super().cuda()`
+        what = "classes of the project (they have" if "`, `" in owner else "a class of the project (it has"
         self.report(
             "NPU101",
             func.attr,
-            f"`{code_of(func.value)}.cuda()` calls the `cuda()` method of `{owner}`, a class of the project "
-            "(it has no `.npu()`); not rewritten: port that method and its callers together",
+            f"`{code_of(func.value)}.cuda()` calls the `cuda()` method of `{owner}`, {what} no `.npu()`); "
+            "not rewritten: port that method and its callers together",
             tier=Tier.REVIEW,
         )
 
