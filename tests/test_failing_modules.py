@@ -283,3 +283,19 @@ def test_a_relative_import_of_a_failing_module_is_marked_and_the_file_migrated(t
     cli("migrate", tmp_path)
     text = model.read_text()
     assert "NPU606 `.tensor_op` cannot be imported on an NPU host" in text and ".npu()" in text
+
+
+def test_a_script_importing_a_sibling_of_its_package_by_its_bare_name_fails_through_it(tmp_path):
+    """KIVI (round 28): `quant/test.py`, run from `quant/`, imports `matmul` (`quant/matmul.py`), which
+    imports the compiled `kivi_gemv`: the script fails there too, and is left as written."""
+    write(tmp_path / "quant" / "__init__.py", "")
+    write(tmp_path / "quant" / "matmul.py", "import torch\nimport kivi_gemv\n")
+    write(
+        tmp_path / "quant" / "setup.py",
+        "from torch.utils.cpp_extension import CUDAExtension\n"
+        "from setuptools import setup\nsetup(ext_modules=[CUDAExtension('kivi_gemv', ['gemv.cu'])])\n",
+    )
+    test = write(tmp_path / "quant" / "test.py", "import torch\nfrom matmul import bmm\n\nx = torch.ones(2).cuda()\n")
+    cli("migrate", tmp_path)
+    text = test.read_text()
+    assert "NPU606 `matmul` cannot be imported on an NPU host" in text and ".cuda()" in text

@@ -123,21 +123,34 @@ class ImportSites:
     def __init__(self, files: PythonFiles) -> None:
         self._files = files
         self._sites: dict[Path, list[ImportSite]] = {}
+        self._siblings: dict[Path, dict[str, str]] | None = None
 
     def of(self, path: Path) -> list[ImportSite]:
         """The import statements of the module ``path`` (one of ``files.modules``), in file order."""
         if path not in self._sites:
-            self._sites[path] = _import_sites(self._files, path)
+            self._sites[path] = _import_sites(self._files, path, self.siblings(path.parent))
         return self._sites[path]
+
+    def siblings(self, directory: Path) -> dict[str, str]:
+        """The module names of the files in ``directory`` by the name a script beside them imports them
+        by (``matmul`` → ``quant.matmul``), where the two differ."""
+        if self._siblings is None:
+            self._siblings = {}
+            for path, module in self._files.modules.items():
+                if path.name != "__init__.py" and module != path.stem:
+                    self._siblings.setdefault(path.parent, {})[path.stem] = module
+        return self._siblings.get(directory, {})
 
     def module_level(self, path: Path) -> list[str]:
         """The absolute modules the statements at the top of the module import (not guarded)."""
         return [absolute for site in self.of(path) if site.top for absolute, _ in site.imported]
 
 
-def _import_sites(files: PythonFiles, path: Path) -> list[ImportSite]:
+def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> list[ImportSite]:
     """The import statements of ``path``, resolved under its module name (a relative one also under its
-    package-qualified name, :attr:`ImportSite.qualified`)."""
+    package-qualified name, :attr:`ImportSite.qualified`; a bare one naming a file beside it also as
+    that file's module, ``siblings``: KIVI's ``quant/test.py`` runs ``from matmul import ...``, which
+    a script run from ``quant/`` finds as ``quant/matmul.py``)."""
     tree = parse(files[path])
     if tree is None:
         return []
@@ -147,6 +160,12 @@ def _import_sites(files: PythonFiles, path: Path) -> list[ImportSite]:
     sites = []
     for statement, guarded in _imports_under_guards(tree.body):
         imported = _imported(statement, module, is_package)
+        imported += tuple(
+            (f"{siblings[first]}{rest}", written)
+            for absolute, written in imported
+            for first, rest in [(absolute.split(".")[0], absolute[len(absolute.split(".")[0]) :])]
+            if first in siblings and not (isinstance(statement, ast.ImportFrom) and statement.level)
+        )
         relative = isinstance(statement, ast.ImportFrom) and statement.level
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
         sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
