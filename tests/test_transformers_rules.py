@@ -351,3 +351,21 @@ def test_r22_a_patch_of_the_model_modules_must_move_with_the_pin(tmp_path):
     cli("migrate", tmp_path)
     text = train.read_text()
     assert "dart_math/train.py: model_module._get_unpad_data" in text and "move the patch there with the pin" in text
+
+
+def test_r28_device_map_auto_under_an_accelerate_older_than_npu_memory_sizing_is_reviewed(tmp_path):
+    """Spec-Bench (round 28) and MGM (round 26) pin `accelerate==0.21.0` and load with
+    `device_map="auto"`: that accelerate sizes no NPU memory, so the model lands on the CPU. One review
+    a file; nothing under a pin allowing 0.26.0."""
+    load = (
+        "from transformers import AutoModelForCausalLM\n\n"
+        'a = AutoModelForCausalLM.from_pretrained("m", device_map="auto")\n'
+        'b = AutoModelForCausalLM.from_pretrained("n", device_map="auto")\n'
+    )
+    write(tmp_path / "infer.py", load)
+    write(tmp_path / "requirements.txt", "accelerate==0.21.0\n")
+    found = [d for d in json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"]]
+    assert [(d["code"], d["line"]) for d in found] == [("NPU905", 3)]
+    assert "accelerate>=0.26.0" in found[0]["message"]
+    write(tmp_path / "requirements.txt", "accelerate>=0.26.0\n")
+    assert [d for d in diagnostics(tmp_path) if d[3] == "NPU905"] == []

@@ -17,7 +17,9 @@ index is computed (``f"cuda:{gpu_id}"``, ``"cuda:" + str(i)``, ``"cuda:{}".forma
 ``model.parallelize()`` (transformers' naive model parallelism, which places blocks on ``cuda:N``
 whatever the device_map) is a manual item in a file importing transformers (RL4LMs).
 Integer values (``{"": torch.cuda.current_device()}``, whose call NPU103 migrates) are left: accelerate
-(0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left.
+(0.26.0 and later) maps them to ``npu:N`` on an NPU host. ``"auto"`` and other strategies are left, but
+for a review once a file where the project's accelerate pin allows no release from 0.26.0 on (it sizes no
+NPU memory before).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, loads_
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import device_literals, string_value
+from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.families.transformers.releases import predates
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
+STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's, not devices
+NPU_MEMORY = "0.26.0"  # accelerate's get_max_memory reads NPU memory (docs/reference/transformers.md §5)
 LOCAL_RANK_CUDA = "5.0.0"  # `device_map="cuda"` → f"cuda:{LOCAL_RANK}" (docs/reference/transformers.md §5)
 # a file that runs in several processes: it reads the launcher's rank or sets up a process group
 MULTI_PROCESS = re.compile(
@@ -53,6 +58,10 @@ PARALLELIZE = (
 class CudaDeviceMap(Rule):
     codes = ("NPU905",)
     triggers = (r"device_map", r"\.parallelize\(")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._strategy_reported = False
 
     def visit_Call(self, node: cst.Call) -> None:
         if (
@@ -84,6 +93,9 @@ class CudaDeviceMap(Rule):
             self._built_index(value)
             return
         text = string_value(value)
+        if text in STRATEGIES:
+            self._strategy(value, text)
+            return
         match = CUDA_DEVICE.fullmatch(text) if text is not None else None
         if match is None:
             return
@@ -102,6 +114,25 @@ class CudaDeviceMap(Rule):
             'in a multi-process run call torch.npu.set_device(local_rank) first or pass f"npu:{local_rank}"'
         )
         self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
+
+    def _strategy(self, value: cst.BaseExpression, text: str) -> None:
+        """``device_map="auto"`` (or another strategy) under an accelerate pin that allows no release
+        from :data:`NPU_MEMORY` on: accelerate sizes no NPU memory before it, so the whole model loads
+        on the CPU of an NPU host (Spec-Bench's ``accelerate==0.21.0``, MGM's; rounds 26 and 28).
+        Reported once a file (review)."""
+        spec = pin_predates(self.options.project.pins, "accelerate", NPU_MEMORY)
+        if spec is None or self._strategy_reported:
+            return
+        self._strategy_reported = True
+        self.report(
+            "NPU905",
+            value,
+            f'`device_map="{text}"` under `accelerate{spec}`: accelerate sizes NPU memory only from {NPU_MEMORY} '
+            "on (get_max_memory), so an older one finds no accelerator and loads the whole model on the CPU of an "
+            f"NPU host, while the inputs go to the NPU; require accelerate>={NPU_MEMORY} (and check what the newer "
+            "release changes)",
+            tier=Tier.REVIEW,
+        )
 
     def _built_index(self, value: cst.BaseExpression) -> None:
         """``f"cuda:{gpu_id}"``, ``"cuda:" + str(i)``, ``"cuda:{}".format(i)``: a CUDA device with an
