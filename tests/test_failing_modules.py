@@ -299,3 +299,23 @@ def test_a_script_importing_a_sibling_of_its_package_by_its_bare_name_fails_thro
     cli("migrate", tmp_path)
     text = test.read_text()
     assert "NPU606 `matmul` cannot be imported on an NPU host" in text and ".cuda()" in text
+
+
+def test_the_failing_flash_attn_name_is_one_the_migrated_file_still_imports(tmp_path):
+    """DuoAttention (round 27): `from flash_attn import flash_attn_func, flash_attn_with_kvcache` where
+    `flash_attn_with_kvcache` is unused (the rewrite of the statement drops it) and `flash_attn_func`
+    is also stored as a value (NPU403: its import stays): the module fails through the latter."""
+    texts = {
+        tmp_path / "patch" / "__init__.py": b"from .llama import enable\n",
+        tmp_path / "patch" / "llama.py": (
+            b"from flash_attn import flash_attn_func, flash_attn_with_kvcache\n\n\n"
+            b"def enable(module, q, k, v):\n    module.attn = flash_attn_func\n    return flash_attn_func(q, k, v)\n"
+        ),
+        tmp_path / "patch" / "calls_only.py": (
+            b"from flash_attn import flash_attn_func, flash_attn_with_kvcache\n\n\n"
+            b"def attend(q, k, v):\n    return flash_attn_func(q, k, v)\n"
+        ),
+    }
+    failing = dict(failing_modules(PythonFiles(texts)))
+    assert failing["patch.llama"] == "flash_attn.flash_attn_func" and failing["patch"] == "flash_attn.flash_attn_func"
+    assert "patch.calls_only" not in failing  # its calls are rewritten and the unused name goes with the import

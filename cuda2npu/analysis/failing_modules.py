@@ -79,7 +79,11 @@ def _failing_modules(
         failing.update(dict.fromkeys(_names(files, path), files.modules[path]))
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
-            bad = next((name for name in imports_of(path) if _cannot_import(name, extensions)), None)
+            kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in text else set()
+            bad = next(
+                (name for name in imports_of(path) if _cannot_import(name, extensions, kept)),
+                None,
+            )
             if bad is not None:
                 failing.update(dict.fromkeys(_names(files, path), bad))
     new = set(failing)
@@ -296,9 +300,9 @@ def failing_imports(
 
 
 def _ported_by_hand(what_fails: str) -> bool:
-    """A flash-attn name a person ports at its import (NPU606 says what to copy), or flash-attn 1.x's
-    interface the attention rules mark: its importers run once that is done."""
-    return import_port(what_fails) is not None or flash_unported(what_fails)
+    """A flash-attn name a person ports (a helper NPU606 says to copy, flash-attn 1.x's interface, a
+    function used otherwise than by calling it, NPU403): its importers run once that is done."""
+    return what_fails.split(".")[0] in ("flash_attn", "flash_attn_interface")
 
 
 def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
@@ -350,15 +354,49 @@ def _unported_roots() -> tuple[str, ...]:
     return tuple(re.escape(root) for root in cuda_module_roots() if unported_module(root))
 
 
-def _cannot_import(name: str, extensions: tuple[str, ...]) -> bool:
+def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str] | None = None) -> bool:
     """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
     name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
-    ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays)."""
-    if is_cuda_extension(name, extensions) or import_port(name) is not None or flash_unported(name):
+    ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays); of flash-attn's,
+    with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports."""
+    if is_cuda_extension(name, extensions):
+        return True
+    if name.startswith(("flash_attn.", "flash_attn_interface.")) and kept is not None:
+        return name in kept
+    if import_port(name) is not None or flash_unported(name):
         return True
     found = cuda_module(name, extensions)
     return found is not None and found[0] == "imports" and unported_module(name)
+
+
+def _kept_flash_names(tree: ast.Module | None) -> set[str]:
+    """The flash-attn names (``flash_attn.bert_padding.pad_input``, and the module a kept name comes
+    from) the module-level imports of ``tree`` still bind after the migration: a helper ported at its
+    import or an API the migration does not port, used in the file; a function whose calls are
+    rewritten, used otherwise than by calling it (``module.full_attn_func = flash_attn_func``: NPU403).
+    A name the file never uses goes where the migration rewrites the statement for another name's calls
+    (DuoAttention's ``from flash_attn import flash_attn_func, flash_attn_with_kvcache``)."""
+    if tree is None:
+        return set()
+    loads: dict[str, list[bool]] = {}  # name -> for each read, whether it is called
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(id(node) in called)
+    kept = set()
+    for statement in tree.body:
+        if not isinstance(statement, ast.ImportFrom) or not (statement.module or "").startswith("flash_attn"):
+            continue
+        names = [(f"{statement.module}.{a.name}", loads.get(a.asname or a.name, [])) for a in statement.names]
+        by_hand = {name for name, _ in names if import_port(name) is not None or flash_unported(name)}
+        # the migration rewrites the statement where it rewrites a call of one of its names: then the
+        # names the file does not use go with it
+        rewritten = any(name not in by_hand and any(reads) for name, reads in names)
+        for name, reads in names:
+            if (name in by_hand and (reads or not rewritten)) or (name not in by_hand and not all(reads)):
+                kept |= {name, statement.module}
+    return kept
 
 
 def failing_part(name: str, failing: dict[str, str]) -> str | None:
