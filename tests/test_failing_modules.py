@@ -239,7 +239,9 @@ def test_a_file_that_cannot_be_imported_through_the_project_is_left_as_written(t
     assert "`spqr_quant.kernels.cuda_kernel`, which fails there, and so does this file" in lines[1]
     assert lines[:1] + lines[2:] == SPQR_TEST.splitlines()
     inference = (tmp_path / "spqr_quant" / "inference.py").read_text()
-    assert inference.startswith("# TODO(cuda2npu): NPU606 `.kernels.cuda_kernel` cannot be imported")
+    assert inference.startswith(
+        "# TODO(cuda2npu): NPU606 `.kernels.cuda_kernel` (`spqr_quant.kernels.cuda_kernel`) cannot"
+    )
     assert "NPU602" in (tmp_path / "spqr_quant" / "kernels" / "cuda_kernel.py").read_text()
 
 
@@ -319,3 +321,23 @@ def test_the_failing_flash_attn_name_is_one_the_migrated_file_still_imports(tmp_
     failing = dict(failing_modules(PythonFiles(texts)))
     assert failing["patch.llama"] == "flash_attn.flash_attn_func" and failing["patch"] == "flash_attn.flash_attn_func"
     assert "patch.calls_only" not in failing  # its calls are rewritten and the unused name goes with the import
+
+
+def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as_written(tmp_path):
+    """nunchaku and SageAttention (round 29): `from .._C import ops`, `from . import _fused`, where the
+    project's setup.py builds `pkg._C` / `pkg._fused` from CUDA: the file cannot be imported."""
+    write(
+        tmp_path / "setup.py",
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        "setup(name='pkg', ext_modules=[CUDAExtension('pkg._C', ['k.cu']), CUDAExtension('pkg._fused', ['f.cu'])])\n",
+    )
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "ops" / "__init__.py", "")
+    gemm = write(
+        tmp_path / "pkg" / "ops" / "gemm.py", "import torch\nfrom .._C import ops\n\nx = torch.ones(1).cuda()\n"
+    )
+    quant = write(tmp_path / "pkg" / "quant.py", "import torch\nfrom . import _fused\n\ny = torch.ones(1).cuda()\n")
+    cli("migrate", tmp_path)
+    assert "NPU606 `.._C` (`pkg._C`) cannot be imported on an NPU host, nor can this file" in gemm.read_text()
+    assert "NPU606 `._fused` (`pkg._fused`) cannot be imported" in quant.read_text()
+    assert ".cuda()" in gemm.read_text() and ".cuda()" in quant.read_text()

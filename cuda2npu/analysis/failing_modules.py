@@ -292,8 +292,8 @@ def failing_imports(
             continue
         written, what = failing_import
         cause = next(what_fails[name] for name in own if name in what_fails)
-        if not what and cause in modules:  # it imports the module compiling CUDA itself, which no rule marks
-            what = cause
+        if not what and (cause in modules or written.startswith(".")):
+            what = cause  # it imports the module compiling CUDA, or the extension relatively: no rule marks those
         if what:
             found.append((os.path.realpath(path), written, what, not _ported_by_hand(what)))
     return tuple(sorted(found))

@@ -387,6 +387,11 @@ FAILING_IMPORT_MESSAGE = (
     "`{module}` cannot be imported on an NPU host: through the project's imports it reaches `{what}`, which fails"
     " there, and so does this file, which cuda2npu left as written; port that, then run cuda2npu again"
 )
+DIRECT_IMPORT_MESSAGE = (  # a relative import of the project's compiled extension (nunchaku's `from .._C import ops`)
+    "`{module}` (`{what}`) cannot be imported on an NPU host, nor can this file, which cuda2npu left as written: "
+    "a compiled CUDA extension of the project (or a module compiling CUDA at import); port its kernels to "
+    "Ascend C (torch_npu's NpuExtension) or torch ops, then run cuda2npu again"
+)
 CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
     "calls": "`{name}(...)` fails on an NPU host: {note}",
     "review_calls": "`{name}(...)` selects a CUDA-only path: {note}",
@@ -604,6 +609,8 @@ class CudaOnlyImports(Rule):
                 f" (through the project's imports it reaches `{what_fails}`, which fails there)" if what_fails else ""
             )
             message = OPTIONAL_MODULE_MESSAGE.format(module=failing_import, through=through, importers=importers)
+        elif failing_import.startswith(".") and failing[1].endswith(failing_import.lstrip(".")):
+            message = DIRECT_IMPORT_MESSAGE.format(module=failing_import, what=failing[1])
         else:
             message = FAILING_IMPORT_MESSAGE.format(module=failing_import, what=failing[1])
         self.report("NPU606", node, message, sole=True)
