@@ -519,9 +519,8 @@ class AmpPlan:
                 continue
             lower[block] = after
             found.setdefault(block, []).append((start, end))
-        enabled = f", enabled={init.enabled}" if init.enabled else ""
-        autocast = f"torch.autocast({self.device}, dtype={dtype}{enabled})"
         for block, spans in found.items():
+            autocast = self._autocast(init, dtype, block)
             names = assumed.get(self._function(block.body[spans[0][0]]), set())
             note = ""
             if names:
@@ -531,7 +530,9 @@ class AmpPlan:
                     "condition read in its own function"
                 )
             self.actions.append(
-                lambda block=block, spans=spans, note=note: self._wrap(block, spans, autocast, REGION_WHY + note)
+                lambda block=block, spans=spans, note=note, autocast=autocast: self._wrap(
+                    block, spans, autocast, REGION_WHY + note
+                )
             )
 
     def _model_names(self, init: _Initialize) -> set[str]:
@@ -618,13 +619,35 @@ class AmpPlan:
                 place = self.index.placement[stmt]
                 found.setdefault(place.block, []).append(place.index)
         init.inference_regions = sum(len(consecutive_runs(positions)) for positions in found.values())
-        enabled = f", enabled={init.enabled}" if init.enabled else ""
-        autocast = f"torch.autocast({self.device}, dtype={dtype}{enabled})"
         why = "apex O1/O2 cast the model's forward passes; amp.initialize had no optimizer and no loss is scaled (inference)"
         for block, positions in found.items():
+            autocast = self._autocast(init, dtype, block)
             self.actions.append(
-                lambda block=block, runs=consecutive_runs(positions): self._wrap(block, runs, autocast, why)
+                lambda block=block, runs=consecutive_runs(positions), autocast=autocast: self._wrap(
+                    block, runs, autocast, why
+                )
             )
+
+    def _autocast(self, init: _Initialize, dtype: str, block: cst.CSTNode) -> str:
+        """The context manager wrapping a forward region in ``block``: ``torch.autocast(..., enabled=<the
+        condition of amp.initialize>)``, but ``torch.autocast(...) if <condition> else
+        contextlib.nullcontext()`` inside another autocast (``with amp_autocast():``, timm's native AMP,
+        MambaVision's ``validate.py``): there ``enabled=False`` would switch the outer one off (round 29)."""
+        autocast = f"torch.autocast({self.device}, dtype={dtype})"
+        if not init.enabled:
+            return autocast
+        if not self._under_autocast(block):
+            return f"torch.autocast({self.device}, dtype={dtype}, enabled={init.enabled})"
+        self.edits.need_import("NPU312", Tier.REVIEW, "contextlib")
+        return f"{autocast} if {init.enabled} else contextlib.nullcontext()"
+
+    def _under_autocast(self, block: cst.CSTNode) -> bool:
+        """A ``with`` around ``block`` enters a context manager whose name says autocast."""
+        return any(
+            isinstance(owner, cst.With)
+            and any("autocast" in (code_of(item.item).split("(")[0]).lower() for item in owner.items)
+            for owner in self.index.ancestors(block.body[0])
+        )
 
     def _wrap(self, block, spans, autocast: str, why: str) -> None:
         for start, end in spans:
