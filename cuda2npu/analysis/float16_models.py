@@ -53,8 +53,26 @@ def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
         )
         restored = method_name(parents.get(parents.get(call))) == "float"
         if (half or loaded) and not restored:
-            found.append((call, model_names(call, statement_of(ctx, call))))
+            statement = statement_of(ctx, call)
+            names = model_names(call, statement)
+            found.append((call, names | _kept_as_attributes(ctx, statement, names)))
     return found
+
+
+def _kept_as_attributes(ctx, statement: cst.CSTNode, names: set[str]) -> set[str]:
+    """The ``self.<attr>`` that the function around ``statement`` assigns one of ``names`` to:
+    VLMEvalKit's XComposer2 wrappers run ``model.half()``, then ``self.model = model`` in ``__init__``,
+    and autocast over ``self.model`` in ``generate`` (round 29)."""
+    function = TreeIndex.of(ctx).function.get(statement)
+    if function is None:
+        return set()
+    return {
+        code_of(target.target)
+        for assign in iter_nodes(function.body, cst.Assign)
+        if isinstance(assign.value, cst.Name) and assign.value.value in names
+        for target in assign.targets
+        if isinstance(target.target, cst.Attribute) and code_of(target.target.value) == "self"
+    }
 
 
 def float16_defaults(texts: Mapping[Path, bytes], root: Path | None) -> tuple[str, ...]:

@@ -207,6 +207,12 @@ class CudaAutocastBf16(ValueUses, Rule):
                 self._half_kept = True
                 self.report("NPU340", node, _float16_project_message(defaults[0]), tier=Tier.REVIEW)
             return
+        working = self._float16_working_dtype() if not halves else None
+        if working is not None:  # the class (or function) computes in float16: its data and parameters
+            if not self._half_kept:
+                self._half_kept = True
+                self.report("NPU340", node, _float16_dtype_message("CUDA autocast", working), tier=Tier.REVIEW)
+            return
         if halves:  # float16 stays: bfloat16 autocast over float16 weights mixes the two types
             trained = [cast for cast in halves if not _inference_only(self.ctx, cast)]
             if trained and not self._half_kept:  # one marker a file; frozen float16 weights need none
@@ -404,8 +410,11 @@ class CudaAutocastBf16(ValueUses, Rule):
         if given is not None and is_torch_dtype(self.resolver, given.value, "bfloat16", "float32", "float"):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         halves = self._half_weights_of_function()
+        working = self._float16_working_dtype()
         if not halves and self.options.project.float16_defaults:
             self._values[expr] = _float16_project_message(self.options.project.float16_defaults[0])
+        elif not halves and working is not None:
+            self._values[expr] = _float16_dtype_message(f"CUDA autocast used as a value (`{code_of(expr)}`)", working)
         elif halves:
             self._values[expr] = (
                 f"CUDA autocast used as a value (`{code_of(expr)}`) kept: the function making it also makes a model "
@@ -418,6 +427,25 @@ class CudaAutocastBf16(ValueUses, Rule):
             self._values[expr] = f"CUDA autocast {why}: the BF16 policy wants dtype=torch.bfloat16 here"
         else:
             self._values[expr] = None
+
+    def _float16_working_dtype(self) -> cst.Assign | None:
+        """An assignment of ``torch.float16`` (also in a conditional value) to a ``dtype`` name or
+        attribute in the class around the current statement (else its function): llmc's OmniQuant
+        sets ``self.dtype = torch.float if self.deactive_amp else torch.float16`` for its calibration
+        data and learnable parameters beside ``self.traincast = ... torch.cuda.amp.autocast`` (round 29);
+        its autocasts stay float16, as over float16 weights."""
+        index = TreeIndex.of(self.ctx)
+        scope = index.enclosing_class(self.ctx.statement) or index.function.get(self.ctx.statement)
+        if scope is None:
+            return None
+        for assign in iter_nodes(scope, cst.Assign):
+            named = any("dtype" in (dotted_name(t.target) or "").rpartition(".")[2] for t in assign.targets)
+            if named and any(
+                is_torch_dtype(self.resolver, value, "float16", "half")
+                for value in iter_nodes(assign.value, cst.Attribute)
+            ):
+                return assign
+        return None
 
     def _half_weights_of_function(self) -> list[cst.Call]:
         """The float16 casts of models in the function holding the current statement (OmniQuant's
@@ -568,6 +596,14 @@ def _float16_project_message(where: str) -> str:
         f"models with float16 weights (`{where}`), and bfloat16 autocast over float16 weights mixes the two types "
         "(a float16 layer outside it then gets bfloat16 input); float16 runs on NPU as it is — to follow the BF16 "
         "policy, move the default dtype and these autocasts to bfloat16 together"
+    )
+
+
+def _float16_dtype_message(what: str, assign: cst.Assign) -> str:
+    return (
+        f"{what} kept float16: the code around it computes in float16 (`{code_of(assign).strip()}`), its data "
+        "and parameters as well as the model, and bfloat16 autocast over them mixes the two types; float16 "
+        "runs on NPU as it is — to follow the BF16 policy, move that dtype and these autocasts to bfloat16 together"
     )
 
 
