@@ -341,3 +341,26 @@ def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as
     assert "NPU606 `.._C` (`pkg._C`) cannot be imported on an NPU host, nor can this file" in gemm.read_text()
     assert "NPU606 `._fused` (`pkg._fused`) cannot be imported" in quant.read_text()
     assert ".cuda()" in gemm.read_text() and ".cuda()" in quant.read_text()
+
+
+def test_a_module_importing_mamba_ssm_fails_and_its_importers_are_marked_but_migrated(tmp_path):
+    """MambaVision (round 29): `models/mamba_vision.py` imports the mamba-ssm library, whose kernels a
+    person replaces (its pure-torch `selective_scan_ref`); `train.py`, run from the package directory,
+    imports `models.mamba_vision`: marked, and migrated. A module of the package that imports only its
+    siblings is not failing through the package's `__init__` (that one is marked where it fails)."""
+    write(tmp_path / "mambavision" / "__init__.py", "from .models import registry\n")
+    write(tmp_path / "mambavision" / "models" / "__init__.py", "from .mamba_vision import *\nregistry = 1\n")
+    write(
+        tmp_path / "mambavision" / "models" / "mamba_vision.py",
+        "import torch\nfrom mamba_ssm.ops.selective_scan_interface import selective_scan_fn\n",
+    )
+    write(tmp_path / "mambavision" / "scheduler" / "__init__.py", "from .cosine_lr import CosineLR\n")
+    write(tmp_path / "mambavision" / "scheduler" / "cosine_lr.py", "import torch\n\n\nclass CosineLR:\n    pass\n")
+    train = write(
+        tmp_path / "mambavision" / "train.py",
+        "import torch\nfrom models.mamba_vision import *\n\nx = torch.ones(1).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = train.read_text()
+    assert "NPU606 `models.mamba_vision` cannot be imported on an NPU host" in text and ".npu()" in text
+    assert "NPU606" not in (tmp_path / "mambavision" / "scheduler" / "__init__.py").read_text()

@@ -30,10 +30,9 @@ from typing import Iterable
 import libcst as cst
 
 from cuda2npu.analysis.cuda_only_modules import (
-    APEX_EXTENSIONS,
-    APEX_ROOTS,
     CUDA_LIBRARIES,
     EXTENSION_NAME,
+    MIGRATED,
     cuda_call,
     cuda_module,
 )
@@ -45,7 +44,6 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 
-MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine", "xformers")
 SHELL_CALLS = {
     "subprocess.run",
     "subprocess.call",

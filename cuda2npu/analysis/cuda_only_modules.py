@@ -18,6 +18,8 @@ from cuda2npu.core.catalogue import table
 
 APEX_ROOTS = ("apex", "amp_C")
 APEX_EXTENSIONS = ("fused_layer_norm_cuda", "fused_adam_cuda", "syncbn")  # apex's CUDA extension modules
+# the top-level packages whose uses cuda2npu migrates (their imports go once their uses are rewritten)
+MIGRATED = (*APEX_ROOTS, *APEX_EXTENSIONS, "flash_attn", "flash_attn_interface", "transformer_engine", "xformers")
 CUDA_LIBRARIES = {  # NPU604's: reported wherever they are imported
     "pycuda": "PyCUDA drives the CUDA driver API",
     "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import (
+    MIGRATED,
     cuda_module,
     cuda_module_roots,
     flash_unported,
@@ -62,17 +63,18 @@ def failing_and_optional_modules(
     sites = ImportSites(files)
     failing = _failing_modules(files, extensions, sites)
     optional = optional_modules(files, failing, sites, root)
-    return failing, optional, failing_imports(files, failing, sites, {path for path, *_ in optional})
+    return failing, optional, failing_imports(files, failing, sites, {path for path, *_ in optional}, extensions)
 
 
 def _failing_modules(
     files: PythonFiles, extensions: tuple[str, ...], sites: ImportSites
 ) -> tuple[tuple[str, str], ...]:
     """:func:`failing_modules`, reading the files' imports through ``sites``."""
-    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_unported_roots(), "flash_attn"})
+    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_failing_roots(), "flash_attn"})
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
     modules = files.modules
+    own_roots = {module.split(".")[0] for module in modules.values()}  # a vendored `mamba_ssm` is the project's
     imports_of = sites.module_level
     failing: dict[str, str] = {}
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
@@ -81,7 +83,7 @@ def _failing_modules(
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in text else set()
             bad = next(
-                (name for name in imports_of(path) if _cannot_import(name, extensions, kept)),
+                (name for name in imports_of(path) if _cannot_import(name, extensions, kept, own_roots)),
                 None,
             )
             if bad is not None:
@@ -93,7 +95,8 @@ def _failing_modules(
         for path, module in modules.items():
             if module in failing or not files.may_import(path, words):
                 continue
-            source = next((found for name in imports_of(path) if (found := failing_part(name, failing))), None)
+            own = _names(files, path)
+            source = next((found for name in imports_of(path) if (found := _failing_prefix(name, failing, own))), None)
             if source is not None:
                 more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
@@ -136,13 +139,17 @@ class ImportSites:
         return self._sites[path]
 
     def siblings(self, directory: Path) -> dict[str, str]:
-        """The module names of the files in ``directory`` by the name a script beside them imports them
-        by (``matmul`` → ``quant.matmul``), where the two differ."""
+        """The module names of the files and packages in ``directory`` by the name a script beside them
+        imports them by (``matmul`` → ``quant.matmul``, ``models`` → ``mambavision.models``), where the two
+        differ."""
         if self._siblings is None:
             self._siblings = {}
             for path, module in self._files.modules.items():
-                if path.name != "__init__.py" and module != path.stem:
-                    self._siblings.setdefault(path.parent, {})[path.stem] = module
+                directory, name = (
+                    (path.parent.parent, path.parent.name) if path.name == "__init__.py" else (path.parent, path.stem)
+                )
+                if module != name:  # a module or a package beside the importer (MambaVision's `models.mamba_vision`)
+                    self._siblings.setdefault(directory, {})[name] = module
         return self._siblings.get(directory, {})
 
     def module_level(self, path: Path) -> list[str]:
@@ -270,7 +277,11 @@ def optional_modules(
 
 
 def failing_imports(
-    files: PythonFiles, failing: tuple[tuple[str, str], ...], sites: ImportSites, optional: set[str]
+    files: PythonFiles,
+    failing: tuple[tuple[str, str], ...],
+    sites: ImportSites,
+    optional: set[str],
+    extensions: tuple[str, ...] = (),
 ) -> tuple[tuple[str, str, str, bool], ...]:
     """``(real path, failing import as written, what fails, left as written)`` for each failing module
     (``failing``) but the ``optional`` ones (real paths) whose failing import is a project module's (a
@@ -295,14 +306,18 @@ def failing_imports(
         if not what and (cause in modules or written.startswith(".")):
             what = cause  # it imports the module compiling CUDA, or the extension relatively: no rule marks those
         if what:
-            found.append((os.path.realpath(path), written, what, not _ported_by_hand(what)))
+            found.append((os.path.realpath(path), written, what, not _ported_by_hand(what, extensions, modules)))
     return tuple(sorted(found))
 
 
-def _ported_by_hand(what_fails: str) -> bool:
-    """A flash-attn name a person ports (a helper NPU606 says to copy, flash-attn 1.x's interface, a
-    function used otherwise than by calling it, NPU403): its importers run once that is done."""
-    return what_fails.split(".")[0] in ("flash_attn", "flash_attn_interface")
+def _ported_by_hand(what_fails: str, extensions: tuple[str, ...], modules: set[str]) -> bool:
+    """What fails is ported by hand, its importers running once that is done: a flash-attn name (a
+    helper NPU606 says to copy, flash-attn 1.x's interface, a function used otherwise than by calling
+    it, NPU403) or a package not marked ``unported`` (mamba-ssm: its pure-torch ``selective_scan_ref``);
+    not a compiled CUDA extension, an unported package or a module compiling CUDA at import."""
+    if what_fails in modules or is_cuda_extension(what_fails, extensions) or unported_module(what_fails):
+        return False
+    return True
 
 
 def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
@@ -323,14 +338,20 @@ def _failing_import(sites: list[ImportSite], own: list[str], what_fails: dict[st
         for absolute, written in site.imported:
             if absolute == cause:
                 return written, ""
-            parts = absolute.split(".")
-            # the failing module it imports, or a package above it: not the importer itself nor a package
-            # above the importer (which runs first, and is marked where it fails)
-            found = (".".join(parts[:n]) for n in range(1, len(parts) + 1))
-            part = next((name for name in found if name in what_fails and not _above_or_is(name, own)), None)
+            part = _failing_prefix(absolute, what_fails, own)
             if part is not None:
                 return written, what_fails[part]
     return None
+
+
+def _failing_prefix(name: str, failing: dict[str, str], own: list[str]) -> str | None:
+    """The failing module ``name`` is, or a package above it, that is neither the importer (``own``:
+    its names) nor a package above the importer: that one runs first, and is marked where it fails
+    (MambaVision's ``scheduler/__init__.py`` importing ``.cosine_lr`` is not failing through
+    ``mambavision/__init__.py``)."""
+    parts = name.split(".")
+    found = (".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return next((part for part in found if part in failing and not _above_or_is(part, own)), None)
 
 
 def _above_or_is(name: str, own: list[str]) -> bool:
@@ -349,25 +370,34 @@ def _listed(places: list[str]) -> str:
     return ", ".join(places[:SHOWN_IMPORTERS]) + (f" and {others} other{'s' * (others > 1)}" if others > 0 else "")
 
 
-def _unported_roots() -> tuple[str, ...]:
-    """The top-level modules of the unported packages of rules/tables/cuda_only_packages.toml."""
-    return tuple(re.escape(root) for root in cuda_module_roots() if unported_module(root))
+def _failing_roots() -> tuple[str, ...]:
+    """The top-level modules of rules/tables/cuda_only_packages.toml whose imports may stay after the
+    migration and fail (:func:`_cannot_import`): not those whose uses cuda2npu migrates, nor Triton."""
+    return tuple(re.escape(root) for root in cuda_module_roots() if root not in (*MIGRATED, "triton"))
 
 
-def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str] | None = None) -> bool:
+def _cannot_import(
+    name: str, extensions: tuple[str, ...], kept: set[str] | None = None, own_roots: set[str] = frozenset()
+) -> bool:
     """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
     name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
     ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays); of flash-attn's,
-    with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports."""
+    with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports; any other
+    package of the table whose import fails and whose uses cuda2npu does not migrate (mamba-ssm), unless
+    the project has a top-level package of its name (``own_roots``)."""
     if is_cuda_extension(name, extensions):
         return True
     if name.startswith(("flash_attn.", "flash_attn_interface.")) and kept is not None:
         return name in kept
     if import_port(name) is not None or flash_unported(name):
         return True
+    if name.split(".")[0] in own_roots:
+        return False  # the project's own package of that name (a vendored `mamba_ssm`), followed as such
     found = cuda_module(name, extensions)
-    return found is not None and found[0] == "imports" and unported_module(name)
+    # a package cuda2npu migrates the uses of goes with them; Triton imports where Triton-Ascend is installed
+    migrated = name.split(".")[0] in (*MIGRATED, "triton")
+    return found is not None and found[0] == "imports" and (unported_module(name) or not migrated)
 
 
 def _kept_flash_names(tree: ast.Module | None) -> set[str]:

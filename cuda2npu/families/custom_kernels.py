@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from cuda2npu.analysis.cuda_gates import MIGRATED, kept_cuda_blocks, kept_cuda_test
+from cuda2npu.analysis.cuda_gates import kept_cuda_blocks, kept_cuda_test
 from cuda2npu.analysis.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
+    MIGRATED,
     cuda_call,
     cuda_call_roots,
     cuda_module,
