@@ -157,19 +157,16 @@ def _none_called(ctx, node: cst.Try) -> str | None:
 
 def _imported_names(node: cst.Try, skip: tuple[str, ...] = ()) -> set[str]:
     """The names the import statements of the ``try`` body bind (not from the top-level packages ``skip``)."""
-    return {
-        bound_name(alias, statement)
-        for line in node.body.body
-        if isinstance(line, cst.SimpleStatementLine)
-        for statement in line.body
-        if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(statement.names, cst.ImportStar)
-        for alias in statement.names
-        if (
-            dotted_name(statement.module if isinstance(statement, cst.ImportFrom) and statement.module else alias.name)
-            or ""
-        ).split(".")[0]
-        not in skip
-    }
+    names = set()
+    for line in node.body.body:
+        for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if not isinstance(statement, (cst.Import, cst.ImportFrom)) or isinstance(statement.names, cst.ImportStar):
+                continue
+            for alias in statement.names:
+                module = (statement.module if isinstance(statement, cst.ImportFrom) else None) or alias.name
+                if (dotted_name(module) or "").split(".")[0] not in skip:
+                    names.add(bound_name(alias, statement))
+    return names
 
 
 def _sets_none(statement: cst.CSTNode, names: set[str]) -> bool:
