@@ -7,7 +7,8 @@ marks only the first import. :func:`failing_modules` finds, with :mod:`ast`, the
 module-level imports (not inside ``try``, ``if`` or a function) name a module that cannot be
 imported there and that the migration does not port away (a compiled extension of the project's
 setup.py or named ``*_cuda``, a package of rules/tables/cuda_only_packages.toml whose import fails
-and that cuda2npu ports none of, ``unported``; a flash-attn name ported at its import alone,
+and whose uses cuda2npu does not migrate, mamba-ssm as well as the ``unported`` ones; a flash-attn
+name the migrated file still imports: one ported at its import alone,
 ``flash_attn.bert_padding``, whose import stays, or one it does not port at all, flash-attn 1.x's
 ``flash_attn_unpadded_qkvpacked_func``; a module compiling CUDA at import, analysis/jit_extensions.py),
 then the modules importing those (or a package
@@ -56,7 +57,7 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
 
 def failing_and_optional_modules(
     files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None
-) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str], ...]]:
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, bool], ...]]:
     """:func:`failing_modules`, of them the optional ones (:func:`optional_modules`) and the failing
     imports of the others (:func:`failing_imports`), from one parse of each file read (``root``: the
     project root the importers are named from)."""
@@ -171,13 +172,13 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
     sites = []
     for statement, guarded in _imports_under_guards(tree.body):
         imported = _imported(statement, module, is_package)
-        imported += tuple(
-            (f"{siblings[first]}{rest}", written)
-            for absolute, written in imported
-            for first, rest in [(absolute.split(".")[0], absolute[len(absolute.split(".")[0]) :])]
-            if first in siblings and not (isinstance(statement, ast.ImportFrom) and statement.level)
-        )
         relative = isinstance(statement, ast.ImportFrom) and statement.level
+        if not relative:
+            imported += tuple(
+                (siblings[head] + absolute[len(head) :], written)
+                for absolute, written in imported
+                if (head := absolute.split(".")[0]) in siblings
+            )
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
         sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
     return sites
@@ -376,9 +377,7 @@ def _failing_roots() -> tuple[str, ...]:
     return tuple(re.escape(root) for root in cuda_module_roots() if root not in (*MIGRATED, "triton"))
 
 
-def _cannot_import(
-    name: str, extensions: tuple[str, ...], kept: set[str] | None = None, own_roots: set[str] = frozenset()
-) -> bool:
+def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str], own_roots: set[str]) -> bool:
     """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
     name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
@@ -388,10 +387,8 @@ def _cannot_import(
     the project has a top-level package of its name (``own_roots``)."""
     if is_cuda_extension(name, extensions):
         return True
-    if name.startswith(("flash_attn.", "flash_attn_interface.")) and kept is not None:
+    if name.startswith(("flash_attn.", "flash_attn_interface.")):
         return name in kept
-    if import_port(name) is not None or flash_unported(name):
-        return True
     if name.split(".")[0] in own_roots:
         return False  # the project's own package of that name (a vendored `mamba_ssm`), followed as such
     found = cuda_module(name, extensions)
@@ -416,6 +413,8 @@ def _kept_flash_names(tree: ast.Module | None) -> set[str]:
             loads.setdefault(node.id, []).append(id(node) in called)
     kept = set()
     for statement in tree.body:
+        if isinstance(statement, ast.Import):  # `import flash_attn.ops.fused_dense`: stays as it is
+            kept |= {a.name for a in statement.names if import_port(a.name) is not None or flash_unported(a.name)}
         if not isinstance(statement, ast.ImportFrom) or not (statement.module or "").startswith("flash_attn"):
             continue
         names = [(f"{statement.module}.{a.name}", loads.get(a.asname or a.name, [])) for a in statement.names]
