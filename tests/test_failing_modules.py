@@ -364,3 +364,13 @@ def test_a_module_importing_mamba_ssm_fails_and_its_importers_are_marked_but_mig
     text = train.read_text()
     assert "NPU606 `models.mamba_vision` cannot be imported on an NPU host" in text and ".npu()" in text
     assert "NPU606" not in (tmp_path / "mambavision" / "scheduler" / "__init__.py").read_text()
+
+
+def test_a_checkout_named_like_its_package_is_no_namespace_package(tmp_path):
+    """marlin (round 30), cloned into `marlin/`: `bench.py` at the root imports the package `marlin`,
+    which imports the compiled `marlin_cuda`; the root's own name is no package above `bench.py`."""
+    root = tmp_path / "marlin"
+    write(root / "marlin" / "__init__.py", "import torch\nimport marlin_cuda\n")
+    bench = write(root / "bench.py", "import torch\nimport marlin\n\nx = torch.ones(1).cuda()\n")
+    cli("migrate", root)
+    assert "NPU606 `marlin` cannot be imported on an NPU host" in bench.read_text()

@@ -96,3 +96,21 @@ def test_a_copy_of_deepspeed_or_transformers_is_skipped_too(tmp_path):
     assert "DeepSpeed, which runs on Ascend NPUs itself from 0.10.1" in entries["engine.py"]["reason"]
     assert "transformers, which runs on Ascend NPUs itself from 4.32.0" in entries["trainer.py"]["reason"]
     assert ".npu()" in (tmp_path / "train.py").read_text()
+
+
+def test_a_fork_of_transformers_carrying_the_projects_cuda_kernels_is_the_projects(tmp_path):
+    """KVQuant (round 30) ships transformers 4.38.0.dev0 forks whose `modeling_llama.py` imports its
+    compiled `quant_cuda`: not a copy a release replaces, so migrated (and marked) as the project's."""
+    write(tmp_path / "train.py", PROJECT_FILE)
+    fork = tmp_path / "deployment" / "transformers"
+    write(fork / "setup.py", 'setup(\n    name="transformers",\n)\n')
+    write(fork / "src" / "transformers" / "__init__.py", "")
+    modeling = write(
+        fork / "src" / "transformers" / "models" / "llama" / "modeling_llama.py",
+        "import torch\nimport quant_cuda\n\nx = torch.zeros(2).cuda()\n",
+    )
+    report = tmp_path / "report.json"
+    assert cli("migrate", tmp_path, "--report", report).exit_code == 0
+    entries = {Path(e["path"]).name: e for e in json.loads(report.read_text())["files"]}
+    assert entries["modeling_llama.py"]["status"] != "skipped"
+    assert "NPU606 `quant_cuda`" in modeling.read_text()

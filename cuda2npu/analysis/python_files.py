@@ -31,14 +31,15 @@ class PythonFiles(Mapping[Path, bytes]):
     that may read much of the project (``failing_modules``' import graph) parses with :func:`parse` and
     keeps nothing. :meth:`import_statements` finds the import statements before anything is parsed."""
 
-    def __init__(self, texts: Mapping[Path, bytes]) -> None:
+    def __init__(self, texts: Mapping[Path, bytes], root: Path | None = None) -> None:
         self._texts = dict(texts)
+        self.root = root  # the project root, where known (namespace_names)
         self._trees: dict[Path, ast.Module | None] = {}
         self._imports: dict[Path, list[bytes]] = {}
 
     @classmethod
-    def read(cls, files: list[Path]) -> PythonFiles:
-        """The ``.py`` files among ``files`` (unreadable ones skipped)."""
+    def read(cls, files: list[Path], root: Path | None = None) -> PythonFiles:
+        """The ``.py`` files among ``files`` (unreadable ones skipped) of the project at ``root``."""
         texts = {}
         for path in files:
             if path.suffix == ".py":
@@ -46,7 +47,7 @@ class PythonFiles(Mapping[Path, bytes]):
                     texts[path] = path.read_bytes()
                 except OSError:
                     continue
-        return cls(texts)
+        return cls(texts, root)
 
     def __getitem__(self, path: Path) -> bytes:
         return self._texts[path]
@@ -86,7 +87,7 @@ class PythonFiles(Mapping[Path, bytes]):
     def namespace_names(self) -> dict[Path, str]:
         """The package-qualified name of each file in a directory without ``__init__.py`` inside a
         package (:func:`namespace_names`)."""
-        return namespace_names(list(self._texts))
+        return namespace_names(list(self._texts), self.root)
 
 
 def module_names(files: list[Path]) -> dict[Path, str]:
@@ -108,15 +109,20 @@ def module_names(files: list[Path]) -> dict[Path, str]:
     return names
 
 
-def namespace_names(files: list[Path]) -> dict[Path, str]:
+def namespace_names(files: list[Path], root: Path | None = None) -> dict[Path, str]:
     """The name a module in a directory without an ``__init__.py`` below a package is also imported
     by (a PEP 420 namespace portion): ``pkg/sub/mod.py`` with only ``pkg/__init__.py`` →
     ``pkg.sub.mod`` (Video-ChatGPT's ``video_chatgpt/train/``), where :func:`module_names` says
     ``mod``, the name a script beside it imports it by. In a directory without an ``__init__.py`` and
     no package above it, the name a script in the directory above imports it by: ``pyramidkv/llama_model.py``
-    → ``pyramidkv.llama_model`` (PyramidKV's ``pyramidkv/`` is such a portion at the project root)."""
+    → ``pyramidkv.llama_model`` (PyramidKV's ``pyramidkv/`` is such a portion at the project root); not
+    for the files of the project root (``root``; else the directory holding them all), named like the
+    checkout (marlin cloned into ``marlin/``)."""
     names = module_names(files)
     packages = {os.path.dirname(str(path)): name for path, name in names.items() if path.name == "__init__.py"}
+    # the project root (else the directory holding them all): its name is the checkout's (marlin cloned
+    # into `marlin/`), no package's
+    top = str(root) if root is not None else os.path.commonpath([str(path.parent) for path in files]) if files else ""
     found: dict[Path, str] = {}
     for path in files:
         text = str(path)
@@ -129,7 +135,7 @@ def namespace_names(files: list[Path]) -> dict[Path, str]:
             parts.append(name)
         if directory in packages and parts:
             found[path] = ".".join([packages[directory], *reversed(parts)])
-        elif path.name != "__init__.py":  # a top-level namespace package: `from pyramidkv.llama_model import ...`
+        elif path.name != "__init__.py" and str(path.parent) != top:  # `from pyramidkv.llama_model import ...`
             found[path] = f"{path.parent.name}.{path.stem}"
     return found
 

@@ -2,7 +2,9 @@
 directory below the project root whose own setup.py or pyproject.toml names one of the table's
 distributions, with the library's package next to it or in its ``src/`` (VisionLLMv2's ``apex/`` and
 ``mmcv/``, FlexLLMGen's ``benchmark/third_party/DeepSpeed`` and ``transformers``).
-Discovery lists their files as skipped, with the table's reason (cuda2npu/project/discovery.py)."""
+Discovery lists their files as skipped, with the table's reason (cuda2npu/project/discovery.py); not a
+copy the table marks ``forks_checked`` whose modules import a compiled CUDA extension (a fork carrying
+the project's own kernels, migrated as the project's)."""
 
 from __future__ import annotations
 
@@ -38,11 +40,32 @@ def _library_reason(directory: Path) -> str | None:
         return None
     for library in table("vendored_libraries")["library"].values():
         package = library["package"]
-        if name in library["distributions"] and any(
-            (where / package / "__init__.py").is_file() for where in (directory, directory / "src")
-        ):
+        roots = [
+            where / package for where in (directory, directory / "src") if (where / package / "__init__.py").is_file()
+        ]
+        if name in library["distributions"] and roots:
+            if library.get("forks_checked") and _imports_cuda_extension(roots[0]):
+                return (
+                    None  # the project's fork of the library (KVQuant's transformers with `quant_cuda`): its own code
+                )
             return library["reason"]
     return None
+
+
+CUDA_EXTENSION_IMPORT = re.compile(rb"^[ \t]*(?:import|from)[ \t]+\w+_cuda\b", re.M)
+
+
+def _imports_cuda_extension(package: Path) -> bool:
+    """A module of ``package`` imports a compiled CUDA extension by its name (``import quant_cuda``):
+    a fork carrying the project's kernels, which neither the library's releases nor their Ascend
+    support know (KVQuant's transformers 4.38.0.dev0, round 30)."""
+    for path in package.rglob("*.py"):
+        try:
+            if CUDA_EXTENSION_IMPORT.search(path.read_bytes()):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _distribution(directory: Path) -> str | None:

@@ -83,7 +83,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
-    texts = PythonFiles.read(files)
+    texts = PythonFiles.read(files, root)
     pins, pin_files, pin_scopes = project_pins(files, root)
     failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root)
     return ProjectFacts(
