@@ -241,8 +241,14 @@ def _last_name(node: ast.expr) -> str:
 
 
 def _reraises(handler: ast.ExceptHandler) -> bool:
-    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``): no fallback."""
-    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False`` or
+    ``sys.exit(...)``: no fallback."""
+    last = handler.body[-1] if handler.body else None
+    if isinstance(last, ast.Assert):
+        return isinstance(last.test, ast.Constant) and not last.test.value
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        return ast.unparse(last.value.func) in ("sys.exit", "exit", "quit")
+    return isinstance(last, ast.Raise)
 
 
 SHOWN_IMPORTERS = 3  # the guarded imports an optional module's entry names; the others are counted

@@ -343,10 +343,15 @@ def _type_checking(test: cst.BaseExpression) -> bool:
 
 
 def _reraises(handler: cst.ExceptHandler) -> bool:
-    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``): no fallback."""
+    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False``
+    (MInference's ``xattention.py``) or ``sys.exit(...)``: no fallback."""
     last = handler.body.body[-1] if handler.body.body else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
+    if isinstance(last, cst.Assert):
+        return code_of(last.test) in ("False", "0")
+    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
+        return dotted_name(last.value.func) in ("sys.exit", "exit", "quit")
     return isinstance(last, cst.Raise)
 
 
