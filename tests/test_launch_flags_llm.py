@@ -803,3 +803,23 @@ def test_r23_fp16_of_a_program_not_seen_to_be_trainingarguments_under_an_old_pin
     write(tmp_path / "sft.py", "from transformers import HfArgumentParser, TrainingArguments\n")
     write(tmp_path / "run.sh", "python gqa.py --fp16\npython sft.py --fp16\n")
     assert diagnostics_of(tmp_path, "run.sh") == [(2, 15, "NPU906", "review")]
+
+
+def test_r30_a_device_index_from_a_shell_variable_is_a_device_too(tmp_path):
+    """kvpress's `evaluate.sh` runs one process per GPU with `--device "cuda:$i"` (round 30)."""
+    write(
+        tmp_path / "evaluate.py",
+        'import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--device")\n',
+    )
+    script = write(
+        tmp_path / "evaluate.sh",
+        """
+        for i in 0 1; do
+          python evaluate.py --device "cuda:$i" &
+          python evaluate.py --device cuda:${i}
+        done
+        """,
+    )
+    cli("migrate", tmp_path)
+    text = script.read_text()
+    assert '--device "npu:$i" &' in text and "--device npu:${i}" in text

@@ -71,7 +71,11 @@ FLAG = re.compile(
     r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
 # `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
-DEVICE_VALUES = re.compile(r"""(=|[ \t]+)((["']?)cuda(?::\d+)?\3(?:[ \t]+(["']?)cuda(?::\d+)?\4)*)(?![^\s;&|)])""")
+# a device index may be a shell variable (kvpress's `--device "cuda:$i"`, one process per GPU)
+DEVICE_INDEX = r"(?::(?:\d+|\$\w+|\$\{\w+\}))?"
+DEVICE_VALUES = re.compile(
+    rf"""(=|[ \t]+)((["']?)cuda{DEVICE_INDEX}\3(?:[ \t]+(["']?)cuda{DEVICE_INDEX}\4)*)(?![^\s;&|)])"""
+)
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
