@@ -735,7 +735,7 @@ class CudaOnlyImports(Rule):
             self.report_in(self._sole.statement, "NPU606", self._sole.node, self._sole.message(), sole=True)
 
     def _none_name(self) -> str:
-        """The name the innermost None-binding fallback around the current statement leaves uncalled-for."""
+        """The name that the None-binding fallback around the current statement leaves called where nothing tests it."""
         index = TreeIndex.of(self.ctx)
         owners = (self.ctx.statement, *index.ancestors(self.ctx.statement)) if self.ctx.statement is not None else ()
         bodies = (getattr(owner, "body", None) for owner in owners)
