@@ -9,7 +9,7 @@ import pytest
 from cli_helpers import cuda2npu
 
 from cuda2npu.core.options import Options, ProjectFacts
-from cuda2npu.core.pins import allows, at_least, pin_at_least, pinned_torch
+from cuda2npu.core.pins import allows, at_least, excludes_from, pin_at_least, pinned_torch
 from cuda2npu.project.pins import project_pins, target_from_pins
 
 
@@ -209,3 +209,14 @@ def test_a_vendored_copy_pins_its_version_and_keeps_fp16(tmp_path: Path):
     cuda2npu("migrate", tmp_path)
     script = (tmp_path / "run.sh").read_text()
     assert "--fp16" in script and "NPU906 review: `--fp16` kept under the bf16 policy" in script
+
+
+def test_several_files_exact_pins_are_alternatives():
+    """streaming-vlm (round 29) pins transformers in four requirement files (`==4.52.4`, `==4.51.3`,
+    `==4.50.0`, `==4.45.2`); merged, they are alternatives: 4.51 is guaranteed only if each is newer,
+    and a later release is excluded only if each excludes it."""
+    assert at_least("==4.52.4,==4.51.3,==4.50.0", "4.51.0") is False
+    assert at_least("==4.52.4,==4.51.3", "4.51.0") is True
+    assert excludes_from("==4.52.4,==4.50.0", "4.51.0") is False
+    assert excludes_from("==4.40.0,==4.50.0", "4.51.0") is True
+    assert excludes_from("==4.50.0", "4.51.0") is True  # one exact pin, as before

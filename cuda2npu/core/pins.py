@@ -86,6 +86,10 @@ def at_least(spec: str, version: str) -> bool | None:
     wanted = version_key(version)
     if found is None or wanted is None:
         return None
+    exact = _exact_alternatives(found)
+    if exact:  # `==4.52.4,==4.51.3,==4.50.0`: several files' pins, any of which may be the one installed
+        keys = [version_key(value) for value in exact]
+        return None if None in keys else all(key >= wanted for key in keys)
     for op, value in found:
         if op in _LOWER_BOUNDS:
             bound = version_key(value.removesuffix(".*"))
@@ -101,6 +105,10 @@ def excludes_from(spec: str, version: str) -> bool:
     ``<2.9``, ``~=2.6.0``, ``==2.8.*``): the pin allows nothing from ``version`` on. False when it
     allows a later release or is not understood."""
     wanted = version_key(version)
+    exact = _exact_alternatives(clauses(spec) or [])
+    if exact:  # several files' exact pins: each must exclude it
+        keys = [version_key(value) for value in exact]
+        return None not in keys and all(key < wanted for key in keys)
     for op, value in clauses(spec) or []:
         if op in ("==", "!=") and value.endswith(".*"):
             prefix = version_key(value[:-2])
@@ -117,6 +125,14 @@ def excludes_from(spec: str, version: str) -> bool:
         if bound is not None and ((op in ("==", "===", "<=") and bound < wanted) or (op == "<" and bound <= wanted)):
             return True
     return False
+
+
+def _exact_alternatives(found: list[tuple[str, str]]) -> list[str]:
+    """The values of two or more different exact pins (``==4.52.4,==4.50.0``): the project's pins merge
+    every file's, and no release satisfies both, so they are alternatives (streaming-vlm's four
+    requirement files, round 29); [] for anything else."""
+    values = {value for op, value in found if op in ("==", "===") and not value.endswith(".*")}
+    return sorted(values) if len(values) > 1 else []
 
 
 def pinned(pins: tuple[tuple[str, str], ...], distribution: str) -> str | None:
