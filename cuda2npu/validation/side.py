@@ -168,6 +168,9 @@ def run_side(spec: dict) -> dict:
     sys.path.insert(0, spec["tree"])
     backend = install_host(role, Path(spec["tree"]), spec.get("autoload", False))
     module_name, _, function_name = spec["entry"].partition(":")
+    # one intra-op thread on every side: a process forked from the fork server may get another thread
+    # count than its twin, and CPU reductions then round differently (a 1e-5 mismatch under load)
+    torch.set_num_threads(1)
     torch.manual_seed(spec["seed"])
     module = importlib.import_module(module_name)
     if not hasattr(module, function_name):
