@@ -169,7 +169,7 @@ def flash_attention_hooks(
 
 
 def _sdpa_twin(hook: str) -> bytes | None:
-    """``LlamaSdpaAttention.forward`` of the hook ``"file: ...LlamaFlashAttention2.forward"``; None for another hook."""
+    """``LlamaSdpaAttention``, the SDPA class of the hook ``"file: ...LlamaFlashAttention2.forward"``; None for another hook."""
     target = hook.rpartition(": ")[2].rpartition(".")[0]  # without `.forward`
     name = target.rpartition(".")[2]
     return f"{name.removesuffix('FlashAttention2')}SdpaAttention".encode() if name.endswith("FlashAttention2") else None
