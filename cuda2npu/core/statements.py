@@ -118,6 +118,13 @@ class TreeIndex:
         """Compound statements containing ``statement`` (or a one-line suite), innermost first."""
         return [owner for owner, _ in self.enclosing(statement)]
 
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The innermost function whose code holds ``node`` (any node, not only a statement)."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, cst.FunctionDef):
+            parent = self.parents.get(parent)
+        return parent
+
     def enclosing_class(self, statement: cst.CSTNode | None) -> cst.ClassDef | None:
         """The innermost class whose body holds ``statement`` (None: none, or no statement)."""
         if statement is None:

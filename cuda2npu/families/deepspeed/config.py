@@ -228,10 +228,7 @@ class DeepSpeedConfigDict(Rule):
         """The expression switching the ``"fp16"`` block of another DeepSpeed config of the function
         holding ``node``, whose bf16 stays off (``"fp16": {"enabled": args.use_fp16}, "bf16": {"enabled":
         False}``: HunyuanDiT's ZeRO-2 config beside a literal ZeRO-3 one), else None."""
-        parents = TreeIndex.of(self.ctx).parents
-        function = parents.get(node)
-        while function is not None and not isinstance(function, cst.FunctionDef):
-            function = parents.get(function)
+        function = TreeIndex.of(self.ctx).enclosing_function(node)
         if function is None:
             return None
         for config in iter_nodes(function.body, cst.Dict):

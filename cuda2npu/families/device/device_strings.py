@@ -623,10 +623,7 @@ class DeviceStrings(Rule):
         """``expr`` is a name its function also compares with ``"cpu"``: a device type the function maps
         (FlexLLMGen's ``DeviceType.convert(name)``: ``if name == "cpu": ... elif name == "cuda": ...
         else: raise ValueError(f"Invalid name: {name}")``, called with ``torch.device(...).type``)."""
-        parents = TreeIndex.of(self.ctx).parents
-        function = parents.get(expr)
-        while function is not None and not isinstance(function, cst.FunctionDef):
-            function = parents.get(function)
+        function = TreeIndex.of(self.ctx).enclosing_function(expr)
         return function is not None and any(
             any(isinstance(side, cst.Name) and side.value == expr.value for side in sides)
             and any(string_value(side) == "cpu" for side in sides)
@@ -641,10 +638,7 @@ class DeviceStrings(Rule):
         ``torch.device("npu").index``, None). A name only compared stays a label."""
         if not isinstance(expr, cst.Name):
             return False
-        parents = TreeIndex.of(self.ctx).parents
-        function = parents.get(expr)
-        while function is not None and not isinstance(function, cst.FunctionDef):
-            function = parents.get(function)
+        function = TreeIndex.of(self.ctx).enclosing_function(expr)
         return function is not None and expr.value in self._device_names_of(function)
 
     def _device_names_of(self, function: cst.FunctionDef) -> frozenset[str]:
