@@ -63,7 +63,7 @@ from cuda2npu.families.device.cuda_api_checks import (
 )
 from cuda2npu.families.device.cuda_graphs import annotated
 from cuda2npu.families.device.default_tensor_type import default_type_argument
-from cuda2npu.families.device.device_strings import CUDA_REQUIRED
+from cuda2npu.families.device.device_branches import CUDA_REQUIRED
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
 FALLBACK = "a pure-PyTorch fallback"

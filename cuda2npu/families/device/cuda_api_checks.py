@@ -19,7 +19,7 @@ from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
-from cuda2npu.families.device.device_strings import (
+from cuda2npu.families.device.device_expressions import (
     AMBIGUOUS_KEYWORDS,
     DEVICE_KEYWORDS,
     DEVICE_NAME,

@@ -33,8 +33,8 @@ from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families.device.device_branches import cuda_required
 from cuda2npu.families.device.device_index import is_index, npu_index
-from cuda2npu.families.device.device_strings import cuda_required
 
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")  # Tensor.cuda; Module.cuda takes `device` only
 

@@ -19,6 +19,10 @@ already handles the NPU (``npu_aware``).
 Portable output (``--portable``): the ``cuda`` of those strings becomes the accelerator's type,
 ``portable_device.device_type()`` (``"cuda"`` → that call, ``"cuda:0"`` → an f-string of it),
 which is "npu" on Ascend hosts and "cuda" elsewhere (cuda2npu/analysis/portable.py).
+
+The rule decides and reports; what it reads is in its siblings: ``device_expressions`` (which
+expressions are devices), ``device_roles`` (what a name is to its function), ``device_branches``
+(what a device test's branches say) and ``device_callees`` (the callables whose parameters are devices).
 """
 
 from __future__ import annotations
@@ -31,34 +35,59 @@ import libcst as cst
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
-from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use, no_cuda_branch
-from cuda2npu.analysis.device_parameters import by_callable
+from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
-from cuda2npu.core.bindings import assigned_values, single_value
+from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.feature_words import feature_word, name_tokens
-from cuda2npu.core.imports import bound_name
+from cuda2npu.core.feature_words import feature_word
 from cuda2npu.core.literals import (
     DEVICE_STRING,
-    NOT_LITERAL,
     device_literals,
     field_default,
     rename_fix,
     replace_word,
     string_value,
 )
-from cuda2npu.core.literals import literal as python_literal
-from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex, leaves
-from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
+from cuda2npu.families.device.device_branches import (
+    ASSERT_EQUAL,
+    contiguous_workaround,
+    cuda_named_choice,
+    cuda_required,
+    gpu_refusal,
+    ort_provider,
+    stated_value,
+    validation_arm,
+)
+from cuda2npu.families.device.device_callees import imported_device_callables, own_callee, unaliased
+from cuda2npu.families.device.device_expressions import (
+    AMBIGUOUS_KEYWORDS,
+    DEVICE_CALLS,
+    DEVICE_KEYWORDS,
+    DEVICE_MODULES,
+    DEVICE_NAME,
+    DEVICE_TYPES,
+    calls_in,
+    compared_pairs,
+    cuda_type_literals,
+    device_variables,
+    environment_default,
+    indexed_device,
+    indexed_devices,
+    is_device_string,
+    is_device_type_expr,
+    looks_like_device,
+    plain_data,
+)
+from cuda2npu.families.device.device_roles import device_side, is_stub, param_role
 
-DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
 NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"
-DEVICE_NAME = re.compile(r"(^|_)(device|dev)(_|$)|^device|device$", re.IGNORECASE)
 AMP_CALLS = {
     "torch.autocast",
     "torch.amp.autocast",
@@ -71,22 +100,6 @@ AMP_CALLS = {
     "torch.set_autocast_dtype",
     "torch.set_autocast_enabled",
 }
-DEVICE_CALLS = {
-    "torch.device",
-    "torch.Generator",
-    "torch.set_default_device",
-    "torch.get_device_module",
-    "torch.distributed.device_mesh.init_device_mesh",
-    "torch.distributed.init_device_mesh",
-    "torch.distributed.device_mesh.DeviceMesh",
-    "torch.distributed.DeviceMesh",
-    "torch.distributed.tensor.DeviceMesh",
-    "torch.distributed._tensor.DeviceMesh",
-    "torch.distributed._tensor.device_mesh.DeviceMesh",
-}
-DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
-DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
-ORT_PROVIDER = re.compile(r"[A-Z]\w*ExecutionProvider")  # onnxruntime's execution providers
 ORT_DEVICE = (
     "onnxruntime's device here (it picks `{provider}`), not a torch device: onnxruntime has no NPU device and "
     'its io-binding takes "cuda" or "cpu"; kept as written: run onnxruntime on "cpu" on an NPU host, or use '
@@ -94,11 +107,6 @@ ORT_DEVICE = (
 )
 CTRANSLATE2_CALLS = ("faster_whisper.", "ctranslate2.")  # CTranslate2's runtimes: their device is no torch device
 LMDEPLOY_CALLS = ("lmdeploy.",)  # its `device_type` names a platform ("ascend"), not a torch device: NPU935's
-AMBIGUOUS_KEYWORDS = {"accelerator", "backend_device", "devices"}
-SPLITS = {"split", "rsplit", "partition", "rpartition"}
-ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
-    f"{prefix}{call}" for prefix in ("os.", "") for call in ("getenv", "environ.get", "environ.setdefault")
-}
 # Option definitions: the call's last name → (keywords holding the default, holding the choices).
 OPTION_CALLS = {
     "add_argument": ("default", "choices"),  # argparse
@@ -106,133 +114,9 @@ OPTION_CALLS = {
     "DEFINE_string": ("default", None),  # absl: DEFINE_string(name, default, help)
     "DEFINE_enum": ("default", "enum_values"),  # absl: DEFINE_enum(name, default, enum_values, help)
 }
-# a message saying something needs CUDA: "requires CUDA", "only supported on CUDA GPUs", "CUDA is required",
-# "Current device is not cuda, skip numa binding"
-CUDA_REQUIRED = re.compile(
-    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bCUDA\b|\bCUDA\b[^.;]*\b(?:required|only)\b"
-    r"|\bnot\b[^.;]*\bCUDA\b[^.;]*\bskip",
-    re.IGNORECASE,
-)
-# a refusal saying a feature needs a GPU: "Quantization is only supported on the GPU", "GPU required"
-GPU_REQUIRED = re.compile(
-    r"\b(?:requires?|needs?|only|supported only)\b[^.;]*\bGPUs?\b|\bGPUs?\b[^.;]*\b(?:required|only)\b",
-    re.IGNORECASE,
-)
 
 
-def _contiguous_workaround(node: cst.If) -> bool:
-    """The ``if`` (without ``else``) tests a tensor's device type and only makes tensors contiguous:
-    transformers' SDPA attention works around a bug of CUDA's memory-efficient kernel with custom
-    masks that way (pytorch/pytorch#112577, ``query_states = query_states.contiguous()`` under
-    ``query_states.device.type == "cuda"``); on another device the copies only cost time."""
-    if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock):
-        return False
-    if not any(  # a tensor's device: `query_states.device.type == "cuda"`
-        isinstance(test.left, cst.Attribute) and (dotted_name(test.left) or "").endswith(".device.type")
-        for test in iter_nodes(node.test, cst.Comparison)
-    ):
-        return False
-    smalls = [small for line in node.body.body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
-    return len(smalls) == len(node.body.body) and all(
-        isinstance(small, cst.Assign)
-        and isinstance(small.value, cst.Call)
-        and isinstance(small.value.func, cst.Attribute)
-        and small.value.func.attr.value == "contiguous"
-        for small in smalls
-    )
-
-
-def _plain_data(expr: cst.BaseExpression) -> bool:
-    """A literal, or a dict of literals with string keys (``{"num_requests": 100}``)."""
-    if isinstance(expr, cst.Dict):
-        return all(
-            isinstance(e, cst.DictElement) and string_value(e.key) is not None and _plain_data(e.value)
-            for e in expr.elements
-        )
-    return python_literal(expr) is not NOT_LITERAL
-
-
-def looks_like_device(target: cst.BaseExpression) -> bool:
-    """Names, attributes and string-keyed items such as ``device``, ``DEVICE``, ``self.dev``,
-    ``train_device``, ``kwargs["device_type"]`` (mamba's custom_fwd wrapper), and reads of an
-    environment variable so named (``os.getenv("DEVICE", "cuda")``, as ``os.environ["DEVICE"]``:
-    picotron sets the variable in one file and compares it with "cuda" in another)."""
-    if isinstance(target, cst.Name):
-        name = target.value
-    elif isinstance(target, cst.Attribute):
-        name = target.attr.value
-    elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
-        name = string_value(target.slice[0].slice.value) or ""
-    elif isinstance(target, cst.Call):
-        name = _environment_variable(target)
-    else:
-        name = ""
-    return bool(name) and bool(DEVICE_NAME.search(name))
-
-
-def _environment_variable(call: cst.Call) -> str:
-    """The variable ``os.getenv(K, ...)``, ``os.environ.get(K, ...)`` or ``os.environ.setdefault(K, ...)``
-    names ("" for any other call)."""
-    if (dotted_name(call.func) or "") not in ENV_CALLS or not call.args or call.args[0].keyword is not None:
-        return ""
-    return string_value(call.args[0].value) or ""
-
-
-def _environment_default(call: cst.Call) -> cst.BaseExpression | None:
-    """The default (or, for ``setdefault``, the value) of an environment read :func:`_environment_variable` names."""
-    positional = [a.value for a in call.args if a.keyword is None]
-    keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
-    return positional[1] if len(positional) > 1 else keyword
-
-
-def _is_device_type_expr(expr: cst.BaseExpression) -> bool:
-    """``x.device.type``, ``device.type``, ``torch.device(d).type``, ``args.device``, ``device``,
-    ``str(x.device)``, ``device.split(":")[0]``."""
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
-        inner = expr.value
-        if isinstance(inner, cst.Call) and (dotted_name(inner.func) or "").endswith("device"):
-            return True
-        return looks_like_device(inner)
-    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "str" and len(expr.args) == 1:
-        return _is_device_type_expr(expr.args[0].value)
-    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
-        func = expr.value.func
-        return isinstance(func, cst.Attribute) and func.attr.value in SPLITS and _is_device_type_expr(func.value)
-    return looks_like_device(expr)
-
-
-KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
-ALIAS_ASSIGNMENT = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*(\w+)[ \t]*(?:#[^\n]*)?$", re.M)  # `stream = generate_stream`
-ASSERT_EQUAL = {"assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual"}  # unittest's
 INPUT_DEPTH = 3  # assignments followed back from a test's actual value to its input
-
-
-class DeviceVariableUses(cst.CSTVisitor):
-    """Pre-pass: names passed in device positions anywhere in the file (``.to(dev)``, ``device=dev``)."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        candidates = [a.value for a in node.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS]
-        positional = [a.value for a in node.args if a.keyword is None]
-        func = node.func
-        is_to = isinstance(func, cst.Attribute) and func.attr.value == "to"
-        if positional and (is_to or (dotted_name(func) or "").endswith("device")):
-            candidates.append(positional[0])
-        self.names.update(c.value for c in candidates if isinstance(c, cst.Name))
-
-
-def device_variables(ctx) -> frozenset[str]:
-    """Names the file of ``ctx`` passes in device positions anywhere (computed once per file, on
-    first need)."""
-    return ctx.file_state(_find_device_variables)
-
-
-def _find_device_variables(ctx) -> frozenset[str]:
-    uses = DeviceVariableUses()
-    walk(ctx.module, uses)
-    return frozenset(uses.names)
 
 
 @register
@@ -252,9 +136,6 @@ class DeviceStrings(Rule):
         self._stated: list[tuple] = []  # (literal, statement, code, why, unparsed) of tests' stated values
         self._settled: set[cst.CSTNode] = set()  # stated literals rewritten with the file's others
         self._says_gpu_only: dict[cst.CSTNode, str] = {}  # "cuda" compared where a branch refuses: "needs a GPU"
-        self._classes: list[cst.ClassDef] = []  # the enclosing classes, innermost last
-        self._param_roles: dict[cst.Param, str | None] = {}
-        self._device_names: dict[cst.FunctionDef, frozenset[str]] = {}  # function -> names it uses as a device
 
     @property
     def _device_variables(self) -> frozenset[str]:
@@ -311,7 +192,7 @@ class DeviceStrings(Rule):
                     tier=Tier.REVIEW,
                 )
                 continue
-            if literal not in self._settled and _stated_value(self.ctx, literal):
+            if literal not in self._settled and stated_value(self.ctx, literal):
                 self._stated.append((literal, self.ctx.statement, code, why, unparsed))
                 continue  # decided with the file's other literals of its string (leave_Module)
             self._rewritten.add(literal)
@@ -359,7 +240,7 @@ class DeviceStrings(Rule):
         ``f"cuda:{i}"``, ``"cuda:%d" % i``) names nothing but a device: it is rewritten like one
         (ParlAI's model-parallel helper keeps ``f"cuda:{i}"`` names in a list and a dict and passes
         them to ``.to()``: they must all change), unless ``indexed_is_device`` is False."""
-        if expr is not None and indexed_is_device and _indexed_devices(expr):
+        if expr is not None and indexed_is_device and indexed_devices(expr):
             self._rewrite(expr, why=f"device ({where}, with an index)")
             return
         value = string_value(expr) if expr is not None else None
@@ -384,7 +265,7 @@ class DeviceStrings(Rule):
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
             self._rewrite(positional[0], why=f"`{qualified}` device")
         if looks_like_device(node):  # os.getenv("DEVICE", "cuda"): rewritten as `os.environ["DEVICE"] = "cuda"` is
-            self._rewrite(_environment_default(node), why="device environment variable")
+            self._rewrite(environment_default(node), why="device environment variable")
         if func_name.endswith("parametrize") and len(positional) >= 2:
             names = string_value(positional[0]) or ""
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
@@ -392,18 +273,19 @@ class DeviceStrings(Rule):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
-        if method == "startswith" and positional and self._device_side(node.func.value, positional[0]):
+        if method == "startswith" and positional and device_side(self.ctx, node.func.value, positional[0]):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
         if qualified.startswith(LMDEPLOY_CALLS):  # before the `device=` keywords: not a torch device
             self._seen.update(a.value for a in node.args if a.keyword and a.keyword.value in ("device", "device_type"))
         if qualified.startswith(CTRANSLATE2_CALLS):  # before the `device=` keywords: not a torch device
             self._other_runtime(node, qualified)
-        func = self._unaliased(node.func)
-        callee = self._own_callee(func)
+        func = unaliased(self.ctx, node.func)
+        callee = own_callee(self.ctx, func)
+        imported = imported_device_callables(self.ctx)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
-        elif isinstance(func, cst.Name) and func.value in self._imported_device_callables:
-            self._project_call_arguments(node, self._imported_device_callables[func.value])
+        elif isinstance(func, cst.Name) and func.value in imported:
+            self._project_call_arguments(node, imported[func.value])
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
@@ -468,9 +350,9 @@ class DeviceStrings(Rule):
         left = node.left
         for target in node.comparisons:
             right = target.comparator
-            if self._device_side(left, right):
+            if device_side(self.ctx, left, right):
                 self._rewrite_compared(right, left)
-            if self._device_side(right, left):  # `"cuda" in device`, `"cuda:" in device`: a part of it
+            if device_side(self.ctx, right, left):  # `"cuda" in device`, `"cuda:" in device`: a part of it
                 self._rewrite_compared(left, right, prefix_ok=isinstance(target.operator, (cst.In, cst.NotIn)))
             left = right
 
@@ -541,11 +423,11 @@ class DeviceStrings(Rule):
 
     def _runtime_parameter(self, device: cst.BaseExpression) -> bool:
         """``device`` is a parameter of the enclosing function with a CUDA default picking an onnxruntime
-        provider (``_param_role`` "runtime"): its default carries the one marker."""
+        provider (``param_role`` "runtime"): its default carries the one marker."""
         index = TreeIndex.of(self.ctx)
         function = index.function.get(self.ctx.statement)
         return isinstance(device, cst.Name) and any(
-            param.name.value == device.value and param.default is not None and self._param_role(param) == "runtime"
+            param.name.value == device.value and param.default is not None and param_role(self.ctx, param) == "runtime"
             for param in (named_params(function) if function is not None else ())
         )
 
@@ -607,64 +489,6 @@ class DeviceStrings(Rule):
         answers = {dotted_name(r.value) for r in iter_nodes(function.body, cst.Return) if r.value is not None}
         return graph_classes(self.ctx)[owner] if answers & {"True", "False"} else None
 
-    def _device_side(self, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
-        """``expr``, compared with ``other``, is a device or its type: :func:`_is_device_type_expr`, or
-        a :meth:`_device_value` (or its ``.type``) compared with a CUDA device string."""
-        if _is_device_type_expr(expr):
-            return True
-        value = expr.value if isinstance(expr, cst.Attribute) and expr.attr.value == "type" else expr
-        return (
-            isinstance(value, cst.Name)
-            and bool(device_literals(other, prefix_ok=True))
-            and (self._device_value(value) or self._device_type_name(value))
-        )
-
-    def _device_type_name(self, expr: cst.Name) -> bool:
-        """``expr`` is a name its function also compares with ``"cpu"``: a device type the function maps
-        (FlexLLMGen's ``DeviceType.convert(name)``: ``if name == "cpu": ... elif name == "cuda": ...
-        else: raise ValueError(f"Invalid name: {name}")``, called with ``torch.device(...).type``)."""
-        function = TreeIndex.of(self.ctx).enclosing_function(expr)
-        return function is not None and any(
-            any(isinstance(side, cst.Name) and side.value == expr.value for side in sides)
-            and any(string_value(side) == "cpu" for side in sides)
-            for comparison in iter_nodes(function.body, cst.Comparison)
-            for sides in [(comparison.left, *(target.comparator for target in comparison.comparisons))]
-        )
-
-    def _device_value(self, expr: cst.BaseExpression) -> bool:
-        """``expr`` is a name its function also uses as a device (:meth:`_device_names_of`):
-        LatentSync's ``if s == "cuda": return 0`` before ``torch.device(s).type != "cuda"`` is a
-        device comparison too, rewritten with the other (a parser half rewritten takes ``"npu"`` to
-        ``torch.device("npu").index``, None). A name only compared stays a label."""
-        if not isinstance(expr, cst.Name):
-            return False
-        function = TreeIndex.of(self.ctx).enclosing_function(expr)
-        return function is not None and expr.value in self._device_names_of(function)
-
-    def _device_names_of(self, function: cst.FunctionDef) -> frozenset[str]:
-        """The names ``function`` uses as a device: passed as the first argument of ``torch.device``-like
-        calls (``DEVICE_CALLS``) or of ``.to()``, as ``device=`` / ``map_location=`` / ``device_type=``,
-        assigned such a call (``d = torch.device(s)``), or returned where it also returns a device with an
-        index (lerobot's ``if s == "cuda" and torch.cuda.is_available(): return f"cuda:{rank}"`` ...
-        ``return s``: the name is the device the function resolves)."""
-        if function not in self._device_names:
-            found = set()
-            for call in iter_nodes(function.body, cst.Call):
-                positional = [a.value for a in call.args if a.keyword is None]
-                is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
-                if positional and (is_to or self.resolver.qualified_name(call.func) in DEVICE_CALLS):
-                    found.add(positional[0])
-                found.update(a.value for a in call.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS)
-            for assign in iter_nodes(function.body, cst.Assign):
-                value = assign.value
-                if isinstance(value, cst.Call) and self.resolver.qualified_name(value.func) in DEVICE_CALLS:
-                    found.update(target.target for target in assign.targets)
-            returned = [r.value for r in iter_nodes(function.body, cst.Return) if r.value is not None]
-            if any(_indexed_device(value) for value in returned):
-                found.update(returned)
-            self._device_names[function] = frozenset(v.value for v in found if isinstance(v, cst.Name))
-        return self._device_names[function]
-
     def _refusal(self, literal: cst.BaseExpression) -> None:
         """``if device.type != "cuda": raise ValueError("Quantization is only supported on the GPU.")``
         (lit-llama, before bitsandbytes' LLM.int8): left as written, the refusal stays clear on an NPU
@@ -678,118 +502,6 @@ class DeviceStrings(Rule):
             f'"cuda" in a test that refuses every other device ({self._says_gpu_only[literal]!r}); not rewritten: '
             'the feature may need CUDA itself (a CUDA-only library); if it runs on the NPU, write "npu"',
             tier=Tier.REVIEW,
-        )
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._classes.append(node)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._classes.pop()
-
-    @functools.cached_property
-    def _own_functions(self) -> dict[tuple[str, str], cst.FunctionDef]:
-        """The file's functions defined once at module level, by ``("", name)``, and the methods defined
-        once in its module-level classes, by ``(class, name)``."""
-        defined: dict[tuple[str, str], list[cst.FunctionDef]] = {}
-        for statement in self.ctx.module.body:
-            members = statement.body.body if isinstance(statement, cst.ClassDef) else [statement]
-            owner = statement.name.value if isinstance(statement, cst.ClassDef) else ""
-            for member in members:
-                if isinstance(member, cst.FunctionDef):
-                    defined.setdefault((owner, member.name.value), []).append(member)
-        return {key: functions[0] for key, functions in defined.items() if len(functions) == 1}
-
-    def _own_callee(self, func: cst.BaseExpression) -> tuple[cst.FunctionDef, int] | None:
-        """The file's own function a call calls, with the index of the parameter its first positional
-        argument fills: ``helper(...)``; ``Class(...)``: its ``__init__`` (1, LatentSync's
-        ``VideoProcessor(256, "cuda")``); ``self.method(...)``/``cls.method(...)`` in the method's
-        module-level class (1, 0 for a staticmethod); ``Class.method(...)`` (0, 1 for a classmethod)."""
-        if isinstance(func, cst.Name):
-            function = self._own_functions.get(("", func.value))
-            if function is None:
-                function = self._own_functions.get((func.value, "__init__"))
-                return (function, 1) if function is not None else None
-            return function, 0
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
-            return None
-        owner = func.value.value
-        through_instance = owner in ("self", "cls")
-        if through_instance:
-            if not self._classes or self._classes[-1] not in self.ctx.module.body:
-                return None
-            owner = self._classes[-1].name.value
-        function = self._own_functions.get((owner, func.attr.value))
-        if function is None or not owner:
-            return None
-        decorators = {dotted_name(d.decorator) for d in function.decorators}
-        bound = "classmethod" in decorators or (through_instance and "staticmethod" not in decorators)
-        return function, int(bound)
-
-    @functools.cached_property
-    def _imported_device_callables(self) -> dict[str, tuple[tuple[int, str], ...]]:
-        """The project's callables with a parameter named like a device (``ProjectFacts.device_parameters``)
-        that this file imports: name → ((position, parameter), ...)."""
-        wanted = by_callable(self.options.project.device_parameters)
-        module = self.resolver.module_scope
-        imported = {name for name in wanted if name in module.imports and name not in module.others}
-        imported |= (self._relatively_imported | self._imported_in_functions) & wanted.keys()
-        return {name: wanted[name] for name in imported}
-
-    @functools.cached_property
-    def _imported_in_functions(self) -> frozenset[str]:
-        """The names ``from ... import`` statements in functions bind, where the module binds none of
-        them (FlexLLMGen's ``ExecutionEnv.create``: ``from flexllmgen.pytorch_backend import TorchDevice``
-        in the method, against a circular import)."""
-        index = TreeIndex.of(self.ctx)
-        module = self.resolver.module_scope
-        return frozenset(
-            bound_name(alias, statement)
-            for statement in iter_nodes(self.ctx.module, cst.ImportFrom)
-            if not isinstance(statement.names, cst.ImportStar) and index.function.get(index.statement_of(statement))
-            for alias in statement.names
-            if bound_name(alias, statement) not in module.imports and bound_name(alias, statement) not in module.others
-        )
-
-    @functools.cached_property
-    def _relatively_imported(self) -> frozenset[str]:
-        """The names the file's module-level relative imports bind (``from .utils import
-        generate_stream``): the project's own, which the resolver records as local bindings."""
-        return frozenset(
-            bound_name(alias, statement)
-            for line in self.ctx.module.body
-            if isinstance(line, cst.SimpleStatementLine)
-            for statement in line.body
-            if isinstance(statement, cst.ImportFrom)
-            and statement.relative
-            and not isinstance(statement.names, cst.ImportStar)
-            for alias in statement.names
-        )
-
-    def _unaliased(self, func: cst.BaseExpression) -> cst.BaseExpression:
-        """The project's callable a plain name bound once, in its function or the module, stands for
-        (ToolBench's ``generate_stream_func = generate_stream`` … ``generate_stream_func(model,
-        tokenizer, params, "cuda")``): that callable's name, else ``func``."""
-        if not isinstance(func, cst.Name) or func.value not in self._callable_aliases:
-            return func
-        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) if self.ctx.statement is not None else None
-        value = single_value(self.ctx.module, scope or self.ctx.module, func.value)
-        return value if isinstance(value, cst.Name) and value.value in self._aliasable else func
-
-    @functools.cached_property
-    def _aliasable(self) -> frozenset[str]:
-        """The names of the callables whose device parameters calls follow: the file's module-level
-        functions and classes, and the project's imported here (:attr:`_imported_device_callables`)."""
-        own = {name if not owner else owner for owner, name in self._own_functions if not owner or name == "__init__"}
-        return frozenset(own | self._imported_device_callables.keys())
-
-    @functools.cached_property
-    def _callable_aliases(self) -> frozenset[str]:
-        """The names the file assigns one of :attr:`_aliasable` to (``stream = generate_stream``), from
-        its text (:data:`ALIAS_ASSIGNMENT`); :meth:`_unaliased` checks the binding in the tree."""
-        return frozenset(
-            alias
-            for alias, value in ALIAS_ASSIGNMENT.findall(self.ctx.code)
-            if value in self._aliasable and alias != value
         )
 
     def _project_call_arguments(self, node: cst.Call, parameters: tuple[tuple[int, str], ...]) -> None:
@@ -808,7 +520,7 @@ class DeviceStrings(Rule):
 
     def _own_call_arguments(self, node: cst.Call, function: cst.FunctionDef, first: int) -> None:
         """``build(m, ema_device="cuda")``, ``moving_average(m, e, 0.99, "cuda")``: an argument of the
-        file's own function whose parameter there is a device (``_param_role``) is rewritten like that
+        file's own function whose parameter there is a device (``param_role``) is rewritten like that
         parameter's default; one whose parameter is a registry key is NPU109, as its default is."""
         params = function.params
         positional = [*params.posonly_params, *params.params][first:]
@@ -820,7 +532,7 @@ class DeviceStrings(Rule):
             param = by_keyword.get(arg.keyword.value) if arg.keyword else None
             if arg.keyword is None and not arg.star and index < len(positional):
                 param = positional[index]
-            role = self._param_role(param) if param is not None else None
+            role = param_role(self.ctx, param) if param is not None else None
             if role == "device":
                 self._rewrite(arg.value, why=f"`{name}()`'s `{param.name.value}` parameter")
             elif role == "key":
@@ -836,7 +548,7 @@ class DeviceStrings(Rule):
             return frozenset()
         found = set()
         for node in iter_nodes(self.ctx.module, cst.Comparison):
-            for first, second in _neighbours(node):
+            for first, second in compared_pairs(node):
                 for side, other in ((first, second), (second, first)):
                     if string_value(other) == "npu":
                         found.add(code_of(side))
@@ -845,18 +557,18 @@ class DeviceStrings(Rule):
     def visit_If(self, node: cst.If) -> None:
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
-        literals = _cuda_type_literals(node.test, self._device_side)
+        literals = cuda_type_literals(node.test, functools.partial(device_side, self.ctx))
         graph = graph_use(self.ctx, cuda_branch(self.ctx, node)) if literals else None
         callee = kernel_call(self.ctx, node) if literals and graph is None else None
         if graph is not None:  # `if x.device.type != "cuda": return fn(x)` before `torch.cuda.CUDAGraph()`
             self._graph_switches.update((literal, graph) for literal in literals)
         if callee is not None:
             self._kernel_switches.update((literal, callee) for literal in literals)
-        if literals and (cuda_required(node) or _contiguous_workaround(node)):
+        if literals and (cuda_required(node) or contiguous_workaround(node)):
             # `if device_type != "cuda": print("FP8 requires CUDA") else: <FP8>`; transformers' SDPA
             # `if query.device.type == "cuda": query = query.contiguous()`: nothing to ask of the NPU
             self._says_cuda_only.update(literals)
-        elif literals and (refusal := _gpu_refusal(self.ctx, node)):
+        elif literals and (refusal := gpu_refusal(self.ctx, node)):
             self._says_gpu_only.update((literal, refusal) for literal in literals)
 
     def _flag_kernel_switch(self, node: cst.Assign) -> None:
@@ -866,20 +578,20 @@ class DeviceStrings(Rule):
         test would be in that ``if``; its "cuda" stays."""
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
-        literals = _cuda_type_literals(node.value, self._device_side)
+        literals = cuda_type_literals(node.value, functools.partial(device_side, self.ctx))
         if not literals:
             return
         flag = node.targets[0].target.value
         scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) or self.ctx.module
         for branch in iter_nodes(scope, cst.If):
             if isinstance(branch.test, cst.Name) and branch.test.value == flag:
-                callee = kernel_call(self.ctx, branch) or _cuda_named_choice(branch.body)
+                callee = kernel_call(self.ctx, branch) or cuda_named_choice(branch.body)
                 if callee is not None:
                     self._kernel_switches.update((literal, callee) for literal in literals)
                     return
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        tests = [n for n in _calls_in(node.test)]
+        tests = [n for n in calls_in(node.test)]
         if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
             if gated_cuda_use(self.ctx, node) is None:  # else a feature switch, kept with its "cuda" (cuda_api)
                 self._rewrite(node, why="`torch.cuda.is_available()` conditional")
@@ -926,11 +638,12 @@ class DeviceStrings(Rule):
         word = feature_word(target.value) if isinstance(target, cst.Name) and value is not None else None
         if word:  # nanoGPT's `use_fused = fused_available and device_type == "cuda"`: a feature switch
             self._feature_switches.update(
-                (literal, f"`{target.value}`: {word}") for literal in _cuda_type_literals(value, self._device_side)
+                (literal, f"`{target.value}`: {word}")
+                for literal in cuda_type_literals(value, functools.partial(device_side, self.ctx))
             )
         if looks_like_device(target):
             self._rewrite(field_default(value), why="device variable")
-        elif value is None or not (device_literals(value) or _is_device_string(value)):
+        elif value is None or not (device_literals(value) or is_device_string(value)):
             return  # neither branch below could report: spare the pre-pass (most assignments)
         elif isinstance(target, cst.Name) and target.value in self._device_variables:
             self._rewrite(value, why="device variable")
@@ -940,7 +653,7 @@ class DeviceStrings(Rule):
     def _enum_member(self) -> bool:
         """The statement is a member of an ``Enum`` class (``class TimerType(Enum): CUDA = "cuda"``):
         a label the code compares, not a device it moves anything to."""
-        owner = self._classes[-1] if self._classes else None
+        owner = TreeIndex.of(self.ctx).enclosing_class(self.ctx.statement)
         return (
             owner is not None
             and isinstance(owner.body, cst.IndentedBlock)
@@ -951,12 +664,14 @@ class DeviceStrings(Rule):
     def visit_Param(self, node: cst.Param) -> None:
         if node.default is None or not device_literals(node.default):
             return
-        role = self._param_role(node)
+        role = param_role(self.ctx, node)
         if role == "runtime":
             provider = ort_provider(TreeIndex.of(self.ctx).parents[TreeIndex.of(self.ctx).parents[node]].body)
             self.report("NPU109", node.default, ORT_DEVICE.format(provider=provider), tier=Tier.REVIEW)
         elif role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
-            self._rewrite(node.default, why="device parameter default", unparsed=role == "unread" and self._stub(node))
+            self._rewrite(
+                node.default, why="device parameter default", unparsed=role == "unread" and is_stub(self.ctx, node)
+            )
         elif role == "label":
             return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
         elif role == "key":
@@ -965,90 +680,6 @@ class DeviceStrings(Rule):
             )
         else:
             self._ambiguous(node.default, "as a parameter default")
-
-    def _stub(self, param: cst.Param) -> bool:
-        """``param`` belongs to a function that does nothing: its body is only ``pass``, ``...``, a
-        docstring or ``raise NotImplementedError`` (mistral-inference's abstract ``from_folder``)."""
-        function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
-        if not isinstance(function, cst.FunctionDef):
-            return False
-        body = function.body
-        if isinstance(body, cst.SimpleStatementSuite):
-            statements = list(body.body)
-        elif all(isinstance(line, cst.SimpleStatementLine) for line in body.body):
-            statements = [statement for line in body.body for statement in line.body]
-        else:
-            return False
-        return all(_does_nothing(statement) for statement in statements)
-
-    def _param_role(self, param: cst.Param) -> str | None:
-        """What a parameter is to its function: ``"device"`` when it is named like a device
-        (``ema_device``) and read, or passed in a device position (``.to(target)``); ``"key"`` when it
-        is named like a device and only used as a key (``registry[device]``,
-        ``table.setdefault(device, ...)``): a registry keyed by device type, whose ``"cuda"`` is the
-        CUDA entry next to the project's own ``"npu"`` one (verl's engine registry), not a device to
-        move tensors to; ``"unread"`` when it is named like a device and never read; ``"runtime"`` when
-        the function tests it against a string to pick an onnxruntime execution provider (an ONNX
-        encoder's ``device="cuda"``: onnxruntime's device, not torch's); else None."""
-        if param not in self._param_roles:
-            function = TreeIndex.of(self.ctx).parents.get(TreeIndex.of(self.ctx).parents.get(param))
-            body = function.body if isinstance(function, (cst.FunctionDef, cst.Lambda)) else None
-            role = None
-            if looks_like_device(param.name) and body is not None and _picks_ort_provider(body, param.name.value):
-                role = "runtime"
-            elif looks_like_device(param.name):
-                reads = NameUses({param.name.value}) if body is not None else None
-                if reads is not None:
-                    walk(body, reads)
-                uses = reads.uses[param.name.value] if reads is not None else []
-                role = "unread" if not uses else "key" if all(self._as_key(use) for use in uses) else "device"
-            elif body is not None:
-                devices = DeviceVariableUses()
-                walk(body, devices)
-                role = "device" if param.name.value in devices.names else None
-                if role == "device" and param.name.value in self._names_compared_with_cuda:
-                    role = None  # sam2's `accelerator="cuda"`, tested `accelerator == "cuda"` elsewhere: a label too
-                if role is None and self._compared_only(param.name.value, body):
-                    role = "label"
-            self._param_roles[param] = role
-        return self._param_roles[param]
-
-    @functools.cached_property
-    def _names_compared_with_cuda(self) -> frozenset[str]:
-        """The last names of the expressions this file compares with a ``"cuda"`` literal (``accelerator
-        == "cuda"``, ``self.accelerator != "cuda"``): a parameter of that name, not named like a device,
-        is a label the code tests, whose default changes with those tests or not at all."""
-        found = set()
-        for node in iter_nodes(self.ctx.module, cst.Comparison):
-            sides = [node.left, *(target.comparator for target in node.comparisons)]
-            if any(string_value(side) == "cuda" for side in sides):
-                found.update(
-                    (dotted_name(side) or "").rpartition(".")[2]
-                    for side in sides
-                    if not self._device_value(side)
-                    and not (isinstance(side, cst.Name) and self._device_type_name(side))
-                )
-        return frozenset(found - {""})
-
-    def _compared_only(self, name: str, body: cst.CSTNode) -> bool:
-        """Every read of ``name`` in ``body`` compares it with strings (``impl == "cuda"``, ``impl in
-        ["ref", "cuda"]``): StyleGAN2-style ops' ``impl="cuda"`` names an implementation, not a device."""
-        return string_comparisons(name, body, TreeIndex.of(self.ctx).parents) is not None
-
-    def _as_key(self, name: cst.Name) -> bool:
-        parents = TreeIndex.of(self.ctx).parents
-        parent = parents.get(name)
-        if isinstance(parent, cst.Index):  # registry[device]
-            return True
-        if isinstance(parent, cst.Arg) and parent.keyword is None:
-            call = parents.get(parent)
-            return (
-                isinstance(call, cst.Call)
-                and isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in KEY_METHODS
-                and call.args[0] is parent
-            )
-        return isinstance(parent, cst.DictElement) and parent.key is name
 
     def visit_Dict(self, node: cst.Dict) -> None:
         """``{"cpu": 50, "mps": 50, "cuda": 100}``: settings by device type, read with the type the run
@@ -1061,7 +692,7 @@ class DeviceStrings(Rule):
             return
         if self._compared_with_npu:  # the file tells the NPU apart itself (maps "npu" to the "cuda" entry)
             return
-        if all(_plain_data(e.value) for e in node.elements):
+        if all(plain_data(e.value) for e in node.elements):
             self._rewrite(node.elements[keys.index("cuda")].key, why="device-type table key", unparsed=True)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
@@ -1081,7 +712,7 @@ class DeviceStrings(Rule):
     def leave_Assert(self, original_node: cst.Assert) -> None:
         """``assert f(m, {"k": "cuda:0"}) == {"k": "cuda:0"}``: on leaving, once the input's literals are rewritten."""
         for comparison in iter_nodes(original_node.test, cst.Comparison):
-            for first, second in _neighbours(comparison):
+            for first, second in compared_pairs(comparison):
                 self._expected(first, second)
                 self._expected(second, first)
 
@@ -1090,9 +721,9 @@ class DeviceStrings(Rule):
         (ktransformers): the compared literal is the test's expected value, made of the input; it is
         rewritten as the input was (the input may go to a device, so it stays rewritten; a test
         comparing the two spellings would fail on every host)."""
-        if not self._rewritten or _is_device_type_expr(actual) or _is_device_type_expr(expected):
+        if not self._rewritten or is_device_type_expr(actual) or is_device_type_expr(expected):
             return  # `assert x.device.type == "cuda"`: a device comparison (visit_Comparison)
-        literals = [s for s in iter_nodes(expected, cst.SimpleString) if _is_device_string(s) and s not in self._seen]
+        literals = [s for s in iter_nodes(expected, cst.SimpleString) if is_device_string(s) and s not in self._seen]
         if not literals:
             return
         inputs = {string_value(literal) for literal in self._input_literals(actual) if literal in self._rewritten}
@@ -1127,82 +758,8 @@ class DeviceStrings(Rule):
         the devices they were made from."""
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             key = node.slice[0].slice.value
-            if _indexed_device(key):
+            if indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
-
-
-def ort_provider(block: cst.CSTNode) -> str | None:
-    """The first onnxruntime execution provider ``block`` names (``"CUDAExecutionProvider"``), else None."""
-    for node in iter_nodes(block, cst.SimpleString):
-        value = string_value(node) or ""
-        if ORT_PROVIDER.fullmatch(value):
-            return value
-    return None
-
-
-def _picks_ort_provider(body: cst.CSTNode, name: str) -> bool:
-    """``body`` has an ``if`` testing ``name`` against a string whose branch names an onnxruntime provider."""
-    return any(
-        any(string_value(s) is not None for s in iter_nodes(choice.test, cst.SimpleString))
-        and any(isinstance(n, cst.Name) and n.value == name for n in iter_nodes(choice.test, cst.Name))
-        and ort_provider(choice.body) is not None
-        for choice in iter_nodes(body, cst.If)
-    )
-
-
-def validation_arm(ctx, literal: cst.BaseExpression) -> cst.If | None:
-    """The ``if``/``elif`` whose test ``literal`` makes true (``d.startswith("cuda")``, ``d == "cuda"``,
-    ``d in ["cuda", "xpu"]``, also in an ``and``/``or``) in a chain over strings that ends in ``else:
-    raise`` (or whose arms all leave, before a ``raise``): lerobot's ``is_torch_device_available``,
-    which a config's ``device="cuda"`` reaches on an NPU host; rewritten to ``"npu"`` it would refuse
-    ``"cuda"``, which it answered before. None otherwise."""
-    parents = TreeIndex.of(ctx).parents
-    node, arm = literal, parents.get(literal)
-    while not isinstance(arm, cst.If):
-        if isinstance(arm, cst.ComparisonTarget) and not isinstance(arm.operator, (cst.Equal, cst.In)):
-            return None
-        if isinstance(arm, cst.Call) and not (
-            isinstance(arm.func, cst.Attribute) and arm.func.attr.value == "startswith"
-        ):
-            return None
-        if not isinstance(arm, TEST_PARTS):
-            return None
-        node, arm = arm, parents.get(arm)
-    if arm.test is not node:
-        return None
-    top = arm
-    while isinstance(parents.get(top), cst.If) and parents[top].orelse is top:
-        top = parents[top]
-    arms, last = [], top
-    while isinstance(last, cst.If):
-        arms.append(last)
-        last = last.orelse
-    if isinstance(last, cst.Else):
-        refuses = _raises(last.body.body[-1:])
-    else:  # `if ...: return a` / `elif ...: return b`, then `raise ValueError(...)`
-        refuses = all(leaves(a.body) for a in arms) and _raises(TreeIndex.of(ctx).following(top)[:1])
-    if not refuses:
-        return None
-    compared = any(list(iter_nodes(other.test, cst.SimpleString)) for other in arms if other is not arm)
-    return arm if compared else None  # a lone CUDA arm before `else: raise` is a refusal, not a chain
-
-
-TEST_PARTS = (
-    cst.Element,
-    cst.List,
-    cst.Tuple,
-    cst.Set,
-    cst.ComparisonTarget,
-    cst.Comparison,
-    cst.Arg,
-    cst.Call,
-    cst.BooleanOperation,
-)
-
-
-def _raises(statements) -> bool:
-    """``statements`` (one or none) is a line ending in ``raise``."""
-    return any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[-1], cst.Raise) for s in statements)
 
 
 def _after_original(arm: cst.If, updated: cst.If) -> cst.If:
@@ -1222,138 +779,3 @@ def _npu_after(updated: cst.List | cst.Tuple | cst.Set, index: int):
 def _with_npu(updated: cst.SimpleString) -> cst.Tuple:
     """``"cuda"`` → ``("cuda", "npu")``."""
     return cst.Tuple([cst.Element(updated), cst.Element(replace_word(updated, "cuda", "npu"))])
-
-
-def _stated_value(ctx, literal: cst.BaseExpression) -> bool:
-    """``literal`` is part of a value a test states: compared in an ``assert`` (``assert out ==
-    {"device": "cuda:0"}``) or an argument of ``assertEqual``, not inside a call there (an input
-    passed to the code under test) nor compared with a device (``x.device.type == "cuda"``)."""
-    parents = TreeIndex.of(ctx).parents
-    node, parent = literal, parents.get(literal)
-    compared = False
-    while parent is not None and not isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-        if isinstance(parent, cst.Call):
-            equal = isinstance(parent.func, cst.Attribute) and parent.func.attr.value in ASSERT_EQUAL
-            devices = any(_is_device_type_expr(arg.value) for arg in parent.args)  # assertEqual(x.device.type, "cuda")
-            return equal and not devices and isinstance(node, cst.Arg) and node.keyword is None
-        if isinstance(parent, cst.Comparison):
-            sides = [parent.left, *(target.comparator for target in parent.comparisons)]
-            if any(_is_device_type_expr(side) for side in sides):
-                return False
-            compared = True
-        node, parent = parent, parents.get(parent)
-    return compared and isinstance(parent, cst.Assert)
-
-
-def _does_nothing(statement: cst.BaseSmallStatement) -> bool:
-    """``pass``, ``...``, a docstring, ``raise NotImplementedError`` (or ``NotImplementedError(...)``)."""
-    if isinstance(statement, cst.Pass):
-        return True
-    if isinstance(statement, cst.Expr):
-        return isinstance(statement.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString))
-    if isinstance(statement, cst.Raise) and statement.exc is not None:
-        raised = statement.exc.func if isinstance(statement.exc, cst.Call) else statement.exc
-        return dotted_name(raised) == "NotImplementedError"
-    return False
-
-
-def cuda_required(branch: cst.If) -> bool:
-    """A message of the branches of ``branch`` says that what they choose needs CUDA ("FP8 training
-    requires CUDA", "only supported on CUDA GPUs"): the test is a feature switch whose other side
-    the code has written for every other device."""
-    blocks = [branch.body, branch.orelse.body if isinstance(branch.orelse, cst.Else) else None]
-    return _message(filter(None, blocks), CUDA_REQUIRED) is not None
-
-
-def _gpu_refusal(ctx, branch: cst.If) -> str | None:
-    """The message of a ``raise`` in what runs when ``branch``'s test says no CUDA, saying that the
-    feature needs a GPU (``if device.type != "cuda": raise ValueError("... only supported on the GPU.")``)."""
-    return _message([r for block in no_cuda_branch(ctx, branch) for r in iter_nodes(block, cst.Raise)], GPU_REQUIRED)
-
-
-def _message(roots, message: re.Pattern) -> str | None:
-    """The first string under ``roots`` that ``message`` finds."""
-    for root in roots:
-        for string in iter_nodes(root, (cst.SimpleString, cst.FormattedStringText)):
-            text = (string_value(string) if isinstance(string, cst.SimpleString) else string.value) or ""
-            if message.search(text):
-                return text
-    return None
-
-
-def _cuda_type_literals(expr: cst.BaseExpression, is_device) -> list[cst.BaseExpression]:
-    """The ``"cuda"`` literals ``expr`` compares with a device type (``x.device.type == "cuda"``, also
-    as a member of ``x.device.type in ("cuda", "xpu")``: AQLM's Triton kernel gate;
-    ``is_device(side, literal)``: ``DeviceStrings._device_side``)."""
-    return [
-        element
-        for comparison in iter_nodes(expr, cst.Comparison)
-        for first, second in _neighbours(comparison)
-        for device, literal in ((first, second), (second, first))
-        if is_device(device, literal)
-        for element in _members(literal)
-        if string_value(element) == "cuda"
-    ]
-
-
-def _cuda_named_choice(body: cst.BaseSuite) -> str | None:
-    """The project's callable a branch chooses by a name with a ``cuda`` word (``ATT =
-    self.cuda_att_seq``), as written; None where it chooses none (``torch.cuda`` is torch's)."""
-    for value in iter_nodes(body, (cst.Name, cst.Attribute)):
-        name = value.value if isinstance(value, cst.Name) else value.attr.value
-        written = code_of(value)
-        if "cuda" in name_tokens(name) and name != "cuda" and not written.startswith("torch."):
-            return written
-    return None
-
-
-def _members(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The elements of a tuple, list or set display; ``[expr]`` for anything else."""
-    return [e.value for e in expr.elements] if isinstance(expr, (cst.Tuple, cst.List, cst.Set)) else [expr]
-
-
-def _neighbours(comparison: cst.Comparison) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
-    """The operand pairs a comparison compares (``a < b < c``: ``(a, b)``, ``(b, c)``)."""
-    operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
-    return list(zip(operands, operands[1:]))
-
-
-def _indexed_device(expr: cst.BaseExpression) -> bool:
-    """``"cuda:0"``, ``f"cuda:{i}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)``."""
-    if isinstance(expr, cst.SimpleString):
-        value = string_value(expr)
-        return value is not None and value.startswith("cuda:") and DEVICE_STRING.fullmatch(value) is not None
-    if isinstance(expr, cst.FormattedString):
-        first = expr.parts[0] if expr.parts else None
-        return isinstance(first, cst.FormattedStringText) and first.value == "cuda:" and len(expr.parts) == 2
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Modulo)):
-        return string_value(expr.left) in ("cuda:", "cuda:%d", "cuda:%s", "cuda:%i")
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format":
-        return string_value(expr.func.value) == "cuda:{}"
-    return False
-
-
-def _indexed_devices(expr: cst.BaseExpression) -> bool:
-    """A device with an index (:func:`_indexed_device`), a list, tuple or set holding one
-    (``devices=["cuda:0", "cuda:1"]``) or a comprehension of them (``[f"cuda:{i}" for i in ids]``)."""
-    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-        expr = expr.elt
-    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-        return any(_indexed_device(element.value) for element in expr.elements)
-    return _indexed_device(expr)
-
-
-def _is_device_string(expr: cst.BaseExpression) -> bool:
-    value = string_value(expr)
-    return value is not None and DEVICE_STRING.fullmatch(value) is not None
-
-
-def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
-    """Calls at the top of a boolean test (``a()``, ``not a()``, ``a() and b``)."""
-    if isinstance(expr, cst.Call):
-        return [expr]
-    if isinstance(expr, cst.UnaryOperation):
-        return _calls_in(expr.expression)
-    if isinstance(expr, cst.BooleanOperation):
-        return _calls_in(expr.left) + _calls_in(expr.right)
-    return []

@@ -1,0 +1,184 @@
+"""What a name is to the code around it: a device (passed in a device position, compared with a
+device string), a device type a function maps, a registry key, a label only compared with strings,
+an onnxruntime device. Each answer is computed once per file and node (``RuleContext.file_state``)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.literals import device_literals, string_value
+from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes, walk
+from cuda2npu.families.device.device_branches import does_nothing, picks_ort_provider
+from cuda2npu.families.device.device_expressions import (
+    DEVICE_CALLS,
+    DEVICE_KEYWORDS,
+    DeviceVariableUses,
+    indexed_device,
+    is_device_type_expr,
+    looks_like_device,
+)
+
+KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
+
+
+def device_side(ctx, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+    """``expr``, compared with ``other``, is a device or its type: :func:`is_device_type_expr`, or
+    a :func:`device_value` (or its ``.type``) compared with a CUDA device string."""
+    if is_device_type_expr(expr):
+        return True
+    value = expr.value if isinstance(expr, cst.Attribute) and expr.attr.value == "type" else expr
+    return (
+        isinstance(value, cst.Name)
+        and bool(device_literals(other, prefix_ok=True))
+        and (device_value(ctx, value) or device_type_name(ctx, value))
+    )
+
+
+def device_type_name(ctx, expr: cst.Name) -> bool:
+    """``expr`` is a name its function also compares with ``"cpu"``: a device type the function maps
+    (FlexLLMGen's ``DeviceType.convert(name)``: ``if name == "cpu": ... elif name == "cuda": ...
+    else: raise ValueError(f"Invalid name: {name}")``, called with ``torch.device(...).type``)."""
+    function = TreeIndex.of(ctx).enclosing_function(expr)
+    return function is not None and any(
+        any(isinstance(side, cst.Name) and side.value == expr.value for side in sides)
+        and any(string_value(side) == "cpu" for side in sides)
+        for comparison in iter_nodes(function.body, cst.Comparison)
+        for sides in [(comparison.left, *(target.comparator for target in comparison.comparisons))]
+    )
+
+
+def device_value(ctx, expr: cst.BaseExpression) -> bool:
+    """``expr`` is a name its function also uses as a device (:func:`_device_names_of`):
+    LatentSync's ``if s == "cuda": return 0`` before ``torch.device(s).type != "cuda"`` is a
+    device comparison too, rewritten with the other (a parser half rewritten takes ``"npu"`` to
+    ``torch.device("npu").index``, None). A name only compared stays a label."""
+    if not isinstance(expr, cst.Name):
+        return False
+    function = TreeIndex.of(ctx).enclosing_function(expr)
+    return function is not None and expr.value in _device_names_of(ctx, function)
+
+
+def _device_names_of(ctx, function: cst.FunctionDef) -> frozenset[str]:
+    """The names ``function`` uses as a device: passed as the first argument of ``torch.device``-like
+    calls (``DEVICE_CALLS``) or of ``.to()``, as ``device=`` / ``map_location=`` / ``device_type=``,
+    assigned such a call (``d = torch.device(s)``), or returned where it also returns a device with an
+    index (lerobot's ``if s == "cuda" and torch.cuda.is_available(): return f"cuda:{rank}"`` ...
+    ``return s``: the name is the device the function resolves)."""
+    known = ctx.file_state(_device_names)
+    if function not in known:
+        found = set()
+        for call in iter_nodes(function.body, cst.Call):
+            positional = [a.value for a in call.args if a.keyword is None]
+            is_to = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
+            if positional and (is_to or ctx.resolver.qualified_name(call.func) in DEVICE_CALLS):
+                found.add(positional[0])
+            found.update(a.value for a in call.args if a.keyword is not None and a.keyword.value in DEVICE_KEYWORDS)
+        for assign in iter_nodes(function.body, cst.Assign):
+            value = assign.value
+            if isinstance(value, cst.Call) and ctx.resolver.qualified_name(value.func) in DEVICE_CALLS:
+                found.update(target.target for target in assign.targets)
+        returned = [r.value for r in iter_nodes(function.body, cst.Return) if r.value is not None]
+        if any(indexed_device(value) for value in returned):
+            found.update(returned)
+        known[function] = frozenset(v.value for v in found if isinstance(v, cst.Name))
+    return known[function]
+
+
+def is_stub(ctx, param: cst.Param) -> bool:
+    """``param`` belongs to a function that does nothing: its body is only ``pass``, ``...``, a
+    docstring or ``raise NotImplementedError`` (mistral-inference's abstract ``from_folder``)."""
+    function = TreeIndex.of(ctx).parents.get(TreeIndex.of(ctx).parents.get(param))
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    body = function.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        statements = list(body.body)
+    elif all(isinstance(line, cst.SimpleStatementLine) for line in body.body):
+        statements = [statement for line in body.body for statement in line.body]
+    else:
+        return False
+    return all(does_nothing(statement) for statement in statements)
+
+
+def param_role(ctx, param: cst.Param) -> str | None:
+    """What a parameter is to its function: ``"device"`` when it is named like a device
+    (``ema_device``) and read, or passed in a device position (``.to(target)``); ``"key"`` when it
+    is named like a device and only used as a key (``registry[device]``,
+    ``table.setdefault(device, ...)``): a registry keyed by device type, whose ``"cuda"`` is the
+    CUDA entry next to the project's own ``"npu"`` one (verl's engine registry), not a device to
+    move tensors to; ``"unread"`` when it is named like a device and never read; ``"runtime"`` when
+    the function tests it against a string to pick an onnxruntime execution provider (an ONNX
+    encoder's ``device="cuda"``: onnxruntime's device, not torch's); else None."""
+    known = ctx.file_state(_param_roles)
+    if param not in known:
+        function = TreeIndex.of(ctx).parents.get(TreeIndex.of(ctx).parents.get(param))
+        body = function.body if isinstance(function, (cst.FunctionDef, cst.Lambda)) else None
+        role = None
+        if looks_like_device(param.name) and body is not None and picks_ort_provider(body, param.name.value):
+            role = "runtime"
+        elif looks_like_device(param.name):
+            reads = NameUses({param.name.value}) if body is not None else None
+            if reads is not None:
+                walk(body, reads)
+            uses = reads.uses[param.name.value] if reads is not None else []
+            role = "unread" if not uses else "key" if all(_as_key(ctx, use) for use in uses) else "device"
+        elif body is not None:
+            devices = DeviceVariableUses()
+            walk(body, devices)
+            role = "device" if param.name.value in devices.names else None
+            if role == "device" and param.name.value in ctx.file_state(_names_compared_with_cuda):
+                role = None  # sam2's `accelerator="cuda"`, tested `accelerator == "cuda"` elsewhere: a label too
+            if role is None and _compared_only(ctx, param.name.value, body):
+                role = "label"
+        known[param] = role
+    return known[param]
+
+
+def _names_compared_with_cuda(ctx) -> frozenset[str]:
+    """The last names of the expressions this file compares with a ``"cuda"`` literal (``accelerator
+    == "cuda"``, ``self.accelerator != "cuda"``): a parameter of that name, not named like a device,
+    is a label the code tests, whose default changes with those tests or not at all."""
+    found = set()
+    for node in iter_nodes(ctx.module, cst.Comparison):
+        sides = [node.left, *(target.comparator for target in node.comparisons)]
+        if any(string_value(side) == "cuda" for side in sides):
+            found.update(
+                (dotted_name(side) or "").rpartition(".")[2]
+                for side in sides
+                if not device_value(ctx, side) and not (isinstance(side, cst.Name) and device_type_name(ctx, side))
+            )
+    return frozenset(found - {""})
+
+
+def _compared_only(ctx, name: str, body: cst.CSTNode) -> bool:
+    """Every read of ``name`` in ``body`` compares it with strings (``impl == "cuda"``, ``impl in
+    ["ref", "cuda"]``): StyleGAN2-style ops' ``impl="cuda"`` names an implementation, not a device."""
+    return string_comparisons(name, body, TreeIndex.of(ctx).parents) is not None
+
+
+def _as_key(ctx, name: cst.Name) -> bool:
+    parents = TreeIndex.of(ctx).parents
+    parent = parents.get(name)
+    if isinstance(parent, cst.Index):  # registry[device]
+        return True
+    if isinstance(parent, cst.Arg) and parent.keyword is None:
+        call = parents.get(parent)
+        return (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in KEY_METHODS
+            and call.args[0] is parent
+        )
+    return isinstance(parent, cst.DictElement) and parent.key is name
+
+
+def _device_names(ctx) -> dict[cst.FunctionDef, frozenset[str]]:
+    """The file's cache of :func:`_device_names_of`: function -> names it uses as a device."""
+    return {}
+
+
+def _param_roles(ctx) -> dict[cst.Param, str | None]:
+    """The file's cache of :func:`param_role`."""
+    return {}
