@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 FAMILIES = (
     "advisories",
-    "custom_kernels",
+    "custom_kernels.extensions",
+    "custom_kernels.imports",
+    "custom_kernels.lookups",
     "distributed",
     "precision",
     "suppression",

@@ -1,4 +1,5 @@
-"""Custom CUDA code that no rewrite can port (NPU602–NPU606, tier manual)."""
+"""CUDA-only libraries and modules imported where nothing guards the import (NPU604, NPU606): the
+file fails on an NPU host at import, or when the importing function runs."""
 
 from __future__ import annotations
 
@@ -11,13 +12,10 @@ from cuda2npu.analysis.cuda_gates import kept_cuda_blocks, kept_cuda_test
 from cuda2npu.analysis.cuda_only_modules import (
     CUDA_LIBRARIES,
     EXTENSION_SUFFIX,
-    MIGRATED,
     cuda_call,
     cuda_call_roots,
     cuda_module,
     cuda_module_roots,
-    cuda_only_distribution,
-    cuda_only_distributions,
     import_port,
     is_cuda_extension,
     npu_release,
@@ -29,331 +27,22 @@ from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.raising_fallbacks import raising_fallbacks
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.feature_words import name_tokens
-from cuda2npu.core.imports import IMPORT_ERRORS, bound_name, bound_object, catches, catches_import_error
+from cuda2npu.core.imports import bound_name, bound_object, catches_import_error
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name, module_qualified
-from cuda2npu.core.nodes import code_of
-from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
+from cuda2npu.core.names import dotted_name
+from cuda2npu.core.pins import pin_at_least, pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
-from cuda2npu.core.traversal import flat_tree, iter_nodes, walk
-
-SHELL_CALLS = {
-    "subprocess.run",
-    "subprocess.call",
-    "subprocess.check_call",
-    "subprocess.check_output",
-    "subprocess.Popen",
-    "os.system",
-    "os.popen",
-}
-EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
-
-
-def _mentions_cu_sources(node: cst.Call) -> bool:
-    """``load(...)`` given CUDA sources: a ``cuda_sources``/``with_cuda``/``extra_cuda_cflags`` keyword,
-    or a ``.cu`` file name anywhere in its arguments (``os.path.join(module_path, "upfirdn2d_kernel.cu")``:
-    StyleGAN2's ops in InternGPT)."""
-    for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda", "extra_cuda_cflags"}:
-            return True
-        if any((string_value(s) or "").endswith(".cu") for s in iter_nodes(arg.value, cst.SimpleString)):
-            return True
-    return False
-
-
-_OS_ERRORS = frozenset({"FileNotFoundError", "OSError", "EnvironmentError", "IOError", "Exception", "BaseException"})
-_PROCESS_ERRORS = frozenset({"CalledProcessError", "SubprocessError", "Exception", "BaseException"})
-
-
-def _missing_program_errors(node: cst.Call, qualified: str) -> frozenset[str]:
-    """The exception classes (any of which a handler may name) that ``node`` raises where the program
-    it runs does not exist: FileNotFoundError when subprocess starts it, CalledProcessError when a
-    shell does and the call checks the exit code; none from ``os.system``/``os.popen`` or an unchecked shell."""
-    if not qualified.startswith("subprocess."):
-        return frozenset()
-    shell = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "shell"), None)
-    if not (isinstance(shell, cst.Name) and shell.value == "True"):
-        return _OS_ERRORS
-    check = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "check"), None)
-    checked = qualified in {"subprocess.check_output", "subprocess.check_call"} or (
-        isinstance(check, cst.Name) and check.value == "True"
-    )
-    return _PROCESS_ERRORS if checked else frozenset()
-
-
-def _only_passes(block: cst.BaseSuite) -> bool:
-    """The block does nothing (``pass`` or ``...``)."""
-    statements = [
-        small for line in block.body for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])
-    ]
-    return all(
-        isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis))
-        for small in statements
-    )
-
-
-def _leaves_values(index: TreeIndex, statement: cst.Try) -> bool:
-    """The ``try`` body returns or yields, or binds a name that the statements after it read."""
-    if any(True for _ in iter_nodes(statement.body, (cst.Return, cst.Yield))):
-        return True
-    bound = {
-        target.target.value
-        for assign in iter_nodes(statement.body, cst.Assign)
-        for target in assign.targets
-        if isinstance(target.target, cst.Name)
-    }
-    later = index.following(statement)
-    return any(name.value in bound for after in later for name in iter_nodes(after, cst.Name))
-
-
-def _hollow_fallback(ctx, node: cst.Try) -> bool:
-    """``try: import quant_cuda`` / ``except: print("CUDA extension not installed.")``, then
-    ``quant_cuda.vecquant4matmul(...)`` elsewhere in the file (BELLE's GPTQ ``quant.py``): the
-    handlers bind nothing (no flag, no stand-in), nor does the try set a flag beside the import, and
-    a name the try imports is read outside it, not
-    under an ``if`` whose test names the feature (``if self.use_xformers:`` before ``xops.…``)."""
-    imported = _imported_names(node)
-    binds = (cst.Assign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Return, cst.Raise)
-    if not imported or any(True for handler in node.handlers for _ in iter_nodes(handler.body, binds)):
-        return False
-    if any(True for _ in iter_nodes(node.body, (cst.Assign, cst.AnnAssign))):
-        return False  # `HAVE_TE = True` after the import: a flag the later uses test (Megatron's fp8_utils)
-    index = TreeIndex.of(ctx)
-    return any(
-        name.value in imported
-        and isinstance(parent := index.parents.get(name), cst.Attribute)
-        and parent.value is name
-        and not index.within(name, node)
-        and not _feature_tested(index, name)
-        for name in iter_nodes(ctx.module, cst.Name)
-    )
-
-
-def _none_called(ctx, node: cst.Try) -> str | None:
-    """``try: from block_sparse_attn import block_streaming_attn_func`` / ``except ImportError:
-    block_streaming_attn_func = None``, then ``block_streaming_attn_func(...)`` in a function no test
-    of the name (or of the feature) guards (DuoAttention's default streaming attention, round 27): on
-    an NPU host the fallback is None, and the call raises TypeError. The name called, else None."""
-    imported = _imported_names(node, skip=MIGRATED)  # flash-attn's calls are rewritten, not left to fail
-    assigned = [
-        statement
-        for handler in node.handlers
-        for line in handler.body.body
-        for statement in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])
-        if not isinstance(statement, cst.Pass)
-    ]
-    if not imported or not assigned or not all(_sets_none(statement, imported) for statement in assigned):
-        return None
-    index = TreeIndex.of(ctx)
-    for call in iter_nodes(ctx.module, cst.Call):
-        func = call.func
-        if isinstance(func, cst.Name) and func.value in imported and not index.within(func, node):
-            if not _name_tested(index, func) and not _feature_tested(index, func):
-                return func.value
-    return None
-
-
-def _imported_names(node: cst.Try, skip: tuple[str, ...] = ()) -> set[str]:
-    """The names the import statements of the ``try`` body bind (not from the top-level packages ``skip``)."""
-    names = set()
-    for line in node.body.body:
-        for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-            if not isinstance(statement, (cst.Import, cst.ImportFrom)) or isinstance(statement.names, cst.ImportStar):
-                continue
-            for alias in statement.names:
-                module = (statement.module if isinstance(statement, cst.ImportFrom) else None) or alias.name
-                if (dotted_name(module) or "").split(".")[0] not in skip:
-                    names.add(bound_name(alias, statement))
-    return names
-
-
-def _sets_none(statement: cst.CSTNode, names: set[str]) -> bool:
-    """``name = None`` (also ``a = b = None``) for names of ``names``."""
-    return (
-        isinstance(statement, cst.Assign)
-        and isinstance(statement.value, cst.Name)
-        and statement.value.value == "None"
-        and all(isinstance(t.target, cst.Name) and t.target.value in names for t in statement.targets)
-    )
-
-
-def _name_tested(index: TreeIndex, name: cst.Name) -> bool:
-    """An ``if``, ``while`` or conditional expression around ``name`` tests that name itself
-    (``if fn is not None:``, ``fn(x) if fn else y``)."""
-    node = index.parents.get(name)
-    while node is not None:
-        test = node.test if isinstance(node, (cst.If, cst.IfExp, cst.While)) else None
-        if test is not None and any(n.value == name.value for n in iter_nodes(test, cst.Name)):
-            return True
-        node = index.parents.get(node)
-    return False
-
-
-def _feature_tested(index: TreeIndex, name: cst.Name) -> bool:
-    """An ``if`` around ``name`` tests a word of it (``use_xformers`` around ``xformers.ops…``)."""
-    words = set(name_tokens(name.value)) - {"cuda", "ops", "lib", "ext", "c"}
-    return any(
-        isinstance(owner, cst.If) and words & set(name_tokens(code_of(owner.test)))
-        for owner in index.ancestors(index.statement_of(name))
-    )
-
-
-PROBES = frozenset({"hasattr", "getattr", "isinstance", "issubclass"})  # calls that only read what they are given
-
-
-def _class_read(index: TreeIndex, name: cst.Name, called: set[str]) -> bool:
-    """``name`` starts an attribute chain ending in a class name that is neither called nor assigned
-    to a name the scope calls (``called``): ``bnb.nn.Linear4bit``, not ``opt = bnb.optim.Adam8bit``
-    followed by ``opt(params)``."""
-    top: cst.CSTNode = name
-    while isinstance(parent := index.parents.get(top), cst.Attribute) and parent.value is top:
-        top = parent
-    if isinstance(top, cst.Attribute) and top.attr.value.startswith("__"):
-        return True  # `bnb.__version__`
-    probe = index.call_of(top)
-    if probe is not None and probe.func is not top and isinstance(probe.func, cst.Name) and probe.func.value in PROBES:
-        return True  # `hasattr(bnb.nn, "Linear4bit")`, `isinstance(m, bnb.nn.Linear8bitLt)`
-    if not isinstance(top, cst.Attribute) or not top.attr.value[:1].isupper():
-        return False
-    if isinstance(parent, cst.Call) and parent.func is top:
-        return False
-    targets = parent.targets if isinstance(parent, cst.Assign) and parent.value is top else ()
-    return not any(isinstance(t.target, cst.Name) and t.target.value in called for t in targets)
-
-
-def _strings_in(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class Collector(cst.CSTVisitor):
-        def visit_SimpleString(self, s: cst.SimpleString) -> None:
-            value = string_value(s)
-            if value is not None:
-                found.append(value)
-
-    walk(node, Collector())
-    return found
-
-
-@register
-class CustomKernels(Rule):
-    codes = ("NPU602", "NPU603", "NPU605")
-    triggers = (r"CUDAExtension", r"cpp_extension", r"triton", r"nvidia-smi")
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self._kernels_reported = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.resolver.qualified_name(node.func) or ""
-        if qualified == "torch.utils.cpp_extension.CUDAExtension" or (
-            qualified in EXTENSION_LOADERS and _mentions_cu_sources(node)
-        ):
-            self.report(
-                "NPU602",
-                node,
-                "CUDA C++ extension: port the kernel to Ascend C (or torch ops) and build with torch_npu's NpuExtension",
-            )
-        elif qualified in SHELL_CALLS and any("nvidia-smi" in s for s in _strings_in(node)):
-            if not self._silenced_probe(node, qualified):
-                self.report("NPU605", node, "`nvidia-smi` does not exist on NPU hosts; use `npu-smi info`")
-
-    def _silenced_probe(self, node: cst.Call, qualified: str) -> bool:
-        """The call sits in a ``try`` whose handler for what it raises on an NPU host (no
-        ``nvidia-smi`` there) only passes, and nothing the ``try`` computes is returned or read after
-        it: a probe whose failure the project already meant for hosts without NVIDIA GPUs (deita's
-        setup.py installs flash-attn only where it succeeds). A count or flag it leaves for later
-        code (a fallback of 0 devices) keeps the marker."""
-        raised = _missing_program_errors(node, qualified)
-        index = TreeIndex.of(self.ctx)
-        for owner, role in index.enclosing(index.statement_of(node)):
-            if isinstance(owner, cst.Try) and role == "body":
-                handler = next((h for h in owner.handlers if catches(h, raised)), None)
-                return handler is not None and _only_passes(handler.body) and not _leaves_values(index, owner)
-        return False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        """One finding per file, at the first Triton decorator of its first kernel (``@triton.autotune``
-        above ``@triton.jit``), counting the others: a marker at every kernel repeated what the first
-        one asks (no ``import triton`` gets an NPU606: the import is not what fails). None in a project
-        that pins ``triton-ascend`` (flash-linear-attention's ``npu`` extra): its kernels run there; nor
-        in a module the project imports only behind a kept ``.is_cuda`` test (whisper's ``triton_ops``:
-        the project fact of analysis/gated_kernels.py): an NPU host never launches them."""
-        kernels = triton_kernels(self.ctx)
-        if node not in kernels or self._kernels_reported or self.options.file.cuda_gated_kernels:
-            return
-        if pinned(self.options.project.pins, "triton-ascend"):
-            return  # a project building its kernels with Triton-Ascend (an `npu` extra) has ported them
-        self._kernels_reported = True
-        count = len(kernels)
-        others = f" (and {count - 1} other{'s' if count > 2 else ''} in this file)" if count > 1 else ""
-        self.report(
-            "NPU603",
-            kernels[node],
-            f"Triton kernel{others}: Triton targets CUDA here; use torch ops, Triton-Ascend or an Ascend kernel",
-        )
-
-
-TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
-
-
-def triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
-    """The file's Triton kernels (through its module-level imports), each with its first Triton
-    decorator (built once per file)."""
-    return ctx.file_state(_triton_kernels)
-
-
-def _triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
-    if ctx.text is not None and b"triton" not in ctx.text:
-        return {}
-    kernels = {}
-    for function in iter_nodes(ctx.module, cst.FunctionDef):
-        for decorator in function.decorators:
-            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            if module_qualified(ctx.resolver.module_scope, target) in TRITON_KERNEL_DECORATORS:
-                kernels[function] = decorator
-                break
-    return kernels
-
-
-AVAILABILITY = re.compile(r"(?i)\w+_available|has_\w+|have_\w+|\w+_installed|find_spec")
-
-
-def _guards_import(test: cst.BaseExpression) -> bool:
-    """``if TYPE_CHECKING:`` or an availability probe (``if is_xformers_available():``, ``if HAVE_TE:``);
-    ``torch.cuda.is_available()`` is a device check, true on NPU once migrated."""
-    names = [node.value for node in iter_nodes(test, cst.Name)]
-    return any(name == "TYPE_CHECKING" or (name != "is_available" and AVAILABILITY.fullmatch(name)) for name in names)
-
-
-def _means_missing(test: cst.BaseExpression) -> bool:
-    """A probe's test true when the package is missing: ``not is_x_available()``, ``find_spec(x) is None``."""
-    if isinstance(test, cst.UnaryOperation):
-        return isinstance(test.operator, cst.Not)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        target = test.comparisons[0]
-        none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
-        return none and isinstance(target.operator, (cst.Is, cst.Equal))
-    return False
-
-
-def _type_checking(test: cst.BaseExpression) -> bool:
-    return any(node.value == "TYPE_CHECKING" for node in iter_nodes(test, cst.Name))
-
-
-def _reraises(handler: cst.ExceptHandler) -> bool:
-    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False``
-    (MInference's ``xattention.py``) or ``sys.exit(...)``: no fallback."""
-    last = handler.body.body[-1] if handler.body.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    if isinstance(last, cst.Assert):
-        return code_of(last.test) in ("False", "0")
-    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
-        return dotted_name(last.value.func) in ("sys.exit", "exit", "quit")
-    return isinstance(last, cst.Raise)
-
+from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.custom_kernels.fallbacks import (
+    class_read,
+    guards_import,
+    hollow_fallback,
+    means_missing,
+    none_called,
+    reraises,
+    type_checking,
+)
 
 # packages whose uses cuda2npu migrates call by call (xFormers' attention → SDPA / npu_fusion_attention,
 # NPU409/NPU410) → the names those rules report: another name a function imports (a mask class used
@@ -363,6 +52,7 @@ def _reraises(handler: cst.ExceptHandler) -> bool:
 MIGRATED_AT_USES = {
     "xformers": ("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention"),
 }
+
 # NPU606's message for each way a module of rules/tables/cuda_only_packages.toml fails (`when`: in a function)
 CUDA_ONLY_MESSAGES = {
     "imports": "`{module}` cannot be imported on an NPU host{when}: {note}",
@@ -371,30 +61,37 @@ CUDA_ONLY_MESSAGES = {
     # a package that runs on an NPU from some release on, which the project's pins do not guarantee
     "release": "`{module}` runs on an NPU host only from {distribution} {first} on, which the project's pins do not guarantee{when}: {note}",
 }
+
 # unported packages imported unguarded at module level: the marker is all `migrate` writes
 UNPORTED_MESSAGE = "{modules} cannot run on an NPU host, nor can this file, which cuda2npu left as written: {note}"
+
 NONE_CALLED_NOTE = (
     "the `except` around it binds `{name}` to None, and the file calls `{name}(...)` where nothing tests it: "
     "TypeError there (not a fallback); choose another implementation on an NPU host, or test `{name}` first"
 )
+
 HOLLOW_NOTE = (
     "the `except` around it only reports the ImportError and binds nothing, and the file uses the module "
     "afterwards: NameError there (not a fallback)"
 )
+
 # NPU606's message at the failing import of a module the project imports only where it falls back
 OPTIONAL_MODULE_MESSAGE = (
     "`{module}` cannot be imported on an NPU host{through}, nor can this module; the project imports it only"
     " under a fallback for that failure ({importers}), which is what runs there: cuda2npu left this file as written"
 )
+
 FAILING_IMPORT_MESSAGE = (
     "`{module}` cannot be imported on an NPU host: through the project's imports it reaches `{what}`, which fails"
     " there, and so does this file, which cuda2npu left as written; port that, then run cuda2npu again"
 )
+
 DIRECT_IMPORT_MESSAGE = (  # a relative import of the project's compiled extension (nunchaku's `from .._C import ops`)
     "`{module}` (`{what}`) cannot be imported on an NPU host, nor can this file, which cuda2npu left as written: "
     "a compiled CUDA extension of the project (or a module compiling CUDA at import); port its kernels to "
     "Ascend C (torch_npu's NpuExtension) or torch ops, then run cuda2npu again"
 )
+
 CUDA_CALL_MESSAGES = {  # the same for a call of a module that imports there (`calls`, `review_calls`)
     "calls": "`{name}(...)` fails on an NPU host: {note}",
     "review_calls": "`{name}(...)` selects a CUDA-only path: {note}",
@@ -445,8 +142,8 @@ class CudaOnlyImports(Rule):
         # ImportError handler does not re-raise, an availability-probed if body), "static" (`if
         # TYPE_CHECKING:`, a CUDA feature switch the migration keeps)
         self._guards: dict[cst.CSTNode, str] = {}
-        # "hollow": a try body whose ImportError handler only reports it, the module used later (_hollow_fallback);
-        # "none": one whose handler binds the names None, one of them called unguarded later (_none_called)
+        # "hollow": a try body whose ImportError handler only reports it, the module used later (hollow_fallback);
+        # "none": one whose handler binds the names None, one of them called unguarded later (none_called)
         self._depth = {"fallback": 0, "static": 0, "hollow": 0, "none": 0}
         self._none_called: dict[cst.CSTNode, str] = {}  # such a try body -> the name called
         self._functions: dict[cst.CSTNode, str] = {}  # function body -> the function's name
@@ -468,14 +165,14 @@ class CudaOnlyImports(Rule):
     def visit_Try(self, node: cst.Try) -> None:
         for body in torch_npu_fallbacks(node):  # `try: import torch_npu ... except ImportError: <CUDA path>`
             self._guards[body] = "static"
-        if not any(catches_import_error(h) and not _reraises(h) for h in node.handlers):
+        if not any(catches_import_error(h) and not reraises(h) for h in node.handlers):
             return
         if node.body in raising_fallbacks(self.ctx).tries:
             # `except ImportError: HAVE_X = False`, then `if not HAVE_X: raise`: NPU606 marks the raise
             self._raising.add(node.body)
-        elif _hollow_fallback(self.ctx, node):
+        elif hollow_fallback(self.ctx, node):
             self._guards[node.body] = "hollow"
-        elif (called := _none_called(self.ctx, node)) is not None:
+        elif (called := none_called(self.ctx, node)) is not None:
             self._guards[node.body] = "none"
             self._none_called[node.body] = called
         else:
@@ -494,11 +191,11 @@ class CudaOnlyImports(Rule):
             self.report("NPU606", node, found.message())
 
     def visit_If(self, node: cst.If) -> None:
-        if _type_checking(node.test):
+        if type_checking(node.test):
             self._guards[node.body] = "static"
-        elif _guards_import(node.test):
+        elif guards_import(node.test):
             self._guards[node.body] = "fallback"
-            if _means_missing(node.test) and leaves(node.body):
+            if means_missing(node.test) and leaves(node.body):
                 # `if find_spec("xformers") is None: return False`: what follows runs only where it is installed
                 self._after.update(dict.fromkeys(TreeIndex.of(self.ctx).following(node), "fallback"))
         elif self._mentions_cuda():
@@ -753,7 +450,7 @@ class CudaOnlyImports(Rule):
         bound = {bound_name(alias, node) for alias in node.names}
         uses = [name for name in iter_nodes(scope, cst.Name) if name.value in bound and not index.within(name, node)]
         called = {c.func.value for c in iter_nodes(scope, cst.Call) if isinstance(c.func, cst.Name)}
-        return all(_class_read(index, name, called) for name in uses)  # none: an unused import runs nothing
+        return all(class_read(index, name, called) for name in uses)  # none: an unused import runs nothing
 
     def _again_in_function(self, node: cst.CSTNode, root: str, compiled: bool) -> bool:
         """An import the file has a marker for already, in a function that has none for it: of a
@@ -833,77 +530,3 @@ def _import_ported(node: cst.CSTNode) -> dict[str, str]:
         return {}
     bound = {bound_name(alias, node): import_port(bound_object(alias, node) or "") for alias in node.names}
     return {name: kind for name, kind in bound.items() if kind is not None}
-
-
-# importlib.metadata and pkg_resources lookups of an installed distribution -> what they raise without it
-DISTRIBUTION_LOOKUPS = {
-    "importlib.metadata.version": "PackageNotFoundError",
-    "importlib.metadata.distribution": "PackageNotFoundError",
-    "importlib.metadata.metadata": "PackageNotFoundError",
-    "importlib_metadata.version": "PackageNotFoundError",
-    "importlib_metadata.distribution": "PackageNotFoundError",
-    "pkg_resources.get_distribution": "DistributionNotFound",
-}
-LOOKUP_ERRORS = IMPORT_ERRORS | {"PackageNotFoundError", "DistributionNotFound"}  # ImportError: their base
-DISTRIBUTIONS = cuda_only_distributions()
-
-
-@register
-class CudaOnlyDistributionLookups(Rule):
-    """NPU607: ``version("flash-attn")`` and the like raise on an NPU host, where the distribution
-    cannot be installed (gpt-neox checks flash-attn's version while reading its arguments)."""
-
-    codes = ("NPU607",)
-    # a quoted first word of a distribution in rules/tables/cuda_only_packages.toml ("flash-attn")
-    triggers = (r"""["'](?:""" + "|".join(sorted({re.escape(re.split(r"[-*\[]", d)[0]) for d in DISTRIBUTIONS})) + ")",)
-    requires = (r"\b(?:version|distribution|metadata|get_distribution)\s*\(",)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not node.args or node.args[0].keyword is not None or node.args[0].star:
-            return
-        name = string_value(node.args[0].value)
-        qualified = self.resolver.qualified_name(node.func) or ""
-        if name is None or qualified not in DISTRIBUTION_LOOKUPS:
-            return
-        found = cuda_only_distribution(name)
-        if found is None or self._guarded(node, found[0]):
-            return
-        error = DISTRIBUTION_LOOKUPS[qualified]
-        self.report(
-            "NPU607",
-            node,
-            f"`{code_of(node.func)}({name!r})` raises {error} where `{name}` is not installed, as on an NPU "
-            f"host ({found[1].split(' (')[0]}): drop the check or answer it without the package",
-        )
-
-    def _guarded(self, node: cst.Call, modules: tuple[str, ...]) -> bool:
-        """Inside a ``try`` that catches the lookup's error (or ImportError, its base), an ``if``
-        that probes the package's availability or the right of such an ``and``
-        (``is_bitsandbytes_available() and version("bitsandbytes")``), or in a function that imports
-        the package first (Megatron's ``get_te_version_str``: the import is what fails)."""
-        index = TreeIndex.of(self.ctx)
-        child, parent = node, index.parents.get(node)
-        while parent is not None and not isinstance(parent, cst.BaseStatement):
-            if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
-                if child is parent.right and _guards_import(parent.left):
-                    return True
-            child, parent = parent, index.parents.get(parent)
-        function = index.function.get(self.ctx.statement)
-        tree, _, _ = flat_tree(self.ctx.module)
-        if function is not None and any(
-            (dotted_name(imported) or "").split(".")[0] in modules and tree.span(statement) < tree.span(node)
-            for statement in iter_nodes(function.body, (cst.Import, cst.ImportFrom))
-            for imported in (
-                [a.name for a in statement.names] if isinstance(statement, cst.Import) else [statement.module]
-            )
-            if imported is not None
-        ):
-            return True
-        for owner, role in index.enclosing(self.ctx.statement):
-            if role != "body":
-                continue
-            if isinstance(owner, cst.Try) and any(catches(h, LOOKUP_ERRORS) for h in owner.handlers):
-                return True
-            if isinstance(owner, cst.If) and _guards_import(owner.test):
-                return True
-        return False
