@@ -6,7 +6,7 @@ import re
 import textwrap
 from dataclasses import fields
 
-from cuda2npu.core.options import FileContext, Options, ProjectFacts
+from cuda2npu.core.options import FailingImport, FileContext, OptionalModule, Options, ProjectFacts
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.filekinds.python import migrate_source
 
@@ -35,6 +35,9 @@ def options_of(**values) -> Options:
     ``local_modules`` is both the project's and the file's)."""
     facts = {name: values.pop(name) for name in list(values) if name in FACTS}
     context = {name: values.pop(name) for name in list(values) if name in CONTEXT}
+    for name, kind in (("optional_module", OptionalModule), ("failing_import", FailingImport)):
+        if name in context:  # written as a list: `optional_module = [as written, what fails, importers]`
+            context[name] = kind(*context[name])
     if "local_modules" in facts:
         context["local_modules"] = facts["local_modules"]
     if "target_torch_npu" in values:

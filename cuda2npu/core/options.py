@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.torch_npu_target import NEWEST, Target
@@ -88,6 +89,22 @@ def _scoped_pins(pins, scopes, real: str):
     return tuple(sorted(chosen.items())) if scopes else pins
 
 
+class OptionalModule(NamedTuple):
+    """A module the project imports only under a fallback for its failing import (``optional_modules``)."""
+
+    written: str  # its failing import, as written
+    what_fails: str  # what fails through it ("" where the import itself fails)
+    importers: str  # the imports of it under a fallback, listed
+
+
+class FailingImport(NamedTuple):
+    """A module that cannot be imported on an NPU host through a project module (``failing_imports``)."""
+
+    written: str  # the failing import, as written
+    what_fails: str  # what fails through it
+    left_as_written: bool  # what fails is no quick port: the file stays as written but for NPU606
+
+
 @dataclass(frozen=True)
 class ProjectFacts:
     """What rules must know of the whole project, computed once per project root from its files
@@ -166,10 +183,10 @@ class FileContext:
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
     backend_names: tuple[str, ...] = ()  # its module constants another file passes to torch.distributed as the backend
     cuda_gated_kernels: bool = False  # its Triton kernels run only behind a kept `.is_cuda` test (NPU603)
-    # (failing import as written, what fails or "", importers) where the project imports it only under a
-    # fallback: a module that never loads on an NPU host, left as written but for NPU606 (optional_modules)
-    optional_module: tuple[str, ...] = ()
-    failing_import: tuple = ()  # (as written, what fails, left as written): it cannot be imported there (failing_imports)
+    # where the project imports it only under a fallback: a module that never loads on an NPU host, left as
+    # written but for NPU606 (optional_modules)
+    optional_module: OptionalModule | None = None
+    failing_import: FailingImport | None = None  # it cannot be imported on an NPU host (failing_imports)
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
@@ -218,8 +235,12 @@ class Options:
         in_package = self.fix and Path(path).suffix == ".py" and (Path(path).parent / "__init__.py").is_file()
         backends = _backend_names(project.backend_constants, path)
         gated = any(_same_file(where, path) for where in project.kernels_behind_cuda_gates)
-        optional = next((tuple(entry[1:]) for entry in project.optional_modules if _same_file(entry[0], path)), ())
-        failing = next((tuple(entry[1:]) for entry in project.failing_imports if _same_file(entry[0], path)), ())
+        optional = next(
+            (OptionalModule(*entry[1:]) for entry in project.optional_modules if _same_file(entry[0], path)), None
+        )
+        failing = next(
+            (FailingImport(*entry[1:]) for entry in project.failing_imports if _same_file(entry[0], path)), None
+        )
         uncalled = tuple(name for where, name in project.uncalled_functions if _same_file(where, path))
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (

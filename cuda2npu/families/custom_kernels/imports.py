@@ -133,7 +133,7 @@ class CudaOnlyImports(Rule):
         declared |= {module.split(".")[0] for module, _ in options.project.failing_modules}
         for failing in (options.file.optional_module, options.file.failing_import):
             if failing:  # its failing import, which stays: `from .ops import scan`
-                declared.add(failing[0].rpartition(".")[2])
+                declared.add(failing.written.rpartition(".")[2])
         return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared) if name)
 
     def __init__(self, ctx) -> None:
@@ -295,24 +295,24 @@ class CudaOnlyImports(Rule):
           unported package or a CUDA build at import (``failing_imports``: SpQR's tests import
           ``spqr_quant``, whose ``inference_kernels/cuda_kernel.py`` compiles its kernel at import)."""
         optional, failing = self.options.file.optional_module, self.options.file.failing_import
-        if failing and not failing[2]:
-            failing = ()  # marked where it is imported (_failing_project_module), the file migrated
-        failing_import = (optional or failing or ("",))[0]
+        if failing and not failing.left_as_written:
+            failing = None  # marked where it is imported (_failing_project_module), the file migrated
+        failing_import = (optional or failing).written if optional or failing else ""
         if not failing_import or self._failing_import_marked or failing_import not in _written(node):
             return False
         if not self._module_level():
             return False
         self._failing_import_marked = True
         if optional:
-            _, what_fails, importers = optional
-            through = (
-                f" (through the project's imports it reaches `{what_fails}`, which fails there)" if what_fails else ""
+            what = optional.what_fails
+            through = f" (through the project's imports it reaches `{what}`, which fails there)" if what else ""
+            message = OPTIONAL_MODULE_MESSAGE.format(
+                module=failing_import, through=through, importers=optional.importers
             )
-            message = OPTIONAL_MODULE_MESSAGE.format(module=failing_import, through=through, importers=importers)
-        elif failing_import.startswith(".") and failing[1].endswith(failing_import.lstrip(".")):
-            message = DIRECT_IMPORT_MESSAGE.format(module=failing_import, what=failing[1])
+        elif failing_import.startswith(".") and failing.what_fails.endswith(failing_import.lstrip(".")):
+            message = DIRECT_IMPORT_MESSAGE.format(module=failing_import, what=failing.what_fails)
         else:
-            message = FAILING_IMPORT_MESSAGE.format(module=failing_import, what=failing[1])
+            message = FAILING_IMPORT_MESSAGE.format(module=failing_import, what=failing.what_fails)
         self.report("NPU606", node, message, sole=True)
         return True
 
@@ -322,11 +322,11 @@ class CudaOnlyImports(Rule):
         which imports ``selective_scan_cuda``; TriForce's ``from .tensor_op import ...``), in a file with
         no NPU606 marker yet."""
         failing = self.options.file.failing_import
-        if not failing or failing[0] not in _written(node) or self._marked or any(self._depth.values()):
+        if not failing or failing.written not in _written(node) or self._marked or any(self._depth.values()):
             return
         if not self._module_level():
             return
-        written, what, _ = failing
+        written, what = failing.written, failing.what_fails
         self._marked.add(written.lstrip(".").split(".")[0] or written)
         self.report(
             "NPU606",
