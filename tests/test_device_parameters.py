@@ -124,10 +124,18 @@ def test_the_fact_reads_keyword_names_of_device_parameters_with_a_device_default
         Path("pipe.py"): PIPELINE.encode(),
         Path("b.py"): b"async def load(path, *, map_device: str = 'cuda:0', cache_device=None):\n    pass\n",
         Path("c.py"): b'def place(x, device="cuda", device_map="auto", target_device_name="cuda"):\n    pass\n',
+        Path("d.py"): b'def put(x, home_device=torch.device("cuda:0"), other_device=torch.device(name)):\n    pass\n',
+        Path("cache.py"): (
+            b"@dataclass\nclass TensorCache:\n    data: list = field(default_factory=list)\n"
+            b'    orig_device: torch.device | str = torch.device("cpu")\n    spare_device: str = "cpu"  # kept\n'
+            b'    device_name: str = "cpu"\n    last_device: str = None\n'
+        ),
     }
-    # `device` is a device keyword anyway; `cache_device` has no device default; `device_map` is
-    # no device string; `target_device_name` is not named like a device
-    assert device_keywords(texts) == ("map_device", "rand_device")
+    # `device` is a device keyword anyway; `cache_device` and `last_device` have no device default;
+    # `device_map` is no device string; `target_device_name` is not named like a device;
+    # `other_device`'s `torch.device(name)` names no device
+    expected = ("device_name", "home_device", "map_device", "orig_device", "rand_device", "spare_device")
+    assert device_keywords(texts) == expected
 
 
 def test_a_device_keyword_of_a_method_called_through_an_instance(tmp_path):
@@ -216,3 +224,22 @@ def test_a_positional_device_through_an_alias_or_a_relative_import(tmp_path):
     assert 'generate(self.model, self.tokenizer, gen_params, "cuda")' in text  # no project function
     assert 'generate_stream(self.model, "cuda", gen_params, "cpu")' in text  # the tokenizer's position
     assert 'generate_stream(m, t, p, "npu")' in relative.read_text()
+
+
+def test_a_device_field_of_a_dataclass_passed_by_keyword(tmp_path):
+    """lmquant (round 31): ``TensorCache(..., orig_device="cuda")`` where ``data/cache.py`` declares the
+    dataclass field ``orig_device: torch.device | str = torch.device("cpu")``, later ``.to(orig_device)``."""
+    write(
+        tmp_path / "data" / "cache.py",
+        "from dataclasses import dataclass, field\n\nimport torch\n\n\n@dataclass\nclass TensorCache:\n"
+        '    data: list = field(default_factory=list)\n    orig_device: torch.device | str = torch.device("cpu")\n',
+    )
+    example = write(
+        tmp_path / "quant" / "reorder.py",
+        "from data.cache import TensorCache\n\n\ndef cache(xs):\n"
+        '    return TensorCache(xs, orig_device="cuda"), TensorCache(xs, label="cuda")\n',
+    )
+    cli("migrate", tmp_path)
+    text = example.read_text()
+    assert 'TensorCache(xs, orig_device="npu")' in text
+    assert 'TensorCache(xs, label="cuda")' in text

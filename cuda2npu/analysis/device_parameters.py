@@ -34,6 +34,10 @@ BRACKETS = {"[": 1, "{": 1, "(": 1, "]": -1, "}": -1, ")": -1}  # `Dict[str, int
 PLAIN_SIGNATURE = re.compile(r"[^()\[\]{}#'\"]*\)")  # no brackets, strings or comments: the common case
 ANY_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+\w+[ \t]*\(", re.M)
 DEVICE_LITERAL = re.compile(r"""[rRuU]?(["'])(cuda|cpu|meta|mps|npu)(:\d+)?\1""")
+# a device default: a device string, or one given to `torch.device` (`torch.device("cpu")`)
+DEVICE_DEFAULT = re.compile(r"""(torch\.device\([ \t]*)?[rRuU]?(["'])(cuda|cpu|meta|mps|npu)(:\d+)?\2(?(1)[ \t]*\))""")
+# an annotated field of a class body (a dataclass's `orig_device: torch.device | str = torch.device("cpu")`)
+ANNOTATED_FIELD = re.compile(rb"^[ \t]+(\w+)[ \t]*:[^=\n]*=[ \t]*([^\n#]*?)[ \t]*(?:#[^\n]*)?$", re.M)
 # a name passed in a device position of the body: `device=dev`, `map_location=dev`, `.to(dev)`, `torch.device(dev)`
 DEVICE_POSITION = re.compile(
     r"(?:\b(?:device|map_location|device_type)[ \t]*=[ \t]*|\.to\([ \t]*|\bdevice\([ \t]*)(\w+)(?=[ \t]*[,)])"
@@ -83,9 +87,11 @@ def by_callable(entries: tuple[tuple[str, int, str], ...]) -> dict[str, tuple[tu
 
 def device_keywords(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
     """The names, other than ``device``, of the parameters named like a device whose default is a
-    device string (``rand_device: str = "cpu"``, ``offload_device="cuda"``) in any function or method
-    of the project: a ``"cuda"`` passed under that keyword is a device, whichever callable of the
-    project receives it (a call through an instance, ``pipe(..., rand_device="cuda")``)."""
+    device (``rand_device: str = "cpu"``, ``offload_device="cuda"``, ``torch.device("cpu")``) in any
+    function or method of the project, and of the class fields so named and set (lmquant's dataclass
+    ``TensorCache``: ``orig_device: torch.device | str = torch.device("cpu")``): a ``"cuda"`` passed
+    under that keyword is a device, whichever callable of the project receives it (a call through an
+    instance, ``pipe(..., rand_device="cuda")``; ``TensorCache(..., orig_device="cuda")``)."""
     found: set[str] = set()
     for text in texts.values():
         if b"_device" not in text and b"device_" not in text:
@@ -95,8 +101,12 @@ def device_keywords(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
                 parsed = PARAMETER.match(part.lstrip("*"))
                 if not parsed or parsed.group(1) == "device" or not DEVICE_PARAM.search(parsed.group(1)):
                     continue
-                if parsed.group(2) is not None and DEVICE_LITERAL.fullmatch(parsed.group(2)):
+                if parsed.group(2) is not None and DEVICE_DEFAULT.fullmatch(parsed.group(2)):
                     found.add(parsed.group(1))
+        for match in ANNOTATED_FIELD.finditer(text):
+            name, default = match.group(1).decode(), match.group(2).decode("utf-8", "replace")
+            if name != "device" and DEVICE_PARAM.search(name) and DEVICE_DEFAULT.fullmatch(default):
+                found.add(name)
     return tuple(sorted(found))
 
 
