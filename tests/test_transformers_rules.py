@@ -369,3 +369,27 @@ def test_r28_device_map_auto_under_an_accelerate_older_than_npu_memory_sizing_is
     assert "accelerate>=0.26.0" in found[0]["message"]
     write(tmp_path / "requirements.txt", "accelerate>=0.26.0\n")
     assert [d for d in diagnostics(tmp_path) if d[3] == "NPU905"] == []
+
+
+def test_r31_device_map_auto_through_a_project_loader_is_reviewed_too(tmp_path):
+    """REST (round 31): `RestModel.from_pretrained(path, device_map="auto")` in a file that does not
+    import transformers; the project's loader passes `**kwargs` on to transformers', so the old
+    accelerate sizes no NPU memory there either. A device string there is left: which device the
+    loader makes of it is not seen."""
+    write(tmp_path / "rest" / "__init__.py", "")
+    write(
+        tmp_path / "rest" / "model.py",
+        "from transformers import LlamaForCausalLM\n\n\nclass RestModel:\n    @classmethod\n"
+        "    def from_pretrained(cls, path, **kwargs):\n        return LlamaForCausalLM.from_pretrained(path, **kwargs)\n",
+    )
+    write(
+        tmp_path / "eval.py",
+        "from rest.model import RestModel\n\n"
+        'model = RestModel.from_pretrained("m", device_map="auto")\n'
+        'other = RestModel.from_pretrained("m", device_map="cuda:1")\n',
+    )
+    write(tmp_path / "requirements.txt", "accelerate==0.24.1\n")
+    found = [d for d in diagnostics(tmp_path) if d[3] == "NPU905"]
+    assert [(d[0], d[1]) for d in found] == [("eval.py", 3)]
+    write(tmp_path / "requirements.txt", "accelerate>=0.26.0\n")
+    assert [d for d in diagnostics(tmp_path) if d[3] == "NPU905"] == []

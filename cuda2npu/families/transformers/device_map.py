@@ -73,11 +73,11 @@ class CudaDeviceMap(Rule):
             self.report("NPU905", node, PARALLELIZE, tier=Tier.MANUAL)
             return
         arg = keyword(node, "device_map")
-        if (
-            arg is None
-            or not (is_hf_call(self.resolver, node) or loads_through_hf(self.ctx, node))
-            or in_npu_branch(self.ctx, node)
-        ):
+        if arg is None or in_npu_branch(self.ctx, node):
+            return
+        if not (is_hf_call(self.resolver, node) or loads_through_hf(self.ctx, node)):
+            if _project_loader(node) and isinstance(arg.value, cst.SimpleString):
+                self._strategy(arg.value, string_value(arg.value))
             return
         if isinstance(arg.value, cst.Dict):
             values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
@@ -115,13 +115,15 @@ class CudaDeviceMap(Rule):
         )
         self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
 
-    def _strategy(self, value: cst.BaseExpression, text: str) -> None:
+    def _strategy(self, value: cst.BaseExpression, text: str | None) -> None:
         """``device_map="auto"`` (or another strategy) under an accelerate pin that allows no release
         from :data:`NPU_MEMORY` on: accelerate sizes no NPU memory before it, so the whole model loads
-        on the CPU of an NPU host (Spec-Bench's ``accelerate==0.21.0``, MGM's; rounds 26 and 28).
-        Reported once a file (review)."""
+        on the CPU of an NPU host (Spec-Bench's ``accelerate==0.21.0``, MGM's; rounds 26 and 28), also
+        through a project's own loader in a file that does not import transformers (REST's
+        ``RestModel.from_pretrained(path, device_map="auto")``, round 31: accelerate sizes the memory
+        whoever passes the strategy on). Reported once a file (review)."""
         spec = pin_predates(self.options.project.pins, "accelerate", NPU_MEMORY)
-        if spec is None or self._strategy_reported:
+        if spec is None or text not in STRATEGIES or self._strategy_reported:
             return
         self._strategy_reported = True
         self.report(
@@ -188,6 +190,12 @@ def _arms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(value, cst.IfExp):
         return _arms(value.body) + _arms(value.orelse)
     return [value]
+
+
+def _project_loader(call: cst.Call) -> bool:
+    """``X.from_pretrained(...)`` of a class the file does not take from transformers: a project's loader,
+    which passes ``device_map`` on to transformers' (REST's ``RestModel.from_pretrained(path, **kwargs)``)."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained"
 
 
 def _npu(node: cst.SimpleString | cst.FormattedStringText) -> cst.SimpleString | cst.FormattedStringText:
