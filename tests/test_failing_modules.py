@@ -374,3 +374,27 @@ def test_a_checkout_named_like_its_package_is_no_namespace_package(tmp_path):
     bench = write(root / "bench.py", "import torch\nimport marlin\n\nx = torch.ones(1).cuda()\n")
     cli("migrate", root)
     assert "NPU606 `marlin` cannot be imported on an NPU host" in bench.read_text()
+
+
+def test_a_module_of_a_failing_package_that_imports_the_package_by_name_fails_through_it(tmp_path):
+    """SpargeAttn (round 31): `spas_sage_attn/autotune.py` runs `from spas_sage_attn import
+    spas_sage_attn_meansim_cuda`, which the package's `__init__` takes from `.core`, which imports the
+    compiled `spas_sage_attn._qattn`: the package's own names fail it (a script run from the package's
+    directory imports them too), so it is left as written but for its marker. A sibling importing
+    only `.utils` is not failing through the package (marked where it fails)."""
+    write(
+        tmp_path / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("spas_sage_attn._qattn", [])])\n',
+    )
+    write(tmp_path / "spas_sage_attn" / "__init__.py", "from .core import spas_sage_attn_meansim_cuda\n")
+    write(tmp_path / "spas_sage_attn" / "core.py", "import torch\nimport spas_sage_attn._qattn as qattn\n")
+    write(tmp_path / "spas_sage_attn" / "utils.py", "import torch\n\n\ndef metric(x):\n    return x.cuda()\n")
+    autotune = write(
+        tmp_path / "spas_sage_attn" / "autotune.py",
+        "import torch\nfrom spas_sage_attn.utils import metric\nfrom spas_sage_attn import spas_sage_attn_meansim_cuda\n\n"
+        "x = torch.ones(1).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = autotune.read_text()
+    assert "NPU606 `spas_sage_attn` cannot be imported on an NPU host" in text and ".cuda()" in text
+    assert "NPU606" not in (tmp_path / "spas_sage_attn" / "utils.py").read_text()

@@ -84,7 +84,7 @@ def _failing_modules(
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in text else set()
             bad = next(
-                (name for name in imports_of(path) if _cannot_import(name, extensions, kept, own_roots)),
+                (name for name, _ in imports_of(path) if _cannot_import(name, extensions, kept, own_roots)),
                 None,
             )
             if bad is not None:
@@ -97,7 +97,14 @@ def _failing_modules(
             if module in failing or not files.may_import(path, words):
                 continue
             own = _names(files, path)
-            source = next((found for name in imports_of(path) if (found := _failing_prefix(name, failing, own))), None)
+            source = next(
+                (
+                    found
+                    for name, written in imports_of(path)
+                    if (found := _failing_prefix(name, failing, own, by_name=not written.startswith(".")))
+                ),
+                None,
+            )
             if source is not None:
                 more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
@@ -153,9 +160,9 @@ class ImportSites:
                     self._siblings.setdefault(directory, {})[name] = module
         return self._siblings.get(directory, {})
 
-    def module_level(self, path: Path) -> list[str]:
-        """The absolute modules the statements at the top of the module import (not guarded)."""
-        return [absolute for site in self.of(path) if site.top for absolute, _ in site.imported]
+    def module_level(self, path: Path) -> list[tuple[str, str]]:
+        """(absolute module, as written) of what the statements at the top of the module import."""
+        return [imported for site in self.of(path) if site.top for imported in site.imported]
 
 
 def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> list[ImportSite]:
@@ -348,20 +355,30 @@ def _failing_import(sites: list[ImportSite], own: list[str], what_fails: dict[st
         for absolute, written in site.imported:
             if absolute == cause:
                 return written, ""
-            part = _failing_prefix(absolute, what_fails, own)
+            part = _failing_prefix(absolute, what_fails, own, by_name=not written.startswith("."))
             if part is not None:
                 return written, what_fails[part]
     return None
 
 
-def _failing_prefix(name: str, failing: dict[str, str], own: list[str]) -> str | None:
+def _failing_prefix(name: str, failing: dict[str, str], own: list[str], by_name: bool = False) -> str | None:
     """The failing module ``name`` is, or a package above it, that is neither the importer (``own``:
     its names) nor a package above the importer: that one runs first, and is marked where it fails
     (MambaVision's ``scheduler/__init__.py`` importing ``.cosine_lr`` is not failing through
-    ``mambavision/__init__.py``)."""
+    ``mambavision/__init__.py``). A package above the importer that the import names itself, by its
+    absolute name (``by_name``), counts: the importer takes the package's own names, which a script
+    run from the package's directory imports too (SpargeAttn's ``autotune.py``: ``from spas_sage_attn
+    import spas_sage_attn_meansim_cuda``, round 31)."""
     parts = name.split(".")
     found = (".".join(parts[:n]) for n in range(1, len(parts) + 1))
-    return next((part for part in found if part in failing and not _above_or_is(part, own)), None)
+    return next(
+        (
+            part
+            for part in found
+            if part in failing and (not _above_or_is(part, own) or (by_name and part == name and part not in own))
+        ),
+        None,
+    )
 
 
 def _above_or_is(name: str, own: list[str]) -> bool:
