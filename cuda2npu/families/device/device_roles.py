@@ -15,17 +15,25 @@ from cuda2npu.families.device.device_expressions import (
     DEVICE_CALLS,
     DEVICE_KEYWORDS,
     DeviceVariableUses,
+    compared_pairs,
+    display_members,
+    environment_variable,
     indexed_device,
     is_device_type_expr,
     looks_like_device,
 )
 
 KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
+# platforms and build targets that are no torch device type: a name compared with one is a platform label
+PLATFORM_TARGETS = frozenset({"rocm", "hip", "neuron", "empty"})
 
 
 def device_side(ctx, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
     """``expr``, compared with ``other``, is a device or its type: :func:`is_device_type_expr`, or
-    a :func:`device_value` (or its ``.type``) compared with a CUDA device string."""
+    a :func:`device_value` (or its ``.type``) compared with a CUDA device string; not a
+    :func:`platform_label`."""
+    if platform_label(ctx, expr):
+        return False
     if is_device_type_expr(expr):
         return True
     value = expr.value if isinstance(expr, cst.Attribute) and expr.attr.value == "type" else expr
@@ -182,3 +190,31 @@ def _device_names(ctx) -> dict[cst.FunctionDef, frozenset[str]]:
 def _param_roles(ctx) -> dict[cst.Param, str | None]:
     """The file's cache of :func:`param_role`."""
     return {}
+
+
+def platform_label(ctx, expr: cst.BaseExpression) -> bool:
+    """``expr`` (a name, an attribute, an environment read) is named like a name the file compares with a
+    platform or build target that is no torch device (:data:`PLATFORM_TARGETS`): vLLM's setup.py reads
+    ``VLLM_TARGET_DEVICE = os.getenv("VLLM_TARGET_DEVICE", "cuda")`` and tests it against "cuda", "rocm",
+    "neuron" and "cpu" to choose what CMake builds (vllm-ltr, round 31): its "cuda" is a build target,
+    and "npu" one CMake rejects."""
+    labels = ctx.file_state(_platform_labels)
+    if not labels:
+        return False
+    if isinstance(expr, cst.Call):
+        return environment_variable(expr) in labels
+    name = dotted_name(expr) or ""
+    return bool(name) and name.rpartition(".")[2] in labels
+
+
+def _platform_labels(ctx) -> frozenset[str]:
+    """The last names of what the file compares with a :data:`PLATFORM_TARGETS` string."""
+    if ctx.text is not None and not any(target.encode() in ctx.text for target in PLATFORM_TARGETS):
+        return frozenset()
+    found = set()
+    for comparison in iter_nodes(ctx.module, cst.Comparison):
+        for first, second in compared_pairs(comparison):
+            for side, other in ((first, second), (second, first)):
+                if any(string_value(member) in PLATFORM_TARGETS for member in display_members(other)):
+                    found.add((dotted_name(side) or "").rpartition(".")[2])
+    return frozenset(found - {""})

@@ -85,7 +85,7 @@ from cuda2npu.families.device.device_expressions import (
     looks_like_device,
     plain_data,
 )
-from cuda2npu.families.device.device_roles import device_side, is_stub, param_role
+from cuda2npu.families.device.device_roles import device_side, is_stub, param_role, platform_label
 
 NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"
 AMP_CALLS = {
@@ -264,7 +264,7 @@ class DeviceStrings(Rule):
             return
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
             self._rewrite(positional[0], why=f"`{qualified}` device")
-        if looks_like_device(node):  # os.getenv("DEVICE", "cuda"): rewritten as `os.environ["DEVICE"] = "cuda"` is
+        if looks_like_device(node) and not platform_label(self.ctx, node):  # os.getenv("DEVICE", "cuda")
             self._rewrite(environment_default(node), why="device environment variable")
         if func_name.endswith("parametrize") and len(positional) >= 2:
             names = string_value(positional[0]) or ""
@@ -641,6 +641,8 @@ class DeviceStrings(Rule):
                 (literal, f"`{target.value}`: {word}")
                 for literal in cuda_type_literals(value, functools.partial(device_side, self.ctx))
             )
+        if platform_label(self.ctx, target):
+            return  # vLLM's `VLLM_TARGET_DEVICE`: a build target
         if looks_like_device(target):
             self._rewrite(field_default(value), why="device variable")
         elif value is None or not (device_literals(value) or is_device_string(value)):
