@@ -9,7 +9,7 @@ import os
 
 from cli_helpers import cli, write
 
-from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters
+from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 
 WORKER = """\
 import torch
@@ -45,3 +45,21 @@ def test_migrate_skips_legacy_adapters_and_migrates_the_rest(tmp_path):
     skipped = files["verl/third_party/vllm/vllm_v_0_6_3/worker.py"]
     assert skipped["status"] == "skipped"
     assert "vLLM 0.6.3, which vllm-ascend does not support" in skipped["reason"]
+
+
+def test_a_project_that_is_a_fork_of_vllm_gets_the_forks_note(tmp_path):
+    """vllm-ltr (round 31) is vLLM 0.4.1 with its own scheduler: the plugin note ("install the
+    vllm-ascend release for this vLLM") was false there; the note says what the fork needs."""
+    write(tmp_path / "vllm" / "__init__.py", '"""vLLM."""\n\n__version__ = "0.4.1"\n')
+    write(tmp_path / "vllm" / "engine" / "__init__.py", "")
+    bench = write(tmp_path / "benchmarks" / "throughput.py", 'from vllm import LLM\n\nllm = LLM(model="m")\n')
+    assert own_vllm_release({bench: b""}, {bench: "benchmarks.throughput"}) == ""
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    notes = [d["message"] for d in data["diagnostics"] if d["code"] == "NPU931"]
+    assert len(notes) == 1 and "carries its own vLLM (its `vllm` package, release 0.4.1)" in notes[0]
+    assert "the first with 0.7.1" in notes[0]
+    (tmp_path / "vllm" / "__init__.py").unlink()
+    (tmp_path / "vllm" / "engine" / "__init__.py").unlink()
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    notes = [d["message"] for d in data["diagnostics"] if d["code"] == "NPU931"]
+    assert len(notes) == 1 and "install the vllm-ascend release made for this vllm version" in notes[0]

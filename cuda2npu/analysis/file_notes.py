@@ -29,4 +29,8 @@ class FileNote(Rule):
         if in_npu_branch(self.ctx, node):
             return
         self.noted = True
-        self.report(self.codes[0], node, self.note, needs_torch_npu=False)
+        self.report(self.codes[0], node, self.message(), needs_torch_npu=False)
+
+    def message(self) -> str:
+        """The note (a subclass may word it by the project's facts)."""
+        return self.note

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.pins import version_key
 
 ADAPTER_DIR = re.compile(r"vllm_v_?(\d+)_(\d+)_(\d+)")  # `vllm_v_0_6_3`
+VERSION = re.compile(rb"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
 
 
 def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
@@ -35,3 +37,17 @@ def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
         if version_key(version) < first:
             found[os.path.realpath(directory)] = version
     return tuple(sorted(found.items()))
+
+
+def own_vllm_release(texts: Mapping[Path, bytes], modules: Mapping[Path, str]) -> str:
+    """The release of the project's own top-level ``vllm`` package (a fork of vLLM: hao-ai-lab's
+    vllm-ltr is vLLM 0.4.1 with its own scheduler), from its ``__version__`` (``vllm/__init__.py`` or
+    ``vllm/version.py``); "unknown" where neither says; "" where the project has no such package."""
+    owners = {module: path for path, module in modules.items() if module in ("vllm", "vllm.version")}
+    if "vllm" not in owners:
+        return ""
+    for module in ("vllm", "vllm.version"):
+        match = VERSION.search(texts[owners[module]]) if module in owners else None
+        if match is not None:
+            return match.group(1).decode("ascii", "replace")
+    return "unknown"

@@ -165,6 +165,7 @@ class ProjectFacts:
     # "module.function" of its functions reading GPUtil or NVML, which find no GPU on an NPU host (gpu_monitors.py)
     gpu_monitors: tuple[str, ...] = ()
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
+    own_vllm: str = ""  # the release of its own top-level `vllm` package, a fork of vLLM ("unknown"; "": none)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
     uncalled_functions: tuple[tuple[str, str], ...] = ()

@@ -16,6 +16,7 @@ import libcst as cst
 
 from cuda2npu.analysis.file_notes import FileNote
 from cuda2npu.analysis.npu_aware import in_npu_branch
+from cuda2npu.core.catalogue import table
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 
@@ -59,6 +60,13 @@ PLUGIN_NOTE = (
     "vllm version (its compatibility matrix), which vLLM loads by itself (entry point "
     "`vllm.platform_plugins`); the call stays as it is"
 )
+# NPU931 in a project carrying its own `vllm` package (ProjectFacts.own_vllm): the plugin pairs with released vLLM
+FORK_NOTE = (
+    "this project carries its own vLLM (its `vllm` package, release {release}), which the vllm-ascend plugin is not "
+    "made for: each vllm-ascend release pairs with one released vLLM, the first with {first}; port the fork's "
+    "changes onto a vLLM release vllm-ascend supports and install that vllm-ascend (the migrated calls alone do "
+    "not run this engine on Ascend: its kernels are CUDA, `vllm._C`)"
+)
 PYNCCL_NOTE = (
     "`PyNcclCommunicator` disables itself where the NCCL library cannot be loaded (an Ascend host): its "
     "all_reduce/broadcast/send/recv then return without communicating, so synced weights silently stay "
@@ -81,6 +89,14 @@ class VllmPlugin(FileNote):
     entry_points = ENGINES
     note = PLUGIN_NOTE
     counterpart = b"vllm_ascend"
+
+    def message(self) -> str:
+        """The plugin note, or, in a project that is a fork of vLLM (vllm-ltr, round 31: vLLM 0.4.1), what
+        its own vLLM needs: the plugin loads into none but the vLLM release it was made for."""
+        release = self.options.project.own_vllm
+        if not release:
+            return PLUGIN_NOTE
+        return FORK_NOTE.format(release=release, first=table("npu_first_releases")["release"]["vllm"]["first"])
 
 
 @register
