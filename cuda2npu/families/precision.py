@@ -351,14 +351,18 @@ class CudaAutocastBf16(ValueUses, Rule):
     def _half_weights(self, node: cst.Call) -> list[cst.Call]:
         """The float16 models ``node`` runs over: those cast in the function around it, and those whose
         names its region reads where the name is the same binding: ``self.model`` cast in another method
-        of the class (InternLM-XComposer's demos: ``.half()`` in ``__init__``, autocast in ``chat``), or a
+        of the class (InternLM-XComposer's demos: ``.half()`` in ``__init__``, autocast in ``chat``; also read
+        by a method of the class the region calls, VLMEvalKit's ``generate_inner`` calling
+        ``self.generate_vqa(...)``, round 31), or a
         module-level model (a script's or a notebook's cells) that the function does not rebind."""
         index = TreeIndex.of(self.ctx)
         scope = index.function.get(self.ctx.statement)
         local = set(self._half_weights_of_function())
-        read = {code_of(n) for n in iter_nodes(_region(self.ctx, node), (cst.Name, cst.Attribute))}
-        rebound = function_locals(scope) if scope is not None else set()
+        region = _region(self.ctx, node)
         own_class = index.enclosing_class(self.ctx.statement)
+        read = {code_of(n) for n in iter_nodes(region, (cst.Name, cst.Attribute))}
+        read |= _read_by_own_methods(region, own_class)
+        rebound = function_locals(scope) if scope is not None else set()
         found = []
         for cast, names in self.ctx.file_state(float16_models):
             shared = names & read
@@ -831,3 +835,20 @@ class _Backward(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
             self.seen = True
         return not self.seen
+
+
+def _read_by_own_methods(region: cst.CSTNode, owner: cst.ClassDef | None) -> set[str]:
+    """The names and attributes read by the methods of ``owner`` that ``region`` calls as ``self.<name>(...)``."""
+    if owner is None or not isinstance(owner.body, cst.IndentedBlock):
+        return set()
+    called = {
+        call.func.attr.value
+        for call in iter_nodes(region, cst.Call)
+        if isinstance(call.func, cst.Attribute) and code_of(call.func.value) == "self"
+    }
+    return {
+        code_of(n)
+        for method in owner.body.body
+        if isinstance(method, cst.FunctionDef) and method.name.value in called
+        for n in iter_nodes(method.body, (cst.Name, cst.Attribute))
+    }
