@@ -32,6 +32,8 @@ DEVICE_CALLS = {
 }
 
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
+# loaders whose second positional parameter is the device the data lands on (`torch.load(f, "cuda")`)
+SECOND_ARGUMENT_DEVICE = {"torch.load", "torch.jit.load", "safetensors.torch.load_file"}
 
 DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "hpu", "mlu", "meta"}  # torch's device types (a table keyed by them)
 

@@ -73,6 +73,7 @@ from cuda2npu.families.device.device_expressions import (
     DEVICE_MODULES,
     DEVICE_NAME,
     DEVICE_TYPES,
+    SECOND_ARGUMENT_DEVICE,
     calls_in,
     compared_pairs,
     cuda_type_literals,
@@ -264,6 +265,8 @@ class DeviceStrings(Rule):
             return
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
             self._rewrite(positional[0], why=f"`{qualified}` device")
+        if qualified in SECOND_ARGUMENT_DEVICE and len(positional) > 1:  # x-attention's `torch.load(path, "cuda")`
+            self._rewrite(positional[1], why=f"`{qualified}` device (map_location)")
         if looks_like_device(node) and not platform_label(self.ctx, node):  # os.getenv("DEVICE", "cuda")
             self._rewrite(environment_default(node), why="device environment variable")
         if func_name.endswith("parametrize") and len(positional) >= 2:
