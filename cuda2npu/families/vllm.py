@@ -12,6 +12,8 @@ GPU worker or model runner, which, installed as the worker, replaces the plugin'
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.analysis.file_notes import FileNote
@@ -36,6 +38,7 @@ ENGINES = frozenset(
 )
 PYNCCL = "vllm.distributed.device_communicators.pynccl.PyNcclCommunicator"
 CUDA_MODULES = ("vllm._C", "vllm._custom_ops")
+KERNEL_MODULE = re.compile(r"vllm\._\w+_C")  # vLLM's other compiled extensions: `vllm._moe_C`, `vllm._punica_C`
 CUDA_WORKERS = frozenset(  # vLLM's GPU worker and model runner, V0 and V1
     {
         "vllm.worker.worker.Worker",
@@ -112,7 +115,7 @@ class PyNccl(Rule):
 @register
 class CustomOps(Rule):
     codes = ("NPU933",)
-    triggers = (r"_custom_ops", r"vllm\._C\b", r"\b_C\b")
+    triggers = (r"_custom_ops", r"vllm\._C\b", r"\b_C\b", r"vllm\._\w+_C\b")
     requires = (r"\bvllm\b",)
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -131,6 +134,8 @@ class CustomOps(Rule):
 
     def _module(self, node: cst.CSTNode, module: str) -> None:
         name = next((m for m in CUDA_MODULES if module == m or module.startswith(f"{m}.")), None)
+        if name is None and KERNEL_MODULE.fullmatch(module):
+            name = module
         if name is not None and not in_npu_branch(self.ctx, node):
             self.report("NPU933", node, f"`{name}` {CUSTOM_OPS_NOTE}", needs_torch_npu=False)
 
