@@ -67,6 +67,9 @@ from cuda2npu.families.transformers.releases import (
 )
 
 FA2 = "flash_attention_2"
+# the keyword, and the config attributes it sets: `_attn_implementation="flash_attention_2"` given to
+# `from_pretrained` reaches the config through its kwargs (VLMEvalKit's idefics and Phi-3-vision, round 31)
+ATTENTION_KEYS = ("attn_implementation", "_attn_implementation", "_attn_implementation_internal")
 PACKING = ("transformers.DataCollatorWithFlattening", "transformers.data.data_collator.DataCollatorWithFlattening")
 # names of code that packs several samples into one row (OpenRLHF's `packing_samples`, axolotl's
 # `sample_packing`, verl's remove-padding path: `use_remove_padding`, `input_ids_rmpad`, flash-attn's `unpad_input`)
@@ -95,7 +98,8 @@ class FlashAttention2(Rule):
         if not self._active():
             return
         hf = is_hf_call(self.resolver, node)
-        arg = keyword(node, "attn_implementation") or self._positional_attn(node)
+        arg = keyword(node, "attn_implementation") or keyword(node, "_attn_implementation")
+        arg = arg or self._positional_attn(node)
         # transformers' keyword also where a project's own PreTrainedModel subclass or wrapper takes it,
         # and in a project on transformers, where its own function hands it on (`train(attn_implementation=...)`,
         # or `train("flash_attention_2")` to its `def train(attn_implementation=None)`)
@@ -121,7 +125,7 @@ class FlashAttention2(Rule):
             return
         for element in node.elements:
             key = string_value(element.key) if isinstance(element, cst.DictElement) else None
-            if key == "attn_implementation":
+            if key in ATTENTION_KEYS:
                 self._attn_value(node, element.value)
             elif key == self.FLAG:
                 self._flag_entry(element, element.value)
@@ -130,7 +134,7 @@ class FlashAttention2(Rule):
         if not self._active():
             return
         for target in node.targets:
-            if isinstance(target.target, cst.Attribute) and target.target.attr.value == "_attn_implementation":
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value in ATTENTION_KEYS[1:]:
                 self._attn_value(node, node.value)
             elif subscript_key(target.target) == self.FLAG and imports_hf(self.ctx):
                 self._flag_entry(node, node.value)
