@@ -21,6 +21,7 @@ from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import code_of, expression
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.ray.common import NPU, has_double_star, report_npu
 
 RESOURCE_VIEWS = ("ray.cluster_resources", "ray.available_resources")
@@ -92,7 +93,7 @@ class ClusterGpuCount(Rule):
     bound once to the call) → ``"NPU"``."""
 
     codes = ("NPU928",)
-    triggers = (r"(?:cluster|available)_resources",)
+    triggers = (r"(?:cluster|available)_resources", r"\bbundle_specs\b")
 
     def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
         index = TreeIndex.of(self.ctx).parents.get(node)
@@ -117,9 +118,30 @@ class ClusterGpuCount(Rule):
         )
 
     def _resource_view(self, mapping: cst.BaseExpression) -> bool:
-        """``ray.cluster_resources()``, or a name bound once to it in the enclosing function (or module)."""
+        """``ray.cluster_resources()``, or a name bound once to it in the enclosing function (or module),
+        or a bundle of a placement group (:meth:`_bundle`)."""
         if isinstance(mapping, cst.Name):
+            if self._bundle(mapping):
+                return True
             statement = self.ctx.statement
             scope = TreeIndex.of(self.ctx).function.get(statement) if statement is not None else None
             mapping = single_value(self.ctx.module, scope or self.ctx.module, mapping.value)
         return isinstance(mapping, cst.Call) and self.resolver.qualified_name(mapping.func) in RESOURCE_VIEWS
+
+    def _bundle(self, name: cst.Name) -> bool:
+        """``name`` is the target of a loop around it over a placement group's ``bundle_specs`` (also
+        ``enumerate(...)`` of them, or a name bound once to them): vLLM 0.4's Ray executor skips every
+        bundle whose ``bundle.get("GPU", 0)`` is 0, while the bundles it built ask for ``{"NPU": 1}``
+        once NPU922 migrates them (vllm-ltr, round 31)."""
+        index = TreeIndex.of(self.ctx)
+        scope = index.function.get(self.ctx.statement) if self.ctx.statement is not None else None
+        for loop in index.ancestors(self.ctx.statement) if self.ctx.statement is not None else ():
+            if not isinstance(loop, cst.For) or name.value not in {n.value for n in iter_nodes(loop.target, cst.Name)}:
+                continue
+            source = loop.iter
+            if isinstance(source, cst.Call) and code_of(source.func) == "enumerate" and source.args:
+                source = source.args[0].value
+            if isinstance(source, cst.Name):
+                source = single_value(self.ctx.module, scope or self.ctx.module, source.value)
+            return isinstance(source, cst.Attribute) and source.attr.value == "bundle_specs"
+        return False
