@@ -398,3 +398,22 @@ def test_a_module_of_a_failing_package_that_imports_the_package_by_name_fails_th
     text = autotune.read_text()
     assert "NPU606 `spas_sage_attn` cannot be imported on an NPU host" in text and ".cuda()" in text
     assert "NPU606" not in (tmp_path / "spas_sage_attn" / "utils.py").read_text()
+
+
+def test_a_fork_of_vllm_builds_its_kernels_with_cmake_and_their_importers_fail(tmp_path):
+    """vllm-ltr (round 31), vLLM 0.4.1 itself: CMakeLists.txt builds `_C`, `_moe_C` and `_punica_C` with
+    `define_gpu_extension_target(... DESTINATION vllm ...)` from `.cu` sources; a benchmark importing
+    `vllm._C` at module level cannot run on an NPU host and is left as written but for its marker."""
+    write(
+        tmp_path / "CMakeLists.txt",
+        'project(vllm_extensions LANGUAGES CXX)\nset(VLLM_EXT_SRC "csrc/cache_kernels.cu")\n'
+        "define_gpu_extension_target(\n  _C\n  DESTINATION vllm\n  LANGUAGE ${VLLM_GPU_LANG}\n  SOURCES ${VLLM_EXT_SRC})\n",
+    )
+    write(tmp_path / "vllm" / "__init__.py", '__version__ = "0.4.1"\n')
+    bench = write(
+        tmp_path / "benchmarks" / "paged_attention.py",
+        "import torch\nfrom vllm._C import ops\n\nx = torch.ones(1).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = bench.read_text()
+    assert "NPU606 `vllm._C` cannot run on an NPU host, nor can this file" in text and ".cuda()" in text

@@ -31,6 +31,8 @@ DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([
 # a CMake project compiling CUDA, and the Python modules it builds (pybind11, nanobind, FindPython)
 CMAKE_CUDA = re.compile(r"(?i)\bLANGUAGES\b[^)]*\bCUDA\b|\benable_language\s*\(\s*CUDA\b|\.cu\b")
 CMAKE_MODULE = re.compile(r"(?i)\b(?:pybind11_add_module|nanobind_add_module|python_add_library)\s*\(\s*(\w+)")
+# vLLM's CMake macro names where the module goes: `define_gpu_extension_target(_C DESTINATION vllm ...)`
+CMAKE_DESTINED_MODULE = re.compile(r"(?i)\bdefine_gpu_extension_target\s*\(\s*(\w+)\s+DESTINATION\s+([\w.]+)")
 EXTENSION_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*CUDAExtension[ \t]*$", re.M)  # `extension = CUDAExtension`
 
 
@@ -111,12 +113,15 @@ def cmake_extensions(paths: Iterable[Path]) -> tuple[str, ...]:
     """The Python modules a ``CMakeLists.txt`` among ``paths`` builds from CUDA (its ``project(...
     LANGUAGES CUDA ...)``, ``enable_language(CUDA)`` or ``.cu`` sources): Quest's ``quest/ops``
     builds ``_kernels`` with ``pybind11_add_module``, imported as ``quest._kernels``. Where CMake puts
-    it is its configuration: the module is named bare and under each package above its directory."""
+    it is its configuration: the module is named bare and under each package above its directory;
+    vLLM's ``define_gpu_extension_target(_moe_C DESTINATION vllm ...)`` says it (``vllm._moe_C``: a
+    fork of vLLM builds its kernels so, vllm-ltr in round 31)."""
     found: set[str] = set()
     packages = {path.parent for path in paths if path.name == "__init__.py"}
     for path, text in _texts_named(paths, "CMakeLists.txt"):
         if cmake_cuda(text) is None:
             continue
+        found.update(f"{package}.{name}" for name, package in CMAKE_DESTINED_MODULE.findall(text))
         for name in CMAKE_MODULE.findall(text):
             found.add(name)
             directory, prefix = path.parent, []
