@@ -227,7 +227,10 @@ def test_a_module_compiling_cuda_at_import_fails_and_so_do_its_importers(tmp_pat
         "spqr_quant/__init__.py": [".inference", kernel, True],
         "spqr_quant/inference.py": [".kernels.cuda_kernel", kernel, True],  # the kernel module itself, imported
         "tests/test_spqr.py": ["spqr_quant", kernel, True],
-    }  # not kernels/__init__.py: only the package above it, which runs first, fails
+        # importing these runs `spqr_quant/__init__.py` first: no import of their own fails (round 31)
+        "spqr_quant/kernels/__init__.py": ["", kernel, True],
+        "spqr_quant/kernels/selector.py": ["", kernel, True],
+    }
 
 
 def test_a_file_that_cannot_be_imported_through_the_project_is_left_as_written(tmp_path):
@@ -380,8 +383,8 @@ def test_a_module_of_a_failing_package_that_imports_the_package_by_name_fails_th
     """SpargeAttn (round 31): `spas_sage_attn/autotune.py` runs `from spas_sage_attn import
     spas_sage_attn_meansim_cuda`, which the package's `__init__` takes from `.core`, which imports the
     compiled `spas_sage_attn._qattn`: the package's own names fail it (a script run from the package's
-    directory imports them too), so it is left as written but for its marker. A sibling importing
-    only `.utils` is not failing through the package (marked where it fails)."""
+    directory imports them too), so it is left as written but for its marker. A sibling fails through
+    the package's `__init__` too, with the marker at its first statement."""
     write(
         tmp_path / "setup.py",
         'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("spas_sage_attn._qattn", [])])\n',
@@ -397,7 +400,7 @@ def test_a_module_of_a_failing_package_that_imports_the_package_by_name_fails_th
     cli("migrate", tmp_path)
     text = autotune.read_text()
     assert "NPU606 `spas_sage_attn` cannot be imported on an NPU host" in text and ".cuda()" in text
-    assert "NPU606" not in (tmp_path / "spas_sage_attn" / "utils.py").read_text()
+    assert "NPU606 this module cannot be imported" in (tmp_path / "spas_sage_attn" / "utils.py").read_text()
 
 
 def test_a_fork_of_vllm_builds_its_kernels_with_cmake_and_their_importers_fail(tmp_path):
@@ -417,3 +420,32 @@ def test_a_fork_of_vllm_builds_its_kernels_with_cmake_and_their_importers_fail(t
     cli("migrate", tmp_path)
     text = bench.read_text()
     assert "NPU606 `vllm._C` cannot run on an NPU host, nor can this file" in text and ".cuda()" in text
+
+
+def test_a_module_of_a_package_whose_init_fails_is_left_as_written_with_one_marker(tmp_path):
+    """Block-Sparse-Attention (round 31): `block_sparse_attn/__init__.py` imports the interface, which
+    imports the compiled `block_sparse_attn_cuda`; `utils/benchmark.py` and `bert_padding.py` import
+    nothing failing themselves, but importing them runs the package's `__init__` first. A script of the
+    package (`if __name__ == "__main__":`) may run from its directory: migrated."""
+    write(
+        tmp_path / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("block_sparse_attn_cuda", [])])\n',
+    )
+    write(tmp_path / "block_sparse_attn" / "__init__.py", "from .interface import attn\n")
+    write(tmp_path / "block_sparse_attn" / "interface.py", "import torch\nimport block_sparse_attn_cuda\n")
+    write(tmp_path / "block_sparse_attn" / "utils" / "__init__.py", "")
+    benchmark = write(
+        tmp_path / "block_sparse_attn" / "utils" / "benchmark.py",
+        '"""Benchmarks."""\nimport torch\n\n\ndef sync():\n    torch.cuda.synchronize()\n',
+    )
+    padding = write(tmp_path / "block_sparse_attn" / "bert_padding.py", "import torch\n\n\ndef pad(x):\n    return x\n")
+    script = write(
+        tmp_path / "block_sparse_attn" / "demo.py",
+        'import torch\n\nif __name__ == "__main__":\n    torch.cuda.synchronize()\n',
+    )
+    cli("migrate", tmp_path)
+    text = benchmark.read_text()
+    assert text.startswith("# TODO(cuda2npu): NPU606 this module cannot be imported on an NPU host")
+    assert "`block_sparse_attn_cuda`" in text and "torch.cuda.synchronize()" in text and "torch_npu" not in text
+    assert "NPU606 this module cannot be imported" in padding.read_text()
+    assert "torch.npu.synchronize()" in script.read_text()

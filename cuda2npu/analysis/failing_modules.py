@@ -47,6 +47,7 @@ from cuda2npu.analysis.python_files import PythonFiles, parse
 from cuda2npu.core.imports import IMPORT_ERRORS
 
 TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
+MAIN_GUARD = re.compile(rb"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)  # a module that runs as a script
 
 
 def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
@@ -310,7 +311,12 @@ def failing_imports(
     found = []
     for path in files.modules:
         own = _names(files, path)
-        if not any(name in what_fails for name in own) or os.path.realpath(path) in optional:
+        if os.path.realpath(path) in optional:
+            continue
+        if not any(name in what_fails for name in own):
+            cause = _package_cause(files, path, what_fails, extensions, modules)
+            if cause is not None:  # through its own package's `__init__`: no import of its own to mark
+                found.append((os.path.realpath(path), "", cause, True))
             continue
         failing_import = _failing_import(sites.of(path), own, what_fails)
         if failing_import is None:
@@ -325,6 +331,24 @@ def failing_imports(
             left = not _ported_by_hand(what, extensions, modules) and written.lstrip(".").split(".")[0] not in MIGRATED
             found.append((os.path.realpath(path), written, what, left))
     return tuple(sorted(found))
+
+
+def _package_cause(
+    files: PythonFiles, path: Path, what_fails: dict[str, str], extensions: tuple[str, ...], modules: set[str]
+) -> str | None:
+    """What fails for a module of a package whose ``__init__`` fails through what no one ports quickly
+    (Block-Sparse-Attention's ``block_sparse_attn/utils/benchmark.py`` and ``bert_padding.py``: the
+    package's ``__init__`` imports its interface, which imports the compiled ``block_sparse_attn_cuda``;
+    round 31): importing the module runs that ``__init__`` first. Not a module that runs as a script
+    (``if __name__ == "__main__":``), which may be started from its directory, the package unloaded; not
+    through a package whose failure a person ports (mamba-ssm's: MambaVision's modules, marked where the
+    package fails). None otherwise."""
+    parts = files.modules[path].split(".")
+    packages = (".".join(parts[:n]) for n in range(1, len(parts)))
+    cause = next((what_fails[package] for package in packages if package in what_fails), None)
+    if cause is None or _ported_by_hand(cause, extensions, modules) or MAIN_GUARD.search(files[path]):
+        return None
+    return cause
 
 
 def _ported_by_hand(what_fails: str, extensions: tuple[str, ...], modules: set[str]) -> bool:

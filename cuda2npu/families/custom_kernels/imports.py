@@ -86,6 +86,10 @@ FAILING_IMPORT_MESSAGE = (
     " there, and so does this file, which cuda2npu left as written; port that, then run cuda2npu again"
 )
 
+PACKAGE_MESSAGE = (  # a module of a package whose `__init__` fails (FailingImport.written "")
+    "this module cannot be imported on an NPU host: importing it runs its package's `__init__` first, which "
+    "reaches `{what}`, which fails there; cuda2npu left this file as written: port that, then run cuda2npu again"
+)
 DIRECT_IMPORT_MESSAGE = (  # a relative import of the project's compiled extension (nunchaku's `from .._C import ops`)
     "`{module}` (`{what}`) cannot be imported on an NPU host, nor can this file, which cuda2npu left as written: "
     "a compiled CUDA extension of the project (or a module compiling CUDA at import); port its kernels to "
@@ -134,7 +138,9 @@ class CudaOnlyImports(Rule):
         for failing in (options.file.optional_module, options.file.failing_import):
             if failing:  # its failing import, which stays: `from .ops import scan`
                 declared.add(failing.written.rpartition(".")[2])
-        return cls.triggers + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared) if name)
+        through_package = options.file.failing_import is not None and not options.file.failing_import.written
+        anything = (r"\S",) if through_package else ()  # its marker goes at its first statement, whatever it holds
+        return cls.triggers + anything + tuple(rf"\b{re.escape(name)}\b" for name in sorted(declared) if name)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -293,7 +299,9 @@ class CudaOnlyImports(Rule):
           import PersimmonForCausalLM``);
         - one whose import reaches, through the project's modules, a compiled CUDA extension, an
           unported package or a CUDA build at import (``failing_imports``: SpQR's tests import
-          ``spqr_quant``, whose ``inference_kernels/cuda_kernel.py`` compiles its kernel at import)."""
+          ``spqr_quant``, whose ``inference_kernels/cuda_kernel.py`` compiles its kernel at import);
+          a module failing through its own package's ``__init__`` has no such import: its marker goes
+          at its first statement (``leave_Module``)."""
         optional, failing = self.options.file.optional_module, self.options.file.failing_import
         if failing and not failing.left_as_written:
             failing = None  # marked where it is imported (_failing_project_module), the file migrated
@@ -430,6 +438,10 @@ class CudaOnlyImports(Rule):
         the engine keeps of the file (``Report.sole``), which is left as written."""
         if self._sole is not None:
             self.report_in(self._sole.statement, "NPU606", self._sole.node, self._sole.message(), sole=True)
+        failing = self.options.file.failing_import
+        if self._sole is None and failing is not None and not failing.written and original_node.body:
+            first = original_node.body[0]  # a module of a package whose `__init__` fails: no import of its own
+            self.report_in(first, "NPU606", first, PACKAGE_MESSAGE.format(what=failing.what_fails), sole=True)
 
     def _none_name(self) -> str:
         """The name that the None-binding fallback around the current statement leaves called where nothing tests it."""
