@@ -393,3 +393,25 @@ def test_r31_device_map_auto_through_a_project_loader_is_reviewed_too(tmp_path):
     assert [(d[0], d[1]) for d in found] == [("eval.py", 3)]
     write(tmp_path / "requirements.txt", "accelerate>=0.26.0\n")
     assert [d for d in diagnostics(tmp_path) if d[3] == "NPU905"] == []
+
+
+def test_r31_a_quantization_flag_no_file_sets_on_asks_nothing(tmp_path):
+    """x-attention's VLMEvalKit (round 31): `InternVLChat(..., load_in_8bit=False)` hands the flag to
+    `from_pretrained`, and the config builds it through `partial(InternVLChat, model_path=...)`: no file
+    sets the flag on, so the 13 NPU907 markers asked nothing. One file passing True brings it back."""
+    write(
+        tmp_path / "vlmeval" / "internvl.py",
+        "from transformers import AutoModel\n\n\nclass InternVLChat:\n"
+        "    def __init__(self, model_path, load_in_8bit=False):\n"
+        "        self.model = AutoModel.from_pretrained(model_path, load_in_8bit=load_in_8bit)\n",
+    )
+    write(
+        tmp_path / "vlmeval" / "config.py",
+        'from functools import partial\n\nfrom vlmeval.internvl import InternVLChat\n\nmodels = {"v": partial(InternVLChat, model_path="m")}\n',
+    )
+    assert [d for d in diagnostics(tmp_path) if d[3] == "NPU907"] == []
+    write(
+        tmp_path / "run.py",
+        'from vlmeval.internvl import InternVLChat\n\nmodel = InternVLChat("m", load_in_8bit=True)\n',
+    )
+    assert [(d[0], d[3]) for d in diagnostics(tmp_path) if d[3] == "NPU907"] == [("internvl.py", "NPU907")]

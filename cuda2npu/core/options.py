@@ -164,8 +164,10 @@ class ProjectFacts:
     build_constants: tuple[str, ...] = ()
     # "module.function" of its functions reading GPUtil or NVML, which find no GPU on an NPU host (gpu_monitors.py)
     gpu_monitors: tuple[str, ...] = ()
-    # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
+    # `load_in_8bit`-like names its Python may set on (quantization_flags.py); None: not read (a lone file)
+    quantization_flags_on: tuple[str, ...] | None = None
     own_vllm: str = ""  # the release of its own top-level `vllm` package, a fork of vLLM ("unknown"; "": none)
+    # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
     uncalled_functions: tuple[tuple[str, str], ...] = ()

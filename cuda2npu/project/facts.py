@@ -28,6 +28,7 @@ from cuda2npu.analysis.gpu_monitors import gpu_monitors
 from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
+from cuda2npu.analysis.quantization_flags import quantization_flags_on
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.analysis.uncalled_functions import uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
@@ -120,6 +121,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         gpu_monitors=gpu_monitors(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         own_vllm=own_vllm_release(texts, texts.modules),
+        quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
         other_platform_dirs=other_platform_dirs(files, root),

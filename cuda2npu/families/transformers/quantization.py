@@ -198,11 +198,20 @@ class QuantizedLoading(Rule):
             function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
             param = next((p for p in named_params(function) if p.name.value == value.value), None) if function else None
             if param is not None:
-                return not self._callers_pass_off(function, param)
+                return not self._callers_pass_off(function, param) and not self._never_set_on(param)
         if (tested := self._string_test(value)) is not None:
             return tested
         found = sources(self.ctx, value)
         return not found or any(literal(source) not in (False, None) for source in found)
+
+    def _never_set_on(self, param: cst.Param) -> bool:
+        """``param`` defaults to off (``load_in_8bit=False``) and no Python file of the project sets a flag
+        of its name on (``ProjectFacts.quantization_flags_on``, read from the project's files: not known
+        for a lone file): VLMEvalKit's wrappers, built through ``partial(InternVLChat, model_path=...)``
+        (round 31)."""
+        known = self.options.project.quantization_flags_on
+        off = param.default is not None and literal(param.default) in (False, None)
+        return off and known is not None and param.name.value not in known
 
     def _string_test(self, value: cst.BaseExpression) -> bool | None:
         """Whether ``path.endswith("4bit")`` / ``.startswith(...)`` can be true, its receiver taking only
