@@ -30,6 +30,8 @@
 - the branches taken only on a torch older than the targeted torch_npu's (transformers'
   ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
 - the body of a script's function nothing in the project calls (project fact ``uncalled_functions``);
+- the module statements after a module-level ``if CUDA_HOME is None: raise ...`` (or ``torch.version.cuda
+  is None``): a build script refusing hosts without a CUDA toolkit;
 - the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
   ChatGLM's cpm_kernels quantization), whose CUDA device and stream code serves that kernel;
 - the CUDA branch of a test of DeepSpeed's accelerator name (``if get_accelerator().device_name() ==
@@ -119,6 +121,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(_old_torch_branches(ctx))
     if ctx.text is None or b"c_void_p" in ctx.text:
         found.extend(_raw_kernel_launchers(ctx))
+    if ctx.text is None or b"CUDA_HOME" in ctx.text or b"version.cuda" in ctx.text:
+        found.extend(_after_cuda_refusal(ctx))
     uncalled = ctx.options.file.uncalled_functions
     found.extend(s.body for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value in uncalled)
     if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
@@ -450,6 +454,42 @@ def _after_package_skip(ctx, body: cst.IndentedBlock) -> list[cst.CSTNode]:
         if _imports_or_skips(ctx, statement):
             return list(body.body[index + 1 :])
     return []
+
+
+def _after_cuda_refusal(ctx) -> list[cst.CSTNode]:
+    """The module statements after a module-level ``if`` that raises where no CUDA toolkit is
+    (``if CUDA_HOME is None: raise RuntimeError("Cannot find CUDA_HOME...")``, ``if torch.version.cuda
+    is None: raise ...``): a test the migration keeps and an NPU host fails (SpargeAttn's setup.py,
+    round 31: its nvcc-flag loop after it)."""
+    for index, statement in enumerate(ctx.module.body):
+        if (
+            isinstance(statement, cst.If)
+            and statement.orelse is None
+            and _no_cuda_toolkit(ctx, statement.test)
+            and isinstance(statement.body, cst.IndentedBlock)
+            and isinstance(last := statement.body.body[-1], cst.SimpleStatementLine)
+            and isinstance(last.body[-1], cst.Raise)
+        ):
+            return list(ctx.module.body[index + 1 :])
+    return []
+
+
+def _no_cuda_toolkit(ctx, test: cst.BaseExpression) -> bool:
+    """``CUDA_HOME is None`` / ``not CUDA_HOME`` (torch.utils.cpp_extension's), ``torch.version.cuda is None``."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        subject = test.expression
+    elif (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal))
+        and isinstance(none := test.comparisons[0].comparator, cst.Name)
+        and none.value == "None"
+    ):
+        subject = test.left
+    else:
+        return False
+    qualified = ctx.resolver.qualified_name(subject) or ""
+    return qualified in ("torch.utils.cpp_extension.CUDA_HOME", "torch.version.cuda")
 
 
 def _skips_module(ctx, statement: cst.CSTNode) -> bool:
