@@ -607,7 +607,8 @@ class DeviceStrings(Rule):
 
     def _per_device(self, node: cst.ListComp | cst.GeneratorExp) -> None:
         """``[f"cuda:{i}" for i in range(torch.cuda.device_count())]`` (h2o-llmstudio's device choices):
-        one device per device the migrated count counts."""
+        one device per device the migrated count counts; also where the count decides the range
+        (vLLM's kernel tests: ``range(1 if torch.cuda.device_count() == 1 else 2)``, round 31)."""
         clause = node.for_in
         while clause is not None:
             call = clause.iter
@@ -616,8 +617,10 @@ class DeviceStrings(Rule):
                 and isinstance(call.func, cst.Name)
                 and call.func.value == "range"
                 and len(call.args) == 1
-                and isinstance(call.args[0].value, cst.Call)
-                and self.resolver.qualified_name(call.args[0].value.func) == "torch.cuda.device_count"
+                and any(
+                    self.resolver.qualified_name(count.func) == "torch.cuda.device_count"
+                    for count in iter_nodes(call.args[0].value, cst.Call)
+                )
             ):
                 self._rewrite(node.elt, why="device per counted device")
                 return
