@@ -44,7 +44,7 @@ from cuda2npu.analysis.cuda_only_modules import (
 from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
-from cuda2npu.core.imports import IMPORT_ERRORS
+from cuda2npu.core.imports import EXIT_CALLS, IMPORT_ERRORS
 
 TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
 MAIN_GUARD = re.compile(rb"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)  # a module that runs as a script
@@ -255,7 +255,7 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
     if isinstance(last, ast.Assert):
         return isinstance(last.test, ast.Constant) and not last.test.value
     if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-        return ast.unparse(last.value.func) in ("sys.exit", "exit", "quit")
+        return ast.unparse(last.value.func) in EXIT_CALLS
     return isinstance(last, ast.Raise)
 
 

@@ -21,6 +21,8 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.traversal import iter_nodes
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+# calls that end the process: a handler ending in one falls back to nothing, as one ending in `raise`
+EXIT_CALLS = ("sys.exit", "exit", "quit")
 
 
 def catches_import_error(handler: cst.ExceptHandler) -> bool:

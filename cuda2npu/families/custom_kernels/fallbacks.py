@@ -12,7 +12,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     MIGRATED,
 )
 from cuda2npu.core.feature_words import name_tokens
-from cuda2npu.core.imports import bound_name
+from cuda2npu.core.imports import EXIT_CALLS, bound_name
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
@@ -168,5 +168,5 @@ def reraises(handler: cst.ExceptHandler) -> bool:
     if isinstance(last, cst.Assert):
         return code_of(last.test) in ("False", "0")
     if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
-        return dotted_name(last.value.func) in ("sys.exit", "exit", "quit")
+        return dotted_name(last.value.func) in EXIT_CALLS
     return isinstance(last, cst.Raise)
