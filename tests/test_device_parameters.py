@@ -243,3 +243,27 @@ def test_a_device_field_of_a_dataclass_passed_by_keyword(tmp_path):
     text = example.read_text()
     assert 'TensorCache(xs, orig_device="npu")' in text
     assert 'TensorCache(xs, label="cuda")' in text
+
+
+def test_a_device_parameter_of_a_classmethod_called_on_its_class(tmp_path):
+    """vllm-ltr (round 31): `LoRAModel.from_lora_tensors(1, 8, 16, tensors, "cuda", ...)` in a test, where
+    `vllm/lora/models.py` defines the classmethod with a `device: str` parameter it moves tensors to."""
+    write(tmp_path / "lora" / "__init__.py", "")
+    write(
+        tmp_path / "lora" / "models.py",
+        "import torch\n\n\nclass LoRAModel:\n    def __init__(self, rank):\n        self.rank = rank\n\n"
+        "    @classmethod\n    def from_lora_tensors(cls, lora_id, rank, alpha, tensors, device, dtype=None):\n"
+        "        return cls(rank), {k: t.to(device) for k, t in tensors.items()}\n",
+    )
+    test = write(
+        tmp_path / "tests" / "test_lora.py",
+        "from lora.models import LoRAModel\n\n\ndef test_from_tensors(tensors):\n"
+        '    model = LoRAModel.from_lora_tensors(1, 8, 16, tensors, "cuda", dtype=None)\n'
+        '    other = LoRAModel(8).from_lora_tensors(1, 8, 16, tensors, "cuda")\n',
+    )
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    assert ("LoRAModel.from_lora_tensors", 4, "device") in device_parameters(texts)
+    cli("migrate", tmp_path)
+    text = test.read_text()
+    assert 'LoRAModel.from_lora_tensors(1, 8, 16, tensors, "npu", dtype=None)' in text
+    assert 'LoRAModel(8).from_lora_tensors(1, 8, 16, tensors, "cuda")' in text  # through an instance: not followed

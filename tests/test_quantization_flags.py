@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cuda2npu.analysis.quantization_flags import quantization_flags_on
 
-WRAPPER = b'''
+WRAPPER = b"""
 class W:
     def __init__(self, path, load_in_8bit=False, load_4bit: bool = False, use_8bit=None):
         self.load_in_8bit = load_in_8bit
@@ -17,7 +17,7 @@ cfg = {"quant_8bit": True, "off_8bit": False}
 parser.add_argument("--load-8bit", action="store_true")
 q = dict(quant_4bit=args.quant_4bit)
 x = g(use_4bit=True)
-'''
+"""
 
 
 def test_a_flag_is_on_where_something_sets_it_to_more_than_off_or_its_own_name():

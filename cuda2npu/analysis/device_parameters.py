@@ -25,7 +25,8 @@ from pathlib import Path
 
 DEFINITION = re.compile(  # the parameter list follows (`_signature`: nested brackets, comments)
     r"^(?:class[ \t]+(?P<cls>\w+)|(?:async[ \t]+)?def[ \t]+(?P<function>\w+)[ \t]*\("
-    r"|(?P<indent>[ \t]+)(?:async[ \t]+)?def[ \t]+__init__[ \t]*\()",
+    r"|(?P<indent>[ \t]+)(?:async[ \t]+)?def[ \t]+__init__[ \t]*\("
+    r"|(?P<cm_indent>[ \t]+)@classmethod[ \t]*\r?\n(?P=cm_indent)(?:async[ \t]+)?def[ \t]+(?P<method>\w+)[ \t]*\()",
     re.M,
 )
 PARAMETER = re.compile(r"^\s*(\w+)\s*(?::[^=]+)?(?:=\s*(.+?))?\s*$", re.S)
@@ -50,8 +51,9 @@ LOGGING_CALL = re.compile(r"[ \t]*(?:print|warnings\.warn|(?:\w+\.)*(?:logger|lo
 
 def device_parameters(texts: Mapping[Path, bytes]) -> tuple[tuple[str, int, str], ...]:
     """``("GPUMemoryMonitor", 0, "device")``: (callable, position of the parameter among the positional
-    arguments of a call, its name) for each parameter its module-level function or class's
-    ``__init__`` uses as a device (:func:`_uses_as_device`), whatever its default (``"cuda"``,
+    arguments of a call, its name) for each parameter its module-level function, class's
+    ``__init__`` or classmethod (``"LoRAModel.from_lora_tensors"``: vLLM's, called with a positional
+    ``"cuda"`` in its tests, round 31) uses as a device (:func:`_uses_as_device`), whatever its default (``"cuda"``,
     ``"cpu"``, none): a ``"cuda"`` passed there is a device (ToolBench's ``generate_stream(model,
     tokenizer, params, device, context_len=8192)``). A name the project defines twice with other
     device parameters is left out (which one a call means is not known)."""
@@ -61,11 +63,14 @@ def device_parameters(texts: Mapping[Path, bytes]) -> tuple[tuple[str, int, str]
             continue
         text, owner = raw.decode("utf-8", "replace"), None
         for match in DEFINITION.finditer(text):
-            cls, function, method_indent = match.group("cls", "function", "indent")
+            cls, function, method_indent, method = match.group("cls", "function", "indent", "method")
             if cls is not None:
                 owner = cls
                 continue
-            name = function if function is not None else owner
+            if method is not None:  # a classmethod, called on its class: `LoRAModel.from_lora_tensors(...)`
+                name, method_indent = (f"{owner}.{method}" if owner else None), match.group("cm_indent")
+            else:
+                name = function if function is not None else owner
             if name is None:
                 continue
             params, end = _signature_and_end(text, match.end())

@@ -81,8 +81,12 @@ def _own_functions(ctx) -> dict[tuple[str, str], cst.FunctionDef]:
 def _imported_device_callables(ctx) -> dict[str, tuple[tuple[int, str], ...]]:
     wanted = by_callable(ctx.options.project.device_parameters)
     module = ctx.resolver.module_scope
-    imported = {name for name in wanted if name in module.imports and name not in module.others}
-    imported |= (_relatively_imported(ctx) | _imported_in_functions(ctx)) & wanted.keys()
+    # a classmethod's entry is "Class.method": the file imports its class
+    imported = {
+        name for name in wanted if (head := name.partition(".")[0]) in module.imports and head not in module.others
+    }
+    local = _relatively_imported(ctx) | _imported_in_functions(ctx)
+    imported |= {name for name in wanted if name.partition(".")[0] in local}
     return {name: wanted[name] for name in imported}
 
 

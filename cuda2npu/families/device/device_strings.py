@@ -287,8 +287,8 @@ class DeviceStrings(Rule):
         imported = imported_device_callables(self.ctx)
         if callee is not None:  # before the `device=` keywords: a registry key's "cuda" stays
             self._own_call_arguments(node, *callee)
-        elif isinstance(func, cst.Name) and func.value in imported:
-            self._project_call_arguments(node, imported[func.value])
+        elif (called := dotted_name(func)) in imported:  # `Class(...)`, `Class.classmethod(...)`
+            self._project_call_arguments(node, imported[called])
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
