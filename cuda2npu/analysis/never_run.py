@@ -23,7 +23,9 @@
 - one whose skip decorator skips where a CUDA-only package cannot be imported: a flag the file's
   ``except ImportError`` sets False after importing one (``skipif(not HAVE_MEGABLOCKS)``), a
   flash-attn probe (``skipif(not is_flash_attn_2_available())``) or a probe function named for such a
-  package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``);
+  package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``), its other
+  decorators included (kvpress's ``skipif(not torch.cuda.is_available())`` stacked on such a skip:
+  round 30);
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
   that imports a CUDA-only module and whose ImportError handler skips the test;
 - the ImportError handlers of a ``try`` importing torch_npu (``except ImportError:`` holds the CUDA path);
@@ -137,11 +139,9 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
     ):
         return [ctx.module]  # `pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)`: the whole module
     for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
-        if definition.decorators and (
-            kept_cuda_test(ctx, definition)
-            or any(_skips_without_package(ctx, d, flags) for d in definition.decorators)
-            or _marked_cuda_kernel_test(ctx, definition)
-        ):
+        if definition.decorators and any(_skips_without_package(ctx, d, flags) for d in definition.decorators):
+            found.append(definition)  # its other skip decorators too: the package's absence skips it anyway
+        elif definition.decorators and (kept_cuda_test(ctx, definition) or _marked_cuda_kernel_test(ctx, definition)):
             found.append(definition.body)
         elif isinstance(definition, cst.FunctionDef) and isinstance(definition.body, cst.IndentedBlock):
             found.extend(_after_package_skip(ctx, definition.body))
