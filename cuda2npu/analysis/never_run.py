@@ -32,6 +32,8 @@
 - the branches taken only on a torch older than the targeted torch_npu's (transformers'
   ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
 - the body of a script's function nothing in the project calls (project fact ``uncalled_functions``);
+- a project's own FlashAttention2 class that only transformers' attention table builds, where the
+  pin allows a transformers older than its NPU flash attention (analysis/flash_attention2_classes.py);
 - the module statements after a module-level ``if CUDA_HOME is None: raise ...`` (or ``torch.version.cuda
   is None``): a build script refusing hosts without a CUDA toolkit;
 - the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
@@ -62,6 +64,7 @@ from cuda2npu.analysis.cuda_gates import (
     skips,
 )
 from cuda2npu.analysis.cuda_only_modules import cuda_only_module
+from cuda2npu.analysis.flash_attention2_classes import unselected_flash_attention2
 from cuda2npu.analysis.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.analysis.float16_models import method_name
 from cuda2npu.analysis.kernel_switch import first_kernel
@@ -123,6 +126,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(_old_torch_branches(ctx))
     if ctx.text is None or b"c_void_p" in ctx.text:
         found.extend(_raw_kernel_launchers(ctx))
+    if ctx.text is None or b"FlashAttention2" in ctx.text:
+        found.extend(unselected_flash_attention2(ctx))
     if ctx.text is None or b"CUDA_HOME" in ctx.text or b"version.cuda" in ctx.text:
         found.extend(_after_cuda_refusal(ctx))
     uncalled = ctx.options.file.uncalled_functions

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from cuda2npu.analysis.flash_attention2_classes import FA2_ON_NPU
 from cuda2npu.core.pins import pin_at_least, pin_predates, pinned
 
-FA2_ON_NPU = "4.51.0"  # flash_attention_2 runs on torch_npu's npu_fusion_attention (§1)
 ATTN_IMPLEMENTATION = "4.36.0"  # attn_implementation= and "sdpa" exist (§2)
 BF16_ON_NPU = "4.34.0"  # TrainingArguments accepts bf16 on an NPU device (§4)
 TRAINER_ON_NPU = "4.32.0"  # TrainingArguments picks the NPU (rules/tables/npu_first_releases.toml)
