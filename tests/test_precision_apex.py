@@ -341,7 +341,15 @@ def test_a_disabled_autocast_gets_no_dtype():
     assert "NPU340" not in {f.code for f in findings}
 
 
-@pytest.mark.parametrize(("training", "reported"), [("", False), ("loss.backward()\n", True)])
+@pytest.mark.parametrize(
+    ("training", "reported"),
+    [
+        ("", False),
+        ("loss.backward()\noptimizer.step()\n", True),
+        # LLM-Pruner (round 32): gradients for importance scores, a pruner's step, no optimizer
+        ("loss.backward()\npruner.step()\nmodel.zero_grad()\n", False),
+    ],
+)
 def test_a_float16_model_is_reported_only_where_it_trains(training, reported):
     _, findings = migrate("import torch\n\nmodel = load(path)\nmodel.half()\nloss = model(x).sum()\n" + training)
     assert ("NPU342" in {f.code for f in findings}) is reported
@@ -359,7 +367,7 @@ def test_a_float16_model_is_reported_only_where_it_trains(training, reported):
     ids=["keyword", "thawed", "parameter-loop", "not-literal", "other-model"],
 )
 def test_a_float16_model_is_reported_unless_its_gradients_stay_off(switches, reported):
-    _, findings = migrate("import torch\n\nnet = Net().half()\n" + switches + "net(x).sum().backward()\n")
+    _, findings = migrate("import torch\n\nnet = Net().half()\n" + switches + "net(x).sum().backward()\nopt.step()\n")
     assert ("NPU342" in {f.code for f in findings}) is reported
 
 

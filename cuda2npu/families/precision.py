@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 import libcst as cst
 
@@ -630,8 +631,10 @@ def _inference_only(ctx, cast: cst.Call) -> bool:
 
 
 def _file_trains(ctx) -> bool:
-    """Whether the file calls ``<something>.backward(...)``."""
-    return _Backward.found(ctx.module)
+    """Whether the file trains: it calls ``<something>.backward(...)`` and builds or steps an optimizer or
+    runs a trainer (:data:`OPTIMIZING`); LLM-Pruner's pruning runs ``loss.backward()`` for importance
+    scores and ``pruner.step()``, with no optimizer: its ``model.half()`` casts train nothing (round 32)."""
+    return OPTIMIZING.search(ctx.code) is not None and _Backward.found(ctx.module)
 
 
 def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
@@ -757,6 +760,13 @@ EVAL_WORDS = {  # function name words of evaluation code
 }
 EVAL_FLAG_WORDS = {"eval", "evaluate", "evaluation", "inference", "predict", "prediction"}  # of a branch's flag
 OPTIMIZER_WORDS = {"opt", "optim", "optimizer", "optimiser", "scaler"}
+# an optimizer built or stepped, or a trainer or DeepSpeed engine run: what makes `.backward()` training
+OPTIMIZING = re.compile(
+    r"\b(?:opt|optim|optimizer|optimiser|scaler)\w*\.step\("  # an optimizer stepped
+    r"|\btorch\.optim\b|\b(?:Adam\w*|SGD|Adafactor|Lamb|Lion)\("  # or built
+    r"|\bdeepspeed\.initialize\b|\bengine\w*\.step\("  # a DeepSpeed engine
+    r"|\bTrainer\b|\bFabric\b|\btrainer\w*\.(?:train|fit)\("  # a trainer
+)
 
 
 def _parametrized(decorator: cst.BaseExpression) -> set[str]:
