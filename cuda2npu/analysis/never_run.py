@@ -32,6 +32,8 @@
 - the branches taken only on a torch older than the targeted torch_npu's (transformers'
   ``is_torch_greater_or_equal_than_1_10`` false, ``is_torch_less_than_1_11`` true);
 - the body of a script's function nothing in the project calls (project fact ``uncalled_functions``);
+- in a project that never calls ``.parallelize()`` (transformers' naive model parallelism), the bodies
+  of ``if self.model_parallel:`` and of the ``parallelize``/``deparallelize`` methods;
 - a project's own FlashAttention2 class that only transformers' attention table builds, where the
   pin allows a transformers older than its NPU flash attention (analysis/flash_attention2_classes.py);
 - the module statements after a module-level ``if CUDA_HOME is None: raise ...`` (or ``torch.version.cuda
@@ -68,6 +70,7 @@ from cuda2npu.analysis.flash_attention2_classes import unselected_flash_attentio
 from cuda2npu.analysis.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.analysis.float16_models import method_name
 from cuda2npu.analysis.kernel_switch import first_kernel
+from cuda2npu.analysis.naive_model_parallel import METHODS as PARALLELIZE_METHODS
 from cuda2npu.analysis.raising_fallbacks import (
     cuda_only_import,
     failed_import_flags,
@@ -126,6 +129,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(_old_torch_branches(ctx))
     if ctx.text is None or b"c_void_p" in ctx.text:
         found.extend(_raw_kernel_launchers(ctx))
+    if ctx.options.project.parallelizes is False and (ctx.text is None or b"model_parallel" in ctx.text):
+        found.extend(_naive_model_parallel(ctx))
     if ctx.text is None or b"FlashAttention2" in ctx.text:
         found.extend(unselected_flash_attention2(ctx))
     if ctx.text is None or b"CUDA_HOME" in ctx.text or b"version.cuda" in ctx.text:
@@ -459,6 +464,26 @@ def _after_package_skip(ctx, body: cst.IndentedBlock) -> list[cst.CSTNode]:
         if _imports_or_skips(ctx, statement):
             return list(body.body[index + 1 :])
     return []
+
+
+def _naive_model_parallel(ctx) -> list[cst.CSTNode]:
+    """In a project that never turns on transformers' naive model parallelism
+    (analysis/naive_model_parallel.py): the bodies of ``if self.model_parallel:`` (also as the first
+    operand of an ``and``) and of the ``parallelize``/``deparallelize`` methods."""
+    found: list[cst.CSTNode] = []
+    for node in iter_nodes(ctx.module, (cst.If, cst.FunctionDef)):
+        if isinstance(node, cst.FunctionDef):
+            if node.name.value in PARALLELIZE_METHODS:
+                found.append(node.body)
+            continue
+        test = (
+            node.test.left
+            if isinstance(node.test, cst.BooleanOperation) and isinstance(node.test.operator, cst.And)
+            else node.test
+        )
+        if isinstance(test, cst.Attribute) and test.attr.value == "model_parallel":
+            found.append(node.body)
+    return found
 
 
 def _after_cuda_refusal(ctx) -> list[cst.CSTNode]:

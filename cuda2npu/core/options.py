@@ -166,6 +166,8 @@ class ProjectFacts:
     gpu_monitors: tuple[str, ...] = ()
     # `load_in_8bit`-like names its Python may set on (quantization_flags.py); None: not read (a lone file)
     quantization_flags_on: tuple[str, ...] | None = None
+    # it calls `.parallelize()` (transformers' naive model parallelism) or sets `model_parallel` on; None: not read
+    parallelizes: bool | None = None
     own_vllm: str = ""  # the release of its own top-level `vllm` package, a fork of vLLM ("unknown"; "": none)
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()

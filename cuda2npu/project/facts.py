@@ -26,6 +26,7 @@ from cuda2npu.analysis.float16_models import float16_defaults
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 from cuda2npu.analysis.gpu_monitors import gpu_monitors
 from cuda2npu.analysis.lightning_classes import lightning_classes
+from cuda2npu.analysis.naive_model_parallel import parallelizes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.quantization_flags import quantization_flags_on
@@ -121,6 +122,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         gpu_monitors=gpu_monitors(texts),
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         own_vllm=own_vllm_release(texts, texts.modules),
+        parallelizes=parallelizes(texts),
         quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
