@@ -64,6 +64,9 @@ from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes, walk
 
+# torch.cuda calls that do nothing where CUDA was never initialized (an NPU host)
+NO_OP_WITHOUT_CUDA = {"empty_cache"}  # torch.cuda.empty_cache: only `if is_initialized()`
+
 NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)
 CUDA_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:CUDA|Cuda)(?=[A-Z]|$)")  # CUDAFusedRMSNormWithHook
 NPU_CAMEL = re.compile(r"(?:^|(?<=[a-z0-9_]))(?:NPU|Npu)(?=[A-Z]|$)")
@@ -288,6 +291,8 @@ class _Constructs(cst.CSTVisitor):
                 self.roots += body[position + 1 :]
             elif _rebound_for_npu(statement, body[position + 1 :]):
                 self.roots.append(statement)
+            elif _repeated_for_npu(statement, body[position + 1 : position + 4]):
+                self.roots.append(statement)
         self._assignments(body)
 
     def _assignments(self, body) -> None:
@@ -391,6 +396,25 @@ def _npu_early_exit(statement: cst.CSTNode) -> bool:
             (mentions(statement.body) == (False, True) and not mentions(statement.test)[0])
             or _detects_npu(statement.test)
         )
+    )
+
+
+def _repeated_for_npu(statement: cst.CSTNode, following: list[cst.CSTNode]) -> bool:
+    """``torch.cuda.empty_cache()`` followed in its block by ``if device == "npu": torch.npu.empty_cache()``
+    (FastChat's ``generate_stream``, copied by InfLLM: round 32): a call that does nothing without CUDA
+    (:data:`NO_OP_WITHOUT_CUDA`), which the code repeats for the NPU itself."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return False
+    call = statement.body[0].value if isinstance(statement.body[0], cst.Expr) else None
+    name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+    if name is None or not name.startswith("torch.cuda.") or name.rpartition(".")[2] not in NO_OP_WITHOUT_CUDA:
+        return False
+    npu_name = "torch.npu." + name.rpartition(".")[2]
+    return any(
+        isinstance(later, cst.If)
+        and _detects_npu(later.test)
+        and any(dotted_name(c.func) == npu_name for c in iter_nodes(later.body, cst.Call))
+        for later in following
     )
 
 
