@@ -255,7 +255,9 @@ def test_diff_shows_only_changed_lines_in_a_long_file(tmp_path):
     assert (tmp_path / "m.py").read_text().count("x.npu(),") == 60
 
 
-LEFTOVERS = "import torch\nimport mamba_ssm\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\n"
+LEFTOVERS = (
+    "import torch\nimport mamba_ssm\n\nmodel = torch.nn.Linear(2, 2).half()\nmodel(x).sum().backward()\nopt.step()\n"
+)
 
 
 def test_review_markers_switches_and_the_marker_summary(tmp_path):

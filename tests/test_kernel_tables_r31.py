@@ -1,4 +1,4 @@
-"""Round 31's kernel libraries: SageAttention and SpargeAttn (their packages import compiled CUDA
+"""Rounds 31 and 33: SageAttention, SpargeAttn and fast-hadamard-transform (their packages import compiled CUDA
 extensions), vLLM's flash-attention build, and the distribution names pins use for FlashInfer's
 0.1.x wheels and Block-Sparse-Attention (built from source)."""
 
@@ -42,3 +42,15 @@ def test_the_pins_of_round_31_are_marked():
     text = "block_sparse_attn==0.0.1\nflashinfer==0.1.6+cu121torch2.4\nvllm-flash-attn==2.6.1\nnumpy\n"
     findings, _ = _depfile(text, {})
     assert [(f.code, f.line) for f in findings] == [("NPU701", 1), ("NPU701", 2), ("NPU701", 3)]
+
+
+def test_fast_hadamard_transform_fails_at_import():
+    """QuaRot and SpinQuant (round 33): `import fast_hadamard_transform` at module level, unmarked; every
+    entry point of SpinQuant imports `utils/utils.py`, which does."""
+    assert cuda_module("fast_hadamard_transform")[0] == "imports"
+    assert cuda_only_distribution("fast-hadamard-transform")[0] == (
+        "fast_hadamard_transform",
+        "fast_hadamard_transform_cuda",
+    )
+    migrated, result = migrate_text("import torch\nimport fast_hadamard_transform\n\nx = torch.ones(1).cuda()\n")
+    assert "NPU606 `fast_hadamard_transform` cannot" in migrated

@@ -23,6 +23,7 @@ HALF = dedent(
 
     model = nn.Linear(4, 4).half()
     model(x).sum().backward()
+    optimizer.step()
     """
 )
 REVIEW = "# TODO(cuda2npu): NPU342 review: "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cli_helpers import cli, write
 
-T5_STACK = '''import torch
+T5_STACK = """import torch
 from transformers.models.t5.modeling_t5 import T5PreTrainedModel
 
 
@@ -26,7 +26,7 @@ class T5Stack(T5PreTrainedModel):
         if self.model_parallel and hidden_states is not None:
             hidden_states = hidden_states.to("cuda:" + str(1))
         return hidden_states
-'''
+"""
 
 
 def test_branches_of_naive_model_parallelism_stay_where_nothing_turns_it_on(tmp_path):
