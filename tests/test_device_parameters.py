@@ -267,3 +267,23 @@ def test_a_device_parameter_of_a_classmethod_called_on_its_class(tmp_path):
     text = test.read_text()
     assert 'LoRAModel.from_lora_tensors(1, 8, 16, tensors, "npu", dtype=None)' in text
     assert 'LoRAModel(8).from_lora_tensors(1, 8, 16, tensors, "cuda")' in text  # through an instance: not followed
+
+
+def test_a_device_parameter_of_a_function_called_through_its_module(tmp_path):
+    """SpinQuant (round 33): `gptq_utils.rtn_fwrd(model, "cuda", args)` after `from eval_utils import
+    gptq_utils`, where `eval_utils/gptq_utils.py` defines `rtn_fwrd(model, dev, args)` moving layers to
+    `dev`; a library module's function of the same name is not the project's."""
+    write(tmp_path / "eval_utils" / "__init__.py", "")
+    write(
+        tmp_path / "eval_utils" / "gptq_utils.py",
+        "import torch\n\n\ndef rtn_fwrd(model, dev, args):\n    return model.to(dev)\n",
+    )
+    main = write(
+        tmp_path / "eval_utils" / "main.py",
+        "import numpy as np\n\nfrom eval_utils import gptq_utils\n\n\ndef ptq(model, args):\n"
+        '    quantized = gptq_utils.rtn_fwrd(model, "cuda", args)\n    np.rtn_fwrd(model, "cuda", args)\n'
+        "    return quantized\n",
+    )
+    cli("migrate", tmp_path)
+    text = main.read_text()
+    assert 'gptq_utils.rtn_fwrd(model, "npu", args)' in text and 'np.rtn_fwrd(model, "cuda", args)' in text

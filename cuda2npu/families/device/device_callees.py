@@ -54,6 +54,19 @@ def imported_device_callables(ctx) -> dict[str, tuple[tuple[int, str], ...]]:
     return ctx.file_state(_imported_device_callables)
 
 
+def module_device_callable(ctx, func: cst.BaseExpression) -> tuple[tuple[int, str], ...] | None:
+    """The device parameters of the project's function a call reaches through a module of the project
+    (SpinQuant's ``gptq_utils.rtn_fwrd(model, "cuda", args)`` after ``from eval_utils import
+    gptq_utils``, round 33): the call's qualified name starts with a top-level package of the project
+    and ends in the name of a function of :func:`imported_device_callables`' table; None otherwise."""
+    if not isinstance(func, cst.Attribute):
+        return None
+    qualified = ctx.resolver.qualified_name(func) or ""
+    if qualified.partition(".")[0] not in ctx.options.project.top_packages:
+        return None
+    return by_callable(ctx.options.project.device_parameters).get(func.attr.value)
+
+
 def unaliased(ctx, func: cst.BaseExpression) -> cst.BaseExpression:
     """The project's callable a plain name bound once, in its function or the module, stands for
     (ToolBench's ``generate_stream_func = generate_stream`` … ``generate_stream_func(model,

@@ -65,7 +65,12 @@ from cuda2npu.families.device.device_branches import (
     stated_value,
     validation_arm,
 )
-from cuda2npu.families.device.device_callees import imported_device_callables, own_callee, unaliased
+from cuda2npu.families.device.device_callees import (
+    imported_device_callables,
+    module_device_callable,
+    own_callee,
+    unaliased,
+)
 from cuda2npu.families.device.device_expressions import (
     AMBIGUOUS_KEYWORDS,
     DEVICE_CALLS,
@@ -289,6 +294,8 @@ class DeviceStrings(Rule):
             self._own_call_arguments(node, *callee)
         elif (called := dotted_name(func)) in imported:  # `Class(...)`, `Class.classmethod(...)`
             self._project_call_arguments(node, imported[called])
+        elif (parameters := module_device_callable(self.ctx, func)) is not None:  # `module.function(...)`
+            self._project_call_arguments(node, parameters)
         if qualified.endswith("DeviceMesh.from_group") and len(positional) > 1:
             self._rewrite(positional[1], why="`DeviceMesh.from_group` device")
         if func_name.rpartition(".")[2] in OPTION_CALLS:
