@@ -202,11 +202,13 @@ def test_migrate_names_the_cell_of_a_failure_as_check_does(tmp_path):
 def test_r16_shell_escapes_and_shell_cells_are_migrated_as_shell_script(tmp_path):
     """MedicalGPT's `! CUDA_VISIBLE_DEVICES=0 python training/ppo_training.py`, a `%%bash` cell, and
     BELLE's Colab notebook whose only CUDA text is `!nvidia-smi` (no longer skipped by the prefilter):
-    renamed in place, marked above, idempotent."""
+    renamed in place, idempotent; a bare `!nvidia-smi` only prints (round 33), so it is left unmarked,
+    and `nvidia-smi` in a cell that stops at a failure (`set -e`) is marked above."""
     sources = [
         "! CUDA_VISIBLE_DEVICES=0 python training/ppo_training.py --model_name_or_path m\n",
         "%%bash\nexport CUDA_VISIBLE_DEVICES=0,1\npython train.py\n",
         "!nvidia-smi\n!pip install -r requirements.txt\n",
+        "%%bash\nset -e\nnvidia-smi -L\n",
     ]
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(_notebook(*sources), indent=1) + "\n", encoding="utf-8")
@@ -214,13 +216,15 @@ def test_r16_shell_escapes_and_shell_cells_are_migrated_as_shell_script(tmp_path
     assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
         (1, 1, 3, "NPU711"),
         (2, 2, 8, "NPU711"),
-        (3, 1, 2, "NPU712"),
+        (4, 3, 1, "NPU712"),
     ]
     assert cli("migrate", path).exit_code == 0
     after = [c["source"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
     assert after[0] == sources[0].replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
     assert after[1] == sources[1].replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
-    assert after[2].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi`") and after[2].endswith(sources[2])
+    assert after[2] == sources[2]
+    assert after[3] == "%%bash\nset -e\n# TODO(cuda2npu): NPU712 " + after[3].split("NPU712 ", 1)[1]
+    assert after[3].endswith("\nnvidia-smi -L\n")
     assert cli("migrate", path, "--check").exit_code == 0  # idempotent: the marker above is seen
 
 

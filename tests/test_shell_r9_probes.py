@@ -35,7 +35,12 @@ CASES = {
     "set -e\nLINKS=$(nvidia-smi topo -m | grep -c NV)\n": "set -e\n"
     + SMI
     + "LINKS=$(nvidia-smi topo -m | grep -c NV)\n",
-    "nvidia-smi topo -m\n": SMI + "nvidia-smi topo -m\n",
+    # a command of its own, its output only in the log (ProLong's and DejaVu's Slurm scripts, round 33):
+    # "command not found" is all it does, unless the script stops at a failing command
+    "nvidia-smi topo -m\n": None,
+    "echo start\nnvidia-smi\npython train.py\n": None,
+    "#!/bin/bash\nset -e\nnvidia-smi -L\n": "#!/bin/bash\nset -e\n" + SMI + "nvidia-smi -L\n",
+    "#!/bin/bash -e\nnvidia-smi\n": "#!/bin/bash -e\n" + SMI + "nvidia-smi\n",
     # one marker per pip command, listing its CUDA-only packages by reason
     "pip install --no-deps \\\n  nvidia-cublas-cu12 \\\n  nvidia-nccl-cu12==2.27.3 \\\n  flash-attn\n": (
         "# TODO(cuda2npu): NPU701 review: `pip install` of 3 CUDA-only distributions: `nvidia-cublas-cu12`, "

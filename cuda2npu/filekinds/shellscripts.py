@@ -62,6 +62,8 @@ PIPELINE_END = re.compile(r"\|\||&&|[;)`]")
 NVLINK_WORDS = re.compile(r"(?<![\w-])(?:topo|nvlink)(?![\w-])")  # nvidia-smi's topology and NVLink queries
 NVLINK_PATTERN = re.compile(r"\bgrep\b.*NV")  # a grep for NVLink in its output (`NV[0-9]*`, `NVLink`)
 PIPEFAIL = re.compile(r"\bpipefail\b")
+ERREXIT = re.compile(r"^[ \t]*set[ \t]+(?:-[A-Za-z]*e|-o[ \t]+errexit)", re.M)  # `set -e`, `set -o errexit`
+ERREXIT_SHEBANG = re.compile(r"#!.*[ \t]-[A-Za-z]*e\b")  # `#!/bin/bash -e`
 CUDA_MODULE = re.compile(
     r"(?<![\w-])(?:module[ \t]+(?:load|add|try-load|try-add)|ml)(?:[ \t]+[^\s;&|]+)*?"
     r"[ \t]+([\"']?)(?:cuda|cudnn|nccl|cudatoolkit|cuda-toolkit)(?:[/@-][\w.+${}-]*)?\1(?![\w/@.+-])",
@@ -131,6 +133,7 @@ def check_shell_script(
         report_found(check_sbatch_line(line))
         edits += _markers(text, line, marks)
         marks.clear()
+    stops = bool(ERREXIT.search(code_text) or ERREXIT_SHEBANG.match(text))  # the script stops at a failure
     for command in commands:
         for line in command:
             for name, start, end, assigned in _variables(line.code):
@@ -150,7 +153,7 @@ def check_shell_script(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
                     )
             for match in NVIDIA_SMI.finditer(line.code):
-                if not _harmless_probe(line.code, match, code_text):
+                if not _harmless_probe(line.code, match, code_text, stops):
                     report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
             for match in CUDA_LIBRARY_PATH.finditer(line.code):
                 message = (
@@ -177,18 +180,22 @@ def check_shell_script(
     return findings, edits
 
 
-def _harmless_probe(code: str, match: re.Match, script: str) -> bool:
+def _harmless_probe(code: str, match: re.Match, script: str, stops: bool) -> bool:
     """Whether the ``nvidia-smi`` at ``match`` is a probe whose failure gives the Ascend answer: a
     check that the command exists (``command -v nvidia-smi``), or an NVLink probe (``nvidia-smi
     topo -m | grep -o 'NV[0-9]*' | wc -l``) whose pipeline still succeeds without the program (it
     ends in ``wc``, without ``pipefail``; or ``|| ...`` follows; or it is an ``if``/``while`` test):
-    no NVLink, which is right on an Ascend host."""
+    no NVLink, which is right on an Ascend host. Or a command of its own whose output only goes to
+    the log (``nvidia-smi``, ``nvidia-smi -L``: ProLong's and DejaVu's Slurm scripts, round 33) in a
+    script that does not stop at a failing command (no ``set -e``): "command not found" is all it does."""
     before = code[: match.start()]
     if EXISTENCE_CHECK.search(before):
         return True
     end = PIPELINE_END.search(code, match.end())
     pipeline = code[match.start() : end.start() if end else len(code)]
     commands = [c.strip() for c in pipeline.split("|")]
+    if not before.strip() and end is None and len(commands) == 1 and not stops:
+        return True
     nvlink = NVLINK_WORDS.search(commands[0]) or any(NVLINK_PATTERN.search(c) for c in commands[1:])
     if not nvlink:
         return False
