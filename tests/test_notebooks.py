@@ -37,7 +37,7 @@ def test_migrate_changes_only_code_cell_sources(notebooks):
     assert sources[1][0] == "%matplotlib inline\n"  # shell escapes are shell script: marked above
     assert sources[1][1].startswith("# TODO(cuda2npu): NPU712 `nvidia-smi` is not installed on an Ascend host")
     assert sources[1][2:] == [
-        "!nvidia-smi\n",
+        "!nvidia-smi -L | wc -l\n",
         "import torch\n",
         "import torch_npu\n",
         "import torch.nn as nn",
@@ -87,7 +87,7 @@ def test_crlf_notebook_keeps_its_newlines(tmp_path):
 def test_findings_point_at_cell_and_line(notebooks):
     data = json.loads(cli("check", notebooks / "train.ipynb", "--format", "json").stdout)
     assert [(d["cell"], d["line"], d["column"], d["code"]) for d in data["diagnostics"]] == [
-        (2, 2, 2, "NPU712"),  # `!nvidia-smi`: the shell escape is shell script
+        (2, 2, 2, "NPU712"),  # `!nvidia-smi -L | wc -l`: the shell escape is shell script
         (3, 1, 25, "NPU101"),
         (3, 2, 30, "NPU104"),
         (3, 4, 1, "NPU103"),
@@ -167,7 +167,7 @@ def test_whatever_ipython_runs_is_accepted(tmp_path):
         "import torch\n!pip install a \\\n    b\nx = torch.zeros(1).cuda()\n",
         "%run train.py \\\n  --device cuda\n",
         "files = !ls \\\n  -la\n",
-        "if True:\n    !nvidia-smi \\\n  -L\n    %time y = 1\n",
+        "if True:\n    !nvidia-smi \\\n  -L | wc -l\n    %time y = 1\n",
         "  !echo hi\n  z = torch.zeros(1).cuda()\n\n  w = 1\n",
     ]
     path = tmp_path / "nb.ipynb"

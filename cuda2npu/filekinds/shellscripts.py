@@ -194,7 +194,8 @@ def _harmless_probe(code: str, match: re.Match, script: str, stops: bool) -> boo
     end = PIPELINE_END.search(code, match.end())
     pipeline = code[match.start() : end.start() if end else len(code)]
     commands = [c.strip() for c in pipeline.split("|")]
-    if not before.strip() and end is None and len(commands) == 1 and not stops:
+    alone = not before.strip() and end is None and len(commands) == 1 and not code.rstrip().endswith("\\")
+    if alone and not stops:  # a command of its own, on one line
         return True
     nvlink = NVLINK_WORDS.search(commands[0]) or any(NVLINK_PATTERN.search(c) for c in commands[1:])
     if not nvlink:
