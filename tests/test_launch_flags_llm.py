@@ -823,3 +823,17 @@ def test_r30_a_device_index_from_a_shell_variable_is_a_device_too(tmp_path):
     cli("migrate", tmp_path)
     text = script.read_text()
     assert '--device "npu:$i" &' in text and "--device npu:${i}" in text
+
+
+def test_r33_fp16_of_a_program_unseen_in_a_project_without_training_arguments_is_its_own(tmp_path):
+    """DejaVu (round 33): `ARGS="--model-type gptj --fp16 ..."` for a program the script does not name, in
+    a project whose Python never names TrainingArguments: the flag cannot be transformers', so the 25
+    NPU906 reviews asked nothing. A project that uses TrainingArguments keeps the review."""
+    write(
+        tmp_path / "dist_inference.py",
+        "import argparse\n\np = argparse.ArgumentParser()\np.add_argument('--fp16', action='store_true')\n",
+    )
+    write(tmp_path / "job.sh", 'ARGS="--model-type gptj \\\n--fp16 \\\n--seed 42"\nssh host "python $SCRIPT $ARGS"\n')
+    assert [d for d in diagnostics(tmp_path) if d[2] == "NPU906"] == []
+    write(tmp_path / "train.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    assert [d[2] for d in diagnostics(tmp_path) if d[2] == "NPU906"] == ["NPU906"]

@@ -168,6 +168,9 @@ class ProjectFacts:
     quantization_flags_on: tuple[str, ...] | None = None
     # it calls `.parallelize()` (transformers' naive model parallelism) or sets `model_parallel` on; None: not read
     parallelizes: bool | None = None
+    # its Python declares its own `--fp16` option and names no TrainingArguments (or HfArgumentParser): a
+    # launch script's `--fp16` for a program it does not show is the project's (NPU906); None: not read
+    own_fp16_flag: bool | None = None
     own_vllm: str = ""  # the release of its own top-level `vllm` package, a fork of vLLM ("unknown"; "": none)
     # (real directory, vLLM version): its adapters for a vLLM vllm-ascend does not support (vllm_adapters.py; for_path)
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()

@@ -232,6 +232,8 @@ def _flag(
     if program is not None and program.own_precision and name in ("fp16", "tf32"):
         return None  # the program's own flag (VisualGLM's SwissArmyTransformer, OpenChatKit): not TrainingArguments'
     known = program is not None and program.known
+    if program is None and name == "fp16" and options.project.own_fp16_flag:
+        return None  # a program the script does not show, of a project with its own --fp16 and no TrainingArguments
     if name == "tf32":
         message = "`--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False"
         if not known:

@@ -38,6 +38,9 @@ from cuda2npu.filekinds.runconfig_code import config_keys
 from cuda2npu.project.pins import project_pins
 from cuda2npu.project.platform_dirs import other_platform_dirs
 
+# transformers' Trainer arguments, which a launch script's `--fp16` may be (NPU906), and an option of the project's
+TRAINING_ARGUMENTS = re.compile(rb"\b(?:\w*TrainingArguments|HfArgumentParser)\b")
+FP16_OPTION = re.compile(rb"""\b(?:add_argument|option)\(\s*["']--fp16["']""")
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
     rb"^class[ \t]+(\w*(?:npu|Npu|NPU)_?(?:accelerator|Accelerator|platform|Platform|backend|Backend)\w*)[ \t]*[(:]",
     re.MULTILINE,
@@ -123,11 +126,19 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         legacy_vllm_adapters=legacy_vllm_adapters(files),
         own_vllm=own_vllm_release(texts, texts.modules),
         parallelizes=parallelizes(texts),
+        own_fp16_flag=own_fp16_flag(texts),
         quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
         top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
         other_platform_dirs=other_platform_dirs(files, root),
     )
+
+
+def own_fp16_flag(texts: Mapping[Path, bytes]) -> bool:
+    """Whether the project's Python declares a ``--fp16`` option of its own and never names transformers'
+    Trainer arguments (DejaVu's programs, round 33): a launch script's ``--fp16`` is then the project's."""
+    texts = list(texts.values())
+    return any(FP16_OPTION.search(t) for t in texts) and not any(TRAINING_ARGUMENTS.search(t) for t in texts)
 
 
 def npu_backend_classes(texts: Mapping[Path, bytes]) -> tuple[str, ...]:
