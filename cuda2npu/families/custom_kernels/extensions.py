@@ -159,20 +159,31 @@ class CustomKernels(Rule):
 TRITON_KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}  # not triton.testing.*
 
 
-def triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
+def triton_kernels(ctx) -> dict[cst.FunctionDef, cst.CSTNode]:
     """The file's Triton kernels (through its module-level imports), each with its first Triton
-    decorator (built once per file)."""
+    decorator, or itself where a call makes it one (``_fwd_kernel = triton.jit(_fwd)``: ml-cross-entropy,
+    round 33) (built once per file)."""
     return ctx.file_state(_triton_kernels)
 
 
-def _triton_kernels(ctx) -> dict[cst.FunctionDef, cst.Decorator]:
+def _triton_kernels(ctx) -> dict[cst.FunctionDef, cst.CSTNode]:
     if ctx.text is not None and b"triton" not in ctx.text:
         return {}
-    kernels = {}
+    scope = ctx.resolver.module_scope
+    kernels: dict[cst.FunctionDef, cst.CSTNode] = {}
     for function in iter_nodes(ctx.module, cst.FunctionDef):
         for decorator in function.decorators:
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            if module_qualified(ctx.resolver.module_scope, target) in TRITON_KERNEL_DECORATORS:
+            if module_qualified(scope, target) in TRITON_KERNEL_DECORATORS:
                 kernels[function] = decorator
                 break
+    functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    for call in iter_nodes(ctx.module, cst.Call):
+        made = call.args[0].value if call.args and call.args[0].keyword is None else None
+        if (
+            isinstance(made, cst.Name)
+            and made.value in functions
+            and module_qualified(scope, call.func) in TRITON_KERNEL_DECORATORS
+        ):
+            kernels.setdefault(functions[made.value], functions[made.value])
     return kernels
