@@ -88,3 +88,18 @@ def test_r9_dockerfile_nvlink_probe(tmp_path):
     before = dockerfile.read_text()
     cli("migrate", tmp_path)
     assert dockerfile.read_text() == before
+
+
+def test_r33_a_quoted_export_is_renamed(tmp_path):
+    """LongWriter's train scripts: `export 'PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:32'`, quoted as a
+    whole, is an assignment too; a quoted `echo` argument is not."""
+    script = write(
+        tmp_path / "train.sh",
+        "export 'PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:32'\nexport \"CUDA_VISIBLE_DEVICES=0,1\"\n"
+        "echo 'CUDA_HOME=/usr/local/cuda'\n",
+    )
+    cli("migrate", tmp_path)
+    assert script.read_text() == (
+        "export 'PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:32'\nexport \"ASCEND_RT_VISIBLE_DEVICES=0,1\"\n"
+        "echo 'CUDA_HOME=/usr/local/cuda'\n"
+    )

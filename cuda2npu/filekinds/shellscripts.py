@@ -48,7 +48,8 @@ from cuda2npu.filekinds.shell_lines import ShellLine, sbatch_lines, shell_comman
 from cuda2npu.filekinds.shell_programs import Found, check_programs, check_sbatch_line
 
 SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
-ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|env\s+)?([A-Z_][A-Z0-9_]*)=")
+# `NAME=`, `export NAME=`, `export 'NAME=value'` (LongWriter's train scripts, round 33), `env NAME=`
+ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+[\"']?|env\s+)?([A-Z_][A-Z0-9_]*)=")
 READ = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)(?!\w)")
 NAMED = re.compile(
     r"(?:^|[\s;&|(`])(?:unset(?:[ \t]+-v)?|export|readonly|env[ \t]+-u)[ \t]+([A-Z_][A-Z0-9_]*)(?![\w=])"
