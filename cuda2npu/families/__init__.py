@@ -52,6 +52,7 @@ FAMILIES = (
     "device.profiler",
     "device.tensor_types",
     "device.default_tensor_type",
+    "device.op_registrations",
     "device.error_messages",
     "ray.resources",
     "ray.train",
