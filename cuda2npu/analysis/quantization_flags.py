@@ -10,7 +10,7 @@ anything but ``False``, ``None`` or a name ending in the same flag (a pass-throu
 ``load_in_8bit=load_in_8bit``, ``self.load_in_8bit = load_in_8bit``), or defines a command-line option
 of its name (``--load-in-8bit``), which a user may give. Run configs outside Python are not read: a
 flag is known off only by what the Python says, so a YAML ``load_in_8bit: true`` passed as
-``**config`` is missed (reported as such nowhere; the rule documents it).
+``**config`` is missed (NPU907's docs say so).
 """
 
 from __future__ import annotations
