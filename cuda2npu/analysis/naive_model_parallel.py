@@ -12,17 +12,19 @@ change nothing anyone runs (round 32: 14 noise hunks). NPU905 marks a ``parallel
 from __future__ import annotations
 
 import ast
+import re
 
 from cuda2npu.analysis.python_files import PythonFiles
 
 METHODS = ("parallelize", "deparallelize")
+TURNING_ON = re.compile(rb"\.parallelize\(|\bmodel_parallel\s*=(?!=)")  # what a file must say to turn it on
 
 
 def parallelizes(files: PythonFiles) -> bool:
     """Whether any Python file of the project calls ``.parallelize(...)`` or sets ``model_parallel``
     to anything but ``False``, outside a ``parallelize``/``deparallelize`` method."""
     for path, text in files.items():
-        if b"parallel" not in text or (tree := files.tree(path)) is None:
+        if not TURNING_ON.search(text) or (tree := files.tree(path)) is None:
             continue
         inside = {
             id(node)
