@@ -9,6 +9,7 @@ import os
 
 from cli_helpers import cli, write
 
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 
 WORKER = """\
@@ -53,7 +54,9 @@ def test_a_project_that_is_a_fork_of_vllm_gets_the_forks_note(tmp_path):
     write(tmp_path / "vllm" / "__init__.py", '"""vLLM."""\n\n__version__ = "0.4.1"\n')
     write(tmp_path / "vllm" / "engine" / "__init__.py", "")
     bench = write(tmp_path / "benchmarks" / "throughput.py", 'from vllm import LLM\n\nllm = LLM(model="m")\n')
-    assert own_vllm_release({bench: b""}, {bench: "benchmarks.throughput"}) == ""
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    assert own_vllm_release(PythonFiles(texts, tmp_path)) == "0.4.1"
+    assert own_vllm_release(PythonFiles({bench: bench.read_bytes()}, tmp_path)) == ""
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     notes = [d["message"] for d in data["diagnostics"] if d["code"] == "NPU931"]
     assert len(notes) == 1 and "carries its own vLLM (its `vllm` package, release 0.4.1)" in notes[0]

@@ -35,9 +35,10 @@ def unselected_flash_attention2(ctx) -> list[cst.ClassDef]:
         for element in table.elements
         if isinstance(element, cst.DictElement) and string_value(element.key) == FA2
     }
-    classes = [c for c in iter_nodes(ctx.module, cst.ClassDef) if c.name.value in tabled]
+    every_class = list(iter_nodes(ctx.module, cst.ClassDef))
+    classes = [c for c in every_class if c.name.value in tabled]
     if not classes:
         return []
     built = {dotted_name(call.func) for call in iter_nodes(ctx.module, cst.Call)}
-    bases = {dotted_name(base.value) for c in iter_nodes(ctx.module, cst.ClassDef) for base in c.bases}
+    bases = {dotted_name(base.value) for c in every_class for base in c.bases}
     return [c for c in classes if c.name.value not in built and c.name.value not in bases]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.pins import version_key
 
@@ -27,7 +27,7 @@ VERSION = re.compile(rb"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
 def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
     """``(real path of the directory, vLLM version)`` for each directory of the project's files named
     for a vLLM release older than vllm-ascend's first, sorted."""
-    first = version_key(table("npu_first_releases")["release"]["vllm"]["first"])
+    first = version_key(first_ascend_vllm())
     found: dict[str, str] = {}
     for directory in {path.parent for path in files if path.suffix == ".py"}:
         match = ADAPTER_DIR.fullmatch(directory.name)
@@ -39,15 +39,20 @@ def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
-def own_vllm_release(texts: Mapping[Path, bytes], modules: Mapping[Path, str]) -> str:
+def first_ascend_vllm() -> str:
+    """The first vLLM release a vllm-ascend release is made for (rules/tables/npu_first_releases.toml)."""
+    return table("npu_first_releases")["release"]["vllm"]["first"]
+
+
+def own_vllm_release(files: PythonFiles) -> str:
     """The release of the project's own top-level ``vllm`` package (a fork of vLLM: hao-ai-lab's
     vllm-ltr is vLLM 0.4.1 with its own scheduler), from its ``__version__`` (``vllm/__init__.py`` or
     ``vllm/version.py``); "unknown" where neither says; "" where the project has no such package."""
-    owners = {module: path for path, module in modules.items() if module in ("vllm", "vllm.version")}
+    owners = {module: path for path, module in files.modules.items() if module in ("vllm", "vllm.version")}
     if "vllm" not in owners:
         return ""
     for module in ("vllm", "vllm.version"):
-        match = VERSION.search(texts[owners[module]]) if module in owners else None
+        match = VERSION.search(files[owners[module]]) if module in owners else None
         if match is not None:
             return match.group(1).decode("ascii", "replace")
     return "unknown"

@@ -18,7 +18,7 @@ import libcst as cst
 
 from cuda2npu.analysis.file_notes import FileNote
 from cuda2npu.analysis.npu_aware import in_npu_branch
-from cuda2npu.core.catalogue import table
+from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.rulebase import Rule, register
 
@@ -99,7 +99,7 @@ class VllmPlugin(FileNote):
         release = self.options.project.own_vllm
         if not release:
             return PLUGIN_NOTE
-        return FORK_NOTE.format(release=release, first=table("npu_first_releases")["release"]["vllm"]["first"])
+        return FORK_NOTE.format(release=release, first=first_ascend_vllm())
 
 
 @register

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator
 
+from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
 from cuda2npu.core import noqa, prefilter
 from cuda2npu.core.decoding import decode
 from cuda2npu.core.diagnostics import PREFILTER_REASON, FileResult
@@ -86,7 +87,7 @@ def _annotated(path: Path, data: bytes, display: str, options: Options) -> FileR
 
 LEGACY_VLLM_REASON = (
     "a vendored adapter for vLLM {version}, which vllm-ascend does not support (its first release is for vLLM "
-    "0.7.1): it never runs on an NPU host"
+    "{first}): it never runs on an NPU host"
 )
 
 
@@ -104,7 +105,11 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
     if reason is not None:
         return FileResult(display, "skipped", reason)
     if options.file.legacy_vllm_adapter:  # analysis/vllm_adapters.py
-        return FileResult(display, "skipped", LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter))
+        return FileResult(
+            display,
+            "skipped",
+            LEGACY_VLLM_REASON.format(version=options.file.legacy_vllm_adapter, first=first_ascend_vllm()),
+        )
     if options.file.npu_version:  # Options.for_path
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
     if options.file.other_platform:  # project/platform_dirs.py
