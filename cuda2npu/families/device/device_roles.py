@@ -4,6 +4,8 @@ an onnxruntime device. Each answer is computed once per file and node (``RuleCon
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from cuda2npu.core.literals import device_literals, string_value
@@ -26,6 +28,7 @@ from cuda2npu.families.device.device_expressions import (
 KEY_METHODS = ("setdefault", "get", "pop")  # dict methods whose first argument is a key
 # platforms and build targets that are no torch device type: a name compared with one is a platform label
 PLATFORM_TARGETS = frozenset({"rocm", "hip", "neuron", "empty"})
+PLATFORM_TEXT = re.compile(rb"""["'](?:rocm|hip|neuron|empty)["']""")  # one of them as a string literal
 
 
 def device_side(ctx, expr: cst.BaseExpression, other: cst.BaseExpression) -> bool:
@@ -209,7 +212,7 @@ def platform_label(ctx, expr: cst.BaseExpression) -> bool:
 
 def _platform_labels(ctx) -> frozenset[str]:
     """The last names of what the file compares with a :data:`PLATFORM_TARGETS` string."""
-    if ctx.text is not None and not any(target.encode() in ctx.text for target in PLATFORM_TARGETS):
+    if ctx.text is not None and PLATFORM_TEXT.search(ctx.text) is None:  # `torch.empty` is no label
         return frozenset()
     found = set()
     for comparison in iter_nodes(ctx.module, cst.Comparison):
