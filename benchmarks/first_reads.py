@@ -12,7 +12,8 @@ next to SRC, ``<name>.hunks.md`` (every ``diff -U0`` hunk of every changed file,
 ``correct`` | ``wrong`` (fails on an NPU host or changes what the program computes) | ``noise``
 (harmless but pointless), plus ``import_failing`` / ``import_failing_unmarked`` counts at the top.
 ``record`` refuses a project that is read already: its re-reads are not first reads. The hunk
-files hold third-party code: keep them out of this repository.
+files hold third-party code: keep them out of this repository. What each reader is asked to do:
+benchmarks/first_read_prompt.md.
 """
 
 from __future__ import annotations
