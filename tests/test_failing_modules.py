@@ -224,12 +224,12 @@ def test_a_module_compiling_cuda_at_import_fails_and_so_do_its_importers(tmp_pat
     assert dict(failing)["spqr_quant"] == kernel and not optional
     left = {os.path.relpath(path, tmp_path): entry for path, *entry in failing_imports}
     assert left == {
-        "spqr_quant/__init__.py": [".inference", kernel, True],
-        "spqr_quant/inference.py": [".kernels.cuda_kernel", kernel, True],  # the kernel module itself, imported
-        "tests/test_spqr.py": ["spqr_quant", kernel, True],
+        "spqr_quant/__init__.py": [".inference", kernel, True, ""],
+        "spqr_quant/inference.py": [".kernels.cuda_kernel", kernel, True, ""],  # the kernel module itself, imported
+        "tests/test_spqr.py": ["spqr_quant", kernel, True, ""],
         # importing these runs `spqr_quant/__init__.py` first: no import of their own fails (round 31)
-        "spqr_quant/kernels/__init__.py": ["", kernel, True],
-        "spqr_quant/kernels/selector.py": ["", kernel, True],
+        "spqr_quant/kernels/__init__.py": ["", kernel, True, ""],
+        "spqr_quant/kernels/selector.py": ["", kernel, True, ""],
     }
 
 
@@ -449,3 +449,120 @@ def test_a_module_of_a_package_whose_init_fails_is_left_as_written_with_one_mark
     assert "`block_sparse_attn_cuda`" in text and "torch.cuda.synchronize()" in text and "torch_npu" not in text
     assert "NPU606 this module cannot be imported" in padding.read_text()
     assert "torch.npu.synchronize()" in script.read_text()
+
+
+def test_a_module_fails_through_its_first_failing_import_in_file_order(tmp_path):
+    """quip-sharp (round 34): `lib/utils/__init__.py` imports `.data_utils` (through `lib.codebook` to the
+    compiled `quiptools_cuda`) before `.matmul_had` (`fast_hadamard_transform`). The first raises, so
+    the package and its importers fail through the compiled extension: an importer is left as written,
+    and its marker does not promise that guarding `fast_hadamard_transform` makes it run."""
+    write(
+        tmp_path / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("quiptools_cuda", [])])\n',
+    )
+    write(tmp_path / "lib" / "__init__.py", "")
+    write(tmp_path / "lib" / "codebook" / "__init__.py", "import quiptools_cuda\n")
+    write(tmp_path / "lib" / "utils" / "__init__.py", "from .data_utils import load\nfrom .matmul_had import had\n")
+    write(tmp_path / "lib" / "utils" / "data_utils.py", "from lib import codebook\n\n\ndef load():\n    pass\n")
+    write(tmp_path / "lib" / "utils" / "matmul_had.py", "import fast_hadamard_transform\n\n\ndef had():\n    pass\n")
+    evaluate = write(
+        tmp_path / "eval" / "eval_ppl.py", "import torch\nfrom lib.utils import load\n\nx = torch.ones(1).cuda()\n"
+    )
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    failing = dict(failing_modules(PythonFiles(texts, tmp_path), ("quiptools_cuda",)))
+    assert failing["lib.utils"] == failing["eval.eval_ppl"] == "quiptools_cuda"
+    assert failing["lib.utils.matmul_had"] == "fast_hadamard_transform"
+    cli("migrate", tmp_path)
+    text = evaluate.read_text()
+    assert "reaches `quiptools_cuda`" in text and "left as written" in text and ".cuda()" in text
+    assert "fast_hadamard_transform" not in text
+
+
+def test_importers_of_a_pycuda_module_fail_but_not_those_of_a_cupy_one(tmp_path):
+    """PyCUDA builds only against the CUDA toolkit: a module importing it fails on an NPU host, and so
+    does its importer (marked there, and migrated: a person ports the PyCUDA code). CuPy imports there
+    and fails at its first kernel (docs/reference/kernel_libraries.md): DejaVu's importers of its CuPy
+    NCCL backend import (round 33)."""
+    write(tmp_path / "trt" / "__init__.py", "")
+    write(tmp_path / "trt" / "common.py", "import pycuda.driver as cuda\nimport pycuda.autoinit\n")
+    write(tmp_path / "comm" / "__init__.py", "")
+    write(tmp_path / "comm" / "cupy_backend.py", "import cupy\nfrom cupy.cuda import nccl\n")
+    write(tmp_path / "comm" / "comm_utils.py", "from .cupy_backend import *\n")
+    infer = write(tmp_path / "infer.py", "import torch\nfrom trt.common import cuda\n\nx = torch.ones(1).cuda()\n")
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    assert failing_modules(PythonFiles(texts, tmp_path)) == (
+        ("infer", "pycuda.driver"),
+        ("trt.common", "pycuda.driver"),
+    )
+    cli("migrate", tmp_path)
+    text = infer.read_text()
+    assert "NPU606 `trt.common` cannot be imported on an NPU host" in text and ".npu()" in text
+    assert "NPU606" not in (tmp_path / "comm" / "comm_utils.py").read_text()
+
+
+def test_the_marker_of_an_importer_names_every_cuda_only_import_its_chain_reaches(tmp_path):
+    """UMbreLLa (round 34): `engine.py` imports `umbrella.models`, whose `llama.py` imports flashinfer
+    (whose kernels are CUDA) before its layer, which imports the compiled `awq_ext`. Porting `awq_ext`
+    alone does not make the engine run: its marker names both."""
+    write(tmp_path / "umbrella" / "__init__.py", "")
+    write(tmp_path / "umbrella" / "models" / "__init__.py", "from .llama import Llama\n")
+    write(tmp_path / "umbrella" / "models" / "llama.py", "import flashinfer\nfrom .layer import Layer\n")
+    write(tmp_path / "umbrella" / "models" / "layer.py", "import awq_ext\n")
+    engine = write(
+        tmp_path / "umbrella" / "engine.py",
+        "import torch\nfrom umbrella.models import Llama\n\nx = torch.ones(1).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = engine.read_text()
+    assert "it reaches `awq_ext`, which fails there, and `flashinfer`, CUDA-only too" in text
+    assert "port (or guard) those imports, and this one works again" in text and ".npu()" in text
+
+
+def test_a_package_bundled_twice_is_the_copy_nearest_the_importer(tmp_path):
+    """GuidedQuant (round 34) bundles QTIP's `qtip/lib` (importing the compiled `qtip_kernels`) and its
+    own `inference/lib` (which guards that import); scripts run from each directory import `lib`. Only
+    the importers of the failing copy fail. A directory holding only an extension's setup.py
+    (`inference/ap_gemv/`) does not hide the installed extension its name imports."""
+    write(
+        tmp_path / "inference" / "ap_gemv" / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension(name="ap_gemv", sources=[])])\n',
+    )
+    write(tmp_path / "qtip" / "lib" / "__init__.py", "")
+    write(tmp_path / "qtip" / "lib" / "codebook.py", "import qtip_kernels\n")
+    write(tmp_path / "inference" / "lib" / "__init__.py", "")
+    write(
+        tmp_path / "inference" / "lib" / "codebook.py",
+        "try:\n    import qtip_kernels\nexcept ImportError:\n    qtip_kernels = None\n",
+    )
+    write(tmp_path / "inference" / "generate.py", "import torch\nfrom lib.codebook import qtip_kernels\n")
+    write(tmp_path / "inference" / "plugin.py", "import torch\nimport ap_gemv\n")
+    write(tmp_path / "qtip" / "eval" / "eval_ppl.py", "import torch\nfrom lib.codebook import qtip_kernels\n")
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    texts = PythonFiles.read(files, tmp_path)
+    extensions = ("ap_gemv", "qtip_kernels")
+    failing = dict(failing_modules(texts, extensions))
+    assert failing["qtip.lib.codebook"] == failing["eval_ppl"] == "qtip_kernels"
+    assert failing["plugin"] == "ap_gemv"
+    assert "generate" not in failing and "inference.lib.codebook" not in failing
+
+
+def test_an_import_in_a_function_of_a_failing_project_module_is_marked(tmp_path):
+    """qmoe (round 34): `switch.py` imports `sub1` (which imports the compiled `sub1_cuda`) only when
+    `--save` is given, in its main function: the function fails when it runs."""
+    write(
+        tmp_path / "setup_cuda.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("sub1_cuda", [])])\n',
+    )
+    write(tmp_path / "sub1.py", "import torch\nimport sub1_cuda\n")
+    switch = write(
+        tmp_path / "switch.py",
+        "import torch\n\n\ndef main(save):\n    x = torch.ones(1).cuda()\n    if save:\n"
+        "        from sub1 import Manager\n        Manager(x)\n",
+    )
+    cli("migrate", tmp_path)
+    text = switch.read_text()
+    assert "NPU606 `sub1` cannot be imported on an NPU host" in text and "`sub1_cuda`" in text
+    assert "the function importing it fails when it runs" in text and ".npu()" in text
+    assert text.count("NPU606") == 1
+    cli("migrate", tmp_path)
+    assert switch.read_text() == text  # idempotent

@@ -177,7 +177,7 @@ def _picked_by(path: Path, files: Mapping[Path, bytes]) -> list[str]:
 def _importers(files: PythonFiles, target: Path, sites: ImportSites) -> set[Path]:
     """``target`` and the project files importing it, also through other modules (a package's
     ``__init__.py`` importing it counts for the package), anywhere in their text."""
-    modules = files.modules
+    modules = files.distinct_modules  # named as ImportSites names what a file imports
     if target not in modules:
         return {target}
     reached = {modules[target]: target}

@@ -25,6 +25,9 @@ CUDA_LIBRARIES = {  # NPU604's: reported wherever they are imported
     "cupy": "CuPy arrays live on CUDA devices; use torch tensors on npu",
     "numba.cuda": "numba.cuda compiles CUDA kernels",
 }
+# of those, the ones whose import fails on an NPU host: PyCUDA builds only against the CUDA toolkit (CuPy
+# and numba.cuda import there and fail at their first kernel; docs/reference/kernel_libraries.md)
+UNINSTALLABLE_LIBRARIES = ("pycuda",)
 EXTENSION_SUFFIX = r"_(?:cuda|CUDA)(?:_(?:bindings?|ext|kernels?|lib|ops))?"
 EXTENSION_NAME = re.compile(r"[A-Za-z0-9]\w*" + EXTENSION_SUFFIX)
 DECLARED_EXTENSION = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?(['"])([\w.]+)\1""")

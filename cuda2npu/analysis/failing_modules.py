@@ -28,17 +28,19 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import (
     MIGRATED,
+    UNINSTALLABLE_LIBRARIES,
     cuda_module,
     cuda_module_roots,
     flash_unported,
     import_port,
     is_cuda_extension,
+    npu_release,
     unported_module,
 )
 from cuda2npu.analysis.jit_extensions import jit_cuda_modules
@@ -58,7 +60,9 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
 
 def failing_and_optional_modules(
     files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None
-) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, bool], ...]]:
+) -> tuple[
+    tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, bool, str], ...]
+]:
     """:func:`failing_modules`, of them the optional ones (:func:`optional_modules`) and the failing
     imports of the others (:func:`failing_imports`), from one parse of each file read (``root``: the
     project root the importers are named from)."""
@@ -75,12 +79,12 @@ def _failing_modules(
     words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_failing_roots(), "flash_attn"})
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
-    modules = files.modules
+    modules = files.distinct_modules
     own_roots = {module.split(".")[0] for module in modules.values()}  # a vendored `mamba_ssm` is the project's
     imports_of = sites.module_level
     failing: dict[str, str] = {}
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
-        failing.update(dict.fromkeys(_names(files, path), files.modules[path]))
+        failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in text else set()
@@ -110,13 +114,51 @@ def _failing_modules(
                 more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
         new = set(more)
-    return tuple(sorted(failing.items()))
+    return tuple(sorted(_first_causes(files, failing, imports_of, extensions, own_roots).items()))
+
+
+def _first_causes(
+    files: PythonFiles,
+    failing: dict[str, str],
+    imports_of: Callable[[Path], list[tuple[str, str]]],
+    extensions: tuple[str, ...],
+    own_roots: set[str],
+) -> dict[str, str]:
+    """``failing`` with each module's cause at the end of its *first* failing import in file order,
+    which is the one that raises: the search above finds the shortest chain, and quip-sharp's
+    ``lib/utils/__init__.py`` imports ``.data_utils`` (through ``lib.codebook`` to the compiled
+    ``quiptools_cuda``) before ``.matmul_had`` (``fast_hadamard_transform``), so guarding the latter
+    does not make its importers run (round 34). A module whose first failing import leads back to it
+    keeps the cause found."""
+    modules = files.distinct_modules
+    first: dict[str, tuple[str, bool]] = {}  # module -> (the module its first failing import names, direct)
+    for path, module in modules.items():
+        if module not in failing:
+            continue
+        own = _names(files, path)
+        kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in files[path] else set()
+        for name, written in imports_of(path):
+            if _cannot_import(name, extensions, kept, own_roots):
+                found = (name, True)
+            elif (part := _failing_prefix(name, failing, own, by_name=not written.startswith("."))) is not None:
+                found = (part, False)
+            else:
+                continue
+            first.update(dict.fromkeys(own, found))
+            break
+    causes = {}
+    for module, cause in failing.items():
+        seen, current = {module}, module
+        while (step := first.get(current)) is not None and not step[1] and step[0] not in seen:
+            seen.add(current := step[0])
+        causes[module] = step[0] if step is not None and step[1] else failing[current] if current != module else cause
+    return causes
 
 
 def _names(files: PythonFiles, path: Path) -> list[str]:
     """The names ``path`` is imported by: its module name, and its package-qualified name when it
     lies in a directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``)."""
-    return [files.modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
+    return [files.distinct_modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
 
 
 @dataclass(frozen=True)
@@ -142,7 +184,7 @@ class ImportSites:
         self._siblings: dict[Path, dict[str, str]] | None = None
 
     def of(self, path: Path) -> list[ImportSite]:
-        """The import statements of the module ``path`` (one of ``files.modules``), in file order."""
+        """The import statements of the module ``path`` (one of ``files.distinct_modules``), in file order."""
         if path not in self._sites:
             self._sites[path] = _import_sites(self._files, path, self.siblings(path.parent))
         return self._sites[path]
@@ -153,7 +195,7 @@ class ImportSites:
         differ."""
         if self._siblings is None:
             self._siblings = {}
-            for path, module in self._files.modules.items():
+            for path, module in self._files.distinct_modules.items():
                 directory, name = (
                     (path.parent.parent, path.parent.name) if path.name == "__init__.py" else (path.parent, path.stem)
                 )
@@ -170,7 +212,8 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
     """The import statements of ``path``, resolved under its module name (a relative one also under its
     package-qualified name, :attr:`ImportSite.qualified`; a bare one naming a file beside it also as
     that file's module, ``siblings``: KIVI's ``quant/test.py`` runs ``from matmul import ...``, which
-    a script run from ``quant/`` finds as ``quant/matmul.py``)."""
+    a script run from ``quant/`` finds as ``quant/matmul.py``); a top-level module bundled more than once
+    as its copy nearest the importer (:func:`_bundled_copy`)."""
     tree = parse(files[path])
     if tree is None:
         return []
@@ -182,6 +225,7 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
         imported = _imported(statement, module, is_package)
         relative = isinstance(statement, ast.ImportFrom) and statement.level
         if not relative:
+            imported = tuple((_bundled_copy(files, path, absolute), written) for absolute, written in imported)
             imported += tuple(
                 (siblings[head] + absolute[len(head) :], written)
                 for absolute, written in imported
@@ -190,6 +234,18 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
         sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
     return sites
+
+
+def _bundled_copy(files: PythonFiles, importer: Path, absolute: str) -> str:
+    """``absolute`` as a module of :attr:`PythonFiles.distinct_modules`: a top-level module bundled
+    more than once is the copy in the importer's nearest directory above it (``lib.utils`` in
+    ``inference/generate.py`` → ``inference.lib.utils``; none there: as written, naming no file)."""
+    head, _, rest = absolute.partition(".")
+    copies = files.bundled_copies.get(head)
+    if copies is None:
+        return absolute
+    where = next((copies[parent] for parent in importer.parents if parent in copies), head)
+    return f"{where}.{rest}" if rest else where
 
 
 def _imported(statement: ast.Import | ast.ImportFrom, importer: str, is_package: bool) -> tuple[tuple[str, str], ...]:
@@ -273,10 +329,10 @@ def optional_modules(
     project imports it, ``path:line`` from ``root``. Only files whose import statements name one
     of the failing modules (or are relative) are read (:meth:`PythonFiles.may_import`)."""
     what_fails = dict(failing)
-    owners = {name: path for path in files.modules for name in _names(files, path) if name in what_fails}
+    owners = {name: path for path in files.distinct_modules for name in _names(files, path) if name in what_fails}
     words = {name.rpartition(".")[2].encode() for name in owners}
     importers: dict[Path, list[tuple[str, int, bool]]] = {}  # failing module -> (file, line, guarded) of its imports
-    for path in files.modules if owners else ():
+    for path in files.distinct_modules if owners else ():
         if not files.may_import(path, words):
             continue
         for site in sites.of(path):
@@ -297,26 +353,28 @@ def failing_imports(
     sites: ImportSites,
     optional: set[str],
     extensions: tuple[str, ...] = (),
-) -> tuple[tuple[str, str, str, bool], ...]:
-    """``(real path, failing import as written, what fails, left as written)`` for each failing module
+) -> tuple[tuple[str, str, str, bool, str], ...]:
+    """``(real path, failing import as written, what fails, left as written, also)`` for each failing module
     (``failing``) but the ``optional`` ones (real paths) whose failing import is a project module's (a
     direct import of what fails is marked where it is), relative imports included. ``left as
     written``: the failure comes from what no one ports quickly (a compiled CUDA extension, an unported
     package, a module compiling CUDA at import; not a flash-attn name ported at its import alone,
     whose importers run once a person copies it): the file cannot run on an NPU host until that is
     ported, so NPU606 marks its import and the rest stays as written (SpQR's scripts and tests,
-    Quest's package); else NPU606 marks the import and the file is migrated."""
+    Quest's package); else NPU606 marks the import and the file is migrated, and ``also`` lists the
+    other CUDA-only imports the file reaches (:class:`CudaOnlyReach`), which must be ported too."""
     what_fails = dict(failing)
-    modules = set(files.modules.values())
+    modules = set(files.distinct_modules.values())
+    reached = CudaOnlyReach(files, sites, extensions)
     found = []
-    for path in files.modules:
+    for path in files.distinct_modules:
         own = _names(files, path)
         if os.path.realpath(path) in optional:
             continue
         if not any(name in what_fails for name in own):
             cause = _package_cause(files, path, what_fails, extensions, modules)
             if cause is not None:  # through its own package's `__init__`: no import of its own to mark
-                found.append((os.path.realpath(path), "", cause, True))
+                found.append((os.path.realpath(path), "", cause, True, ""))
             continue
         failing_import = _failing_import(sites.of(path), own, what_fails)
         if failing_import is None:
@@ -329,8 +387,46 @@ def failing_imports(
             # importing a package named like one whose uses cuda2npu migrates (flash-attn's own tests import
             # the project's `flash_attn`): those uses are rewritten, so the file is migrated
             left = not _ported_by_hand(what, extensions, modules) and written.lstrip(".").split(".")[0] not in MIGRATED
-            found.append((os.path.realpath(path), written, what, left))
+            others = {name.split(".")[0] for name in reached(path)} - {what.split(".")[0]}
+            named = [f"`{name}`" for name in sorted(others)]
+            also = (
+                "" if left or not named else " and ".join([", ".join(named[:-1]), named[-1]] if named[:-1] else named)
+            )
+            found.append((os.path.realpath(path), written, what, left, also))
     return tuple(sorted(found))
+
+
+class CudaOnlyReach:
+    """The CUDA-only imports a project module reaches through its module-level imports and those of the
+    project modules it imports (and their packages' ``__init__``): what fails at import, and the packages
+    that import but whose kernels need CUDA (FlashInfer). UMbreLLa (round 34): `engine.py` reaches the
+    compiled `awq_ext` through `umbrella.models`, and `flashinfer` first; porting `awq_ext` alone does not
+    make it run, so its marker names both."""
+
+    def __init__(self, files: PythonFiles, sites: ImportSites, extensions: tuple[str, ...]) -> None:
+        self._files, self._sites, self._extensions = files, sites, extensions
+        self._owners = {name: path for path in files.distinct_modules for name in _names(files, path)}
+        self._own_roots = {module.split(".")[0] for module in files.distinct_modules.values()}
+        self._reached: dict[Path, frozenset[str]] = {}
+
+    def __call__(self, path: Path) -> frozenset[str]:
+        """The CUDA-only modules ``path`` reaches (a module seen again on the way adds nothing)."""
+        if path in self._reached:
+            return self._reached[path]
+        self._reached[path] = frozenset()  # an import cycle ends here
+        found: set[str] = set()
+        own = _names(self._files, path)
+        for site in (site for site in self._sites.of(path) if site.top and not site.guarded):
+            for target in _imported_owners(site, self._owners) - {path}:
+                if not _above_or_is(self._files.distinct_modules[target], own):
+                    found |= self(target)
+            for name, _ in site.imported:
+                if _cannot_import(name, self._extensions, set(), self._own_roots):
+                    found.add(name)
+                elif name.split(".")[0] not in self._own_roots and (kind := cuda_module(name, self._extensions)):
+                    found.update([name] if kind[0] == "kernels" and npu_release(name) is None else [])
+        self._reached[path] = frozenset(found)
+        return self._reached[path]
 
 
 def _package_cause(
@@ -343,7 +439,7 @@ def _package_cause(
     (``if __name__ == "__main__":``), which may be started from its directory, the package unloaded; not
     through a package whose failure a person ports (mamba-ssm's: MambaVision's modules, marked where the
     package fails). None otherwise."""
-    parts = files.modules[path].split(".")
+    parts = files.distinct_modules[path].split(".")
     packages = (".".join(parts[:n]) for n in range(1, len(parts)))
     cause = next((what_fails[package] for package in packages if package in what_fails), None)
     if cause is None or _ported_by_hand(cause, extensions, modules) or MAIN_GUARD.search(files[path]):
@@ -424,18 +520,19 @@ def _listed(places: list[str]) -> str:
 def _failing_roots() -> tuple[str, ...]:
     """The top-level modules of rules/tables/cuda_only_packages.toml whose imports may stay after the
     migration and fail (:func:`_cannot_import`): not those whose uses cuda2npu migrates, nor Triton."""
-    return tuple(re.escape(root) for root in cuda_module_roots() if root not in (*MIGRATED, "triton"))
+    roots = (*cuda_module_roots(), *UNINSTALLABLE_LIBRARIES)
+    return tuple(re.escape(root) for root in roots if root not in (*MIGRATED, "triton"))
 
 
 def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str], own_roots: set[str]) -> bool:
-    """A compiled CUDA extension, a module of an unported package whose import fails, or a flash-attn
+    """A compiled CUDA extension, PyCUDA (uninstallable there), a module of an unported package whose import fails, or a flash-attn
     name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
     ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays); of flash-attn's,
     with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports; any other
     package of the table whose import fails and whose uses cuda2npu does not migrate (mamba-ssm), unless
     the project has a top-level package of its name (``own_roots``)."""
-    if is_cuda_extension(name, extensions):
+    if is_cuda_extension(name, extensions) or name.split(".")[0] in UNINSTALLABLE_LIBRARIES:
         return True
     if name.startswith(("flash_attn.", "flash_attn_interface.")):
         return name in kept

@@ -84,6 +84,40 @@ class PythonFiles(Mapping[Path, bytes]):
         return module_names(list(self._texts))
 
     @functools.cached_property
+    def bundled_copies(self) -> dict[str, dict[Path, str]]:
+        """Top-level module names that several directories' files take (GuidedQuant bundles QTIP's
+        ``qtip/lib`` and its own ``inference/lib``, each imported as ``lib`` by the scripts run above it):
+        name -> {the directory its copy is imported from: the copy's distinct name}, where the copy at the
+        project root keeps its name and another is named by its path (``inference.lib``)."""
+        roots: dict[str, set[Path]] = {}
+        for path, module in self.modules.items():
+            depth = module.count(".") + (path.name == "__init__.py")
+            roots.setdefault(module.split(".")[0], set()).add(path.parents[depth])
+        top = self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts])) if self._texts else None
+        return {
+            name: {
+                where: ".".join([*where.relative_to(top).parts, name]) if where.is_relative_to(top) else name
+                for where in found
+            }
+            for name, found in roots.items()
+            if len(found) > 1 and top is not None
+        }
+
+    @functools.cached_property
+    def distinct_modules(self) -> dict[Path, str]:
+        """:attr:`modules`, with a copy of a top-level module bundled more than once named distinctly
+        (:attr:`bundled_copies`)."""
+        copies = self.bundled_copies
+        distinct = {}
+        for path, module in self.modules.items():
+            head, _, rest = module.partition(".")
+            if head in copies:
+                depth = module.count(".") + (path.name == "__init__.py")
+                head = copies[head][path.parents[depth]]
+            distinct[path] = f"{head}.{rest}" if rest else head
+        return distinct
+
+    @functools.cached_property
     def namespace_names(self) -> dict[Path, str]:
         """The package-qualified name of each file in a directory without ``__init__.py`` inside a
         package (:func:`namespace_names`)."""

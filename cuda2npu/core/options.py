@@ -103,6 +103,7 @@ class FailingImport(NamedTuple):
     written: str  # the failing import, as written
     what_fails: str  # what fails through it
     left_as_written: bool  # what fails is no quick port: the file stays as written but for NPU606
+    also: str = ""  # the other CUDA-only imports it reaches, listed (where the file is migrated)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class ProjectFacts:
     # (real path, failing import as written, what fails, left as written) of the others importing a failing
     # project module: NPU606 there; left as written but for it where the failure comes from a compiled CUDA
     # extension, an unported package or a CUDA build at import (failing_modules.py; for_path)
-    failing_imports: tuple[tuple[str, str, str, bool], ...] = ()
+    failing_imports: tuple[tuple[str, str, str, bool, str], ...] = ()
     # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
     # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()

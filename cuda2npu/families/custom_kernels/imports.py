@@ -330,17 +330,40 @@ class CudaOnlyImports(Rule):
         which imports ``selective_scan_cuda``; TriForce's ``from .tensor_op import ...``), in a file with
         no NPU606 marker yet."""
         failing = self.options.file.failing_import
+        if failing is None and self._running and not any(self._depth.values()):
+            self._lazy_failing_import(node)
         if not failing or failing.written not in _written(node) or self._marked or any(self._depth.values()):
             return
         if not self._module_level():
             return
         written, what = failing.written, failing.what_fails
         self._marked.add(written.lstrip(".").split(".")[0] or written)
+        reaches = f"`{what}`, which fails there" + (
+            f", and {failing.also}, CUDA-only too; port (or guard) those imports"
+            if failing.also
+            else "; port (or guard) that import"
+        )
+        self.report(
+            "NPU606",
+            node,
+            f"`{written}` cannot be imported on an NPU host: through the project's imports it reaches {reaches},"
+            " and this one works again",
+        )
+
+    def _lazy_failing_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        """NPU606 at an absolute import, in a function, of a project module that fails at import on an NPU
+        host (qmoe's `switch.py`: `if args.save: from sub1 import Sub1CheckpointManager`, where `sub1.py`
+        imports the compiled `sub1_cuda`): the function fails when it runs."""
+        what_fails = dict(self.options.project.failing_modules)
+        written = next((name for name in _written(node) if name in what_fails and not name.startswith(".")), None)
+        if written is None or written.split(".")[0] in self._marked:
+            return
+        self._marked.add(written.split(".")[0])
         self.report(
             "NPU606",
             node,
             f"`{written}` cannot be imported on an NPU host: through the project's imports it reaches "
-            f"`{what}`, which fails there; port (or guard) that import, and this one works again",
+            f"`{what_fails[written]}`, which fails there; the function importing it fails when it runs",
         )
 
     def visit_Call(self, node: cst.Call) -> None:
