@@ -387,13 +387,15 @@ def failing_imports(
             # importing a package named like one whose uses cuda2npu migrates (flash-attn's own tests import
             # the project's `flash_attn`): those uses are rewritten, so the file is migrated
             left = not _ported_by_hand(what, extensions, modules) and written.lstrip(".").split(".")[0] not in MIGRATED
-            others = {name.split(".")[0] for name in reached(path)} - {what.split(".")[0]}
-            named = [f"`{name}`" for name in sorted(others)]
-            also = (
-                "" if left or not named else " and ".join([", ".join(named[:-1]), named[-1]] if named[:-1] else named)
-            )
+            others = sorted({name.split(".")[0] for name in reached(path)} - {what.split(".")[0]})
+            also = "" if left else _and_listed([f"`{name}`" for name in others])
             found.append((os.path.realpath(path), written, what, left, also))
     return tuple(sorted(found))
+
+
+def _and_listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``; "" for none."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 class CudaOnlyReach:
@@ -525,8 +527,8 @@ def _failing_roots() -> tuple[str, ...]:
 
 
 def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str], own_roots: set[str]) -> bool:
-    """A compiled CUDA extension, PyCUDA (uninstallable there), a module of an unported package whose import fails, or a flash-attn
-    name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
+    """A compiled CUDA extension, PyCUDA (not installable there), a module of an unported package whose
+    import fails, or a flash-attn name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
     ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays); of flash-attn's,
     with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports; any other

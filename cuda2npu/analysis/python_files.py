@@ -93,14 +93,16 @@ class PythonFiles(Mapping[Path, bytes]):
         for path, module in self.modules.items():
             depth = module.count(".") + (path.name == "__init__.py")
             roots.setdefault(module.split(".")[0], set()).add(path.parents[depth])
-        top = self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts])) if self._texts else None
+        if not self._texts:
+            return {}
+        top = self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts]))
         return {
             name: {
                 where: ".".join([*where.relative_to(top).parts, name]) if where.is_relative_to(top) else name
                 for where in found
             }
             for name, found in roots.items()
-            if len(found) > 1 and top is not None
+            if len(found) > 1
         }
 
     @functools.cached_property

@@ -152,9 +152,10 @@ class ProjectFacts:
     # (real path, failing import as written, what fails or "", "importer:line, ...") of those the project
     # imports only where it falls back when the import fails (failing_modules.py; for_path)
     optional_modules: tuple[tuple[str, str, str, str], ...] = ()
-    # (real path, failing import as written, what fails, left as written) of the others importing a failing
-    # project module: NPU606 there; left as written but for it where the failure comes from a compiled CUDA
-    # extension, an unported package or a CUDA build at import (failing_modules.py; for_path)
+    # (real path, failing import as written, what fails, left as written, the other CUDA-only imports it
+    # reaches) of the others importing a failing project module: NPU606 there; left as written but for it
+    # where the failure comes from a compiled CUDA extension, an unported package or a CUDA build at import
+    # (failing_modules.py; for_path)
     failing_imports: tuple[tuple[str, str, str, bool, str], ...] = ()
     # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
     # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)

@@ -165,6 +165,7 @@ class CudaOnlyImports(Rule):
         self._inside_raising = 0  # how many of them enclose the current node
         self._called: set[tuple] = set()  # (block, package) NPU606 marked for a CUDA-only call
         self._failing_import_marked = False  # NPU606 marked the import that keeps the file from loading
+        self._what_fails: dict[str, str] | None = None  # the project's failing modules, when a function imports
         # whether the file names a module of the table's CUDA-only calls (`faiss`) at all
         self._calls_possible = ctx.text is None or any(root.encode() in ctx.text for root in cuda_call_roots())
 
@@ -354,7 +355,9 @@ class CudaOnlyImports(Rule):
         """NPU606 at an absolute import, in a function, of a project module that fails at import on an NPU
         host (qmoe's `switch.py`: `if args.save: from sub1 import Sub1CheckpointManager`, where `sub1.py`
         imports the compiled `sub1_cuda`): the function fails when it runs."""
-        what_fails = dict(self.options.project.failing_modules)
+        if self._what_fails is None:
+            self._what_fails = dict(self.options.project.failing_modules)
+        what_fails = self._what_fails
         written = next((name for name in _written(node) if name in what_fails and not name.startswith(".")), None)
         if written is None or written.split(".")[0] in self._marked:
             return
