@@ -287,3 +287,20 @@ def test_a_device_parameter_of_a_function_called_through_its_module(tmp_path):
     cli("migrate", tmp_path)
     text = main.read_text()
     assert 'gptq_utils.rtn_fwrd(model, "npu", args)' in text and 'np.rtn_fwrd(model, "cuda", args)' in text
+
+
+def test_a_device_parameter_of_a_function_called_through_a_module_of_a_directory_without_init(tmp_path):
+    """GuidedQuant (round 34): `spin_quant/train_utils/` has no `__init__.py`; `main.py` there runs
+    `from train_utils import rtn_utils` (from `spin_quant/`) and `rtn_utils.rtn_fwrd(model, "cuda", args)`."""
+    write(
+        tmp_path / "spin_quant" / "train_utils" / "rtn_utils.py",
+        "import torch\n\n\ndef rtn_fwrd(model, dev, args):\n    return model.to(dev)\n",
+    )
+    main = write(
+        tmp_path / "spin_quant" / "train_utils" / "main.py",
+        "import torch\n\nfrom train_utils import rtn_utils\n\n\ndef train(model, args):\n"
+        '    return rtn_utils.rtn_fwrd(model, "cuda", args)\n',
+    )
+    write(tmp_path / "spin_quant" / "ptq.py", "import torch\n")
+    cli("migrate", tmp_path)
+    assert 'rtn_utils.rtn_fwrd(model, "npu", args)' in main.read_text()

@@ -219,6 +219,11 @@ VARIANTS = {
     "file directive in an elided statement": LARGE.replace(
         "    return x * 20", "    # ruff: noqa: NPU101\n    return x * 20"
     ),
+    # SpinQuant's 1.98 MB hadamard_utils.py (rounds 33, 34): `hadamard_matrix(had_dim, "cuda")` calls a helper
+    # whose device parameter only its kept definition shows
+    "a helper taking a device": LARGE.replace(
+        "def helper_12(", "def hadamard(size, device):\n    return torch.eye(size).to(device)\n\n\ndef helper_12("
+    ).replace("    return x.to(device)\n", '    return x.to(device) @ hadamard(2, "cuda")\n'),
 }
 
 

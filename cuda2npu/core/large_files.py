@@ -3,8 +3,8 @@ top-level statements the rules can act on, and the migrated result is spliced ba
 
 libcst needs about 1 GB of memory and 10 s per MB it parses (a generated 5 MB file with one
 ``.cuda()``: 55 s and 4.3 GB for the parse alone). The reduction keeps the top-level statements
-that import something, contain a rule's trigger or a file-level noqa directive, and the module's
-docstring; the lines between kept statements stay as they are (the coding cookie, file-level
+that import something, contain a rule's trigger or a file-level noqa directive, the module-level
+functions taking a device, and the module's docstring; the lines between kept statements stay as they are (the coding cookie, file-level
 directives). Each run of other statements becomes one placeholder line ``__cuda2npu_elided_<n>__``,
 a name expression, so the reduced text parses where the file does. Names bound in an elided
 statement are not followed (docs/limitations.md).
@@ -27,8 +27,14 @@ from cuda2npu.core.prefilter import trigger
 
 LARGE_FILE_BYTES = 1 << 20  # above: statement by statement
 MAX_PARSED_BYTES = 8 << 20  # above, in what would be parsed: refused (about 8 GB of memory)
-# kept besides the rules' triggers: imports, and file-level noqa directives (on a line of their own)
-KEPT = (r"\bimport\b", r"#[ \t]*(?i:cuda2npu|ruff|flake8)[ \t]*:[ \t]*(?i:noqa)")
+# kept besides the rules' triggers: imports, file-level noqa directives (on a line of their own), and
+# module-level functions with a parameter named like a device (a call's "cuda" there is a device: SpinQuant's
+# `hadamard_matrix(had_dim, "cuda")` in its 1.98 MB hadamard_utils.py, rounds 33 and 34)
+KEPT = (
+    r"\bimport\b",
+    r"#[ \t]*(?i:cuda2npu|ruff|flake8)[ \t]*:[ \t]*(?i:noqa)",
+    r"(?m:^)(?:async[ \t]+)?def[ \t]+\w+[ \t]*\([^)]*\b(?:\w+_)?device(?:_\w+)?\b",
+)
 
 _TOKEN = re.compile(rb"'''|\"\"\"|['\"#()\[\]{}\n]|\\\r?\n")
 _STRING_END = {  # the rest of a one-line string, its closing quote included

@@ -178,7 +178,9 @@ class ProjectFacts:
     legacy_vllm_adapters: tuple[tuple[str, str], ...] = ()
     # (real path, name) of its scripts' functions nothing calls (uncalled_functions.py; for_path)
     uncalled_functions: tuple[tuple[str, str], ...] = ()
-    top_packages: tuple[str, ...] = ()  # the top-level names of its modules (`llama_recipes`), for dotted paths
+    # the top-level names of its modules (`llama_recipes`) and of its directories without `__init__.py` that
+    # scripts import modules through (`train_utils.rtn_utils`), for dotted paths
+    top_packages: tuple[str, ...] = ()
     # (real path, as shown) of its directories of code for another accelerator (platform_dirs.py; for_path)
     other_platform_dirs: tuple[tuple[str, str], ...] = ()
 

@@ -129,7 +129,9 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         own_fp16_flag=own_fp16_flag(texts),
         quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
-        top_packages=tuple(sorted({name.partition(".")[0] for name in texts.modules.values()})),
+        top_packages=tuple(
+            sorted({name.partition(".")[0] for name in (*texts.modules.values(), *texts.namespace_names.values())})
+        ),
         other_platform_dirs=other_platform_dirs(files, root),
     )
 
