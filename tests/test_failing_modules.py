@@ -566,3 +566,27 @@ def test_an_import_in_a_function_of_a_failing_project_module_is_marked(tmp_path)
     assert text.count("NPU606") == 1
     cli("migrate", tmp_path)
     assert switch.read_text() == text  # idempotent
+
+
+def test_a_directory_without_init_is_a_copy_of_a_module_named_alike(tmp_path):
+    """GuidedQuant (round 34): from `qtip/`, `model` is the directory `qtip/model/` (no `__init__.py`),
+    not `inference/model.py` (which imports the compiled `ap_gemv`); a module of `spin_quant/utils/`
+    that is no script is imported from `spin_quant/`, where `from utils import model_utils` finds the
+    directory, not `spin_quant/utils/utils.py`."""
+    write(
+        tmp_path / "inference" / "ap_gemv" / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension(name="ap_gemv", sources=[])])\n',
+    )
+    write(tmp_path / "inference" / "model.py", "import torch\nimport ap_gemv\n")
+    write(tmp_path / "qtip" / "model" / "cache_utils.py", "import torch\n")
+    write(tmp_path / "qtip" / "eval" / "interactive_gen.py", "import torch\nfrom model.cache_utils import Cache\n")
+    write(tmp_path / "spin_quant" / "utils" / "utils.py", "import fast_hadamard_transform\n")
+    write(tmp_path / "spin_quant" / "utils" / "model_utils.py", "import torch\n")
+    write(tmp_path / "spin_quant" / "utils" / "eval_utils.py", "import torch\nfrom utils import model_utils\n")
+    write(tmp_path / "spin_quant" / "utils" / "quant_utils.py", "import torch\nfrom utils import utils\n")
+    write(tmp_path / "spin_quant" / "ptq.py", "import torch\nfrom utils import eval_utils\n")
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    failing = dict(failing_modules(PythonFiles.read(files, tmp_path), ("ap_gemv",)))
+    assert failing["inference.model"] == "ap_gemv" and "interactive_gen" not in failing
+    assert "eval_utils" not in failing and "ptq" not in failing
+    assert failing["quant_utils"] == "fast_hadamard_transform"

@@ -158,7 +158,8 @@ def _first_causes(
 def _names(files: PythonFiles, path: Path) -> list[str]:
     """The names ``path`` is imported by: its module name, and its package-qualified name when it
     lies in a directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``)."""
-    return [files.distinct_modules[path], *([files.namespace_names[path]] if path in files.namespace_names else [])]
+    namespace = files.distinct_namespace_names
+    return [files.distinct_modules[path], *([namespace[path]] if path in namespace else [])]
 
 
 @dataclass(frozen=True)
@@ -239,12 +240,18 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
 def _bundled_copy(files: PythonFiles, importer: Path, absolute: str) -> str:
     """``absolute`` as a module of :attr:`PythonFiles.distinct_modules`: a top-level module bundled
     more than once is the copy in the importer's nearest directory above it (``lib.utils`` in
-    ``inference/generate.py`` → ``inference.lib.utils``; none there: as written, naming no file)."""
+    ``inference/generate.py`` → ``inference.lib.utils``; none there: as written, naming no file). A
+    module of a directory without ``__init__.py`` that is no script is imported through that directory,
+    from the one above (GuidedQuant's ``spin_quant/utils/eval_utils.py``: its ``from utils import
+    model_utils`` finds ``spin_quant/utils/``, not ``spin_quant/utils/utils.py``)."""
     head, _, rest = absolute.partition(".")
     copies = files.bundled_copies.get(head)
     if copies is None:
         return absolute
-    where = next((copies[parent] for parent in importer.parents if parent in copies), head)
+    parents = importer.parents
+    if importer in files.namespace_names and not MAIN_GUARD.search(files[importer]):
+        parents = parents[1:]  # a module of a directory without `__init__.py`, imported through it from above
+    where = next((copies[parent] for parent in parents if parent in copies), head)
     return f"{where}.{rest}" if rest else where
 
 

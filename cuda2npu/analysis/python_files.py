@@ -86,16 +86,19 @@ class PythonFiles(Mapping[Path, bytes]):
     @functools.cached_property
     def bundled_copies(self) -> dict[str, dict[Path, str]]:
         """Top-level module names that several directories' files take (GuidedQuant bundles QTIP's
-        ``qtip/lib`` and its own ``inference/lib``, each imported as ``lib`` by the scripts run above it):
+        ``qtip/lib`` and its own ``inference/lib``, each imported as ``lib`` by the scripts run above it;
+        its ``inference/model.py`` and QTIP's ``qtip/model/``, a directory without ``__init__.py``):
         name -> {the directory its copy is imported from: the copy's distinct name}, where the copy at the
-        project root keeps its name and another is named by its path (``inference.lib``)."""
-        roots: dict[str, set[Path]] = {}
-        for path, module in self.modules.items():
-            depth = module.count(".") + (path.name == "__init__.py")
-            roots.setdefault(module.split(".")[0], set()).add(path.parents[depth])
+        project root keeps its name and another is named by its path (``inference.lib``, ``qtip.model``)."""
         if not self._texts:
             return {}
         top = self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts]))
+        roots: dict[str, set[Path]] = {}
+        for path, module in self.modules.items():
+            roots.setdefault(module.split(".")[0], set()).add(_import_root(path, module))
+        for folder in {path.parent for path in self._texts} - {top}:  # directories without `__init__.py`
+            if folder / "__init__.py" not in self._texts and folder.parent / "__init__.py" not in self._texts:
+                roots.setdefault(folder.name, set()).add(folder.parent)
         return {
             name: {
                 where: ".".join([*where.relative_to(top).parts, name]) if where.is_relative_to(top) else name
@@ -109,21 +112,30 @@ class PythonFiles(Mapping[Path, bytes]):
     def distinct_modules(self) -> dict[Path, str]:
         """:attr:`modules`, with a copy of a top-level module bundled more than once named distinctly
         (:attr:`bundled_copies`)."""
-        copies = self.bundled_copies
-        distinct = {}
-        for path, module in self.modules.items():
-            head, _, rest = module.partition(".")
-            if head in copies:
-                depth = module.count(".") + (path.name == "__init__.py")
-                head = copies[head][path.parents[depth]]
-            distinct[path] = f"{head}.{rest}" if rest else head
-        return distinct
+        return {path: self._distinct(path, module) for path, module in self.modules.items()}
+
+    @functools.cached_property
+    def distinct_namespace_names(self) -> dict[Path, str]:
+        """:attr:`namespace_names`, named distinctly as :attr:`distinct_modules` are."""
+        return {path: self._distinct(path, name) for path, name in self.namespace_names.items()}
+
+    def _distinct(self, path: Path, name: str) -> str:
+        head, _, rest = name.partition(".")
+        copies = self.bundled_copies.get(head)
+        if copies is not None:
+            head = copies.get(_import_root(path, name), head)
+        return f"{head}.{rest}" if rest else head
 
     @functools.cached_property
     def namespace_names(self) -> dict[Path, str]:
         """The package-qualified name of each file in a directory without ``__init__.py`` inside a
         package (:func:`namespace_names`)."""
         return namespace_names(list(self._texts), self.root)
+
+
+def _import_root(path: Path, name: str) -> Path:
+    """The directory the file ``path`` is imported from by the dotted ``name``."""
+    return path.parents[name.count(".") + (path.name == "__init__.py")]
 
 
 def module_names(files: list[Path]) -> dict[Path, str]:
