@@ -590,3 +590,31 @@ def test_a_directory_without_init_is_a_copy_of_a_module_named_alike(tmp_path):
     assert failing["inference.model"] == "ap_gemv" and "interactive_gen" not in failing
     assert "eval_utils" not in failing and "ptq" not in failing
     assert failing["quant_utils"] == "fast_hadamard_transform"
+
+
+def test_a_module_reached_through_directories_without_init_from_the_root_fails_there(tmp_path):
+    """hart (round 35): `hart/`, `hart/modules/` and `hart/modules/networks/` have no `__init__.py`;
+    `sample.py` at the root imports `hart.modules.networks.basic_hart`, which imports the compiled
+    `hart_backend.fused_kernels` (built by `hart/kernels/setup.py`)."""
+    write(
+        tmp_path / "hart" / "kernels" / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension(name="hart_backend.fused_kernels")])\n',
+    )
+    write(
+        tmp_path / "hart" / "modules" / "networks" / "basic_hart.py",
+        "import torch\nimport hart_backend.fused_kernels\n",
+    )
+    write(
+        tmp_path / "hart" / "modules" / "models" / "transformer" / "__init__.py",
+        "from hart.modules.networks.basic_hart import Block\n",
+    )
+    sample = write(
+        tmp_path / "sample.py",
+        "import torch\nfrom hart.modules.models.transformer import Block\n\nx = torch.ones(1).cuda()\n",
+    )
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    failing = dict(failing_modules(PythonFiles.read(files, tmp_path), ("hart_backend.fused_kernels",)))
+    assert failing["hart.modules.networks.basic_hart"] == failing["sample"] == "hart_backend.fused_kernels"
+    assert failing["hart.modules.models.transformer"] == "hart_backend.fused_kernels"
+    cli("migrate", tmp_path)
+    assert "NPU606 `hart.modules.models.transformer` cannot be imported on an NPU host" in sample.read_text()

@@ -156,10 +156,12 @@ def _first_causes(
 
 
 def _names(files: PythonFiles, path: Path) -> list[str]:
-    """The names ``path`` is imported by: its module name, and its package-qualified name when it
-    lies in a directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``)."""
-    namespace = files.distinct_namespace_names
-    return [files.distinct_modules[path], *([namespace[path]] if path in namespace else [])]
+    """The names ``path`` is imported by: its module name, its package-qualified name when it lies in a
+    directory without ``__init__.py`` below a package (``pkg.sub.mod`` beside ``mod``), and its path from
+    the project root through such directories (hart's ``hart.modules.networks.basic_hart``, round 35)."""
+    module, namespace, rooted = files.distinct_modules[path], files.distinct_namespace_names, files.rooted_names
+    others = {namespace.get(path), rooted.get(path)} - {None, module}
+    return [module, *sorted(others)]
 
 
 @dataclass(frozen=True)

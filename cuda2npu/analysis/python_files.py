@@ -90,9 +90,9 @@ class PythonFiles(Mapping[Path, bytes]):
         its ``inference/model.py`` and QTIP's ``qtip/model/``, a directory without ``__init__.py``):
         name -> {the directory its copy is imported from: the copy's distinct name}, where the copy at the
         project root keeps its name and another is named by its path (``inference.lib``, ``qtip.model``)."""
-        if not self._texts:
+        top = self.top
+        if top is None:
             return {}
-        top = self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts]))
         roots: dict[str, set[Path]] = {}
         for path, module in self.modules.items():
             roots.setdefault(module.split(".")[0], set()).add(_import_root(path, module))
@@ -107,6 +107,33 @@ class PythonFiles(Mapping[Path, bytes]):
             for name, found in roots.items()
             if len(found) > 1
         }
+
+    @functools.cached_property
+    def top(self) -> Path | None:
+        """The project root (else the directory holding all the files), None without files."""
+        if not self._texts:
+            return None
+        return self.root or Path(os.path.commonpath([str(path.parent) for path in self._texts]))
+
+    @functools.cached_property
+    def rooted_names(self) -> dict[Path, str]:
+        """The dotted path from the project root of each file a script there imports through directories
+        without ``__init__.py`` (hart's ``hart/modules/networks/basic_hart.py``, imported as
+        ``hart.modules.networks.basic_hart`` by ``sample.py``), where its module name differs."""
+        top, found = self.top, {}
+        if top is None or top / "__init__.py" in self._texts:
+            return found
+        for path, module in self.modules.items():
+            where = _import_root(path, module)
+            if where == top or not where.is_relative_to(top):
+                continue
+            parts = where.relative_to(top).parts
+            folders = (top.joinpath(*parts[:n]) for n in range(1, len(parts) + 1))
+            if all(part.isidentifier() for part in parts) and all(
+                f / "__init__.py" not in self._texts for f in folders
+            ):
+                found[path] = ".".join([*parts, module])
+        return found
 
     @functools.cached_property
     def distinct_modules(self) -> dict[Path, str]:
