@@ -53,6 +53,7 @@ FAMILIES = (
     "device.tensor_types",
     "device.default_tensor_type",
     "device.op_registrations",
+    "device.build_version",
     "device.error_messages",
     "ray.resources",
     "ray.train",
