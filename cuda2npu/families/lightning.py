@@ -1,7 +1,8 @@
 """Lightning on Ascend (NPU951): Lightning has no NPU accelerator (its port was proposed and closed
 unmerged, Lightning-AI/pytorch-lightning#19308), so a ``Trainer``/``Fabric`` left to choose
 (``accelerator="auto"``, the default) trains on the CPU of an NPU host, silently, and one asking for
-``"gpu"`` raises ("No supported gpu backend found!": lightning/fabric/connector.py). One note per
+``"gpu"`` raises ("No supported gpu backend found!": lightning/fabric/connector.py), as does Lightning
+1.x's ``Trainer(gpus=1)`` (ControlNet's, DejaVu's COMET: rounds 33 and 35). One note per
 file, at its first such constructor (``Trainer.from_argparse_args(args)`` too, whose
 ``--accelerator`` defaults to "auto"); the accelerator followed through the file (``args.accelerator``
 from ``add_argument("--accelerator", default="gpu")``); none where it is an expression whose value
@@ -43,7 +44,9 @@ EFFECT = {
     "gpu": 'raises on an NPU host ("No supported gpu backend found!": its GPUs are CUDA and MPS)',
     "spread": 'takes its accelerator from the `**` arguments: "auto" picks the CPU on an NPU host and "gpu" raises',
     "arguments": 'takes its accelerator from the command line (`--accelerator`): "auto", Lightning\'s default, picks the CPU on an NPU host and "gpu" raises',
+    "gpus": 'asks for CUDA GPUs and raises on an NPU host (Lightning 1.x: "You requested GPUs: [0] But your machine only has: []"; Lightning 2 has no `gpus=`: TypeError)',
 }
+NO_GPUS = ("0", "None", "[]", '""', "''")  # `gpus=` values asking for no GPU
 
 
 OTHER_LIBRARIES = frozenset({"transformers", "trl", "accelerate", "deepspeed", "ray", "torch", "composer"})
@@ -85,14 +88,26 @@ class LightningAccelerator(Rule):
             return  # a custom Accelerator or a value chosen elsewhere
         # `Trainer(**opts)` and `Trainer.from_argparse_args(args)`: named there (`--accelerator`, default "auto")
         spread = arg is None and any(a.star == "**" for a in node.args)
-        chosen = "arguments" if from_args and arg is None else "spread" if spread else CHOOSING.get(value)
+        gpus = keyword(node, "gpus")
+        asks_gpus = arg is None and gpus is not None and self.ctx.module.code_for_node(gpus.value) not in NO_GPUS
+        chosen = (
+            "gpus"
+            if asks_gpus
+            else "arguments"
+            if from_args and arg is None
+            else "spread"
+            if spread
+            else CHOOSING.get(value)
+        )
         if chosen is None or in_npu_branch(self.ctx, node) or self._under_cuda_test(node):
             return
         self.noted = True
         constructor = qualified.rpartition(".")[0] if from_args else qualified
         name = constructor.rpartition(".")[2]
         asked = (
-            "`from_argparse_args`"
+            f"`gpus={self.ctx.module.code_for_node(gpus.value)}`"
+            if asks_gpus
+            else "`from_argparse_args`"
             if from_args
             else "`**` arguments"
             if spread
