@@ -315,7 +315,15 @@ def _last_name(node: ast.expr) -> str:
 
 def _reraises(handler: ast.ExceptHandler) -> bool:
     """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False`` or
-    ``sys.exit(...)``: no fallback."""
+    ``sys.exit(...)``, or unpacks ``None`` (``a, b = None``: TypeError): no fallback."""
+    if any(
+        isinstance(statement, ast.Assign)
+        and isinstance(statement.value, ast.Constant)
+        and statement.value.value is None
+        and any(isinstance(target, (ast.Tuple, ast.List)) for target in statement.targets)
+        for statement in handler.body
+    ):
+        return True
     last = handler.body[-1] if handler.body else None
     if isinstance(last, ast.Assert):
         return isinstance(last.test, ast.Constant) and not last.test.value
