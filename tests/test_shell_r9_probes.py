@@ -103,3 +103,15 @@ def test_r33_a_quoted_export_is_renamed(tmp_path):
         "export 'PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:32'\nexport \"ASCEND_RT_VISIBLE_DEVICES=0,1\"\n"
         "echo 'CUDA_HOME=/usr/local/cuda'\n"
     )
+
+
+def test_r35_a_command_held_in_a_variable_is_renamed(tmp_path):
+    """MoA's `scripts/pipeline/validate.sh`: `command="CUDA_VISIBLE_DEVICES=0 python ..."; eval $command`."""
+    script = write(
+        tmp_path / "validate.sh",
+        'command="CUDA_VISIBLE_DEVICES=0 python validate.py --model $MODEL"\neval $command\n',
+    )
+    cli("migrate", tmp_path)
+    assert (
+        script.read_text() == 'command="ASCEND_RT_VISIBLE_DEVICES=0 python validate.py --model $MODEL"\neval $command\n'
+    )

@@ -49,7 +49,9 @@ from cuda2npu.filekinds.shell_programs import Found, check_programs, check_sbatc
 
 SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # `NAME=`, `export NAME=`, `export 'NAME=value'` (LongWriter's train scripts, round 33), `env NAME=`
-ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`])(?:export\s+[\"']?|env\s+)?([A-Z_][A-Z0-9_]*)=")
+# `NAME=` at a command's start; after a quote too: a command held in a variable (MoA's
+# `command="CUDA_VISIBLE_DEVICES=0 python ..."; eval $command`, round 35)
+ASSIGNMENT = re.compile(r"(?:^|[\s;&|(`\"'])(?:export\s+[\"']?|env\s+)?([A-Z_][A-Z0-9_]*)=")
 READ = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)(?!\w)")
 NAMED = re.compile(
     r"(?:^|[\s;&|(`])(?:unset(?:[ \t]+-v)?|export|readonly|env[ \t]+-u)[ \t]+([A-Z_][A-Z0-9_]*)(?![\w=])"

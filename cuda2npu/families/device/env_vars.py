@@ -24,7 +24,10 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
-ASSIGNED = re.compile(r"([A-Z_][A-Z0-9_]*)=")  # `NAME=` starting a string: an assignment in a command
+# `NAME=` (or `export NAME=`) at a command's start in a string: the string's start, or after a space, a
+# line break, `;`, `&`, `|`, `(`, a backtick or a quote (a shell script held in a Python string)
+ASSIGNED = re.compile(r"(?:^|(?<=[\s;&|(`\"']))(?:export[ \t]+)?([A-Z_][A-Z0-9_]*)=")
+INSIDE = re.compile(ASSIGNED.pattern.replace("(?:^|", "(?:"))  # the same in a part after an f-string's `{...}`
 
 
 @register
@@ -36,26 +39,32 @@ class EnvironmentVariables(Rule):
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         """``f"CUDA_VISIBLE_DEVICES={','.join(gpus)}"``: an ``env`` argument or a shell command built in
         Python (h2o-llmstudio's ``["env", f"CUDA_VISIBLE_DEVICES=...", "torchrun", ...]``)."""
-        first = node.parts[0] if node.parts else None
-        if isinstance(first, cst.FormattedStringText):
-            self._assignment(first, first.value, node)
+        for number, part in enumerate(node.parts):
+            if isinstance(part, cst.FormattedStringText):
+                self._assignment(part, part.value, node, ASSIGNED if number == 0 else INSIDE)
 
-    def _assignment(self, literal: cst.CSTNode, text: str, whole: cst.BaseExpression) -> None:
-        """A string starting with ``NAME=`` for a CUDA variable (an assignment in a command): the name
-        is renamed as a variable name is, reviewed where a device list may not be ascending."""
-        match = ASSIGNED.match(text)
+    def _assignment(
+        self, literal: cst.CSTNode, text: str, whole: cst.BaseExpression, assigned: re.Pattern[str] = ASSIGNED
+    ) -> None:
+        """A string assigning CUDA variables as a command does (``NAME=...`` at a command's start, LLM2LLM's
+        shell templates: ``"export CUDA_VISIBLE_DEVICES={cuda_devices}\\n..."``, round 35): the names are
+        renamed as variable names are, reviewed where a device list may not be ascending."""
         cuda = table("env_vars")["cuda"]
-        if match is None or match[1] not in cuda or self.options.portable or is_cuda_alternative(self.ctx, whole):
+        names = list(dict.fromkeys(match[1] for match in assigned.finditer(text) if match[1] in cuda))
+        if not names or self.options.portable or is_cuda_alternative(self.ctx, whole):
             return
-        name, new = match[1], cuda[match[1]]
-        why = (
-            _out_of_order(whole) if name == "CUDA_VISIBLE_DEVICES" and not isinstance(whole, cst.SimpleString) else None
-        )
+        if isinstance(TreeIndex.of(self.ctx).parents.get(whole), cst.Expr):
+            return  # a docstring (or another bare string): an example for the reader, not a command
+        fix = _assignments_renamed(assigned, cuda)
+        visible = "CUDA_VISIBLE_DEVICES" in names and not isinstance(whole, cst.SimpleString)
+        why = _out_of_order(whole) if visible else None
         if why is not None:
+            name, new = "CUDA_VISIBLE_DEVICES", cuda["CUDA_VISIBLE_DEVICES"]
             message = f"`{name}` → `{new}`; its IDs must be ascending, and `{code_of(whole)}` {why}"
-            self.report("NPU202", literal, message, rename_fix(name, new), tier=Tier.REVIEW, needs_torch_npu=False)
+            self.report("NPU202", literal, message, fix, tier=Tier.REVIEW, needs_torch_npu=False)
             return
-        self.report("NPU202", literal, f"`{name}=` → `{new}=`", rename_fix(name, new), needs_torch_npu=False)
+        renamed = ", ".join(f"`{name}=` → `{cuda[name]}=`" for name in names)
+        self.report("NPU202", literal, renamed, fix, needs_torch_npu=False)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         name = string_value(node)
@@ -106,6 +115,19 @@ class EnvironmentVariables(Rule):
             self.report("NPU203", node, f"`{name}`: {env['nccl_manual'][name]}", tier=Tier.MANUAL)
         else:  # "CUDA_VISIBLE_DEVICES=0 python train.py"
             self._assignment(node, name, node)
+
+
+def _assignments_renamed(assigned: re.Pattern[str], cuda: dict[str, str]):
+    """A fix renaming every CUDA variable a string literal assigns (``assigned``: where an assignment starts)."""
+
+    def rename(node: cst.SimpleString | cst.FormattedStringText):
+        def renamed(match: re.Match[str]) -> str:
+            name = match[1]
+            return match[0][: match.start(1) - match.start()] + cuda[name] + "=" if name in cuda else match[0]
+
+        return node.with_changes(value=assigned.sub(renamed, node.value))
+
+    return rename
 
 
 def hccl_value_problem(variable: str, value: str | None) -> str | None:
