@@ -305,6 +305,24 @@ def test_a_project_function_handed_flash_attention_2_in_a_transformers_project(t
     assert script.read_text() == entry  # no transformers in the project: another library's option
 
 
+def test_an_attention_option_handed_on_to_another_program(tmp_path):
+    """LongRoPE's evolution/search.py (round 34): `--attn-implementation` defaults to flash_attention_2 and
+    is handed on to `evaluate.py` on its command line; the option's name says whose value it is. An
+    option of another name stays."""
+    write(tmp_path / "requirements.txt", "transformers==4.40.0\n")
+    search = write(
+        tmp_path / "search.py",
+        "import argparse\nimport subprocess\n\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--attn-implementation", type=str, default="flash_attention_2")\n'
+        'parser.add_argument("--kernel", type=str, default="flash_attention_2")\nargs = parser.parse_args()\n'
+        'subprocess.run(["python", "evaluate.py", "--attn-implementation", args.attn_implementation])\n',
+    )
+    cli("migrate", tmp_path)
+    text = search.read_text()
+    assert '"--attn-implementation", type=str, default="sdpa"' in text
+    assert '"--kernel", type=str, default="flash_attention_2"' in text
+
+
 def test_migrate_out_takes_each_sub_projects_own_pins(tmp_path):
     """InternVL: sub-projects pinning transformers 4.37.2 and 4.55.0 side by side. `migrate --out`
     reads each file's facts from its own sub-project, as `check` does (merged, the pins would

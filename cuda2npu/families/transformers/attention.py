@@ -107,6 +107,10 @@ class FlashAttention2(Rule):
             hf or is_plain_dict_call(self.resolver, node) or imports_hf(self.ctx) or depends_on_hf(self.options)
         ):
             self._attn_value(node, arg.value)
+        elif (default := _attn_option_default(node)) is not None and (
+            imports_hf(self.ctx) or depends_on_hf(self.options)
+        ):
+            self._attn_value(node, default)  # a command-line option handed on to another program (LongRoPE)
         flag = keyword(node, self.FLAG)
         if flag is None:
             return
@@ -422,9 +426,24 @@ class FlashAttention2(Rule):
 REPLACED_FORWARD = "FlashAttention2.forward"  # a project fact flash_attention_hooks entry of this kind
 
 
+ATTN_OPTIONS = {"--attn-implementation", "--attn_implementation"}
+
+
 def depends_on_hf(options) -> bool:
     """The project's dependency files name transformers (its pins: ``ProjectFacts.pins``)."""
     return pinned(options.project.pins, "transformers") is not None
+
+
+def _attn_option_default(call: cst.Call) -> cst.BaseExpression | None:
+    """The default of ``parser.add_argument("--attn-implementation", default=...)`` (or
+    ``--attn_implementation``): an option named for transformers' attention implementation, also where
+    the file only hands it on to another program (LongRoPE's ``evolution/search.py`` runs
+    ``evaluate.py --attn-implementation ...``, round 34)."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+        return None
+    names = {string_value(arg.value) for arg in call.args if arg.keyword is None}
+    default = keyword(call, "default")
+    return default.value if default is not None and names & ATTN_OPTIONS else None
 
 
 def _named_attn(target: cst.BaseExpression) -> bool:
