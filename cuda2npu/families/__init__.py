@@ -54,6 +54,7 @@ FAMILIES = (
     "device.default_tensor_type",
     "device.op_registrations",
     "device.build_version",
+    "device.torch_six",
     "device.error_messages",
     "ray.resources",
     "ray.train",
