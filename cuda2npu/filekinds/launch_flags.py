@@ -13,7 +13,8 @@
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
 - ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
   the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags; a
-  config named ``--deepspeed ${ds_config}`` is read through the script's plain ``ds_config=x.json``),
+  config named ``--deepspeed ${ds_config}`` is read through the script's plain ``ds_config=x.json``;
+  one the script does not name cannot be read),
   when it loads the model in float16 (``--torch_dtype float16``) with no bf16 block to cast it, or
   when the transformers pin predates bf16 on the NPU (4.34.0).
 - ``--optim paged_adamw_32bit`` (NPU727): ``adamw_torch``, the same AdamW (other bitsandbytes
@@ -614,16 +615,19 @@ def _has_bf16_block(config: object) -> bool:
 
 def _deepspeed_configs(command: list[ShellLine], script: Path, variables: dict[str, str]) -> list[tuple[str, object]]:
     """(how it is shown, its parsed JSON or None where it cannot be read) of each ``--deepspeed``
-    config the command passes; one named through a shell variable (``variables``) only where the
-    project has that file (elsewhere as if none were passed)."""
+    config the command passes; one named through a shell variable (``variables``) is read where the
+    project has that file, and cannot be read where the script does not say which file it is
+    (FastChat's ``--deepspeed $PATH_TO_DEEPSPEED_CONFIG``, round 36: a config nothing shows may have no
+    bf16 block)."""
     found = []
     for line in command:
         named = deepspeed_config_name(line.code, variables)
         if named is None:
+            variable = DEEPSPEED_VARIABLE.search(line.code)
+            if variable is not None:
+                found.append((f"`${variable.group(2) or variable.group(3)}`", None))
             continue
         relative, shown = named
-        if shown != relative and project_file(script, relative) is None:
-            continue
         found.append((shown, json_config(script, relative)))
     return found
 
