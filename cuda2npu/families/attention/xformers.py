@@ -49,6 +49,7 @@ from cuda2npu.analysis.kernel_rewrites import (
     plan_import_removals,
     report_mask_helper_support,
 )
+from cuda2npu.analysis.never_run import in_never_run_code
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.arguments import Unbindable, arg_value, bind
 from cuda2npu.core.diagnostics import Tier
@@ -369,7 +370,7 @@ class MemoryEfficientAttention(Rule):
 
     def _import(self, node: cst.CSTNode) -> None:
         unused = self.removals.get(node)
-        if unused:
+        if unused and not in_never_run_code(self.ctx, node):  # `if is_xformers_available(): import xformers`
             self.report(
                 REWRITE,
                 node,
