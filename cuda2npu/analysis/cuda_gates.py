@@ -85,6 +85,8 @@ STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `n
 NVIDIA_TOOL_WORDS = {"nvlink", "nvml", "nvidia", "nvsmi"}  # a function so named asks NVIDIA's driver or tools
 # skip decorators of a test -> whether a true condition skips it (`skipUnless`: a true one runs it)
 SKIP_DECORATORS = {"pytest.mark.skipif": True, "unittest.skipIf": True, "unittest.skipUnless": False}
+# a skip reason saying the test is for CUDA alone ("silu_and_mul op is CUDA-only", "helion + CUDA only")
+CUDA_ONLY_TEST = re.compile(r"\bCUDA[- ]only\b|\bCUDA\s+only\b|\bonly\s+(?:on|with|for|supports?)\s+CUDA\b", re.I)
 SKIP_CALLS = {"pytest.skip"}  # raises Skipped in a test: an exit, as `self.skipTest(...)`
 
 
@@ -543,11 +545,29 @@ def kept_cuda_blocks(ctx, node: cst.If) -> list[cst.CSTNode]:
 
 def kept_cuda_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:
     """Whether a skip decorator of ``definition`` is a CUDA test the migration keeps (see
-    :func:`skipped_cuda_use`): its body runs on CUDA hosts only."""
+    :func:`skipped_cuda_use`, :func:`cuda_only_skip_reason`): its body runs on CUDA hosts only."""
     return any(
-        isinstance(d.decorator, cst.Call) and skipped_cuda_use(ctx, d.decorator) is not None
+        isinstance(d.decorator, cst.Call)
+        and (skipped_cuda_use(ctx, d.decorator) is not None or cuda_only_skip_reason(ctx, d.decorator) is not None)
         for d in definition.decorators
     )
+
+
+def cuda_only_skip_reason(ctx, call: cst.Call) -> str | None:
+    """The reason of a skip decorator whose condition says CUDA and whose reason says the test is for
+    CUDA alone (torchtitan's ``skipUnless(torch.cuda.is_available(), "silu_and_mul op is CUDA-only")``
+    over a custom op registered for CUDA tensors): the test stays skipped on an NPU host. None otherwise."""
+    skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")
+    positional = [arg.value for arg in call.args if arg.keyword is None]
+    if skips_when_true is None or not positional:
+        return None
+    true, false = _means_cuda(ctx, positional[0])
+    if not (false if skips_when_true else true):
+        return None
+    reason = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "reason"), None)
+    reason = reason or (positional[1] if len(positional) > 1 else None)
+    text = string_value(reason) if reason is not None else None
+    return text if text and CUDA_ONLY_TEST.search(text) else None
 
 
 def names_fallback(value: cst.BaseExpression) -> bool:

@@ -28,6 +28,7 @@ from cuda2npu.analysis.cuda_gates import (
     CAPABILITY_QUERIES,
     NVIDIA_TOOL_WORDS,
     cuda_branch,
+    cuda_only_skip_reason,
     gated_cuda_use,
     names_fallback,
     no_cuda_branch,
@@ -543,9 +544,14 @@ class TorchCudaApi(Rule):
         return (LIBRARY_PATH, where) if where else (None, "")
 
     def _skipped(self, node: cst.Call) -> tuple[str | None, str]:
-        """A skip decorator over a test of CUDA-only code (``import my_cuda_ext``): ``cuda_gates``."""
+        """A skip decorator over a test of CUDA-only code (``import my_cuda_ext``): ``cuda_gates``; or one
+        whose reason says the test is CUDA-only (torchtitan's ``skipUnless(torch.cuda.is_available(),
+        "silu_and_mul op is CUDA-only")`` over a custom op registered for CUDA tensors)."""
         found = skipped_cuda_use(self.ctx, node)
-        return (found[1], f"{found[0]} in the test it skips") if found else (None, "")
+        if found:
+            return found[1], f"{found[0]} in the test it skips"
+        reason = cuda_only_skip_reason(self.ctx, node)
+        return ("tests that need CUDA", f"the skip says the test is CUDA-only ({reason!r})") if reason else (None, "")
 
     # --- torch.cuda calls whose arguments torch_npu does not take ---------------------------------
 
