@@ -309,13 +309,25 @@ class CudaMethodCall(Rule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """``fast = a.is_cuda and b.is_cuda`` … ``if fast: C.GeneratePreNMSUprightBoxes(...)``
         (maskrcnn-benchmark): the flags of the function whose ``if`` chooses a CUDA kernel (looked
-        for only in a function that reads ``is_cuda``); None for a flag whose ``if`` falls back."""
+        for only in a function that reads ``is_cuda``); None for a flag whose ``if`` falls back. A
+        module-level function whose answer such an ``if`` tests (torchtitan's ``_cossin_eligible(q)``,
+        ``return q.is_cuda and ...``, before a helion kernel: :func:`_kernel_predicates`) has the
+        ``is_cuda`` tests of its ``return`` statements taken the same way."""
         flags = {}
         if (self.ctx.text is None or b"is_cuda" in self.ctx.text) and _is_cuda_tests(node.body):
             for statement in iter_nodes(node.body, cst.If):
                 callee = kernel_call(self.ctx, statement) if isinstance(statement.test, cst.Name) else None
                 if callee is not None:
                     flags.setdefault(statement.test.value, None if _falls_back(self.ctx, statement) else callee)
+            predicates = self.ctx.file_state(_kernel_predicates)
+            if node.name.value in predicates and node in self.ctx.module.body:
+                callee = predicates[node.name.value]
+                for returned in iter_nodes(node.body, cst.Return):
+                    tests = _is_cuda_tests(returned.value) if returned.value is not None else []
+                    if callee is None:
+                        self._says_cuda_only.update(tests)  # its `if` falls back: left, unreported
+                    else:
+                        self._cuda_implementations.update((test, callee) for test in tests)
         self._kernel_flags.append(flags)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -379,6 +391,25 @@ class CudaMethodCall(Rule):
             and call.args[0].value.deep_equals(node.value)
             for call in iter_nodes(top, cst.Call)
         )
+
+
+def _kernel_predicates(ctx) -> dict[str, str | None]:
+    """The module-level functions whose answer an ``if`` of the file tests before a CUDA kernel
+    (``if _cossin_eligible(q, k): return torch.ops.helion.rope_cossin(...)``): name -> the kernel,
+    None where a tensor the function turns down takes a fallback (:func:`_falls_back`)."""
+    names = {s.name.value for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    found: dict[str, str | None] = {}
+    for node in iter_nodes(ctx.module, (cst.If, cst.IfExp)):
+        called = [
+            p.func.value
+            for p in boolean_parts(node.test)
+            if isinstance(p, cst.Call) and isinstance(p.func, cst.Name) and p.func.value in names
+        ]
+        callee = kernel_call(ctx, node) if called else None
+        if callee is not None:
+            for name in called:
+                found[name] = None if _falls_back(ctx, node) or found.get(name, "") is None else callee
+    return found
 
 
 def _falls_back(ctx, node: cst.If | cst.IfExp) -> bool:
