@@ -96,6 +96,7 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
         or (
             module
             and (module.rpartition(".")[2] == "_C" or is_cuda_extension(module, ctx.options.project.cuda_extensions))
+            and not _local(ctx, module.partition(".")[0], imports=False)
         )
         or _kernel_receiver(ctx, call.func)
         or _extension_receiver(ctx, call.func)
@@ -212,7 +213,8 @@ def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
     (``my_kernel.forward``, ``ops.nms_cuda.run``, ``pointops_ext.group``: a ``cuda`` word, a
     ``KERNEL_WORDS`` one, an ``_ext`` suffix after a name) whose first name no function or class of
     the file binds: an import, a module-level binding (``my_kernel = load(...)``) or a name the file
-    never binds. Not ``kernel.cuda()`` on a local tensor named ``kernel``."""
+    never binds. Not ``kernel.cuda()`` on a local tensor named ``kernel``, nor a loop's or comprehension's
+    variable."""
     receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
     if receiver is None:
         return False
@@ -220,5 +222,24 @@ def _kernel_receiver(ctx, func: cst.BaseExpression) -> bool:
     part = receiver.rpartition(".")[2]
     if not (CUDA_WORD.search(part) or (feature_word(part) or "") in KERNEL_WORDS or EXT_NAME.fullmatch(part)):
         return False
+    return not _local(ctx, root)
+
+
+def _local(ctx, name: str, imports: bool = True) -> bool:
+    """``name`` is bound in a function or class of the file (by an import there too, with ``imports``),
+    or by a loop or comprehension (``[rng_cuda.manual_seed(s) for rng_cuda in self.rng_cuda]``): a
+    local, not a module."""
+    if name in ctx.file_state(_loop_targets):
+        return True
     module = ctx.resolver.module_scope
-    return not any(root in s.imports or root in s.others for s in ctx.resolver.scopes.values() if s is not module)
+    scopes = [s for s in ctx.resolver.scopes.values() if s is not module]
+    return any((imports and name in s.imports) or name in s.others for s in scopes)
+
+
+def _loop_targets(ctx) -> frozenset[str]:
+    """The names the file's ``for`` statements and comprehensions bind (consistency_models' CUDA
+    generators, ``for i, rng_cuda in enumerate(self.rng_cuda)``, round 37)."""
+    found = set()
+    for node in iter_nodes(ctx.module, (cst.For, cst.CompFor)):
+        found.update(name.value for name in iter_nodes(node.target, cst.Name))
+    return frozenset(found)
