@@ -618,3 +618,34 @@ def test_a_module_reached_through_directories_without_init_from_the_root_fails_t
     assert failing["hart.modules.models.transformer"] == "hart_backend.fused_kernels"
     cli("migrate", tmp_path)
     assert "NPU606 `hart.modules.models.transformer` cannot be imported on an NPU host" in sample.read_text()
+
+
+def test_an_import_in_a_module_level_try_that_raises_again_fails_and_packages_below_a_plain_directory(tmp_path):
+    """Mask2Former (round 37): `ops/functions/ms_deform_attn_func.py` imports the compiled
+    `MultiScaleDeformableAttention` in a `try` whose handler raises again (no fallback); `ops/` has no
+    `__init__.py`, and `pixel_decoder/msdeformattn.py` imports `.ops.modules`, a package in it."""
+    write(
+        tmp_path / "mask2former" / "modeling" / "pixel_decoder" / "ops" / "setup.py",
+        'from setuptools import setup\nsetup(ext_modules=[CUDAExtension("MultiScaleDeformableAttention", [])])\n',
+    )
+    write(tmp_path / "mask2former" / "__init__.py", "from . import modeling\n")
+    write(tmp_path / "mask2former" / "modeling" / "__init__.py", "from .pixel_decoder.msdeformattn import Decoder\n")
+    write(tmp_path / "mask2former" / "modeling" / "pixel_decoder" / "__init__.py", "")
+    ops = tmp_path / "mask2former" / "modeling" / "pixel_decoder" / "ops"
+    write(
+        ops / "functions" / "ms_deform_attn_func.py",
+        "try:\n    import MultiScaleDeformableAttention as MSDA\nexcept ModuleNotFoundError as e:\n"
+        '    raise ModuleNotFoundError("compile the op") from e\n',
+    )
+    write(ops / "functions" / "__init__.py", "from .ms_deform_attn_func import MSDA\n")
+    write(ops / "modules" / "__init__.py", "from .ms_deform_attn import MSDeformAttn\n")
+    write(ops / "modules" / "ms_deform_attn.py", "from ..functions import MSDA\n")
+    write(
+        tmp_path / "mask2former" / "modeling" / "pixel_decoder" / "msdeformattn.py",
+        "import torch\nfrom .ops.modules import MSDeformAttn\n",
+    )
+    write(tmp_path / "train_net.py", "import torch\nfrom mask2former import modeling\n")
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    failing = dict(failing_modules(PythonFiles.read(files, tmp_path), ("MultiScaleDeformableAttention",)))
+    assert failing["mask2former.modeling.pixel_decoder.msdeformattn"] == "MultiScaleDeformableAttention"
+    assert failing["train_net"] == failing["mask2former"] == "MultiScaleDeformableAttention"

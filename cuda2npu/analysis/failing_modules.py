@@ -220,7 +220,14 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
     tree = parse(files[path])
     if tree is None:
         return []
-    top = set(tree.body)
+    # the module's own statements, and those of a module-level `try` that does not fall back (Mask2Former's
+    # `try: import MultiScaleDeformableAttention` / `except ModuleNotFoundError: raise ...`, round 37)
+    top = set(tree.body) | {
+        statement
+        for block in tree.body
+        if isinstance(block, TRIES) and not _falls_back(block)
+        for statement in block.body
+    }
     module, *others = _names(files, path)
     is_package = path.name == "__init__.py"
     sites = []

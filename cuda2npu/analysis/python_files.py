@@ -192,7 +192,8 @@ def namespace_names(files: list[Path], root: Path | None = None) -> dict[Path, s
     no package above it, the name a script in the directory above imports it by: ``pyramidkv/llama_model.py``
     → ``pyramidkv.llama_model`` (PyramidKV's ``pyramidkv/`` is such a portion at the project root); not
     for the files of the project root (``root``; else the directory holding them all), named like the
-    checkout (marlin cloned into ``marlin/``)."""
+    checkout (marlin cloned into ``marlin/``). A package in such a directory below a package is named
+    through it too (Mask2Former's ``pixel_decoder/ops/modules/`` → ``...pixel_decoder.ops.modules``)."""
     names = module_names(files)
     packages = {os.path.dirname(str(path)): name for path, name in names.items() if path.name == "__init__.py"}
     # the project root (else the directory holding them all): its name is the checkout's (marlin cloned
@@ -202,15 +203,24 @@ def namespace_names(files: list[Path], root: Path | None = None) -> dict[Path, s
     for path in files:
         text = str(path)
         directory = os.path.dirname(text)
-        if not text.endswith(".py") or directory in packages:
+        if not text.endswith(".py"):
             continue
-        parts = [path.stem] if path.name != "__init__.py" else []
+        packaged = directory in packages
+        if packaged:  # a package in such a directory: Mask2Former's `pixel_decoder/ops/modules/` (round 37)
+            module = names[path]
+            directory = str(_import_root(path, module))
+            parts = list(reversed(module.split(".")))
+        else:
+            parts = [path.stem] if path.name != "__init__.py" else []
+        start = directory
         while directory and directory not in packages and os.path.dirname(directory) != directory:
             directory, _, name = directory.rpartition(os.sep)
             parts.append(name)
-        if directory in packages and parts:
+        if directory in packages and parts and (not packaged or directory != start):
             found[path] = ".".join([packages[directory], *reversed(parts)])
-        elif path.name != "__init__.py" and str(path.parent) != top:  # `from pyramidkv.llama_model import ...`
+        elif (
+            not packaged and path.name != "__init__.py" and str(path.parent) != top
+        ):  # `from pyramidkv.llama_model import ...`
             found[path] = f"{path.parent.name}.{path.stem}"
     return found
 
