@@ -97,6 +97,18 @@ def _strings_in(node: cst.CSTNode) -> list[str]:
     return found
 
 
+def _extension_aliases(ctx) -> frozenset[str]:
+    """The names the file sets to ``CUDAExtension`` (Mask2Former's ``extension = CUDAExtension`` where CUDA
+    is found, then ``extension("MultiScaleDeformableAttention", ...)``, round 37)."""
+    return frozenset(
+        target.target.value
+        for assign in iter_nodes(ctx.module, cst.Assign)
+        if ctx.resolver.qualified_name(assign.value) == "torch.utils.cpp_extension.CUDAExtension"
+        for target in assign.targets
+        if isinstance(target.target, cst.Name)
+    )
+
+
 @register
 class CustomKernels(Rule):
     codes = ("NPU602", "NPU603", "NPU605")
@@ -108,8 +120,11 @@ class CustomKernels(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or ""
-        if qualified == "torch.utils.cpp_extension.CUDAExtension" or (
-            qualified in EXTENSION_LOADERS and _mentions_cu_sources(node)
+        alias = isinstance(node.func, cst.Name) and node.func.value in self.ctx.file_state(_extension_aliases)
+        if (
+            qualified == "torch.utils.cpp_extension.CUDAExtension"
+            or alias
+            or (qualified in EXTENSION_LOADERS and _mentions_cu_sources(node))
         ):
             self.report(
                 "NPU602",
