@@ -98,15 +98,21 @@ def _strings_in(node: cst.CSTNode) -> list[str]:
 
 
 def _extension_aliases(ctx) -> frozenset[str]:
-    """The names the file sets to ``CUDAExtension`` (Mask2Former's ``extension = CUDAExtension`` where CUDA
-    is found, then ``extension("MultiScaleDeformableAttention", ...)``, round 37)."""
-    return frozenset(
-        target.target.value
-        for assign in iter_nodes(ctx.module, cst.Assign)
-        if ctx.resolver.qualified_name(assign.value) == "torch.utils.cpp_extension.CUDAExtension"
-        for target in assign.targets
-        if isinstance(target.target, cst.Name)
-    )
+    """The names the file sets to ``CUDAExtension`` with no CPU build to fall back to (Mask2Former's
+    ``extension = CUDAExtension`` where CUDA is found, ``raise NotImplementedError`` otherwise, then
+    ``extension("MultiScaleDeformableAttention", ...)``, round 37). A name the file also sets to
+    ``CppExtension`` where CUDA is not found (detectron2's setup.py) builds on an NPU host: not one."""
+    raising, plain, other = set(), set(), set()
+    index = TreeIndex.of(ctx)
+    for assign in iter_nodes(ctx.module, cst.Assign):
+        names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
+        if ctx.resolver.qualified_name(assign.value) != "torch.utils.cpp_extension.CUDAExtension":
+            other |= names
+            continue
+        owner = next((o for o, _ in index.enclosing(index.statement_of(assign)) if isinstance(o, cst.If)), None)
+        refused = owner is not None and owner.orelse is not None and any(iter_nodes(owner.orelse, cst.Raise))
+        (raising if refused else plain).update(names)
+    return frozenset(raising | (plain - other))
 
 
 @register
