@@ -66,3 +66,12 @@ def test_a_project_that_is_a_fork_of_vllm_gets_the_forks_note(tmp_path):
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     notes = [d["message"] for d in data["diagnostics"] if d["code"] == "NPU931"]
     assert len(notes) == 1 and "install the vllm-ascend release made for this vllm version" in notes[0]
+
+
+def test_a_wrapper_module_named_vllm_is_no_fork(tmp_path):
+    """lmms-eval (round 37): `lmms_eval/models/simple/vllm.py` lies in a directory without `__init__.py`
+    (its module name is `vllm`), a wrapper of the released vLLM: no fork of it, so no fork's note."""
+    write(tmp_path / "lmms_eval" / "__init__.py", "")
+    write(tmp_path / "lmms_eval" / "models" / "simple" / "vllm.py", "from vllm import LLM\n")
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    assert own_vllm_release(PythonFiles(texts, tmp_path)) == ""

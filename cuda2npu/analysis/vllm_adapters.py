@@ -47,10 +47,11 @@ def first_ascend_vllm() -> str:
 def own_vllm_release(files: PythonFiles) -> str:
     """The release of the project's own top-level ``vllm`` package (a fork of vLLM: hao-ai-lab's
     vllm-ltr is vLLM 0.4.1 with its own scheduler), from its ``__version__`` (``vllm/__init__.py`` or
-    ``vllm/version.py``); "unknown" where neither says; "" where the project has no such package."""
+    ``vllm/version.py``); "unknown" where neither says; "" where the project has no such package (a
+    module ``vllm.py`` is none)."""
     owners = {module: path for path, module in files.modules.items() if module in ("vllm", "vllm.version")}
-    if "vllm" not in owners:
-        return ""
+    if "vllm" not in owners or owners["vllm"].name != "__init__.py":
+        return ""  # no package: a module `vllm.py` in a directory without `__init__.py` (lmms-eval's wrapper, round 37)
     for module in ("vllm", "vllm.version"):
         match = VERSION.search(files[owners[module]]) if module in owners else None
         if match is not None:
