@@ -55,7 +55,23 @@ def float16_models(ctx) -> list[tuple[cst.Call, set[str]]]:
         if (half or loaded) and not restored:
             statement = statement_of(ctx, call)
             names = model_names(call, statement)
-            found.append((call, names | _kept_as_attributes(ctx, statement, names)))
+            names |= _kept_as_attributes(ctx, statement, names)
+            found.append((call, names | _properties_returning(ctx, names)))
+    return found
+
+
+def _properties_returning(ctx, names: set[str]) -> set[str]:
+    """The ``self.<property>`` of the file's properties that return one of ``names`` (lmms-eval's
+    XComposer2.5: ``self._model = ....half()`` and ``@property def model(self): return self._model``,
+    with ``autocast`` over ``self.model.chat(...)``, round 37), also through a call
+    (``return self.accelerator.unwrap_model(self._model)``)."""
+    found = set()
+    for function in iter_nodes(ctx.module, cst.FunctionDef):
+        if not any(dotted_name(d.decorator) == "property" for d in function.decorators):
+            continue
+        returned = [r.value for r in iter_nodes(function.body, cst.Return) if r.value is not None]
+        if returned and any(code_of(node) in names for value in returned for node in iter_nodes(value, cst.Attribute)):
+            found.add(f"self.{function.name.value}")
     return found
 
 
