@@ -220,3 +220,25 @@ def test_several_files_exact_pins_are_alternatives():
     assert excludes_from("==4.52.4,==4.50.0", "4.51.0") is False
     assert excludes_from("==4.40.0,==4.50.0", "4.51.0") is True
     assert excludes_from("==4.50.0", "4.51.0") is True  # one exact pin, as before
+
+
+def test_a_cog_yaml_pins_the_scope_it_lies_in(tmp_path: Path):
+    """DeepSeek-Math (round 37): the root `cog.yaml` builds `replicate/predict.py` with accelerate 0.27.0;
+    `evaluation/environment.yml` pins 0.21.0 for the evaluation harness. Read, the root scope has its own
+    pin, so the predictor no longer takes the harness's (NPU905's note named the wrong pin)."""
+    (tmp_path / "cog.yaml").write_text(
+        "build:\n  gpu: true\n  python_packages:\n    - torch==2.0.1\n    - accelerate==0.27.0\n"
+        '    - hf_transfer\npredict: "replicate/predict.py:Predictor"\n'
+    )
+    (tmp_path / "replicate").mkdir()
+    (tmp_path / "replicate" / "predict.py").write_text("import torch\n")
+    (tmp_path / "evaluation").mkdir()
+    (tmp_path / "evaluation" / "environment.yml").write_text(
+        "dependencies:\n  - python=3.10\n  - pip:\n    - accelerate==0.21.0\n"
+    )
+    (tmp_path / "evaluation" / "run.py").write_text("import torch\n")
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    pins, read, scopes = project_pins(files, tmp_path)
+    assert read == ("cog.yaml", "evaluation/environment.yml")
+    assert dict(dict(scopes)[str(tmp_path.resolve())])["accelerate"] == "==0.27.0"
+    assert dict(dict(scopes)[str((tmp_path / "evaluation").resolve())])["accelerate"] == "==0.21.0"

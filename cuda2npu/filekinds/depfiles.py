@@ -526,9 +526,29 @@ def conda_cuda_packages(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def cog_yaml(text: str) -> list[Dep]:
+    """The items of a Cog ``cog.yaml``'s ``build: python_packages:`` list (pip requirements; Replicate's
+    build file, which DeepSeek-Math's ``replicate/`` predictors are built with, round 37)."""
+    selected: list[tuple[int, str]] = []
+    list_indent = None
+    for offset, line in _physical_lines(text):
+        indent = len(line) - len(line.lstrip())
+        if list_indent is not None and line.strip() and not line.lstrip().startswith("#"):
+            item = re.match(r"[ \t]*-[ \t]+", line)
+            if item and indent > list_indent:
+                selected.append((offset + item.end(), line[item.end() :]))
+                continue
+            list_indent = None  # the list ended
+        if re.fullmatch(r"[ \t]*python_packages[ \t]*:[ \t]*(#.*)?", line):
+            list_indent = indent
+    return _line_deps(text, selected)
+
+
 def dependencies(path_name: str, text: str) -> list[Dep]:
     if is_environment_file(path_name):
         return environment_yml(text)
+    if path_name == "cog.yaml":
+        return cog_yaml(text)
     if path_name == "pyproject.toml":
         return pyproject_toml(text)
     if path_name == "setup.cfg":

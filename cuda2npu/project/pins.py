@@ -47,9 +47,9 @@ def project_pins(files: list[Path], root: Path | None) -> tuple[Pins, tuple[str,
     :meth:`Options.for_path <cuda2npu.core.options.Options.for_path>` gives a file, per distribution,
     the pin of the nearest scope above it that names it (the merged pin where none does). A dependency file in a directory with no Python file
     below it (``requirements/``, ``docker/``) belongs to the directory above; lock files and vendored
-    copies belong to the root."""
+    copies belong to the root. A Cog ``cog.yaml`` is read for its ``python_packages`` (not edited)."""
     per_file: list[tuple[Path, list[tuple[str, str]]]] = []
-    sources = [path for path in files if is_dependency_file(path) or path.name == "setup.py"]
+    sources = [path for path in files if is_dependency_file(path) or path.name in ("setup.py", "cog.yaml")]
     if root is not None:
         sources += [root / name for name in LOCK_FILES if (root / name).is_file()]
     sources += [path for path in files if path.name == "__init__.py" and path.parent.name in VENDORED]
