@@ -75,6 +75,7 @@ from cuda2npu.analysis.raising_fallbacks import (
     cuda_only_import,
     failed_import_flags,
     failed_import_names,
+    lacks_flag,
     requires_flag,
 )
 from cuda2npu.core.bindings import OTHER_BINDINGS
@@ -185,7 +186,9 @@ def _xformers_probe(test: cst.BaseExpression) -> bool | None:
 def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
     """The bodies of ``if`` statements with a fallback (an ``else``/``elif``, or a body that leaves)
     whose test needs a flash-attn probe or a failed import's name or a flag assigned from one (see the
-    module docstring), in a file whose flash-attn imports are all guarded: an unguarded one fails at
+    module docstring), and the ``else`` of a test of such a name's absence (lmms-eval's ``if
+    flash_attn_func is None: <SDPA> else: flash_attn_func(...)``, round 37), in a file whose flash-attn
+    imports are all guarded: an unguarded one fails at
     import on an NPU host, and migrating the branch's calls is what lets it go (NPU405)."""
     probes = file_probe_flags(ctx) if ctx.text is None or b"flash" in ctx.text else None
     names = failed_import_names(ctx)
@@ -196,11 +199,13 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
     def unreached(test: cst.BaseExpression) -> bool:
         return (probes is not None and requires_probe(test, probes)) or bool(flags and requires_flag(test, *flags))
 
-    return [
-        node.body
-        for node in iter_nodes(ctx.module, cst.If)
-        if (node.orelse is not None or leaves(node.body)) and unreached(node.test)
-    ]
+    found = []
+    for node in iter_nodes(ctx.module, cst.If):
+        if (node.orelse is not None or leaves(node.body)) and unreached(node.test):
+            found.append(node.body)
+        elif isinstance(node.orelse, cst.Else) and flags and lacks_flag(node.test, *flags):
+            found.append(node.orelse.body)  # `if flash_attn_func is None: <SDPA> else: flash_attn_func(...)`
+    return found
 
 
 def _accelerator_cuda_branches(ctx) -> list[cst.CSTNode]:

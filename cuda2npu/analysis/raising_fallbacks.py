@@ -111,7 +111,7 @@ def failed_import_names(ctx) -> frozenset[str]:
 
 
 def _failed_imports(ctx) -> tuple[frozenset[str], frozenset[str]]:
-    if ctx.text is not None and b"ImportError" not in ctx.text:
+    if ctx.text is not None and b"except" not in ctx.text:  # `except Exception:` catches a failed import too
         return frozenset(), frozenset()
     flags: set[str] = set()
     names: set[str] = set()
@@ -151,6 +151,12 @@ def requires_flag(test: cst.BaseExpression, *flags: str) -> bool:
     """Whether ``test`` is true only when one of ``flags`` is (``flag``, ``flag is not None``, ``x and
     flag``, ``self.flag``; ``a or b`` when both sides are): a flag is a dotted name."""
     return implies(test, True, lambda leaf: _flag_sign(leaf, flags))
+
+
+def lacks_flag(test: cst.BaseExpression, *flags: str) -> bool:
+    """Whether ``test`` is false only when one of ``flags`` is set (``flag is None``, ``not flag``): its
+    ``else`` needs the flag."""
+    return implies(test, False, lambda leaf: _flag_sign(leaf, flags))
 
 
 def _flag_sign(leaf: cst.BaseExpression, flags: tuple[str, ...]) -> bool | None:
