@@ -367,14 +367,19 @@ def skipped_cuda_use(ctx, call: cst.Call) -> tuple[str, str] | None:
     test function or class): the decorator is a feature switch, False on an NPU host, which skips the
     test there (see :func:`cuda_only_use`)."""
     definition = _decorated(ctx, call)
-    if definition is None or not call.args or call.args[0].keyword is not None:
+    if definition is None or not _runs_on_cuda_only(ctx, call):
         return None
+    return cuda_only_use(ctx, [definition.body, *_methods_called(ctx, definition)])
+
+
+def _runs_on_cuda_only(ctx, call: cst.Call) -> bool:
+    """``call`` is a skip decorator (:data:`SKIP_DECORATORS`) whose positional condition lets the test
+    run only where CUDA is (``skipif(not torch.cuda.is_available())``, ``skipUnless(torch.cuda.is_available())``)."""
     skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")
-    if skips_when_true is None:
-        return None
+    if skips_when_true is None or not call.args or call.args[0].keyword is not None:
+        return False
     true, false = _means_cuda(ctx, call.args[0].value)
-    runs_on_cuda = false if skips_when_true else true
-    return cuda_only_use(ctx, [definition.body, *_methods_called(ctx, definition)]) if runs_on_cuda else None
+    return bool(false if skips_when_true else true)
 
 
 def _methods_called(ctx, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
@@ -557,13 +562,9 @@ def cuda_only_skip_reason(ctx, call: cst.Call) -> str | None:
     """The reason of a skip decorator whose condition says CUDA and whose reason says the test is for
     CUDA alone (torchtitan's ``skipUnless(torch.cuda.is_available(), "silu_and_mul op is CUDA-only")``
     over a custom op registered for CUDA tensors): the test stays skipped on an NPU host. None otherwise."""
-    skips_when_true = SKIP_DECORATORS.get(ctx.resolver.qualified_name(call.func) or "")
+    if not _runs_on_cuda_only(ctx, call):
+        return None
     positional = [arg.value for arg in call.args if arg.keyword is None]
-    if skips_when_true is None or not positional:
-        return None
-    true, false = _means_cuda(ctx, positional[0])
-    if not (false if skips_when_true else true):
-        return None
     reason = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "reason"), None)
     reason = reason or (positional[1] if len(positional) > 1 else None)
     text = string_value(reason) if reason is not None else None

@@ -26,9 +26,10 @@ the others that fail through what no one ports quickly (:func:`failing_imports`)
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +84,16 @@ def _failing_modules(
     own_roots = {module.split(".")[0] for module in modules.values()}  # a vendored `mamba_ssm` is the project's
     imports_of = sites.module_level
     failing: dict[str, str] = {}
+
+    @functools.cache
+    def kept_of(path: Path) -> frozenset[str]:  # read by both passes below
+        return frozenset(_kept_flash_names(files.tree(path))) if b"flash_attn" in files[path] else frozenset()
+
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
         failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
-            kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in text else set()
+            kept = kept_of(path)
             bad = next(
                 (name for name, _ in imports_of(path) if _cannot_import(name, extensions, kept, own_roots)),
                 None,
@@ -114,13 +120,14 @@ def _failing_modules(
                 more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
         new = set(more)
-    return tuple(sorted(_first_causes(files, failing, imports_of, extensions, own_roots).items()))
+    return tuple(sorted(_first_causes(files, failing, imports_of, kept_of, extensions, own_roots).items()))
 
 
 def _first_causes(
     files: PythonFiles,
     failing: dict[str, str],
     imports_of: Callable[[Path], list[tuple[str, str]]],
+    kept_of: Callable[[Path], frozenset[str]],
     extensions: tuple[str, ...],
     own_roots: set[str],
 ) -> dict[str, str]:
@@ -135,8 +142,7 @@ def _first_causes(
     for path, module in modules.items():
         if module not in failing:
             continue
-        own = _names(files, path)
-        kept = _kept_flash_names(files.tree(path)) if b"flash_attn" in files[path] else set()
+        own, kept = _names(files, path), kept_of(path)
         for name, written in imports_of(path):
             if _cannot_import(name, extensions, kept, own_roots):
                 found = (name, True)
@@ -147,11 +153,11 @@ def _first_causes(
             first.update(dict.fromkeys(own, found))
             break
     causes = {}
-    for module, cause in failing.items():
+    for module in failing:
         seen, current = {module}, module
         while (step := first.get(current)) is not None and not step[1] and step[0] not in seen:
             seen.add(current := step[0])
-        causes[module] = step[0] if step is not None and step[1] else failing[current] if current != module else cause
+        causes[module] = step[0] if step is not None and step[1] else failing[current]
     return causes
 
 
@@ -449,10 +455,17 @@ class CudaOnlyReach:
             for name, _ in site.imported:
                 if _cannot_import(name, self._extensions, set(), self._own_roots):
                     found.add(name)
-                elif name.split(".")[0] not in self._own_roots and (kind := cuda_module(name, self._extensions)):
-                    found.update([name] if kind[0] == "kernels" and npu_release(name) is None else [])
+                elif name.split(".")[0] not in self._own_roots and _kernels_need_cuda(name, self._extensions):
+                    found.add(name)
         self._reached[path] = frozenset(found)
         return self._reached[path]
+
+
+def _kernels_need_cuda(name: str, extensions: tuple[str, ...]) -> bool:
+    """``name`` imports on an NPU host but its kernels need CUDA (the table's ``kernels`` kind, FlashInfer),
+    in no release that runs on an NPU."""
+    kind = cuda_module(name, extensions)
+    return kind is not None and kind[0] == "kernels" and npu_release(name) is None
 
 
 def _package_cause(
@@ -550,7 +563,7 @@ def _failing_roots() -> tuple[str, ...]:
     return tuple(re.escape(root) for root in roots if root not in (*MIGRATED, "triton"))
 
 
-def _cannot_import(name: str, extensions: tuple[str, ...], kept: set[str], own_roots: set[str]) -> bool:
+def _cannot_import(name: str, extensions: tuple[str, ...], kept: Set[str], own_roots: set[str]) -> bool:
     """A compiled CUDA extension, PyCUDA (not installable there), a module of an unported package whose
     import fails, or a flash-attn name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
