@@ -451,6 +451,34 @@ def test_a_module_of_a_package_whose_init_fails_is_left_as_written_with_one_mark
     assert "torch.npu.synchronize()" in script.read_text()
 
 
+def test_a_module_of_a_package_whose_init_reaches_flash_attn_is_marked_and_migrated(tmp_path):
+    """nano-vllm (round 38): `nanovllm/__init__.py` imports `.llm`, which reaches `flash_attn` through the
+    engine; `nanovllm/config.py` imports nothing failing itself, but importing it runs that `__init__`
+    first (`llm.py` imports it as `nanovllm.config`). flash-attn is ported by hand, so the module keeps a
+    marker at its first statement and is migrated (not left as written)."""
+    write(tmp_path / "nanovllm" / "__init__.py", "from nanovllm.llm import LLM\n")
+    write(
+        tmp_path / "nanovllm" / "llm.py",
+        "from nanovllm.attention import attend\nfrom nanovllm.config import sync\n\n\nclass LLM:\n    pass\n",
+    )
+    write(
+        tmp_path / "nanovllm" / "attention.py",
+        "from flash_attn import flash_attn_with_kvcache\n\n\ndef attend(q, k, v):\n"
+        "    return flash_attn_with_kvcache(q, k, v)\n",
+    )
+    config = write(
+        tmp_path / "nanovllm" / "config.py",
+        '"""Config."""\nimport torch\n\n\ndef sync():\n    torch.cuda.synchronize()\n',
+    )
+    cli("migrate", tmp_path)
+    text = config.read_text()
+    assert text.startswith("# TODO(cuda2npu): NPU606 this module cannot be imported on an NPU host")
+    assert "`flash_attn" in text and "and this module works again" in text and "left as written" not in text
+    assert "torch.npu.synchronize()" in text
+    cli("migrate", tmp_path)
+    assert config.read_text() == text  # idempotent
+
+
 def test_a_module_fails_through_its_first_failing_import_in_file_order(tmp_path):
     """quip-sharp (round 34): `lib/utils/__init__.py` imports `.data_utils` (through `lib.codebook` to the
     compiled `quiptools_cuda`) before `.matmul_had` (`fast_hadamard_transform`). The first raises, so

@@ -47,7 +47,7 @@ from cuda2npu.analysis.cuda_only_modules import (
 from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
-from cuda2npu.core.imports import EXIT_CALLS, IMPORT_ERRORS
+from cuda2npu.core.imports import catches_import_error, reraises
 
 TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
 MAIN_GUARD = re.compile(rb"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)  # a module that runs as a script
@@ -311,38 +311,7 @@ def _imports_under_guards(
 def _falls_back(statement: ast.Try) -> bool:
     """A handler of the ``try`` catches a failed import (ImportError, ModuleNotFoundError, Exception,
     BaseException or a bare ``except``) and does not end in ``raise``."""
-    return any(_catches_import_error(handler) and not _reraises(handler) for handler in statement.handlers)
-
-
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(_last_name(kind) in IMPORT_ERRORS for kind in kinds)
-
-
-def _last_name(node: ast.expr) -> str:
-    """``ModuleNotFoundError`` of ``builtins.ModuleNotFoundError``; "" for another expression."""
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _reraises(handler: ast.ExceptHandler) -> bool:
-    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False`` or
-    ``sys.exit(...)``, or unpacks ``None`` (``a, b = None``: TypeError): no fallback."""
-    if any(
-        isinstance(statement, ast.Assign)
-        and isinstance(statement.value, ast.Constant)
-        and statement.value.value is None
-        and any(isinstance(target, (ast.Tuple, ast.List)) for target in statement.targets)
-        for statement in handler.body
-    ):
-        return True
-    last = handler.body[-1] if handler.body else None
-    if isinstance(last, ast.Assert):
-        return isinstance(last.test, ast.Constant) and not last.test.value
-    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-        return ast.unparse(last.value.func) in EXIT_CALLS
-    return isinstance(last, ast.Raise)
+    return any(catches_import_error(handler) and not reraises(handler) for handler in statement.handlers)
 
 
 SHOWN_IMPORTERS = 3  # the guarded imports an optional module's entry names; the others are counted
@@ -396,15 +365,22 @@ def failing_imports(
     what_fails = dict(failing)
     modules = set(files.distinct_modules.values())
     reached = CudaOnlyReach(files, sites, extensions)
+    through_package = functools.cache(lambda package: _imported_through(files, sites, package))
     found = []
     for path in files.distinct_modules:
         own = _names(files, path)
         if os.path.realpath(path) in optional:
             continue
         if not any(name in what_fails for name in own):
-            cause = _package_cause(files, path, what_fails, extensions, modules)
-            if cause is not None:  # through its own package's `__init__`: no import of its own to mark
-                found.append((os.path.realpath(path), "", cause, True, ""))
+            package, name, cause = _package_cause(files, path, what_fails)
+            if cause is None:
+                continue
+            left = not _ported_by_hand(cause, extensions, modules)
+            # a module named by its own package (not a namespace's), failing through a compiled extension, is
+            # taken as failing wherever it is imported from; otherwise only where an import names it through it
+            if (left and name == files.distinct_modules[path]) or name in through_package(package):
+                # through its own package's `__init__`: no import of its own to mark
+                found.append((os.path.realpath(path), "", cause, left, ""))
             continue
         failing_import = _failing_import(sites.of(path), own, what_fails)
         if failing_import is None:
@@ -468,22 +444,42 @@ def _kernels_need_cuda(name: str, extensions: tuple[str, ...]) -> bool:
     return kind is not None and kind[0] == "kernels" and npu_release(name) is None
 
 
-def _package_cause(
-    files: PythonFiles, path: Path, what_fails: dict[str, str], extensions: tuple[str, ...], modules: set[str]
-) -> str | None:
-    """What fails for a module of a package whose ``__init__`` fails through what no one ports quickly
-    (Block-Sparse-Attention's ``block_sparse_attn/utils/benchmark.py`` and ``bert_padding.py``: the
-    package's ``__init__`` imports its interface, which imports the compiled ``block_sparse_attn_cuda``;
-    round 31): importing the module runs that ``__init__`` first. Not a module that runs as a script
-    (``if __name__ == "__main__":``), which may be started from its directory, the package unloaded; not
-    through a package whose failure a person ports (mamba-ssm's: MambaVision's modules, marked where the
-    package fails). None otherwise."""
-    parts = files.distinct_modules[path].split(".")
-    packages = (".".join(parts[:n]) for n in range(1, len(parts)))
-    cause = next((what_fails[package] for package in packages if package in what_fails), None)
-    if cause is None or _ported_by_hand(cause, extensions, modules) or MAIN_GUARD.search(files[path]):
-        return None
-    return cause
+def _package_cause(files: PythonFiles, path: Path, what_fails: dict[str, str]) -> tuple[str, str, str | None]:
+    """``(package, the module's name through it, what fails)`` for a module of a package whose ``__init__``
+    fails (Block-Sparse-Attention's
+    ``block_sparse_attn/utils/benchmark.py``: the package's ``__init__`` imports its interface, which
+    imports the compiled ``block_sparse_attn_cuda``, round 31; nano-vllm's ``nanovllm/config.py``: its
+    ``__init__`` reaches ``flash_attn``, round 38): importing the module runs that ``__init__`` first.
+    Not a module that runs as a script (``if __name__ == "__main__":``), which may be started from its
+    directory, the package unloaded. ``("", "", None)`` otherwise."""
+    if not MAIN_GUARD.search(files[path]):
+        for name in _names(files, path):  # nano-vllm's `nanovllm/engine/` has no `__init__.py`
+            parts = name.split(".")
+            package = next(
+                (".".join(parts[:n]) for n in range(1, len(parts)) if ".".join(parts[:n]) in what_fails), None
+            )
+            if package is not None:
+                return package, name, what_fails[package]
+    return "", "", None
+
+
+def _imported_through(files: PythonFiles, sites: ImportSites, package: str) -> frozenset[str]:
+    """The project modules below ``package`` that some import names through it, by its absolute name
+    (nano-vllm's ``from nanovllm.config import Config``), and the packages between (whose ``__init__``
+    runs first). A module imported only by a shorter name, by a script beside it (MambaVision's
+    ``train.py`` in ``mambavision/`` importing ``scheduler.cosine_lr``), does not run the package's
+    ``__init__``."""
+    found = set()
+    word = package.split(".")[0].encode()
+    for path in files.distinct_modules:
+        if not files.may_import(path, {word}):
+            continue
+        for site in sites.of(path):
+            for absolute, written in site.imported:
+                if written == absolute and absolute.startswith(f"{package}."):
+                    parts = absolute.split(".")
+                    found.update(".".join(parts[:n]) for n in range(package.count(".") + 2, len(parts) + 1))
+    return frozenset(found)
 
 
 def _ported_by_hand(what_fails: str, extensions: tuple[str, ...], modules: set[str]) -> bool:

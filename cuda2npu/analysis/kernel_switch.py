@@ -16,7 +16,7 @@ from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
 from cuda2npu.core.bindings import self_assignments
 from cuda2npu.core.feature_words import CUDA_WORD, feature_word
-from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.names import dotted_name, module_qualified, target_names
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
@@ -239,7 +239,6 @@ def _local(ctx, name: str, imports: bool = True) -> bool:
 def _loop_targets(ctx) -> frozenset[str]:
     """The names the file's ``for`` statements and comprehensions bind (consistency_models' CUDA
     generators, ``for i, rng_cuda in enumerate(self.rng_cuda)``, round 37)."""
-    found = set()
-    for node in iter_nodes(ctx.module, (cst.For, cst.CompFor)):
-        found.update(name.value for name in iter_nodes(node.target, cst.Name))
-    return frozenset(found)
+    return frozenset(
+        name for node in iter_nodes(ctx.module, (cst.For, cst.CompFor)) for name in target_names(node.target)
+    )

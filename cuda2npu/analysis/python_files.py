@@ -157,7 +157,7 @@ class PythonFiles(Mapping[Path, bytes]):
     def namespace_names(self) -> dict[Path, str]:
         """The package-qualified name of each file in a directory without ``__init__.py`` inside a
         package (:func:`namespace_names`)."""
-        return namespace_names(list(self._texts), self.root)
+        return namespace_names(self.modules, self.top)
 
 
 def _import_root(path: Path, name: str) -> Path:
@@ -184,27 +184,21 @@ def module_names(files: list[Path]) -> dict[Path, str]:
     return names
 
 
-def namespace_names(files: list[Path], root: Path | None = None) -> dict[Path, str]:
+def namespace_names(names: dict[Path, str], top: Path | None) -> dict[Path, str]:
     """The name a module in a directory without an ``__init__.py`` below a package is also imported
     by (a PEP 420 namespace portion): ``pkg/sub/mod.py`` with only ``pkg/__init__.py`` →
     ``pkg.sub.mod`` (Video-ChatGPT's ``video_chatgpt/train/``), where :func:`module_names` says
     ``mod``, the name a script beside it imports it by. In a directory without an ``__init__.py`` and
     no package above it, the name a script in the directory above imports it by: ``pyramidkv/llama_model.py``
     → ``pyramidkv.llama_model`` (PyramidKV's ``pyramidkv/`` is such a portion at the project root); not
-    for the files of the project root (``root``; else the directory holding them all), named like the
-    checkout (marlin cloned into ``marlin/``). A package in such a directory below a package is named
-    through it too (Mask2Former's ``pixel_decoder/ops/modules/`` → ``...pixel_decoder.ops.modules``)."""
-    names = module_names(files)
+    for the files of ``top``, the project root (else the directory holding them all), whose name is the
+    checkout's (marlin cloned into ``marlin/``). A package in such a directory below a package is named
+    through it too (Mask2Former's ``pixel_decoder/ops/modules/`` → ``...pixel_decoder.ops.modules``).
+    ``names``: each file's :func:`module_names`."""
     packages = {os.path.dirname(str(path)): name for path, name in names.items() if path.name == "__init__.py"}
-    # the project root (else the directory holding them all): its name is the checkout's (marlin cloned
-    # into `marlin/`), no package's
-    top = str(root) if root is not None else os.path.commonpath([str(path.parent) for path in files]) if files else ""
     found: dict[Path, str] = {}
-    for path in files:
-        text = str(path)
-        directory = os.path.dirname(text)
-        if not text.endswith(".py"):
-            continue
+    for path in names:
+        directory = os.path.dirname(str(path))
         packaged = directory in packages
         if packaged:  # a package in such a directory: Mask2Former's `pixel_decoder/ops/modules/` (round 37)
             module = names[path]
@@ -219,7 +213,7 @@ def namespace_names(files: list[Path], root: Path | None = None) -> dict[Path, s
         if directory in packages and parts and (not packaged or directory != start):
             found[path] = ".".join([packages[directory], *reversed(parts)])
         elif (
-            not packaged and path.name != "__init__.py" and str(path.parent) != top
+            not packaged and path.name != "__init__.py" and path.parent != top
         ):  # `from pyramidkv.llama_model import ...`
             found[path] = f"{path.parent.name}.{path.stem}"
     return found

@@ -1,6 +1,7 @@
 """Reading and editing import statements.
 
-* reading: what an alias binds, which handlers catch a failed import;
+* reading: what an alias binds, which handlers catch a failed import and which fall back (on
+  either tree: libcst's for rules, ``ast``'s for project facts);
 * :func:`add_imports`: the one way imports are added. A rule does not edit imports itself: its
   report names the imports its fix needs (``Report.imports``), and the engine adds those of the
   fixes it applied, once, with libcst's ``AddImportsVisitor``;
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterable, NamedTuple, Sequence
 
@@ -25,17 +27,44 @@ IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "B
 EXIT_CALLS = ("sys.exit", "exit", "quit")
 
 
-def catches_import_error(handler: cst.ExceptHandler) -> bool:
+def catches_import_error(handler: cst.ExceptHandler | ast.ExceptHandler) -> bool:
     """A bare ``except`` or one catching ImportError (or a base class of it)."""
     return catches(handler, IMPORT_ERRORS)
 
 
-def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
+def catches(handler: cst.ExceptHandler | ast.ExceptHandler, names: frozenset[str]) -> bool:
     """A bare ``except`` or one catching an exception class named one of ``names``."""
     if handler.type is None:
         return True
+    if isinstance(handler, ast.ExceptHandler):
+        kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        return any(ast.unparse(kind).rsplit(".", 1)[-1] in names for kind in kinds)
     kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
     return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in names for k in kinds)
+
+
+def reraises(handler: cst.ExceptHandler | ast.ExceptHandler) -> bool:
+    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False``
+    (MInference's ``xattention.py``) or ``sys.exit(...)``, or unpacks ``None`` (LongMamba's
+    ``causal_conv1d_fn, causal_conv1d_update = None``: TypeError, round 35): no fallback. Read on
+    ``ast``; a libcst handler is read through its code."""
+    if isinstance(handler, cst.ExceptHandler):
+        code = cst.Module([]).code_for_node(handler)
+        handler = ast.parse(f"try:\n    pass\n{code}").body[0].handlers[0]
+    if any(
+        isinstance(statement, ast.Assign)
+        and isinstance(statement.value, ast.Constant)
+        and statement.value.value is None
+        and any(isinstance(target, (ast.Tuple, ast.List)) for target in statement.targets)
+        for statement in handler.body
+    ):
+        return True
+    last = handler.body[-1]
+    if isinstance(last, ast.Assert):
+        return isinstance(last.test, ast.Constant) and not last.test.value
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        return ast.unparse(last.value.func) in EXIT_CALLS
+    return isinstance(last, ast.Raise)
 
 
 def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str:

@@ -12,7 +12,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     MIGRATED,
 )
 from cuda2npu.core.feature_words import name_tokens
-from cuda2npu.core.imports import EXIT_CALLS, bound_name
+from cuda2npu.core.imports import bound_name
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
@@ -157,34 +157,3 @@ def means_missing(test: cst.BaseExpression) -> bool:
 
 def type_checking(test: cst.BaseExpression) -> bool:
     return any(node.value == "TYPE_CHECKING" for node in iter_nodes(test, cst.Name))
-
-
-def reraises(handler: cst.ExceptHandler) -> bool:
-    """The handler ends in ``raise`` (``raise``, ``raise ImportError(...) from e``), ``assert False``
-    (MInference's ``xattention.py``) or ``sys.exit(...)``, or unpacks ``None`` (LongMamba's
-    ``causal_conv1d_fn, causal_conv1d_update = None``: TypeError, round 35): no fallback."""
-    if any(
-        isinstance(small, cst.Assign) and unpacks_none(small)
-        for line in handler.body.body
-        if isinstance(line, cst.SimpleStatementLine)
-        for small in line.body
-    ):
-        return True
-    last = handler.body.body[-1] if handler.body.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    if isinstance(last, cst.Assert):
-        return code_of(last.test) in ("False", "0")
-    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
-        return dotted_name(last.value.func) in EXIT_CALLS
-    return isinstance(last, cst.Raise)
-
-
-def unpacks_none(assign: cst.Assign) -> bool:
-    """``a, b = None``: unpacking ``None`` raises TypeError."""
-    value = assign.value
-    return (
-        isinstance(value, cst.Name)
-        and value.value == "None"
-        and any(isinstance(target.target, (cst.Tuple, cst.List)) for target in assign.targets)
-    )

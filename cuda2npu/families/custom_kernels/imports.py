@@ -27,7 +27,7 @@ from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.raising_fallbacks import raising_fallbacks
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.imports import bound_name, bound_object, catches_import_error
+from cuda2npu.core.imports import bound_name, bound_object, catches_import_error, reraises
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.pins import pin_at_least, pin_predates
@@ -40,7 +40,6 @@ from cuda2npu.families.custom_kernels.fallbacks import (
     hollow_fallback,
     means_missing,
     none_called,
-    reraises,
     type_checking,
 )
 
@@ -89,6 +88,10 @@ FAILING_IMPORT_MESSAGE = (
 PACKAGE_MESSAGE = (  # a module of a package whose `__init__` fails (FailingImport.written "")
     "this module cannot be imported on an NPU host: importing it runs its package's `__init__` first, which "
     "reaches `{what}`, which fails there; cuda2npu left this file as written: port that, then run cuda2npu again"
+)
+PORTED_PACKAGE_MESSAGE = (  # the same where what fails is ported by hand (a flash-attn name): the file is migrated
+    "this module cannot be imported on an NPU host: importing it runs its package's `__init__` first, which "
+    "reaches `{what}`, which fails there; port that (see its NPU606 marker), and this module works again"
 )
 DIRECT_IMPORT_MESSAGE = (  # a relative import of the project's compiled extension (nunchaku's `from .._C import ops`)
     "`{module}` (`{what}`) cannot be imported on an NPU host, nor can this file, which cuda2npu left as written: "
@@ -467,7 +470,10 @@ class CudaOnlyImports(Rule):
         failing = self.options.file.failing_import
         if self._sole is None and failing is not None and not failing.written and original_node.body:
             first = original_node.body[0]  # a module of a package whose `__init__` fails: no import of its own
-            self.report_in(first, "NPU606", first, PACKAGE_MESSAGE.format(what=failing.what_fails), sole=True)
+            if failing.left_as_written:
+                self.report_in(first, "NPU606", first, PACKAGE_MESSAGE.format(what=failing.what_fails), sole=True)
+            else:
+                self.report_in(first, "NPU606", first, PORTED_PACKAGE_MESSAGE.format(what=failing.what_fails))
 
     def _none_name(self) -> str:
         """The name that the None-binding fallback around the current statement leaves called where nothing tests it."""
