@@ -24,3 +24,22 @@ def test_a_flag_is_on_where_something_sets_it_to_more_than_off_or_its_own_name()
     # load_in_8bit: only defaults, stores and pass-throughs (`== True` tests it); load_in_4bit: given another
     # flag's value; quant_8bit and use_4bit: True; load_8bit: a command-line option; quant_4bit: a pass-through
     assert quantization_flags_on({Path("a.py"): WRAPPER}) == ("load_8bit", "load_in_4bit", "quant_8bit", "use_4bit")
+
+
+FIELDS = b"""
+@dataclass
+class FuserConfig:
+    load_in_4bit: bool = field(default=False, metadata={"help": "4-bit"})
+    load_in_8bit: Optional[bool] = HfArg(
+        default=False,
+        help="8-bit",
+    )
+    use_4bit: bool = field(default=True)
+    q_8bit: bool = field(metadata={"help": "no default: may be given"})
+"""
+
+
+def test_a_dataclass_field_sets_its_flag_to_its_default():
+    """LLM-Blender (round 38): `load_in_4bit: bool = field(default=False, ...)` that nothing sets is off,
+    also written over several lines (`HfArg(\\n default=False,`); a field without a default may be given."""
+    assert quantization_flags_on({Path("config.py"): FIELDS}) == ("q_8bit", "use_4bit")
