@@ -92,7 +92,7 @@ def device_literals(expr: cst.BaseExpression, prefix_ok: bool = False) -> list[c
     return []
 
 
-FIELD_CALLS = {"field", "Field"}  # dataclasses.field(default=...), pydantic.Field(default)
+FIELD_CALLS = {"field", "Field", "HfArg"}  # dataclasses.field(default=...), pydantic.Field(default), transformers.HfArg
 
 
 def field_default(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
