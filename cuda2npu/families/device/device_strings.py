@@ -657,7 +657,8 @@ class DeviceStrings(Rule):
         if platform_label(self.ctx, target):
             return  # vLLM's `VLLM_TARGET_DEVICE`: a build target
         if looks_like_device(target):
-            self._rewrite(field_default(value), why="device variable")
+            if not _keyed_in_test(value):
+                self._rewrite(field_default(value), why="device variable")
         elif value is None or not (device_literals(value) or is_device_string(value)):
             return  # neither branch below could report: spare the pre-pass (most assignments)
         elif isinstance(target, cst.Name) and target.value in self._device_variables:
@@ -794,3 +795,27 @@ def _npu_after(updated: cst.List | cst.Tuple | cst.Set, index: int):
 def _with_npu(updated: cst.SimpleString) -> cst.Tuple:
     """``"cuda"`` → ``("cuda", "npu")``."""
     return cst.Tuple([cst.Element(updated), cst.Element(replace_word(updated, "cuda", "npu"))])
+
+
+def _keyed_in_test(value: cst.BaseExpression | None) -> bool:
+    """``"cuda" if rng.get("cuda") is not None else None``: the conditional's test reads a mapping by the
+    same string it gives (``.get("cuda")``, ``rng["cuda"]``, ``"cuda" in rng``), so the string is the
+    mapping's key, which old checkpoints saved under "cuda" (SpecForge's ``_set_rng_state``, round 38)."""
+    if not isinstance(value, cst.IfExp):
+        return False
+    keys = {
+        string_value(node.slice[0].slice.value)
+        for node in iter_nodes(value.test, cst.Subscript)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+    }
+    keys |= {
+        string_value(call.args[0].value)
+        for call in iter_nodes(value.test, cst.Call)
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("get", "pop") and call.args
+    }
+    keys |= {
+        string_value(comparison.left)
+        for comparison in iter_nodes(value.test, cst.Comparison)
+        if any(isinstance(target.operator, cst.In) for target in comparison.comparisons)
+    }
+    return any(string_value(branch) in keys for branch in (value.body, value.orelse) if string_value(branch))
