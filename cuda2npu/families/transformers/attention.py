@@ -139,7 +139,8 @@ class FlashAttention2(Rule):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Attribute) and target.target.attr.value in ATTENTION_KEYS[1:]:
-                self._attn_value(node, node.value)
+                if (replacement := self._attn_value(node, node.value)) is not None:
+                    self._compared_reads(target.target, replacement)
             elif subscript_key(target.target) == self.FLAG and imports_hf(self.ctx):
                 self._flag_entry(node, node.value)
             elif subscript_key(target.target) == "attn_implementation" and (
@@ -283,10 +284,12 @@ class FlashAttention2(Rule):
         )
         self.report("NPU902", node, message, tier=Tier.MANUAL)
 
-    def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> None:
-        """Report the ``"flash_attention_2"`` literals ``value`` can take (each once)."""
+    def _attn_value(self, sink: cst.CSTNode, value: cst.BaseExpression) -> str | None:
+        """Report the ``"flash_attention_2"`` literals ``value`` can take (each once); the value any of
+        them is rewritten to, None where none is."""
         if in_npu_branch(self.ctx, sink):
-            return
+            return None
+        replaced = None
         for source in string_sources(self.ctx, value, FA2):
             if source in self._done or in_npu_branch(self.ctx, source) or self._flash_only(source):
                 continue
@@ -310,6 +313,29 @@ class FlashAttention2(Rule):
             self.report_in(
                 statement, "NPU901", source, message, fix=lambda node: _replaced(node, value), needs_torch_npu=False
             )
+            replaced = value
+        return replaced
+
+    def _compared_reads(self, target: cst.Attribute, value: str) -> None:
+        """NPU901 (review) where the file compares the attribute it sets with ``"flash_attention_2"``
+        (LLMBox's ``if config._attn_implementation == "flash_attention_2" or args.bf16:`` choosing
+        bfloat16 loading, round 38): the rewritten value no longer passes that test."""
+        written = code_of(target)
+        for comparison in iter_nodes(self.ctx.module, cst.Comparison):
+            operands = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+            if comparison in self._done or not any(code_of(o) == written for o in operands):
+                continue
+            if any(string_value(o) == FA2 for o in operands):
+                self._done.add(comparison)
+                self.report_in(
+                    statement_of(self.ctx, comparison),
+                    "NPU901",
+                    comparison,
+                    f'`{written}` is compared with "{FA2}" here, but cuda2npu sets it to "{value}" where it assigns '
+                    f'"{FA2}": this test no longer holds there; decide what it means on the NPU (compare with '
+                    f'"{value}" too, or test the flag that chose the attention)',
+                    tier=Tier.REVIEW,
+                )
 
     def _use_flash_attention_2(self, call: cst.Call, flag: cst.Arg) -> None:
         if (hook := self._replaced_forward()) is not None:
