@@ -223,3 +223,38 @@ def test_attn_impl_flash_or_triton_is_reviewed_once_per_value(tmp_path):
     assert (tmp_path / "configs" / "cpu.yaml").read_text() == portable
     cli("migrate", tmp_path)
     assert (tmp_path / "configs" / "1b.yaml").read_text() == marked
+
+
+DRAFT_CONFIG = """\
+model:
+  target_model_path: Qwen/Qwen3-8B
+training:
+  attention_backend: flex_attention
+  num_epochs: 10
+inference:
+  sglang_attention_backend: fa4   # Blackwell
+"""
+
+
+def test_flex_attention_and_sglang_cuda_backends_are_reviewed_once_per_value(tmp_path):
+    """SpecForge (round 38): 51 example configs say `attention_backend: flex_attention` (FlexAttention
+    raises on an NPU device) and some name SGLang's CUDA-only attention backends; `sdpa`, `ascend` and
+    a `flex_attention` under another key are left alone."""
+    write(tmp_path / "train.py", "import torch\n")
+    for name in ("qwen3-8b", "llama3-8b"):
+        write(tmp_path / "configs" / f"{name}.yaml", DRAFT_CONFIG)
+    npu = "training:\n  attention_backend: sdpa\ninference:\n  sglang_attention_backend: ascend\nmask: flex_attention\n"
+    write(tmp_path / "configs" / "qwen3-8b-npu.yaml", npu)
+    assert findings(tmp_path) == [("llama3-8b.yaml", 4, "NPU728", "review"), ("llama3-8b.yaml", 7, "NPU728", "review")]
+    flex, sglang = sorted(diagnostics(tmp_path), key=lambda d: d["line"])
+    assert "FlexAttention" in flex["message"] and "the same in 1 other config file" in flex["message"]
+    assert "`ascend`" in sglang["message"]
+    cli("migrate", tmp_path)
+    marked = (tmp_path / "configs" / "llama3-8b.yaml").read_text().splitlines()
+    assert marked[3].startswith("  # TODO(cuda2npu): NPU728 review: `attention_backend: flex_attention` selects")
+    assert (
+        marked[4] == "  attention_backend: flex_attention"
+        and marked[8] == "  sglang_attention_backend: fa4   # Blackwell"
+    )
+    assert (tmp_path / "configs" / "qwen3-8b.yaml").read_text() == DRAFT_CONFIG
+    assert (tmp_path / "configs" / "qwen3-8b-npu.yaml").read_text() == npu

@@ -19,12 +19,16 @@ docs/reference/run_configs.md §7).
   ``attn_config:``) selects flash-attn's or a Triton kernel, both CUDA-only; ``torch`` is the
   portable path. NPU728, a review item: the key is a model's choice the project's code may read in
   its own way, one finding per key and value in a run.
+- Any run config: ``flex_attention`` at an attention-backend key (torch's FlexAttention raises for an
+  NPU tensor) and SGLang's CUDA-only ``attention_backend`` values (``fa3``, ``flashinfer``, ...; the
+  NPU's is ``ascend``): NPU728, review items likewise.
 
 The functions return :class:`Flag` s, which cuda2npu/filekinds/runconfigs.py turns into its items.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cuda2npu.core.diagnostics import Tier
@@ -33,7 +37,10 @@ from cuda2npu.filekinds.runconfig_entries import Entry
 from cuda2npu.filekinds.runconfig_trainer import false_text, is_true
 
 KERNEL_CHOICE = "NPU728"
-PREFILTER_WORDS = r"flash_attention|sdp_attention|s2_attention|xformers_attention|attn_impl|optimizer|load_in_[48]bit"
+PREFILTER_WORDS = (
+    r"flash_attention|sdp_attention|s2_attention|xformers_attention|attn_impl|optimizer|load_in_[48]bit"
+    r"|attention_backend|attn_backend"
+)
 
 # --- axolotl -----------------------------------------------------------------------------------
 
@@ -96,6 +103,50 @@ KERNELS = {
         "RuntimeError without it and names `attn_impl: torch` as the other choice; 0.7.0 dropped `triton`)"
     ),
 }
+
+
+# --- attention backends named in any run config ----------------------------------------------------
+
+# `attn_implementation` (transformers), `attention_backend` / `attn_backend` (training frameworks), and
+# SGLang's engine option under any prefix (SpecForge's `sglang_attention_backend`)
+BACKEND_KEY = re.compile(r"attn_implementation|attn_backend|(?:\w+_)?attention_backend")
+FLEX = (
+    "selects torch's FlexAttention, which raises on an NPU host (torch's `_validate_device` accepts cuda, cpu, "
+    "xpu, hpu and mps devices; transformers' `is_torch_flex_attn_available` is False with torch_npu)"
+)
+SGLANG_KEY = re.compile(r"(?:\w+_)?attention_backend")
+SGLANG_CUDA_BACKENDS = {  # SGLang's `--attention-backend` kernels built for NVIDIA GPUs; `ascend` is the NPU's
+    "flashinfer": "FlashInfer's CUDA kernels",
+    "fa3": "FlashAttention 3 (Hopper GPUs)",
+    "fa4": "FlashAttention 4 (NVIDIA GPUs)",
+    "flashmla": "DeepSeek's FlashMLA (Hopper GPUs)",
+    "cutlass_mla": "CUTLASS MLA kernels (NVIDIA GPUs)",
+    "trtllm_mla": "TensorRT-LLM's MLA kernels (NVIDIA GPUs)",
+    "trtllm_mha": "TensorRT-LLM's attention kernels (NVIDIA GPUs)",
+}
+
+
+def attention_backend_flags(entries: list[Entry]) -> list[Flag]:
+    """``attention_backend: flex_attention`` (SpecForge's 51 example configs, round 38) and SGLang's
+    CUDA-only attention backends (``sglang_attention_backend: fa4``) at any depth: review items, one per
+    key and value in a run (the value is what the project's code, or the engine it launches, accepts)."""
+    flags = []
+    for entry in entries:
+        if entry.value == "flex_attention" and BACKEND_KEY.fullmatch(entry.key):
+            message = (
+                f"`{entry.key}: flex_attention` {FLEX}; choose `sdpa` (or `eager`) if the code reading this "
+                "config accepts it"
+            )
+        elif entry.value in SGLANG_CUDA_BACKENDS and SGLANG_KEY.fullmatch(entry.key):
+            message = (
+                f"`{entry.key}: {entry.value}` selects {SGLANG_CUDA_BACKENDS[entry.value]}, which do not run on an NPU "
+                "host: SGLang's attention backend there is `ascend` (if this is SGLang's option); check which "
+                "values the program reading this config accepts"
+            )
+        else:
+            continue
+        flags.append(Flag(KERNEL_CHOICE, entry, message, Tier.REVIEW, shared=True))
+    return flags
 
 
 @dataclass(frozen=True)

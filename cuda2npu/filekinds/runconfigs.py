@@ -20,8 +20,9 @@
 - NPU728 ``config-cuda-attention-kernel``, and NPU727, NPU907, NPU904 in axolotl's configs: the
   settings training frameworks read (cuda2npu/filekinds/runconfig_frameworks.py): axolotl's
   ``flash_attention`` / ``sdp_attention`` / ``s2_attention`` / ``xformers_attention: true``,
-  ``optimizer``, ``load_in_8bit`` / ``load_in_4bit`` and ``tf32``, and a model config's
-  ``attn_impl: flash`` / ``triton`` (llm-foundry, MPT).
+  ``optimizer``, ``load_in_8bit`` / ``load_in_4bit`` and ``tf32``, a model config's
+  ``attn_impl: flash`` / ``triton`` (llm-foundry, MPT), and ``attention_backend: flex_attention`` or
+  SGLang's CUDA-only attention backends anywhere.
 - NPU727, NPU906, NPU904: ``TrainingArguments`` written as JSON or YAML (read by ``HfArgumentParser``'s
   file parsers; cuda2npu/filekinds/runconfig_trainer.py): ``optim: paged_adamw_32bit`` /
   ``adamw_apex_fused`` → ``adamw_torch`` (other bitsandbytes optimizers: manual), ``fp16: true`` →
@@ -186,7 +187,7 @@ def _add_framework_items(plan: Plan, top: dict[str, Entry | None]) -> None:
     """The settings training frameworks read (cuda2npu/filekinds/runconfig_frameworks.py): axolotl's
     config keys and a model's ``attn_impl``. Their finding on an entry replaces the generic one
     (axolotl's ``load_in_4bit`` and ``tf32`` fail for sure there, whatever the project's code)."""
-    flags = frameworks.kernel_choice_flags(plan.entries)
+    flags = frameworks.kernel_choice_flags(plan.entries) + frameworks.attention_backend_flags(plan.entries)
     if plan.kind == "yaml" and frameworks.is_axolotl_config(top, plan.entries):
         flags += frameworks.axolotl_flags(top)
     flags = [flag for flag in flags if plan.options.code_enabled(flag.code, rule_doc(flag.code).opt_in)]
