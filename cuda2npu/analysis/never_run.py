@@ -23,7 +23,8 @@
 - one whose skip decorator skips where a CUDA-only package cannot be imported: a flag the file's
   ``except ImportError`` sets False after importing one (``skipif(not HAVE_MEGABLOCKS)``), a
   flash-attn probe (``skipif(not is_flash_attn_2_available())``) or a probe function named for such a
-  package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``), its other
+  package (``skipif(not is_flash_v2_installed())``, ``skipUnless(has_apex_available())``,
+  ``skipUnless(_has_standard_flash_attention())``), its other
   decorators included (kvpress's ``skipif(not torch.cuda.is_available())`` stacked on such a skip:
   round 30);
 - the statements of a test function after ``pytest.importorskip("flash_attn")`` or after a ``try``
@@ -89,6 +90,7 @@ from cuda2npu.core.traversal import iter_nodes
 TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
 # `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package
 PROBE_NAME = re.compile(r"(?:is|has)_\w+_(?:installed|available|imported)", re.IGNORECASE)
+HAS_NAME = re.compile(r"_?has_\w+", re.IGNORECASE)  # `_has_standard_flash_attention()` in a skip decorator
 # the words of a probe's name that name a package which cannot be imported on an NPU host (not
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
@@ -460,6 +462,8 @@ def _package_present(test: cst.BaseExpression, flags: frozenset[str]) -> bool | 
     name = (callee or "").rpartition(".")[2]
     if PROBE_NAME.fullmatch(name) and PACKAGE_WORDS & set(name_tokens(name)[1:-1]):
         return True
+    if HAS_NAME.fullmatch(name) and PACKAGE_WORDS & set(name_tokens(name.lstrip("_"))[1:]):
+        return True  # SpecForge's `skipUnless(_has_standard_flash_attention(), ...)` (round 38)
     return None
 
 
