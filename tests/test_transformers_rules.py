@@ -433,3 +433,29 @@ def test_r31_a_quantization_flag_no_file_sets_on_asks_nothing(tmp_path):
         'from vlmeval.internvl import InternVLChat\n\nmodel = InternVLChat("m", load_in_8bit=True)\n',
     )
     assert [(d[0], d[3]) for d in diagnostics(tmp_path) if d[3] == "NPU907"] == [("internvl.py", "NPU907")]
+
+
+def test_r38_a_project_model_class_without_sdpa_gets_eager(tmp_path):
+    """Mantis (round 38): the project's copy of a model declares FlashAttention-2 but not SDPA (through its
+    own PreTrainedModel subclass), and a training script's field default reaches its from_pretrained, also
+    through `MODEL_CLASS = ...` and `**kwargs`: transformers raises for "sdpa" there, so it becomes "eager".
+    A class declaring `_supports_sdpa` (or one deriving from transformers' model) keeps "sdpa"."""
+    write(
+        tmp_path / "mymodels" / "modeling_fuyu.py",
+        "from transformers import PreTrainedModel\n\n\nclass FuyuPreTrainedModel(PreTrainedModel):\n"
+        "    _supports_flash_attn_2 = True\n\n\nclass MFuyuForCausalLM(FuyuPreTrainedModel):\n    pass\n\n\n"
+        "class WithSdpa(FuyuPreTrainedModel):\n    _supports_sdpa = True\n",
+    )
+    field = (
+        "from dataclasses import dataclass, field\n\nfrom transformers import TrainingArguments\n"
+        "from mymodels.modeling_fuyu import {cls}\n\n\n@dataclass\nclass ModelArguments:\n"
+        '    attn_implementation: str = field(default="flash_attention_2")\n\n\n'
+        "def load(model_args):\n    MODEL_CLASS = {cls}\n"
+        '    kwargs = {{"attn_implementation": model_args.attn_implementation}}\n'
+        '    return MODEL_CLASS.from_pretrained("m", **kwargs)\n'
+    )
+    fuyu = write(tmp_path / "train_fuyu.py", field.format(cls="MFuyuForCausalLM"))
+    other = write(tmp_path / "train_other.py", field.format(cls="WithSdpa"))
+    cli("migrate", tmp_path)
+    assert 'field(default="eager")' in fuyu.read_text()
+    assert 'field(default="sdpa")' in other.read_text()

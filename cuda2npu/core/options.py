@@ -168,6 +168,8 @@ class ProjectFacts:
     gpu_monitors: tuple[str, ...] = ()
     # `load_in_8bit`-like names its Python may set on (quantization_flags.py); None: not read (a lone file)
     quantization_flags_on: tuple[str, ...] | None = None
+    # its model classes declaring FlashAttention-2 but not SDPA, which transformers refuses sdpa for (sdpa_support.py)
+    fa2_only_classes: tuple[str, ...] = ()
     # it calls `.parallelize()` (transformers' naive model parallelism) or sets `model_parallel` on; None: not read
     parallelizes: bool | None = None
     # its Python declares its own `--fp16` option and names no TrainingArguments (or HfArgumentParser): a

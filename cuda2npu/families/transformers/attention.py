@@ -47,6 +47,7 @@ from cuda2npu.analysis.hf_sources import (
     subscript_key,
 )
 from cuda2npu.analysis.npu_aware import in_npu_branch
+from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import import_root
 from cuda2npu.core.literals import field_default, literal, string_value
@@ -303,6 +304,14 @@ class FlashAttention2(Rule):
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
             value, why = self._replacement(_remote_code(sink) or self._own_model_class(sink))
+            if (model := self._fa2_only_model(sink)) is not None:
+                value, why = (
+                    "eager",
+                    (
+                        f"not sdpa: the project's model class `{model}` supports FlashAttention-2 but declares no SDPA "
+                        "support, and transformers raises for sdpa there"
+                    ),
+                )
             if self._refuses_sdpa():
                 value, why = "eager", "this file sends `sdpa` to flash_attention_2: a part of its model has no SDPA"
             message = (
@@ -379,6 +388,37 @@ class FlashAttention2(Rule):
             and not is_hf_call(self.resolver, sink)
             and self.resolver.qualified_name(sink.func) is not None
         )
+
+    def _fa2_only_model(self, sink: cst.CSTNode) -> str | None:
+        """The project's model class (project fact ``fa2_only_classes``) the value is loaded with: the
+        sink's own ``X.from_pretrained(...)``, else (a default, a field) the one class every
+        ``from_pretrained`` call of the file passing ``attn_implementation=`` loads (Mantis'
+        ``train_fuyu.py``: ``MFuyuForCausalLM.from_pretrained(..., attn_implementation=model_args.attn_implementation)``)."""
+        fa2_only = self.options.project.fa2_only_classes
+        if not fa2_only:
+            return None
+        calls = [sink] if isinstance(sink, cst.Call) else iter_nodes(self.ctx.module, cst.Call)
+        loaded = {
+            name
+            for call in calls
+            if isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "from_pretrained"
+            and (call is sink or keyword(call, "attn_implementation") or any(a.star == "**" for a in call.args))
+            for name in self._class_names(call.func.value)
+        }
+        return sorted(loaded)[0] if loaded and loaded <= set(fa2_only) else None
+
+    def _class_names(self, receiver: cst.BaseExpression) -> list[str]:
+        """The last names of the classes ``receiver`` may be: itself, or what the file assigns to it
+        (Mantis' ``MODEL_CLASS = Idefics2ForConditionalGeneration``); [""] where that cannot be told."""
+        if isinstance(receiver, cst.Attribute):
+            return [receiver.attr.value]
+        if not isinstance(receiver, cst.Name):
+            return [""]
+        values = assigned_values(self.ctx.module, receiver.value)
+        if not values:
+            return [receiver.value]
+        return [value.value if isinstance(value, cst.Name) else "" for value in values]
 
     def _refuses_sdpa(self) -> bool:
         """The file answers ``== "sdpa"`` with ``"flash_attention_2"`` (Aria's config: "SDPA is not
