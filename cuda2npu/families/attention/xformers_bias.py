@@ -98,6 +98,8 @@ def bias_kind(rule, expr: cst.BaseExpression | None, scope: cst.CSTNode) -> str 
         return "tensor"
     if isinstance(expr, cst.Name):
         value = single_value(rule.ctx.module, scope, expr.value)
+        if value is not None and literal(value) is None:  # Otter's `attn_mask = None` before the call (round 38)
+            return "none"
         if value is not None and (_mask(rule, value) is not None or isinstance(value, cst.IfExp)):
             return Unknown(
                 f"`{expr.value}` holds an xFormers mask built elsewhere (`{code_of(value)}`): pass the mask "
