@@ -193,8 +193,22 @@ def _cuda_only_module(ctx, node: cst.Import | cst.ImportFrom) -> str | None:
 
 
 def missing_flags(handler: cst.ExceptHandler) -> list[tuple[str, str]]:
-    """(name, "False" or "None") for each name the handler sets to False or None (``HAVE_X = False``)."""
-    return [flag for line in handler.body.body for flag in _set_missing(line)]
+    """(name, "False" or "None") for each name the handler sets to False or None (``HAVE_X = False``), also
+    under an ``if`` of the handler (Otter's ``if dist.get_rank() == 0: ... XFORMERS_AVAIL = False``, round
+    38: the name is never set True where the import fails)."""
+    return [flag for line in _handler_lines(handler.body.body) for flag in _set_missing(line)]
+
+
+def _handler_lines(body) -> list[cst.CSTNode]:
+    """The statement lines of ``body`` and of the ``if`` blocks in it."""
+    lines = []
+    for line in body:
+        lines.append(line)
+        branch = line
+        while isinstance(branch, (cst.If, cst.Else)):  # `if`, its `elif`s and its `else`
+            lines.extend(_handler_lines(branch.body.body))
+            branch = branch.orelse if isinstance(branch, cst.If) else None
+    return lines
 
 
 def _set_missing(line: cst.CSTNode) -> list[tuple[str, str]]:
