@@ -479,6 +479,28 @@ def test_a_module_of_a_package_whose_init_reaches_flash_attn_is_marked_and_migra
     assert config.read_text() == text  # idempotent
 
 
+def test_modules_a_package_imports_relatively_or_nothing_imports_fail_through_its_init(tmp_path):
+    """VLM2Vec (round 38): `src/data/__init__.py` reaches flash-attn; `src/data/dataset/__init__.py` imports
+    `.beir_dataset` relatively, and `train.py` imports `src.data.dataset.mmeb` by name, so the relative
+    import runs through the package too; `videotext.py`, which nothing imports, can only be imported
+    through it. All three are marked at their first statement and migrated."""
+    write(tmp_path / "src" / "__init__.py", "")
+    write(tmp_path / "src" / "data" / "__init__.py", "from src.model import processor\n")
+    write(tmp_path / "src" / "model" / "__init__.py", "")
+    write(tmp_path / "src" / "model" / "processor.py", "from flash_attn.bert_padding import pad_input\n")
+    write(tmp_path / "src" / "data" / "dataset" / "__init__.py", "from .beir import load\nfrom .mmeb import m\n")
+    body = "import torch\n\n\ndef sync():\n    torch.cuda.synchronize()\n"
+    beir = write(tmp_path / "src" / "data" / "dataset" / "beir.py", body)
+    write(tmp_path / "src" / "data" / "dataset" / "mmeb.py", "m = 1\n")
+    videotext = write(tmp_path / "src" / "data" / "dataset" / "videotext.py", body)
+    write(tmp_path / "train.py", "from src.data.dataset.mmeb import m\n")
+    cli("migrate", tmp_path)
+    for module in (beir, videotext):
+        text = module.read_text()
+        assert text.startswith("# TODO(cuda2npu): NPU606 this module cannot be imported on an NPU host"), module
+        assert "torch.npu.synchronize()" in text
+
+
 def test_a_module_fails_through_its_first_failing_import_in_file_order(tmp_path):
     """quip-sharp (round 34): `lib/utils/__init__.py` imports `.data_utils` (through `lib.codebook` to the
     compiled `quiptools_cuda`) before `.matmul_had` (`fast_hadamard_transform`). The first raises, so

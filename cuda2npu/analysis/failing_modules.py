@@ -366,6 +366,7 @@ def failing_imports(
     modules = set(files.distinct_modules.values())
     reached = CudaOnlyReach(files, sites, extensions)
     through_package = functools.cache(lambda package: _imported_through(files, sites, package))
+    imported_anywhere = functools.cache(lambda name: _named_in_imports(files, name))
     found = []
     for path in files.distinct_modules:
         own = _names(files, path)
@@ -377,8 +378,14 @@ def failing_imports(
                 continue
             left = not _ported_by_hand(cause, extensions, modules)
             # a module named by its own package (not a namespace's), failing through a compiled extension, is
-            # taken as failing wherever it is imported from; otherwise only where an import names it through it
-            if (left and name == files.distinct_modules[path]) or name in through_package(package):
+            # taken as failing wherever it is imported from; otherwise where an import names it through the
+            # package, or where nothing imports it and the project imports the package's modules through it
+            through = through_package(package)
+            if (
+                (left and name == files.distinct_modules[path])
+                or name in through
+                or (through and not imported_anywhere(path.stem if path.name != "__init__.py" else path.parent.name))
+            ):
                 # through its own package's `__init__`: no import of its own to mark
                 found.append((os.path.realpath(path), "", cause, left, ""))
             continue
@@ -464,22 +471,47 @@ def _package_cause(files: PythonFiles, path: Path, what_fails: dict[str, str]) -
 
 
 def _imported_through(files: PythonFiles, sites: ImportSites, package: str) -> frozenset[str]:
-    """The project modules below ``package`` that some import names through it, by its absolute name
-    (nano-vllm's ``from nanovllm.config import Config``), and the packages between (whose ``__init__``
-    runs first). A module imported only by a shorter name, by a script beside it (MambaVision's
-    ``train.py`` in ``mambavision/`` importing ``scheduler.cosine_lr``), does not run the package's
-    ``__init__``."""
-    found = set()
-    word = package.split(".")[0].encode()
+    """The project modules below ``package`` that some import names through it: by its absolute name
+    (nano-vllm's ``from nanovllm.config import Config``), or relatively from a module imported through it
+    (VLM2Vec's ``src/data/dataset/__init__.py``: ``from .beir_dataset import ...``), and the packages
+    between (whose ``__init__`` runs first). A module imported only by a shorter name, by a script beside
+    it (MambaVision's ``train.py`` in ``mambavision/`` importing ``scheduler.cosine_lr``), does not run
+    the package's ``__init__``."""
+    prefix, word = f"{package}.", package.split(".")[0].encode()
+    found: set[str] = set()
+    relative: dict[Path, set[str]] = {}  # importer -> what its relative imports name below the package
     for path in files.distinct_modules:
         if not files.may_import(path, {word}):
             continue
         for site in sites.of(path):
-            for absolute, written in site.imported:
-                if written == absolute and absolute.startswith(f"{package}."):
-                    parts = absolute.split(".")
-                    found.update(".".join(parts[:n]) for n in range(package.count(".") + 2, len(parts) + 1))
-    return frozenset(found)
+            for absolute, written in (*site.imported, *((name, ".") for name in site.qualified)):
+                if written == absolute and absolute.startswith(prefix):
+                    found |= _packages_down_to(absolute, package)
+                elif written.startswith(".") and absolute.startswith(prefix):
+                    relative.setdefault(path, set()).add(absolute)
+    while True:
+        more = {
+            name
+            for path, targets in relative.items()
+            if found.intersection(_names(files, path))
+            for target in targets
+            for name in _packages_down_to(target, package)
+        } - found
+        if not more:
+            return frozenset(found)
+        found |= more
+
+
+def _named_in_imports(files: PythonFiles, name: str) -> bool:
+    """Whether an import statement of the project names ``name`` (a module's last name), by text."""
+    word = re.compile(rf"\b{re.escape(name)}\b".encode())
+    return any(word.search(statement) for path in files for statement in files.import_statements(path))
+
+
+def _packages_down_to(module: str, package: str) -> set[str]:
+    """``module`` and the packages between it and ``package`` (``a.b.c.d`` below ``a``: ``a.b``, ``a.b.c``, ``a.b.c.d``)."""
+    parts = module.split(".")
+    return {".".join(parts[:n]) for n in range(package.count(".") + 2, len(parts) + 1)}
 
 
 def _ported_by_hand(what_fails: str, extensions: tuple[str, ...], modules: set[str]) -> bool:
