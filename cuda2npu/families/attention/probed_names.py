@@ -9,22 +9,31 @@ flash-attn is not installed: the probe is False, the name is never bound, and th
 no fix): what the name should be on the NPU is the project's to say (npu_fusion_attention takes a
 sliding window: ``True`` keeps it). A function left as written (a class only transformers 4.34's
 ``_flash_attn_2_enabled`` selects) is no such reader.
+
+Also a name imported under the probe from transformers' ``modeling_flash_attention_utils``
+(``_flash_attention_forward``; VLM2Vec's vendored Qwen2-VL, round 38) and read by any function, where
+the transformers pin guarantees 4.51: that release runs ``flash_attention_2`` on the NPU through that
+helper, so the project's FlashAttention-2 classes are chosen there, and the probe leaves it unbound.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.flash_attention2_classes import FA2_ON_NPU
 from cuda2npu.analysis.flash_probes import file_probe_flags, requires_probe
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.names import target_names
+from cuda2npu.core.imports import bound_name
+from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import code_of
+from cuda2npu.core.pins import pin_at_least
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
 REWRITTEN_CALLS = ("NPU401", "NPU402")  # flash-attn calls → npu_fusion_attention
+TRANSFORMERS_HELPERS = "transformers.modeling_flash_attention_utils"  # its NPU path from 4.51 (FA2_ON_NPU)
 
 
 @register
@@ -40,12 +49,32 @@ class ProbedNames(Rule):
             for report in self.ctx.reports
             if report.code in REWRITTEN_CALLS and report.fix is not None
         } - {None}
+        helpers_run = pin_at_least(self.options.project.pins, "transformers", FA2_ON_NPU) is True
         for statement in original_node.body:
-            if not isinstance(statement, cst.If) or statement.orelse is not None:
+            if not isinstance(statement, cst.If) or not requires_probe(statement.test, flags):
                 continue
-            if not migrated or not requires_probe(statement.test, flags):
-                continue
-            names = sorted(self._read_by(original_node, statement, _assigned_in(statement), migrated))
+            otherwise = statement.orelse
+            names = (
+                [] if otherwise else sorted(self._read_by(original_node, statement, _assigned_in(statement), migrated))
+            )
+            if helpers_run:
+                functions = set(TreeIndex.of(self.ctx).functions)
+                unbound = {
+                    name for name in _transformers_helpers(statement) if not (otherwise and _binds(otherwise, name))
+                }
+                helpers = sorted(self._read_by(original_node, statement, unbound, functions))
+                if helpers:
+                    listed = ", ".join(f"`{name}`" for name in helpers)
+                    self.report_in(
+                        statement,
+                        "NPU408",
+                        statement.test,
+                        f"{listed} is imported only where flash-attn is installed (`{code_of(statement.test)}`) and "
+                        f"read by this file's functions: transformers >= {FA2_ON_NPU} (pinned) runs flash_attention_2 "
+                        "on an NPU host through it, where the probe is False and that code raises NameError; import "
+                        "it before the `if`",
+                        tier=Tier.REVIEW,
+                    )
             if names:
                 listed = ", ".join(f"`{name}`" for name in names)
                 self.report_in(
@@ -73,6 +102,17 @@ def _assigned_in(statement: cst.If) -> set[str]:
         for assign in iter_nodes(statement.body, cst.Assign)
         for t in assign.targets
         for name in target_names(t.target)
+    }
+
+
+def _transformers_helpers(statement: cst.If) -> set[str]:
+    """The names the ``if`` body imports from transformers' flash-attention helpers."""
+    return {
+        bound_name(alias, node)
+        for node in iter_nodes(statement.body, cst.ImportFrom)
+        if not isinstance(node.names, cst.ImportStar)
+        and (dotted_name(node.module) or "").startswith(TRANSFORMERS_HELPERS)
+        for alias in node.names
     }
 
 
