@@ -85,6 +85,19 @@ def in_probed_branch(ctx, statement: cst.CSTNode | None, flags: frozenset[str]) 
     )
 
 
+def in_probed_choice(ctx, node: cst.CSTNode, flags: frozenset[str]) -> bool:
+    """``node`` is the branch of a conditional expression taken only where flash-attn is installed
+    (Mantis' ``"flash_attention_2" if is_flash_attn_2_available() else None``, round 38)."""
+    index = TreeIndex.of(ctx)
+    child, parent = node, index.parents.get(node)
+    while parent is not None and parent not in index.placement:
+        if isinstance(parent, cst.IfExp) and child in (parent.body, parent.orelse):
+            if requires_probe(parent.test, flags, child is parent.body):
+                return True
+        child, parent = parent, index.parents.get(parent)
+    return False
+
+
 def in_flash_import_try(ctx, statement: cst.CSTNode | None, imports_flash) -> bool:
     """``statement`` is in a ``try`` body that imports flash-attn (``imports_flash(import_node)``) and
     whose handler catches ImportError (``try: import flash_attn; impl = "flash_attention_2"``

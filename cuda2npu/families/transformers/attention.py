@@ -35,7 +35,12 @@ import re
 
 import libcst as cst
 
-from cuda2npu.analysis.flash_probes import file_probe_flags, in_flash_import_try, in_probed_branch
+from cuda2npu.analysis.flash_probes import (
+    file_probe_flags,
+    in_flash_import_try,
+    in_probed_branch,
+    in_probed_choice,
+)
 from cuda2npu.analysis.hf_sources import (
     imports_hf,
     is_hf_call,
@@ -210,9 +215,11 @@ class FlashAttention2(Rule):
     def _flash_only(self, node: cst.CSTNode) -> bool:
         """``node`` runs only where flash-attn is installed (``try: import flash_attn`` then
         ``impl = "flash_attention_2"``; ``if is_flash_attn_2_available():``): never on an NPU host."""
-        statement = statement_of(self.ctx, node)
-        return in_flash_import_try(self.ctx, statement, _imports_flash) or in_probed_branch(
-            self.ctx, statement, file_probe_flags(self.ctx)
+        statement, flags = statement_of(self.ctx, node), file_probe_flags(self.ctx)
+        return (
+            in_flash_import_try(self.ctx, statement, _imports_flash)
+            or in_probed_branch(self.ctx, statement, flags)
+            or in_probed_choice(self.ctx, node, flags)
         )
 
     def _flag_entry(self, node: cst.CSTNode, value: cst.BaseExpression) -> None:
