@@ -56,6 +56,14 @@ CASES = {
         "stops there): drop it, or install it on CUDA hosts only\n"
         "pip install nvidia-cudnn-cu12==9.1.0.70\n"
     ),
+    # the script exits where nvidia-smi is missing (SpecForge's CI kill script, round 38): nothing after the
+    # guard runs on an Ascend host, its messages included; near miss: a guard that does not exit
+    'set -e\nif ! command -v nvidia-smi > /dev/null 2>&1; then\n  echo "nvidia-smi not found"\n  exit 0\nfi\n'
+    "PIDS=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)\n": None,
+    "set -e\ncommand -v nvidia-smi >/dev/null || exit 0\nnvidia-smi -L\n": None,
+    'set -e\nif ! command -v nvidia-smi; then\n  echo "no GPU"\nfi\nnvidia-smi -L\n': (
+        'set -e\nif ! command -v nvidia-smi; then\n  echo "no GPU"\nfi\n' + SMI + "nvidia-smi -L\n"
+    ),
     # nvidia-modelopt ships py3-none-any / aarch64 wheels without a CUDA dependency: not reported
     'pip install "nvidia-modelopt[torch]>=0.37.0" nvidia-modelopt-core==0.33.1\n': None,
 }

@@ -7,7 +7,8 @@ found with the Python code): their CUDA and NCCL settings.
   (``ASCEND_RT_VISIBLE_DEVICES`` must be ascending) or to none (``""``, ``-1``).
 - NPU712 ``shell-nvidia-smi``: ``nvidia-smi`` invoked (``npu-smi info`` on Ascend): manual; not an
   existence check (``command -v nvidia-smi``) nor an NVLink probe that answers "none" without it
-  (``$(nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9]*' | wc -l)``, an ``if`` test, ``|| ...``).
+  (``$(nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9]*' | wc -l)``, an ``if`` test, ``|| ...``),
+  nor after a guard that exits where it is missing (``if ! command -v nvidia-smi; then exit 0; fi``).
 - NPU713 ``shell-nccl-env``: ``NCCL_*`` / ``TORCH_NCCL_*`` variables: renamed where the table has a
   documented HCCL counterpart (review, as NPU203 does in Python); one with an analog of another
   unit or syntax (``NCCL_BUFFSIZE``, ``nccl_manual``) set or exported is a manual item naming it.
@@ -60,6 +61,12 @@ ASSIGNED_VALUE = re.compile(r"""["']?([^\s"';&|()`]*)""")
 VALUE = re.compile(r"""(["']?)([^\s"';&|()]*)\1(?=$|[\s;&|)])""")
 NVIDIA_SMI = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")
 EXISTENCE_CHECK = re.compile(r"(?:^|[\s;&|(`])(?:command[ \t]+-v|which|type|hash)[ \t]+$")  # `command -v nvidia-smi`
+# the script exits where nvidia-smi is missing: `if ! command -v nvidia-smi ...; then ... exit ...; fi`, or
+# `command -v nvidia-smi >/dev/null || exit 0` (SpecForge's CI kill script, round 38)
+MISSING_TEST = re.compile(r"^\s*if\s+!\s*(?:command[ \t]+-v|which|type|hash)[ \t]+nvidia-smi\b")
+MISSING_EXIT = re.compile(r"^\s*(?:command[ \t]+-v|which|type|hash)[ \t]+nvidia-smi\b[^|]*\|\|\s*exit\b")
+BLOCK_END = re.compile(r"^\s*fi\b")
+EXIT = re.compile(r"(?<![\w-])exit\b")
 CONDITION = re.compile(r"(?:^|[;&(]|\bthen|\bdo|\belse)\s*(?:if|elif|while|until)\s+(?:!\s*)?$")
 PIPELINE_END = re.compile(r"\|\||&&|[;)`]")
 NVLINK_WORDS = re.compile(r"(?<![\w-])(?:topo|nvlink)(?![\w-])")  # nvidia-smi's topology and NVLink queries
@@ -137,6 +144,7 @@ def check_shell_script(
         edits += _markers(text, line, marks)
         marks.clear()
     stops = bool(ERREXIT.search(code_text) or ERREXIT_SHEBANG.match(text))  # the script stops at a failure
+    guard = _exits_without_nvidia_smi([line for command in commands for line in command])
     for command in commands:
         for line in command:
             for name, start, end, assigned in _variables(line.code):
@@ -156,7 +164,9 @@ def check_shell_script(
                         line, start + 1, "NPU713", f"`{name}` configures NCCL: {env['nccl_manual'][name]}", Tier.MANUAL
                     )
             for match in NVIDIA_SMI.finditer(line.code):
-                if not _harmless_probe(line.code, match, code_text, stops):
+                if not (guard is not None and line.number >= guard) and not _harmless_probe(
+                    line.code, match, code_text, stops
+                ):
                     report(line, match.start() + 1, "NPU712", NVIDIA_SMI_MESSAGE)
             for match in CUDA_LIBRARY_PATH.finditer(line.code):
                 message = (
@@ -181,6 +191,25 @@ def check_shell_script(
         edits += _markers(text, command[0], marks)
         marks.clear()
     return findings, edits
+
+
+def _exits_without_nvidia_smi(lines: list) -> int | None:
+    """The number of the line from which the script runs only where nvidia-smi is installed: it exits
+    otherwise (``if ! command -v nvidia-smi ...; then ... exit 0; fi``, ``command -v nvidia-smi || exit``).
+    On an Ascend host it stops there, so no later ``nvidia-smi`` runs (nor the guard's own messages)."""
+    for index, line in enumerate(lines):
+        if MISSING_EXIT.search(line.code):
+            return line.number
+        if MISSING_TEST.search(line.code):
+            block = []
+            for later in lines[index:]:
+                block.append(later)
+                if later is not line and BLOCK_END.search(later.code):
+                    break
+            if any(EXIT.search(later.code) for later in block):
+                return line.number
+            return None
+    return None
 
 
 def _harmless_probe(code: str, match: re.Match, script: str, stops: bool) -> bool:
