@@ -185,6 +185,8 @@ class ProjectFacts:
     top_packages: tuple[str, ...] = ()
     # (real path, as shown) of its directories of code for another accelerator (platform_dirs.py; for_path)
     other_platform_dirs: tuple[tuple[str, str], ...] = ()
+    # real paths of its unimported copies of transformers' modular model sources (modular_sources.py; for_path)
+    modular_sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,7 @@ class FileContext:
     failing_import: FailingImport | None = None  # it cannot be imported on an NPU host (failing_imports)
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
+    modular_source: bool = False  # a transformers modular source nothing imports (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
 
@@ -284,6 +287,7 @@ class Options:
                 legacy_vllm_adapters=(),
                 uncalled_functions=(),
                 other_platform_dirs=(),
+                modular_sources=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -296,6 +300,7 @@ class Options:
                 failing_import=failing,
                 legacy_vllm_adapter=adapter,
                 other_platform=platform,
+                modular_source=any(_same_file(where, path) for where in project.modular_sources),
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
             ),
@@ -324,6 +329,7 @@ class Options:
             f"{os.path.basename(where)} (vLLM {version})" for where, version in self.project.legacy_vllm_adapters
         )
         facts["other_platform_dirs"] = tuple(shown for _, shown in self.project.other_platform_dirs)
+        facts["modular_sources"] = tuple(os.path.basename(path) for path in self.project.modular_sources)
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["uncalled_functions"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, name in self.project.uncalled_functions

@@ -26,6 +26,7 @@ from cuda2npu.analysis.float16_models import float16_defaults
 from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
 from cuda2npu.analysis.gpu_monitors import gpu_monitors
 from cuda2npu.analysis.lightning_classes import lightning_classes
+from cuda2npu.analysis.modular_sources import modular_sources
 from cuda2npu.analysis.naive_model_parallel import parallelizes
 from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
@@ -84,7 +85,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py),
     its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
-    its scripts' functions nothing calls (analysis/uncalled_functions.py), its model classes supporting
+    its scripts' functions nothing calls (analysis/uncalled_functions.py), its unimported copies of
+    transformers' modular model sources (analysis/modular_sources.py), its model classes supporting
     FlashAttention-2 but not SDPA (analysis/sdpa_support.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
@@ -136,6 +138,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
             sorted({name.partition(".")[0] for name in (*texts.modules.values(), *texts.namespace_names.values())})
         ),
         other_platform_dirs=other_platform_dirs(files, root),
+        modular_sources=modular_sources(texts),
     )
 
 

@@ -92,6 +92,9 @@ LEGACY_VLLM_REASON = (
 
 
 OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator: it never runs on an NPU host"
+MODULAR_SOURCE_REASON = (
+    "a copy of transformers' modular source of `{modeling}`, which is generated from it: nothing imports it"
+)
 
 
 def _npu_version_reason(path: Path, version: str) -> str:
@@ -114,6 +117,10 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
     if options.file.other_platform:  # project/platform_dirs.py
         return FileResult(display, "skipped", OTHER_PLATFORM_REASON.format(directory=options.file.other_platform))
+    if options.file.modular_source:  # analysis/modular_sources.py
+        return FileResult(
+            display, "skipped", MODULAR_SOURCE_REASON.format(modeling=path.name.replace("modular_", "modeling_", 1))
+        )
     if path.suffix == ".ipynb":  # code cells only: cuda2npu/filekinds/notebooks.py
         from cuda2npu.filekinds.notebooks import process_notebook
 
