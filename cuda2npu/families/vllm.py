@@ -19,8 +19,11 @@ import libcst as cst
 from cuda2npu.analysis.file_notes import FileNote
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
+from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
+from cuda2npu.core.statements import TreeIndex
 
 ENGINES = frozenset(
     {
@@ -70,6 +73,12 @@ FORK_NOTE = (
     "changes onto a vLLM release vllm-ascend supports and install that vllm-ascend (the migrated calls alone do "
     "not run this engine on Ascend: its kernels are CUDA, `vllm._C`)"
 )
+# NPU931 where the project's pin allows only vLLM releases older than vllm-ascend's first: at the first import
+OLD_PIN_NOTE = (
+    "the project pins `vllm{spec}`, for which no vllm-ascend release is made (the first is made for vLLM {first}): "
+    "on an NPU host this vLLM cannot be imported (its CUDA kernels, `vllm._C`); move to a vLLM release vllm-ascend "
+    "supports (NPU705 at the pin), install that vllm-ascend, and check this file's vLLM calls against it"
+)
 PYNCCL_NOTE = (
     "`PyNcclCommunicator` disables itself where the NCCL library cannot be loaded (an Ascend host): its "
     "all_reduce/broadcast/send/recv then return without communicating, so synced weights silently stay "
@@ -100,6 +109,34 @@ class VllmPlugin(FileNote):
         if not release:
             return PLUGIN_NOTE
         return FORK_NOTE.format(release=release, first=first_ascend_vllm())
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._old_release_import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._old_release_import(node)
+
+    def _old_release_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        """The note at the file's first vLLM import where the project pins a vLLM older than vllm-ascend's
+        first (Eurus' `vllm==0.2.7`, round 39; DeepSeek-Math's 0.2.0, round 37): that import fails on an
+        NPU host, so the marker belongs there, not at a later engine call. Not an import guarded by a
+        handler of the ImportError, nor one in code that handles the NPU."""
+        if self.noted or self.options.project.own_vllm or import_root(node) != "vllm":
+            return
+        spec = pin_predates(self.options.project.pins, "vllm", first_ascend_vllm())
+        if spec is None or in_npu_branch(self.ctx, node) or self._guarded():
+            return
+        self.noted = True
+        self.report(
+            self.codes[0], node, OLD_PIN_NOTE.format(spec=spec, first=first_ascend_vllm()), needs_torch_npu=False
+        )
+
+    def _guarded(self) -> bool:
+        """The current statement is in a ``try`` body whose handler catches a failed import."""
+        return any(
+            isinstance(owner, cst.Try) and role == "body" and any(map(catches_import_error, owner.handlers))
+            for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
+        )
 
 
 @register
