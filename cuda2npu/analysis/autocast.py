@@ -14,27 +14,43 @@ AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.aut
 SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}  # device-generic
 
 
-def autocast_alias(ctx, func: cst.BaseExpression) -> str | None:
+NULLCONTEXT = "contextlib.nullcontext"  # takes one positional argument too: `nullcontext("cuda")` runs
+
+
+def autocast_alias(ctx, func: cst.BaseExpression, or_nullcontext: bool = False) -> str | None:
     """The autocast a call reaches through a plain name bound once, in its function (or the module),
     to it (generative-models: ``from torch import autocast`` … ``precision_scope = autocast`` …
-    ``with precision_scope("cuda"):``): its qualified name (``AUTOCAST``), else None."""
+    ``with precision_scope("cuda"):``): its qualified name (``AUTOCAST``), else None. ``or_nullcontext``:
+    also a name bound to ``autocast if ... else nullcontext`` (stablediffusion's ``img2img.py``, round
+    39), which takes the device string too, but no ``dtype=``."""
     if not isinstance(func, cst.Name) or func.value not in ctx.file_state(_autocast_aliases):
         return None
     scope = TreeIndex.of(ctx).function.get(ctx.statement) if ctx.statement is not None else None
     value = single_value(ctx.module, scope or ctx.module, func.value)
+    if isinstance(value, cst.IfExp):
+        if not or_nullcontext:
+            return None
+        arms = {ctx.resolver.qualified_name(arm) for arm in (value.body, value.orelse)}
+        return next((name for name in arms if name in AUTOCAST), None) if NULLCONTEXT in arms else None
     qualified = ctx.resolver.qualified_name(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
     return qualified if qualified in AUTOCAST else None
 
 
 def _autocast_aliases(ctx) -> frozenset[str]:
-    """The names the file assigns an autocast to (``scope = autocast``), by its module-level imports."""
+    """The names the file assigns an autocast to (``scope = autocast``, ``autocast if ... else
+    nullcontext``), by its module-level imports."""
     if ctx.text is not None and b"autocast" not in ctx.text:
         return frozenset()
     module = ctx.resolver.module_scope
     return frozenset(
         target.target.value
         for assign in iter_nodes(ctx.module, cst.Assign)
-        if module_qualified(module, assign.value) in AUTOCAST
+        if any(
+            module_qualified(module, value) in AUTOCAST
+            for value in (
+                (assign.value.body, assign.value.orelse) if isinstance(assign.value, cst.IfExp) else (assign.value,)
+            )
+        )
         for target in assign.targets
         if isinstance(target.target, cst.Name)
     )

@@ -258,7 +258,7 @@ class DeviceStrings(Rule):
         self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func) or ""
+        qualified = self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func, True) or ""
         positional = [a.value for a in node.args if a.keyword is None]
         func_name = dotted_name(node.func) or ""
         if qualified in AMP_CALLS:
