@@ -131,7 +131,8 @@ class CudaDeviceMap(Rule):
             value,
             f'`device_map="{text}"` under `accelerate{spec}`: accelerate sizes NPU memory only from {NPU_MEMORY} '
             "on (get_max_memory), so an older one finds no accelerator and loads the whole model on the CPU of an "
-            f"NPU host, while the inputs go to the NPU; require accelerate>={NPU_MEMORY} (and check what the newer "
+            "NPU host: it runs there, slowly, where the inputs follow `model.device`, and fails where they are moved "
+            f"to the NPU; require accelerate>={NPU_MEMORY} (and check what the newer "
             "release changes)",
             tier=Tier.REVIEW,
         )
