@@ -501,6 +501,25 @@ def test_modules_a_package_imports_relatively_or_nothing_imports_fail_through_it
         assert "torch.npu.synchronize()" in text
 
 
+def test_namespace_modules_of_a_package_imported_by_its_name_fail_through_its_init_but_not_its_scripts(tmp_path):
+    """LongVA (round 39): scripts import `from easy_context import apply` only; its `__init__` imports
+    `.dist.patch` (a directory without `__init__.py`), which imports `.comm` and reaches flash-attn through
+    `ring_flash_attn`: both modules fail through the package. `tests/test_loss.py`, in another directory
+    without `__init__.py`, is a script (it puts `..` on sys.path): not marked."""
+    write(tmp_path / "easy_context" / "seqpar" / "patch.py", "from .comm import send\n\n\ndef apply():\n    pass\n")
+    body = "import torch\n\n\ndef send(x):\n    return x.cuda()\n"
+    comm = write(tmp_path / "easy_context" / "seqpar" / "comm.py", body)
+    write(tmp_path / "easy_context" / "ring.py", "import ring_flash_attn\n")
+    write(tmp_path / "easy_context" / "__init__.py", "from .ring import *\nfrom .seqpar.patch import apply\n")
+    script = write(
+        tmp_path / "easy_context" / "tests" / "test_loss.py", 'import sys\nsys.path.append("..")\n' + body
+    )
+    write(tmp_path / "train.py", "from easy_context import apply\n")
+    cli("migrate", tmp_path)
+    assert comm.read_text().startswith("# TODO(cuda2npu): NPU606 this module cannot be imported on an NPU host")
+    assert "NPU606" not in script.read_text() and ".npu()" in script.read_text()
+
+
 def test_a_module_fails_through_its_first_failing_import_in_file_order(tmp_path):
     """quip-sharp (round 34): `lib/utils/__init__.py` imports `.data_utils` (through `lib.codebook` to the
     compiled `quiptools_cuda`) before `.matmul_had` (`fast_hadamard_transform`). The first raises, so

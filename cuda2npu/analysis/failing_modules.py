@@ -377,14 +377,20 @@ def failing_imports(
             if cause is None:
                 continue
             left = not _ported_by_hand(cause, extensions, modules)
-            # a module named by its own package (not a namespace's), failing through a compiled extension, is
+            # a module named by its own package (not a namespace's: a directory without `__init__.py` holds
+            # scripts, LongVA's `low_mem_cross_ent_tests/`, round 39), failing through a compiled extension, is
             # taken as failing wherever it is imported from; otherwise where an import names it through the
-            # package, or where nothing imports it and the project imports the package's modules through it
-            through = through_package(package)
+            # package, or, a module of the package, where nothing imports it and the project imports the
+            # package's modules through it
+            through, member = through_package(package), name == files.distinct_modules[path]
             if (
-                (left and name == files.distinct_modules[path])
+                (left and member)
                 or name in through
-                or (through and not imported_anywhere(path.stem if path.name != "__init__.py" else path.parent.name))
+                or (
+                    member
+                    and through
+                    and not imported_anywhere(path.stem if path.name != "__init__.py" else path.parent.name)
+                )
             ):
                 # through its own package's `__init__`: no import of its own to mark
                 found.append((os.path.realpath(path), "", cause, left, ""))
@@ -485,8 +491,8 @@ def _imported_through(files: PythonFiles, sites: ImportSites, package: str) -> f
             continue
         for site in sites.of(path):
             for absolute, written in (*site.imported, *((name, ".") for name in site.qualified)):
-                if written == absolute and absolute.startswith(prefix):
-                    found |= _packages_down_to(absolute, package)
+                if written == absolute and (absolute == package or absolute.startswith(prefix)):
+                    found |= {package, *_packages_down_to(absolute, package)}  # `from easy_context import ...`
                 elif written.startswith(".") and absolute.startswith(prefix):
                     relative.setdefault(path, set()).add(absolute)
     while True:
