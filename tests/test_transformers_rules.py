@@ -459,3 +459,25 @@ def test_r38_a_project_model_class_without_sdpa_gets_eager(tmp_path):
     cli("migrate", tmp_path)
     assert 'field(default="eager")' in fuyu.read_text()
     assert 'field(default="sdpa")' in other.read_text()
+
+
+def test_r39_a_replaced_flash_attention_method_is_a_replaced_forward_not_a_packing_patch(tmp_path):
+    """LongVA's sequence-parallel (zigzag ring / Ulysses) attention replaces the FlashAttention2 class's
+    `_flash_attention_forward` method, and its scripts call a model with `position_ids` and no mask: the
+    kept flag's marker names the replaced forward, not a packing patch (round 39: 7 wrong markers told to
+    train without packing)."""
+    write(
+        tmp_path / "easy_context" / "monkey_patch.py",
+        "import transformers\n\n\ndef apply():\n"
+        "    transformers.models.llama.modeling_llama.LlamaFlashAttention2._flash_attention_forward = None\n",
+    )
+    script = write(
+        tmp_path / "eval.py",
+        "from transformers import AutoModelForCausalLM\n\n"
+        'model = AutoModelForCausalLM.from_pretrained("m", _attn_implementation="flash_attention_2")\n'
+        "out = model(ids, position_ids=pos, attention_mask=None)\n",
+    )
+    cli("migrate", tmp_path)
+    text = script.read_text()
+    assert "where the project replaces a FlashAttention2 class's forward" in text
+    assert "packed sequences" not in text and '_attn_implementation="flash_attention_2"' in text

@@ -455,11 +455,11 @@ class FlashAttention2(Rule):
     def _packing_hooks(self) -> list[str]:
         """The project's patches of transformers' flash-attention internals that tell packed sequences
         apart (``_get_unpad_data``, ...): its hooks but the replaced FlashAttention2 forwards."""
-        return [hook for hook in self.options.file.flash_attention_hooks if not hook.endswith(REPLACED_FORWARD)]
+        return [hook for hook in self.options.file.flash_attention_hooks if not REPLACED_FORWARD.search(hook)]
 
     def _replaced_forward(self) -> str | None:
         """The project's replacement of a FlashAttention2 class's forward (``file: target``), if any."""
-        return next((h for h in self.options.file.flash_attention_hooks if h.endswith(REPLACED_FORWARD)), None)
+        return next((h for h in self.options.file.flash_attention_hooks if REPLACED_FORWARD.search(h)), None)
 
     def _forward_message(self, hook: str, what: str) -> str:
         return (
@@ -496,7 +496,10 @@ class FlashAttention2(Rule):
         )
 
 
-REPLACED_FORWARD = "FlashAttention2.forward"  # a project fact flash_attention_hooks entry of this kind
+# a project fact flash_attention_hooks entry of this kind: a FlashAttention2 class's forward, or its
+# `_flash_attention_forward` method (LongVA's sequence-parallel ring/Ulysses attention, round 39), not
+# transformers' module-level helper of that name that packing patches replace
+REPLACED_FORWARD = re.compile(r"FlashAttention2\.(?:forward|_flash_attention_forward)$")
 
 
 ATTN_OPTIONS = {"--attn-implementation", "--attn_implementation"}
