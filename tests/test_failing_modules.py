@@ -511,9 +511,7 @@ def test_namespace_modules_of_a_package_imported_by_its_name_fail_through_its_in
     comm = write(tmp_path / "easy_context" / "seqpar" / "comm.py", body)
     write(tmp_path / "easy_context" / "ring.py", "import ring_flash_attn\n")
     write(tmp_path / "easy_context" / "__init__.py", "from .ring import *\nfrom .seqpar.patch import apply\n")
-    script = write(
-        tmp_path / "easy_context" / "tests" / "test_loss.py", 'import sys\nsys.path.append("..")\n' + body
-    )
+    script = write(tmp_path / "easy_context" / "tests" / "test_loss.py", 'import sys\nsys.path.append("..")\n' + body)
     write(tmp_path / "train.py", "from easy_context import apply\n")
     cli("migrate", tmp_path)
     assert comm.read_text().startswith("# TODO(cuda2npu): NPU606 this module cannot be imported on an NPU host")
