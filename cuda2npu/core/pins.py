@@ -21,6 +21,7 @@ CONSULTED = (
     "colossalai",
     "deepspeed",
     "liger-kernel",
+    "pytorch-lightning",  # before 1.5 `accelerator` names the distributed backend, not the device (NPU951)
     "ray",
     "torch",
     "torch-npu",

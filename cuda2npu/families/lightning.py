@@ -18,6 +18,7 @@ import libcst as cst
 from cuda2npu.analysis.hf_sources import keyword, sources, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.literals import string_value
+from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
@@ -45,7 +46,14 @@ EFFECT = {
     "spread": 'takes its accelerator from the `**` arguments: "auto" picks the CPU on an NPU host and "gpu" raises',
     "arguments": 'takes its accelerator from the command line (`--accelerator`): "auto", Lightning\'s default, picks the CPU on an NPU host and "gpu" raises',
     "gpus": 'asks for CUDA GPUs and raises on an NPU host (Lightning 1.x: "You requested GPUs: [0] But your machine only has: []"; Lightning 2 has no `gpus=`: TypeError)',
+    # before 1.5 `--accelerator` names the distributed backend (dp, ddp, ...); the devices come from `--gpus`
+    "gpus_arguments": (
+        "takes its devices from the command line (`--gpus`; under `pytorch-lightning{spec}` `--accelerator` is "
+        'the distributed backend): asking for GPUs raises on an NPU host ("You requested GPUs: [0] But your '
+        'machine only has: []"), and without `--gpus` the run trains on the CPU'
+    ),
 }
+DEVICE_ACCELERATOR = "1.5.0"  # Lightning's `accelerator="gpu"`/"auto" device names (before: the distributed backend)
 NO_GPUS = ("0", "None", "[]", '""', "''")  # `gpus=` values asking for no GPU
 
 
@@ -90,9 +98,12 @@ class LightningAccelerator(Rule):
         spread = arg is None and any(a.star == "**" for a in node.args)
         gpus = keyword(node, "gpus")
         asks_gpus = arg is None and gpus is not None and self.ctx.module.code_for_node(gpus.value) not in NO_GPUS
+        old = pin_predates(self.options.project.pins, "pytorch-lightning", DEVICE_ACCELERATOR)
         chosen = (
             "gpus"
             if asks_gpus
+            else "gpus_arguments"
+            if from_args and arg is None and old
             else "arguments"
             if from_args and arg is None
             else "spread"
@@ -118,7 +129,8 @@ class LightningAccelerator(Rule):
         self.report(
             "NPU951",
             node,
-            f"Lightning's `{name}` ({asked}) {EFFECT[chosen]}: Lightning has no Ascend NPU accelerator; pass "
+            f"Lightning's `{name}` ({asked}) {EFFECT[chosen].format(spec=old)}: Lightning has no Ascend NPU "
+            "accelerator; pass "
             "an `Accelerator` of your own that runs on torch.npu (Lightning's Accelerator API), or run this loop "
             "with plain torch or accelerate",
             needs_torch_npu=False,
