@@ -73,6 +73,7 @@ from cuda2npu.families.transformers.releases import (
 )
 
 FA2 = "flash_attention_2"
+FLEX = "flex_attention"
 # the keyword, and the config attributes it sets: `_attn_implementation="flash_attention_2"` given to
 # `from_pretrained` reaches the config through its kwargs (VLMEvalKit's idefics and Phi-3-vision, round 31)
 ATTENTION_KEYS = ("attn_implementation", "_attn_implementation", "_attn_implementation_internal")
@@ -87,7 +88,7 @@ PACKING_NAMES = re.compile(
 @register
 class FlashAttention2(Rule):
     codes = ("NPU901", "NPU902", "NPU903")
-    triggers = (r"flash_attention_2",)
+    triggers = (r"flash_attention_2", r"flex_attention")
     FLAG = "use_flash_attention_2"
 
     def __init__(self, ctx) -> None:
@@ -101,6 +102,7 @@ class FlashAttention2(Rule):
         return not guaranteed(self.options, FA2_ON_NPU)
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._flex_attention(node)
         if not self._active():
             return
         hf = is_hf_call(self.resolver, node)
@@ -331,6 +333,26 @@ class FlashAttention2(Rule):
             )
             replaced = value
         return replaced
+
+    def _flex_attention(self, call: cst.Call) -> None:
+        """NPU901 (review) at ``attn_implementation="flex_attention"`` given to transformers: FlexAttention
+        raises for an NPU tensor in every release (torch's ``_validate_device``; transformers'
+        ``is_torch_flex_attn_available`` is False with torch_npu: docs/reference/run_configs.md §7), so
+        the load fails there; "sdpa" is the portable choice, with its own masking (a review item)."""
+        arg = keyword(call, "attn_implementation")
+        if arg is None or string_value(arg.value) != FLEX or not is_hf_call(self.resolver, call):
+            return
+        if in_npu_branch(self.ctx, call):
+            return
+        self.report(
+            "NPU901",
+            arg.value,
+            f'`attn_implementation="{FLEX}"` fails on an NPU host: FlexAttention runs on CUDA, CPU, XPU, HPU and MPS '
+            'tensors only, and transformers does not offer it with torch_npu; "sdpa" runs there (check the masks '
+            "the model builds for FlexAttention: block masks for packed or document-masked batches)",
+            tier=Tier.REVIEW,
+            needs_torch_npu=False,
+        )
 
     def _compared_reads(self, target: cst.Attribute, value: str) -> None:
         """NPU901 (review) where the file compares the attribute it sets with ``"flash_attention_2"``
