@@ -70,6 +70,7 @@ from cuda2npu.filekinds import poetry_deps
 from cuda2npu.filekinds.distribution_facts import commit_predates_npu, predates_npu, replacement
 from cuda2npu.filekinds.package_indexes import cuda_index_urls
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement, vcs_ref
+from cuda2npu.filekinds.runconfig_files import ENVIRONMENT_FILE
 from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, CUDA_LOCAL, TORCH_FAMILY, conda_cuda_note, cpu_index
 
 if sys.version_info >= (3, 11):
@@ -120,8 +121,8 @@ def is_requirements_file(path: Path) -> bool:
 
 
 def is_environment_file(name: str) -> bool:
-    """A conda environment file (``environment.yml``, ``environment-gpu.yaml``)."""
-    return re.fullmatch(r"environment[\w.-]*\.ya?ml", name) is not None
+    """A conda environment file (``environment.yml``, ``environment-gpu.yaml``, PandaLM's ``conda-env.yml``)."""
+    return ENVIRONMENT_FILE.fullmatch(name) is not None
 
 
 def is_dependency_file(path: Path) -> bool:
