@@ -518,6 +518,31 @@ def test_namespace_modules_of_a_package_imported_by_its_name_fail_through_its_in
     assert "NPU606" not in script.read_text() and ".npu()" in script.read_text()
 
 
+def test_xformers_names_no_rule_rewrites_keep_the_import_and_its_importers_fail(tmp_path):
+    """chameleon (round 40): `transformer.py` imports `RMSNorm` and `rope_padded` from `xformers.ops`, which
+    NPU409 does not rewrite away: the import stays and fails, and so do `loader.py`, which imports it, and
+    `image_tokenizer.py`'s neighbours; `image_tokenizer.py` imports `chameleon.inference.vqgan`, the package's
+    module, not its sibling `chameleon.py` (a script beside it importing the same name would), so it does
+    not fail. A file importing only `memory_efficient_attention` is migrated, its importers not marked."""
+    write(tmp_path / "chameleon" / "__init__.py", "")
+    write(tmp_path / "chameleon" / "inference" / "__init__.py", "")
+    write(
+        tmp_path / "chameleon" / "inference" / "transformer.py", "from xformers.ops import RMSNorm, fmha, rope_padded\n"
+    )
+    write(tmp_path / "chameleon" / "inference" / "loader.py", "from chameleon.inference.transformer import RMSNorm\n")
+    write(tmp_path / "chameleon" / "inference" / "chameleon.py", "from chameleon.inference.loader import RMSNorm\n")
+    write(tmp_path / "chameleon" / "inference" / "vqgan.py", "import torch\n")
+    write(tmp_path / "chameleon" / "inference" / "image_tokenizer.py", "from chameleon.inference.vqgan import torch\n")
+    write(tmp_path / "sdpa" / "__init__.py", "")
+    write(tmp_path / "sdpa" / "attn.py", "from xformers.ops import memory_efficient_attention\n")
+    write(tmp_path / "sdpa" / "model.py", "from sdpa.attn import memory_efficient_attention\n")
+    texts = {path: path.read_bytes() for path in tmp_path.rglob("*.py")}
+    failing = dict(failing_modules(PythonFiles(texts, tmp_path), ()))
+    assert failing["chameleon.inference.loader"] == failing["chameleon.inference.chameleon"] == "xformers.ops"
+    assert "chameleon.inference.image_tokenizer" not in failing
+    assert "sdpa.model" not in failing and "sdpa.attn" not in failing
+
+
 def test_a_module_fails_through_its_first_failing_import_in_file_order(tmp_path):
     """quip-sharp (round 34): `lib/utils/__init__.py` imports `.data_utils` (through `lib.codebook` to the
     compiled `quiptools_cuda`) before `.matmul_had` (`fast_hadamard_transform`). The first raises, so

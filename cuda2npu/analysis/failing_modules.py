@@ -77,7 +77,9 @@ def _failing_modules(
     files: PythonFiles, extensions: tuple[str, ...], sites: ImportSites
 ) -> tuple[tuple[str, str], ...]:
     """:func:`failing_modules`, reading the files' imports through ``sites``."""
-    words = sorted({re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_failing_roots(), "flash_attn"})
+    words = sorted(
+        {re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_failing_roots(), "flash_attn", "xformers"}
+    )
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
     modules = files.distinct_modules
@@ -87,7 +89,11 @@ def _failing_modules(
 
     @functools.cache
     def kept_of(path: Path) -> frozenset[str]:  # read by both passes below
-        return frozenset(_kept_flash_names(files.tree(path))) if b"flash_attn" in files[path] else frozenset()
+        text = files[path]
+        if b"flash_attn" not in text and b"xformers" not in text:
+            return frozenset()
+        tree = files.tree(path)
+        return frozenset(_kept_flash_names(tree) | _kept_xformers_names(tree))
 
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
         failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
@@ -245,7 +251,10 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
             imported += tuple(
                 (siblings[head] + absolute[len(head) :], written)
                 for absolute, written in imported
-                if (head := absolute.split(".")[0]) in siblings
+                # not where the importer is a module of the package of that name: chameleon's
+                # `chameleon/inference/image_tokenizer.py` imports `chameleon.inference.vqgan`, not its
+                # sibling `chameleon.py` (round 40)
+                if (head := absolute.split(".")[0]) in siblings and not module.startswith(f"{head}.")
             )
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
         sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
@@ -314,6 +323,10 @@ def _falls_back(statement: ast.Try) -> bool:
     return any(catches_import_error(handler) and not reraises(handler) for handler in statement.handlers)
 
 
+# the xFormers names NPU409 rewrites the uses of, and the modules they are reached through
+XFORMERS_REWRITTEN = frozenset(
+    {"memory_efficient_attention", "ops", "fmha", "LowerTriangularMask", "LowerTriangularFromBottomRightMask"}
+)
 SHOWN_IMPORTERS = 3  # the guarded imports an optional module's entry names; the others are counted
 
 
@@ -607,7 +620,7 @@ def _cannot_import(name: str, extensions: tuple[str, ...], kept: Set[str], own_r
     the project has a top-level package of its name (``own_roots``)."""
     if is_cuda_extension(name, extensions) or name.split(".")[0] in UNINSTALLABLE_LIBRARIES:
         return True
-    if name.startswith(("flash_attn.", "flash_attn_interface.")):
+    if name.startswith(("flash_attn.", "flash_attn_interface.", "xformers.")):
         return name in kept
     if name.split(".")[0] in own_roots:
         return False  # the project's own package of that name (a vendored `mamba_ssm`), followed as such
@@ -645,6 +658,22 @@ def _kept_flash_names(tree: ast.Module | None) -> set[str]:
         for name, reads in names:
             if (name in by_hand and (reads or not rewritten)) or (name not in by_hand and not all(reads)):
                 kept |= {name, statement.module}
+    return kept
+
+
+def _kept_xformers_names(tree: ast.Module | None) -> set[str]:
+    """The xFormers names (and their modules) the module-level ``from xformers... import`` statements of
+    ``tree`` bind that the migration does not rewrite away: all but ``memory_efficient_attention``, the
+    ``ops`` / ``fmha`` modules it is called through and the causal masks it reads (NPU409). chameleon's
+    ``from xformers.ops import RMSNorm, fmha, rope_padded`` stays, and its importers fail (round 40)."""
+    if tree is None:
+        return set()
+    kept = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and (statement.module or "").split(".")[0] == "xformers":
+            for alias in statement.names:
+                if alias.name not in XFORMERS_REWRITTEN:
+                    kept |= {f"{statement.module}.{alias.name}", statement.module}
     return kept
 
 
