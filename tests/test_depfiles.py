@@ -1125,3 +1125,20 @@ def test_r28_torch_npu_goes_with_the_linux_torch_line(tmp_path):
         'torch==2.1.0 ; sys_platform == "linux"',
         'torch_npu==2.1.0.post17; sys_platform == "linux"',
     ]
+
+
+def test_r40_a_requirement_reached_through_the_projects_own_imports_is_kept(tmp_path):
+    """chameleon (round 40): `viewer/backend/requirements.txt` lists xformers; no file of the backend imports
+    it, but the backend imports `chameleon.inference.loader`, which imports the model, whose xFormers
+    names no rule rewrites away: the requirement stays, marked, instead of being dropped unmarked."""
+    write(tmp_path / "chameleon" / "__init__.py", "")
+    write(tmp_path / "chameleon" / "inference" / "__init__.py", "")
+    write(tmp_path / "chameleon" / "inference" / "transformer.py", "import torch\nfrom xformers.ops import RMSNorm\n")
+    write(tmp_path / "chameleon" / "inference" / "loader.py", "from chameleon.inference.transformer import RMSNorm\n")
+    backend = tmp_path / "chameleon" / "viewer" / "backend"
+    write(backend / "__init__.py", "")
+    write(backend / "server.py", "import torch\nfrom chameleon.inference.loader import RMSNorm\n")
+    requirements = write(backend / "requirements.txt", "fastapi\nxformers==0.0.23\n")
+    cli("migrate", tmp_path)
+    text = requirements.read_text()
+    assert "xformers==0.0.23" in text and "NPU701" in text and "kept while the code imports it" in text

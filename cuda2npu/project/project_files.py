@@ -42,13 +42,17 @@ def project_imports(
     by_name: dict[str, Path],
     scans: dict[Path, FileImports],
     real: Callable[[Path], Path] = Path.resolve,
+    reached: dict[str, str] | None = None,
 ) -> ProjectImports:
     """Imports of every Python file and notebook under ``directory`` (the dependency file's
     project), read after migration: files this run rewrote count with their new text. The whole
     project is scanned, not only the files of the run, so that a hook given a few staged files
     never removes a requirement that other files still import. ``scans`` keeps each file's
     imports for the other dependency files of the run (nested projects share files); the files of
-    the run come with theirs (``FileResult.imports``). ``real``: ``Path.resolve``, memoised by the run."""
+    the run come with theirs (``FileResult.imports``). ``real``: ``Path.resolve``, memoised by the run.
+    ``reached``: real path → the CUDA-only module a file reaches through the project's own imports
+    (project fact ``failing_imports``): chameleon's viewer backend needs xformers through
+    ``chameleon.inference.loader`` although none of its files imports it (round 40)."""
     migrated = {}
     names = {real(path): name for name, path in by_name.items()}
     fixable = False
@@ -83,6 +87,8 @@ def project_imports(
         modules, top_level = scan
         for module in modules:
             by_module.setdefault(module, []).append(display)
+        if reached and str(key) in reached:
+            by_module.setdefault(reached[str(key)].split(".")[0], []).append(f"{display} (through its imports)")
         required = required or top_level
     if required:
         return ProjectImports(by_module, "imported")
@@ -111,7 +117,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
     def imports_for(path: Path) -> ProjectImports:
         directory = real(path.parent.parent if path.parent.name == "requirements" else path.parent)
         if directory not in cache:
-            cache[directory] = project_imports(directory, results, by_name, scans, real)
+            reached = {where: what for where, _, what, *_ in options_of(path).project.failing_imports}
+            cache[directory] = project_imports(directory, results, by_name, scans, real, reached)
         return cache[directory]
 
     composes = {
