@@ -189,13 +189,14 @@ class CudaAutocastBf16(ValueUses, Rule):
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
             if self._tested_choice(dtype.value) or not self._half_chosen(dtype.value):
                 return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter, a run-time choice
-            self.report(
-                "NPU340",
-                node,
-                f"CUDA autocast with dtype={code_of(dtype.value)}: the BF16 policy wants dtype=torch.bfloat16 here",
-                tier=Tier.REVIEW,
-            )
-            return
+            if not self._half_weights(node) and not self.options.project.float16_defaults:  # else as below (AnyGPT's
+                self.report(  # `maybe_autocast(self, dtype=torch.float16)` over a `.half()` ViT, round 40)
+                    "NPU340",
+                    node,
+                    f"CUDA autocast with dtype={code_of(dtype.value)}: the BF16 policy wants dtype=torch.bfloat16 here",
+                    tier=Tier.REVIEW,
+                )
+                return
         if self._tests_float16(node):
             return  # a test asserting float16 results (detectron2's `test_autocast`): float16 is what it tests
         if self._bf16_offered(node):
