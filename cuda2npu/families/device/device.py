@@ -25,7 +25,7 @@ from cuda2npu.analysis.receivers import (
     torch_value,
 )
 from cuda2npu.core.diagnostics import Tier
-from cuda2npu.core.feature_words import boolean_parts
+from cuda2npu.core.feature_words import boolean_parts, name_tokens
 from cuda2npu.core.imports import catches_import_error
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
@@ -319,6 +319,8 @@ class CudaMethodCall(Rule):
                 callee = kernel_call(self.ctx, statement) if isinstance(statement.test, cst.Name) else None
                 if callee is not None:
                     flags.setdefault(statement.test.value, None if _falls_back(self.ctx, statement) else callee)
+            if _selects_cuda_named(node.body):  # `config = self.cuda_config if is_cuda else self.cpu_config`
+                self._says_cuda_only.update(_is_cuda_tests(node.body))
             predicates = self.ctx.file_state(_kernel_predicates)
             if node.name.value in predicates and node in self.ctx.module.body:
                 callee = predicates[node.name.value]
@@ -391,6 +393,19 @@ class CudaMethodCall(Rule):
             and call.args[0].value.deep_equals(node.value)
             for call in iter_nodes(top, cst.Call)
         )
+
+
+def _selects_cuda_named(body: cst.BaseSuite) -> bool:
+    """The function chooses, by a flag named for CUDA, a value named for CUDA: ``config = self.cuda_config
+    if is_cuda else self.cpu_config`` (lucidrains' ``Attend`` in AnyGPT's soundstorm, round 40), where the
+    CUDA value is set only behind a CUDA check the migration keeps (None on an NPU host): its ``is_cuda``
+    stays, and NPU tensors take the other value, as they would on a GPU host without CUDA."""
+    return any(
+        isinstance(choice.test, cst.Name)
+        and "cuda" in name_tokens(choice.test.value)
+        and any("cuda" in name_tokens(dotted_name(arm) or "") for arm in (choice.body, choice.orelse))
+        for choice in iter_nodes(body, cst.IfExp)
+    )
 
 
 def _kernel_predicates(ctx) -> dict[str, str | None]:
