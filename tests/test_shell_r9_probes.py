@@ -10,6 +10,7 @@ import pytest
 from cli_helpers import cli, write
 
 from cuda2npu.filekinds.shellscripts import NVIDIA_SMI_MESSAGE
+from cuda2npu.filekinds.torch_index import NIGHTLY_NOTE
 
 SMI = f"# TODO(cuda2npu): NPU712 {NVIDIA_SMI_MESSAGE}\n"
 RUNTIME = "an NVIDIA CUDA runtime wheel; CANN provides the runtime on Ascend"
@@ -63,6 +64,15 @@ CASES = {
     "set -e\ncommand -v nvidia-smi >/dev/null || exit 0\nnvidia-smi -L\n": None,
     'set -e\nif ! command -v nvidia-smi; then\n  echo "no GPU"\nfi\nnvidia-smi -L\n': (
         'set -e\nif ! command -v nvidia-smi; then\n  echo "no GPU"\nfi\n' + SMI + "nvidia-smi -L\n"
+    ),
+    # a nightly CUDA index (modded-nanogpt's Dockerfile, round 40): no torch_npu matches a nightly torch, so the
+    # index is not rewritten to `/whl/nightly/cpu` but marked; a release index is rewritten
+    "pip install --pre torch --index-url https://download.pytorch.org/whl/nightly/cu126\n": (
+        f"# TODO(cuda2npu): NPU702 {NIGHTLY_NOTE}\n"
+        "pip install --pre torch --index-url https://download.pytorch.org/whl/nightly/cu126\n"
+    ),
+    "pip install torch --index-url https://download.pytorch.org/whl/cu126\n": (
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu\n"
     ),
     # nvidia-modelopt ships py3-none-any / aarch64 wheels without a CUDA dependency: not reported
     'pip install "nvidia-modelopt[torch]>=0.37.0" nvidia-modelopt-core==0.33.1\n': None,

@@ -71,7 +71,16 @@ from cuda2npu.filekinds.distribution_facts import commit_predates_npu, predates_
 from cuda2npu.filekinds.package_indexes import cuda_index_urls
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement, vcs_ref
 from cuda2npu.filekinds.runconfig_files import ENVIRONMENT_FILE
-from cuda2npu.filekinds.torch_index import CONDA_CUDA, CUDA_INDEX, CUDA_LOCAL, TORCH_FAMILY, conda_cuda_note, cpu_index
+from cuda2npu.filekinds.torch_index import (
+    CONDA_CUDA,
+    CUDA_INDEX,
+    CUDA_LOCAL,
+    NIGHTLY_NOTE,
+    TORCH_FAMILY,
+    conda_cuda_note,
+    cpu_index,
+    nightly,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -960,6 +969,9 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
             match = CUDA_INDEX.search(line)
             if match and re.match(r"\s*(?:-\s+)?(-i|--index-url|--extra-index-url|-f|--find-links)\b", line):
                 start = offset + match.start()
+                if nightly(line):
+                    report(WHEEL_CODE, *_line_col(text, start), NIGHTLY_NOTE, mark=offset)
+                    continue
                 new_line = cpu_index(line)
                 report(
                     WHEEL_CODE,

@@ -59,10 +59,12 @@ from cuda2npu.filekinds.torch_index import (
     CUDA_INDEX,
     CUDA_LOCAL,
     CUDA_WHEEL,
+    NIGHTLY_NOTE,
     TORCH_FAMILY,
     conda_cuda_note,
     cpu_build,
     cpu_index,
+    nightly,
 )
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
@@ -332,6 +334,8 @@ def _cuda_index(word: ShellWord) -> list[Found]:
     ``/whl/cpu`` counterpart, as in a requirements file."""
     if CUDA_INDEX.search(word.text) is None:
         return []
+    if nightly(word.text):
+        return [Found(word.line, word.start, "NPU702", NIGHTLY_NOTE, Tier.MANUAL)]
     message = "a CUDA package index of PyTorch: torch_npu needs the CPU build (`/whl/cpu`)"
     return [Found(word.line, word.start, "NPU702", message, end=word.end, edit=cpu_index(word.text))]
 

@@ -13,6 +13,21 @@ CUDA_LOCAL = re.compile(r"\+cu\d+")  # the local version of a CUDA build: `torch
 CUDA_WHEEL = re.compile(r"(?:\+|%2B)cu\d+", re.IGNORECASE)  # in a wheel's file name too: `torch-2.1.0%2Bcu118-...whl`
 
 
+# a nightly build has no torch_npu to match (torch_npu is released for torch releases): the index is
+# not rewritten to `/whl/nightly/cpu` (modded-nanogpt's Dockerfile upgraded the pinned torch, round 40)
+NIGHTLY_NOTE = (
+    "a nightly CUDA package index of PyTorch: torch_npu is released for torch releases only, so a nightly torch "
+    "(`/whl/nightly/cpu` included) has no torch_npu to match; install the torch release your torch_npu pins, "
+    "from `/whl/cpu`, instead"
+)
+
+
+def nightly(text: str) -> bool:
+    """Whether a PyTorch CUDA index in ``text`` is a nightly one (``/whl/nightly/cu126``)."""
+    match = CUDA_INDEX.search(text)
+    return match is not None and "nightly/" in match.group(1)
+
+
 def cpu_index(text: str) -> str:
     """``text`` with each PyTorch CUDA index URL turned into the CPU one."""
     return CUDA_INDEX.sub(r"\1cpu", text)
