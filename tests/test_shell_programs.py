@@ -16,6 +16,7 @@ from cuda2npu.filekinds.shell_programs import (
     LMDEPLOY_TURBOMIND,
     SLURM_MESSAGE,
 )
+from cuda2npu.filekinds.torch_index import NIGHTLY_NOTE
 
 FLASH = (
     "`{req}`: `flash-attn` is CUDA-only (use torch_npu.npu_fusion_attention (cuda2npu migrates flash_attn "
@@ -58,8 +59,10 @@ CASES = {
     "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cu121\n": (
         "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cpu\n"
     ),
+    # a nightly one is marked (round 40): no torch_npu matches a nightly torch
     'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cu128" x\n': (
-        'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cpu" x\n'
+        f"# TODO(cuda2npu): NPU702 {NIGHTLY_NOTE}\n"
+        'pip3 install -U torch "--extra-index-url=https://download.pytorch.org/whl/nightly/cu128" x\n'
     ),
     # r9: pins of CUDA builds change with the index (slime's build_conda.sh): the `+cuXXX` local version
     # dropped, which the CPU index serves as `+cpu`; an exact pin read from a variable, or a CUDA wheel's
