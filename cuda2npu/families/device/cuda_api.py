@@ -52,6 +52,7 @@ from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.device import cuda_api_portable as portable_api
+from cuda2npu.families.device.capability_tests import capability_device_test
 from cuda2npu.families.device.cuda_api_checks import (
     CallCheck,
     adapt_keywords,
@@ -153,6 +154,7 @@ class TorchCudaApi(Rule):
     # --- context: hasattr guards, feature switches ---------------------------------------------
 
     def visit_If(self, node: cst.If) -> None:
+        self._capability_device_test(node.test)
         names = _hasattr_names(node.test)
         if names:
             self._guards.append((node, names))
@@ -165,6 +167,7 @@ class TorchCudaApi(Rule):
             self._keep_cuda_branch(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._capability_device_test(node.test)
         if node.body.deep_equals(node.orelse):  # `"cpu" if torch.cuda.is_available() else "cpu"`: no choice
             self._switch_parts.update(_attributes(node.test))
             return
@@ -174,6 +177,21 @@ class TorchCudaApi(Rule):
             capability=not _device_choice(node),
         ):
             self._keep_cuda_branch(node)
+
+    def _capability_device_test(self, test: cst.BaseExpression) -> None:
+        """``"cuda" in device and torch.cuda.get_device_properties(device).major >= 7`` (capability_tests.py):
+        its calls stay ``torch.cuda`` (False on an NPU host, as its "cuda" test), with one review marker."""
+        if not capability_device_test(self.ctx, test) or is_cuda_alternative(self.ctx, test):
+            return
+        self._switch_parts.update(_attributes(test))
+        self.report(
+            "NPU103",
+            test,
+            "kept: this test asks for a CUDA device and its compute capability, which torch_npu leaves empty "
+            "(`get_device_capability()` is None, the properties have no `major`): rewritten it would raise; as "
+            "written it is False on an NPU host, where its other branch runs: decide what it means on the NPU",
+            tier=Tier.REVIEW,
+        )
 
     def _keep_cuda_branch(self, node: cst.If | cst.IfExp) -> None:
         """The test stays `torch.cuda`, False on an NPU host: its CUDA branch never runs there, and is

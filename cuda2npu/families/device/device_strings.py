@@ -54,6 +54,7 @@ from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.families.device.capability_tests import capability_device_test
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
 from cuda2npu.families.device.device_branches import (
     ASSERT_EQUAL,
@@ -568,6 +569,9 @@ class DeviceStrings(Rule):
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
         the device test chooses a CUDA kernel of the project's (``kernel_switch``); its "cuda" stays."""
         literals = cuda_type_literals(node.test, functools.partial(device_side, self.ctx))
+        if literals and capability_device_test(self.ctx, node.test):
+            self._says_cuda_only.update(literals)  # `"cuda" in device and ...major >= 7`: left whole (cuda_api)
+            return
         graph = graph_use(self.ctx, cuda_branch(self.ctx, node)) if literals else None
         callee = kernel_call(self.ctx, node) if literals and graph is None else None
         if graph is not None:  # `if x.device.type != "cuda": return fn(x)` before `torch.cuda.CUDAGraph()`
@@ -601,6 +605,7 @@ class DeviceStrings(Rule):
                     return
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._says_cuda_only.update(capability_device_test(self.ctx, node.test))  # left whole (cuda_api)
         tests = [n for n in calls_in(node.test)]
         if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
             if gated_cuda_use(self.ctx, node) is None:  # else a feature switch, kept with its "cuda" (cuda_api)
