@@ -84,6 +84,7 @@ from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 
@@ -95,6 +96,8 @@ HAS_NAME = re.compile(r"_?has_\w+", re.IGNORECASE)  # `_has_standard_flash_atten
 # triton, bitsandbytes or liger: each has an Ascend build)
 PACKAGE_WORDS = frozenset({"flash", "flashattn", "apex", "xformers", "megablocks", "te", "mamba"})
 IMPORT_OR_SKIP = "pytest.importorskip"
+DISTRIBUTED_TESTING = "torch.testing._internal.common_distributed."
+CUDA_SKIPS = frozenset({"skip_if_lt_x_gpu", "skip_if_no_gpu", "requires_nccl"})  # :func:`_skips_without_cuda`
 XFORMERS_PROBE = "is_xformers_available"  # diffusers' and transformers' probe (diffusers.utils.import_utils)
 XFORMERS_PROBE_TEXT = re.compile(rb"is_xformers_available")
 BUILD_FACTS = {"torch.version.cuda", "torch.version.hip"}  # None on the CPU build torch_npu runs on
@@ -152,7 +155,9 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
     ):
         return [ctx.module]  # `pytestmark = pytest.mark.skipif(not SM90_AVAILABLE, ...)`: the whole module
     for definition in iter_nodes(ctx.module, (cst.FunctionDef, cst.ClassDef)):
-        if definition.decorators and any(_skips_without_package(ctx, d, flags) for d in definition.decorators):
+        if definition.decorators and any(
+            _skips_without_package(ctx, d, flags) or _skips_without_cuda(ctx, d) for d in definition.decorators
+        ):
             found.append(definition)  # its other skip decorators too: the package's absence skips it anyway
         elif definition.decorators and (kept_cuda_test(ctx, definition) or _marked_cuda_kernel_test(ctx, definition)):
             found.append(definition.body)
@@ -450,6 +455,23 @@ def _skips_without_package(ctx, decorator: cst.Decorator | cst.BaseExpression, f
     if skips_when_true is None:
         return False
     return implies(call.args[0].value, not skips_when_true, lambda leaf: _package_present(leaf, flags))
+
+
+def _skips_without_cuda(ctx, decorator: cst.Decorator) -> bool:
+    """torch's distributed test decorators that skip wherever no CUDA (HPU, XPU) device is
+    (``torch/testing/_internal/common_distributed.py``, torch 2.13: ``skip_if_lt_x_gpu(n)`` counts
+    ``torch.cuda``, HPU and XPU devices, ``skip_if_no_gpu`` likewise, ``requires_nccl()`` asks c10d for
+    NCCL): the test never runs on an NPU host (modded-nanogpt's vendored distributed_shampoo tests,
+    round 40: 50 edits); not ``skip_if_lt_x_gpu(n, allow_cpu=True)``, which runs on a host without them."""
+    call = decorator.decorator
+    qualified = ctx.resolver.qualified_name(call.func if isinstance(call, cst.Call) else call) or ""
+    if not qualified.startswith(DISTRIBUTED_TESTING) or qualified.rpartition(".")[2] not in CUDA_SKIPS:
+        return False
+    allow_cpu = isinstance(call, cst.Call) and any(
+        arg.keyword is not None and arg.keyword.value == "allow_cpu" and code_of(arg.value) != "False"
+        for arg in call.args
+    )
+    return not allow_cpu
 
 
 def _package_present(test: cst.BaseExpression, flags: frozenset[str]) -> bool | None:
