@@ -49,4 +49,20 @@ def test_migrate_skips_another_accelerators_code_and_migrates_the_rest(tmp_path)
     files = {f["path"]: f for f in json.loads((out / "cuda2npu_report.json").read_text())["files"]}
     skipped = files["backends/gaudi/server/model.py"]
     assert skipped["status"] == "skipped"
-    assert skipped["reason"] == "in `backends/gaudi/`, code for another accelerator: it never runs on an NPU host"
+    assert (
+        skipped["reason"]
+        == "in `backends/gaudi/`, code for another accelerator or runtime: it never runs on an NPU host"
+    )
+
+
+def test_a_directory_of_tensorrt_deployment_code_is_skipped(tmp_path):
+    """CosyVoice (round 40): `runtime/triton_trtllm/` holds Triton model repositories calling TensorRT(-LLM)
+    engines, which an NPU host never runs; a directory merely mentioning TensorRT inside its name is kept."""
+    trt = write(tmp_path / "runtime" / "triton_trtllm" / "model_repo" / "vocoder" / "1" / "model.py", SERVER)
+    kept = write(tmp_path / "tensorrt_export_tools" / "export.py", SERVER)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert other_platform_dirs(files, tmp_path) == (
+        (os.path.realpath(tmp_path / "runtime/triton_trtllm"), "runtime/triton_trtllm"),
+    )
+    cli("migrate", tmp_path)
+    assert trt.read_text() == SERVER and kept.read_text() != SERVER

@@ -91,7 +91,7 @@ LEGACY_VLLM_REASON = (
 )
 
 
-OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator: it never runs on an NPU host"
+OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator or runtime: it never runs on an NPU host"
 MODULAR_SOURCE_REASON = (
     "a copy of transformers' modular source of `{modeling}`, which is generated from it: nothing imports it"
 )
