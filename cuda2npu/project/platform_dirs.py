@@ -18,7 +18,6 @@ from pathlib import Path
 
 from cuda2npu.filekinds.platform_variants import DIRECTORY
 
-
 # NVIDIA's inference runtimes: a directory of TensorRT(-LLM) deployment code (CosyVoice's
 # `runtime/triton_trtllm/`, Triton model repositories calling TensorRT engines: round 40, 44 edits)
 TENSORRT_DIRECTORY = re.compile(r"(?:^|[-_.])(?:trtllm|tensorrt(?:[-_]?llm)?)$", re.I)
