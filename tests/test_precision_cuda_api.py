@@ -21,7 +21,7 @@ from cuda2npu.families.device.cuda_api_checks import signature
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "rules" / "cuda_api"
 # renamed torch.cuda names that are not called with arguments (objects, modules, tensor types)
-NOT_CALLABLES = {"default_generators", "random", "amp", "memory"} | {
+NOT_CALLABLES = {"default_generators", "random", "amp", "memory", "_initialized"} | {
     n for n in table("torch_cuda_api")["renamed"] if n.endswith("Tensor")
 }
 
