@@ -34,6 +34,16 @@ from cuda2npu.core.traversal import iter_nodes
 
 REWRITTEN_CALLS = ("NPU401", "NPU402")  # flash-attn calls → npu_fusion_attention
 TRANSFORMERS_HELPERS = "transformers.modeling_flash_attention_utils"  # its NPU path from 4.51 (FA2_ON_NPU)
+VALUE = (
+    "is bound only where flash-attn is installed (`{test}`) and read by code whose flash-attn calls are migrated: "
+    "on an NPU host the probe is False and that code raises NameError; bind it before the `if` with the NPU's "
+    "value (npu_fusion_attention takes a sliding window)"
+)
+HELPER = (
+    "is imported only where flash-attn is installed (`{test}`) and read by this file's functions: transformers "
+    ">= {release} (pinned) runs flash_attention_2 on an NPU host through it, where the probe is False and that "
+    "code raises NameError; import it before the `if`"
+)
 
 
 @register
@@ -62,31 +72,15 @@ class ProbedNames(Rule):
                 unbound = {
                     name for name in _transformers_helpers(statement) if not (otherwise and _binds(otherwise, name))
                 }
-                helpers = sorted(self._read_by(original_node, statement, unbound, functions))
-                if helpers:
-                    listed = ", ".join(f"`{name}`" for name in helpers)
-                    self.report_in(
-                        statement,
-                        "NPU408",
-                        statement.test,
-                        f"{listed} is imported only where flash-attn is installed (`{code_of(statement.test)}`) and "
-                        f"read by this file's functions: transformers >= {FA2_ON_NPU} (pinned) runs flash_attention_2 "
-                        "on an NPU host through it, where the probe is False and that code raises NameError; import "
-                        "it before the `if`",
-                        tier=Tier.REVIEW,
-                    )
-            if names:
-                listed = ", ".join(f"`{name}`" for name in names)
-                self.report_in(
-                    statement,
-                    "NPU408",
-                    statement.test,
-                    f"{listed} is bound only where flash-attn is installed (`{code_of(statement.test)}`) and read "
-                    "by code whose flash-attn calls are migrated: on an NPU host the probe is False and that code "
-                    "raises NameError; bind it before the `if` with the NPU's value (npu_fusion_attention takes a "
-                    "sliding window)",
-                    tier=Tier.REVIEW,
-                )
+                self._unbound(statement, sorted(self._read_by(original_node, statement, unbound, functions)), HELPER)
+            self._unbound(statement, names, VALUE)
+
+    def _unbound(self, statement: cst.If, names: list[str], note: str) -> None:
+        """NPU408 (review) at the probe's ``if`` for the ``names`` it alone binds (none: nothing)."""
+        if names:
+            listed = ", ".join(f"`{name}`" for name in names)
+            message = f"{listed} {note.format(test=code_of(statement.test), release=FA2_ON_NPU)}"
+            self.report_in(statement, "NPU408", statement.test, message, tier=Tier.REVIEW)
 
     def _read_by(self, module: cst.Module, statement: cst.If, names: set[str], functions: set) -> set[str]:
         """Of ``names``, those read in ``functions`` and bound nowhere else at module level."""
