@@ -280,6 +280,8 @@ class DeviceStrings(Rule):
             if any(DEVICE_NAME.search(n.strip()) for n in names.split(",")):
                 self._rewrite(positional[1], why="parametrized `device`")
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method in ("get", "pop") and len(positional) == 2 and DEVICE_NAME.search(string_value(positional[0]) or ""):
+            self._rewrite(positional[1], why="default of a `device` entry")  # funasr's `kwargs.get("device", "cuda")`
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and positional and device_side(self.ctx, node.func.value, positional[0]):
