@@ -9,8 +9,11 @@ import json
 import pytest
 from cli_helpers import cli, write
 
+from cuda2npu.analysis.cuda_only_modules import cuda_only_distribution
 from cuda2npu.filekinds.shellscripts import NVIDIA_SMI_MESSAGE
 from cuda2npu.filekinds.torch_index import NIGHTLY_NOTE
+
+ORT_ADVICE = cuda_only_distribution("onnxruntime-gpu")[1]
 
 SMI = f"# TODO(cuda2npu): NPU712 {NVIDIA_SMI_MESSAGE}\n"
 RUNTIME = "an NVIDIA CUDA runtime wheel; CANN provides the runtime on Ascend"
@@ -74,6 +77,16 @@ CASES = {
     "pip install torch --index-url https://download.pytorch.org/whl/cu126\n": (
         "pip install torch --index-url https://download.pytorch.org/whl/cpu\n"
     ),
+    # a CUDA-only distribution with an NPU build, installed from another index (Step-Audio's Dockerfile,
+    # round 41): not renamed (the index may serve only the CUDA build), a review item; from PyPI: renamed
+    "pip install onnxruntime-gpu==1.17.0 --index-url=https://pkgs.example.com/onnxruntime-cuda-12/pypi/simple\n": (
+        "# TODO(cuda2npu): NPU701 review: `pip install onnxruntime-gpu==1.17.0`: `onnxruntime-gpu` is CUDA-only "
+        f"({ORT_ADVICE}) → `onnxruntime`, but this command installs from "
+        "`https://pkgs.example.com/onnxruntime-cuda-12/pypi/simple`, which may serve only the CUDA build: install the "
+        "NPU one from PyPI (drop the index, or the line where another requirement installs it already)\n"
+        "pip install onnxruntime-gpu==1.17.0 --index-url=https://pkgs.example.com/onnxruntime-cuda-12/pypi/simple\n"
+    ),
+    "pip install onnxruntime-gpu==1.17.0\n": "pip install onnxruntime==1.17.0\n",
     # nvidia-modelopt ships py3-none-any / aarch64 wheels without a CUDA dependency: not reported
     'pip install "nvidia-modelopt[torch]>=0.37.0" nvidia-modelopt-core==0.33.1\n': None,
 }

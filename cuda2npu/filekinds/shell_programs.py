@@ -69,6 +69,7 @@ from cuda2npu.filekinds.torch_index import (
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
+KNOWN_INDEX = re.compile(r"pypi\.org|pythonhosted\.org|download\.pytorch\.org|^\$")  # and a variable's value
 PIP_VALUED = frozenset(
     "-r --requirement -c --constraint -e --editable -t --target --platform --python-version --implementation "
     "--abi --root --prefix --src --upgrade-strategy -C --config-settings --global-option --install-option "
@@ -217,10 +218,14 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
     editable = False  # the word is the value of -e
     index = False  # the word is the value of an index option
     torch_builds: list[ShellWord] = []  # the requirements of torch, torchvision, torchaudio
+    other_indexes: list[str] = []  # package indexes other than PyPI and PyTorch's
     for word in words:
         value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
         if index or value.startswith(tuple(f"{option}=" for option in INDEX_OPTIONS)):
             found += _cuda_index(word)
+            url = value.partition("=")[2] if value.startswith("-") else value
+            if not KNOWN_INDEX.search(url):
+                other_indexes.append(url)
         index = value in INDEX_OPTIONS
         if skip and not editable:
             skip = False
@@ -238,8 +243,24 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
         match = DISTRIBUTION.match(value) if url is None else None
         if (url.name if url is not None else normalize_distribution(match.group(1)) if match else "") in TORCH_FAMILY:
             torch_builds.append(word)
+    if (
+        other_indexes
+    ):  # Step-Audio's `onnxruntime-gpu` from onnxruntime's CUDA feed (round 41): renamed, pip finds nothing
+        found = [_from_other_index(item, other_indexes[0]) for item in found]
     cpu = any(item.code == "NPU702" and item.edit is not None for item in found)  # the index becomes /whl/cpu
     return found + [item for word in torch_builds if (item := _torch_build(word, cpu)) is not None]
+
+
+def _from_other_index(item: Found, index: str) -> Found:
+    """A rename to the NPU build (``onnxruntime-gpu`` → ``onnxruntime``) in a command installing from another
+    package index, which may serve only the CUDA build: not made, a review item saying so."""
+    if item.code != "NPU701" or item.edit is None:
+        return item
+    message = (
+        f"{item.message}, but this command installs from `{index}`, which may serve only the CUDA build: install "
+        "the NPU one from PyPI (drop the index, or the line where another requirement installs it already)"
+    )
+    return Found(item.line, item.start, item.code, message, Tier.REVIEW)
 
 
 def _torch_build(word: ShellWord, to_cpu: bool) -> Found | None:
