@@ -1142,3 +1142,16 @@ def test_r40_a_requirement_reached_through_the_projects_own_imports_is_kept(tmp_
     cli("migrate", tmp_path)
     text = requirements.read_text()
     assert "xformers==0.0.23" in text and "NPU701" in text and "kept while the code imports it" in text
+
+
+def test_r41_accelerates_bitsandbytes_quantization_keeps_the_requirement(tmp_path):
+    """Bagel (round 41): `app.py` quantizes with accelerate's `BnbQuantizationConfig` /
+    `load_and_quantize_model`, which import bitsandbytes themselves: the requirement stays, reported."""
+    write(
+        tmp_path / "app.py",
+        "import torch\nfrom accelerate.utils import BnbQuantizationConfig, load_and_quantize_model\n\n"
+        "config = BnbQuantizationConfig(load_in_8bit=True)\n",
+    )
+    requirements = write(tmp_path / "requirements.txt", "accelerate\nbitsandbytes==0.43.1\n")
+    cli("migrate", tmp_path)
+    assert "bitsandbytes==0.43.1" in requirements.read_text()

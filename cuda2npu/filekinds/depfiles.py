@@ -687,7 +687,10 @@ IMPORT_STATEMENT = re.compile(r"(?m)^[ \t]*\"?(?:from[ \t]+[\w.]+[ \t]+)?import[
 # (Chinese-Mixtral builds `BitsAndBytesConfig(load_in_4bit=True)` on every run; transformers 4.37
 # reads the package's metadata there, so removing the requirement breaks the run); NPU907 marks those
 # calls, so the requirement they keep is not marked again
-QUANTIZES = re.compile(r"\bBitsAndBytesConfig\b|\bload_in_[48]bit\b")
+# bitsandbytes quantization through transformers, or accelerate's (Bagel's `BnbQuantizationConfig`, round 41)
+QUANTIZES = re.compile(
+    r"\bBitsAndBytesConfig\b|\bload_in_[48]bit\b|\bBnbQuantizationConfig\b|\bload_and_quantize_model\b"
+)
 QUANTIZER_USE = "transformers.quantizers.bitsandbytes"
 # an unguarded `import torch_npu` (module level, in a .py file / a notebook cell): torch_npu is a
 # requirement. Indented imports (`try:`, inside a function) are the optional NPU support of
@@ -710,8 +713,8 @@ def imported_modules(text: str) -> set[str]:
     found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
     if found & {"transformers", "trl"} and _uses_hf_trainer(text):
         found.add(TRAINER_USE)
-    if found & {"transformers", "peft", "trl"} and QUANTIZES.search(text):
-        found.add(QUANTIZER_USE)  # transformers imports it (and reads its package metadata) for these
+    if found & {"transformers", "peft", "trl", "accelerate"} and QUANTIZES.search(text):
+        found.add(QUANTIZER_USE)  # transformers and accelerate import it (and read its package metadata) for these
     return found
 
 
