@@ -10,10 +10,10 @@ setup.py or named ``*_cuda``, a package of rules/tables/cuda_only_packages.toml 
 and whose uses cuda2npu does not migrate, mamba-ssm as well as the ``unported`` ones; a flash-attn
 name the migrated file still imports: one ported at its import alone,
 ``flash_attn.bert_padding``, whose import stays, or one it does not port at all, flash-attn 1.x's
-``flash_attn_unpadded_qkvpacked_func``; a module compiling CUDA at import, analysis/jit_extensions.py),
-then the modules importing those (or a package
-whose ``__init__.py`` does), to a fixed point. flash-attn, xFormers, apex and TransformerEngine do
-not count: their imports go once their calls are migrated.
+``flash_attn_unpadded_qkvpacked_func``; an xFormers name NPU409 does not rewrite away, chameleon's
+``RMSNorm``; a module compiling CUDA at import, analysis/jit_extensions.py), then the modules importing
+those (or a package whose ``__init__.py`` does), to a fixed point. Otherwise flash-attn, xFormers, apex
+and TransformerEngine do not count: their imports go once their calls are migrated.
 
 Of those, :func:`failing_and_optional_modules` also finds the *optional* ones: modules the project
 imports, and only in the body of a ``try`` whose handler catches the failure and falls back
