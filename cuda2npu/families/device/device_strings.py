@@ -806,8 +806,9 @@ def _with_npu(updated: cst.SimpleString) -> cst.Tuple:
 
 def _keyed_in_test(value: cst.BaseExpression | None) -> bool:
     """``"cuda" if rng.get("cuda") is not None else None``: the conditional's test reads a mapping by the
-    same string it gives (``.get("cuda")``, ``rng["cuda"]``, ``"cuda" in rng``), so the string is the
-    mapping's key, which old checkpoints saved under "cuda" (SpecForge's ``_set_rng_state``, round 38)."""
+    same string it gives (``.get("cuda")``, ``rng["cuda"]``), so the string is the mapping's key, which old
+    checkpoints saved under "cuda" (SpecForge's ``_set_rng_state``, round 38). Not ``"cuda" in x``: that is
+    as often a device string test (``"cuda" if "cuda" in args.device else "cpu"``)."""
     if not isinstance(value, cst.IfExp):
         return False
     keys = {
@@ -819,10 +820,5 @@ def _keyed_in_test(value: cst.BaseExpression | None) -> bool:
         string_value(call.args[0].value)
         for call in iter_nodes(value.test, cst.Call)
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("get", "pop") and call.args
-    }
-    keys |= {
-        string_value(comparison.left)
-        for comparison in iter_nodes(value.test, cst.Comparison)
-        if any(isinstance(target.operator, cst.In) for target in comparison.comparisons)
     }
     return any(string_value(branch) in keys for branch in (value.body, value.orelse) if string_value(branch))
