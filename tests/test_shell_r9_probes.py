@@ -77,8 +77,9 @@ CASES = {
     "pip install torch --index-url https://download.pytorch.org/whl/cu126\n": (
         "pip install torch --index-url https://download.pytorch.org/whl/cpu\n"
     ),
-    # a CUDA-only distribution with an NPU build, installed from another index (Step-Audio's Dockerfile,
-    # round 41): not renamed (the index may serve only the CUDA build), a review item; from PyPI: renamed
+    # a CUDA-only distribution with an NPU build, installed from an index of CUDA builds (Step-Audio's
+    # Dockerfile, round 41): not renamed (it may serve only the CUDA build), a review item; from PyPI or a
+    # mirror of it: renamed
     "pip install onnxruntime-gpu==1.17.0 --index-url=https://pkgs.example.com/onnxruntime-cuda-12/pypi/simple\n": (
         "# TODO(cuda2npu): NPU701 review: `pip install onnxruntime-gpu==1.17.0`: `onnxruntime-gpu` is CUDA-only "
         f"({ORT_ADVICE}) → `onnxruntime`, but this command installs from "
@@ -87,6 +88,9 @@ CASES = {
         "pip install onnxruntime-gpu==1.17.0 --index-url=https://pkgs.example.com/onnxruntime-cuda-12/pypi/simple\n"
     ),
     "pip install onnxruntime-gpu==1.17.0\n": "pip install onnxruntime==1.17.0\n",
+    "pip install onnxruntime-gpu==1.17.0 -i https://pypi.tuna.tsinghua.edu.cn/simple\n": (
+        "pip install onnxruntime==1.17.0 -i https://pypi.tuna.tsinghua.edu.cn/simple\n"
+    ),
     # nvidia-modelopt ships py3-none-any / aarch64 wheels without a CUDA dependency: not reported
     'pip install "nvidia-modelopt[torch]>=0.37.0" nvidia-modelopt-core==0.33.1\n': None,
 }

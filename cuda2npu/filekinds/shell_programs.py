@@ -69,7 +69,8 @@ from cuda2npu.filekinds.torch_index import (
 
 # pip install options that take the next word as their value (unless written `--opt=value`)
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
-KNOWN_INDEX = re.compile(r"pypi\.org|pythonhosted\.org|download\.pytorch\.org|^\$")  # and a variable's value
+# a package index named for CUDA builds other than PyTorch's (onnxruntime's `.../onnxruntime-cuda-12/pypi/simple`)
+CUDA_FEED = re.compile(r"cuda|/cu\d+|gpu", re.I)
 PIP_VALUED = frozenset(
     "-r --requirement -c --constraint -e --editable -t --target --platform --python-version --implementation "
     "--abi --root --prefix --src --upgrade-strategy -C --config-settings --global-option --install-option "
@@ -218,13 +219,13 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
     editable = False  # the word is the value of -e
     index = False  # the word is the value of an index option
     torch_builds: list[ShellWord] = []  # the requirements of torch, torchvision, torchaudio
-    other_indexes: list[str] = []  # package indexes other than PyPI and PyTorch's
+    other_indexes: list[str] = []  # package indexes of CUDA builds, not PyTorch's (:data:`CUDA_FEED`)
     for word in words:
         value = word.value if word.value is not None else word.text.strip("'\"")  # `flash-attn==$V`: its name
         if index or value.startswith(tuple(f"{option}=" for option in INDEX_OPTIONS)):
             found += _cuda_index(word)
             url = value.partition("=")[2] if value.startswith("-") else value
-            if not KNOWN_INDEX.search(url):
+            if CUDA_FEED.search(url) and "download.pytorch.org" not in url:
                 other_indexes.append(url)
         index = value in INDEX_OPTIONS
         if skip and not editable:
@@ -252,8 +253,9 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
 
 
 def _from_other_index(item: Found, index: str) -> Found:
-    """A rename to the NPU build (``onnxruntime-gpu`` → ``onnxruntime``) in a command installing from another
-    package index, which may serve only the CUDA build: not made, a review item saying so."""
+    """A rename to the NPU build (``onnxruntime-gpu`` → ``onnxruntime``) in a command installing from a package
+    index of CUDA builds, which may serve only the CUDA build: not made, a review item saying so (a PyPI
+    mirror serves both: renamed)."""
     if item.code != "NPU701" or item.edit is None:
         return item
     message = (
