@@ -480,11 +480,7 @@ def _package_cause(files: PythonFiles, path: Path, what_fails: dict[str, str]) -
     directory, the package unloaded. ``("", "", None)`` otherwise."""
     if not MAIN_GUARD.search(files[path]):
         for name in _names(files, path):  # nano-vllm's `nanovllm/engine/` has no `__init__.py`
-            parts = name.split(".")
-            package = next(
-                (".".join(parts[:n]) for n in range(1, len(parts)) if ".".join(parts[:n]) in what_fails), None
-            )
-            if package is not None:
+            if (package := failing_part(name, what_fails)) is not None:  # a package above: the name is no failing one
                 return package, name, what_fails[package]
     return "", "", None
 

@@ -58,9 +58,6 @@ class PythonFiles(Mapping[Path, bytes]):
     def __len__(self) -> int:
         return len(self._texts)
 
-    def __contains__(self, path: object) -> bool:
-        return path in self._texts
-
     def tree(self, path: Path) -> ast.Module | None:
         """The file's ``ast`` tree (kept for the next fact), None where it does not parse."""
         if path not in self._trees:
