@@ -20,6 +20,7 @@ from typing import Iterable, NamedTuple, Sequence
 import libcst as cst
 
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -41,6 +42,15 @@ def catches(handler: cst.ExceptHandler | ast.ExceptHandler, names: frozenset[str
         return any(ast.unparse(kind).rsplit(".", 1)[-1] in names for kind in kinds)
     kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
     return any((dotted_name(k.value) or "").rsplit(".", 1)[-1] in names for k in kinds)
+
+
+def in_import_try(index: TreeIndex, statement: cst.CSTNode | None) -> bool:
+    """``statement`` lies in the body of a ``try`` whose handler catches a failed import (``index``: the
+    file's :class:`TreeIndex`)."""
+    return statement is not None and any(
+        isinstance(owner, cst.Try) and role == "body" and any(map(catches_import_error, owner.handlers))
+        for owner, role in index.enclosing(statement)
+    )
 
 
 def reraises(handler: cst.ExceptHandler | ast.ExceptHandler) -> bool:

@@ -19,7 +19,7 @@ import libcst as cst
 from cuda2npu.analysis.file_notes import FileNote
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
-from cuda2npu.core.imports import catches_import_error, import_root
+from cuda2npu.core.imports import import_root, in_import_try
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
@@ -124,18 +124,11 @@ class VllmPlugin(FileNote):
         if self.noted or self.options.project.own_vllm or import_root(node) != "vllm":
             return
         spec = pin_predates(self.options.project.pins, "vllm", first_ascend_vllm())
-        if spec is None or in_npu_branch(self.ctx, node) or self._guarded():
+        if spec is None or in_npu_branch(self.ctx, node) or in_import_try(TreeIndex.of(self.ctx), self.ctx.statement):
             return
         self.noted = True
         self.report(
             self.codes[0], node, OLD_PIN_NOTE.format(spec=spec, first=first_ascend_vllm()), needs_torch_npu=False
-        )
-
-    def _guarded(self) -> bool:
-        """The current statement is in a ``try`` body whose handler catches a failed import."""
-        return any(
-            isinstance(owner, cst.Try) and role == "body" and any(map(catches_import_error, owner.handlers))
-            for owner, role in TreeIndex.of(self.ctx).enclosing(self.ctx.statement)
         )
 
 

@@ -26,7 +26,7 @@ from cuda2npu.analysis.receivers import (
 )
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, name_tokens
-from cuda2npu.core.imports import catches_import_error
+from cuda2npu.core.imports import in_import_try
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
@@ -527,13 +527,7 @@ class TransferToNpuImport(Rule):
         """The import sits in code written for the NPU: an NPU branch (``if is_npu_available():``) or a
         ``try`` that falls back when torch_npu is missing — a project's own NPU set-up, whose other
         code was written against the patched torch."""
-        if in_npu_branch(self.ctx, node):
-            return True
-        index = TreeIndex.of(self.ctx)
-        return any(
-            isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)
-            for owner, role in index.enclosing(self.ctx.statement)
-        )
+        return in_npu_branch(self.ctx, node) or in_import_try(TreeIndex.of(self.ctx), self.ctx.statement)
 
     def visit_Import(self, node: cst.Import) -> None:
         if len(node.names) == 1 and dotted_name(node.names[0].name) == self.MODULE:
