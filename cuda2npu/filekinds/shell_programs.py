@@ -244,9 +244,8 @@ def _pip_install(words: list[ShellWord], options, script: str, apex_built: bool)
         match = DISTRIBUTION.match(value) if url is None else None
         if (url.name if url is not None else normalize_distribution(match.group(1)) if match else "") in TORCH_FAMILY:
             torch_builds.append(word)
-    if (
-        other_indexes
-    ):  # Step-Audio's `onnxruntime-gpu` from onnxruntime's CUDA feed (round 41): renamed, pip finds nothing
+    # Step-Audio's `onnxruntime-gpu` from onnxruntime's CUDA feed (round 41): renamed, pip would find nothing
+    if other_indexes:
         found = [_from_other_index(item, other_indexes[0]) for item in found]
     cpu = any(item.code == "NPU702" and item.edit is not None for item in found)  # the index becomes /whl/cpu
     return found + [item for word in torch_builds if (item := _torch_build(word, cpu)) is not None]
