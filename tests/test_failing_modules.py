@@ -326,6 +326,57 @@ def test_the_failing_flash_attn_name_is_one_the_migrated_file_still_imports(tmp_
     assert "patch.calls_only" not in failing  # its calls are rewritten and the unused name goes with the import
 
 
+def test_a_flash_attn_call_the_rule_leaves_keeps_its_import_and_its_importers_fail(tmp_path):
+    """Infinity and Kimi-Audio (rounds 41, 42): `flash_attn_func(q, k, v, **kw)` and
+    `return_attn_probs=output_attentions` are left (NPU401), so their import stays and every module
+    importing the file fails with it; a call with `return_attn_probs=False` is rewritten and its import
+    goes. The fact and the rule agree: the importer is marked, the kept call and import are in place."""
+    basic = write(
+        tmp_path / "models" / "basic.py",
+        "from flash_attn import flash_attn_func\n\n\n"
+        "def attend(q, k, v, **kw):\n    return flash_attn_func(q, k, v, dropout_p=0, **kw)\n",
+    )
+    write(
+        tmp_path / "models" / "whisper.py",
+        "from flash_attn import flash_attn_func\n\n\n"
+        "def attend(q, k, v, probs):\n    return flash_attn_func(q, k, v, return_attn_probs=probs)\n",
+    )
+    write(
+        tmp_path / "models" / "plain.py",
+        "from flash_attn import flash_attn_func\n\n\n"
+        "def attend(q, k, v):\n    return flash_attn_func(q, k, v, return_attn_probs=False)\n",
+    )
+    importer = write(tmp_path / "models" / "infinity.py", "from models.basic import attend\n")
+    write(tmp_path / "models" / "__init__.py", "")
+    failing = dict(failing_modules(PythonFiles.read(sorted(tmp_path.rglob("*.py")), tmp_path)))
+    assert failing["models.basic"] == failing["models.whisper"] == "flash_attn.flash_attn_func"
+    assert "models.plain" not in failing
+    cli("migrate", tmp_path)
+    assert "NPU606 `models.basic` cannot be imported on an NPU host" in importer.read_text()
+    migrated = basic.read_text()
+    assert "from flash_attn import flash_attn_func" in migrated and "NPU401 `flash_attn_func` not rewritten" in migrated
+    assert "flash_attn" not in (tmp_path / "models" / "plain.py").read_text()
+
+
+def test_a_package_below_a_directory_without_init_fails_by_its_rooted_name_too(tmp_path):
+    """Infinity (round 42): `infinity/` has no `__init__.py`, `infinity/models/__init__.py` reaches
+    flash-attn, and `trainer.py` imports `infinity.models.ema`: the package's modules fail by that name,
+    and so does one nothing imports (`t5.py`); a script in a directory without `__init__.py` below the
+    package, run by itself, does not."""
+    write(tmp_path / "infinity" / "models" / "__init__.py", "from .basic import attend\n")
+    write(
+        tmp_path / "infinity" / "models" / "basic.py",
+        "from flash_attn import flash_attn_func\n\n\ndef attend(q, k, v, **kw):\n    return flash_attn_func(q, k, v, **kw)\n",
+    )
+    write(tmp_path / "infinity" / "models" / "ema.py", "import torch\n")
+    write(tmp_path / "infinity" / "models" / "t5.py", "import torch\n")
+    write(tmp_path / "infinity" / "models" / "tools" / "plot.py", "import torch\n")
+    write(tmp_path / "trainer.py", "from infinity.models.ema import update\n")
+    files = PythonFiles.read(sorted(tmp_path.rglob("*.py")), tmp_path)
+    marked = {path.rpartition(os.sep)[2] for path, *_ in failing_and_optional_modules(files, (), tmp_path)[2]}
+    assert {"ema.py", "t5.py", "trainer.py"} <= marked and "plot.py" not in marked
+
+
 def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as_written(tmp_path):
     """nunchaku and SageAttention (round 29): `from .._C import ops`, `from . import _fused`, where the
     project's setup.py builds `pkg._C` / `pkg._fused` from CUDA: the file cannot be imported."""

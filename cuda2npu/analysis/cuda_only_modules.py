@@ -80,6 +80,17 @@ FLASH_UNPORTED_PREFIXES = (
 )
 
 
+FLASH_UNPORTED_ARGUMENTS = {
+    "alibi_slopes": "ALiBi: npu_fusion_attention's `pse` is a bias tensor added before scaling "
+    "([B,N,Sq,Skv] or the compressed [B,N,1024,Skv]), not slopes; build it by hand",
+    "softcap": "logit soft-capping has no npu_fusion_attention counterpart",
+    "return_attn_probs": "npu_fusion_attention returns (out, softmax_max, softmax_sum, ...), "
+    "not flash-attn's (out, softmax_lse, S_dmask); rewrite the consumer by hand",
+    "block_table": "paged KV cache (block_table) has no npu_fusion_attention counterpart; "
+    "use npu_fused_infer_attention_score for paged inference",
+}  # a flash-attn attention call passing one of these (other than None, False or 0) is left, NPU401/NPU402
+
+
 def flash_unported(qualified: str) -> bool:
     """Whether ``flash_attn.<...>.name`` is a flash-attn API the migration leaves (:data:`FLASH_UNPORTED`,
     a specific :data:`FLASH_UNPORTED_PREFIXES` entry; not the catch-all for names it does not know)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import (
+    FLASH_UNPORTED_ARGUMENTS,
     MIGRATED,
     UNINSTALLABLE_LIBRARIES,
     cuda_module,
@@ -386,27 +387,26 @@ def failing_imports(
         if os.path.realpath(path) in optional:
             continue
         if not any(name in what_fails for name in own):
-            package, name, cause = _package_cause(files, path, what_fails)
-            if cause is None:
-                continue
-            left = not _ported_by_hand(cause, extensions, modules)
-            # a module named by its own package (not a namespace's: a directory without `__init__.py` holds
-            # scripts, LongVA's `low_mem_cross_ent_tests/`, round 39), failing through a compiled extension, is
-            # taken as failing wherever it is imported from; otherwise where an import names it through the
-            # package, or, a module of the package, where nothing imports it and the project imports the
-            # package's modules through it
-            through, member = through_package(package), name == files.distinct_modules[path]
-            if (
-                (left and member)
-                or name in through
-                or (
-                    member
-                    and through
-                    and not imported_anywhere(path.stem if path.name != "__init__.py" else path.parent.name)
-                )
-            ):
-                # through its own package's `__init__`: no import of its own to mark
-                found.append((os.path.realpath(path), "", cause, left, ""))
+            for package, name, cause in _package_causes(files, path, what_fails):
+                left = not _ported_by_hand(cause, extensions, modules)
+                # a module named by its own package (not a namespace's: a directory without `__init__.py` holds
+                # scripts, LongVA's `low_mem_cross_ent_tests/`, round 39), failing through a compiled extension,
+                # is taken as failing wherever it is imported from; otherwise where an import names it through
+                # the package, or, a module of the package, where nothing imports it and the project imports
+                # the package's modules through it
+                through, member = through_package(package), path.parent / "__init__.py" in files
+                if (
+                    (left and member)
+                    or name in through
+                    or (
+                        member
+                        and through
+                        and not imported_anywhere(path.stem if path.name != "__init__.py" else path.parent.name)
+                    )
+                ):
+                    # through its own package's `__init__`: no import of its own to mark
+                    found.append((os.path.realpath(path), "", cause, left, ""))
+                    break
             continue
         failing_import = _failing_import(sites.of(path), own, what_fails)
         if failing_import is None:
@@ -470,19 +470,20 @@ def _kernels_need_cuda(name: str, extensions: tuple[str, ...]) -> bool:
     return kind is not None and kind[0] == "kernels" and npu_release(name) is None
 
 
-def _package_cause(files: PythonFiles, path: Path, what_fails: dict[str, str]) -> tuple[str, str, str | None]:
-    """``(package, the module's name through it, what fails)`` for a module of a package whose ``__init__``
-    fails (Block-Sparse-Attention's
+def _package_causes(files: PythonFiles, path: Path, what_fails: dict[str, str]) -> Iterator[tuple[str, str, str]]:
+    """``(package, the module's name through it, what fails)`` for each name of a module of a package whose
+    ``__init__`` fails (Block-Sparse-Attention's
     ``block_sparse_attn/utils/benchmark.py``: the package's ``__init__`` imports its interface, which
     imports the compiled ``block_sparse_attn_cuda``, round 31; nano-vllm's ``nanovllm/config.py``: its
-    ``__init__`` reaches ``flash_attn``, round 38): importing the module runs that ``__init__`` first.
-    Not a module that runs as a script (``if __name__ == "__main__":``), which may be started from its
-    directory, the package unloaded. ``("", "", None)`` otherwise."""
-    if not MAIN_GUARD.search(files[path]):
-        for name in _names(files, path):  # nano-vllm's `nanovllm/engine/` has no `__init__.py`
-            if (package := failing_part(name, what_fails)) is not None:  # a package above: the name is no failing one
-                return package, name, what_fails[package]
-    return "", "", None
+    ``__init__`` reaches ``flash_attn``, round 38; Infinity's ``infinity/models/ema.py``, both
+    ``models.ema`` and ``infinity.models.ema`` where ``infinity/`` has no ``__init__.py``, round 42):
+    importing the module runs that ``__init__`` first. None for a module that runs as a script
+    (``if __name__ == "__main__":``), which may be started from its directory, the package unloaded."""
+    if MAIN_GUARD.search(files[path]):
+        return
+    for name in _names(files, path):  # nano-vllm's `nanovllm/engine/` has no `__init__.py`
+        if (package := failing_part(name, what_fails)) is not None:  # a package above: the name is no failing one
+            yield package, name, what_fails[package]
 
 
 def _imported_through(files: PythonFiles, sites: ImportSites, package: str) -> frozenset[str]:
@@ -636,7 +637,7 @@ def _kept_flash_names(tree: ast.Module | None) -> set[str]:
     if tree is None:
         return set()
     loads: dict[str, list[bool]] = {}  # name -> for each read, whether it is called
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call) and _rewritable(node)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(id(node) in called)
@@ -655,6 +656,23 @@ def _kept_flash_names(tree: ast.Module | None) -> set[str]:
             if (name in by_hand and (reads or not rewritten)) or (name not in by_hand and not all(reads)):
                 kept |= {name, statement.module}
     return kept
+
+
+def _rewritable(call: ast.Call) -> bool:
+    """Whether the flash-attn rule may rewrite ``call``: not where ``*``/``**`` arguments hide what is
+    passed, nor where an argument without an NPU counterpart is (:data:`FLASH_UNPORTED_ARGUMENTS`) other
+    than None, False or 0 (Infinity's ``flash_attn_func(q, k, v, **kw)``, Kimi-Audio's
+    ``return_attn_probs=output_attentions``: NPU401 leaves the call, and its import stays)."""
+    if any(isinstance(arg, ast.Starred) for arg in call.args):
+        return False
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return False
+        if keyword.arg in FLASH_UNPORTED_ARGUMENTS and not (
+            isinstance(keyword.value, ast.Constant) and keyword.value.value in (None, False, 0)
+        ):
+            return False
+    return True
 
 
 def _kept_xformers_names(tree: ast.Module | None) -> set[str]:

@@ -56,7 +56,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from cuda2npu.analysis import portable
-from cuda2npu.analysis.cuda_only_modules import FLASH_UNPORTED, FLASH_UNPORTED_PREFIXES, import_port
+from cuda2npu.analysis.cuda_only_modules import (
+    FLASH_UNPORTED,
+    FLASH_UNPORTED_ARGUMENTS,
+    FLASH_UNPORTED_PREFIXES,
+    import_port,
+)
 from cuda2npu.analysis.exports import exported
 from cuda2npu.analysis.flash_probes import (
     file_probe_flags,
@@ -446,24 +451,7 @@ class FlashAttention(ValueUses, Rule):
         missing = [p for p in spec.params[: spec.params.index("dropout_p")] if p not in bound]
         if missing:
             raise Manual(f"required argument `{missing[0]}` is missing")
-        for name, reason in (
-            (
-                "alibi_slopes",
-                "ALiBi: npu_fusion_attention's `pse` is a bias tensor added before scaling "
-                "([B,N,Sq,Skv] or the compressed [B,N,1024,Skv]), not slopes; build it by hand",
-            ),
-            ("softcap", "logit soft-capping has no npu_fusion_attention counterpart"),
-            (
-                "return_attn_probs",
-                "npu_fusion_attention returns (out, softmax_max, softmax_sum, ...), "
-                "not flash-attn's (out, softmax_lse, S_dmask); rewrite the consumer by hand",
-            ),
-            (
-                "block_table",
-                "paged KV cache (block_table) has no npu_fusion_attention counterpart; "
-                "use npu_fused_infer_attention_score for paged inference",
-            ),
-        ):
+        for name, reason in FLASH_UNPORTED_ARGUMENTS.items():
             value = literal_arg(bound, name, None)
             if value not in (None, False, 0, 0.0):
                 raise Manual(f"`{name}=`: {reason}")
