@@ -107,11 +107,19 @@ def test_migrate_marks_above_the_instruction_once(tmp_path):
         "FROM ghcr.io/example/trainer:main-py3.11-cu121-2.2.1",
         "ARG TAG=2.1.0-cuda12.1-cudnn8-runtime\nFROM pytorch/pytorch:$TAG",
         "ARG VERSION\nFROM nvidia/cuda:${VERSION}-devel-ubuntu22.04",
+        "from vllm/vllm-openai:v0.9.1",  # dots.ocr (round 42): vLLM's image is built on nvidia/cuda
+        "FROM lmsysorg/sglang:latest",
     ],
 )
 def test_cuda_images(tmp_path, line):
     write(tmp_path / "Dockerfile", line + "\n")
     assert [d[3] for d in diagnostics(tmp_path)] == ["NPU717"]
+
+
+def test_the_vllm_image_points_to_the_vllm_ascend_image(tmp_path):
+    write(tmp_path / "Dockerfile", "from vllm/vllm-openai:v0.9.1\n")
+    message = json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"][0]["message"]
+    assert "`quay.io/ascend/vllm-ascend:<tag>`" in message and "build on a CANN image" in message
 
 
 @pytest.mark.parametrize(

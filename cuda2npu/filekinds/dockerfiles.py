@@ -48,6 +48,9 @@ WORD = re.compile(r"""(?:"[^"]*"|'[^']*'|\S)+""")
 COMMENT = re.compile(r"(?:^|\s)#")
 CUDA_TAG = re.compile(r"(?:^|[-_.+])(?:cuda|cu\d{2,3}(?!\d))", re.IGNORECASE)
 NGC = ("nvcr.io/nvidia/", "nvidia/cuda")
+# serving images built on a CUDA image whatever their tag says (dots.ocr's `from vllm/vllm-openai:v0.9.1`, round 42),
+# each with its Ascend image where one is published (docs/reference/vllm.md)
+CUDA_BUILT = {"vllm/vllm-openai": "quay.io/ascend/vllm-ascend:<tag>", "lmsysorg/sglang": None}
 CANN_IMAGE = "quay.io/ascend/cann:8.3.rc1-910b-ubuntu22.04-py3.11"
 
 
@@ -144,11 +147,18 @@ def _base_images(
         if not _cuda_image(image) or _suppressed(text, instruction, code, options):
             continue
         via = f" (`{image}` with its ARG defaults)" if image != names[0] and complete else ""
+        ascend = CUDA_BUILT.get(_repository_and_tag(image)[0])
         message = (
             f"`FROM {names[0]}`{via} builds on a CUDA image: CUDA libraries (and a CUDA build of torch, in the "
-            "PyTorch images) with neither CANN nor torch_npu, made for NVIDIA's container runtime: build on a CANN "
-            f"image (`{CANN_IMAGE}`; Ascend publishes `<cann>-<chip>-<os>-<python>` tags as `quay.io/ascend/cann` "
-            "and `ascendai/cann`), then install torch's CPU wheel and its torch_npu there"
+            "PyTorch images) with neither CANN nor torch_npu, made for NVIDIA's container runtime: "
+            + (
+                f"vLLM Ascend publishes its own image, `{ascend}` (CANN, torch_npu, vLLM and vllm-ascend)"
+                if ascend
+                else ""
+            )
+            + (" or " if ascend else "")
+            + f"build on a CANN image (`{CANN_IMAGE}`; Ascend publishes `<cann>-<chip>-<os>-<python>` tags as "
+            "`quay.io/ascend/cann` and `ascendai/cann`), then install torch's CPU wheel and its torch_npu there"
         )
         column = instruction.lines[0].find(names[0]) + 1
         findings.append(Finding(display, instruction.number, column, code, doc.name, message, Tier.MANUAL, False))
@@ -178,10 +188,17 @@ def _expand(word: str, arguments: dict[str, str]) -> tuple[str, bool]:
 
 
 def _cuda_image(image: str) -> bool:
-    """Whether an image reference names a CUDA image: NGC's, ``nvidia/cuda*``, or a tag naming CUDA."""
+    """Whether an image reference names a CUDA image: NGC's, ``nvidia/cuda*``, one built on it
+    (:data:`CUDA_BUILT`), or a tag naming CUDA."""
+    repository, tag = _repository_and_tag(image)
+    return repository.startswith(NGC) or repository in CUDA_BUILT or CUDA_TAG.search(tag) is not None
+
+
+def _repository_and_tag(image: str) -> tuple[str, str]:
+    """``("vllm/vllm-openai", "v0.9.1")`` for ``docker.io/vllm/vllm-openai:v0.9.1``, lower-cased; the tag "" if none."""
     reference = image.lower().removeprefix("docker.io/").split("@", 1)[0]
     repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
-    return repository.startswith(NGC) or CUDA_TAG.search(tag) is not None
+    return repository, tag
 
 
 def _suppressed(text: str, instruction: _Instruction, code: str, options) -> bool:

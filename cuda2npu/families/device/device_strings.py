@@ -262,6 +262,9 @@ class DeviceStrings(Rule):
         qualified = self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func, True) or ""
         positional = [a.value for a in node.args if a.keyword is None]
         func_name = dotted_name(node.func) or ""
+        if qualified == "functools.partial" and positional:  # Infinity's `partial(autocast, 'cuda', enabled=False)`
+            bound = self.resolver.qualified_name(positional[0]) or autocast_alias(self.ctx, positional[0], True)
+            qualified, positional = (bound or "", positional[1:]) if bound in AMP_CALLS else (qualified, positional)
         if qualified in AMP_CALLS:
             if positional:
                 self._rewrite(positional[0], "NPU106", "autocast/GradScaler device")

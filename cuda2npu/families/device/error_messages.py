@@ -7,7 +7,8 @@ literal loses its ``CUDA `` (``"out of memory"`` is in both runtimes' messages):
 on both hosts. A bare ``"CUDA"``/``"cuda"`` (or ``"CUDA error"``) looked for in an error's text
 (``str(e)``, ``repr(e)``, ``e.args[0]``, ``traceback.format_exc()``, a name assigned one of them,
 lower-cased or not) is reported for review: what the test is after (an OOM, a device error) is
-the author's. Left alone: tests that only choose a message to print or log, tests next to an
+the author's. Left alone: tests that only choose a message to print or log (also inside the message, an
+``'cuda' if 'CUDA' in str(e) else ...`` in a logged f-string), tests next to an
 ``or`` that already catches ``"out of memory"`` or the NPU's name, and code that handles the NPU.
 """
 
@@ -111,9 +112,15 @@ class CudaErrorMessageTests(Rule):
                 if any(NEUTRAL.search(string_value(s) or "") for s in iter_nodes(other, cst.SimpleString)):
                     return True
             node, parent = parent, parents.get(parent)
-        if not isinstance(parent, cst.If) or parent.test is not node:
-            return False
-        return all(_is_message(statement) for statement in parent.body.body)
+        if isinstance(parent, cst.If) and parent.test is node:
+            return all(_is_message(statement) for statement in parent.body.body)
+        while parent is not None and not isinstance(parent, cst.BaseSmallStatement):  # kokoro, round 42:
+            if isinstance(parent, cst.Call) and _message_call(
+                parent
+            ):  # `logger.error(f"{'cuda' if 'CUDA' in str(e) ...")`
+                return True
+            parent = parents.get(parent)
+        return False
 
 
 def _is_message(statement: cst.BaseStatement) -> bool:
@@ -122,8 +129,11 @@ def _is_message(statement: cst.BaseStatement) -> bool:
         return False
     for small in statement.body:
         call = small.value if isinstance(small, cst.Expr) else None
-        if not isinstance(call, cst.Call):
-            return False
-        if (dotted_name(call.func) or "").rpartition(".")[2] not in MESSAGE_CALLS:
+        if not isinstance(call, cst.Call) or not _message_call(call):
             return False
     return True
+
+
+def _message_call(call: cst.Call) -> bool:
+    """``print(...)``, ``logger.warning(...)``: a call that prints or logs."""
+    return (dotted_name(call.func) or "").rpartition(".")[2] in MESSAGE_CALLS
