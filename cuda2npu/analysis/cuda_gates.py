@@ -76,6 +76,14 @@ CUDA_ONLY_TORCH = {
 }
 # a string choosing CUDA-graph capture: torch.compile's mode, lightning-thunder's plugin
 CUDA_GRAPH_MODES = {"reduce-overhead": "CUDA-graph capture (`reduce-overhead`), which the CUDA branch turns on"}
+# a library base class's method reading torch.cuda (on an NPU host it answers 0 or raises): the method name →
+# (the package of the base class, why); mmcv 1.x `mmcv/runner/hooks/logger/text.py` TextLoggerHook._get_max_memory
+INHERITED_CUDA_QUERIES = {
+    "_get_max_memory": (
+        "mmcv.",
+        "mmcv's TextLoggerHook._get_max_memory reads torch.cuda.max_memory_allocated, 0 on an NPU host",
+    ),
+}
 # a Triton kernel of the project, a function launching one, or one calling its compiled extension's operators
 PROJECT_KERNEL = "a kernel of the project, written for CUDA GPUs"
 STREAM_HANDLE = (  # torch_npu/csrc/npu/Stream.cpp: THNPStream_properties has `npu_stream`, no `cuda_stream`
@@ -173,6 +181,26 @@ def _own_method(ctx, node: cst.Attribute) -> str | None:
     index = TreeIndex.of(ctx)
     owner = index.enclosing_class(index.statement_of(node))
     return f"{owner.name.value}.{node.attr.value}" if owner is not None else None
+
+
+def inherited_cuda_query(ctx, node: cst.Attribute) -> tuple[str, str] | None:
+    """``(what, why)`` for ``self.<method>`` where the enclosing class inherits ``method`` from a library
+    class that reads torch.cuda in it (:data:`INHERITED_CUDA_QUERIES`; ConvNeXt's
+    ``CustomizedTextLoggerHook(TextLoggerHook)``: ``if torch.cuda.is_available(): log_dict['memory'] =
+    self._get_max_memory(runner)``, round 41), and does not define it itself."""
+    if not (isinstance(node.value, cst.Name) and node.value.value == "self") or node.attr.value not in (
+        INHERITED_CUDA_QUERIES
+    ):
+        return None
+    index = TreeIndex.of(ctx)
+    owner = index.enclosing_class(index.statement_of(node))
+    if owner is None or any(
+        isinstance(member, cst.FunctionDef) and member.name.value == node.attr.value for member in owner.body.body
+    ):
+        return None
+    package, why = INHERITED_CUDA_QUERIES[node.attr.value]
+    bases = (ctx.resolver.qualified_name(base.value) or "" for base in owner.bases)
+    return (f"`self.{node.attr.value}`", why) if any(base.startswith(package) for base in bases) else None
 
 
 def _spelled(node: cst.CSTNode, short: str) -> str:
@@ -279,6 +307,7 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 found = _call_use(ctx, node)
             elif isinstance(node, cst.Attribute):
                 found = (_spelled(node, ".cuda_stream"), STREAM_HANDLE) if stream_handle(ctx, node) else None
+                found = found or inherited_cuda_query(ctx, node)  # `self._get_max_memory(runner)`
                 qualified = ctx.resolver.qualified_name(node) if found is None else None
                 named = _named_use(ctx, qualified)  # `torch.cuda.CUDAGraph`, `kernels.launch(x)`, `utils.f()`
                 if named is not None:
@@ -479,6 +508,23 @@ def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
     blocks = cuda_branch(ctx, node)
     loop = _loop_over(ctx, node) if blocks else None
     return cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
+
+
+def paired_gate(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
+    """``(what, why)`` of another gate of the same class, with the same test, kept for an inherited CUDA
+    query (:func:`inherited_cuda_query`): ConvNeXt's ``_log_info`` shows ``log_dict["memory"]`` under the
+    ``torch.cuda.is_available()`` that ``log`` sets it under; renamed alone, it raises KeyError."""
+    if ctx.text is not None and not any(name.encode() in ctx.text for name in INHERITED_CUDA_QUERIES):
+        return None
+    index = TreeIndex.of(ctx)
+    owner = index.enclosing_class(index.statement_of(node))
+    test, inherited = code_of(node.test), {why for _, why in INHERITED_CUDA_QUERIES.values()}
+    for other in iter_nodes(owner, cst.If) if owner is not None else ():
+        if other is not node and code_of(other.test) == test:
+            found = gated_cuda_use(ctx, other)
+            if found is not None and found[1] in inherited:
+                return found
+    return None
 
 
 def _loop_over(ctx, node: cst.IfExp | cst.If) -> cst.For | None:

@@ -33,6 +33,7 @@ from cuda2npu.analysis.cuda_gates import (
     names_fallback,
     no_cuda_branch,
     nvidia_checks_only,
+    paired_gate,
     skipped_cuda_use,
     stream_handle,
 )
@@ -226,6 +227,9 @@ class TorchCudaApi(Rule):
         found = gated_cuda_use(self.ctx, node)
         if found:
             return found[1], f"{found[0]} in its branch"
+        paired = paired_gate(self.ctx, node)
+        if paired:
+            return paired[1], f"{paired[0]} under the same test elsewhere in this class, which stays"
         kernel = kernel_call(self.ctx, node)  # `if ... and value.is_cuda: DeformAttnFunction.apply(...)`
         if kernel:
             return "a CUDA kernel", f"`{kernel}` in its branch"
