@@ -73,6 +73,10 @@ CUDA_ONLY_TORCH = {
         "a CUDA graph, which stays torch.cuda's (NPU601; torch.npu.NPUGraph captures inference-only graphs)",
     ),
     "torch.distributed.ProcessGroupNCCL": "NCCL's process group, absent from the torch build torch_npu runs on",
+    **dict.fromkeys(
+        (f"torch.nn.attention.flex_attention.{name}" for name in ("flex_attention", "create_block_mask")),
+        "FlexAttention, which raises for an NPU tensor (docs/reference/run_configs.md; Ascend/pytorch#147)",
+    ),  # Show-o's `if torch.cuda.is_available(): flex_attention = torch.compile(flex_attention)`, round 41
 }
 # a string choosing CUDA-graph capture: torch.compile's mode, lightning-thunder's plugin
 CUDA_GRAPH_MODES = {"reduce-overhead": "CUDA-graph capture (`reduce-overhead`), which the CUDA branch turns on"}
