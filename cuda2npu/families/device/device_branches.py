@@ -58,12 +58,14 @@ def contiguous_workaround(node: cst.If) -> bool:
 
 
 def ort_provider(block: cst.CSTNode) -> str | None:
-    """The first onnxruntime execution provider ``block`` names (``"CUDAExecutionProvider"``), else None."""
-    for node in iter_nodes(block, cst.SimpleString):
-        value = string_value(node) or ""
-        if ORT_PROVIDER.fullmatch(value):
-            return value
-    return None
+    """The first onnxruntime execution provider ``block`` names, a GPU one first (``"CUDAExecutionProvider"``
+    before a ``"CPUExecutionProvider"`` named earlier), else None."""
+    names = [
+        value
+        for node in iter_nodes(block, cst.SimpleString)
+        if ORT_PROVIDER.fullmatch(value := string_value(node) or "")
+    ]
+    return next((name for name in names if not name.startswith("CPU")), names[0] if names else None)
 
 
 def picks_ort_provider(body: cst.CSTNode, name: str) -> bool:

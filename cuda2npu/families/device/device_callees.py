@@ -24,7 +24,7 @@ def own_callee(ctx, func: cst.BaseExpression) -> tuple[cst.FunctionDef, int] | N
     argument fills: ``helper(...)``; ``Class(...)``: its ``__init__`` (1, LatentSync's
     ``VideoProcessor(256, "cuda")``); ``self.method(...)``/``cls.method(...)`` in the method's
     module-level class (1, 0 for a staticmethod); ``Class.method(...)`` (0, 1 for a classmethod)."""
-    functions = ctx.file_state(_own_functions)
+    functions = ctx.file_state(own_functions)
     if isinstance(func, cst.Name):
         function = functions.get(("", func.value))
         if function is None:
@@ -78,7 +78,7 @@ def unaliased(ctx, func: cst.BaseExpression) -> cst.BaseExpression:
     return value if isinstance(value, cst.Name) and value.value in ctx.file_state(_aliasable) else func
 
 
-def _own_functions(ctx) -> dict[tuple[str, str], cst.FunctionDef]:
+def own_functions(ctx) -> dict[tuple[str, str], cst.FunctionDef]:
     """The file's functions defined once at module level, by ``("", name)``, and the methods defined
     once in its module-level classes, by ``(class, name)``."""
     defined: dict[tuple[str, str], list[cst.FunctionDef]] = {}
@@ -137,9 +137,7 @@ def _aliasable(ctx) -> frozenset[str]:
     """The names of the callables whose device parameters calls follow: the file's module-level
     functions and classes, and the project's imported here."""
     own = {
-        name if not owner else owner
-        for owner, name in ctx.file_state(_own_functions)
-        if not owner or name == "__init__"
+        name if not owner else owner for owner, name in ctx.file_state(own_functions) if not owner or name == "__init__"
     }
     return frozenset(own | imported_device_callables(ctx).keys())
 

@@ -13,6 +13,7 @@ from cuda2npu.core.names import NameUses, dotted_name, string_comparisons
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.device.device_branches import does_nothing, picks_ort_provider
+from cuda2npu.families.device.device_callees import own_functions
 from cuda2npu.families.device.device_expressions import (
     DEVICE_CALLS,
     DEVICE_KEYWORDS,
@@ -134,7 +135,11 @@ def param_role(ctx, param: cst.Param) -> str | None:
             if reads is not None:
                 walk(body, reads)
             uses = reads.uses[param.name.value] if reads is not None else []
-            role = "unread" if not uses else "key" if all(_as_key(ctx, use) for use in uses) else "device"
+            known[param] = None  # a call cycle ends here
+            if uses and all(_forwarded_to_runtime(ctx, function, use) for use in uses):
+                role = "runtime"
+            else:
+                role = "unread" if not uses else "key" if all(_as_key(ctx, use) for use in uses) else "device"
         elif body is not None:
             devices = DeviceVariableUses()
             walk(body, devices)
@@ -145,6 +150,41 @@ def param_role(ctx, param: cst.Param) -> str | None:
                 role = "label"
         known[param] = role
     return known[param]
+
+
+def _forwarded_to_runtime(ctx, function: cst.FunctionDef, use: cst.Name) -> bool:
+    """``use`` is an argument of a call to a class of this file (``Yolo(path, device)``,
+    ``super().__init__(path, device=device)`` in a method of its subclass, or ``self.set_device(device)``
+    in a method of the class) at a parameter picking an
+    onnxruntime provider (``"runtime"``): Wan2.2's ``Pose2d`` → ``Yolo`` → ``SimpleOnnxInference``
+    (round 41), whose ``device="cuda"`` defaults are onnxruntime's device all the way down."""
+    parents = TreeIndex.of(ctx).parents
+    arg = parents.get(use)
+    call = parents.get(arg)
+    if not (isinstance(arg, cst.Arg) and arg.value is use and isinstance(call, cst.Call)):
+        return False
+    functions = ctx.file_state(own_functions)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call):
+        owner = TreeIndex.of(ctx).enclosing_class(function)  # super().__init__(...), super(Cls, self).__init__(...)
+        bases = [dotted_name(base.value) or "" for base in owner.bases] if owner is not None else []
+        callee = next((functions[(b, "__init__")] for b in bases if (b, "__init__") in functions), None)
+    elif isinstance(func, cst.Name):
+        callee = functions.get((func.value, "__init__"))
+    elif isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":  # `self.set_device(device)`
+        owner = TreeIndex.of(ctx).enclosing_class(function)
+        callee = functions.get((owner.name.value, func.attr.value)) if owner is not None else None
+    else:
+        callee = None
+    if callee is None:
+        return False
+    params = list(callee.params.params)[1:]  # after self
+    if arg.keyword is not None:
+        target = next((p for p in (*params, *callee.params.kwonly_params) if p.name.value == arg.keyword.value), None)
+    else:
+        index = [a for a in call.args if a.keyword is None].index(arg)
+        target = params[index] if index < len(params) and arg.star == "" else None
+    return target is not None and param_role(ctx, target) == "runtime"
 
 
 def _names_compared_with_cuda(ctx) -> frozenset[str]:

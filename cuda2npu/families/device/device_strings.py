@@ -58,11 +58,13 @@ from cuda2npu.families.device.capability_tests import capability_device_test
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
 from cuda2npu.families.device.device_branches import (
     ASSERT_EQUAL,
+    TEST_PARTS,
     contiguous_workaround,
     cuda_named_choice,
     cuda_required,
     gpu_refusal,
     ort_provider,
+    picks_ort_provider,
     stated_value,
     validation_arm,
 )
@@ -108,7 +110,7 @@ AMP_CALLS = {
     "torch.set_autocast_enabled",
 }
 ORT_DEVICE = (
-    "onnxruntime's device here (it picks `{provider}`), not a torch device: onnxruntime has no NPU device and "
+    "onnxruntime's device here ({provider}), not a torch device: onnxruntime has no NPU device and "
     'its io-binding takes "cuda" or "cpu"; kept as written: run onnxruntime on "cpu" on an NPU host, or use '
     "onnxruntime-cann's CANNExecutionProvider"
 )
@@ -403,6 +405,8 @@ class DeviceStrings(Rule):
         next to CUDA in an arm of a validation chain (:func:`validation_arm`) that tests a configured
         device (``device``, ``self.device``; not a tensor's ``x.device.type``, never "cuda" on an NPU
         host); else rewritten."""
+        if device_literals(expr, prefix_ok) and self._ort_choice(expr, device):
+            return
         graph = self._graph_predicate()
         configured = isinstance(device, cst.Name) or (isinstance(device, cst.Attribute) and device.attr.value != "type")
         for literal in device_literals(expr, prefix_ok):
@@ -415,7 +419,7 @@ class DeviceStrings(Rule):
             if provider is not None:  # efficientvit's ONNX encoder: `if device == "cuda": provider = [...]`
                 self._seen.add(literal)
                 if not self._runtime_parameter(device):  # else reported once, at the parameter's default
-                    self.report("NPU109", literal, ORT_DEVICE.format(provider=provider), tier=Tier.REVIEW)
+                    self.report("NPU109", literal, _ort_message(provider), tier=Tier.REVIEW)
                 continue
             if literal in self._kernel_switches or literal in self._feature_switches:
                 continue  # reported as such below
@@ -436,6 +440,25 @@ class DeviceStrings(Rule):
                     needs_torch_npu=False,
                 )
         self._rewrite(expr, why=why, prefix_ok=prefix_ok, unparsed=True)
+
+    def _ort_choice(self, literal: cst.BaseExpression, device: cst.BaseExpression) -> bool:
+        """``literal`` is in the test of an ``if`` whose branch names an onnxruntime provider (Wan2.2's
+        ``if device.type == 'cuda': providers = [("CUDAExecutionProvider", ...)]``, round 41): onnxruntime's
+        device, kept as written, reported once (at the parameter's default where it is one)."""
+        parents = TreeIndex.of(self.ctx).parents
+        node, parent = literal, parents.get(literal)
+        while isinstance(parent, TEST_PARTS):
+            node, parent = parent, parents.get(parent)
+        provider = ort_provider(parent.body) if isinstance(parent, cst.If) and parent.test is node else None
+        if provider is None or literal in self._seen:
+            return provider is not None
+        self._seen.add(literal)
+        root = device
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not self._runtime_parameter(root):
+            self.report("NPU109", literal, _ort_message(provider), tier=Tier.REVIEW)
+        return True
 
     def _runtime_parameter(self, device: cst.BaseExpression) -> bool:
         """``device`` is a parameter of the enclosing function with a CUDA default picking an onnxruntime
@@ -692,8 +715,9 @@ class DeviceStrings(Rule):
             return
         role = param_role(self.ctx, node)
         if role == "runtime":
-            provider = ort_provider(TreeIndex.of(self.ctx).parents[TreeIndex.of(self.ctx).parents[node]].body)
-            self.report("NPU109", node.default, ORT_DEVICE.format(provider=provider), tier=Tier.REVIEW)
+            body = TreeIndex.of(self.ctx).parents[TreeIndex.of(self.ctx).parents[node]].body
+            provider = ort_provider(body) if picks_ort_provider(body, node.name.value) else None  # else passed on
+            self.report("NPU109", node.default, _ort_message(provider), tier=Tier.REVIEW)
         elif role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
             self._rewrite(
                 node.default, why="device parameter default", unparsed=role == "unread" and is_stub(self.ctx, node)
@@ -786,6 +810,16 @@ class DeviceStrings(Rule):
             key = node.slice[0].slice.value
             if indexed_device(key):
                 self._rewrite(key, why="device-keyed item")
+
+
+def _ort_message(provider: str | None) -> str:
+    """NPU109's message for onnxruntime's device: the provider it picks, or where it goes (None)."""
+    where = (
+        f"it picks `{provider}`"
+        if provider
+        else "passed on to a class of this file that picks onnxruntime's provider by it"
+    )
+    return ORT_DEVICE.format(provider=where)
 
 
 def _after_original(arm: cst.If, updated: cst.If) -> cst.If:
