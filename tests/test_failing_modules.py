@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from cli_helpers import cli, write
 
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules, failing_modules
@@ -375,6 +377,23 @@ def test_a_package_below_a_directory_without_init_fails_by_its_rooted_name_too(t
     files = PythonFiles.read(sorted(tmp_path.rglob("*.py")), tmp_path)
     marked = {path.rpartition(os.sep)[2] for path, *_ in failing_and_optional_modules(files, (), tmp_path)[2]}
     assert {"ema.py", "t5.py", "trainer.py"} <= marked and "plot.py" not in marked
+
+
+@pytest.mark.parametrize(("pin", "fails"), [("xfuser==0.4.2rc2", True), ("xfuser>=0.4.5", False), ("xfuser", False)])
+def test_a_package_running_on_an_npu_from_a_release_fails_only_under_an_older_pin(tmp_path, pin, fails):
+    """Step-Video (round 43): xfuser before 0.4.5 raises at import on a host without CUDA, and its
+    `stepvideo/__init__.py` reaches it: every module of the package fails under `xfuser==0.4.2rc2`; a pin
+    allowing 0.4.5 or later fails nowhere (NPU606 marks the import for review without a pin)."""
+    write(tmp_path / "requirements.txt", f"torch\n{pin}\n")
+    write(tmp_path / "stepvideo" / "__init__.py", "from .parallel import init\n")
+    write(tmp_path / "stepvideo" / "parallel.py", "import xfuser\n\n\ndef init():\n    return xfuser\n")
+    config = write(tmp_path / "stepvideo" / "config.py", "import torch\n\nx = torch.ones(1).cuda()\n")
+    write(tmp_path / "run.py", "from stepvideo.config import x\n")
+    cli("migrate", tmp_path)
+    assert ("NPU606 this module cannot be imported on an NPU host" in config.read_text()) is fails
+    assert (
+        "`xfuser==0.4.2rc2` allows no xfuser release from 0.4.5 on" in (tmp_path / "requirements.txt").read_text()
+    ) is fails
 
 
 def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as_written(tmp_path):

@@ -49,6 +49,7 @@ from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
 from cuda2npu.core.imports import catches_import_error, reraises
+from cuda2npu.core.pins import pin_predates
 
 TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
 MAIN_GUARD = re.compile(rb"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)  # a module that runs as a script
@@ -61,21 +62,23 @@ def failing_modules(files: PythonFiles, extensions: tuple[str, ...] = ()) -> tup
 
 
 def failing_and_optional_modules(
-    files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None
+    files: PythonFiles, extensions: tuple[str, ...] = (), root: Path | None = None, pins: Pins = ()
 ) -> tuple[
     tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, bool, str], ...]
 ]:
     """:func:`failing_modules`, of them the optional ones (:func:`optional_modules`) and the failing
     imports of the others (:func:`failing_imports`), from one parse of each file read (``root``: the
-    project root the importers are named from)."""
+    project root the importers are named from; ``pins``: its version pins, which decide whether a package
+    running on an NPU from some release on fails, :func:`_cannot_import`)."""
     sites = ImportSites(files)
-    failing = _failing_modules(files, extensions, sites)
+    failing = _failing_modules(files, extensions, sites, pins)
     optional = optional_modules(files, failing, sites, root)
-    return failing, optional, failing_imports(files, failing, sites, {path for path, *_ in optional}, extensions)
+    imports = failing_imports(files, failing, sites, {path for path, *_ in optional}, extensions, pins)
+    return failing, optional, imports
 
 
 def _failing_modules(
-    files: PythonFiles, extensions: tuple[str, ...], sites: ImportSites
+    files: PythonFiles, extensions: tuple[str, ...], sites: ImportSites, pins: Pins = ()
 ) -> tuple[tuple[str, str], ...]:
     """:func:`failing_modules`, reading the files' imports through ``sites``."""
     words = sorted(
@@ -96,15 +99,14 @@ def _failing_modules(
         tree = files.tree(path)
         return frozenset(_kept_flash_names(tree) | _kept_xformers_names(tree))
 
+    def cannot_import(path: Path, name: str) -> bool:
+        return _cannot_import(name, extensions, kept_of(path), own_roots, pins)
+
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
         failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
-            kept = kept_of(path)
-            bad = next(
-                (name for name, _ in imports_of(path) if _cannot_import(name, extensions, kept, own_roots)),
-                None,
-            )
+            bad = next((name for name, _ in imports_of(path) if cannot_import(path, name)), None)
             if bad is not None:
                 failing.update(dict.fromkeys(_names(files, path), bad))
     new = set(failing)
@@ -127,16 +129,14 @@ def _failing_modules(
                 more.update(dict.fromkeys(_names(files, path), failing[source]))
         failing.update(more)
         new = set(more)
-    return tuple(sorted(_first_causes(files, failing, imports_of, kept_of, extensions, own_roots).items()))
+    return tuple(sorted(_first_causes(files, failing, imports_of, cannot_import).items()))
 
 
 def _first_causes(
     files: PythonFiles,
     failing: dict[str, str],
     imports_of: Callable[[Path], list[tuple[str, str]]],
-    kept_of: Callable[[Path], frozenset[str]],
-    extensions: tuple[str, ...],
-    own_roots: set[str],
+    cannot_import: Callable[[Path, str], bool],
 ) -> dict[str, str]:
     """``failing`` with each module's cause at the end of its *first* failing import in file order,
     which is the one that raises: the search above finds the shortest chain, and quip-sharp's
@@ -149,9 +149,9 @@ def _first_causes(
     for path, module in modules.items():
         if module not in failing:
             continue
-        own, kept = _names(files, path), kept_of(path)
+        own = _names(files, path)
         for name, written in imports_of(path):
-            if _cannot_import(name, extensions, kept, own_roots):
+            if cannot_import(path, name):
                 found = (name, True)
             elif (part := _failing_prefix(name, failing, own, by_name=not written.startswith("."))) is not None:
                 found = (part, False)
@@ -175,6 +175,9 @@ def _names(files: PythonFiles, path: Path) -> list[str]:
     module, namespace, rooted = files.distinct_modules[path], files.distinct_namespace_names, files.rooted_names
     others = {namespace.get(path), rooted.get(path)} - {None, module}
     return [module, *sorted(others)]
+
+
+Pins = tuple[tuple[str, str], ...]  # the project's version pins (core/pins.py)
 
 
 @dataclass(frozen=True)
@@ -366,6 +369,7 @@ def failing_imports(
     sites: ImportSites,
     optional: set[str],
     extensions: tuple[str, ...] = (),
+    pins: Pins = (),
 ) -> tuple[tuple[str, str, str, bool, str], ...]:
     """``(real path, failing import as written, what fails, left as written, also)`` for each failing module
     (``failing``) but the ``optional`` ones (real paths) whose failing import is a project module's (a
@@ -378,7 +382,7 @@ def failing_imports(
     other CUDA-only imports the file reaches (:class:`CudaOnlyReach`), which must be ported too."""
     what_fails = dict(failing)
     modules = set(files.distinct_modules.values())
-    reached = CudaOnlyReach(files, sites, extensions)
+    reached = CudaOnlyReach(files, sites, extensions, pins)
     through_package = functools.cache(lambda package: _imported_through(files, sites, package))
     imported_anywhere = functools.cache(lambda name: _named_in_imports(files, name))
     found = []
@@ -437,8 +441,8 @@ class CudaOnlyReach:
     compiled `awq_ext` through `umbrella.models`, and `flashinfer` first; porting `awq_ext` alone does not
     make it run, so its marker names both."""
 
-    def __init__(self, files: PythonFiles, sites: ImportSites, extensions: tuple[str, ...]) -> None:
-        self._files, self._sites, self._extensions = files, sites, extensions
+    def __init__(self, files: PythonFiles, sites: ImportSites, extensions: tuple[str, ...], pins: Pins = ()) -> None:
+        self._files, self._sites, self._extensions, self._pins = files, sites, extensions, pins
         self._owners = {name: path for path in files.distinct_modules for name in _names(files, path)}
         self._own_roots = {module.split(".")[0] for module in files.distinct_modules.values()}
         self._reached: dict[Path, frozenset[str]] = {}
@@ -455,7 +459,7 @@ class CudaOnlyReach:
                 if not _above_or_is(self._files.distinct_modules[target], own):
                     found |= self(target)
             for name, _ in site.imported:
-                if _cannot_import(name, self._extensions, set(), self._own_roots):
+                if _cannot_import(name, self._extensions, set(), self._own_roots, self._pins):
                     found.add(name)
                 elif name.split(".")[0] not in self._own_roots and _kernels_need_cuda(name, self._extensions):
                     found.add(name)
@@ -607,14 +611,18 @@ def _failing_roots() -> tuple[str, ...]:
     return tuple(re.escape(root) for root in roots if root not in (*MIGRATED, "triton"))
 
 
-def _cannot_import(name: str, extensions: tuple[str, ...], kept: Set[str], own_roots: set[str]) -> bool:
+def _cannot_import(
+    name: str, extensions: tuple[str, ...], kept: Set[str], own_roots: set[str], pins: Pins = ()
+) -> bool:
     """A compiled CUDA extension, PyCUDA (not installable there), a module of an unported package whose
     import fails, or a flash-attn name ported at its import alone (``flash_attn.bert_padding``: NPU606 says what to copy, and the
     import stays until a person does) or not ported at all (flash-attn 1.x's
     ``flash_attn_unpadded_qkvpacked_func``: NPU403 at its calls, and the import stays); of flash-attn's,
     with ``kept`` (:func:`_kept_flash_names`), only a name the migrated file still imports; any other
     package of the table whose import fails and whose uses cuda2npu does not migrate (mamba-ssm), unless
-    the project has a top-level package of its name (``own_roots``)."""
+    the project has a top-level package of its name (``own_roots``); of a package that runs on an NPU
+    from some release on (xfuser 0.4.5), only where the project's ``pins`` allow none of those
+    (Step-Video's ``xfuser==0.4.2rc2``, round 43; otherwise NPU606 marks the import for review)."""
     if is_cuda_extension(name, extensions) or name.split(".")[0] in UNINSTALLABLE_LIBRARIES:
         return True
     if name.startswith(("flash_attn.", "flash_attn_interface.", "xformers.")):
@@ -622,6 +630,9 @@ def _cannot_import(name: str, extensions: tuple[str, ...], kept: Set[str], own_r
     if name.split(".")[0] in own_roots:
         return False  # the project's own package of that name (a vendored `mamba_ssm`), followed as such
     found = cuda_module(name, extensions)
+    release = npu_release(name) if found is not None else None
+    if release is not None and pin_predates(pins, *release) is None:
+        return False
     # a package cuda2npu migrates the uses of goes with them; Triton imports where Triton-Ascend is installed
     migrated = name.split(".")[0] in (*MIGRATED, "triton")
     return found is not None and found[0] == "imports" and (unported_module(name) or not migrated)

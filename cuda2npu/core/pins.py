@@ -30,6 +30,7 @@ CONSULTED = (
     "transformers",
     "triton-ascend",
     "vllm",
+    "xfuser",
 )
 _LOWER_BOUNDS = ("==", "===", ">=", ">", "~=")
 

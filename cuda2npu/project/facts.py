@@ -94,7 +94,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files, root)
     pins, pin_files, pin_scopes = project_pins(files, root)
-    failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root)
+    failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root, pins)
     return ProjectFacts(
         pins=pins,
         pin_files=pin_files,
