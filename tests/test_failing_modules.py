@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from cli_helpers import cli, write
 
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules, failing_modules
