@@ -1042,8 +1042,8 @@ def _switch_message(word: str, where: str) -> str:
     CUDA path stays off). Only a choice of a CUDA value no rule rewrites needs a person."""
     if word == KEPT_VALUE:
         return (
-            f"chooses {where}, which no rule rewrites (no torch device: a library's accelerator name, "
-            "a label); not rewritten: the rewritten test alone would pick that CUDA value on an NPU host, "
+            f"chooses {where}, which no rule rewrites (not known to be a torch device: it may be a library's "
+            "accelerator name or a label); not rewritten: the rewritten test alone would pick that CUDA value on an NPU host, "
             "where it fails; change the test and the value together, or leave both"
         )
     return ""

@@ -23,6 +23,7 @@ from cuda2npu.families.device.device_expressions import (
     AMBIGUOUS_KEYWORDS,
     DEVICE_KEYWORDS,
     DEVICE_NAME,
+    device_getter,
     device_variables,
     looks_like_device,
 )
@@ -192,7 +193,9 @@ def kept_cuda_value(ctx, blocks: list[cst.CSTNode]) -> str | None:
             elif isinstance(parent, cst.Arg) and parent.keyword is not None:
                 if gpu or not _device_keyword(ctx, parent.keyword.value):
                     return f"`{parent.keyword.value}={code_of(string)}`"
-            elif isinstance(parent, cst.Return) or (gpu and isinstance(parent, cst.IfExp) and parent.body is string):
+            elif (isinstance(parent, cst.Return) and (gpu or not device_getter(ctx, parent))) or (
+                gpu and isinstance(parent, cst.IfExp) and parent.body is string
+            ):
                 return f"`{code_of(parent).strip()}`" if isinstance(parent, cst.Return) else f"`{code_of(string)}`"
     return None
 

@@ -11,6 +11,7 @@ import libcst as cst
 from cuda2npu.core.literals import DEVICE_STRING, NOT_LITERAL, string_value
 from cuda2npu.core.literals import literal as python_literal
 from cuda2npu.core.names import dotted_name
+from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes, walk
 
 DEVICE_KEYWORDS = {"device", "map_location", "device_type"}
@@ -44,6 +45,15 @@ SPLITS = {"split", "rsplit", "partition", "rpartition"}
 ENV_CALLS = {  # environment reads with a default (setdefault: a write that reads)
     f"{prefix}{call}" for prefix in ("os.", "") for call in ("getenv", "environ.get", "environ.setdefault")
 }
+
+
+def device_getter(ctx, node: cst.Return) -> bool:
+    """``node`` returns from a function named like a device (``get_device``, ``select_device``): LTX-Video's
+    ``def get_device(): if torch.cuda.is_available(): return "cuda"`` (round 43), whose result the file
+    moves the pipeline to; its ``"cuda"`` is a device, not a label."""
+    index = TreeIndex.of(ctx)
+    function = index.function.get(index.statement_of(node))
+    return function is not None and bool(DEVICE_NAME.search(function.name.value))
 
 
 def looks_like_device(target: cst.BaseExpression) -> bool:

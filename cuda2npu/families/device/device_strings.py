@@ -85,6 +85,7 @@ from cuda2npu.families.device.device_expressions import (
     calls_in,
     compared_pairs,
     cuda_type_literals,
+    device_getter,
     device_variables,
     environment_default,
     indexed_device,
@@ -801,7 +802,10 @@ class DeviceStrings(Rule):
         return found
 
     def visit_Return(self, node: cst.Return) -> None:
-        self._ambiguous(node.value, "returned")
+        if node.value is not None and device_getter(self.ctx, node):
+            self._rewrite(node.value, why="device getter's return")
+        else:
+            self._ambiguous(node.value, "returned")
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """``allocations["cuda:0"]``: a table keyed by device names (ParlAI), whose keys change with
