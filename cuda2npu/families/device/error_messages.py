@@ -4,7 +4,8 @@ torch_npu's caching allocator raises ``NPU out of memory. Tried to allocate ...`
 (docs/reference/torch_npu.md, "Out of memory"), so a test for ``"CUDA out of memory"`` is False on
 an NPU host and the retry, the smaller batch or the CPU fallback it guards never happens. The
 literal loses its ``CUDA `` (``"out of memory"`` is in both runtimes' messages): exact, and right
-on both hosts. A bare ``"CUDA"``/``"cuda"`` (or ``"CUDA error"``) looked for in an error's text
+on both hosts; so does one in a list of error texts the code looks for (accelerate's
+``should_reduce_batch_size``). A bare ``"CUDA"``/``"cuda"`` (or ``"CUDA error"``) looked for in an error's text
 (``str(e)``, ``repr(e)``, ``e.args[0]``, ``traceback.format_exc()``, a name assigned one of them,
 lower-cased or not) is reported for review: what the test is after (an OOM, a device error) is
 the author's. Left alone: tests that only choose a message to print or log (also inside the message, an
@@ -76,6 +77,23 @@ class CudaErrorMessageTests(Rule):
             )
         return False
 
+    def visit_Element(self, node: cst.Element) -> None:
+        """``["CUDA out of memory.", "HIP out of memory", ...]``: a table of error texts the code looks for
+        (lighteval's and accelerate's ``should_reduce_batch_size``, round 43), rewritten as a tested literal is."""
+        value = string_value(node.value) if isinstance(node.value, cst.SimpleString) else None
+        if value is not None and OOM.search(value) and not is_cuda_alternative(self.ctx, node.value):
+            self._out_of_memory(node.value, value)
+
+    def _out_of_memory(self, literal: cst.SimpleString, value: str) -> None:
+        self.report(
+            "NPU112",
+            literal,
+            f"{value!r} tests for the CUDA runtime's out-of-memory error: an NPU's reads "
+            "'NPU out of memory. Tried to allocate ...', so the test keeps 'out of memory', which both say",
+            without_runtime_name,
+            needs_torch_npu=False,
+        )
+
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
             return
@@ -84,14 +102,7 @@ class CudaErrorMessageTests(Rule):
         if value is None or is_cuda_alternative(self.ctx, literal):
             return
         if OOM.search(value):
-            self.report(
-                "NPU112",
-                literal,
-                f"{value!r} tests for the CUDA runtime's out-of-memory error: an NPU's reads "
-                "'NPU out of memory. Tried to allocate ...', so the test keeps 'out of memory', which both say",
-                without_runtime_name,
-                needs_torch_npu=False,
-            )
+            self._out_of_memory(literal, value)
         elif RUNTIME_NAME.fullmatch(value) and self._error_text(text) and not self._settled(node):
             self.report(
                 "NPU112",
