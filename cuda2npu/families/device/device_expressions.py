@@ -48,9 +48,11 @@ ENV_CALLS = {  # environment reads with a default (setdefault: a write that read
 
 
 def device_getter(ctx, node: cst.Return) -> bool:
-    """``node`` returns from a function named like a device (``get_device``, ``select_device``): LTX-Video's
+    """``node`` returns a string from a function named like a device (``get_device``, ``select_device``): LTX-Video's
     ``def get_device(): if torch.cuda.is_available(): return "cuda"`` (round 43), whose result the file
     moves the pipeline to; its ``"cuda"`` is a device, not a label."""
+    if not isinstance(node.value, cst.SimpleString):
+        return False  # `return accelerator_type() or "cuda"`: chosen with what else the function returns
     index = TreeIndex.of(ctx)
     function = index.function.get(index.statement_of(node))
     return function is not None and bool(DEVICE_NAME.search(function.name.value))

@@ -802,7 +802,7 @@ class DeviceStrings(Rule):
         return found
 
     def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None and device_getter(self.ctx, node):
+        if isinstance(node.value, cst.SimpleString) and device_getter(self.ctx, node):
             self._rewrite(node.value, why="device getter's return")
         else:
             self._ambiguous(node.value, "returned")
