@@ -585,9 +585,8 @@ class TorchCudaApi(Rule):
             return None
         entry = signature(api.npu)
         if entry and "since" in entry and self._target.release < parse_target(entry["since"]).release:
-            return api, CallCheck(
-                blockers=[f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}"]
-            )
+            blocker = f"`torch.npu.{api.npu}` needs TorchNPU {entry['since']}, the target is {self._target.text}"
+            return api, CallCheck(blockers=[blocker + _kept_failure(qualified)])
         return api, check_call(node, api.npu)
 
     def _check_arguments(self, node: cst.Call, qualified: str) -> None:
@@ -1033,6 +1032,17 @@ class TorchCudaApi(Rule):
                 tier=tier,
                 needs_torch_npu=False,
             )
+
+
+def _kept_failure(qualified: str) -> str:
+    """What a kept ``torch.cuda`` call does on an NPU host, where it fails whenever it runs (SkyReels-V2's
+    ``torch.cuda.nvtx.range_push`` on every attention call, round 43); "" where it is not known to."""
+    if qualified.startswith("torch.cuda.nvtx."):
+        return (
+            "; as written it raises on an NPU host (torch.cuda.nvtx without a CUDA build: 'NVTX functions not "
+            "installed'): remove the profiling range, or use `torch.npu.mstx.range_start`/`range_end`"
+        )
+    return ""
 
 
 def _switch_message(word: str, where: str) -> str:
