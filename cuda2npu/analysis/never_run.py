@@ -11,7 +11,10 @@
   ``if flash_attn_func is not None:``), directly or through a flag the file only ever assigns from
   such a test (``self.using_flash = flash_if_available and flash_attn_func is not None``, then
   ``using_flash = self.using_flash and bias is None`` ... ``if using_flash:``; VAR's flash-attn and
-  xFormers paths before an SDPA ``else``), in a file whose flash-attn imports are all guarded. Not a
+  xFormers paths before an SDPA ``else``), in a file whose flash-attn imports are all guarded; also a
+  name the module sets to None and rebinds only after such an import (Qwen's ``rms_norm = None`` set in
+  ``_import_flash_attn()``: ``raising_fallbacks.none_on_npu_names``), whose test (``rms_norm is not
+  None and x.is_cuda``) stays as written too: it is False there whatever else it tests. Not a
   flag of the ``try``'s own (``HAS_FLASH = True`` after the import): once the branch's calls are
   migrated the import goes, the flag is True on an NPU host and the branch runs there;
 - a test function or class under a skip decorator the migration keeps CUDA's
@@ -77,6 +80,7 @@ from cuda2npu.analysis.raising_fallbacks import (
     failed_import_flags,
     failed_import_names,
     lacks_flag,
+    none_on_npu_names,
     requires_flag,
 )
 from cuda2npu.core.bindings import OTHER_BINDINGS
@@ -198,7 +202,8 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
     imports are all guarded: an unguarded one fails at
     import on an NPU host, and migrating the branch's calls is what lets it go (NPU405)."""
     probes = file_probe_flags(ctx) if ctx.text is None or b"flash" in ctx.text else None
-    names = failed_import_names(ctx)
+    none_only = none_on_npu_names(ctx)
+    names = failed_import_names(ctx) | none_only
     if (probes is None and not names) or _imports_flash_unguarded(ctx.module):
         return []
     flags = _copied_flags(ctx, names) if names else ()
@@ -210,6 +215,8 @@ def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:
     for node in iter_nodes(ctx.module, cst.If):
         if (node.orelse is not None or leaves(node.body)) and unreached(node.test):
             found.append(node.body)
+            if none_only and requires_flag(node.test, *none_only):  # `rms_norm is not None and x.is_cuda`
+                found.append(node.test)  # False there whatever else it tests
         elif isinstance(node.orelse, cst.Else) and flags and lacks_flag(node.test, *flags):
             found.append(node.orelse.body)  # `if flash_attn_func is None: <SDPA> else: flash_attn_func(...)`
     return found

@@ -129,6 +129,77 @@ def _failed_imports(ctx) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(flags | names), frozenset(names)
 
 
+def none_on_npu_names(ctx) -> frozenset[str]:
+    """The module-level names the file sets to None and binds otherwise only in a function declaring
+    them ``global``, inside a ``try`` importing what cannot be imported on an NPU host whose handler
+    catches the failure: Qwen's ``apply_rotary_emb_func = None`` / ``rms_norm = None``, set from
+    flash-attn in ``_import_flash_attn()`` (Vary's copy drops that function: None for good, round 43).
+    On an NPU host they stay None."""
+    return ctx.file_state(_none_on_npu)
+
+
+def _none_on_npu(ctx) -> frozenset[str]:
+    if ctx.text is not None and b"= None" not in ctx.text:
+        return frozenset()
+    preset = {
+        target.target.value
+        for statement in ctx.module.body
+        if _sets_none(statement)
+        for small in statement.body
+        for target in small.targets
+        if isinstance(target.target, cst.Name)
+    }
+    if not preset:
+        return frozenset()
+    index = TreeIndex.of(ctx)
+    binders = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.FunctionDef, cst.ClassDef, cst.ImportAlias)
+    for node in iter_nodes(ctx.module, binders):
+        bound = _bound(node)
+        if not bound & preset:
+            continue
+        statement = index.statement_of(node)
+        if statement in ctx.module.body and isinstance(node, cst.AssignTarget) and _sets_none(statement):
+            continue  # the preset itself
+        if not _set_from_failed_import(ctx, statement):
+            preset -= bound
+    return frozenset(preset)
+
+
+def _bound(node: cst.CSTNode) -> set[str]:
+    """The plain names a binding node binds."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return {node.name.value}
+    if isinstance(node, cst.ImportAlias):
+        name = node.asname.name if node.asname else node.name
+        return {dotted_name(name) or ""}
+    target = node.target
+    return (
+        {n.value for n in iter_nodes(target, cst.Name)}
+        if isinstance(target, (cst.Name, cst.Tuple, cst.List))
+        else set()
+    )
+
+
+def _sets_none(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "None"
+        for small in statement.body
+    )
+
+
+def _set_from_failed_import(ctx, statement: cst.CSTNode | None) -> bool:
+    """``statement`` lies in the body of a ``try`` importing a module that cannot be imported on an NPU
+    host and whose handler catches the failure (then it never runs there)."""
+    index = TreeIndex.of(ctx)
+    return statement is not None and any(
+        isinstance(owner, cst.Try)
+        and role == "body"
+        and any(catches_import_error(h) for h in owner.handlers)
+        and cuda_only_import(ctx, owner.body) is not None
+        for owner, role in index.enclosing(statement)
+    )
+
+
 def _cuda_only_names(ctx, body: cst.BaseSuite) -> set[str]:
     """The names ``body``'s imports of modules that cannot be imported on an NPU host bind."""
     return {

@@ -794,11 +794,14 @@ class FlashAttention(ValueUses, Rule):
             return False
         text = code_of(target)
         stores = {t.target for a in iter_nodes(self.ctx.module, cst.Assign) for t in a.targets}
+        imported = {n for i in iter_nodes(self.ctx.module, (cst.Import, cst.ImportFrom)) for n in iter_nodes(i)}
         last = target.attr.value if isinstance(target, cst.Attribute) else target.value
         reads = [
             node
             for node in iter_nodes(self.ctx.module, type(target))
             if node not in stores
+            and not isinstance(index.parents.get(node), cst.NameItem)  # `global apply_rotary_emb_func`
+            and node not in imported  # `from flash_attn.ops.rms_norm import rms_norm as __rms_norm`
             and (node.attr.value if isinstance(node, cst.Attribute) else node.value) == last
             and code_of(node) == text
         ]
