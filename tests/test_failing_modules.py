@@ -395,6 +395,19 @@ def test_a_package_running_on_an_npu_from_a_release_fails_only_under_an_older_pi
     ) is fails
 
 
+def test_an_old_vllm_pin_fails_the_modules_reaching_it(tmp_path):
+    """DeepSeek-Prover (round 44): under `vllm==0.4.1`, older than vllm-ascend's first release, vLLM cannot
+    be imported on an NPU host: NPU931 marks the direct import, NPU606 the package and its importers."""
+    write(tmp_path / "requirements.txt", "vllm==0.4.1\n")
+    write(tmp_path / "prover" / "__init__.py", "")
+    write(tmp_path / "prover" / "workers" / "__init__.py", "from .generator import Generator\n")
+    generator = write(tmp_path / "prover" / "workers" / "generator.py", "from vllm import LLM\n\nGenerator = LLM\n")
+    launch = write(tmp_path / "prover" / "launch.py", "from prover.workers import Generator\n")
+    cli("migrate", tmp_path)
+    assert "NPU931" in generator.read_text() and "NPU606" not in generator.read_text()
+    assert "NPU606 `prover.workers` cannot be imported on an NPU host" in launch.read_text()
+
+
 def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as_written(tmp_path):
     """nunchaku and SageAttention (round 29): `from .._C import ops`, `from . import _fused`, where the
     project's setup.py builds `pkg._C` / `pkg._fused` from CUDA: the file cannot be imported."""

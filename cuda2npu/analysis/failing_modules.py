@@ -48,6 +48,7 @@ from cuda2npu.analysis.cuda_only_modules import (
 from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
+from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
 from cuda2npu.core.imports import catches_import_error, reraises
 from cuda2npu.core.pins import pin_predates
 
@@ -82,7 +83,8 @@ def _failing_modules(
 ) -> tuple[tuple[str, str], ...]:
     """:func:`failing_modules`, reading the files' imports through ``sites``."""
     words = sorted(
-        {re.escape(name.rsplit(".", 1)[-1]) for name in extensions} | {*_failing_roots(), "flash_attn", "xformers"}
+        {re.escape(name.rsplit(".", 1)[-1]) for name in extensions}
+        | {*_failing_roots(), "flash_attn", "xformers", *(("vllm",) if _old_vllm(pins) else ())}
     )
     names = "|".join(words) or "(?!)"
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
@@ -622,13 +624,16 @@ def _cannot_import(
     package of the table whose import fails and whose uses cuda2npu does not migrate (mamba-ssm), unless
     the project has a top-level package of its name (``own_roots``); of a package that runs on an NPU
     from some release on (xfuser 0.4.5), only where the project's ``pins`` allow none of those
-    (Step-Video's ``xfuser==0.4.2rc2``, round 43; otherwise NPU606 marks the import for review)."""
+    (Step-Video's ``xfuser==0.4.2rc2``, round 43; otherwise NPU606 marks the import for review); vLLM
+    under a pin older than vllm-ascend's first release (DeepSeek-Prover's ``vllm==0.4.1``, round 44)."""
     if is_cuda_extension(name, extensions) or name.split(".")[0] in UNINSTALLABLE_LIBRARIES:
         return True
     if name.startswith(("flash_attn.", "flash_attn_interface.", "xformers.")):
         return name in kept
     if name.split(".")[0] in own_roots:
         return False  # the project's own package of that name (a vendored `mamba_ssm`), followed as such
+    if name.split(".")[0] == "vllm" and _old_vllm(pins):
+        return True  # no vllm-ascend is made for it: it imports its CUDA kernels (NPU931 at the import)
     found = cuda_module(name, extensions)
     release = npu_release(name) if found is not None else None
     if release is not None and pin_predates(pins, *release) is None:
@@ -636,6 +641,11 @@ def _cannot_import(
     # a package cuda2npu migrates the uses of goes with them; Triton imports where Triton-Ascend is installed
     migrated = name.split(".")[0] in (*MIGRATED, "triton")
     return found is not None and found[0] == "imports" and (unported_module(name) or not migrated)
+
+
+def _old_vllm(pins: Pins) -> bool:
+    """The project pins a vLLM older than vllm-ascend's first release (NPU931's old-pin note)."""
+    return pin_predates(pins, "vllm", first_ascend_vllm()) is not None
 
 
 def _kept_flash_names(tree: ast.Module | None) -> set[str]:
