@@ -546,6 +546,30 @@ def _ported_by_hand(what_fails: str, extensions: tuple[str, ...], modules: set[s
     return True
 
 
+def importers_of(files: PythonFiles, targets: Set[Path]) -> dict[Path, Path]:
+    """Each project file that imports one of ``targets`` (at any level: in a function too), also through
+    other project files, with the target it reaches first; the targets themselves included. Only what an
+    import names counts, not the packages above it, whose ``__init__`` also runs: VGen's entrances reach
+    every module through ``tools/__init__.py`` but build none of the models the others do (round 44)."""
+    sites = ImportSites(files)
+    owners = {name: path for path in files.distinct_modules for name in _names(files, path)}
+    importers: dict[Path, set[Path]] = {}
+    for path in files.distinct_modules:
+        for site in sites.of(path):
+            named = {owners[name] for name in (*(n for n, _ in site.imported), *site.qualified) if name in owners}
+            for target in named - {path}:
+                importers.setdefault(target, set()).add(path)
+    reached = {target: target for target in targets}
+    pending = list(targets)
+    while pending:
+        path = pending.pop()
+        for importer in sorted(importers.get(path, ())):
+            if importer not in reached:
+                reached[importer] = reached[path]
+                pending.append(importer)
+    return reached
+
+
 def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
     """The files of ``owners`` (module name -> file) that ``site`` imports: a module it names, or a
     package above one (whose ``__init__`` runs first)."""

@@ -5,13 +5,15 @@ names they go by. Read by the precision policy (NPU340, NPU342) and by the Train
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
 
+from cuda2npu.analysis.failing_modules import importers_of
 from cuda2npu.analysis.hf_sources import statement_of
+from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, is_torch_dtype
 from cuda2npu.core.nodes import code_of
@@ -91,18 +93,23 @@ def _kept_as_attributes(ctx, statement: cst.CSTNode, names: set[str]) -> set[str
     }
 
 
-def float16_defaults(texts: Mapping[Path, bytes], root: Path | None) -> tuple[str, ...]:
-    """``"llama_adapter.py: torch.set_default_tensor_type(torch.cuda.HalfTensor)"`` for each file of the
-    project that makes float16 the default dtype of what it builds (also LAVIS' ``convert_weights_to_fp16``):
-    a project float16 by design (LLaMA-Adapter, LaVIN, VPGTrans), whose autocasts run over float16
-    weights built in other files (a project fact; NPU340 keeps float16 there)."""
-    found = set()
-    for path, text in texts.items():
+def float16_defaults(files: PythonFiles, root: Path | None) -> tuple[tuple[str, str], ...]:
+    """``(real path, "llama_adapter.py: torch.set_default_tensor_type(torch.cuda.HalfTensor)")`` for each
+    file of the project that makes float16 the default dtype of what it builds (also LAVIS'
+    ``convert_weights_to_fp16``), and for each file importing one, also through other files: a project
+    float16 by design (LLaMA-Adapter, LaVIN, VPGTrans), whose autocasts run over float16 weights built in
+    other files (a project fact; NPU340 keeps float16 there). Not the files that reach none: VGen's
+    vendored open_clip converts the reward model only, not the UNet its training scripts build (round 44)."""
+    sources = {}
+    for path, text in files.items():
         match = FLOAT16_DEFAULT.search(text)
         if match is not None:
             shown = path.relative_to(root).as_posix() if root is not None and path.is_relative_to(root) else path.name
-            found.add(f"{shown}: {match.group().decode().rstrip('(')}")
-    return tuple(sorted(found))
+            sources[path] = f"{shown}: {match.group().decode().rstrip('(')}"
+    if not sources:
+        return ()
+    reached = importers_of(files, set(sources))
+    return tuple(sorted((os.path.realpath(path), sources[source]) for path, source in reached.items()))
 
 
 def checkpoint_dtype_loads(ctx) -> list[cst.Call]:

@@ -128,8 +128,9 @@ class ProjectFacts:
     # ("file: name", real sub-project directory) of the project's patches of transformers' FA2 internals (for_path)
     flash_attention_hooks: tuple[tuple[str, str], ...] = ()
     megatron_fork: bool = False  # the project carries its own `megatron` package without `megatron/core`
-    # "file: call" of its files that make float16 the default dtype of the models they build (float16_models.py)
-    float16_defaults: tuple[str, ...] = ()
+    # (real path, "file: call") of its files that make float16 the default dtype of the models they build and of
+    # the files importing one (float16_models.py; for_path)
+    float16_defaults: tuple[tuple[str, str], ...] = ()
     flash2_flag_setters: tuple[str, ...] = ()  # "file: text" setting `_flash_attn_2_enabled` True (flash_probes.py)
     flash_attn_patches: tuple[str, ...] = ()  # "file: flash_attn.<name>" the project replaces (flash_probes.py)
     device_parameters: tuple[tuple[str, int, str], ...] = ()  # (callable, position, name) of a device parameter
@@ -208,6 +209,8 @@ class FileContext:
     modular_source: bool = False  # a transformers modular source nothing imports (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
+    # "file: call" of the project's file making float16 the default dtype that it reaches (float16_models.py)
+    float16_default: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,7 @@ class Options:
             (FailingImport(*entry[1:]) for entry in project.failing_imports if _same_file(entry[0], path)), None
         )
         uncalled = tuple(name for where, name in project.uncalled_functions if _same_file(where, path))
+        float16 = next((source for where, source in project.float16_defaults if _same_file(where, path)), "")
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
             os.path.realpath(path)
@@ -286,6 +290,7 @@ class Options:
                 failing_imports=(),
                 legacy_vllm_adapters=(),
                 uncalled_functions=(),
+                float16_defaults=(),
                 other_platform_dirs=(),
                 modular_sources=(),
             ),
@@ -303,6 +308,7 @@ class Options:
                 modular_source=any(_same_file(where, path) for where in project.modular_sources),
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
+                float16_default=float16,
             ),
         )
         if not self.per_file_ignores:
@@ -341,6 +347,7 @@ class Options:
             (os.path.basename(path), *entry) for path, *entry in self.project.failing_imports
         )
         facts["pin_scopes"] = tuple((os.path.basename(where), pins) for where, pins in self.project.pin_scopes)
+        facts["float16_defaults"] = tuple(sorted({source for _, source in self.project.float16_defaults}))
         facts["attention_switches"] = tuple(
             (os.path.basename(reacher), switch, words) for reacher, switch, words in self.project.attention_switches
         )

@@ -189,7 +189,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
             if self._tested_choice(dtype.value) or not self._half_chosen(dtype.value):
                 return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter, a run-time choice
-            if not self._half_weights(node) and not self.options.project.float16_defaults:  # else as below (AnyGPT's
+            if not self._half_weights(node) and not self.options.file.float16_default:  # else as below (AnyGPT's
                 self.report(  # `maybe_autocast(self, dtype=torch.float16)` over a `.half()` ViT, round 40)
                     "NPU340",
                     node,
@@ -203,11 +203,11 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
         halves = self._half_weights(node)
-        defaults = self.options.project.float16_defaults
-        if not halves and defaults:  # weights built float16 in another file of the project
+        default = self.options.file.float16_default
+        if not halves and default:  # weights built float16 in another file of the project this one reaches
             if not self._half_kept:
                 self._half_kept = True
-                self.report("NPU340", node, _float16_project_message(defaults[0]), tier=Tier.REVIEW)
+                self.report("NPU340", node, _float16_project_message(default), tier=Tier.REVIEW)
             return
         working = self._float16_working_dtype() if not halves else None
         if working is not None:  # the class (or function) computes in float16: its data and parameters
@@ -417,8 +417,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         halves = self._half_weights_of_function()
         working = self._float16_working_dtype()
-        if not halves and self.options.project.float16_defaults:
-            self._values[expr] = _float16_project_message(self.options.project.float16_defaults[0])
+        if not halves and self.options.file.float16_default:
+            self._values[expr] = _float16_project_message(self.options.file.float16_default)
         elif not halves and working is not None:
             self._values[expr] = _float16_dtype_message(f"CUDA autocast used as a value (`{code_of(expr)}`)", working)
         elif halves:
