@@ -57,6 +57,9 @@ CUDA_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
 CUSTOM_FWD = {"torch.cuda.amp.custom_fwd", "torch.amp.custom_fwd"}
 NPU_CUSTOM_FWD = {"torch.npu.amp.custom_fwd", "torch_npu.npu.amp.custom_fwd"}  # NPU106's renames of the CUDA one
+# an `if` choosing 16-bit precision around an autocast in a DeepSpeed branch: `if trainer_kwargs['precision'] == 16:`
+PRECISION_NAME = re.compile(r"precision|amp_level|mixed_precision", re.IGNORECASE)
+FLOAT16_PRECISIONS = (16, "16", "fp16", "16-mixed", "float16")
 CUDA_SCALER = "torch.cuda.amp.GradScaler"
 CUDA_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
 SCALER_PARAMS = ("device", *CUDA_SCALER_PARAMS)
@@ -199,6 +202,18 @@ class CudaAutocastBf16(ValueUses, Rule):
                 return
         if self._tests_float16(node):
             return  # a test asserting float16 results (detectron2's `test_autocast`): float16 is what it tests
+        chosen = self._float16_precision_test(node)
+        if chosen is not None:
+            self.report(
+                "NPU340",
+                node,
+                f"CUDA autocast kept float16: it runs only where the code chose 16-bit precision (`{code_of(chosen)}`), "
+                "in a DeepSpeed branch, whose fp16 mode makes the engine's weights float16; bfloat16 autocast over "
+                "them mixes the two types; to follow the BF16 policy, move that precision setting and this autocast "
+                "to bfloat16 together",
+                tier=Tier.REVIEW,
+            )
+            return
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
@@ -251,6 +266,27 @@ class CudaAutocastBf16(ValueUses, Rule):
             tier=Tier.NUMERIC,
             imports=[ImportNeed("torch")],
         )
+
+    def _float16_precision_test(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The test of an ``if`` around ``node`` that chose 16-bit precision (``if trainer_kwargs['precision']
+        == 16:``) inside a DeepSpeed branch (``if ...['strategy'].startswith('deepspeed'):``, DynamiCrafter,
+        round 44), whose fp16 mode makes the engine's weights float16: a comparison of something named like
+        a precision with 16, "16", "fp16", "16-mixed" or "float16"; None otherwise (a lone float16 choice
+        elsewhere follows the BF16 policy: no weights of its own are float16)."""
+        statement = self.ctx.statement
+        enclosing = TreeIndex.of(self.ctx).enclosing(statement) if statement is not None else []
+        tests = [owner.test for owner, role in enclosing if isinstance(owner, cst.If) and role == "body"]
+        if not any("deepspeed" in code_of(test).lower() for test in tests):
+            return None
+        for test in tests:
+            if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+                continue
+            sides = [test.left, test.comparisons[0].comparator]
+            named = any(PRECISION_NAME.search(code_of(side)) for side in sides)
+            equal = isinstance(test.comparisons[0].operator, cst.Equal)
+            if named and equal and any(literal(side) in FLOAT16_PRECISIONS for side in sides):
+                return test
+        return None
 
     def _tests_float16(self, node: cst.Call) -> bool:
         """``node`` is in a test (a ``test*`` function) that asserts float16 results: an ``assert`` or a
