@@ -115,7 +115,19 @@ ORT_DEVICE = (
     'its io-binding takes "cuda" or "cpu"; kept as written: run onnxruntime on "cpu" on an NPU host, or use '
     "onnxruntime-cann's CANNExecutionProvider"
 )
-CTRANSLATE2_CALLS = ("faster_whisper.", "ctranslate2.")  # CTranslate2's runtimes: their device is no torch device
+# libraries whose `device=` is their own vocabulary, not a torch device: the call prefixes → what to say
+OTHER_RUNTIMES = {
+    ("faster_whisper.", "ctranslate2."): (
+        "is CTranslate2's device (cpu, cuda or auto), not torch's: it has no NPU backend, and \"npu\" raises "
+        'ValueError; on an NPU host run it with device="cpu" (compute_type="int8"), or use another runtime'
+    ),
+    ("modelscope.",): (
+        "is ModelScope's device (cpu, cuda, gpu, cuda:X or gpu:X: modelscope/utils/device.py `verify_device`), not "
+        'torch\'s: "npu" fails its assertion, and "cuda" without CUDA runs the pipeline on the CPU; on an NPU '
+        'host build the pipeline on "cpu" and move its model to the NPU (`pipe.model.to("npu")`), or check '
+        "your ModelScope release"
+    ),
+}
 LMDEPLOY_CALLS = ("lmdeploy.",)  # its `device_type` names a platform ("ascend"), not a torch device: NPU935's
 # Option definitions: the call's last name → (keywords holding the default, holding the choices).
 OPTION_CALLS = {
@@ -294,8 +306,9 @@ class DeviceStrings(Rule):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
         if qualified.startswith(LMDEPLOY_CALLS):  # before the `device=` keywords: not a torch device
             self._seen.update(a.value for a in node.args if a.keyword and a.keyword.value in ("device", "device_type"))
-        if qualified.startswith(CTRANSLATE2_CALLS):  # before the `device=` keywords: not a torch device
-            self._other_runtime(node, qualified)
+        runtime = next((why for prefixes, why in OTHER_RUNTIMES.items() if qualified.startswith(prefixes)), None)
+        if runtime is not None:  # before the `device=` keywords: not a torch device
+            self._other_runtime(node, qualified, runtime)
         func = unaliased(self.ctx, node.func)
         callee = own_callee(self.ctx, func)
         imported = imported_device_callables(self.ctx)
@@ -325,10 +338,11 @@ class DeviceStrings(Rule):
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
 
-    def _other_runtime(self, node: cst.Call, qualified: str) -> None:
+    def _other_runtime(self, node: cst.Call, qualified: str, why: str) -> None:
         """``WhisperModel(size, device="cuda")`` (faster-whisper): CTranslate2's device, "cpu", "cuda" or
         "auto" (docs/reference/kernel_libraries.md): it has no NPU backend, so "npu" raises ValueError;
-        marked, the value kept."""
+        ModelScope's ``pipeline(..., device="cuda:0")`` (VGen, round 44): its ``verify_device`` accepts
+        cpu, cuda and gpu only; marked, the value kept."""
         arg = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
         value = string_value(arg.value) if arg is not None else None
         if value is None or not DEVICE_STRING.fullmatch(value) or is_cuda_alternative(self.ctx, arg.value):
@@ -337,9 +351,7 @@ class DeviceStrings(Rule):
         self.report(
             "NPU109",
             arg.value,
-            f"`{qualified.rpartition('.')[2]}(device={value!r})` is CTranslate2's device (cpu, cuda or auto), not "
-            'torch\'s: it has no NPU backend, and "npu" raises ValueError; on an NPU host run it with '
-            'device="cpu" (compute_type="int8"), or use another runtime',
+            f"`{qualified.rpartition('.')[2]}(device={value!r})` {why}",
             tier=Tier.MANUAL,
         )
 
