@@ -37,6 +37,9 @@ services:
         reservations:
           devices:
             - capabilities: ["gpu"]  # noqa: NPU715
+  sensevoice:  # SenseVoice (round 44): Compose's short form
+    build: .
+    gpus: all
   cpu_only:
     image: redis
     deploy:
@@ -61,10 +64,10 @@ def test_gpu_reservations_and_the_nvidia_runtime_are_marked(tmp_path: Path):
     text = path.read_text()
     lines = text.splitlines()
     marked = [lines[i + 1].strip() for i, line in enumerate(lines) if "TODO(cuda2npu): NPU715" in line]
-    assert marked == ["- driver: nvidia", "runtime: nvidia", "- driver: ${GPU_DRIVER-nvidia}"]
+    assert marked == ["- driver: nvidia", "runtime: nvidia", "- driver: ${GPU_DRIVER-nvidia}", "gpus: all"]
     assert yaml.safe_load(text) == yaml.safe_load(COMPOSE)  # markers are comments: the file means the same
     findings = [m for f in report["files"] for m in f["manual"] if m["code"] == "NPU715"]
-    assert [f["line"] for f in findings] == [9, 13, 18]  # positions in the original file
+    assert [f["line"] for f in findings] == [9, 13, 18, 29]  # positions in the original file
     assert all("Ascend Docker Runtime" in f["message"] for f in findings)
 
 
@@ -85,7 +88,7 @@ def test_r20_a_compose_file_named_otherwise_is_read_by_its_services(tmp_path: Pa
     """AgentTuning's `docker/agentlm-70b.yml`: the file's top-level `services:` with an `image:` make it
     a Compose file whatever its name; a run config with a `services` key and no image stays a run config."""
     path, report = _migrate(tmp_path, "agentlm-70b.yml")
-    assert path.read_text().count("TODO(cuda2npu): NPU715") == 3
+    assert path.read_text().count("TODO(cuda2npu): NPU715") == 4
     config = write(tmp_path / "cfg" / "train.yaml", "services:\n  logger: wandb\ndevice: cuda\n")
     assert not reads_as_compose_file(config)
     assert reads_as_compose_file(path) and not reads_as_compose_file(tmp_path / "missing.yml")

@@ -4,7 +4,7 @@ NVIDIA GPUs a service asks for (NPU715, manual, as ``docker run --gpus`` in a la
 
 - ``deploy.resources.reservations.devices`` entries with ``driver: nvidia`` (also through a variable's
   default, ``${GPU_DRIVER-nvidia}``) or ``capabilities`` listing ``gpu`` (Compose's GPU support), and
-  ``runtime: nvidia`` (the NVIDIA container runtime): docker
+  ``runtime: nvidia`` (the NVIDIA container runtime), and a service's ``gpus:`` (``gpus: all``): docker
   refuses to start the service on a host without the NVIDIA Container Toolkit, which an Ascend host
   does not have. A marker line above the entry's first such key; the entry's other keys are the same
   request and are not reported again.
@@ -30,7 +30,7 @@ NAME = re.compile(r"(?:docker-)?compose(?:[.-][\w.-]+)?\.ya?ml", re.IGNORECASE)
 # `driver: nvidia`, `- driver: ${GPU_DRIVER-nvidia}`, `runtime: nvidia`, `capabilities: [gpu]`, and a
 # block list `capabilities:` whose items follow (`- gpu`)
 KEY = re.compile(
-    r"^(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>driver|runtime|capabilities)[ \t]*:[ \t]*(?P<value>[^#]*?)[ \t]*(?P<comment>#.*)?$"
+    r"^(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>driver|runtime|capabilities|gpus)[ \t]*:[ \t]*(?P<value>[^#]*?)[ \t]*(?P<comment>#.*)?$"
 )
 NVIDIA = re.compile(r"\bnvidia\b")
 GPU_ITEM = re.compile(r"""^[ \t]*-[ \t]*["']?gpu["']?[ \t]*(?:#.*)?$""")
@@ -90,8 +90,11 @@ def check_compose_file(text: str, display: str, options) -> tuple[list[Finding],
 
 def _asks_for_gpus(match: re.Match, following: list[str]) -> bool:
     """``driver``/``runtime`` naming nvidia; ``capabilities`` listing ``gpu`` (a flow list, or the
-    block list's items on the lines after it)."""
+    block list's items on the lines after it); a service's ``gpus:`` (``all``, a count, or device requests:
+    Compose's short form of the GPU reservation, SenseVoice's ``gpus: all``, round 44)."""
     value = match.group("value")
+    if match.group("key") == "gpus":
+        return bool(value) or bool(following and ENTRY_START.match(following[0]))
     if match.group("key") != "capabilities":
         return NVIDIA.search(value) is not None
     if value:
@@ -106,7 +109,11 @@ def _asks_for_gpus(match: re.Match, following: list[str]) -> bool:
 
 def _message(key: str) -> str:
     asked = (
-        "the NVIDIA container runtime" if key == "runtime" else "NVIDIA GPUs (Compose's `deploy` device reservation)"
+        "the NVIDIA container runtime"
+        if key == "runtime"
+        else "NVIDIA GPUs (Compose's `gpus`)"
+        if key == "gpus"
+        else "NVIDIA GPUs (Compose's `deploy` device reservation)"
     )
     return (
         f"the service asks for {asked}: docker refuses to start it on an Ascend host, which has no NVIDIA "
