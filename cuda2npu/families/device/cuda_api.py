@@ -59,6 +59,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     adapt_keywords,
     bf16_capability_test,
     check_call,
+    fp16_capability_test,
     gpu_flag_choice,
     kept_cuda_value,
     library_gpu_switch,
@@ -201,9 +202,24 @@ class TorchCudaApi(Rule):
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``torch.cuda.get_device_capability()[0] >= 8`` choosing bfloat16 → ``torch.npu.is_bf16_supported()``
-        (``bf16_capability_test``; torch.npu.get_device_capability() is None)."""
+        (``bf16_capability_test``; torch.npu.get_device_capability() is None); ``... >= 7`` for a float16
+        flag → ``True`` (``fp16_capability_test``)."""
         call = self._bf16_tests.get(node)
-        if call is None or self.options.portable or is_cuda_alternative(self.ctx, node):
+        if self.options.portable or is_cuda_alternative(self.ctx, node):
+            return
+        if call is None and node in self._fp16_tests:
+            self._switch_parts.update(_attributes(node))
+            self.report(
+                "NPU103",
+                node,
+                f"`{code_of(node)}` asks for CUDA compute capability 7, the first with float16 tensor cores → `True`: "
+                "every Ascend NPU computes in float16 (torch.npu.get_device_capability() is None; "
+                "docs/reference/torch_npu.md §4.2)",
+                lambda updated: cst.Name("True", lpar=updated.lpar, rpar=updated.rpar),
+                tier=Tier.REVIEW,
+            )
+            return
+        if call is None:
             return
         self._switch_parts.update(_attributes(node))
         supported = cst.Call(
@@ -308,7 +324,11 @@ class TorchCudaApi(Rule):
         leaves empty of ``get_device_properties()``, or its whole answer), else None: a bfloat16 test
         (rewritten) or a read of filled fields only (``.name``, ``.total_memory``)."""
         qualified = self.resolver.qualified_name(call.func)
-        if qualified not in CAPABILITY_QUERIES or call in self._bf16_tests.values():
+        if (
+            qualified not in CAPABILITY_QUERIES
+            or call in self._bf16_tests.values()
+            or call in self._fp16_tests.values()
+        ):
             return None
         if qualified == "torch.cuda.get_device_capability":
             return f"`{qualified}()`"
@@ -344,6 +364,17 @@ class TorchCudaApi(Rule):
         found = {}
         for node in iter_nodes(self.ctx.module, (cst.If, cst.IfExp, cst.Assign)):
             found.update(bf16_capability_test(self.ctx, node))
+        return found
+
+    @functools.cached_property
+    def _fp16_tests(self) -> dict[cst.Comparison, cst.Call]:
+        """``SUPPORT_FP16 = ... torch.cuda.get_device_capability(0)[0] >= 7`` → the capability call."""
+        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        if b"get_device_capability" not in text:
+            return {}
+        found = {}
+        for node in iter_nodes(self.ctx.module, cst.Assign):
+            found.update(fp16_capability_test(self.ctx, node))
         return found
 
     def _flag_gates(self, name: str | None, local: bool = False) -> tuple[str | None, str]:

@@ -233,7 +233,22 @@ def bf16_capability_test(ctx, node: cst.If | cst.IfExp | cst.Assign) -> dict[cst
         return {}
     found = {}
     for comparison in iter_nodes(test, cst.Comparison):
-        call = _asks_capability_8(ctx, comparison)
+        call = _asks_capability(ctx, comparison, 8)
+        if call is not None:
+            found[comparison] = call
+    return found
+
+
+def fp16_capability_test(ctx, node: cst.Assign) -> dict[cst.Comparison, cst.Call]:
+    """The comparisons of a flag named for float16 (``SUPPORT_FP16 = SUPPORT_CUDA and
+    torch.cuda.get_device_capability(0)[0] >= 7``: Qwen's modeling_qwen.py, copied into Qwen-VL, Qwen-Audio,
+    Vary, ...; round 44) that ask for CUDA compute capability 7 (Volta, the first with float16 tensor cores)
+    → the capability call; every Ascend NPU computes in float16."""
+    if not any(w in code_of(t.target).lower() for t in node.targets for w in ("fp16", "float16", "half")):
+        return {}
+    found = {}
+    for comparison in iter_nodes(node.value, cst.Comparison):
+        call = _asks_capability(ctx, comparison, 7)
         if call is not None:
             found[comparison] = call
     return found
@@ -247,9 +262,9 @@ def _mentions_bf16(node: cst.CSTNode) -> bool:
     )
 
 
-def _asks_capability_8(ctx, comparison: cst.Comparison) -> cst.Call | None:
+def _asks_capability(ctx, comparison: cst.Comparison, major: int) -> cst.Call | None:
     """The ``torch.cuda.get_device_capability(...)`` call of ``X()[0] >= 8``, ``X()[0] > 7`` or
-    ``X() >= (8, 0)`` (an attribute chain, which the rewrite can turn into ``torch.npu.<...>``)."""
+    ``X() >= (8, 0)`` (``major`` 8; an attribute chain, which the rewrite can turn into ``torch.npu.<...>``)."""
     if len(comparison.comparisons) != 1:
         return None
     operator, right = comparison.comparisons[0].operator, comparison.comparisons[0].comparator
@@ -257,12 +272,12 @@ def _asks_capability_8(ctx, comparison: cst.Comparison) -> cst.Call | None:
     if isinstance(left, cst.Subscript) and len(left.slice) == 1 and isinstance(left.slice[0].slice, cst.Index):
         first = literal(left.slice[0].slice.value) == 0
         asks = first and (
-            (isinstance(operator, cst.GreaterThanEqual) and bound == 8)
-            or (isinstance(operator, cst.GreaterThan) and bound == 7)
+            (isinstance(operator, cst.GreaterThanEqual) and bound == major)
+            or (isinstance(operator, cst.GreaterThan) and bound == major - 1)
         )
         call = left.value
     else:
-        asks = isinstance(operator, cst.GreaterThanEqual) and bound in ((8,), (8, 0))
+        asks = isinstance(operator, cst.GreaterThanEqual) and bound in ((major,), (major, 0))
         call = left
     if not asks or not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
         return None
