@@ -81,7 +81,10 @@ WRAPPERS = {
     "deepspeed.init_distributed": ("dist_backend", 0),
     "deepspeed.comm.init_distributed": ("dist_backend", 0),
     "deepspeed.comm.comm.init_distributed": ("dist_backend", 0),
-    "accelerate.utils.InitProcessGroupKwargs": ("backend", 0),
+    **dict.fromkeys(  # accelerate re-exports it at the top (Step1X-Edit's `from accelerate import ...`, round 45)
+        ("accelerate.InitProcessGroupKwargs", "accelerate.utils.InitProcessGroupKwargs"), ("backend", 0)
+    ),
+    "accelerate.utils.dataclasses.InitProcessGroupKwargs": ("backend", 0),
     "ray.train.torch.TorchConfig": ("backend", 0),
     "mmengine.dist.init_dist": ("backend", 1),
     **{
