@@ -24,12 +24,14 @@ def test_directories_named_for_another_accelerator_are_found_outermost(tmp_path)
     write(tmp_path / "backends/neuron/README.md", "notes\n")  # no Python file
     write(tmp_path / "backends/v3/server.py", SERVER)
     write(tmp_path / "rocm_utils/probe.py", SERVER)  # a word inside the name: not a platform's
+    write(tmp_path / "library/ipex/hijacks.py", SERVER)  # Step1X-Edit's Intel-XPU shims (round 45)
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert other_platform_dirs(files, tmp_path) == tuple(
         sorted(
             [
                 (os.path.realpath(gaudi), "backends/gaudi"),
                 (os.path.realpath(tmp_path / "backends/docker-rocm"), "backends/docker-rocm"),
+                (os.path.realpath(tmp_path / "library/ipex"), "library/ipex"),
             ]
         )
     )

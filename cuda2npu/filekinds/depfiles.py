@@ -101,7 +101,7 @@ PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?")
 EDITABLE = re.compile(r"(?:-e|--editable)(?:\s+|\s*=\s*)(\S+)")
 
 
-OTHER_ACCELERATORS = r"rocm|hip|amd|xpu|intel|tpu|mps|neuron|hpu|gaudi|dcu|musa|mlu"
+OTHER_ACCELERATORS = r"rocm|hip|amd|xpu|intel|ipex|tpu|mps|neuron|hpu|gaudi|dcu|musa|mlu"
 OTHER_PLATFORM = re.compile(rf"(?:^|[-_.])(?:{OTHER_ACCELERATORS})\d*(?=[-_.]|$)", re.I)
 # an extra (or dependency group) for another build: another accelerator, a CUDA version (`cu121`,
 # `cu118only`, `cu124-ampere-torch250`, `cuda`), NVIDIA hardware, Windows or macOS, a hosted GPU
