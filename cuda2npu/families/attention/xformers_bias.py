@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from cuda2npu.core.bindings import single_value
+from cuda2npu.core.bindings import assigned_values, single_value
 from cuda2npu.core.literals import literal
 from cuda2npu.core.nodes import code_of, is_pure
 
@@ -107,12 +107,31 @@ def bias_kind(rule, expr: cst.BaseExpression | None, scope: cst.CSTNode) -> str 
             )
         if value is not None and isinstance(value, cst.Call):
             return Unknown(f"`{expr.value}` = {_unknown_reason(rule, value)}")
+        values = assigned_values(scope, expr.value) if isinstance(scope, cst.FunctionDef) else None
+        if values and len(values) > 1:  # PixArt's `attn_bias = None` then `if mask is not None: attn_bias = ...`
+            return Unknown(_several_values(rule, expr.value, values, scope))
         return Unknown(
             f"what `{expr.value}` holds (None, a tensor or an xFormers AttentionBias) cannot be seen in this "
             "function: migrate by hand (a tensor: F.scaled_dot_product_attention with attn_mask=; "
             "LowerTriangularMask: sparse_mode=2; LowerTriangularFromBottomRightMask: sparse_mode=3)"
         )
     return Unknown(_unknown_reason(rule, expr))
+
+
+def _several_values(rule, name: str, values: list[cst.BaseExpression], scope: cst.CSTNode) -> str:
+    """Why a name assigned more than once in the function has no one kind: what each assignment gives (PixArt's
+    ``attn_bias = None`` then ``if mask is not None: attn_bias = BlockDiagonalMask...``, round 45)."""
+    kinds = []
+    for value in values:
+        kind = bias_kind(rule, value, scope)
+        kinds.append(f"`{code_of(value)}`" if isinstance(kind, Unknown) else f"{kind} (`{code_of(value)}`)")
+    shown = "; ".join(kinds) if sum(len(k) for k in kinds) < 300 else f"{len(kinds)} different values"
+    reasons = [bias_kind(rule, value, scope) for value in values]
+    why = next((kind.reason for kind in reasons if isinstance(kind, Unknown)), None)
+    return (
+        f"`{name}` is assigned {len(values)} times in this function ({shown}): the call gets whichever ran last; "
+        + (why if why else "migrate by hand (a tensor or None: F.scaled_dot_product_attention with attn_mask=)")
+    )
 
 
 def _unknown_reason(rule, expr: cst.BaseExpression) -> str:
