@@ -29,6 +29,12 @@ FLOAT16_DEFAULT = re.compile(
     rb"set_default_tensor_type\(\s*['\"]?torch\.cuda\.HalfTensor['\"]?\s*\)"
     rb"|set_default_dtype\(\s*torch\.(?:float16|half)\s*\)|\bconvert_weights_to_fp16\("
 )
+# a tensor named after the module that makes it (`encoder_hidden_states`, `text_encoder_output`, `layer_logits`:
+# PixArt's `.half()` of text embeddings, round 45)
+TENSOR_NAME = re.compile(
+    r"(?:^|_)(?:states?|outputs?|embeds?|embeddings?|features?|feats?|logits|hidden|tokens?|ids|mask|inputs?)$",
+    re.IGNORECASE,
+)
 MODEL_NAME = re.compile(
     r"model|net|module|encoder|decoder|backbone|generator|discriminator|transformer|layer", re.IGNORECASE
 )
@@ -237,4 +243,4 @@ def looks_like_model(node: cst.BaseExpression) -> bool:
         name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
         return name[:1].isupper()
     name = (dotted_name(node) or "").rsplit(".", 1)[-1]
-    return bool(name) and bool(MODEL_NAME.search(name))
+    return bool(name) and bool(MODEL_NAME.search(name)) and not TENSOR_NAME.search(name)
