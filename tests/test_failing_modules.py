@@ -408,6 +408,27 @@ def test_an_old_vllm_pin_fails_the_modules_reaching_it(tmp_path):
     assert "NPU606 `prover.workers` cannot be imported on an NPU host" in launch.read_text()
 
 
+def test_an_xformers_module_import_stays_where_the_file_reads_what_npu409_does_not_rewrite(tmp_path):
+    """PixArt-sigma (round 45): `import xformers.ops` and `xformers.ops.fmha.BlockDiagonalMask.from_seqlens(...)`:
+    the mask is never rewritten (NPU410), so the import stays and the package's importers fail; a file
+    calling only `memory_efficient_attention` has its import rewritten away."""
+    texts = {
+        tmp_path / "diffusion" / "__init__.py": b"from .blocks import attend\n",
+        tmp_path / "diffusion" / "blocks.py": (
+            b"import xformers.ops\n\n\ndef attend(q, k, v, lens):\n"
+            b"    bias = xformers.ops.fmha.BlockDiagonalMask.from_seqlens(lens)\n"
+            b"    return xformers.ops.memory_efficient_attention(q, k, v, attn_bias=bias)\n"
+        ),
+        tmp_path / "plain" / "__init__.py": b"from .attn import attend\n",
+        tmp_path / "plain" / "attn.py": (
+            b"import xformers.ops\n\n\ndef attend(q, k, v):\n    return xformers.ops.memory_efficient_attention(q, k, v)\n"
+        ),
+    }
+    failing = dict(failing_modules(PythonFiles(texts)))
+    assert failing["diffusion"] == failing["diffusion.blocks"] == "xformers.ops"
+    assert "plain" not in failing and "plain.attn" not in failing
+
+
 def test_a_relative_import_of_the_projects_compiled_extension_leaves_the_file_as_written(tmp_path):
     """nunchaku and SageAttention (round 29): `from .._C import ops`, `from . import _fused`, where the
     project's setup.py builds `pkg._C` / `pkg._fused` from CUDA: the file cannot be imported."""

@@ -733,7 +733,30 @@ def _kept_xformers_names(tree: ast.Module | None) -> set[str]:
             for alias in statement.names:
                 if alias.name not in XFORMERS_REWRITTEN:
                     kept |= {f"{statement.module}.{alias.name}", statement.module}
+        if isinstance(statement, ast.Import) and any(
+            a.name.split(".")[0] == "xformers" and not a.asname for a in statement.names
+        ):
+            kept |= (
+                {a.name for a in statement.names if a.name.split(".")[0] == "xformers"}
+                if _unrewritten_xformers(tree)
+                else set()
+            )
     return kept
+
+
+def _unrewritten_xformers(tree: ast.Module) -> bool:
+    """``tree`` reads an attribute of ``xformers...`` that NPU409 never rewrites (PixArt-sigma's
+    ``xformers.ops.fmha.BlockDiagonalMask.from_seqlens(...)``, round 45): its ``import xformers.ops`` stays."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            chain = []
+            current: ast.expr = node
+            while isinstance(current, ast.Attribute):
+                chain.append(current.attr)
+                current = current.value
+            if isinstance(current, ast.Name) and current.id == "xformers" and not set(chain) <= XFORMERS_REWRITTEN:
+                return True
+    return False
 
 
 def failing_part(name: str, failing: dict[str, str]) -> str | None:
