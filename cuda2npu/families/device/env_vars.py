@@ -66,6 +66,14 @@ class EnvironmentVariables(Rule):
         renamed = ", ".join(f"`{name}=` → `{cuda[name]}=`" for name in names)
         self.report("NPU202", literal, renamed, fix, needs_torch_npu=False)
 
+    def _lowercase_key(self, node: cst.SimpleString, name: str) -> bool:
+        """``name`` is an element of a list of names whose lower-case forms the file uses as keys: verl's
+        ``WorkerMeta.keys = [..., "CUDA_VISIBLE_DEVICES"]`` read as ``store[f"_{key.lower()}"]`` where
+        ``Worker.__init__`` stores ``store['_cuda_visible_devices']`` (rllm, round 45)."""
+        if not isinstance(TreeIndex.of(self.ctx).parents.get(node), cst.Element):
+            return False
+        return name.lower() in self.ctx.file_state(_lowercase_key_names)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         name = string_value(node)
         if name is None or not ("CUDA" in name or "NCCL" in name) or is_cuda_alternative(self.ctx, node):
@@ -78,6 +86,16 @@ class EnvironmentVariables(Rule):
                 node,
                 f"`{name}` kept for CUDA hosts (portable output); on Ascend hosts the variable is "
                 f"`{new}`: set or read it as well",
+                tier=Tier.REVIEW,
+                needs_torch_npu=False,
+            )
+        elif name in env["cuda"] and self._lowercase_key(node, name):
+            self.report(
+                "NPU202",
+                node,
+                f"`{name}` kept: this file also stores it under its lower-case name (`{name.lower()}`), which code "
+                f'derives from this list (verl\'s WorkerMeta: `f"_{{key.lower()}}"`); renamed alone to '
+                f"`{env['cuda'][name]}`, the lookups would miss what is stored: rename both, or neither",
                 tier=Tier.REVIEW,
                 needs_torch_npu=False,
             )
@@ -115,6 +133,15 @@ class EnvironmentVariables(Rule):
             self.report("NPU203", node, f"`{name}`: {env['nccl_manual'][name]}", tier=Tier.MANUAL)
         else:  # "CUDA_VISIBLE_DEVICES=0 python train.py"
             self._assignment(node, name, node)
+
+
+def _lowercase_key_names(ctx) -> frozenset[str]:
+    """The lower-case strings of the file (``'_cuda_visible_devices'``), without a leading underscore."""
+    return frozenset(
+        (string_value(node) or "").lstrip("_")
+        for node in iter_nodes(ctx.module, cst.SimpleString)
+        if (string_value(node) or "").islower()
+    )
 
 
 def _assignments_renamed(assigned: re.Pattern[str], cuda: dict[str, str]):
