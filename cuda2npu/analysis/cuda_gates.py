@@ -304,7 +304,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
         for node in iter_nodes(root, (cst.Import, cst.ImportFrom, cst.Call, cst.Name, cst.Attribute, cst.SimpleString)):
             if isinstance(node, cst.SimpleString):
                 mode = string_value(node)
-                found = (f"`{code_of(node)}`", CUDA_GRAPH_MODES[mode]) if mode in CUDA_GRAPH_MODES else None
+                chosen = mode in CUDA_GRAPH_MODES and not _under_inner_if(ctx, node, root)
+                found = (f"`{code_of(node)}`", CUDA_GRAPH_MODES[mode]) if chosen else None
             elif isinstance(node, (cst.Import, cst.ImportFrom)):
                 found = _import_use(ctx, node)
             elif isinstance(node, cst.Call):
@@ -344,6 +345,19 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
             if found:
                 return found
     return None
+
+
+def _under_inner_if(ctx, node: cst.CSTNode, root: cst.CSTNode) -> bool:
+    """``node`` lies under an ``if`` inside ``root``: PixArt-sigma's app loads its pipeline under ``if
+    torch.cuda.is_available():`` and compiles it with ``mode="reduce-overhead"`` only under ``if
+    USE_TORCH_COMPILE:`` (round 45): the branch does more than turn CUDA graphs on."""
+    parents = TreeIndex.of(ctx).parents
+    current = parents.get(node)
+    while current is not None and current is not root:
+        if isinstance(current, cst.If):
+            return True
+        current = parents.get(current)
+    return False
 
 
 def _named_use(ctx, qualified: str | None) -> tuple[str, str] | None:
