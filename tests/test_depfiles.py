@@ -1155,3 +1155,17 @@ def test_r41_accelerates_bitsandbytes_quantization_keeps_the_requirement(tmp_pat
     requirements = write(tmp_path / "requirements.txt", "accelerate\nbitsandbytes==0.43.1\n")
     cli("migrate", tmp_path)
     assert "bitsandbytes==0.43.1" in requirements.read_text()
+
+
+def test_an_environment_file_named_with_a_prefix_is_a_dependency_file(tmp_path):
+    """Step1X-Edit's `GEdit-Bench/qwen25vl_environment.yml` (round 45): a conda environment file whatever
+    comes before `environment` in its name; its CUDA-only pip requirement is reported (NPU701)."""
+    write(
+        tmp_path / "bench" / "qwen25vl_environment.yml",
+        "name: qwen\ndependencies:\n  - pip:\n    - flash-attn==2.5.8\n",
+    )
+    write(tmp_path / "a.py", "import torch\n")
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    assert [(d["path"].rsplit("/", 1)[-1], d["code"]) for d in data["diagnostics"]] == [
+        ("qwen25vl_environment.yml", "NPU701")
+    ]

@@ -151,6 +151,8 @@ def test_values_the_line_reader_does_not_own_are_left_alone(tmp_path):
         (".gitlab-ci.yml", False),
         (".pre-commit-config.yaml", False),
         ("environment-gpu.yml", False),
+        ("GEdit-Bench/qwen25vl_environment.yml", False),  # a conda environment file (Step1X-Edit, round 45)
+        ("configs/environments.yaml", False),
         ("pyproject.toml", False),
         ("web/package.json", False),
         ("tsconfig.build.json", False),

@@ -16,9 +16,10 @@ TOOLING_NAMES = re.compile(
     |meta\.ya?ml|\.?mergify\.ya?ml|cuda2npu_report\.json|_?\.?typos\.toml|\.?taplo\.toml|rustfmt\.toml|pixi\.toml""",
     re.X | re.I,
 )
-# conda environment files (``environment.yml``, ``environment-gpu.yaml``, PandaLM's ``conda-env.yml``): dependency
-# files, cuda2npu/filekinds/depfiles.py's (which imports this module)
-ENVIRONMENT_FILE = re.compile(r"(?:environment|conda[-_]env(?:ironment)?)[\w.-]*\.ya?ml")
+# conda environment files (``environment.yml``, ``environment-gpu.yaml``, PandaLM's ``conda-env.yml``, Step1X-Edit's
+# ``qwen25vl_environment.yml``, VGen's ``tft2v_environment.yaml``): dependency files, cuda2npu/filekinds/depfiles.py's
+# (which imports this module)
+ENVIRONMENT_FILE = re.compile(r"(?:[\w.-]*[-_])?(?:environment|conda[-_]env(?:ironment)?)[\w.-]*\.ya?ml")
 DEPENDENCY_NAMES = re.compile(rf"pyproject\.toml|{ENVIRONMENT_FILE.pattern}")
 
 
