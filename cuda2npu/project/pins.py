@@ -1,7 +1,7 @@
 """The project's version pins, and the default they decide (the torch_npu release a migration targets).
 
 Read, never written: the dependency files the run discovers (requirements*.txt/.in, pyproject.toml,
-setup.cfg, setup.py, environment*.yml, conda-env*.yml), the lock files at the project root (``uv.lock``,
+setup.cfg, setup.py, *environment*.yml, conda-env*.yml), the lock files at the project root (``uv.lock``,
 ``poetry.lock``, ``Pipfile.lock``) and the ``__version__`` of a copy of a consulted package the
 project carries (``src/transformers/__init__.py``). A distribution named in several places gets every specifier
 at once (``>=2.1`` in setup.py and ``==2.4.0`` in a lock file: ``>=2.1,==2.4.0``), except in a
