@@ -184,6 +184,8 @@ def test_out_summary_names_the_outputs_and_the_next_step(tmp_path):
     assert f"{out}/npu_validation/" in stderr and (out / "npu_validation").is_dir()
     assert f"`cuda2npu validate {source} {out} --entry MODULE:FUNCTION`" in stderr
     assert f"`python -m pytest {out}/npu_validation`" in stderr
+    report = json.loads((out / "cuda2npu_report.json").read_text())
+    assert report["validation_harness"] == "npu_validation/" and (out / report["validation_harness"]).is_dir()
 
 
 def test_need_a_human_counts_agree_with_the_report_and_the_markers(tmp_path):

@@ -513,6 +513,12 @@ def _finish(
             else "in-place",
         }
         report = migration_report(results, options, summary, [c.to_json() for c in companions], markers)
+        if (
+            request.out_dir is not None and wrote
+        ):  # the harness `--out` writes beside the copy (readers of rounds 45-46)
+            from cuda2npu.validation.generate import PACKAGE
+
+            report["validation_harness"] = f"{PACKAGE}/"
         request.report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if request.quiet:  # errors only
         _print_failures([r for r in results if r.status == "failed"])
