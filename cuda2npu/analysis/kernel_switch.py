@@ -15,7 +15,7 @@ import libcst as cst
 from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_only_use
 from cuda2npu.analysis.cuda_only_modules import APEX_EXTENSIONS, APEX_ROOTS, is_cuda_extension
 from cuda2npu.core.bindings import self_assignments
-from cuda2npu.core.feature_words import CUDA_WORD, feature_word
+from cuda2npu.core.feature_words import CUDA_WORD, feature_word, name_tokens
 from cuda2npu.core.names import dotted_name, module_qualified, target_names
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
@@ -90,7 +90,7 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
     last = name.rpartition(".")[2]
     module = qualified.rpartition(".")[0]
     return bool(
-        (CUDA_WORD.search(last) and last != "cuda")
+        (CUDA_WORD.search(last) and last != "cuda" and not _moves_to_cuda(last))
         or (feature_word(last) or "") in KERNEL_WORDS
         or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
         or (
@@ -103,6 +103,13 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
         or _kernel_attribute(ctx, call.func)
         or _launched(call.func) in triton_functions(ctx)
     )
+
+
+def _moves_to_cuda(name: str) -> bool:
+    """``name`` is a helper moving data to the GPU (``to_cuda``, ``batch_to_cuda``, co-tracker's
+    ``dataclass_to_cuda_``, round 46), not a kernel: its ``cuda`` follows ``to``."""
+    tokens = name_tokens(name)
+    return any(token == "cuda" and index > 0 and tokens[index - 1] == "to" for index, token in enumerate(tokens))
 
 
 def _wrapped(func: cst.BaseExpression) -> str | None:
