@@ -10,6 +10,7 @@ from typing import Callable
 from cuda2npu.core.diagnostics import FileResult, Finding, Summary
 from cuda2npu.core.fileio import io_error
 from cuda2npu.filekinds.cmake_files import check_cmake_file, is_cmake_file
+from cuda2npu.filekinds.cog_files import check_cog_file, is_cog_file
 from cuda2npu.filekinds.compose_files import check_compose_file, is_compose_file, reads_as_compose_file
 from cuda2npu.filekinds.depfiles import (
     TOP_LEVEL_TORCH_NPU,
@@ -124,8 +125,9 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
     composes = {
         path for path in extra if is_compose_file(path) or (is_run_config(path) and reads_as_compose_file(path))
     }
+    cogs = {path for path in extra if is_cog_file(path.name)}
     for path in extra:
-        if is_run_config(path) and path not in composes:
+        if is_run_config(path) and path not in composes | cogs:
             continue  # all together below: a review item is reported once per key and value in a run
         if (path in composes or is_dockerfile(path)) and for_another_platform(path):
             continue  # kept for another platform (filekinds/platform_variants.py)
@@ -145,6 +147,8 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             findings, new_text = check_dockerfile(text, display, file_options)
         elif path in composes:
             findings, new_text = check_compose_file(text, display, file_options)
+        elif path in cogs:
+            findings, new_text = check_cog_file(text, display, file_options)
         elif is_cmake_file(path):
             findings, new_text = check_cmake_file(text, display, file_options)
         else:
@@ -156,7 +160,9 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
         elif findings:
             results.append(FileResult(display, "unchanged", findings=findings))
-    results.extend(check_run_configs([p for p in extra if is_run_config(p) and p not in composes], names, options_of))
+    results.extend(
+        check_run_configs([p for p in extra if is_run_config(p) and p not in composes | cogs], names, options_of)
+    )
     for result in setups:
         path = by_name[result.path]
         if result.status == "failed":
