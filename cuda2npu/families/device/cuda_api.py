@@ -49,7 +49,7 @@ from cuda2npu.core.literals import DEVICE_STRING, string_value
 from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.torch_npu_target import parse_target
 from cuda2npu.core.traversal import iter_nodes, walk
 from cuda2npu.families.device import cuda_api_portable as portable_api
@@ -163,7 +163,10 @@ class TorchCudaApi(Rule):
         if self._mark_switch(
             node.test,
             lambda: _first(
-                lambda: _operand_feature(node.test), lambda: self._gated(node), lambda: self._fallback(node)
+                lambda: _operand_feature(node.test),
+                lambda: self._gated(node),
+                lambda: self._fallback(node),
+                lambda: self._feature_exit(node),
             ),
         ):
             self._keep_cuda_branch(node)
@@ -438,6 +441,17 @@ class TorchCudaApi(Rule):
             isinstance(scope, cst.FunctionDef) and set(name_tokens(scope.name.value)) & NVIDIA_TOOL_WORDS
             for scope in self._scopes
         )
+
+    def _feature_exit(self, node: cst.If) -> tuple[str | None, str]:
+        """``if not torch.cuda.is_available(): return`` in the body of a function named for a CUDA-only feature
+        (GPT-SoVITS' ``load_cudnn``, which then preloads NVIDIA's cuDNN libraries with ctypes, round 46): what
+        follows the exit is that feature, which an NPU host does not have."""
+        function = self._function()
+        if function is None or not isinstance(function.body, cst.IndentedBlock) or node not in function.body.body:
+            return None, ""
+        if not no_cuda_branch(self.ctx, node) or not leaves(node.body, (cst.Return, cst.Raise)):
+            return None, ""
+        return self._scope_feature()
 
     def _scope_feature(self) -> tuple[str | None, str]:
         """A feature word of the enclosing function or class (a returned value is its answer)."""
