@@ -71,6 +71,7 @@ from cuda2npu.families.device.device_branches import CUDA_REQUIRED
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
 FALLBACK = "a pure-PyTorch fallback"
+SIBLING_CHOICE = "a choice made with another argument's CUDA value"  # kept with it, unreported
 LIBRARY_PATH = "another library's CUDA path"
 NVIDIA_CHECK = "an NVIDIA-only check"  # left as written, unreported: nothing to decide
 # `if torch.cuda.is_available(): info["cuda"] = torch.version.cuda`: an environment report, alike
@@ -178,7 +179,9 @@ class TorchCudaApi(Rule):
             return
         if self._mark_switch(
             node.test,
-            lambda: _first(lambda: _operand_feature(node.test), lambda: self._gated(node)),
+            lambda: _first(
+                lambda: _operand_feature(node.test), lambda: self._gated(node), lambda: self._sibling_choice(node)
+            ),
             capability=not _device_choice(node),
         ):
             self._keep_cuda_branch(node)
@@ -441,6 +444,25 @@ class TorchCudaApi(Rule):
             isinstance(scope, cst.FunctionDef) and set(name_tokens(scope.name.value)) & NVIDIA_TOOL_WORDS
             for scope in self._scopes
         )
+
+    def _sibling_choice(self, node: cst.IfExp) -> tuple[str | None, str]:
+        """A conditional argument of a call another argument of which, testing the same, chooses a CUDA
+        value no rule rewrites (GPT-SoVITS' ``Trainer(accelerator="gpu" if torch.cuda.is_available() else "cpu",
+        devices=-1 if torch.cuda.is_available() else 1, ...)``, round 46): the choices go together, so this
+        test stays CUDA's with that one (renamed alone: accelerator "cpu" with ``devices=-1``)."""
+        parents = TreeIndex.of(self.ctx).parents
+        arg = parents.get(node)
+        call = parents.get(arg)
+        if not isinstance(arg, cst.Arg) or arg.value is not node or not isinstance(call, cst.Call):
+            return None, ""
+        test = code_of(node.test)
+        for other in call.args:
+            value = other.value
+            if other is arg or not isinstance(value, cst.IfExp) or code_of(value.test) != test:
+                continue
+            if kept_cuda_value(self.ctx, cuda_branch(self.ctx, value)):
+                return SIBLING_CHOICE, f"`{code_of(other).strip()}`"
+        return None, ""
 
     def _feature_exit(self, node: cst.If) -> tuple[str | None, str]:
         """``if not torch.cuda.is_available(): return`` in the body of a function named for a CUDA-only feature
