@@ -52,6 +52,7 @@ from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
 from cuda2npu.core.imports import catches_import_error, reraises
 from cuda2npu.core.pins import pin_predates
 
+Pins = tuple[tuple[str, str], ...]  # the project's version pins (core/pins.py)
 TRIES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # `try`/`except*` (Python 3.11)
 MAIN_GUARD = re.compile(rb"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)  # a module that runs as a script
 
@@ -177,9 +178,6 @@ def _names(files: PythonFiles, path: Path) -> list[str]:
     module, namespace, rooted = files.distinct_modules[path], files.distinct_namespace_names, files.rooted_names
     others = {namespace.get(path), rooted.get(path)} - {None, module}
     return [module, *sorted(others)]
-
-
-Pins = tuple[tuple[str, str], ...]  # the project's version pins (core/pins.py)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from cuda2npu.analysis.cuda_only_modules import cuda_module
 from cuda2npu.core.feature_words import implies
 from cuda2npu.core.imports import bound_name, catches_import_error
 from cuda2npu.core.literals import NOT_LITERAL, literal
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
@@ -172,12 +172,7 @@ def _bound(node: cst.CSTNode) -> set[str]:
     if isinstance(node, cst.ImportAlias):
         name = node.asname.name if node.asname else node.name
         return {dotted_name(name) or ""}
-    target = node.target
-    return (
-        {n.value for n in iter_nodes(target, cst.Name)}
-        if isinstance(target, (cst.Name, cst.Tuple, cst.List))
-        else set()
-    )
+    return set(target_names(node.target))
 
 
 def _sets_none(statement: cst.CSTNode) -> bool:
