@@ -28,6 +28,21 @@ def test_r16_a_projects_lightning_lite_subclass_is_a_lightning_constructor(tmp_p
     assert hf.name not in {path for path, _ in found}
 
 
+def test_a_lightning_lite_subclass_built_in_its_own_file_is_one_too(tmp_path):
+    """co-tracker (round 46): `class Lite(LightningLite)` and `Lite(..., accelerator="gpu")` below it in
+    train_on_kubric.py, where the class has no import to resolve it through."""
+    train = write(
+        tmp_path / "train_on_kubric.py",
+        "from pytorch_lightning.lite import LightningLite\n\n\nclass Lite(LightningLite):\n"
+        "    def run(self, args):\n        return args\n\n\n"
+        'Lite(strategy="ddp", devices=8, accelerator="gpu", precision=32).run(None)\n',
+    )
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    assert [(d["path"].rsplit("/", 1)[-1], d["line"], d["code"]) for d in data["diagnostics"]] == [
+        (train.name, 9, "NPU951")
+    ]
+
+
 def test_the_fact_follows_subclasses_and_needs_a_lightning_import(tmp_path):
     texts = {
         tmp_path / "a.py": b"import lightning as L\nclass Base(L.Fabric):\n    pass\nclass Mine(Base):\n    pass\n",

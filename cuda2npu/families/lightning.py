@@ -18,6 +18,7 @@ import libcst as cst
 from cuda2npu.analysis.hf_sources import keyword, sources, statement_of
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.literals import string_value
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -82,7 +83,8 @@ class LightningAccelerator(Rule):
         self.noted = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.resolver.qualified_name(node.func) or ""
+        # a class of this file (co-tracker's `class Lite(LightningLite)` built below it, round 46) has no import
+        qualified = self.resolver.qualified_name(node.func) or dotted_name(node.func) or ""
         from_args = qualified.endswith(".from_argparse_args") and qualified.rpartition(".")[0] in CONSTRUCTORS
         own = (  # the project's Fabric/LightningLite (not a library's class of the same name: transformers' Trainer)
             qualified.rpartition(".")[2] in self.options.project.lightning_classes
