@@ -21,6 +21,22 @@ def marker_lines(text: str) -> list[int]:
     return [number for number, line in enumerate(lines, start=1) if line.lstrip().startswith(MARKER_PREFIX)]
 
 
+def comments_above(text: str, start: int) -> list[str]:
+    """The comment lines just above the line at offset ``start`` of ``text``, stripped, nearest first."""
+    comments = []
+    for line in reversed(text[:start].splitlines()):
+        if not line.strip().startswith("#"):
+            break
+        comments.append(line.strip())
+    return comments
+
+
+def marked_above(text: str, start: int, code: str) -> bool:
+    """Whether the comment lines just above the line at offset ``start`` carry a marker for ``code``
+    (a line-oriented file kind's marker, written above what it marks: Dockerfiles, Compose and Cog files)."""
+    return any(line.startswith(f"{MARKER_PREFIX}{code}") for line in comments_above(text, start))
+
+
 def marker_text(code: str, reason: str) -> str:
     return f"{MARKER_PREFIX}{code} {reason}"
 

@@ -85,6 +85,15 @@ def parse_comment(comment: str, line: int = 0, offset: int = 0) -> Directive | N
     return None
 
 
+def suppresses(comment: str | None, code: str, options) -> bool:
+    """Whether ``comment`` (a line's ``# noqa: ...``, or None) suppresses ``code``, unless the run ignores
+    ``# noqa`` (the line-oriented file kinds: Compose and Cog files, Dockerfiles)."""
+    if options.ignore_noqa or not comment:
+        return False
+    directive = parse_comment(comment)
+    return directive is not None and directive.matches(code)
+
+
 def parse_file_comment(comment: str, line: int = 0) -> Directive | None:
     """A file-level exemption on a line of its own: ``# cuda2npu: noqa`` (blanket), or with codes
     (``# cuda2npu: noqa: NPU101``, ``# ruff: noqa: NPU101``, ``# flake8: noqa: NPU1``), as ruff reads

@@ -17,8 +17,8 @@ import re
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
-from cuda2npu.core.noqa import parse_comment
+from cuda2npu.core.markers import marked_above, marker_reason, marker_text
+from cuda2npu.core.noqa import suppresses
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds.shellscripts import check_shell_script
 
@@ -45,12 +45,12 @@ def check_cog_file(text: str, display: str, options) -> tuple[list[Finding], str
         offset = 0
         for number, line in enumerate(text.splitlines(keepends=True), start=1):
             match = GPU.match(line.rstrip("\r\n"))
-            if match is not None and not _suppressed(match, options):
+            if match is not None and not suppresses(match["comment"], CODE, options):
                 findings.append(
                     Finding(display, number, len(match["indent"]) + 1, CODE, doc.name, MESSAGE, Tier.MANUAL, False)
                 )
                 reason = marker_reason(CODE, Tier.MANUAL, MESSAGE, options, False) if options.fix else None
-                if reason is not None and not _marked(text, offset):
+                if reason is not None and not marked_above(text, offset, CODE):
                     newline = "\r\n" if line.endswith("\r\n") else "\n"
                     edits.append((offset, offset, f"{match['indent']}{marker_text(CODE, reason)}{newline}"))
             offset += len(line)
@@ -80,17 +80,3 @@ def _run_commands(text: str) -> str:
             run_indent = len(match["indent"])
         shown.append(blank)
     return "".join(shown)
-
-
-def _suppressed(match: re.Match, options) -> bool:
-    comment = match["comment"]
-    if options.ignore_noqa or not comment:
-        return False
-    directive = parse_comment(comment)
-    return directive is not None and directive.matches(CODE)
-
-
-def _marked(text: str, start: int) -> bool:
-    """Whether a comment line just above the line at ``start`` carries a marker for the code."""
-    above = text[:start].splitlines()
-    return bool(above) and above[-1].strip().startswith(f"{MARKER_PREFIX}{CODE}")

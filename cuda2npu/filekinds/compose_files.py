@@ -21,8 +21,8 @@ from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
-from cuda2npu.core.noqa import parse_comment
+from cuda2npu.core.markers import marked_above, marker_reason, marker_text
+from cuda2npu.core.noqa import suppresses
 from cuda2npu.core.text_edits import apply_edits
 
 CODE = "NPU715"
@@ -72,7 +72,7 @@ def check_compose_file(text: str, display: str, options) -> tuple[list[Finding],
     for number, line in enumerate(lines, start=1):
         entry = number if ENTRY_START.match(line) else entry
         match = KEY.match(line.rstrip("\r\n"))
-        if match is None or not _asks_for_gpus(match, lines[number:]) or _suppressed(match, options):
+        if match is None or not _asks_for_gpus(match, lines[number:]) or suppresses(match["comment"], CODE, options):
             continue
         if match.group("key") != "runtime" and entry is not None and any(f.line >= entry for f in findings):
             continue  # the same device entry: one request
@@ -81,10 +81,15 @@ def check_compose_file(text: str, display: str, options) -> tuple[list[Finding],
             Finding(display, number, len(match.group("indent")) + 1, CODE, doc.name, message, Tier.MANUAL, False)
         )
         reason = marker_reason(CODE, Tier.MANUAL, message, options, False) if options.fix else None
-        if reason is not None and not _marked(lines, number):
+        if reason is not None and not marked_above(text, offsets[number - 1], CODE):
             newline = "\r\n" if line.endswith("\r\n") else "\n"
-            start = offsets[number - 1]
-            edits.append((start, start, f"{match.group('indent')}{marker_text(CODE, reason)}{newline}"))
+            edits.append(
+                (
+                    offsets[number - 1],
+                    offsets[number - 1],
+                    f"{match.group('indent')}{marker_text(CODE, reason)}{newline}",
+                )
+            )
     return findings, apply_edits(text, edits)
 
 
@@ -121,21 +126,3 @@ def _message(key: str) -> str:
         "`/dev/devmm_svm`, `/dev/hisi_hdc`) with the host's driver mounted, or use Ascend Docker Runtime "
         "(`ASCEND_VISIBLE_DEVICES`), and an image with CANN and torch_npu"
     )
-
-
-def _suppressed(match: re.Match, options) -> bool:
-    comment = match.group("comment")
-    if options.ignore_noqa or not comment:
-        return False
-    directive = parse_comment(comment)
-    return directive is not None and directive.matches(CODE)
-
-
-def _marked(lines: list[str], number: int) -> bool:
-    """Whether the comment lines just above line ``number`` carry a marker for the code."""
-    for line in reversed(lines[: number - 1]):
-        if not line.strip().startswith("#"):
-            return False
-        if line.strip().startswith(f"{MARKER_PREFIX}{CODE}"):
-            return True
-    return False

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import Finding, Tier
-from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
-from cuda2npu.core.noqa import parse_comment
+from cuda2npu.core.markers import comments_above, marked_above, marker_reason, marker_text
+from cuda2npu.core.noqa import suppresses
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds.shellscripts import check_shell_script
 
@@ -163,7 +163,7 @@ def _base_images(
         column = instruction.lines[0].find(names[0]) + 1
         findings.append(Finding(display, instruction.number, column, code, doc.name, message, Tier.MANUAL, False))
         reason = marker_reason(code, Tier.MANUAL, message, options, False) if options.fix else None
-        if reason is not None and not _marked(text, instruction.start, code):
+        if reason is not None and not marked_above(text, instruction.start, code):
             indent = re.match(r"[ \t]*", instruction.lines[0]).group(0)
             newline = "\r\n" if text[instruction.start :].split("\n", 1)[0].endswith("\r") else "\n"
             edits.append((instruction.start, instruction.start, f"{indent}{marker_text(code, reason)}{newline}"))
@@ -203,24 +203,6 @@ def _repository_and_tag(image: str) -> tuple[str, str]:
 
 def _suppressed(text: str, instruction: _Instruction, code: str, options) -> bool:
     """Whether a ``# noqa`` on the instruction's first line, or on a comment line just above it, names ``code``."""
-    if options.ignore_noqa:
-        return False
     comment = COMMENT.search(instruction.lines[0])
     comments = [instruction.lines[0][comment.end() - 1 :]] if comment else []
-    comments += _comments_above(text, instruction.start)
-    return any((d := parse_comment(c)) is not None and d.matches(code) for c in comments)
-
-
-def _marked(text: str, start: int, code: str) -> bool:
-    """Whether the comment lines just above the line at ``start`` carry a marker for ``code``."""
-    return any(line.startswith(f"{MARKER_PREFIX}{code}") for line in _comments_above(text, start))
-
-
-def _comments_above(text: str, start: int) -> list[str]:
-    """The comment lines just above the line at ``start``, stripped, nearest first."""
-    comments = []
-    for line in reversed(text[:start].splitlines()):
-        if not line.strip().startswith("#"):
-            break
-        comments.append(line.strip())
-    return comments
+    return any(suppresses(c, code, options) for c in [*comments, *comments_above(text, instruction.start)])

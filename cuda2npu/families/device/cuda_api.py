@@ -211,10 +211,11 @@ class TorchCudaApi(Rule):
         (``bf16_capability_test``; torch.npu.get_device_capability() is None); ``... >= 7`` for a float16
         flag → ``True`` (``fp16_capability_test``)."""
         call = self._bf16_tests.get(node)
-        if self.options.portable or is_cuda_alternative(self.ctx, node):
+        fp16 = call is None and node in self._fp16_tests
+        if (call is None and not fp16) or self.options.portable or is_cuda_alternative(self.ctx, node):
             return
-        if call is None and node in self._fp16_tests:
-            self._switch_parts.update(_attributes(node))
+        self._switch_parts.update(_attributes(node))
+        if fp16:
             self.report(
                 "NPU103",
                 node,
@@ -225,9 +226,6 @@ class TorchCudaApi(Rule):
                 tier=Tier.REVIEW,
             )
             return
-        if call is None:
-            return
-        self._switch_parts.update(_attributes(node))
         supported = cst.Call(
             func=call.func.with_changes(value=_cuda_to_npu(call.func.value), attr=cst.Name("is_bf16_supported"))
         )

@@ -418,11 +418,12 @@ class DeviceStrings(Rule):
         next to CUDA in an arm of a validation chain (:func:`validation_arm`) that tests a configured
         device (``device``, ``self.device``; not a tensor's ``x.device.type``, never "cuda" on an NPU
         host); else rewritten."""
-        if device_literals(expr, prefix_ok) and self._ort_choice(expr, device):
+        literals = device_literals(expr, prefix_ok)
+        if literals and self._ort_choice(expr, device):
             return
         graph = self._graph_predicate()
         configured = isinstance(device, cst.Name) or (isinstance(device, cst.Attribute) and device.attr.value != "type")
-        for literal in device_literals(expr, prefix_ok):
+        for literal in literals:
             if graph is not None:
                 self._graph_switches.setdefault(literal, graph)
             arm = validation_arm(self.ctx, literal) if graph is None and configured else None
@@ -814,7 +815,7 @@ class DeviceStrings(Rule):
         return found
 
     def visit_Return(self, node: cst.Return) -> None:
-        if isinstance(node.value, cst.SimpleString) and device_getter(self.ctx, node):
+        if device_getter(self.ctx, node):
             self._rewrite(node.value, why="device getter's return")
         else:
             self._ambiguous(node.value, "returned")
