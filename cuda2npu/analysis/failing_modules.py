@@ -722,10 +722,12 @@ def _kept_xformers_names(tree: ast.Module | None) -> set[str]:
     """The xFormers names (and their modules) the module-level ``from xformers... import`` statements of
     ``tree`` bind that the migration does not rewrite away: all but ``memory_efficient_attention``, the
     ``ops`` / ``fmha`` modules it is called through and the causal masks it reads (NPU409). chameleon's
-    ``from xformers.ops import RMSNorm, fmha, rope_padded`` stays, and its importers fail (round 40)."""
+    ``from xformers.ops import RMSNorm, fmha, rope_padded`` stays, and its importers fail (round 40). And
+    the modules of its ``import xformers.ops`` statements where the file reads what NPU409 never rewrites
+    (:func:`_unrewritten_xformers`)."""
     if tree is None:
         return set()
-    kept = set()
+    kept, plain = set(), set()
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and (statement.module or "").split(".")[0] == "xformers":
             for alias in statement.names:
@@ -734,12 +736,8 @@ def _kept_xformers_names(tree: ast.Module | None) -> set[str]:
         if isinstance(statement, ast.Import) and any(
             a.name.split(".")[0] == "xformers" and not a.asname for a in statement.names
         ):
-            kept |= (
-                {a.name for a in statement.names if a.name.split(".")[0] == "xformers"}
-                if _unrewritten_xformers(tree)
-                else set()
-            )
-    return kept
+            plain |= {a.name for a in statement.names if a.name.split(".")[0] == "xformers"}
+    return kept | plain if plain and _unrewritten_xformers(tree) else kept
 
 
 def _unrewritten_xformers(tree: ast.Module) -> bool:

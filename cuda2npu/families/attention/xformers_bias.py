@@ -121,13 +121,13 @@ def bias_kind(rule, expr: cst.BaseExpression | None, scope: cst.CSTNode) -> str 
 def _several_values(rule, name: str, values: list[cst.BaseExpression], scope: cst.CSTNode) -> str:
     """Why a name assigned more than once in the function has no one kind: what each assignment gives (PixArt's
     ``attn_bias = None`` then ``if mask is not None: attn_bias = BlockDiagonalMask...``, round 45)."""
-    kinds = []
-    for value in values:
-        kind = bias_kind(rule, value, scope)
-        kinds.append(f"`{code_of(value)}`" if isinstance(kind, Unknown) else f"{kind} (`{code_of(value)}`)")
-    shown = "; ".join(kinds) if sum(len(k) for k in kinds) < 300 else f"{len(kinds)} different values"
-    reasons = [bias_kind(rule, value, scope) for value in values]
-    why = next((kind.reason for kind in reasons if isinstance(kind, Unknown)), None)
+    kinds = [bias_kind(rule, value, scope) for value in values]
+    each = [
+        f"`{code_of(value)}`" if isinstance(kind, Unknown) else f"{kind} (`{code_of(value)}`)"
+        for value, kind in zip(values, kinds)
+    ]
+    shown = "; ".join(each) if sum(len(k) for k in each) < 300 else f"{len(each)} different values"
+    why = next((kind.reason for kind in kinds if isinstance(kind, Unknown)), None)
     return (
         f"`{name}` is assigned {len(values)} times in this function ({shown}): the call gets whichever ran last; "
         + (why if why else "migrate by hand (a tensor or None: F.scaled_dot_product_attention with attn_mask=)")
