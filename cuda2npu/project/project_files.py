@@ -126,8 +126,9 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
         path for path in extra if is_compose_file(path) or (is_run_config(path) and reads_as_compose_file(path))
     }
     cogs = {path for path in extra if is_cog_file(path.name)}
+    own_kinds = composes | cogs  # YAML files read as their own kind, not as run configs
     for path in extra:
-        if is_run_config(path) and path not in composes | cogs:
+        if is_run_config(path) and path not in own_kinds:
             continue  # all together below: a review item is reported once per key and value in a run
         if (path in composes or is_dockerfile(path)) and for_another_platform(path):
             continue  # kept for another platform (filekinds/platform_variants.py)
@@ -160,9 +161,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             results.append(FileResult(display, "changed", findings=findings, new_source=encoded_like(new_text, data)))
         elif findings:
             results.append(FileResult(display, "unchanged", findings=findings))
-    results.extend(
-        check_run_configs([p for p in extra if is_run_config(p) and p not in composes | cogs], names, options_of)
-    )
+    results.extend(check_run_configs([p for p in extra if is_run_config(p) and p not in own_kinds], names, options_of))
     for result in setups:
         path = by_name[result.path]
         if result.status == "failed":
