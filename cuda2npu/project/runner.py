@@ -194,6 +194,11 @@ def run(
             worker.terminate()
         for worker in workers:
             worker.join(timeout=5)
+        # the pool's manager thread closes its wake-up pipe once it sees the workers gone; exiting before
+        # it has could race the interpreter's exit hook writing to that pipe (a Traceback after Ctrl-C)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=5)
         raise
     pool.shutdown()
 
