@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 from cli_helpers import cli, write
 
@@ -481,3 +482,52 @@ def test_r39_a_replaced_flash_attention_method_is_a_replaced_forward_not_a_packi
     text = script.read_text()
     assert "where the project replaces a FlashAttention2 class's forward" in text
     assert "packed sequences" not in text and '_attn_implementation="flash_attention_2"' in text
+
+
+def test_r47_the_flag_loading_the_projects_own_flash_classes_says_turn_it_off(tmp_path):
+    """yarn (round 47): `model_cls.from_pretrained(..., use_flash_attention_2=...)` where `model_cls` is one of
+    the project's copied Llama and Mistral classes, whose FlashAttention-2 code imports flash-attn itself: no
+    transformers release runs it on an NPU host, and the Mistral copy refuses SDPA. The marker says so (not
+    "require transformers >= 4.51"), also for a command-line value and where the variable may be transformers'
+    class; a value that is False everywhere is left; a class whose file does not import flash-attn keeps the
+    general advice."""
+    modeling = (
+        "from transformers import PreTrainedModel\n{imports}\n\nclass {name}PreTrainedModel(PreTrainedModel):\n"
+        "    _supports_flash_attn_2 = True\n{sdpa}\n\nclass {name}ForCausalLM({name}PreTrainedModel):\n    pass\n"
+    )
+    flash = "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    pass\n"
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(
+        tmp_path / "pkg" / "llama.py", modeling.format(imports=flash, name="Llama", sdpa="    _supports_sdpa = True\n")
+    )
+    write(tmp_path / "pkg" / "mistral.py", modeling.format(imports=flash, name="Mistral", sdpa=""))
+    write(tmp_path / "pkg" / "plain.py", modeling.format(imports="", name="Plain", sdpa=""))
+    write(tmp_path / "requirements.txt", "transformers>=4.36.2\n")
+    train = write(
+        tmp_path / "finetune.py",
+        "from transformers import AutoModelForCausalLM\n\n\ndef main(args):\n"
+        "    if args.llama:\n        from pkg.llama import LlamaForCausalLM\n        model_cls = LlamaForCausalLM\n"
+        "    elif args.mistral:\n        from pkg.mistral import MistralForCausalLM\n        model_cls = MistralForCausalLM\n"
+        "    else:\n        model_cls = AutoModelForCausalLM\n"
+        '    model = model_cls.from_pretrained("m", use_flash_attention_2=args.flash_attention)\n'
+        '    off = model_cls.from_pretrained("m", use_flash_attention_2=False)\n',
+    )
+    plain = write(
+        tmp_path / "plain_run.py",
+        "from transformers import AutoConfig\n\nfrom pkg.plain import PlainForCausalLM\n\n"
+        'model = PlainForCausalLM.from_pretrained("m", use_flash_attention_2=True)\n',
+    )
+    found = [
+        d for d in json.loads(cli("check", tmp_path, "--format", "json").stdout)["diagnostics"] if d["code"] == "NPU902"
+    ]
+    assert [(Path(d["path"]).name, d["line"]) for d in found] == [("finetune.py", 13), ("plain_run.py", 5)]
+    own, general = found
+    assert "may load the project's model classes LlamaForCausalLM, MistralForCausalLM" in own["message"]
+    assert "whatever the transformers release" in own["message"]
+    assert "(not MistralForCausalLM: no SDPA support)" in own["message"]
+    assert "require transformers >= 4.51.0" not in own["message"]
+    assert "require transformers >= 4.51.0" in general["message"]
+    cli("migrate", tmp_path)
+    assert cli("migrate", tmp_path).stdout == cli("migrate", tmp_path).stdout
+    assert "use_flash_attention_2=args.flash_attention" in train.read_text()
+    assert "use_flash_attention_2=True" in plain.read_text()

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 
 from cuda2npu.analysis.python_files import PythonFiles
 
 WORD = b"_supports_flash_attn_2"
+FLASH_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+flash_attn\b|import[ \t]+flash_attn\b)", re.M)
 BASE = "PreTrainedModel"  # transformers' base class: `_supports_sdpa = False`
 
 
@@ -30,17 +32,40 @@ class _Declared:
     fa2: bool | None  # `_supports_flash_attn_2` as declared in the class body (None: not declared)
     sdpa: bool | None  # `_supports_sdpa` likewise (a property: True, it may answer yes)
     bases: tuple[str, ...]  # the last names of its bases
+    flash: bool = False  # its file imports flash-attn
 
 
 def fa2_only_classes(files: PythonFiles) -> tuple[str, ...]:
     """The names of the project's model classes that support FlashAttention-2 but not SDPA, sorted."""
+    classes = _model_classes(files)
+    resolved = _resolver(classes)
+    return tuple(sorted(name for name in classes if resolved(name, "fa2") and resolved(name, "sdpa") is False))
+
+
+def own_flash_classes(files: PythonFiles) -> tuple[str, ...]:
+    """The names of the project's model classes supporting FlashAttention-2 whose every definition is in a
+    file importing flash-attn itself (yarn's copied ``modeling_mistral_yarn.py``), sorted: their
+    FlashAttention-2 code is the project's, which calls flash-attn on any transformers release (NPU902)."""
+    classes = _model_classes(files)
+    resolved = _resolver(classes)
+    return tuple(sorted(name for name in classes if resolved(name, "fa2") and all(d.flash for d in classes[name])))
+
+
+def _model_classes(files: PythonFiles) -> dict[str, list[_Declared]]:
+    """Class name -> what each of its definitions declares, in the files naming ``_supports_flash_attn_2``."""
     classes: dict[str, list[_Declared]] = {}
     for path, text in files.items():
         if WORD not in text or (tree := files.tree(path)) is None:
             continue
+        flash = FLASH_IMPORT.search(text) is not None
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
-                classes.setdefault(node.name, []).append(_declared(node))
+                classes.setdefault(node.name, []).append(_declared(node, flash))
+    return classes
+
+
+def _resolver(classes: dict[str, list[_Declared]]):
+    """``resolved(name, attribute)``: a class attribute's value through the project's ``classes``."""
 
     @functools.cache
     def resolved(name: str, attribute: str, seen: frozenset[str] = frozenset()) -> bool | None:
@@ -59,10 +84,10 @@ def fa2_only_classes(files: PythonFiles) -> tuple[str, ...]:
             values.add(value)
         return values.pop() if len(values) == 1 else None
 
-    return tuple(sorted(name for name in classes if resolved(name, "fa2") and resolved(name, "sdpa") is False))
+    return resolved
 
 
-def _declared(node: ast.ClassDef) -> _Declared:
+def _declared(node: ast.ClassDef, flash: bool) -> _Declared:
     fa2 = sdpa = None
     for statement in node.body:
         if isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(statement.value, ast.Constant):
@@ -75,4 +100,4 @@ def _declared(node: ast.ClassDef) -> _Declared:
         elif isinstance(statement, ast.FunctionDef) and statement.name == "_supports_sdpa":
             sdpa = True  # a property (Mantis' MLlava: the language model's answer)
     bases = tuple(base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases)
-    return _Declared(fa2, sdpa, bases)
+    return _Declared(fa2, sdpa, bases, flash)

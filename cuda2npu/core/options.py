@@ -171,6 +171,8 @@ class ProjectFacts:
     quantization_flags_on: tuple[str, ...] | None = None
     # its model classes declaring FlashAttention-2 but not SDPA, which transformers refuses sdpa for (sdpa_support.py)
     fa2_only_classes: tuple[str, ...] = ()
+    # its model classes supporting FlashAttention-2 in files importing flash-attn themselves (sdpa_support.py)
+    own_flash_classes: tuple[str, ...] = ()
     # it calls `.parallelize()` (transformers' naive model parallelism) or sets `model_parallel` on; None: not read
     parallelizes: bool | None = None
     # its Python declares its own `--fp16` option and names no TrainingArguments (or HfArgumentParser): a

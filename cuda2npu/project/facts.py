@@ -32,7 +32,7 @@ from cuda2npu.analysis.project_imports import imported_names
 from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.quantization_flags import quantization_flags_on
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
-from cuda2npu.analysis.sdpa_support import fa2_only_classes
+from cuda2npu.analysis.sdpa_support import fa2_only_classes, own_flash_classes
 from cuda2npu.analysis.uncalled_functions import uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 from cuda2npu.core.options import ProjectFacts
@@ -87,7 +87,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
     its scripts' functions nothing calls (analysis/uncalled_functions.py), its unimported copies of
     transformers' modular model sources (analysis/modular_sources.py), its model classes supporting
-    FlashAttention-2 but not SDPA (analysis/sdpa_support.py), the top-level names of
+    FlashAttention-2 but not SDPA and those whose FlashAttention-2 code is its own (analysis/sdpa_support.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
@@ -131,6 +131,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         own_vllm=own_vllm_release(texts),
         parallelizes=parallelizes(texts),
         fa2_only_classes=fa2_only_classes(texts),
+        own_flash_classes=own_flash_classes(texts),
         own_fp16_flag=own_fp16_flag(texts),
         quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),

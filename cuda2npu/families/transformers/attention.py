@@ -244,9 +244,38 @@ class FlashAttention2(Rule):
         read it itself (VL-RLHF turns it off for a model without FlashAttention-2): a manual item where
         a value it takes in this file is ``True``, nothing rewritten. A class field's default is
         reported where the field is declared (:meth:`_field_flag`), not again where it is passed on."""
-        if in_npu_branch(self.ctx, call) or not self._switched_on(flag.value):
+        if in_npu_branch(self.ctx, call):
             return
-        self._kept_flag(flag, f"`{self.FLAG}=True` passed to `{code_of(call.func)}` (the project's own code)")
+        own = self._own_flash_models(call)
+        if own and not self._packs():
+            self._own_flash_flag(call, flag, own)
+        elif self._switched_on(flag.value):
+            self._kept_flag(flag, f"`{self.FLAG}=True` passed to `{code_of(call.func)}` (the project's own code)")
+
+    def _own_flash_models(self, call: cst.Call) -> list[str]:
+        """The project's model classes ``X.from_pretrained`` may load (``X`` or what the file assigns to
+        it) that have FlashAttention-2 code of their own (project fact ``own_flash_classes``), sorted."""
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "from_pretrained":
+            return []
+        return sorted(set(self._class_names(call.func.value)) & set(self.options.project.own_flash_classes))
+
+    def _own_flash_flag(self, call: cst.Call, flag: cst.Arg, own: list[str]) -> None:
+        """NPU902 (manual) for ``use_flash_attention_2`` loading the project's own FlashAttention-2 classes
+        (yarn's copied Llama and Mistral): their flash code imports flash-attn itself, so no transformers
+        release runs it on an NPU host, and SDPA only where the class supports it. Not where every value
+        the flag takes in this file is off."""
+        found = sources(self.ctx, flag.value)
+        if found and all(literal(source) in (False, None) for source in found):
+            return
+        fa2_only = sorted(set(own) & set(self.options.project.fa2_only_classes))
+        not_sdpa = f" (not {', '.join(fa2_only)}: no SDPA support)" if fa2_only else ""
+        message = (
+            f"`{self.FLAG}` passed to `{code_of(call.func)}`, which may load the project's model classes "
+            f"{', '.join(own)}: their FlashAttention-2 code imports flash-attn itself, so it cannot run on an NPU "
+            f"host whatever the transformers release; set it False for them (their eager attention), or pass "
+            f'`attn_implementation="sdpa"` for the classes that support SDPA{not_sdpa}'
+        )
+        self.report("NPU902", flag, message, tier=Tier.MANUAL)
 
     def _switched_on(self, value: cst.BaseExpression) -> bool:
         """Whether ``value`` takes ``True`` in this file, other than as a ``use_flash_attention_2``
