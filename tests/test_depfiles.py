@@ -1053,6 +1053,32 @@ def test_r19_deepspeed_selects_the_npu_from_0_10_1(tmp_path):
     assert len(found) == 1 and found[0][-1] == "requirements.txt" and "new" not in found[0]
 
 
+def test_r47_deepspeed_pins_predating_the_npu_optimizer_builds_are_reviewed_where_the_project_uses_them(tmp_path):
+    """ReMax (round 47): `deepspeed==0.10.3` selects the NPU, but its NPU accelerator has no FusedAdam
+    build before 0.11.2 and no CPU Adam before 0.12.4: a project importing them fails to build its
+    optimizer. Reported only where the project uses them, with the release each needs; a pin allowing
+    those releases, or a project not using them, is left."""
+    train = (
+        "from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam\n\nopt = FusedAdam if fused else DeepSpeedCPUAdam\n"
+    )
+    cases = {
+        "both": ("deepspeed==0.10.3\n", train, "0.11.2"),
+        "cpu": ("deepspeed==0.11.2\n", train, "0.12.4"),
+        "new": ("deepspeed>=0.12.4\n", train, None),
+        "unused": ("deepspeed==0.10.3\n", "import deepspeed\n", None),
+    }
+    for name, (requirements, code, wanted) in cases.items():
+        write(tmp_path / name / "requirements.txt", requirements)
+        write(tmp_path / name / "train.py", code)
+        data = json.loads(cli("check", tmp_path / name, "--format", "json").stdout)
+        found = [d["message"] for d in data["diagnostics"] if d["code"] == "NPU705"]
+        if wanted is None:
+            assert found == [], name
+        else:
+            assert len(found) == 1 and f"allows no deepspeed release from {wanted} on" in found[0], (name, found)
+            assert "` used in " in found[0] and "train.py): raise the requirement" in found[0]
+
+
 def test_r20_deepspeed_kernels_is_cuda_only(tmp_path):
     """DeepSpeed-MII's `deepspeed-kernels`: an x86-64 wheel of CUDA libraries (module `dskernels`),
     removed where nothing imports it, marked where something does."""

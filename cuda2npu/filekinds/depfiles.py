@@ -67,7 +67,7 @@ from cuda2npu.core.pins import base_release
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.filekinds import depfiles_versions as versions
 from cuda2npu.filekinds import poetry_deps
-from cuda2npu.filekinds.distribution_facts import commit_predates_npu, predates_npu, replacement
+from cuda2npu.filekinds.distribution_facts import commit_predates_npu, feature_uses, predates_npu, replacement
 from cuda2npu.filekinds.package_indexes import cuda_index_urls
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement, vcs_ref
 from cuda2npu.filekinds.runconfig_files import ENVIRONMENT_FILE
@@ -709,13 +709,14 @@ def scan_imports(data: bytes, notebook: bool) -> tuple[list[str], bool]:
 
 def imported_modules(text: str) -> set[str]:
     """Top-level modules a Python file or notebook JSON imports (a generous regex scan), and
-    :data:`TRAINER_USE` where it imports transformers or trl and names a Trainer."""
+    :data:`TRAINER_USE` where it imports transformers or trl and names a Trainer, and the uses of the later
+    NPU releases' features it makes (``distribution_facts.feature_uses``)."""
     found = set(IMPORT.findall(text)) | set(IMPORT_MODULE.findall(text))
     if found & {"transformers", "trl"} and _uses_hf_trainer(text):
         found.add(TRAINER_USE)
     if found & {"transformers", "peft", "trl", "accelerate"} and QUANTIZES.search(text):
         found.add(QUANTIZER_USE)  # transformers and accelerate import it (and read its package metadata) for these
-    return found
+    return found | feature_uses(text, found)
 
 
 def _uses_hf_trainer(text: str) -> bool:

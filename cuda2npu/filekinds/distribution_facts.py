@@ -5,6 +5,9 @@ allows a release that runs on an NPU (rules/tables/npu_first_releases.toml, NPU7
 
 from __future__ import annotations
 
+import functools
+import re
+
 from cuda2npu.analysis.cuda_only_modules import PACKAGES, normalize_distribution
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.pins import base_release, clauses, excludes_from, version_key
@@ -15,12 +18,15 @@ def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str 
     """NPU705's message when ``requirement`` (of distribution ``name``, version specifier ``spec``)
     allows no release of its library that runs on an NPU (rules/tables/npu_first_releases.toml) and
     the project uses what that release brings (an entry's ``used_as``: a module the project's files
-    import, asked of ``importers``; an entry with one is never reported without them), else None."""
+    import, asked of ``importers``; an entry with one is never reported without them), or allows it but
+    none of the later releases bringing what the project uses (an entry's ``features``), else None."""
     release = table("npu_first_releases")["release"].get(name)
     if release is None or not spec:
         return None
     if not excludes_from(spec, release["first"]):
-        return _unpaired(name, requirement, spec, release)
+        return _unpaired(name, requirement, spec, release) or _feature_predates_npu(
+            name, requirement, spec, release, importers
+        )
     if "used_as" in release and (importers is None or not importers((release["used_as"],))):
         return None
     advice = release.get("advice", f"raise the requirement to >={release['first']}")
@@ -28,6 +34,42 @@ def predates_npu(name: str, requirement: str, spec: str, importers=None) -> str 
         f"`{requirement}` allows no {name} release from {release['first']} on, {release['what']}: "
         f"{advice} (and check what the newer release changes)"
     )
+
+
+def _feature_predates_npu(name: str, requirement: str, spec: str, release: dict, importers) -> str | None:
+    """NPU705's message for a requirement allowing the release that runs on an NPU, but none of the later
+    ones that brought what the project uses to it (an entry's ``features``: DeepSpeed's NPU FusedAdam, 0.11.2)."""
+    for feature in release.get("features", ()):
+        if not excludes_from(spec, feature["first"]) or importers is None:
+            continue
+        if users := importers((feature["used_as"],)):
+            return (
+                f"`{requirement}` allows no {name} release from {feature['first']} on, {feature['what']} "
+                f"(`{feature['used_as']}` used in {', '.join(users[:3])}{', ...' if len(users) > 3 else ''}): "
+                f"raise the requirement to >={feature['first']} (and check what the newer release changes)"
+            )
+    return None
+
+
+def feature_uses(text: str, modules: set[str]) -> set[str]:
+    """The ``features``' uses (``"deepspeed.ops.adam.FusedAdam"``) a Python file's ``text`` makes, where it
+    imports their top-level modules (``modules``): it names the module and the name."""
+    return {
+        use
+        for use, (top, module, name) in _feature_patterns().items()
+        if top in modules and module.search(text) and name.search(text)
+    }
+
+
+@functools.cache
+def _feature_patterns() -> dict[str, tuple[str, re.Pattern, re.Pattern]]:
+    """``used_as`` of each entry's ``features`` -> (its top-level module, the module's and the name's patterns)."""
+    uses = (f["used_as"] for r in table("npu_first_releases")["release"].values() for f in r.get("features", ()))
+    patterns = {}
+    for use in uses:
+        module, _, name = use.rpartition(".")
+        patterns[use] = (module.partition(".")[0], re.compile(rf"\b{re.escape(module)}\b"), re.compile(rf"\b{name}\b"))
+    return patterns
 
 
 def commit_predates_npu(name: str, requirement: str, ref: str, importers=None) -> str | None:
