@@ -40,6 +40,7 @@
   of ``if self.model_parallel:`` and of the ``parallelize``/``deparallelize`` methods;
 - a project's own FlashAttention2 class that only transformers' attention table builds, where the
   pin allows a transformers older than its NPU flash attention (analysis/flash_attention2_classes.py);
+- the statements of a block after a ``raise`` or ``return`` (nothing runs them anywhere);
 - the module statements after a module-level ``if CUDA_HOME is None: raise ...`` (or ``torch.version.cuda
   is None``): a build script refusing hosts without a CUDA toolkit;
 - the body of a function launching a compiled kernel with raw pointers (``ctypes.c_void_p(w.data_ptr())``:
@@ -107,6 +108,13 @@ XFORMERS_PROBE_TEXT = re.compile(rb"is_xformers_available")
 BUILD_FACTS = {"torch.version.cuda", "torch.version.hip"}  # None on the CPU build torch_npu runs on
 FLASH_PACKAGES = ("flash_attn", "flash_attn_interface")
 CUDA_MARK_WORDS = frozenset({"cuda", "gpu", "gpus"})  # `@pytest.mark.requires_cuda`, `@pytest.mark.gpu`
+# a statement at the indentation of an indented `raise`/`return` line before it (past deeper lines, a closing
+# bracket and blank or comment lines): a candidate of :func:`_after_leaving`
+AFTER_LEAVING = re.compile(
+    rb"^([ \t]+)(?:raise|return)\b.*\n(?:(?:\1[ \t]+.*|[ \t]*(?:#.*)?)\n)*(?:\1[)\]}].*\n)?"
+    rb"(?:[ \t]*(?:#.*)?\n)*\1[^ \t\n#)\]}]",
+    re.M,
+)
 # transformers' pytorch_utils flags (`is_torch_greater_or_equal_than_1_10`, `is_torch_less_than_1_11`)
 OLD_TORCH_FLAG = re.compile(r"is_torch_(less_than|greater_or_equal_than)_(\d+)_(\d+)")
 
@@ -145,6 +153,8 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
         found.extend(unselected_flash_attention2(ctx))
     if ctx.text is None or b"CUDA_HOME" in ctx.text or b"version.cuda" in ctx.text:
         found.extend(_after_cuda_refusal(ctx))
+    if ctx.text is None or AFTER_LEAVING.search(ctx.text):
+        found.extend(_after_leaving(ctx))
     uncalled = ctx.options.file.uncalled_functions
     found.extend(s.body for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value in uncalled)
     if ctx.text is None or XFORMERS_PROBE_TEXT.search(ctx.text):
@@ -521,6 +531,20 @@ def _naive_model_parallel(ctx) -> list[cst.CSTNode]:
         )
         if isinstance(test, cst.Attribute) and test.attr.value == "model_parallel":
             found.append(node.body)
+    return found
+
+
+def _after_leaving(ctx) -> list[cst.CSTNode]:
+    """The statements of a block after one that ends in ``raise`` or ``return`` (ReLoRA's ``raise
+    RuntimeError("We removed pipeline parallelism ...")`` over the code it replaced): nothing runs them."""
+    found: list[cst.CSTNode] = []
+    for block in iter_nodes(ctx.module, cst.IndentedBlock):
+        for index, statement in enumerate(block.body[:-1]):
+            if isinstance(statement, cst.SimpleStatementLine) and isinstance(
+                statement.body[-1], (cst.Raise, cst.Return)
+            ):
+                found.extend(block.body[index + 1 :])
+                break
     return found
 
 
