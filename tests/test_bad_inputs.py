@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import json
+import shutil
 
+import pytest
 from cli_helpers import REPO, cuda2npu, tree_digest
 
-BAD = REPO / "fixtures" / "bad_inputs"
+FIXTURE = REPO / "fixtures" / "bad_inputs"
 
 
-def _report(tmp_path):
+@pytest.fixture
+def bad(tmp_path):
+    """A copy of the fixture, links kept: a project of its own (not the whole repository's facts)."""
+    return shutil.copytree(FIXTURE, tmp_path / "bad_inputs", symlinks=True)
+
+
+def _report(bad, tmp_path):
     out = tmp_path / "out"
-    result = cuda2npu("migrate", BAD, "--out", out)
+    result = cuda2npu("migrate", bad, "--out", out)
     report = json.loads((out / "cuda2npu_report.json").read_text())
     return result, out, {f["path"]: f for f in report["files"]}
 
 
-def test_unparsable_files_are_reported_with_position_and_left_untouched(tmp_path):
-    result, out, files = _report(tmp_path)
+def test_unparsable_files_are_reported_with_position_and_left_untouched(bad, tmp_path):
+    result, out, files = _report(bad, tmp_path)
     assert result.returncode == 1  # some files failed
     for name in ("syntax_error.py", "python2.py", "latin1_without_cookie.py", "binary.py"):
         assert files[name]["status"] == "failed", name
-        assert (out / name).read_bytes() == (BAD / name).read_bytes()
+        assert (out / name).read_bytes() == (bad / name).read_bytes()
     for name in ("python2.py", "syntax_error.py"):  # where and as CPython reports the error
-        line, column, message = _cpython_error(BAD / name)
+        line, column, message = _cpython_error(bad / name)
         assert f"{name}:{line}:{column}: cannot parse: {message}" in result.stderr
     assert "python2.py:2:1: cannot parse: Missing parentheses in call to 'print'" in result.stderr
     assert "syntax_error.py:2:24: cannot parse: '(' was never closed" in result.stderr
@@ -38,15 +46,15 @@ def _cpython_error(path) -> tuple[int, int, str]:
     raise AssertionError(f"{path} compiles")
 
 
-def test_symlinks_are_reported_not_followed_forever(tmp_path):
-    result, _, files = _report(tmp_path)
+def test_symlinks_are_reported_not_followed_forever(bad, tmp_path):
+    result, _, files = _report(bad, tmp_path)
     assert files["loop_a.py"]["reason"] == files["loop_b.py"]["reason"] == "symlink loop"
     assert "dangling" in files["dangling.py"]["reason"]
     assert "loop_a.py: skipped (symlink loop)" in result.stderr
 
 
-def test_encodings_and_newlines_are_preserved(tmp_path):
-    _, out, files = _report(tmp_path)
+def test_encodings_and_newlines_are_preserved(bad, tmp_path):
+    _, out, files = _report(bad, tmp_path)
     crlf = (out / "crlf.py").read_bytes()
     assert crlf == b"import torch\r\nimport torch_npu\r\n\r\nx = torch.ones(1).npu()\r\n"
     assert (out / "bom.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu\n")
@@ -56,11 +64,11 @@ def test_encodings_and_newlines_are_preserved(tmp_path):
     assert (out / "empty.py").read_bytes() == b""
 
 
-def test_source_tree_is_never_modified(tmp_path):
-    before = tree_digest(BAD)
-    cuda2npu("migrate", BAD, "--out", tmp_path / "out")
-    cuda2npu("migrate", BAD, "--diff")
-    assert tree_digest(BAD) == before
+def test_source_tree_is_never_modified(bad, tmp_path):
+    before = tree_digest(bad)
+    cuda2npu("migrate", bad, "--out", tmp_path / "out")
+    cuda2npu("migrate", bad, "--diff")
+    assert tree_digest(bad) == before
 
 
 def test_syntax_and_decoding_errors_are_reported_whatever_the_selection(tmp_path):
