@@ -84,11 +84,13 @@ def test_migrated_package_imports_the_generated_file_and_runs_without_apex(tmp_p
     assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
 
 
-def test_generated_file_is_plain_pytorch_and_clean_for_the_linter():
+def test_generated_file_is_plain_pytorch_and_clean_for_the_linter(tmp_path):
     tree = ast.parse(TEMPLATE.read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert imported == {"copy", "math", "torch"} and not any(isinstance(n, ast.ImportFrom) for n in ast.walk(tree))
-    done = cuda2npu("check", TEMPLATE, "--format", "json")
+    copy = tmp_path / TEMPLATE.name  # a project of its own, not the repository
+    copy.write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+    done = cuda2npu("check", copy, "--format", "json")
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["diagnostics"] == []
 

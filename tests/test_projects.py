@@ -22,7 +22,8 @@ NAMES = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir() and not p.name.e
 
 @pytest.fixture(params=NAMES)
 def migrated(request, tmp_path):
-    source = PROJECTS / request.param
+    # a copy: a project without a root marker (aliased_lib) would otherwise take the repository for its root
+    source = shutil.copytree(PROJECTS / request.param, tmp_path / request.param)
     before = tree_digest(source)
     out = tmp_path / "out"
     result = cuda2npu("migrate", source, "--out", out)

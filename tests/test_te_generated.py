@@ -135,7 +135,9 @@ def test_generated_file_is_plain_pytorch_and_clean_for_the_linter(tmp_path):
     }
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported == {"math", "collections", "torch", "torch_npu"}
-    done = cuda2npu("check", TEMPLATE, "--format", "json")
+    copy = tmp_path / TEMPLATE.name  # a project of its own, not the repository
+    copy.write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+    done = cuda2npu("check", copy, "--format", "json")
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["diagnostics"] == []
 
