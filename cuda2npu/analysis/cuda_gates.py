@@ -36,6 +36,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_call,
     cuda_module,
 )
+from cuda2npu.analysis.runtime_devices import runtime_device_choice
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.literals import string_value
@@ -522,10 +523,14 @@ def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
     """``(what, why)`` for the CUDA-only code the CUDA branch of ``node`` runs (see :func:`cuda_only_use`),
     also through a loop over the devices it chooses: ``for device in ["cpu"] + (["cuda"] if
     torch.cuda.is_available() else []):`` runs its body on the CUDA device (detectron2's tests of its
-    compiled operators, which have CPU and CUDA kernels only)."""
+    compiled operators, which have CPU and CUDA kernels only); or a conditional expression choosing the
+    device of a runtime without an NPU backend (analysis/runtime_devices.py)."""
     blocks = cuda_branch(ctx, node)
     loop = _loop_over(ctx, node) if blocks else None
-    return cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
+    found = cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
+    if found is None and blocks and isinstance(node, cst.IfExp):
+        found = runtime_device_choice(ctx, node)  # `device = "cuda" if ... else "cpu"` for faster-whisper
+    return found
 
 
 def paired_gate(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:

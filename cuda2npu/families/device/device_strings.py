@@ -36,8 +36,10 @@ from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
 from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use
+from cuda2npu.analysis.hf_sources import sources
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
+from cuda2npu.analysis.runtime_devices import OTHER_RUNTIMES
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import feature_word
@@ -115,19 +117,6 @@ ORT_DEVICE = (
     'its io-binding takes "cuda" or "cpu"; kept as written: run onnxruntime on "cpu" on an NPU host, or use '
     "onnxruntime-cann's CANNExecutionProvider"
 )
-# libraries whose `device=` is their own vocabulary, not a torch device: the call prefixes → what to say
-OTHER_RUNTIMES = {
-    ("faster_whisper.", "ctranslate2."): (
-        "is CTranslate2's device (cpu, cuda or auto), not torch's: it has no NPU backend, and \"npu\" raises "
-        'ValueError; on an NPU host run it with device="cpu" (compute_type="int8"), or use another runtime'
-    ),
-    ("modelscope.",): (
-        "is ModelScope's device (cpu, cuda, gpu, cuda:X or gpu:X: modelscope/utils/device.py `verify_device`), not "
-        'torch\'s: "npu" fails its assertion, and "cuda" without CUDA runs the pipeline on the CPU; on an NPU '
-        'host build the pipeline on "cpu" and move its model to the NPU (`pipe.model.to("npu")`), or check '
-        "your ModelScope release"
-    ),
-}
 LMDEPLOY_CALLS = ("lmdeploy.",)  # its `device_type` names a platform ("ascend"), not a torch device: NPU935's
 # Option definitions: the call's last name → (keywords holding the default, holding the choices).
 OPTION_CALLS = {
@@ -183,7 +172,7 @@ class DeviceStrings(Rule):
         found = False
         for literal in device_literals(expr, prefix_ok):
             found = True
-            if literal in self._seen or is_cuda_alternative(self.ctx, literal):
+            if literal in self._seen or is_cuda_alternative(self.ctx, literal) or self._kept_choice(literal):
                 continue
             self._seen.add(literal)
             if literal in self._feature_switches:
@@ -345,6 +334,15 @@ class DeviceStrings(Rule):
         cpu, cuda and gpu only; marked, the value kept."""
         arg = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
         value = string_value(arg.value) if arg is not None else None
+        if arg is not None and isinstance(arg.value, cst.Name) and self._migrated_source(arg.value):
+            self.report(
+                "NPU109",
+                arg.value,
+                f"`{qualified.rpartition('.')[2]}(device={arg.value.value})`: `{arg.value.value}` is torch's device "
+                f'too, which the migration makes "npu"; here it {why}',
+                tier=Tier.MANUAL,
+            )
+            return
         if value is None or not DEVICE_STRING.fullmatch(value) or is_cuda_alternative(self.ctx, arg.value):
             return
         self._seen.add(arg.value)
@@ -353,6 +351,16 @@ class DeviceStrings(Rule):
             arg.value,
             f"`{qualified.rpartition('.')[2]}(device={value!r})` {why}",
             tier=Tier.MANUAL,
+        )
+
+    def _migrated_source(self, name: cst.Name) -> bool:
+        """``name`` may hold a CUDA device string of this file that the migration rewrites (not one it keeps)."""
+        return any(
+            isinstance(source, cst.SimpleString)
+            and DEVICE_STRING.fullmatch(string_value(source) or "")
+            and not is_cuda_alternative(self.ctx, source)
+            and not self._kept_choice(source)
+            for source in sources(self.ctx, name)
         )
 
     def _option(self, node: cst.Call, positional: list, default: str, choices: str | None) -> None:
@@ -645,6 +653,19 @@ class DeviceStrings(Rule):
                 if callee is not None:
                     self._kernel_switches.update((literal, callee) for literal in literals)
                     return
+
+    def _kept_choice(self, literal: cst.CSTNode) -> bool:
+        """``literal`` is the CUDA side of ``"cuda" if torch.cuda.is_available() else "cpu"`` whose test stays
+        CUDA's (a feature switch: cuda_api), as for a device only faster-whisper reads: it never runs on an NPU."""
+        choice = TreeIndex.of(self.ctx).parents.get(literal)
+        return (
+            isinstance(choice, cst.IfExp)
+            and choice.body is literal
+            and any(
+                self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in calls_in(choice.test)
+            )
+            and gated_cuda_use(self.ctx, choice) is not None
+        )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._says_cuda_only.update(capability_device_test(self.ctx, node.test))  # left whole (cuda_api)

@@ -1,0 +1,59 @@
+"""Libraries whose ``device=`` is their own vocabulary, not a torch device, and which have no NPU:
+CTranslate2 (faster-whisper) takes cpu, cuda or auto; ModelScope's ``verify_device`` cpu, cuda and gpu
+(docs/reference/kernel_libraries.md). A ``"cuda"`` chosen for them stays (NPU109 where it is written in
+the call), and so does the test choosing it: on an NPU host the choice must fall back to ``"cpu"``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.core.names import NameUses
+from cuda2npu.core.nodes import code_of
+from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.traversal import walk
+
+# the call prefixes → what to say of their `device=`
+OTHER_RUNTIMES = {
+    ("faster_whisper.", "ctranslate2."): (
+        "is CTranslate2's device (cpu, cuda or auto), not torch's: it has no NPU backend, and \"npu\" raises "
+        'ValueError; on an NPU host run it with device="cpu" (compute_type="int8"), or use another runtime'
+    ),
+    ("modelscope.",): (
+        "is ModelScope's device (cpu, cuda, gpu, cuda:X or gpu:X: modelscope/utils/device.py `verify_device`), not "
+        'torch\'s: "npu" fails its assertion, and "cuda" without CUDA runs the pipeline on the CPU; on an NPU '
+        'host build the pipeline on "cpu" and move its model to the NPU (`pipe.model.to("npu")`), or check '
+        "your ModelScope release"
+    ),
+}
+PREFIXES = tuple(prefix for prefixes in OTHER_RUNTIMES for prefix in prefixes)
+RUNTIME_CHOICE = 'chooses the device of a runtime without an NPU backend, which must fall back to "cpu" there'
+
+
+def runtime_device_choice(ctx, node: cst.IfExp) -> tuple[str, str] | None:
+    """``(what, why)`` where the value of ``node`` (``"cuda" if torch.cuda.is_available() else "cpu"``) is
+    only ever another runtime's ``device=``: written there, or assigned to a name whose every read in its
+    function is (GPT-SoVITS' ``WhisperModel(path, device=device)``, round 46); else None."""
+    index = TreeIndex.of(ctx)
+    parent = index.parents.get(node)
+    if isinstance(parent, cst.Arg):
+        args = [parent]
+    elif isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        name = parent.targets[0].target.value
+        scope = index.function.get(index.statement_of(parent)) or ctx.module
+        uses = NameUses({name}, ctx.resolver.scopes)
+        walk(scope, uses)
+        args = [index.parents.get(use) for use in uses.uses[name]]
+    else:
+        return None
+    calls = [index.parents.get(arg) for arg in args]
+    if not args or not all(
+        isinstance(arg, cst.Arg)
+        and arg.keyword is not None
+        and arg.keyword.value == "device"
+        and isinstance(call, cst.Call)
+        for arg, call in zip(args, calls)
+    ):
+        return None
+    if not all((ctx.resolver.qualified_name(call.func) or "").startswith(PREFIXES) for call in calls):
+        return None
+    return f"`{code_of(calls[0].func)}(device=...)`", RUNTIME_CHOICE
