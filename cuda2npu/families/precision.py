@@ -412,7 +412,36 @@ class CudaAutocastBf16(ValueUses, Rule):
                     found.append(cast)
             elif shared and index.function.get(where) is None and not {n.split(".")[0] for n in shared} <= rebound:
                 found.append(cast)
-        return found or self._half_weights_of_callers(scope)
+        return found or self._half_weights_passed_in(scope, own_class, read) or self._half_weights_of_callers(scope)
+
+    def _half_weights_passed_in(
+        self, scope: cst.FunctionDef | None, own_class: cst.ClassDef | None, read: set[str]
+    ) -> list[cst.Call]:
+        """The float16 casts of the class's models (``self.model = model.half()`` in ``__init__``) that its
+        methods pass to ``scope``, a method of the class, at a parameter the region reads (GPT-SoVITS'
+        ``self.demix_track(self.model, mix, device)``, whose ``model`` runs under the autocast: round 46)."""
+        if scope is None or own_class is None:
+            return []
+        index = TreeIndex.of(self.ctx)
+        params = [p.name.value for p in scope.params.params][1:]  # after self
+        passed = set()
+        for call in iter_nodes(own_class, cst.Call):
+            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == scope.name.value):
+                continue
+            if code_of(call.func.value) != "self":
+                continue
+            positional = [arg for arg in call.args if arg.keyword is None]
+            for at, arg in enumerate(positional):
+                if arg.star or at >= len(params):
+                    break
+                if params[at] in read:
+                    passed.add(code_of(arg.value))
+            passed |= {code_of(a.value) for a in call.args if a.keyword is not None and a.keyword.value in read}
+        return [
+            cast
+            for cast, names in self.ctx.file_state(float16_models)
+            if names & passed and index.enclosing_class(statement_of(self.ctx, cast)) is own_class
+        ]
 
     def _half_weights_of_callers(self, scope: cst.FunctionDef | None) -> list[cst.Call]:
         """The float16 casts of models in the functions of the file that call ``scope``, a module-level
