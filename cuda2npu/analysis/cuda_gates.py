@@ -24,6 +24,7 @@ to run on an NPU host either; NPU103 leaves its test as written without a report
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -105,10 +106,14 @@ SKIP_CALLS = {"pytest.skip"}  # raises Skipped in a test: an exit, as `self.skip
 
 def _module_reason(module: str, options) -> str | None:
     """Why ``module`` (or a package above it) exists only on CUDA hosts, for a gate (the first clause
-    of the table's note); else None."""
+    of the table's note), or is a project module failing at import there (``ProjectFacts.failing_modules``);
+    else None."""
     parts = module.split(".")
     if parts[0] in MIGRATED or parts[0] in options.file.local_modules:
         return None
+    fails = _failing_modules(options.project.failing_modules).get(module)
+    if fails is not None:  # Chinese-CLIP's `from cn_clip.deploy.tensorrt_utils import TensorRTModel`
+        return f"a module of the project that imports `{fails}`, which fails on an NPU host"
     libraries = table("torch_cuda_api")["feature_switches"]["libraries"]
     for end in range(1, len(parts) + 1):
         prefix = ".".join(parts[:end])
@@ -121,6 +126,12 @@ def _module_reason(module: str, options) -> str | None:
         if note is not None:
             return note.split("; ")[0]
     return None
+
+
+@functools.cache
+def _failing_modules(failing: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """``ProjectFacts.failing_modules`` as a mapping: module → what fails at the end of its imports."""
+    return dict(failing)
 
 
 def _relative_bindings(ctx) -> dict[str, str]:
