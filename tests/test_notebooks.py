@@ -77,6 +77,29 @@ def test_foreign_formatting_is_preserved(notebooks):
     assert not after.endswith("\n")
 
 
+def test_r48_colabs_spread_empty_lists_are_kept(tmp_path):
+    """StyleTTS2's Colab notebook (round 48): Colab writes some empty lists over lines (`"text": [\n\n   ]`),
+    which json.dumps writes `[]`; the notebook was left unmigrated. Each stays as written, the `[]` ones too,
+    and a `[]` inside a source string is no list."""
+    text = (
+        '{\n  "cells": [\n    {\n      "cell_type": "code",\n      "source": [\n        "import torch\\n",\n'
+        '        "x = []\\n",\n        "y = torch.ones(1).cuda()"\n      ],\n      "metadata": {},\n'
+        '      "execution_count": null,\n      "outputs": [\n        {\n          "name": "stdout",\n'
+        '          "output_type": "stream",\n          "text": [\n\n          ]\n        }\n      ]\n    },\n'
+        '    {\n      "cell_type": "code",\n      "source": [],\n      "metadata": {},\n      "outputs": []\n    }\n'
+        '  ],\n  "metadata": {\n    "colab": {\n      "provenance": []\n    }\n  },\n  "nbformat": 4,\n'
+        '  "nbformat_minor": 0\n}\n'
+    )
+    assert json.loads(text)["cells"][0]["outputs"][0]["text"] == []
+    for newline in ("\n", "\r\n"):
+        data = text.replace("\n", newline).encode()
+        result = process_notebook(data, Path("colab.ipynb"), "colab.ipynb", Options())
+        assert result.status == "changed", result.reason
+        expected = text.replace('"import torch\\n",', '"import torch\\n",\n        "import torch_npu\\n",')
+        expected = expected.replace("torch.ones(1).cuda()", "torch.ones(1).npu()").replace("\n", newline)
+        assert result.new_source.decode() == expected
+
+
 def test_crlf_notebook_keeps_its_newlines(tmp_path):
     text = (NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8").replace("\n", "\r\n")
     result = process_notebook(text.encode(), Path("nb.ipynb"), "nb.ipynb", Options())

@@ -203,29 +203,70 @@ def _locate(line: int, starts: dict[int, int]) -> tuple[int, int]:
     return cell, max(line - first + 1, 1)
 
 
+# Colab writes an empty list over lines (`"text": [\n\n          ]`), which json.dumps writes `[]`
+SPREAD_EMPTY_LIST = re.compile(r"\[\n\n[ \t]*\]")
+# an empty list json.dumps writes (indented): after a key, or alone on its line; never inside a string
+DUMPED_EMPTY_LIST = re.compile(r'(?:(?<!\\)": |^[ \t]*)\[\](?=,?$)', re.M)
+
+
 def _dump_like(notebook: dict, original: str) -> str | None:
     """``notebook`` serialized exactly as ``original`` was, or None if that style is unknown."""
-    parsed = json.loads(original)
     newline = "\r\n" if "\r\n" in original else "\n"
     body = original.replace("\r\n", "\n")
+    parsed = json.loads(original)
+    style = _style(parsed, body)
+    if style is not None:
+        return _dump(notebook, style).replace("\n", newline)
+    flat, spread = _flattened(body)  # Colab's spread empty lists: dump plainly, then spread them as the original does
+    style = _style(parsed, flat) if spread else None
+    if style is None or _spread_empty_lists(_dump(parsed, style), spread) != body:
+        return None
+    return _spread_empty_lists(_dump(notebook, style), spread).replace("\n", newline)
+
+
+def _style(parsed: dict, body: str) -> tuple | None:
+    """(indent, ensure_ascii, trailing whitespace) with which json.dumps writes ``parsed`` as ``body``
+    (``\n`` newlines), or None."""
     trailing = body[len(body.rstrip()) :]
     indent_match = re.match(r"\{\n([ \t]+)\"", body)
     indents = [indent_match.group(1)] if indent_match else []
     indents += [i for i in (1, 2, 4, " ", "  ", "    ", "\t", None) if i not in indents]
     for indent in indents:
         for ensure_ascii in (False, True):
-            candidate = json.dumps(
-                parsed, indent=indent, ensure_ascii=ensure_ascii, separators=(",", ": ") if indent is not None else None
-            )
-            if candidate + trailing == body:
-                text = json.dumps(
-                    notebook,
-                    indent=indent,
-                    ensure_ascii=ensure_ascii,
-                    separators=(",", ": ") if indent is not None else None,
-                )
-                return (text + trailing).replace("\n", newline)
+            if _dump(parsed, (indent, ensure_ascii, trailing)) == body:
+                return indent, ensure_ascii, trailing
     return None
+
+
+def _dump(notebook: dict, style: tuple) -> str:
+    indent, ensure_ascii, trailing = style
+    separators = (",", ": ") if indent is not None else None
+    return json.dumps(notebook, indent=indent, ensure_ascii=ensure_ascii, separators=separators) + trailing
+
+
+def _flattened(body: str) -> tuple[str, dict[int, str]]:
+    """``body`` with its spread empty lists written ``[]``, and {the index among the empty lists of that
+    text (:data:`DUMPED_EMPTY_LIST`) of each spread one: how it was written}."""
+    parts, at, places = [], 0, {}
+    for match in SPREAD_EMPTY_LIST.finditer(body):
+        parts.append(body[at : match.start()])
+        places[sum(map(len, parts))] = match.group(0)
+        parts.append("[]")
+        at = match.end()
+    flat = "".join(parts) + body[at:]
+    lists = [match.end() - 2 for match in DUMPED_EMPTY_LIST.finditer(flat)]
+    spread = {index: places[where] for index, where in enumerate(lists) if where in places}
+    return flat, spread if len(spread) == len(places) else {}
+
+
+def _spread_empty_lists(text: str, spread: dict[int, str]) -> str:
+    """``text`` with the empty lists ``spread`` numbers (among all of its empty lists) written as it says."""
+    parts, at = [], 0
+    for index, match in enumerate(DUMPED_EMPTY_LIST.finditer(text)):
+        if index in spread:
+            parts += [text[at : match.end() - 2], spread[index]]
+            at = match.end()
+    return "".join(parts) + text[at:]
 
 
 @dataclass
