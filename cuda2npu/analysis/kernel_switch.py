@@ -90,7 +90,7 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
     last = name.rpartition(".")[2]
     module = qualified.rpartition(".")[0]
     return bool(
-        (CUDA_WORD.search(last) and last != "cuda" and not _moves_to_cuda(last))
+        (CUDA_WORD.search(last) and last != "cuda" and not _moves_to_cuda(last) and name not in _string_getters(ctx))
         or (feature_word(last) or "") in KERNEL_WORDS
         or qualified.split(".")[0] in APEX_ROOTS + APEX_EXTENSIONS
         or (
@@ -103,6 +103,23 @@ def _calls_kernel_directly(ctx, call: cst.Call) -> bool:
         or _kernel_attribute(ctx, call.func)
         or _launched(call.func) in triton_functions(ctx)
     )
+
+
+def _string_getters(ctx) -> frozenset[str]:
+    """The file's module-level functions that call nothing and return string literals only (SUPIR's
+    ``get_cuda_device_string()``, which returns ``"cuda"``): named for CUDA or not, they run no kernel."""
+    return ctx.file_state(_string_getter_functions)
+
+
+def _string_getter_functions(ctx) -> frozenset[str]:
+    found = set()
+    for statement in ctx.module.body:
+        if not isinstance(statement, cst.FunctionDef) or next(iter_nodes(statement.body, cst.Call), None) is not None:
+            continue
+        returned = [r.value for r in iter_nodes(statement.body, cst.Return)]
+        if returned and all(isinstance(value, cst.SimpleString) for value in returned):
+            found.add(statement.name.value)
+    return frozenset(found)
 
 
 def _moves_to_cuda(name: str) -> bool:
