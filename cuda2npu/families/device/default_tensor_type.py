@@ -6,7 +6,8 @@ torch checks the type against its own legacy tensor types only (``PyTensorType_C
 raises ``TypeError: invalid type object`` on an NPU host (docs/reference/torch_npu.md §4.2). The
 statement becomes ``torch.set_default_dtype(<dtype>)`` and ``torch.set_default_device("npu")``
 (torch ≥ 2.0), torch's own replacement for the deprecated function; for review, because the legacy
-constructors (``torch.Tensor(3)``) do not follow ``set_default_device``. The attribute is NPU103's
+constructors (``torch.Tensor(3)``) do not follow ``set_default_device`` (in a file building fairscale's
+model-parallel layers, which make their weights with them, the dtype call alone). The attribute is NPU103's
 elsewhere and the string NPU111's; here this rule answers for both.
 """
 
@@ -19,7 +20,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import statement
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import is_expression_statement
+from cuda2npu.core.statements import TreeIndex, is_expression_statement
 from cuda2npu.core.traversal import iter_nodes
 
 SETTER = "torch.set_default_tensor_type"
@@ -80,12 +81,32 @@ class CudaDefaultTensorType(Rule):
                 tier=Tier.MANUAL,
             )
             return
+        if self.ctx.file_state(_builds_fairscale_layers):
+            self.report(
+                "NPU113",
+                line,
+                f"{why}: `torch.set_default_dtype({dtype})` instead, without a default NPU device: fairscale's "
+                "model-parallel layers make their weights with legacy constructors (`torch.Tensor(n, m)`, on the CPU "
+                "whatever the default device) and their full weight with `torch.empty` (on the default device), and "
+                "on an NPU host `torch.cat` of NPU slices into a CPU weight raises; move the model to the NPU once "
+                'it is built (`model.to("npu")`)',
+                lambda updated: _replacement(updated, dtype, None),
+            )
+            return
         self.report(
             "NPU113",
             line,
             f'{why}: `torch.set_default_dtype({dtype})` and `torch.set_default_device("npu")` instead '
             "(legacy constructors such as `torch.Tensor(n)` do not follow the default device)",
             lambda updated: _replacement(updated, dtype),
+        )
+
+    def _alternative_to_cuda_default(self, line: cst.CSTNode) -> bool:
+        """``line`` is in the ``else`` (or ``elif``) of an ``if`` whose body sets a CUDA default (codellama's
+        ``if device == "cuda": ... else: torch.set_default_tensor_type(torch.HalfTensor)``, round 49)."""
+        return any(
+            isinstance(owner, cst.If) and role == "orelse" and _cuda_default_in(self.ctx, owner.body)
+            for owner, role in TreeIndex.of(self.ctx).enclosing(line)
         )
 
     def _restore(self, node: cst.Call) -> None:
@@ -98,8 +119,10 @@ class CudaDefaultTensorType(Rule):
         line = self.ctx.statement
         if kind is None or not is_expression_statement(line, node):
             return
-        if not self.ctx.file_state(_sets_cuda_default):
+        if not self.ctx.file_state(_sets_cuda_default) or self.ctx.file_state(_builds_fairscale_layers):
             return
+        if self._alternative_to_cuda_default(line):
+            return  # `else: torch.set_default_tensor_type(torch.HalfTensor)`: what runs instead of the CUDA one
         self.report(
             "NPU113",
             line,
@@ -110,13 +133,26 @@ class CudaDefaultTensorType(Rule):
         )
 
 
+def _cuda_default_in(ctx, block: cst.CSTNode) -> bool:
+    return any(default_type_argument(ctx, call) is not None for call in iter_nodes(block, cst.Call))
+
+
+def _builds_fairscale_layers(ctx) -> bool:
+    """Whether the file imports fairscale's model-parallel layers (codellama's ``generation.py``), whose
+    weights legacy constructors make (computed once per file)."""
+    return ctx.text is not None and b"fairscale.nn.model_parallel" in ctx.text
+
+
 def _sets_cuda_default(ctx) -> bool:
     """Whether the file sets a CUDA tensor type as the default somewhere (computed once per file)."""
     return any(default_type_argument(ctx, call) is not None for call in iter_nodes(ctx.module, cst.Call))
 
 
-def _replacement(updated: cst.SimpleStatementLine, dtype: str, device: str = "npu") -> cst.FlattenSentinel:
+def _replacement(updated: cst.SimpleStatementLine, dtype: str, device: str | None = "npu"):
+    """``torch.set_default_dtype(dtype)`` and, unless ``device`` is None, ``torch.set_default_device(device)``."""
     first = statement(f"torch.set_default_dtype({dtype})").with_changes(leading_lines=updated.leading_lines)
+    if device is None:
+        return first.with_changes(trailing_whitespace=updated.trailing_whitespace)
     second = statement(f'torch.set_default_device("{device}")').with_changes(
         trailing_whitespace=updated.trailing_whitespace
     )
