@@ -923,7 +923,7 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
             elif quantizing := imports.importers((QUANTIZER_USE,)) if "bitsandbytes" in modules else []:
                 message = (
                     f"`{dep.name}` is CUDA-only ({advice}); kept: transformers' quantization in {_shown(quantizing)} "
-                    "needs it installed (NPU907 marks those calls)"
+                    "needs it installed (NPU907 marks the calls that turn it on)"
                 )
                 report(CUDA_ONLY_CODE, dep.line, dep.column, message)
             else:
