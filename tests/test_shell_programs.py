@@ -414,3 +414,28 @@ def test_r15_lmdeploy_cuda_device_named(tmp_path):
     assert script.read_text() == (
         "set -e\n" + _lmdeploy_marker("lmdeploy serve gradio --device cuda", LMDEPLOY_PYTORCH, "`cuda`") + case[7:]
     )
+
+
+def test_r49_no_marker_goes_inside_a_here_document(tmp_path):
+    """octopack (round 49): a Slurm job script written by `cat <<EOT > $eval_script` got NPU716 markers inside
+    the here-document; its backquotes ran as commands and broke the generated script. Markers of the
+    here-document's lines go above the command opening it, once; its body is written unchanged."""
+    body = (
+        "#!/bin/bash\n#SBATCH --job-name=eval\n#SBATCH --gres=gpu:1\n#SBATCH --nodes=1\n"
+        "srun --gpus-per-node=1 python eval.py\n"
+    )
+    script = write(
+        tmp_path / "val.sh",
+        "for i in 1 2; do\n"
+        '  eval_script="./eval_$i.slurm"\n'
+        f"  cat <<EOT > $eval_script\n{body}EOT\n"
+        "  sbatch $eval_script\ndone\n",
+    )
+    cli("migrate", tmp_path)
+    text = script.read_text()
+    assert body in text  # the job script as written
+    head = text.split("cat <<EOT", 1)[0]
+    assert head.count("TODO(cuda2npu): NPU716") == 1
+    assert head.splitlines()[-2].startswith("  # TODO(cuda2npu): NPU716")  # right above, indented like it
+    assert cli("migrate", tmp_path).stdout == cli("migrate", tmp_path).stdout
+    assert script.read_text() == text  # idempotent

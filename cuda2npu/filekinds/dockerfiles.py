@@ -74,7 +74,7 @@ def is_dockerfile(path: Path) -> bool:
 def check_dockerfile(text: str, display: str, options) -> tuple[list[Finding], str]:
     """Every finding of a Dockerfile, and its text with the fixes and markers applied."""
     instructions, shell = _read(text)
-    findings, edits = check_shell_script(shell, display, options, settings=text)
+    findings, edits = check_shell_script(shell, display, options, settings=text, heredoc_scripts=True)
     images, image_edits = _base_images(text, instructions, display, options)
     return sorted([*findings, *images], key=Finding.sort_key), apply_edits(text, [*edits, *image_edits])
 

@@ -20,6 +20,7 @@ class ShellLine:
     code: str  # the line up to its comment
     directive: Directive | None  # its ``# noqa``, if any
     open_quote: str | None = None  # the quote (``"`` / ``'``) left open at its end: the command goes on
+    heredoc: int | None = None  # in a here-document's body (or its end line): the number of the line opening it
 
 
 def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
@@ -28,12 +29,13 @@ def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
     read one by one (their quotes are text)."""
     lines = []
     offset = 0
-    quote = heredoc = None
+    quote = heredoc = opener = None
     for number, raw in enumerate(text.splitlines(keepends=True), start=1):
         line = raw.rstrip("\r\n")
         start, offset = offset, offset + len(raw)
+        inside = opener
         if heredoc is not None and line.strip() == heredoc:
-            heredoc = None
+            heredoc = opener = None
         elif heredoc is not None:
             comment = COMMENT.search(line)
             end = comment.start() if comment else len(line)
@@ -42,11 +44,22 @@ def shell_lines(text: str, ignore_noqa: bool = False) -> list[ShellLine]:
         if heredoc is None:
             end, quote = _code_end(line, quote)
             opened = HEREDOC.search(line, 0, end) if quote is None else None
-            heredoc = opened.group(2) if opened else None
+            heredoc, opener = (opened.group(2), number) if opened else (None, None)
         code = line[:end]
         directive = parse_comment(line[end:].lstrip()) if end < len(line) and not ignore_noqa else None
-        lines.append(ShellLine(number, start, code, directive, quote))
+        lines.append(ShellLine(number, start, code, directive, quote, inside))
     return lines
+
+
+def heredoc_openers(lines: list[ShellLine]) -> dict[int, int]:
+    """The number of each line of a here-document's body (comment lines too) → the number of the line
+    opening it, from the script's :func:`shell_lines`: text for another program (a Slurm job script
+    ``cat <<EOT > job.sh`` writes), where no line may be inserted."""
+    ends = {}
+    for line in lines:
+        if line.heredoc is not None:
+            ends[line.heredoc] = max(ends.get(line.heredoc, 0), line.number)
+    return {number: opener for opener, end in ends.items() for number in range(opener + 1, end + 1)}
 
 
 def _code_end(line: str, quote: str | None) -> tuple[int, str | None]:

@@ -45,7 +45,7 @@ from cuda2npu.core.markers import MARKER_PREFIX, marker_reason, marker_text
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.device.env_vars import hccl_value_problem
 from cuda2npu.filekinds.launch_flags import check_launch_flags
-from cuda2npu.filekinds.shell_lines import ShellLine, sbatch_lines, shell_commands
+from cuda2npu.filekinds.shell_lines import ShellLine, heredoc_openers, sbatch_lines, shell_commands
 from cuda2npu.filekinds.shell_programs import Found, check_programs, check_sbatch_line
 
 SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
@@ -103,12 +103,18 @@ def check_shell_file(text: str, path: Path, display: str, options) -> tuple[list
 
 
 def check_shell_script(
-    text: str, display: str, options, flags: list[Finding] = (), settings: str | None = None
+    text: str,
+    display: str,
+    options,
+    flags: list[Finding] = (),
+    settings: str | None = None,
+    heredoc_scripts: bool = False,
 ) -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """The NPU71x findings of a shell script, and the edits of its renames and markers (also the
     markers of ``flags``, the launched programs' flag findings, above their commands).
     ``settings``: the text where the script's environment is set (a Dockerfile's ``ENV`` lines too;
-    default: the script's code)."""
+    default: the script's code). ``heredoc_scripts``: the here-documents ``text`` shows are scripts the
+    markers may go into (a Dockerfile's ``RUN <<EOF``); else their markers go above the command opening them."""
     env = table("env_vars")
     renames = {
         **{n: ("NPU711", new) for n, new in env["cuda"].items()},
@@ -119,6 +125,21 @@ def check_shell_script(
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
     marks: list[tuple[str, str]] = []  # the markers of the command at hand: (code, reason)
+    openers = {} if heredoc_scripts else heredoc_openers([line for command in commands for line in command])
+    first_of = {line.number: command[0] for command in commands for line in command}
+
+    opener_codes: dict[int, set[str]] = {}  # the codes marked above each command opening a here-document
+
+    def place_markers(first: ShellLine) -> None:
+        """The markers of ``marks`` above ``first``; for a line of a here-document's body (a job script the
+        script writes, octopack's `cat <<EOT > $eval_script`), above the command opening it, one per code."""
+        if first.number in openers:
+            first = first_of.get(openers[first.number], first)
+            done = opener_codes.setdefault(first.number, set())
+            marks[:] = [(code, reason) for code, reason in marks if code not in done]
+            done.update(code for code, _ in marks)
+        edits.extend(_markers(text, first, marks))
+        marks.clear()
 
     def report(line: ShellLine, column: int, code: str, message: str, tier=None, edit=None) -> None:
         doc = rule_doc(code)
@@ -141,8 +162,7 @@ def check_shell_script(
 
     for line in sbatch_lines(text, options.ignore_noqa):
         report_found(check_sbatch_line(line))
-        edits += _markers(text, line, marks)
-        marks.clear()
+        place_markers(line)
     stops = bool(ERREXIT.search(code_text) or ERREXIT_SHEBANG.match(text))  # the script stops at a failure
     guard = _exits_without_nvidia_smi([line for command in commands for line in command])
     for command in commands:
@@ -188,8 +208,7 @@ def check_shell_script(
             reason = _marker(flag, options)
             if reason is not None and all(code != flag.code for code, _ in marks):  # one per flag code and command
                 marks.append((flag.code, reason))
-        edits += _markers(text, command[0], marks)
-        marks.clear()
+        place_markers(command[0])
     return findings, edits
 
 
