@@ -178,6 +178,28 @@ def test_distributed_backend_flags_become_hccl(tmp_path):
     assert script.read_text() == textwrap.dedent(BACKEND_MIGRATED).lstrip("\n")
 
 
+def test_r49_megatrons_backend_flag_for_a_program_outside_the_project_is_reviewed(tmp_path):
+    """octopack (round 49): a script running bigscience's Megatron-DeepSpeed from outside the repository; its
+    `--distributed-backend` takes `choices=['nccl', 'gloo']`, so `hccl` made argparse exit. Reported, kept;
+    the same flag for the project's own Megatron entry point (whose choices cuda2npu rewrites) becomes hccl."""
+    launch = (
+        "MEGATRON_DEEPSPEED_REPO=/work/Megatron-DeepSpeed\ncd $MEGATRON_DEEPSPEED_REPO\n"
+        "python -u -m torch.distributed.run finetune_t0.py --distributed-backend nccl\n"
+    )
+    script = write(tmp_path / "external" / "train.sh", launch)
+    assert diagnostics_of(tmp_path / "external", "train.sh") == [(3, 51, "NPU201", "review")]
+    cli("migrate", tmp_path / "external")
+    assert "--distributed-backend nccl" in script.read_text()
+    own = tmp_path / "own"
+    write(
+        own / "finetune_t0.py",
+        "import argparse\n\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--distributed-backend', default='nccl', choices=['nccl', 'gloo'])\n",
+    )
+    script = write(own / "train.sh", launch)
+    assert diagnostics_of(own, "train.sh") == [(3, 51, "NPU201", "exact")]
+
+
 def test_distributed_backend_is_kept_under_portable(tmp_path):
     script = write(tmp_path / "finetune.sh", "torchrun pretrain.py --distributed-backend nccl\n")
     assert diagnostics_of(tmp_path, "finetune.sh") == [(1, 22, "NPU201", "exact")]

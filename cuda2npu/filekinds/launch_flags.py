@@ -131,6 +131,9 @@ SYNC_NOTE = (
 )
 
 
+MEGATRON_WORD = re.compile(r"megatron", re.IGNORECASE)  # a script launching Megatron-LM or Megatron-DeepSpeed
+
+
 @dataclass
 class _Program:
     known: bool  # a project file parsing TrainingArguments
@@ -152,6 +155,7 @@ def check_launch_flags(
     edits: list[tuple[int, int, str]] = []
     variables = script_variables(text)
     softcapped = names_softcapped_model([text])
+    megatron_script = MEGATRON_WORD.search(text) is not None
     commands = shell_commands(text, options.ignore_noqa)
     for command in commands:
         program = _program(command, path)
@@ -162,7 +166,7 @@ def check_launch_flags(
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
         fp16_kept = _fp16_kept(command, path, variables)
         found_flags = [
-            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options, softcapped))
+            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options, softcapped, megatron_script))
             for line, match in flags
         ]
         found_flags = _attention_kept(found_flags, command, path, text, options)
@@ -201,10 +205,11 @@ def _flag(
     fp16_kept: str | None,
     options,
     softcapped: bool = False,
+    megatron_script: bool = False,
 ):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
     command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`; ``softcapped``: the script
-    names a Gemma-2 model)."""
+    names a Gemma-2 model; ``megatron_script``: it names Megatron)."""
     name = match.group(1)
     if _names_device(match):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
@@ -221,7 +226,7 @@ def _flag(
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
     if name.endswith("backend"):
-        return None if word != "nccl" else _backend(name, value, options)
+        return None if word != "nccl" else _backend(name, value, options, program is None and megatron_script)
     if name == "optim":
         return _optim(word, value, program)
     if name == "accelerator":
@@ -288,10 +293,22 @@ def _device(name: str, code: str, match: re.Match, program: _Program | None):
     return "NPU104", message, Tier.EXACT, (values.start(2), values.end(2), new)
 
 
-def _backend(name: str, value: re.Match, options):
+def _backend(name: str, value: re.Match, options, external_megatron: bool):
     """NPU201 for ``--distributed-backend nccl``-style flags: ``hccl``, the backend torch_npu registers
-    (a bare ``--backend`` may be another program's, and ``--portable`` keeps the CUDA value: reported)."""
+    (a bare ``--backend`` may be another program's, and ``--portable`` keeps the CUDA value: reported).
+    ``external_megatron``: the script names Megatron and launches a program outside the project, whose
+    ``--distributed-backend`` Megatron-LM and Megatron-DeepSpeed restrict to ``choices=['nccl', 'gloo']``,
+    so ``hccl`` makes their argparse exit (octopack, round 49): reported; the project's own argparse
+    calls are rewritten with the flag."""
     shown = f"`--{name} nccl`"
+    if external_megatron and name.replace("_", "-") == "distributed-backend" and not options.portable:
+        message = (
+            f"{shown}: NCCL does not run on Ascend, but the launched program is not in the project, and Megatron-LM "
+            "and Megatron-DeepSpeed declare this flag with `choices=['nccl', 'gloo']` (their argparse exits on "
+            "`hccl`): pass `hccl` where the program accepts it (SwissArmyTransformer does), else add `'hccl'` to "
+            "the program's choices"
+        )
+        return "NPU201", message, Tier.REVIEW, None
     if options.portable:
         message = (
             f"{shown} kept for CUDA hosts (portable output): on Ascend hosts pass `hccl` (NCCL does not run there)"
