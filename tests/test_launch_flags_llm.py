@@ -188,6 +188,9 @@ def test_r49_megatrons_backend_flag_for_a_program_outside_the_project_is_reviewe
     )
     script = write(tmp_path / "external" / "train.sh", launch)
     assert diagnostics_of(tmp_path / "external", "train.sh") == [(3, 51, "NPU201", "review")]
+    # its `--fp16` in a variable the launch expands is Megatron's own (NPU906 asked nothing: 9 noise markers)
+    write(tmp_path / "mtf" / "train.sh", 'GPT_ARGS=" \\\n    --fp16 \\\n    "\ndeepspeed finetune_mtf.py $GPT_ARGS\n')
+    assert diagnostics_of(tmp_path / "mtf", "train.sh") == []
     cli("migrate", tmp_path / "external")
     assert "--distributed-backend nccl" in script.read_text()
     own = tmp_path / "own"

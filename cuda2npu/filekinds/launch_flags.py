@@ -38,7 +38,7 @@
 
 ``--tf32`` and ``--fp16`` are rewritten only where the script launches a Python file of the project
 that parses ``TrainingArguments`` (a regex over that file); a Megatron-LM entry point's
-(``pretrain_gpt.py``, also where the project leaves Megatron-LM out, and a project file importing
+(``pretrain_gpt.py``, Megatron-DeepSpeed's ``finetune_t0.py``, also where the project leaves them out, and a project file importing
 ``megatron``: forks such as Megatron-DeepSpeed) are Megatron's own and left alone; elsewhere the flag may be another program's and is a review item. Only the understood token is edited, everything else stays byte-identical;
 comment lines are skipped and ``# noqa`` on a line suppresses its findings and edits.
 """
@@ -85,7 +85,8 @@ PACKING = re.compile(r"DataCollatorWithFlattening")
 IMPORTS_OWN_PARSER = re.compile(r"^[ \t]*(?:from|import)[ \t]+sat\b", re.M)
 OWN_FP16 = re.compile(r"""add_argument\(\s*["']--fp16["']""")
 ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=")  # `ARGS="..."`, `export ARGS=...`
-MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|Megatron-LM/)")
+# Megatron-LM's entry points, bigscience Megatron-DeepSpeed's fine-tuning ones (octopack, round 49), their checkouts
+MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|finetune_(?:t0|mtf)\.py$|Megatron-(?:LM|DeepSpeed)/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
 IMPORTS_LIGHTNING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:pytorch_)?lightning\b", re.M)
 LIGHTNING_DEEPSPEED = re.compile(r"(?<![\w-])--strategy(?:=|[ \t]+)[\"']?deepspeed")
@@ -226,7 +227,8 @@ def _flag(
     if name.startswith("vllm"):
         return None if word != "nccl" else ("NPU201", f"`--{name} nccl` {SYNC_NOTE}", Tier.REVIEW, None)
     if name.endswith("backend"):
-        return None if word != "nccl" else _backend(name, value, options, program is None and megatron_script)
+        external = program.megatron and not program.source if program is not None else megatron_script
+        return None if word != "nccl" else _backend(name, value, options, external)
     if name == "optim":
         return _optim(word, value, program)
     if name == "accelerator":
@@ -296,7 +298,8 @@ def _device(name: str, code: str, match: re.Match, program: _Program | None):
 def _backend(name: str, value: re.Match, options, external_megatron: bool):
     """NPU201 for ``--distributed-backend nccl``-style flags: ``hccl``, the backend torch_npu registers
     (a bare ``--backend`` may be another program's, and ``--portable`` keeps the CUDA value: reported).
-    ``external_megatron``: the script names Megatron and launches a program outside the project, whose
+    ``external_megatron``: the program is a Megatron entry point outside the project (or one the script, naming
+    Megatron, launches from elsewhere), whose
     ``--distributed-backend`` Megatron-LM and Megatron-DeepSpeed restrict to ``choices=['nccl', 'gloo']``,
     so ``hccl`` makes their argparse exit (octopack, round 49): reported; the project's own argparse
     calls are rewritten with the flag."""
