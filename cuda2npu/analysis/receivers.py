@@ -205,7 +205,8 @@ def own_cuda_class(rule, receiver: cst.BaseExpression, owner: cst.ClassDef | Non
     ``receiver`` is, in the class ``owner`` that the call is in: ``self`` (``owner`` itself),
     ``super()`` (a base of ``owner``), ``self.decoder`` where the file assigns it such an instance
     (``self.decoder = VAEDecoder(...)``, or a parameter annotated with the class: ``decoder:
-    VAEDecoder``), a plain name bound once to one, or a parameter so annotated. None: anything else."""
+    VAEDecoder``), a plain name bound once to one, a parameter so annotated, or a member of the class
+    (``Signal.FORWARD``, an enum's). None: anything else."""
     classes = own_cuda_classes(rule.ctx)
     if not classes:
         return None
@@ -216,6 +217,8 @@ def own_cuda_class(rule, receiver: cst.BaseExpression, owner: cst.ClassDef | Non
         return next((p for p in parents if p in classes), None)
     if isinstance(receiver, cst.Attribute) and dotted_name(receiver.value) == "self":
         return rule.ctx.file_state(_attribute_classes).get(receiver.attr.value)
+    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value in classes:
+        return receiver.value.value  # a member of the class: NeMo-Aligner's `ServerSignal.FORWARD.cuda()` (an IntEnum)
     if isinstance(receiver, cst.Name):
         function = TreeIndex.of(rule.ctx).function.get(rule.ctx.statement) if rule.ctx.statement else None
         found = _parameter_class(function, receiver.value, classes) if function is not None else None
