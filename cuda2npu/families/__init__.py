@@ -44,6 +44,7 @@ FAMILIES = (
     "device.amp_defaults",
     "device.cuda_api",
     "device.fork_rng",
+    "device.cudnn_availability",
     "device.patch_targets",
     "device.device",
     "device.device_strings",
