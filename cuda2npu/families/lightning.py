@@ -47,6 +47,10 @@ EFFECT = {
     "spread": 'takes its accelerator from the `**` arguments: "auto" picks the CPU on an NPU host and "gpu" raises',
     "arguments": 'takes its accelerator from the command line (`--accelerator`): "auto", Lightning\'s default, picks the CPU on an NPU host and "gpu" raises',
     "gpus": 'asks for CUDA GPUs and raises on an NPU host (Lightning 1.x: "You requested GPUs: [0] But your machine only has: []"; Lightning 2 has no `gpus=`: TypeError)',
+    "gpus_cuda_test": (
+        "asks for CUDA GPUs only where `torch.cuda.is_available()`, which is False on an NPU host: there the Trainer "
+        "gets no GPU and trains on the CPU, silently"
+    ),
     # before 1.5 `--accelerator` names the distributed backend (dp, ddp, ...); the devices come from `--gpus`
     "gpus_arguments": (
         "takes its devices from the command line (`--gpus`; under `pytorch-lightning{spec}` `--accelerator` is "
@@ -82,6 +86,17 @@ class LightningAccelerator(Rule):
         super().__init__(ctx)
         self.noted = False
 
+    def _gpus_where_cuda(self, value: cst.BaseExpression) -> bool:
+        """``gpus=-1 if torch.cuda.is_available() else None`` (Fengshenbang, round 50): no GPU where CUDA is not."""
+        return (
+            isinstance(value, cst.IfExp)
+            and self.ctx.module.code_for_node(value.orelse) in NO_GPUS
+            and any(
+                self.resolver.qualified_name(call.func) == "torch.cuda.is_available"
+                for call in iter_nodes(value.test, cst.Call)
+            )
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         # a class of this file (co-tracker's `class Lite(LightningLite)` built below it, round 46) has no import
         qualified = self.resolver.qualified_name(node.func) or dotted_name(node.func) or ""
@@ -102,7 +117,7 @@ class LightningAccelerator(Rule):
         asks_gpus = arg is None and gpus is not None and self.ctx.module.code_for_node(gpus.value) not in NO_GPUS
         old = pin_predates(self.options.project.pins, "pytorch-lightning", DEVICE_ACCELERATOR)
         chosen = (
-            "gpus"
+            ("gpus_cuda_test" if self._gpus_where_cuda(gpus.value) else "gpus")
             if asks_gpus
             else "gpus_arguments"
             if from_args and arg is None and old
