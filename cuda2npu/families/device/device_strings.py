@@ -401,6 +401,8 @@ class DeviceStrings(Rule):
         when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself. A
         part test (``"cuda" in device``) is a prefix test, rewritten as ``device.startswith("cuda")`` is:
         ``"npu:0"`` fails ``device == "npu"``, so the part test is where the NPU is taken."""
+        named = self._named_sequence(expr)  # the accepted devices of a value torch then parses: torch_npu needed
+        expr = named or expr
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
         part = prefix_ok and not sequence
         for element in [e.value for e in expr.elements] if sequence else [expr]:
@@ -418,9 +420,22 @@ class DeviceStrings(Rule):
                     indexed_is_device=False,
                 )
             else:
-                self._rewrite_test(element, device, why="device comparison", prefix_ok=part)
+                self._rewrite_test(element, device, why="device comparison", prefix_ok=part, unparsed=named is None)
 
-    def _rewrite_test(self, expr: cst.BaseExpression, device: cst.BaseExpression, why: str, prefix_ok: bool) -> None:
+    def _named_sequence(self, expr: cst.BaseExpression) -> cst.Tuple | cst.List | cst.Set | None:
+        """The list, tuple or set of strings a name the file binds once holds (gemma_pytorch's
+        ``_VALID_DEVICES = ['cpu', 'cuda']`` tested with ``device not in _VALID_DEVICES``), else None."""
+        if not isinstance(expr, cst.Name):
+            return None
+        values = assigned_values(self.ctx.module, expr.value) or []
+        value = values[0] if len(values) == 1 else None
+        if not isinstance(value, (cst.Tuple, cst.List, cst.Set)) or not value.elements:
+            return None
+        return value if all(string_value(e.value) is not None for e in value.elements) else None
+
+    def _rewrite_test(
+        self, expr: cst.BaseExpression, device: cst.BaseExpression, why: str, prefix_ok: bool, unparsed: bool = True
+    ) -> None:
         """The device literals of a device test (``x.device.type == "cuda"``, ``d.startswith("cuda")``):
         kept in a predicate of a class capturing CUDA graphs (:meth:`_graph_predicate`); the NPU added
         next to CUDA in an arm of a validation chain (:func:`validation_arm`) that tests a configured
@@ -461,7 +476,7 @@ class DeviceStrings(Rule):
                     functools.partial(_after_original, arm),
                     needs_torch_npu=False,
                 )
-        self._rewrite(expr, why=why, prefix_ok=prefix_ok, unparsed=True)
+        self._rewrite(expr, why=why, prefix_ok=prefix_ok, unparsed=unparsed)
 
     def _ort_choice(self, literal: cst.BaseExpression, device: cst.BaseExpression) -> bool:
         """``literal`` is in the test of an ``if`` whose branch names an onnxruntime provider (Wan2.2's
