@@ -142,6 +142,7 @@ class DeviceStrings(Rule):
         self._kernel_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test choosing a CUDA kernel -> it
         self._graph_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test switching CUDA graphs on
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
+        self._sequences: dict[str, cst.BaseExpression | None] = {}  # name -> the strings it holds (_named_sequence)
         self._says_cuda_only: set[cst.CSTNode] = set()  # "cuda" compared where the branches say it needs CUDA
         self._rewritten: set[cst.CSTNode] = set()  # the literals rewritten so far
         self._stated: list[tuple] = []  # (literal, statement, code, why, unparsed) of tests' stated values
@@ -427,11 +428,13 @@ class DeviceStrings(Rule):
         ``_VALID_DEVICES = ['cpu', 'cuda']`` tested with ``device not in _VALID_DEVICES``), else None."""
         if not isinstance(expr, cst.Name):
             return None
-        values = assigned_values(self.ctx.module, expr.value) or []
-        value = values[0] if len(values) == 1 else None
-        if not isinstance(value, (cst.Tuple, cst.List, cst.Set)) or not value.elements:
-            return None
-        return value if all(string_value(e.value) is not None for e in value.elements) else None
+        if expr.value not in self._sequences:  # one walk of the module per name
+            values = assigned_values(self.ctx.module, expr.value) or []
+            value = values[0] if len(values) == 1 else None
+            strings = isinstance(value, (cst.Tuple, cst.List, cst.Set)) and bool(value.elements)
+            strings = strings and all(string_value(e.value) is not None for e in value.elements)
+            self._sequences[expr.value] = value if strings else None
+        return self._sequences[expr.value]
 
     def _rewrite_test(
         self, expr: cst.BaseExpression, device: cst.BaseExpression, why: str, prefix_ok: bool, unparsed: bool = True
