@@ -200,7 +200,8 @@ class DeviceStrings(Rule):
                     code,
                     literal,
                     f'"cuda" in a test that switches a CUDA-only implementation on (`{self._kernel_switches[literal]}` '
-                    'in its branch); not rewritten: "npu" would run it on NPU tensors, where the CUDA kernel is not there',
+                    'in its branch); not rewritten: with "npu" the branch would run on an NPU host, where what it needs '
+                    "(a CUDA kernel, program or package) is not there",
                     tier=Tier.REVIEW,
                 )
                 continue
