@@ -88,6 +88,7 @@ ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=")  # `ARGS="...
 # Megatron-LM's entry points, bigscience Megatron-DeepSpeed's fine-tuning ones (octopack, round 49), their checkouts
 MEGATRON_PROGRAM = re.compile(r"(?:^|/)(?:pretrain_\w+\.py$|finetune_(?:t0|mtf)\.py$|Megatron-(?:LM|DeepSpeed)/)")
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.M)
+MEGATRON_WORD = re.compile(r"megatron", re.IGNORECASE)  # a script launching Megatron-LM or Megatron-DeepSpeed
 IMPORTS_LIGHTNING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:pytorch_)?lightning\b", re.M)
 LIGHTNING_DEEPSPEED = re.compile(r"(?<![\w-])--strategy(?:=|[ \t]+)[\"']?deepspeed")
 # the HF Trainer's `--deepspeed X.json`, DeepSpeed's own `--deepspeed_config X.json` (Megatron-DeepSpeed)
@@ -130,9 +131,6 @@ SYNC_NOTE = (
     "(`--vllm_sync_with_ray`) have no HCCL backend (NPU926), and later OpenRLHF syncs through vLLM's "
     "PyNcclCommunicator whatever the flag says (NPU932)"
 )
-
-
-MEGATRON_WORD = re.compile(r"megatron", re.IGNORECASE)  # a script launching Megatron-LM or Megatron-DeepSpeed
 
 
 @dataclass
