@@ -863,3 +863,21 @@ def test_r33_fp16_of_a_program_unseen_in_a_project_without_training_arguments_is
     assert [d for d in diagnostics(tmp_path) if d[2] == "NPU906"] == []
     write(tmp_path / "train.py", "from transformers import HfArgumentParser, TrainingArguments\n")
     assert [d[2] for d in diagnostics(tmp_path) if d[2] == "NPU906"] == ["NPU906"]
+
+
+def test_r51_an_optimizer_flag_carried_by_a_variable_is_reviewed_at_the_command(tmp_path):
+    """KnowLM (round 51): `optim=paged_adamw_32bit` set once, then `--optim $optim`: the flag was not read.
+    Reported (review) with what the variable holds and where to change it; nothing rewritten (the assignment
+    may serve other commands); a variable set twice, or holding a torch optimizer, asks nothing."""
+    launch = "optim=paged_adamw_32bit\nlr=1e-4\ndeepspeed finetune.py --optim $optim --lr $lr\n"
+    script = write(tmp_path / "one" / "train.sh", launch)
+    found = [d for d in json.loads(cli("check", tmp_path / "one", "--format", "json").stdout)["diagnostics"]]
+    assert [(d["code"], d["line"], d["tier"]) for d in found] == [("NPU727", 3, "review")]
+    assert "(`optim=paged_adamw_32bit`)" in found[0]["message"] and "set `optim=adamw_torch`" in found[0]["message"]
+    cli("migrate", tmp_path / "one")
+    lines = script.read_text().splitlines()
+    assert lines[2].startswith("# TODO(cuda2npu): NPU727 review") and [*lines[:2], *lines[3:]] == launch.splitlines()
+    write(tmp_path / "two" / "train.sh", "optim=paged_adamw_32bit\noptim=adamw_torch\npython t.py --optim ${optim}\n")
+    write(tmp_path / "torch" / "train.sh", 'OPTIM=adamw_torch\npython t.py --optim="${OPTIM}"\n')
+    for name in ("two", "torch"):
+        assert json.loads(cli("check", tmp_path / name, "--format", "json").stdout)["diagnostics"] == [], name

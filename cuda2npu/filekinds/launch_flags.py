@@ -78,6 +78,7 @@ DEVICE_VALUES = re.compile(
     rf"""(=|[ \t]+)((["']?)cuda{DEVICE_INDEX}\3(?:[ \t]+(["']?)cuda{DEVICE_INDEX}\4)*)(?![^\s;&|)])"""
 )
 VALUE = re.compile(r"""(=|[ \t]+)(["']?)([\w.-]+)\2""")
+VARIABLE_VALUE = re.compile(r"""(?:=|[ \t]+)["']?\$\{?(\w+)\}?["']?""")  # `--optim $optim`, `--optim="${OPTIM}"`
 PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
@@ -165,7 +166,11 @@ def check_launch_flags(
         has_bf16 = any(match.group(1) == "bf16" for _, match in flags)
         fp16_kept = _fp16_kept(command, path, variables)
         found_flags = [
-            (line, match, _flag(line, match, program, has_bf16, fp16_kept, options, softcapped, megatron_script))
+            (
+                line,
+                match,
+                _flag(line, match, program, has_bf16, fp16_kept, options, softcapped, megatron_script, variables),
+            )
             for line, match in flags
         ]
         found_flags = _attention_kept(found_flags, command, path, text, options)
@@ -205,16 +210,17 @@ def _flag(
     options,
     softcapped: bool = False,
     megatron_script: bool = False,
+    variables: dict[str, str] | None = None,
 ):
     """(code, message, tier, edit or None) for one flag, None when nothing is asked (``fp16_kept``: why the
     command's ``--fp16`` cannot become ``--bf16`` alone, :func:`_fp16_kept`; ``softcapped``: the script
-    names a Gemma-2 model; ``megatron_script``: it names Megatron)."""
+    names a Gemma-2 model; ``megatron_script``: it names Megatron; ``variables``: :func:`script_variables`)."""
     name = match.group(1)
     if _names_device(match):  # `--device`, `--vllm_device` (TRL's vLLM generation device)
         return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
     if value is _UNKNOWN:
-        return None
+        return _optim_through_variable(line.code, match, variables or {}) if name == "optim" else None
     word = value.group(3) if value is not None else None
     if name == "bf16":
         return _bf16(word, program, options)
@@ -328,6 +334,23 @@ def _backend(name: str, value: re.Match, options, external_megatron: bool):
         "argparse calls)"
     )
     return "NPU201", message, Tier.EXACT, (value.start(3), value.end(3), "hccl")
+
+
+def _optim_through_variable(code: str, match: re.Match, variables: dict[str, str]):
+    """NPU727 (review) for ``--optim $optim`` where the script sets ``optim=paged_adamw_32bit`` once (KnowLM,
+    round 51): the value to change is at the assignment, which other commands may read too."""
+    reference = VARIABLE_VALUE.match(code, match.end())
+    word = variables.get(reference.group(1)) if reference is not None else None
+    decision = (
+        optim_decision(word, f"`--optim {reference.group(0).strip()}` (`{reference.group(1)}={word}`)")
+        if word
+        else None
+    )
+    if decision is None:
+        return None
+    new, message = decision
+    where = f"; set `{reference.group(1)}={new}` where the script assigns it" if new else ""
+    return "NPU727", f"{message}{where}", Tier.REVIEW, None
 
 
 def _optim(word: str | None, value: re.Match | None, program: _Program | None):
