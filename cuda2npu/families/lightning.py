@@ -91,11 +91,12 @@ class LightningAccelerator(Rule):
         return (
             isinstance(value, cst.IfExp)
             and self.ctx.module.code_for_node(value.orelse) in NO_GPUS
-            and any(
-                self.resolver.qualified_name(call.func) == "torch.cuda.is_available"
-                for call in iter_nodes(value.test, cst.Call)
-            )
+            and self._calls(value.test, {"torch.cuda.is_available"})
         )
+
+    def _calls(self, test: cst.BaseExpression, names) -> bool:
+        """``test`` calls one of ``names`` (qualified)."""
+        return any(self.resolver.qualified_name(call.func) in names for call in iter_nodes(test, cst.Call))
 
     def visit_Call(self, node: cst.Call) -> None:
         # a class of this file (co-tracker's `class Lite(LightningLite)` built below it, round 46) has no import
@@ -167,6 +168,6 @@ class LightningAccelerator(Rule):
         index = TreeIndex.of(self.ctx)
         for owner, role in index.enclosing(statement) if statement is not None else ():
             if isinstance(owner, cst.If) and role == "body" and not isinstance(owner.test, cst.UnaryOperation):
-                if any(self.resolver.qualified_name(c.func) in CUDA_TESTS for c in iter_nodes(owner.test, cst.Call)):
+                if self._calls(owner.test, CUDA_TESTS):
                     return True
         return False

@@ -145,7 +145,7 @@ def _builds_fairscale_layers(ctx) -> bool:
 
 def _sets_cuda_default(ctx) -> bool:
     """Whether the file sets a CUDA tensor type as the default somewhere (computed once per file)."""
-    return any(default_type_argument(ctx, call) is not None for call in iter_nodes(ctx.module, cst.Call))
+    return _cuda_default_in(ctx, ctx.module)
 
 
 def _replacement(updated: cst.SimpleStatementLine, dtype: str, device: str | None = "npu"):

@@ -143,6 +143,7 @@ class DeviceStrings(Rule):
         self._graph_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared in a test switching CUDA graphs on
         self._feature_switches: dict[cst.CSTNode, str] = {}  # "cuda" compared for a CUDA-only feature -> its name
         self._sequences: dict[str, cst.BaseExpression | None] = {}  # name -> the strings it holds (_named_sequence)
+        self._availability_switches: dict[cst.IfExp, bool | None] = {}  # see _availability_switch
         self._says_cuda_only: set[cst.CSTNode] = set()  # "cuda" compared where the branches say it needs CUDA
         self._rewritten: set[cst.CSTNode] = set()  # the literals rewritten so far
         self._stated: list[tuple] = []  # (literal, statement, code, why, unparsed) of tests' stated values
@@ -677,21 +678,22 @@ class DeviceStrings(Rule):
         """``literal`` is the CUDA side of ``"cuda" if torch.cuda.is_available() else "cpu"`` whose test stays
         CUDA's (a feature switch: cuda_api), as for a device only faster-whisper reads: it never runs on an NPU."""
         choice = TreeIndex.of(self.ctx).parents.get(literal)
-        return (
-            isinstance(choice, cst.IfExp)
-            and choice.body is literal
-            and any(
-                self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in calls_in(choice.test)
+        return isinstance(choice, cst.IfExp) and choice.body is literal and self._availability_switch(choice) is True
+
+    def _availability_switch(self, node: cst.IfExp) -> bool | None:
+        """None where ``node``'s test calls no ``torch.cuda.is_available()``; else whether the choice is a feature
+        switch cuda_api keeps, with its "cuda" (``gated_cuda_use``; once per expression)."""
+        if node not in self._availability_switches:
+            tests = any(
+                self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in calls_in(node.test)
             )
-            and gated_cuda_use(self.ctx, choice) is not None
-        )
+            self._availability_switches[node] = gated_cuda_use(self.ctx, node) is not None if tests else None
+        return self._availability_switches[node]
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._says_cuda_only.update(capability_device_test(self.ctx, node.test))  # left whole (cuda_api)
-        tests = [n for n in calls_in(node.test)]
-        if any(self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in tests):
-            if gated_cuda_use(self.ctx, node) is None:  # else a feature switch, kept with its "cuda" (cuda_api)
-                self._rewrite(node, why="`torch.cuda.is_available()` conditional")
+        if self._availability_switch(node) is False:
+            self._rewrite(node, why="`torch.cuda.is_available()` conditional")
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
         self._per_device(node)
