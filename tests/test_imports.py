@@ -50,3 +50,31 @@ def test_setup_py_gets_no_torch_npu_import(tmp_path):
     )
     cli("migrate", tmp_path)
     assert "torch.npu.device_count()" in setup.read_text() and "torch_npu" not in setup.read_text()
+
+
+def test_a_torch_import_only_in_an_except_handler_gets_it_after_that_import():
+    """DB-GPT (round 51): `except NameError: import torch` is the file's only torch import; the
+    `torch.npu` read after it needs torch_npu on torch < 2.5. A handler's import serves only when no
+    other block imports torch."""
+    lazy = """
+        def infer_torch_device():
+            try:
+                has_npu = torch.npu.is_available()
+            except NameError:
+                import torch
+
+                has_npu = torch.npu.is_available()
+            return "npu" if has_npu else "cpu"
+        """
+    assert "        import torch\n        import torch_npu\n\n        has_npu" in ensured(lazy)
+    both = """
+        def load():
+            try:
+                import jax
+            except ImportError:
+                import torch
+            import torch
+            return torch.npu.device_count()
+        """
+    assert ensured(both).count("import torch_npu") == 1
+    assert "    import torch\n    import torch_npu\n    return" in ensured(both)

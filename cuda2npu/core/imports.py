@@ -338,8 +338,9 @@ def ensure_torch_npu_import(module: cst.Module, guarded: bool = False) -> cst.Mo
     """Insert ``import torch_npu`` after the first module-level torch import (unless one is imported
     outside functions already), else after the first
     torch import of a nested block in source order (an ``if is_torch_available():``, a ``try:``, a
-    function importing torch lazily), so an optional or lazy import stays optional or lazy; never in
-    an ``except`` handler, never at module level of a file that imports torch only lazily; such a
+    function importing torch lazily), so an optional or lazy import stays optional or lazy; in an
+    ``except`` handler only when no other block imports torch (``except NameError: import torch``),
+    never at module level of a file that imports torch only lazily; such a
     file also gets it in each function whose code names ``torch_npu`` without seeing an import of it.
 
     Files that never import torch need nothing (a device string they hold is used elsewhere), unless
@@ -395,7 +396,7 @@ class _Scope:
 
 class _TorchNpuPlaces(cst.CSTVisitor):
     """Where a file that imports torch only in nested blocks gets ``import torch_npu``: after the
-    first torch import of a nested block in source order (never in an ``except`` handler), and in
+    first torch import of a nested block in source order (an ``except`` handler only as a last resort), and in
     each function whose code names ``torch_npu`` (``torch_npu.npu_fusion_attention``) without
     seeing an import of it (``def load(): import torch``), after that function's torch import."""
 
@@ -403,6 +404,9 @@ class _TorchNpuPlaces(cst.CSTVisitor):
         super().__init__()
         self.scopes = [_Scope()]
         self.first: tuple[cst.IndentedBlock, _Scope] | None = None  # the first block importing torch
+        # the first ``except`` handler importing torch (``except NameError: import torch``): the
+        # place only when no other block imports torch
+        self.handler: tuple[cst.IndentedBlock, _Scope] | None = None
         self.uses: list[tuple[_Scope, ...]] = []  # the scopes around each use, outermost first
         self._attribute_names: set[cst.Name] = set()
 
@@ -410,8 +414,9 @@ class _TorchNpuPlaces(cst.CSTVisitor):
         """The blocks that get ``import torch_npu``: with ``first``, the first torch block; per use,
         the innermost scope that binds the name or has a torch import (none: the use stays as it is)."""
         chosen = set()
-        if first and self.first is not None:
-            block, scope = self.first
+        place = self.first or self.handler
+        if first and place is not None:
+            block, scope = place
             chosen.add(block)
             scope.binds_torch_npu = True
         for scopes in self.uses:
@@ -431,7 +436,11 @@ class _TorchNpuPlaces(cst.CSTVisitor):
         self.scopes.pop()
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
-        return False  # never the place of the import
+        body = node.body
+        if self.handler is None and isinstance(body, cst.IndentedBlock):
+            if any(_imports_module(statement, "torch") for statement in body.body):
+                self.handler = (body, self.scopes[-1])
+        return False  # the place of the import only as a last resort
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         scope = self.scopes[-1]
