@@ -55,6 +55,14 @@ CASES = {
         "(`device_count()` is 0, `is_available()` False): use `torch.npu` after `import torch_npu`\n"
         "if python -c 'import torch; assert torch.cuda.is_available()'; then echo gpu; fi\n"
     ),
+    # the CUDA version read to pick a CUDA build (DB-GPT's llama_cpp_install.sh, round 51): no `torch.npu`
+    # advice, the CPU branch is what an NPU host takes
+    """V=`python -c "import torch;print(torch.version.cuda if torch.cuda.is_available() else '')"`\n""": (
+        "# TODO(cuda2npu): NPU103 inline Python reads `torch.version.cuda` to pick a CUDA build: on an NPU host "
+        "it is None (and `torch.cuda.is_available()` False), so the script takes its non-CUDA branch; where what "
+        "it installs has an Ascend (CANN) build, choose that one there\n"
+        """V=`python -c "import torch;print(torch.version.cuda if torch.cuda.is_available() else '')"`\n"""
+    ),
     # PyTorch's CUDA index (as NPU702 in a requirements file): the CPU index
     "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cu121\n": (
         "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cpu\n"

@@ -96,6 +96,7 @@ LMDEPLOY_COMMANDS = (["serve", "api_server"], ["serve", "gradio"], ["chat"])
 ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
 WRAPPERS = frozenset({"nohup", "exec", "env", "sudo", "time", "setsid", "nice"})  # run the program after them
 TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
+TORCH_CUDA_VERSION = re.compile(r"\btorch\.version\.cuda\b")
 DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*")
 NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
 GRES_GPU = re.compile(r"""(?<![\w-])--gres(?:=|[ \t]+)["']?(?:[^\s"',]*,)*gpu(?::[^\s"',]*)?(?![\w-])""")
@@ -417,10 +418,17 @@ def _inline_python(words: list[ShellWord], values: list[str | None], index: int,
             "`torch.npu.device_count()`, with `import torch_npu`"
         )
         return [Found(word.line, word.start, "NPU103", message, end=word.end, edit=f"{quote}{NPU_DEVICE_COUNT}{quote}")]
-    message = (
-        "inline Python calls `torch.cuda`, which finds no device on an NPU host (`device_count()` is 0, "
-        "`is_available()` False): use `torch.npu` after `import torch_npu`"
-    )
+    if TORCH_CUDA_VERSION.search(inner):
+        message = (
+            "inline Python reads `torch.version.cuda` to pick a CUDA build: on an NPU host it is None (and "
+            "`torch.cuda.is_available()` False), so the script takes its non-CUDA branch; where what it "
+            "installs has an Ascend (CANN) build, choose that one there"
+        )
+    else:
+        message = (
+            "inline Python calls `torch.cuda`, which finds no device on an NPU host (`device_count()` is 0, "
+            "`is_available()` False): use `torch.npu` after `import torch_npu`"
+        )
     return [Found(word.line, word.start, "NPU103", message, Tier.MANUAL)]
 
 
