@@ -45,6 +45,7 @@ FAMILIES = (
     "device.cuda_api",
     "device.fork_rng",
     "device.cudnn_availability",
+    "device.cuda_build_tests",
     "device.patch_targets",
     "device.device",
     "device.device_strings",
