@@ -217,7 +217,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         if self._bf16_offered(node):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
-        halves = self._half_weights(node)
+        halves = [cast for cast in self._half_weights(node) if not self._evaluated_after(node, cast)]
         default = self.options.file.float16_default
         if not halves and default:  # weights built float16 in another file of the project this one reaches
             if not self._half_kept:
@@ -413,6 +413,17 @@ class CudaAutocastBf16(ValueUses, Rule):
             elif shared and index.function.get(where) is None and not {n.split(".")[0] for n in shared} <= rebound:
                 found.append(cast)
         return found or self._half_weights_passed_in(scope, own_class, read) or self._half_weights_of_callers(scope)
+
+    def _evaluated_after(self, node: cst.Call, cast: cst.Call) -> bool:
+        """Whether ``cast`` follows the autocast ``node`` in its function and casts for evaluation only (LoftQ's
+        ``model.half(); model.eval()`` after the training loop, round 52): the autocast ran over the weights
+        as they were."""
+        index = TreeIndex.of(self.ctx)
+        function = index.function.get(self.ctx.statement)
+        if function is None or index.function.get(statement_of(self.ctx, cast)) is not function:
+            return False
+        calls = list(iter_nodes(function.body, cst.Call))
+        return calls.index(cast) > calls.index(node) and _inference_only(self.ctx, cast)
 
     def _half_weights_passed_in(
         self, scope: cst.FunctionDef | None, own_class: cst.ClassDef | None, read: set[str]
@@ -706,7 +717,8 @@ def _file_trains(ctx) -> bool:
 def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
     """Whether ``cast`` (in ``statement``) is evaluation code: under ``torch.no_grad()`` /
     ``torch.inference_mode()`` or an ``if`` on a flag named for evaluation (``if args.fp16_full_eval:``),
-    or in a function that does not train (``_training_functions``) and is
+    in a training function after its last ``backward()`` (``_after_training``) where the model is put in
+    eval mode, or in a function that does not train (``_training_functions``) and is
     named for evaluation (``evaluate``, ``test``, ``predict``, ...), is decorated with
     ``no_grad``/``inference_mode``, or puts the model in eval mode before the cast (or in the
     statement after it)."""
@@ -718,19 +730,47 @@ def _evaluates(ctx, cast: cst.Call, statement: cst.CSTNode) -> bool:
     ):
         return True
     function = index.function.get(statement)
-    if function is None or function.name.value in ctx.file_state(_training_functions):
+    if function is None:
         return False
+    training = ctx.file_state(_training_functions)
+    if function.name.value in training:
+        return _after_training(index, function, cast, statement, training) and _puts_in_eval_mode(
+            ctx, function, cast, statement
+        )
     if EVAL_WORDS.intersection(name_tokens(function.name.value)) or any(
         _no_grad(ctx, decorator.decorator) for decorator in function.decorators
     ):
         return True
+    return _puts_in_eval_mode(ctx, function, cast, statement)
+
+
+def _puts_in_eval_mode(ctx, function: cst.FunctionDef, cast: cst.Call, statement: cst.CSTNode) -> bool:
+    """Whether ``function`` calls ``.eval()`` on the model ``cast`` casts before the cast (or in the
+    statement after it)."""
     model = code_of(unmoved(cast))
-    near = [statement, *index.following(statement)[:1]]
+    near = [statement, *TreeIndex.of(ctx).following(statement)[:1]]
     calls = [
         *itertools.takewhile(lambda call: call is not cast, iter_nodes(function.body, cst.Call)),
         *(call for part in near for call in iter_nodes(part, cst.Call)),
     ]
     return any(method_name(call) == "eval" and code_of(unmoved(call)) == model for call in calls)
+
+
+def _after_training(
+    index: TreeIndex, function: cst.FunctionDef, cast: cst.Call, statement: cst.CSTNode, training: set[str]
+) -> bool:
+    """Whether ``cast`` comes after every step that trains in ``function`` (a ``.backward()``, a call of
+    one of the file's ``training`` functions) and in no loop holding one (LoftQ's ``run_glue.py``:
+    ``model.half(); model.eval()`` after the training loop, for the final evaluation, round 52)."""
+
+    def trains(call: cst.Call) -> bool:
+        return method_name(call) == "backward" or (dotted_name(call.func) or "").rpartition(".")[2] in training
+
+    calls = list(iter_nodes(function.body, cst.Call))
+    if any(trains(call) for call in calls[calls.index(cast) :]):
+        return False
+    loops = (owner for owner in index.ancestors(statement) if isinstance(owner, (cst.For, cst.While)))
+    return not any(trains(call) for loop in loops for call in iter_nodes(loop, cst.Call))
 
 
 def _names_evaluation(test: cst.BaseExpression) -> bool:
