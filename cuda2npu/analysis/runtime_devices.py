@@ -1,7 +1,9 @@
 """Libraries whose ``device=`` is their own vocabulary, not a torch device, and which have no NPU:
 CTranslate2 (faster-whisper) takes cpu, cuda or auto; ModelScope's ``verify_device`` cpu, cuda and gpu
 (docs/reference/kernel_libraries.md). A ``"cuda"`` chosen for them stays (NPU109 where it is written in
-the call), and so does the test choosing it: on an NPU host the choice must fall back to ``"cpu"``."""
+the call), and so does the test choosing it: on an NPU host the choice must fall back to ``"cpu"``.
+Likewise a count of CUDA devices given to a library that uses CUDA devices only (colbert-ai's
+``nranks``): ``torch.cuda.device_count()`` stays, marked."""
 
 from __future__ import annotations
 
@@ -25,6 +27,15 @@ OTHER_RUNTIMES = {
         "your ModelScope release"
     ),
 }
+# the call prefixes → (the keyword taking a count of CUDA devices, why the count stays torch.cuda's)
+CUDA_COUNTS = {
+    ("colbert.",): (
+        "nranks",
+        "colbert-ai counts and uses CUDA devices only (`torch.cuda.device_count()`, `torch.cuda.set_device`): on "
+        "an NPU host it runs on the CPU, where a count of NPUs as `nranks` starts ranks that fail at their first "
+        "barrier; give it `nranks=1` there",
+    ),
+}
 PREFIXES = tuple(prefix for prefixes in OTHER_RUNTIMES for prefix in prefixes)
 RUNTIME_CHOICE = 'chooses the device of a runtime without an NPU backend, which must fall back to "cpu" there'
 
@@ -33,6 +44,24 @@ def runtime_device_choice(ctx, node: cst.IfExp) -> tuple[str, str] | None:
     """``(what, why)`` where the value of ``node`` (``"cuda" if torch.cuda.is_available() else "cpu"``) is
     only ever another runtime's ``device=``: written there, or assigned to a name whose every read in its
     function is (GPT-SoVITS' ``WhisperModel(path, device=device)``, round 46); else None."""
+    call = _only_passed_as(ctx, node, "device", PREFIXES)
+    return (f"`{code_of(call.func)}(device=...)`", RUNTIME_CHOICE) if call is not None else None
+
+
+def library_device_count(ctx, node: cst.Call) -> str | None:
+    """Why ``node`` (``torch.cuda.device_count()``) stays where its value is only ever a count of CUDA
+    devices a library without NPU support takes (colbert-ai's ``RunConfig(nranks=...)``, stark, round 52);
+    else None."""
+    for prefixes, (keyword, why) in CUDA_COUNTS.items():
+        if _only_passed_as(ctx, node, keyword, prefixes) is not None:
+            return why
+    return None
+
+
+def _only_passed_as(ctx, node: cst.BaseExpression, keyword: str, prefixes: tuple[str, ...]) -> cst.Call | None:
+    """The first call (of a callable named with one of ``prefixes``) that the value of ``node`` is passed
+    to as ``keyword=``, where that is its only use: written there, or assigned to a name every read of
+    which in its function is such an argument; else None."""
     index = TreeIndex.of(ctx)
     parent = index.parents.get(node)
     if isinstance(parent, cst.Arg):
@@ -49,11 +78,10 @@ def runtime_device_choice(ctx, node: cst.IfExp) -> tuple[str, str] | None:
     if not args or not all(
         isinstance(arg, cst.Arg)
         and arg.keyword is not None
-        and arg.keyword.value == "device"
+        and arg.keyword.value == keyword
         and isinstance(call, cst.Call)
+        and (ctx.resolver.qualified_name(call.func) or "").startswith(prefixes)
         for arg, call in zip(args, calls)
     ):
         return None
-    if not all((ctx.resolver.qualified_name(call.func) or "").startswith(PREFIXES) for call in calls):
-        return None
-    return f"`{code_of(calls[0].func)}(device=...)`", RUNTIME_CHOICE
+    return calls[0]

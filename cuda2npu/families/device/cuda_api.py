@@ -41,6 +41,7 @@ from cuda2npu.analysis.exports import exported
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
 from cuda2npu.analysis.raising_fallbacks import failed_import_flags, requires_flag
+from cuda2npu.analysis.runtime_devices import library_device_count
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word, name_tokens
@@ -624,6 +625,8 @@ class TorchCudaApi(Rule):
             self._mark_switch(node.args[0].value, lambda: self._skipped(node), capability=False)
         if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx, node):
             self._check_arguments(node, qualified)
+        if qualified == "torch.cuda.device_count" and (why := library_device_count(self.ctx, node)):
+            self._blocked[node.func] = why
 
     def _library_path(self, node: cst.Call, keyword: str) -> tuple[str | None, str]:
         """``lib.load(args=Namespace(use_gpu_init=torch.cuda.is_available()))``: ``library_gpu_switch``."""
