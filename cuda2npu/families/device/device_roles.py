@@ -120,7 +120,7 @@ def param_role(ctx, param: cst.Param) -> str | None:
     is named like a device and only used as a key (``registry[device]``,
     ``table.setdefault(device, ...)``): a registry keyed by device type, whose ``"cuda"`` is the
     CUDA entry next to the project's own ``"npu"`` one (verl's engine registry), not a device to
-    move tensors to; ``"unread"`` when it is named like a device and never read; ``"runtime"`` when
+    move tensors to; ``"unread"`` when it is named like a device and never read (nor ``locals()``); ``"runtime"`` when
     the function tests it against a string to pick an onnxruntime execution provider (an ONNX
     encoder's ``device="cuda"``: onnxruntime's device, not torch's); else None."""
     known = ctx.file_state(_param_roles)
@@ -139,7 +139,10 @@ def param_role(ctx, param: cst.Param) -> str | None:
             if uses and all(_forwarded_to_runtime(ctx, function, use) for use in uses):
                 role = "runtime"
             else:
-                role = "unread" if not uses else "key" if all(_as_key(ctx, use) for use in uses) else "device"
+                if not uses:
+                    role = "device" if _reads_locals(body) else "unread"
+                else:
+                    role = "key" if all(_as_key(ctx, use) for use in uses) else "device"
         elif body is not None:
             devices = DeviceVariableUses()
             walk(body, devices)
@@ -150,6 +153,13 @@ def param_role(ctx, param: cst.Param) -> str | None:
                 role = "label"
         known[param] = role
     return known[param]
+
+
+def _reads_locals(body: cst.CSTNode | None) -> bool:
+    """Whether ``body`` calls ``locals()`` (``**locals()`` reads every parameter without naming it)."""
+    return body is not None and any(
+        isinstance(call.func, cst.Name) and call.func.value == "locals" for call in iter_nodes(body, cst.Call)
+    )
 
 
 def _forwarded_to_runtime(ctx, function: cst.FunctionDef, use: cst.Name) -> bool:

@@ -774,10 +774,11 @@ class DeviceStrings(Rule):
             body = TreeIndex.of(self.ctx).parents[TreeIndex.of(self.ctx).parents[node]].body
             provider = ort_provider(body) if picks_ort_provider(body, node.name.value) else None  # else passed on
             self.report("NPU109", node.default, _ort_message(provider), tier=Tier.REVIEW)
-        elif role in ("device", "unread"):  # an abstract method's stub parses no device: no `import torch_npu`
-            self._rewrite(
-                node.default, why="device parameter default", unparsed=role == "unread" and is_stub(self.ctx, node)
-            )
+        elif role == "device" or (role == "unread" and is_stub(self.ctx, node)):
+            # an abstract method's stub states the interface and parses no device: no `import torch_npu`
+            self._rewrite(node.default, why="device parameter default", unparsed=role == "unread")
+        elif role == "unread":
+            self._seen.update(device_literals(node.default))  # a default nothing reads: no edit changes a run (stark)
         elif role == "label":
             return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
         elif role == "key":
