@@ -56,7 +56,7 @@ from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import import_root
 from cuda2npu.core.literals import field_default, literal, string_value
-from cuda2npu.core.names import module_qualified
+from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of, keyword_arg
 from cuda2npu.core.pins import pinned
 from cuda2npu.core.rulebase import Rule, register
@@ -341,7 +341,8 @@ class FlashAttention2(Rule):
             if self._packs():
                 self.report_in(statement, "NPU903", source, self._packing_message())
                 continue
-            value, why = self._replacement(_remote_code(sink) or self._own_model_class(sink))
+            loaders = [sink, *self._config_loaders(sink)]
+            value, why = self._replacement(any(_remote_code(c) or self._own_model_class(c) for c in loaders))
             if (model := self._fa2_only_model(sink)) is not None:
                 value, why = (
                     "eager",
@@ -446,6 +447,25 @@ class FlashAttention2(Rule):
             and not is_hf_call(self.resolver, sink)
             and self.resolver.qualified_name(sink.func) is not None
         )
+
+    def _config_loaders(self, sink: cst.CSTNode) -> list[cst.Call]:
+        """For ``config.llm_config._attn_implementation = ...``: the ``from_pretrained`` calls of the same
+        function given that config (``config=config``: Mini-Monkey's ``InternVLChatModel.from_pretrained(...,
+        config=config)``, ``model_type.from_pretrained(..., config=llm_config, trust_remote_code=True)``,
+        round 52), which decide whether the model's own code must support SDPA."""
+        if not isinstance(sink, cst.Assign) or not isinstance(sink.targets[0].target, cst.Attribute):
+            return []
+        root = (dotted_name(sink.targets[0].target.value) or "").partition(".")[0]
+        scope = TreeIndex.of(self.ctx).function.get(statement_of(self.ctx, sink)) or self.ctx.module
+        return [
+            call
+            for call in iter_nodes(scope, cst.Call)
+            if isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "from_pretrained"
+            and (config := keyword(call, "config")) is not None
+            and root
+            and (dotted_name(config.value) or "").partition(".")[0] == root
+        ]
 
     def _fa2_only_model(self, sink: cst.CSTNode) -> str | None:
         """The project's model class (project fact ``fa2_only_classes``) the value is loaded with: the
