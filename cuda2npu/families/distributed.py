@@ -93,6 +93,9 @@ WRAPPERS = {
         for name in ("launch", "launch_from_torch", "launch_from_slurm", "launch_from_openmpi")
     },
 }
+# functions named for starting distributed training (mmcv's `init_dist` that InternVL and Mini-Monkey copy,
+# round 52): their `backend=` is the collective backend
+DIST_INIT = re.compile(r"^(?:_?(?:init|setup)_?dist(?:ributed)?(?:_\w+)?|dist_init\w*)$")
 # Keywords that only ever name a torch.distributed backend (DeepSpeed, Lightning, transformers).
 BACKEND_KEYWORDS = {"dist_backend", "process_group_backend", "ddp_backend", "distributed_backend"}
 BACKEND_OPTION = re.compile(r"(?:dist(?:ributed)?_|ddp_|process_group_)?backend")
@@ -197,8 +200,8 @@ class _BackendFlow(cst.CSTVisitor):
             return []
         elif last in TORCH_BACKEND_PARAMS and self._torch_named(call.func, qualified):
             keyword, position = "backend", TORCH_BACKEND_PARAMS[last]
-        elif qualified.startswith("torch.distributed."):
-            keyword = "backend"
+        elif qualified.startswith("torch.distributed.") or DIST_INIT.search(last):
+            keyword = "backend"  # `init_dist(launcher, backend="nccl")`: a function named for starting distributed
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         for arg in call.args:
             if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
