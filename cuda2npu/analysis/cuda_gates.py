@@ -38,6 +38,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_module,
 )
 from cuda2npu.analysis.runtime_devices import runtime_device_choice
+from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.literals import string_value
@@ -345,6 +346,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None
+                elif (made := _made_by_project_kernel(ctx, node)) is not None:
+                    found = made  # `op = ROIAlignRotated(...)` ... `op.forward(x)`
                 else:
                     relative = _relative_bindings(ctx) if relative is None else relative
                     module = relative.get(node.value, "")
@@ -357,6 +360,21 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
             if found:
                 return found
     return None
+
+
+def _made_by_project_kernel(ctx, name: cst.Name) -> tuple[str, str] | None:
+    """``(what, why)`` where ``name`` is a local of its function that only ever holds what a project class or
+    function calling a compiled extension returns (detectron2's test: ``op = ROIAlignRotated(...)``, then
+    ``op.forward(input.cuda(), rois.cuda())``, round 52): its calls reach CPU and CUDA kernels only."""
+    function = TreeIndex.of(ctx).function.get(TreeIndex.of(ctx).statement_of(name))
+    values = assigned_values(function, name.value) if function is not None else None
+    if not values or not all(isinstance(value, cst.Call) for value in values):
+        return None
+    for value in values:
+        found = _named_use(ctx, ctx.resolver.qualified_name(value.func))
+        if found is None or found[1] != PROJECT_KERNEL:
+            return None
+    return found
 
 
 def _under_inner_if(ctx, node: cst.CSTNode, root: cst.CSTNode) -> bool:
