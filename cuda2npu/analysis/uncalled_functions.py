@@ -42,7 +42,7 @@ def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[st
         return ()
     names = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(candidates)) + rb")\b")
     counts: dict[str, int] = dict.fromkeys(candidates, 0)
-    texts = [files[path] for path in files] + [_read(path) for path in others if path.suffix in READ_ALSO]
+    texts = [files[path] for path in files] + [read_small(path) for path in others if path.suffix in READ_ALSO]
     for text in texts:
         for match in names.finditer(text):
             counts[match.group(1).decode()] += 1
@@ -56,7 +56,8 @@ def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[st
     )
 
 
-def _read(path: Path) -> bytes:
+def read_small(path: Path) -> bytes:
+    """The bytes of ``path``, empty where it is larger than READ_LIMIT (data, not code) or unreadable."""
     try:
         return path.read_bytes() if path.stat().st_size <= READ_LIMIT else b""
     except OSError:

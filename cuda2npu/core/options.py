@@ -190,6 +190,8 @@ class ProjectFacts:
     other_platform_dirs: tuple[tuple[str, str], ...] = ()
     # real paths of its unimported copies of transformers' modular model sources (modular_sources.py; for_path)
     modular_sources: tuple[str, ...] = ()
+    # (real path, installer) of its monkey patches nothing applies (unapplied_patches.py; for_path)
+    unapplied_patches: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ class FileContext:
     legacy_vllm_adapter: str = ""  # the vLLM version of the legacy adapter it belongs to (skipped: runner.py)
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     modular_source: bool = False  # a transformers modular source nothing imports (skipped: runner.py)
+    unapplied_patch: str = ""  # the installer of the monkey patch it is, which nothing calls (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
     # "file: call" of the project's file making float16 the default dtype that it reaches (float16_models.py)
@@ -295,6 +298,7 @@ class Options:
                 float16_defaults=(),
                 other_platform_dirs=(),
                 modular_sources=(),
+                unapplied_patches=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -308,6 +312,9 @@ class Options:
                 legacy_vllm_adapter=adapter,
                 other_platform=platform,
                 modular_source=any(_same_file(where, path) for where in project.modular_sources),
+                unapplied_patch=next(
+                    (name for where, name in project.unapplied_patches if _same_file(where, path)), ""
+                ),
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
                 float16_default=float16,
@@ -338,6 +345,9 @@ class Options:
         )
         facts["other_platform_dirs"] = tuple(shown for _, shown in self.project.other_platform_dirs)
         facts["modular_sources"] = tuple(os.path.basename(path) for path in self.project.modular_sources)
+        facts["unapplied_patches"] = tuple(
+            f"{os.path.basename(path)}: {name}" for path, name in self.project.unapplied_patches
+        )
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["uncalled_functions"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, name in self.project.uncalled_functions

@@ -33,6 +33,7 @@ from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.analysis.quantization_flags import quantization_flags_on
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.analysis.sdpa_support import fa2_only_classes, own_flash_classes
+from cuda2npu.analysis.unapplied_patches import unapplied_patches
 from cuda2npu.analysis.uncalled_functions import uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 from cuda2npu.core.options import ProjectFacts
@@ -86,13 +87,15 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py),
     its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
     its scripts' functions nothing calls (analysis/uncalled_functions.py), its unimported copies of
-    transformers' modular model sources (analysis/modular_sources.py), its model classes supporting
+    transformers' modular model sources (analysis/modular_sources.py), its monkey patches nothing applies
+    (analysis/unapplied_patches.py), its model classes supporting
     FlashAttention-2 but not SDPA and those whose FlashAttention-2 code is its own (analysis/sdpa_support.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
     extensions = declared_extensions(files)
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files, root)
+    others = [path for path in files if path.suffix != ".py"]
     pins, pin_files, pin_scopes = project_pins(files, root)
     failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root, pins)
     return ProjectFacts(
@@ -134,7 +137,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         own_flash_classes=own_flash_classes(texts),
         own_fp16_flag=own_fp16_flag(texts),
         quantization_flags_on=quantization_flags_on(texts),
-        uncalled_functions=uncalled_functions(texts, [path for path in files if path.suffix != ".py"]),
+        uncalled_functions=uncalled_functions(texts, others),
+        unapplied_patches=unapplied_patches(texts, others),
         top_packages=tuple(
             sorted({name.partition(".")[0] for name in (*texts.modules.values(), *texts.namespace_names.values())})
         ),

@@ -92,6 +92,10 @@ LEGACY_VLLM_REASON = (
 
 
 OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator or runtime: it never runs on an NPU host"
+UNAPPLIED_PATCH_REASON = (
+    "a monkey patch nothing applies: its installer `{installer}()` is called nowhere in the project, so its "
+    "functions never run (a failing import of it is reported where it is imported)"
+)
 MODULAR_SOURCE_REASON = (
     "a copy of transformers' modular source of `{modeling}`, which is generated from it: nothing imports it"
 )
@@ -117,6 +121,8 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
     if options.file.other_platform:  # project/platform_dirs.py
         return FileResult(display, "skipped", OTHER_PLATFORM_REASON.format(directory=options.file.other_platform))
+    if options.file.unapplied_patch:  # analysis/unapplied_patches.py
+        return FileResult(display, "skipped", UNAPPLIED_PATCH_REASON.format(installer=options.file.unapplied_patch))
     if options.file.modular_source:  # analysis/modular_sources.py
         return FileResult(
             display, "skipped", MODULAR_SOURCE_REASON.format(modeling=path.name.replace("modular_", "modeling_", 1))
