@@ -1,6 +1,7 @@
 """NPU905: a CUDA ``device_map`` given to transformers (``device_map="cuda:0"``, ``{"": "cuda"}``), also
-through a project's own subclass of a transformers model (``MyModel.from_pretrained(..., device_map="cuda")``
-in a file importing transformers).
+through a project's own subclass of a transformers model (``MyModel.from_pretrained(..., device_map="cuda")``,
+also in a file that does not import transformers: Monkey's evaluation scripts load ``MonkeyLMHeadModel``
+from the project's modeling file, round 52).
 
 transformers turns a device string into ``{"": torch.device(s)}`` and accelerate places the
 weights there (docs/reference/transformers.md §5): ``"npu:0"`` is a torch device once torch_npu is
@@ -32,6 +33,7 @@ from cuda2npu.analysis.hf_sources import imports_hf, is_hf_call, keyword, loads_
 from cuda2npu.analysis.npu_aware import in_npu_branch
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import device_literals, string_value
+from cuda2npu.core.nodes import code_of
 from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -62,6 +64,7 @@ class CudaDeviceMap(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._strategy_reported = False
+        self._loader: str | None = None  # the project's `X.from_pretrained` at hand, in a file without transformers
 
     def visit_Call(self, node: cst.Call) -> None:
         if (
@@ -75,10 +78,10 @@ class CudaDeviceMap(Rule):
         arg = keyword(node, "device_map")
         if arg is None or in_npu_branch(self.ctx, node):
             return
-        if not (is_hf_call(self.resolver, node) or loads_through_hf(self.ctx, node)):
-            if _project_loader(node) and isinstance(arg.value, cst.SimpleString):
-                self._strategy(arg.value, string_value(arg.value))
+        hf = is_hf_call(self.resolver, node) or loads_through_hf(self.ctx, node)
+        if not (hf or _project_loader(node)):
             return
+        self._loader = None if hf else code_of(node.func)
         if isinstance(arg.value, cst.Dict):
             values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
         else:
@@ -100,20 +103,28 @@ class CudaDeviceMap(Rule):
         if match is None:
             return
         if match.group(1) is not None:
-            self.report("NPU905", value, f'`device_map` "{text}" → "npu:{match.group(1)}"', fix=_npu)
+            self._rename(value, f'`device_map` "{text}" → "npu:{match.group(1)}"')
             return
         if not self._rank_matters():
-            self.report("NPU905", value, '`device_map="cuda"` → "npu": the current device', fix=_npu)
+            self._rename(value, '`device_map="cuda"` → "npu": the current device')
             return
         if self._device_set_before(call):
             message = '`device_map="cuda"` → "npu": the current NPU, which the `set_device` call before it chose'
-            self.report("NPU905", value, message, fix=_npu)
+            self._rename(value, message)
             return
         message = (
             '`device_map="cuda"` → "npu": the current NPU; transformers 5 reads "cuda" as the GPU of LOCAL_RANK: '
             'in a multi-process run call torch.npu.set_device(local_rank) first or pass f"npu:{local_rank}"'
         )
-        self.report("NPU905", value, message, fix=_npu, tier=Tier.REVIEW)
+        self._rename(value, message, Tier.REVIEW)
+
+    def _rename(self, value: cst.CSTNode, message: str, tier: Tier | None = None) -> None:
+        """The ``"npu"`` rewrite of ``value``; for review where the loader is the project's (REST's
+        ``RestModel.from_pretrained(path, **kwargs)``): which device it makes of the string is not seen."""
+        if self._loader is not None:
+            message += f"; `{self._loader}` is the project's loader: check that it passes `device_map` to transformers"
+            tier = Tier.REVIEW
+        self.report("NPU905", value, message, fix=_npu, tier=tier)
 
     def _strategy(self, value: cst.BaseExpression, text: str | None) -> None:
         """``device_map="auto"`` (or another strategy) under an accelerate pin that allows no release
@@ -143,7 +154,7 @@ class CudaDeviceMap(Rule):
         for literal in device_literals(value):
             text = string_value(literal) if isinstance(literal, cst.SimpleString) else literal.value
             if text is not None and text.startswith("cuda:"):
-                self.report("NPU905", literal, f'`device_map` built from "{text}" → "npu:..."', fix=_npu)
+                self._rename(literal, f'`device_map` built from "{text}" → "npu:..."')
 
     def _rank_matters(self) -> bool:
         """Whether "cuda" and "npu" may name different devices: the file runs in several processes
