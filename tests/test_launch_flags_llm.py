@@ -881,3 +881,14 @@ def test_r51_an_optimizer_flag_carried_by_a_variable_is_reviewed_at_the_command(
     write(tmp_path / "torch" / "train.sh", 'OPTIM=adamw_torch\npython t.py --optim="${OPTIM}"\n')
     for name in ("two", "torch"):
         assert json.loads(cli("check", tmp_path / name, "--format", "json").stdout)["diagnostics"] == [], name
+
+
+def test_r52_fp16_full_eval_follows_fp16_to_bf16(tmp_path):
+    """LoftQ's `glue/train_qa.sh` (round 52): `--fp16` became `--bf16` while `--fp16_full_eval` stayed, an
+    evaluation in float16 beside bf16 training; TrainingArguments has `--bf16_full_eval` for it."""
+    write(tmp_path / "train.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    script = write(tmp_path / "run.sh", "python train.py --fp16 --fp16_full_eval --output_dir out\n")
+    cli("migrate", tmp_path)
+    assert script.read_text() == "python train.py --bf16 --bf16_full_eval --output_dir out\n"
+    cli("migrate", tmp_path)
+    assert script.read_text() == "python train.py --bf16 --bf16_full_eval --output_dir out\n"

@@ -11,7 +11,8 @@
   may read it: VL-RLHF turns it off for a model without FlashAttention-2); nothing for ``False`` or
   where the transformers pin guarantees the NPU flash-attention path.
 - ``--tf32 True`` / bare ``--tf32`` (NPU904): ``False``; ``TrainingArguments`` raises otherwise.
-- ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16``; a review item when
+- ``--fp16 True`` / bare ``--fp16`` under the bf16 policy (NPU906): ``--bf16`` (``--fp16_full_eval``:
+  ``--bf16_full_eval``, LoftQ's ``train_qa.sh``, round 52); a review item when
   the command's ``--deepspeed`` config has no bf16 block (its ``"auto"`` blocks follow the flags; a
   config named ``--deepspeed ${ds_config}`` is read through the script's plain ``ds_config=x.json``;
   one the script does not name cannot be read),
@@ -67,7 +68,7 @@ from cuda2npu.families.transformers.releases import (
 from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_lines
 
 FLAG = re.compile(
-    r"(?<![\w-])--(attn_implementation|attn-implementation|use[_-]flash[_-]attention[_-]2|tf32|fp16|bf16|optim"
+    r"(?<![\w-])--(attn_implementation|attn-implementation|use[_-]flash[_-]attention[_-]2|tf32|fp16(?:_full_eval)?|bf16|optim"
     r"|vllm[_.-]sync[_-]backend|accelerator"
     r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
@@ -241,10 +242,10 @@ def _flag(
         return None
     if program is not None and program.megatron:
         return None  # Megatron's own precision flags: its fp16 (with its loss scaler) runs on Ascend (MindSpeed)
-    if program is not None and program.own_precision and name in ("fp16", "tf32"):
+    if program is not None and program.own_precision and name in ("fp16", "fp16_full_eval", "tf32"):
         return None  # the program's own flag (VisualGLM's SwissArmyTransformer, OpenChatKit): not TrainingArguments'
     known = program is not None and program.known
-    if program is None and name == "fp16" and options.project.own_fp16_flag:
+    if program is None and name.startswith("fp16") and options.project.own_fp16_flag:
         return None  # a program the script does not show, of a project with its own --fp16 and no TrainingArguments
     if name == "tf32":
         message = "`--tf32 True` makes TrainingArguments raise on an NPU host (no TF32 there, every release): False"
@@ -259,8 +260,11 @@ def _flag(
     kept = fp16_under_pin(options)
     if kept is not None:  # where the flag's program is not seen to be TrainingArguments' (CLIP-ViL's own
         # `--fp16` for apex.amp), the pin is NPU705's to mark, in the dependency file
-        return ("NPU906", f"`--fp16` kept under the bf16 policy: {kept}", Tier.REVIEW, None) if kept and known else None
-    message = "`--fp16` under the bf16 policy: `--bf16` (BF16 is the NPU's native mixed-precision type)"
+        return (
+            ("NPU906", f"`--{name}` kept under the bf16 policy: {kept}", Tier.REVIEW, None) if kept and known else None
+        )
+    bf16 = name.replace("fp16", "bf16", 1)  # `--fp16_full_eval`: `--bf16_full_eval`, TrainingArguments' too
+    message = f"`--{name}` under the bf16 policy: `--{bf16}` (BF16 is the NPU's native mixed-precision type)"
     if not known or has_bf16 or fp16_kept:
         if has_bf16:
             reason = "this command also passes --bf16"
@@ -269,7 +273,7 @@ def _flag(
         else:
             reason = "if this flag is TrainingArguments'"
         return "NPU906", f"{message}, {reason}", Tier.REVIEW, None
-    return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), "bf16")
+    return "NPU906", message, Tier.NUMERIC, (match.start(1), match.end(1), bf16)
 
 
 def _bf16(word: str | None, program: _Program | None, options):
