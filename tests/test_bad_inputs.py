@@ -89,5 +89,5 @@ def test_syntax_and_decoding_errors_are_reported_whatever_the_selection(tmp_path
         ], result.stdout
         assert "random.py:3:115: NPU001 cannot decode: invalid start byte (utf-8, byte 0x80)" in result.stdout
         assert "fine.py" not in result.stdout
-    result = cuda2npu("migrate", tmp_path, "--out", tmp_path.parent / "out")
+    result = cuda2npu("migrate", tmp_path, "--out", tmp_path.parent / f"{tmp_path.name}-out")
     assert result.returncode == 1 and "3 failed" in result.stderr, result.stderr

@@ -20,7 +20,7 @@ def test_an_unimported_modular_source_beside_its_modeling_file_is_skipped(tmp_pa
     write(tmp_path / "backbone" / "llava" / "modeling_llava.py", MODEL)
     write(tmp_path / "train.py", "from backbone.llava.modular_llava import rotate\n")
     alone = write(tmp_path / "backbone" / "phi" / "modular_phi.py", MODEL)
-    out = tmp_path.parent / "out"
+    out = tmp_path.parent / f"{tmp_path.name}-out"
     cli("migrate", tmp_path, "--out", out)
     report = json.loads((out / "cuda2npu_report.json").read_text())
     skipped = {f["path"].rsplit("/", 1)[-1]: f.get("reason", "") for f in report["files"] if f["status"] == "skipped"}

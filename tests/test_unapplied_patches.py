@@ -41,7 +41,7 @@ def test_a_patch_whose_installer_nothing_calls_is_skipped(tmp_path):
     )
     borrowed = write(tmp_path / "ferret" / "train" / "flash_patch.py", PATCH.replace("replace_llama", "swap_llama"))
     write(tmp_path / "ferret" / "train" / "model.py", "from ferret.train.flash_patch import forward\n")
-    out = tmp_path.parent / "out"
+    out = tmp_path.parent / f"{tmp_path.name}-out"
     cli("migrate", tmp_path, "--out", out)
     report = json.loads((out / "cuda2npu_report.json").read_text())
     skipped = {f["path"].rsplit("/", 1)[-1]: f.get("reason", "") for f in report["files"] if f["status"] == "skipped"}
