@@ -28,7 +28,7 @@ from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.analysis.raising_fallbacks import raising_fallbacks
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.imports import bound_name, bound_object, catches_import_error, reraises
-from cuda2npu.core.literals import string_value
+from cuda2npu.core.literals import literal, string_value
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.pins import pin_at_least, pin_predates
 from cuda2npu.core.rulebase import Rule, register
@@ -389,6 +389,8 @@ class CudaOnlyImports(Rule):
         use_gpu:`` block ask one thing), unless a static guard (``if TYPE_CHECKING:``, a kept CUDA
         switch) keeps it from running."""
         found = cuda_call(qualified)
+        if found is not None and _cuda_turned_off(node):
+            return  # `torch_fidelity.calculate_metrics(..., cuda=False)`: the library's CPU path
         placement = TreeIndex.of(self.ctx).placement.get(self.ctx.statement)
         key = (placement.block if placement is not None else self.ctx.statement, qualified.split(".")[0])
         if found is None or key in self._called or self._depth["static"] or self._after_guard() == "static":
@@ -574,3 +576,10 @@ def _import_ported(node: cst.CSTNode) -> dict[str, str]:
         return {}
     bound = {bound_name(alias, node): import_port(bound_object(alias, node) or "") for alias in node.names}
     return {name: kind for name, kind in bound.items() if kind is not None}
+
+
+def _cuda_turned_off(call: cst.Call) -> bool:
+    """``cuda=False`` among the arguments: the library's own switch to its CPU path."""
+    return any(
+        arg.keyword is not None and arg.keyword.value == "cuda" and literal(arg.value) is False for arg in call.args
+    )
