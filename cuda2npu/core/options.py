@@ -192,6 +192,8 @@ class ProjectFacts:
     modular_sources: tuple[str, ...] = ()
     # (real path, installer) of its monkey patches nothing applies (unapplied_patches.py; for_path)
     unapplied_patches: tuple[tuple[str, str], ...] = ()
+    # real paths of the predictors of its Cog builds on CUDA images (project/cog_predictors.py; for_path)
+    cog_predictors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,7 @@ class FileContext:
     other_platform: str = ""  # the directory for another accelerator it lies in (skipped: runner.py)
     modular_source: bool = False  # a transformers modular source nothing imports (skipped: runner.py)
     unapplied_patch: str = ""  # the installer of the monkey patch it is, which nothing calls (skipped: runner.py)
+    cog_predictor: bool = False  # a Cog predictor, run only in Cog's CUDA image (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
     # "file: call" of the project's file making float16 the default dtype that it reaches (float16_models.py)
@@ -299,6 +302,7 @@ class Options:
                 other_platform_dirs=(),
                 modular_sources=(),
                 unapplied_patches=(),
+                cog_predictors=(),
             ),
             file=FileContext(
                 exports=exports,
@@ -315,6 +319,7 @@ class Options:
                 unapplied_patch=next(
                     (name for where, name in project.unapplied_patches if _same_file(where, path)), ""
                 ),
+                cog_predictor=any(_same_file(where, path) for where in project.cog_predictors),
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
                 float16_default=float16,
@@ -345,6 +350,7 @@ class Options:
         )
         facts["other_platform_dirs"] = tuple(shown for _, shown in self.project.other_platform_dirs)
         facts["modular_sources"] = tuple(os.path.basename(path) for path in self.project.modular_sources)
+        facts["cog_predictors"] = tuple(os.path.basename(path) for path in self.project.cog_predictors)
         facts["unapplied_patches"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, name in self.project.unapplied_patches
         )

@@ -38,6 +38,7 @@ from cuda2npu.analysis.uncalled_functions import uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.filekinds.runconfig_code import config_keys
+from cuda2npu.project.cog_predictors import cog_predictors
 from cuda2npu.project.pins import project_pins
 from cuda2npu.project.platform_dirs import other_platform_dirs
 
@@ -88,7 +89,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
     its scripts' functions nothing calls (analysis/uncalled_functions.py), its unimported copies of
     transformers' modular model sources (analysis/modular_sources.py), its monkey patches nothing applies
-    (analysis/unapplied_patches.py), its model classes supporting
+    (analysis/unapplied_patches.py), the predictors of its Cog builds on CUDA images (project/cog_predictors.py), its model classes supporting
     FlashAttention-2 but not SDPA and those whose FlashAttention-2 code is its own (analysis/sdpa_support.py), the top-level names of
     its modules, and its directories of code for another accelerator (project/platform_dirs.py).
     ``files``: the project's files, ``root``: its root (import roots: the root and its ``src/``)."""
@@ -139,6 +140,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         quantization_flags_on=quantization_flags_on(texts),
         uncalled_functions=uncalled_functions(texts, others),
         unapplied_patches=unapplied_patches(texts, others),
+        cog_predictors=cog_predictors(others),
         top_packages=tuple(
             sorted({name.partition(".")[0] for name in (*texts.modules.values(), *texts.namespace_names.values())})
         ),

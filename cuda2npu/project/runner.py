@@ -92,6 +92,10 @@ LEGACY_VLLM_REASON = (
 
 
 OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator or runtime: it never runs on an NPU host"
+COG_PREDICTOR_REASON = (
+    "a Cog predictor: it runs only in the image Cog builds for its `cog.yaml` (`gpu: true`, an NVIDIA CUDA base "
+    "image; NPU717), which no NPU host runs"
+)
 UNAPPLIED_PATCH_REASON = (
     "a monkey patch nothing applies: its installer `{installer}()` is called nowhere in the project, so its "
     "functions never run (a failing import of it is reported where it is imported)"
@@ -121,6 +125,8 @@ def _process_bytes(path: Path, data: bytes, display: str, options: Options) -> F
         return FileResult(display, "skipped", _npu_version_reason(path, options.file.npu_version))
     if options.file.other_platform:  # project/platform_dirs.py
         return FileResult(display, "skipped", OTHER_PLATFORM_REASON.format(directory=options.file.other_platform))
+    if options.file.cog_predictor:  # project/cog_predictors.py
+        return FileResult(display, "skipped", COG_PREDICTOR_REASON)
     if options.file.unapplied_patch:  # analysis/unapplied_patches.py
         return FileResult(display, "skipped", UNAPPLIED_PATCH_REASON.format(installer=options.file.unapplied_patch))
     if options.file.modular_source:  # analysis/modular_sources.py
