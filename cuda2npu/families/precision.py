@@ -384,7 +384,26 @@ class CudaAutocastBf16(ValueUses, Rule):
         else:
             values = sources(self.ctx, dtype)
         half = any(is_torch_dtype(self.resolver, value, "float16", "half") for value in values)
-        return half and not any(is_torch_dtype(self.resolver, value, "bfloat16") for value in values)
+        bf16 = any(is_torch_dtype(self.resolver, value, "bfloat16") for value in values)
+        return half and not bf16 and not self._passed_a_choice(dtype)
+
+    def _passed_a_choice(self, dtype: cst.BaseExpression) -> bool:
+        """``dtype`` is a parameter of the function around the statement that a call of it in this file
+        passes a value bfloat16 is among (ml-4m's ``train_one_epoch(..., dtype=dtype)`` with the run's
+        ``--dtype`` choice, round 53): its float16 default is not what the run uses."""
+        function = TreeIndex.of(self.ctx).function.get(self.ctx.statement)
+        if not isinstance(dtype, cst.Name) or function is None:
+            return False
+        if dtype.value not in {param.name.value for param in named_params(function)}:
+            return False
+        return any(
+            arg.keyword is not None
+            and arg.keyword.value == dtype.value
+            and any(is_torch_dtype(self.resolver, value, "bfloat16") for value in sources(self.ctx, arg.value))
+            for call in iter_nodes(self.ctx.module, cst.Call)
+            if (dotted_name(call.func) or "").rpartition(".")[2] == function.name.value
+            for arg in call.args
+        )
 
     def _half_weights(self, node: cst.Call) -> list[cst.Call]:
         """The float16 models ``node`` runs over: those cast in the function around it, and those whose
