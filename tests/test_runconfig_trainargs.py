@@ -184,3 +184,29 @@ d = p.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
         trainer_files({tmp_path / "c.py": b"(m,) = HfArgumentParser(ModelArguments).parse_json_file('m.json')\n"})
         == set()
     )
+
+
+LLMTUNE = """\
+training:
+  training_args:
+    num_train_epochs: 1
+    per_device_train_batch_size: 4
+    optim: "paged_adamw_32bit"
+    logging_steps: 1
+    tf32: true # [Ampere+]
+  sft_args:
+    max_seq_length: 1024
+"""
+
+
+def test_r53_a_training_args_mapping_below_the_top_is_read_in_a_transformers_project(tmp_path):
+    """llmtune (round 53): `training: training_args:` is passed on as `TrainingArguments(**...)`; its
+    `optim` and `tf32` are TrainingArguments'. Not in a project whose dependencies name no transformers."""
+    config = write(tmp_path / "config.yml", LLMTUNE)
+    assert findings(tmp_path) == []
+    write(tmp_path / "requirements.txt", "transformers>=4.40\n")
+    assert findings(tmp_path) == [("config.yml", 5, "NPU727", "numeric"), ("config.yml", 7, "NPU904", "numeric")]
+    cli("migrate", tmp_path)
+    assert config.read_text() == LLMTUNE.replace('"paged_adamw_32bit"', '"adamw_torch"').replace(
+        "tf32: true", "tf32: false"
+    )

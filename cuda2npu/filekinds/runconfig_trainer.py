@@ -7,7 +7,9 @@ docs/reference/transformers.md §3, §4 and §8.
 A file is a ``TrainingArguments`` config where the project reads them from files (the
 ``("trainer", "files")`` fact, runconfig_code.py) and either a parser is given its path (a literal,
 matched as the end of the file's path), or its top-level keys are unmistakably TrainingArguments':
-``output_dir`` and at least two of ``TRAINING_KEYS``. Nothing else is read as one.
+``output_dir`` and at least two of ``TRAINING_KEYS``. A YAML mapping below the top named for them
+(``training_args:``) with at least two of ``TRAINING_KEYS`` is read as one too, in a project depending
+on transformers (:func:`nested_training_arguments`). Nothing else is read as one.
 
 - NPU727 ``optim``: ``paged_adamw_32bit`` (bitsandbytes' paged AdamW, 32-bit states) and
   ``adamw_apex_fused`` (apex's FusedAdam) become ``adamw_torch``: the same AdamW update, from
@@ -23,9 +25,11 @@ matched as the end of the file's path), or its top-level keys are unmistakably T
 
 from __future__ import annotations
 
+import re
 from pathlib import Path, PurePosixPath
 
 from cuda2npu.analysis.ds_config import AUTO, BF16_NAMES, FP16
+from cuda2npu.core.pins import pinned
 from cuda2npu.families.transformers.releases import fp16_under_pin
 from cuda2npu.filekinds.launch_flags import json_config
 from cuda2npu.filekinds.runconfig_code import TRAINER_FILE, TRAINER_FILES
@@ -56,6 +60,8 @@ TRAINING_KEYS = {
     "remove_unused_columns",
     "report_to",
 }
+# a mapping that holds TrainingArguments below the top of a config (`training_args:`, `trainer_arguments:`)
+ARGUMENTS_MAPPING = re.compile(r"(?:training|train|trainer)_?arg(?:ument)?s")
 TRUE_WORDS = {"true", "yes", "on"}  # YAML 1.1 (yaml.safe_load) and JSON's true
 FALSE_OF = {"true": "false", "True": "False", "TRUE": "FALSE", "yes": "no", "Yes": "No", "on": "off", "On": "Off"}
 
@@ -68,6 +74,32 @@ def is_training_arguments(path: Path, top: dict[str, Entry | None], options) -> 
     if any(_names(path, literal) for literal in named):
         return True
     return "output_dir" in top and len(TRAINING_KEYS.intersection(top)) >= 2
+
+
+def nested_training_arguments(entries: list[Entry], options) -> dict[str, Entry | None] | None:
+    """The keys of a mapping below the top named for ``TrainingArguments`` (llmtune's ``training:
+    training_args:``, which its code passes on as ``TrainingArguments(**training_args.model_dump())``,
+    round 53) holding at least two of ``TRAINING_KEYS``, in a project depending on transformers: their
+    scalar entries, None for a mapping or list; None where the file has no such mapping."""
+    if pinned(options.project.pins, "transformers") is None:
+        return None
+    prefixes = {
+        entry.path[: depth + 1]
+        for entry in entries
+        for depth in range(1, len(entry.path) - 1)
+        if ARGUMENTS_MAPPING.fullmatch(entry.path[depth])
+    }
+    for prefix in sorted(prefixes):
+        keys: dict[str, Entry | None] = {}
+        for entry in entries:
+            if entry.path[: len(prefix)] == prefix and len(entry.path) > len(prefix):
+                if len(entry.path) == len(prefix) + 1:
+                    keys[entry.key] = entry
+                else:
+                    keys.setdefault(entry.path[len(prefix)], None)
+        if len(TRAINING_KEYS.intersection(keys)) >= 2:
+            return keys
+    return None
 
 
 def _names(path: Path, literal: str) -> bool:

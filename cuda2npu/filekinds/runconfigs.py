@@ -168,6 +168,9 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
     elif kind == "json" and deepspeed.is_deepspeed_config(path, plan.parsed):
         plan.items += _deepspeed_items(plan, members, deepspeed.trainer_coupling(path, options, coupled))
     elif kind == "yaml":
+        nested = trainer.nested_training_arguments(plan.entries, options)
+        if nested is not None:  # llmtune's `training: training_args:`
+            plan.items += _trainer_items(plan, path, nested, members)
         plan.items += _accelerate_items(plan.entries, options)
     plan.items += _device_items(plan.entries, options)
     plan.items += _attention_items(plan.entries, options, names_softcapped_model([text]))
