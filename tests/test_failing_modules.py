@@ -73,6 +73,24 @@ def test_a_monkey_patch_importing_flash_attn_padding_helpers_fails_and_so_does_i
     )
 
 
+def test_flash_attn_helpers_imported_in_a_try_that_re_raises_fail_and_so_does_the_importer(tmp_path):
+    """LLM-Finetuning-Toolkit's `llama2/llama_patch.py` (round 53): `try: from flash_attn.bert_padding import
+    ...` / `except Exception: raise ModuleNotFoundError(...)` is no fallback: the helpers' import stays, and
+    the scripts importing the patch fail with it (they were unmarked)."""
+    texts = {
+        tmp_path / "llama2" / "llama_patch.py": (
+            b"try:\n    from flash_attn.bert_padding import pad_input, unpad_input\n"
+            b"except Exception:\n    raise ModuleNotFoundError('install flash-attn')\n\n\n"
+            b"def pad(x):\n    return pad_input(x)\n"
+        ),
+        tmp_path / "llama2" / "infer.py": b"from llama_patch import pad\n",
+    }
+    assert failing_modules(PythonFiles(texts)) == (
+        ("infer", "flash_attn.bert_padding"),
+        ("llama_patch", "flash_attn.bert_padding"),
+    )
+
+
 def test_a_module_in_a_namespace_directory_fails_under_its_package_name_too(tmp_path):
     """Video-ChatGPT: ``video_chatgpt/train/`` has no ``__init__.py``; train_mem.py imports the
     flash-attn patch beside it as ``video_chatgpt.train.llama_flash_attn_monkey_patch``."""

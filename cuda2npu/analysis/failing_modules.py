@@ -236,14 +236,7 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
     tree = parse(files[path])
     if tree is None:
         return []
-    # the module's own statements, and those of a module-level `try` that does not fall back (Mask2Former's
-    # `try: import MultiScaleDeformableAttention` / `except ModuleNotFoundError: raise ...`, round 37)
-    top = set(tree.body) | {
-        statement
-        for block in tree.body
-        if isinstance(block, TRIES) and not _falls_back(block)
-        for statement in block.body
-    }
+    top = set(_top_statements(tree))
     module, *others = _names(files, path)
     is_package = path.name == "__init__.py"
     sites = []
@@ -263,6 +256,19 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
         sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
     return sites
+
+
+def _top_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's own statements, and those of a module-level ``try`` that does not fall back
+    (Mask2Former's ``try: import MultiScaleDeformableAttention`` / ``except ModuleNotFoundError: raise
+    ...``, round 37; LLM-Finetuning-Toolkit's ``llama_patch.py`` importing flash-attn so, round 53)."""
+    inner = [
+        statement
+        for block in tree.body
+        if isinstance(block, TRIES) and not _falls_back(block)
+        for statement in block.body
+    ]
+    return [*tree.body, *inner]
 
 
 def _bundled_copy(files: PythonFiles, importer: Path, absolute: str) -> str:
@@ -685,7 +691,7 @@ def _kept_flash_names(tree: ast.Module | None) -> set[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(id(node) in called)
     kept = set()
-    for statement in tree.body:
+    for statement in _top_statements(tree):
         if isinstance(statement, ast.Import):  # `import flash_attn.ops.fused_dense`: stays as it is
             kept |= {a.name for a in statement.names if import_port(a.name) is not None or flash_unported(a.name)}
         if not isinstance(statement, ast.ImportFrom) or not (statement.module or "").startswith("flash_attn"):
@@ -728,7 +734,7 @@ def _kept_xformers_names(tree: ast.Module | None) -> set[str]:
     if tree is None:
         return set()
     kept, plain = set(), set()
-    for statement in tree.body:
+    for statement in _top_statements(tree):
         if isinstance(statement, ast.ImportFrom) and (statement.module or "").split(".")[0] == "xformers":
             for alias in statement.names:
                 if alias.name not in XFORMERS_REWRITTEN:
