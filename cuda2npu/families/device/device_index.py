@@ -94,6 +94,9 @@ class CudaDeviceIndex(Rule):
         if isinstance(node.value, cst.Integer):
             self._literal_index(node, node.value)
             return
+        if isinstance(node.value, cst.IfExp):
+            self._chosen_index(node, node.value)
+            return
         if not from_cuda_count(self.resolver, node.value) or is_cuda_alternative(self.ctx, node):
             return
         where = self._consumer(node, node.value, TreeIndex.of(self.ctx).parents)
@@ -124,6 +127,20 @@ class CudaDeviceIndex(Rule):
                 f'`{index.value}` is a device index that {where} reads as `cuda:N`; → "npu:{index.value}"',
                 npu_index,
             )
+
+    def _chosen_index(self, node: cst.Arg, choice: cst.IfExp) -> None:
+        """``pipeline(..., device=0 if torch.cuda.is_available() else -1)`` (gorilla's raft, round 53): the CUDA
+        side of a choice written in the consumer, as the same choice assigned to a name (:meth:`visit_Assign`)."""
+        branch = cuda_branch(self.ctx, choice) if self._tests_cuda(choice.test) else []
+        index = branch[0] if branch else None
+        if index is None or not is_index(self.resolver, index) or is_cuda_alternative(self.ctx, node):
+            return
+        where = self._consumer(node, choice, TreeIndex.of(self.ctx).parents)
+        if where:
+            message = f"`{code_of(index)}` is a device index that {where} reads as `cuda:N`"
+            fix = npu_index if npu_index(index) is not None else None
+            tail = '; → f"npu:{...}"' if fix is not None else '; not rewritten: pass f"npu:{...}" there'
+            self.report("NPU104", index, message + tail, fix, tier=None if fix is not None else Tier.REVIEW)
 
     def _cuda_index(self, node: cst.Assign) -> cst.BaseExpression | None:
         """The int index ``node`` assigns for CUDA: the CUDA side of ``a if torch.cuda.is_available()
