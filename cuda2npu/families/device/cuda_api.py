@@ -77,6 +77,7 @@ LIBRARY_PATH = "another library's CUDA path"
 NVIDIA_CHECK = "an NVIDIA-only check"  # left as written, unreported: nothing to decide
 # `if torch.cuda.is_available(): info["cuda"] = torch.version.cuda`: an environment report, alike
 FACTS_RECORD = "a record of CUDA build facts"
+MODULE_VALUE = "the torch.cuda module as a value"  # left as written, unreported: the branch stays CUDA's
 LOG_CALLS = {"print", "info", "debug", "warning", "log"}  # calls that only show a value
 # strings that choose another library's CUDA runtime: ONNX Runtime's providers, the GPU builds on PyPI
 CUDA_RUNTIME = re.compile(r"CUDAExecutionProvider|TensorrtExecutionProvider|\b[\w.]+-gpu\b")
@@ -262,8 +263,25 @@ class TorchCudaApi(Rule):
         kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
         if kept:
             return KEPT_VALUE, kept
+        module = self._module_value(cuda_branch(self.ctx, node))
+        if module:
+            return MODULE_VALUE, module
         flag = gpu_flag_choice(node) if isinstance(node, cst.If) else None
         return (LIBRARY_PATH, flag) if flag else (None, "")
+
+    def _module_value(self, blocks: list[cst.CSTNode]) -> str:
+        """The first ``torch.cuda`` module used as a value in ``blocks`` (trl's ``accelerator_module = torch.xpu if
+        is_torch_xpu_available() else torch.cuda``, then ``accelerator_module.get_device_properties(d).uuid``,
+        round 53): no rule rewrites it, so the test stays as written with it (else the NPU host would run
+        ``torch.cuda`` there); "" where there is none."""
+        parents = TreeIndex.of(self.ctx).parents
+        for block in blocks:
+            for attribute in iter_nodes(block, cst.Attribute):
+                parent = parents.get(attribute)
+                used = not (isinstance(parent, cst.Attribute) and parent.value is attribute)
+                if used and self.resolver.qualified_name(attribute) == "torch.cuda":
+                    return f"`{code_of(parents.get(attribute, attribute))}`"
+        return ""
 
     def _branch_read(self, blocks: list[cst.CSTNode]) -> tuple[str | None, str]:
         """A read in ``blocks`` of what an NPU host answers with None: the CUDA compute capability
