@@ -65,8 +65,9 @@ class CudaOnlyDistributionLookups(Rule):
 
     def _guarded(self, node: cst.Call, modules: tuple[str, ...]) -> bool:
         """Inside a ``try`` that catches the lookup's error (or ImportError, its base), an ``if``
-        that probes the package's availability or the right of such an ``and``
-        (``is_bitsandbytes_available() and version("bitsandbytes")``), or in a function that imports
+        that probes the package's availability, the right of such an ``and``
+        (``is_bitsandbytes_available() and version("bitsandbytes")``) or the value such a conditional
+        expression chooses when the probe is true, or in a function that imports
         the package first (Megatron's ``get_te_version_str``: the import is what fails)."""
         index = TreeIndex.of(self.ctx)
         child, parent = node, index.parents.get(node)
@@ -74,6 +75,8 @@ class CudaOnlyDistributionLookups(Rule):
             if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
                 if child is parent.right and guards_import(parent.left):
                     return True
+            if isinstance(parent, cst.IfExp) and child is parent.body and guards_import(parent.test):
+                return True  # trl's `version("bitsandbytes") if is_bitsandbytes_available() else "not installed"`
             child, parent = parent, index.parents.get(parent)
         function = index.function.get(self.ctx.statement)
         tree, _, _ = flat_tree(self.ctx.module)
