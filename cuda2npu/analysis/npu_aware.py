@@ -370,7 +370,11 @@ def _detects_npu(test: cst.BaseExpression) -> bool:
     """``is_torch_npu_available()``, ``torch.npu.is_available()``, ``x.is_npu``, ``d.type == "npu"``,
     an NPU flag (ColossalAI's ``SUPPORT_NPU``, set where ``import torch_npu`` works). Not a
     comparison with torch's PrivateUse1 name: it tests a configured device (torch's DataLoader
-    ``pin_memory_device``, "" by default), so an ``else`` after it also runs on the NPU."""
+    ``pin_memory_device``, "" by default), so an ``else`` after it also runs on the NPU. An ``and`` with
+    one such operand detects the NPU too (trl's ``is_torch_npu_available() and self.accelerator_type ==
+    "npu"``, round 53)."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (_detects_npu(test.left) or _detects_npu(test.right))
     if isinstance(test, cst.Comparison):
         found = _Mentions()
         walk(test, found)
