@@ -19,6 +19,7 @@ from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import rename_fix, string_value
+from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -197,8 +198,36 @@ def _out_of_order(value: cst.BaseExpression) -> str | None:
         ids = [part.strip() for part in literal.split(",")]
         ascending = not all(i.isdigit() for i in ids) or [int(i) for i in ids] == sorted(int(i) for i in ids)
         return None if ascending else "is not"
+    if _joins_a_range(value):
+        return None
     texts = [string_value(s) or "" for s in iter_nodes(value, cst.SimpleString)]
     texts += [part.value for part in iter_nodes(value, cst.FormattedStringText)]
     if ".join(" in code_of(value) or any("," in text for text in texts):
         return "may list them in another order (one list per worker, rotated)"
     return None
+
+
+def _joins_a_range(value: cst.BaseExpression) -> bool:
+    """``",".join(str(i) for i in range(n))`` or ``",".join(map(str, range(a, b)))``: the IDs of a
+    ``range`` without a step, ascending (trl's ``CUDA_VISIBLE_DEVICES``, round 53; lmms-eval, round 38)."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "join"):
+        return False
+    if len(value.args) != 1:
+        return False
+    joined = value.args[0].value
+    if isinstance(joined, (cst.GeneratorExp, cst.ListComp)) and joined.for_in.inner_for_in is None:
+        element, target, iterable = joined.elt, joined.for_in.target, joined.for_in.iter
+        plain = (
+            isinstance(element, cst.Call)
+            and dotted_name(element.func) == "str"
+            and len(element.args) == 1
+            and element.args[0].value.deep_equals(target)
+        )
+        return plain and not joined.for_in.ifs and _stepless_range(iterable)
+    if isinstance(joined, cst.Call) and dotted_name(joined.func) == "map" and len(joined.args) == 2:
+        return dotted_name(joined.args[0].value) == "str" and _stepless_range(joined.args[1].value)
+    return False
+
+
+def _stepless_range(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and dotted_name(expr.func) == "range" and 1 <= len(expr.args) <= 2
