@@ -1,4 +1,5 @@
-"""NPU904, NPU906 and NPU727: ``TrainingArguments`` switches that mean CUDA.
+"""NPU904, NPU906 and NPU727: ``TrainingArguments`` switches that mean CUDA (also of TRL's trainer
+configs, its subclasses: ``SFTConfig``, ``GRPOConfig``, ...).
 
 - NPU904: ``tf32=True`` raises in ``TrainingArguments.__post_init__`` wherever TF32 cannot be
   enabled, which is every NPU host in every release read (4.35.2 to 5.25.0,
@@ -34,14 +35,38 @@ from cuda2npu.families.transformers.releases import bf16_flag_rejected, fp16_und
 HF32 = "torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32"
 
 
+# TRL's trainer configs, subclasses of TrainingArguments (trl/trainer/*_config.py; trl's notebooks pass
+# `optim="paged_adamw_8bit"` to SFTConfig and GRPOConfig, round 53)
+TRL_ARGUMENT_CLASSES = (
+    "SFTConfig",
+    "GRPOConfig",
+    "DPOConfig",
+    "ORPOConfig",
+    "KTOConfig",
+    "CPOConfig",
+    "BCOConfig",
+    "RewardConfig",
+    "PPOConfig",
+    "RLOOConfig",
+    "OnlineDPOConfig",
+    "XPOConfig",
+    "NashMDConfig",
+    "GKDConfig",
+    "PRMConfig",
+)
+
+
 def _is_arguments_class(name: str | None) -> bool:
-    return name is not None and name.split(".")[0] == "transformers" and name.rpartition(".")[2] in ARGUMENT_CLASSES
+    if name is None:
+        return False
+    root, last = name.split(".")[0], name.rpartition(".")[2]
+    return (root == "transformers" and last in ARGUMENT_CLASSES) or (root == "trl" and last in TRL_ARGUMENT_CLASSES)
 
 
 @register
 class TrainingArgumentSwitches(Rule):
     codes = ("NPU904", "NPU906", "NPU727")
-    triggers = (r"TrainingArguments",)
+    triggers = (r"TrainingArguments", r"\b(?:" + "|".join(TRL_ARGUMENT_CLASSES) + r")\b")
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
