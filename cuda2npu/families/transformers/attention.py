@@ -73,6 +73,8 @@ from cuda2npu.families.transformers.releases import (
 )
 
 FA2 = "flash_attention_2"
+FA3 = "flash_attention_3"
+HUB_FLASH = re.compile(r"kernels-community/(?:vllm-)?flash-?attn\w*")  # `kernels` Hub builds of FlashAttention
 FLEX = "flex_attention"
 # the keyword, and the config attributes it sets: `_attn_implementation="flash_attention_2"` given to
 # `from_pretrained` reaches the config through its kwargs (VLMEvalKit's idefics and Phi-3-vision, round 31)
@@ -88,7 +90,7 @@ PACKING_NAMES = re.compile(
 @register
 class FlashAttention2(Rule):
     codes = ("NPU901", "NPU902", "NPU903")
-    triggers = (r"flash_attention_2", r"flex_attention")
+    triggers = (r"flash_attention_[23]", r"flex_attention", r"kernels-community/(?:vllm-)?flash")
     FLAG = "use_flash_attention_2"
 
     def __init__(self, ctx) -> None:
@@ -362,6 +364,39 @@ class FlashAttention2(Rule):
                 statement, "NPU901", source, message, fix=lambda node: _replaced(node, value), needs_torch_npu=False
             )
             replaced = value
+        return self._other_flash(value) or replaced
+
+    def _other_flash(self, value: cst.BaseExpression) -> str | None:
+        """``"flash_attention_3"`` (FlashAttention-3, Hopper GPUs: transformers needs ``flash_attn_interface``)
+        and a Hub kernel of FlashAttention (``"kernels-community/flash-attn3"``, trl's async GRPO trainer, round
+        53; CUDA builds): no transformers release runs them on an NPU host; the value FA2 gets here instead
+        (review for a Hub kernel: what the ``kernels`` library loads there is not seen). The value, or None."""
+        replaced = None
+        for source in sources(self.ctx, value):
+            text = string_value(source) if isinstance(source, cst.SimpleString) else None
+            if text is None or (text != FA3 and not HUB_FLASH.match(text)) or source in self._done:
+                continue
+            if in_npu_branch(self.ctx, source):
+                continue
+            self._done.add(source)
+            new, why = self._replacement()
+            what = (
+                "FlashAttention-3 (Hopper GPUs; transformers imports `flash_attn_interface`)"
+                if text == FA3
+                else ("a Hub kernel of FlashAttention built for CUDA GPUs (the `kernels` library)")
+            )
+            message = f'`attn_implementation="{text}"` asks for {what}, which no NPU host has: "{new}" ({why})'
+            tier = Tier.REVIEW if text != FA3 else None
+            self.report_in(
+                statement_of(self.ctx, source),
+                "NPU901",
+                source,
+                message,
+                fix=lambda node, new=new: node.with_changes(value=f"{node.value[0]}{new}{node.value[-1]}"),
+                tier=tier,
+                needs_torch_npu=False,
+            )
+            replaced = new
         return replaced
 
     def _flex_attention(self, call: cst.Call) -> None:
