@@ -258,3 +258,27 @@ def test_flex_attention_and_sglang_cuda_backends_are_reviewed_once_per_value(tmp
     )
     assert (tmp_path / "configs" / "qwen3-8b.yaml").read_text() == DRAFT_CONFIG
     assert (tmp_path / "configs" / "qwen3-8b-npu.yaml").read_text() == npu
+
+
+def test_r53_a_lightning_trainers_gpu_accelerator_in_a_run_config_is_marked(tmp_path):
+    """safari (round 53): Hydra's `configs/trainer/default.yaml` builds `pytorch_lightning.Trainer` with
+    `accelerator: gpu`, and experiment files set it under `trainer:`; Lightning has no NPU accelerator. One
+    finding a file; none outside a Trainer, nor in a project whose dependencies name no Lightning."""
+    write(tmp_path / "configs" / "trainer" / "default.yaml", "devices: 1\naccelerator: gpu\nmax_epochs: 200\n")
+    write(tmp_path / "configs" / "experiment" / "base.yaml", "trainer:\n  accelerator: gpu\n  devices: 8\n")
+    write(tmp_path / "configs" / "model" / "mlp.yaml", "_target_: mlp.Model\naccelerator: gpu\n")
+    write(tmp_path / "configs" / "full.yaml", "_target_: pytorch_lightning.Trainer\naccelerator: cuda\n")
+
+    def lightning_findings():
+        data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+        return sorted(
+            (d["path"].rsplit("/", 1)[-1], d["line"], d["tier"]) for d in data["diagnostics"] if d["code"] == "NPU951"
+        )
+
+    assert lightning_findings() == []
+    write(tmp_path / "requirements.txt", "pytorch-lightning==1.8.6\n")
+    assert lightning_findings() == [
+        ("base.yaml", 2, "manual"),
+        ("default.yaml", 2, "manual"),
+        ("full.yaml", 2, "manual"),
+    ]

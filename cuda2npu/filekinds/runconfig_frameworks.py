@@ -19,6 +19,10 @@ docs/reference/run_configs.md §7).
   ``attn_config:``) selects flash-attn's or a Triton kernel, both CUDA-only; ``torch`` is the
   portable path. NPU728, a review item: the key is a model's choice the project's code may read in
   its own way, one finding per key and value in a run.
+- A Lightning ``Trainer``'s ``accelerator: gpu`` (under ``trainer:``, or a file building
+  ``pytorch_lightning.Trainer`` by ``_target_``, or in a Hydra ``trainer/`` group) in a project whose
+  dependencies name Lightning: NPU951, manual (Lightning has no NPU accelerator; NPU951 says so of the
+  Python ``Trainer`` too).
 - Any run config: ``flex_attention`` at an attention-backend key (torch's FlexAttention raises for an
   NPU tensor) and SGLang's CUDA-only ``attention_backend`` values (``fa3``, ``flashinfer``, ...; the
   NPU's is ``ascend``): NPU728, review items likewise.
@@ -39,7 +43,14 @@ from cuda2npu.filekinds.runconfig_trainer import false_text, is_true
 KERNEL_CHOICE = "NPU728"
 PREFILTER_WORDS = (
     r"flash_attention|sdp_attention|s2_attention|xformers_attention|attn_impl|optimizer|load_in_[48]bit"
-    r"|attention_backend|attn_backend"
+    r"|attention_backend|attn_backend|accelerator"
+)
+LIGHTNING_CODE = "NPU951"
+LIGHTNING_TRAINER = re.compile(r"(?:pytorch_)?lightning(?:\.pytorch)?(?:\.trainer(?:\.trainer)?)?\.Trainer")
+LIGHTNING_MESSAGE = (
+    "`accelerator: {value}` for a Lightning Trainer, which has no Ascend NPU accelerator: it raises on an NPU host "
+    "(its GPUs are CUDA and MPS); give the Trainer an `Accelerator` of your own that runs on torch.npu (Lightning's "
+    "Accelerator API), or run the loop with plain torch"
 )
 
 # --- axolotl -----------------------------------------------------------------------------------
@@ -229,6 +240,22 @@ def _optimizer_flags(entry: Entry | None) -> list[Flag]:
         return [Flag("NPU727", entry, decision[1] + rejected, tier, decision[0])]
     if "bit" in entry.value:
         return [Flag("NPU727", entry, f"{shown} {BIT_OPTIMIZER}", Tier.MANUAL)]
+    return []
+
+
+def lightning_trainer_flags(entries: list[Entry], in_trainer_group: bool) -> list[Flag]:
+    """NPU951 for ``accelerator: gpu`` (or ``cuda``) of a Lightning ``Trainer`` a run config builds: under a
+    ``trainer:`` key, in a file whose ``_target_`` is Lightning's Trainer, or in a Hydra ``trainer/`` config
+    group (``in_trainer_group``; safari's ``configs/trainer/default.yaml`` under pytorch-lightning 1.8.6, round
+    53). One finding a file (manual): the Trainer is the one thing to change."""
+    target = next((e for e in entries if e.path == ("_target_",)), None)
+    whole = in_trainer_group or (target is not None and LIGHTNING_TRAINER.fullmatch(str(target.value)) is not None)
+    for entry in entries:
+        value = str(entry.value).lower() if entry.editable else ""
+        if entry.key != "accelerator" or value not in ("gpu", "cuda"):
+            continue
+        if whole and len(entry.path) == 1 or "trainer" in entry.path[:-1]:
+            return [Flag(LIGHTNING_CODE, entry, LIGHTNING_MESSAGE.format(value=entry.value), Tier.MANUAL)]
     return []
 
 

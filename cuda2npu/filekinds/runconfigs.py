@@ -53,6 +53,7 @@ from cuda2npu.core.catalogue import rule as rule_doc
 from cuda2npu.core.diagnostics import FileResult, Finding, Tier
 from cuda2npu.core.markers import MARKER_PREFIX, marker_text
 from cuda2npu.core.noqa import line_directives
+from cuda2npu.core.pins import pinned
 from cuda2npu.core.text_edits import apply_edits
 from cuda2npu.families.transformers.optimizer_names import optim_decision
 from cuda2npu.families.transformers.quantization import ADVICE as QUANTIZATION_ADVICE
@@ -175,7 +176,7 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
     plan.items += _device_items(plan.entries, options)
     plan.items += _attention_items(plan.entries, options, names_softcapped_model([text]))
     plan.items += _quantization_items(plan.entries, options)
-    _add_framework_items(plan, top)
+    _add_framework_items(plan, top, path)
     noqa = line_directives(text, options.ignore_noqa) if kind != "json" else {}
     plan.items = [
         item
@@ -186,11 +187,13 @@ def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) ->
     return plan
 
 
-def _add_framework_items(plan: Plan, top: dict[str, Entry | None]) -> None:
+def _add_framework_items(plan: Plan, top: dict[str, Entry | None], path: Path) -> None:
     """The settings training frameworks read (cuda2npu/filekinds/runconfig_frameworks.py): axolotl's
     config keys and a model's ``attn_impl``. Their finding on an entry replaces the generic one
     (axolotl's ``load_in_4bit`` and ``tf32`` fail for sure there, whatever the project's code)."""
     flags = frameworks.kernel_choice_flags(plan.entries) + frameworks.attention_backend_flags(plan.entries)
+    if plan.kind == "yaml" and _on_lightning(plan.options):
+        flags += frameworks.lightning_trainer_flags(plan.entries, path.parent.name == "trainer")
     if plan.kind == "yaml" and frameworks.is_axolotl_config(top, plan.entries):
         flags += frameworks.axolotl_flags(top)
     flags = [flag for flag in flags if plan.options.code_enabled(flag.code, rule_doc(flag.code).opt_in)]
@@ -278,6 +281,11 @@ def _quantization_items(entries: list[Entry], options) -> list[Item]:
             Item("NPU907", entry, message, Tier.REVIEW, shared=None if passed else ("NPU907", entry.key, True))
         )
     return items
+
+
+def _on_lightning(options) -> bool:
+    """The project's dependency files name Lightning (``lightning`` or ``pytorch-lightning``)."""
+    return any(pinned(options.project.pins, name) is not None for name in ("lightning", "pytorch-lightning"))
 
 
 def _top_level(entries: list[Entry]) -> dict[str, Entry | None]:
