@@ -63,6 +63,18 @@ CASES = {
         "it installs has an Ascend (CANN) build, choose that one there\n"
         """V=`python -c "import torch;print(torch.version.cuda if torch.cuda.is_available() else '')"`\n"""
     ),
+    # a command run from a quoted string, by ssh or `bash -c` (minRF's per-host check, round 53; KnowLM's
+    # Dockerfile, round 51): its findings marked at the command, nothing edited inside the string
+    """ssh -o X=no $host "python -c 'import torch; print(torch.randn(100).cuda())'"\n""": (
+        "# TODO(cuda2npu): NPU101 in the command string: inline Python moves a tensor or model with `.cuda()`, "
+        "which raises on an NPU host (no CUDA): `.npu()` after `import torch_npu`\n"
+        """ssh -o X=no $host "python -c 'import torch; print(torch.randn(100).cuda())'"\n"""
+    ),
+    'bash -c "pip install torch==1.13.1+cu116"\n': (
+        "# TODO(cuda2npu): NPU702 review: in the command string: `torch==1.13.1+cu116` is a CUDA build: the CPU "
+        "build (`torch==1.13.1`), which torch_npu runs on\n"
+        'bash -c "pip install torch==1.13.1+cu116"\n'
+    ),
     # PyTorch's CUDA index (as NPU702 in a requirements file): the CPU index
     "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cu121\n": (
         "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cpu\n"

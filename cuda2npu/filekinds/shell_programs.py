@@ -53,7 +53,7 @@ from cuda2npu.analysis.cuda_only_modules import cuda_only_distribution, normaliz
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.filekinds.distribution_facts import predates_npu, replacement
 from cuda2npu.filekinds.requirement_urls import built_from_source, source_build, url_requirement
-from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, simple_commands
+from cuda2npu.filekinds.shell_lines import ShellLine, ShellWord, shell_commands, simple_commands
 from cuda2npu.filekinds.torch_index import (
     CONDA_CUDA,
     CUDA_INDEX,
@@ -81,6 +81,7 @@ PIP_VALUED = frozenset(
 DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
 NAME_AND_EXTRAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?")
 PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
+SHELLS = frozenset({"bash", "sh", "zsh", "dash"})  # `bash -c "..."`: a command string
 PIP = re.compile(r"(?:.*/)?pip[\d.]*")
 CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
@@ -96,6 +97,7 @@ LMDEPLOY_COMMANDS = (["serve", "api_server"], ["serve", "gradio"], ["chat"])
 ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
 WRAPPERS = frozenset({"nohup", "exec", "env", "sudo", "time", "setsid", "nice"})  # run the program after them
 TORCH_CUDA = re.compile(r"\btorch\.cuda\b")
+CUDA_MOVE = re.compile(r"\.cuda\(\)")  # `torch.randn(100).cuda()` in inline Python
 TORCH_CUDA_VERSION = re.compile(r"\btorch\.version\.cuda\b")
 DEVICE_COUNT = re.compile(r"\s*import torch\s*;\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*")
 NPU_DEVICE_COUNT = "import torch, torch_npu; print(torch.npu.device_count())"
@@ -180,7 +182,31 @@ def check_programs(command: list[ShellLine], options, script: str = "") -> list[
                     if option is not None and GPU_WORD.fullmatch(option)
                 ]
     found += [_slurm(line, match.start(), match.group()) for line in command for match in GRES_GPU.finditer(line.code)]
+    for words in simple_commands(command):
+        found += _command_string(words, options, script)
     return _one_per_command(found)
+
+
+def _command_string(words: list[ShellWord], options, script: str) -> list[Found]:
+    """The findings of a command run from a quoted string, ``ssh host "python -c '...'"`` or ``bash -c
+    "pip install torch==1.13.1+cu116"`` (minRF's per-host CUDA check, round 53; KnowLM's Dockerfile, round
+    51), at that string: reported and marked, not edited (the quoting is the outer command's)."""
+    values = [word.value for word in words]
+    program = (values[0] or "").rpartition("/")[2]
+    if program == "ssh":
+        string = words[-1] if len(words) > 2 and words[-1].text[:1] in "'\"" else None
+    elif program in SHELLS and "-c" in values[1:-1]:
+        string = words[values.index("-c", 1) + 1]
+    else:
+        return []
+    inner = string.value if string is not None else None
+    if not inner:
+        return []
+    return [
+        Found(string.line, string.start, item.code, f"in the command string: {item.message}", item.tier)
+        for command in shell_commands(inner)
+        for item in check_programs(command, options, script)
+    ]
 
 
 def _one_per_command(found: list[Found]) -> list[Found]:
@@ -403,6 +429,12 @@ def _inline_python(words: list[ShellWord], values: list[str | None], index: int,
         return []
     word = words[position + 1]
     if not TORCH_CUDA.search(word.text):
+        if CUDA_MOVE.search(word.text):
+            message = (
+                "inline Python moves a tensor or model with `.cuda()`, which raises on an NPU host (no CUDA): "
+                "`.npu()` after `import torch_npu`"
+            )
+            return [Found(word.line, word.start, "NPU101", message, Tier.MANUAL)]
         return []
     quote = word.text[0]
     inner = word.text[1:-1]
