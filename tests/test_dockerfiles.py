@@ -299,3 +299,14 @@ def test_r21_container_files_kept_for_another_platform_are_left_alone(tmp_path):
     assert found == {("Dockerfile", "NPU717"), ("Dockerfile", "NPU701")}
     data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
     assert {d["path"].split("/")[-3] for d in data["diagnostics"]} == {"alone"}
+
+
+def test_a_run_instruction_through_bash_c_is_read(tmp_path):
+    """KnowLM (round 51): `RUN /bin/bash -c "... pip install torch==1.13.1+cu116 ..."` gets the checks of the
+    command string, marked above the instruction; nothing inside the string is edited."""
+    run = 'RUN /bin/bash -c "source ~/.bashrc && pip install torch==1.13.1+cu116"\n'
+    dockerfile = write(tmp_path / "Dockerfile", "FROM python:3.10\n" + run)
+    cli("migrate", tmp_path)
+    lines = dockerfile.read_text().splitlines(keepends=True)
+    assert lines[-1] == run
+    assert lines[-2].startswith("# TODO(cuda2npu): NPU702 review: in the command string: `torch==1.13.1+cu116`")

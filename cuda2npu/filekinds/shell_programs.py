@@ -82,6 +82,7 @@ DISTRIBUTION = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=$|[\[<>=!~;@ ])")
 NAME_AND_EXTRAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?")
 PYTHON = re.compile(r"(?:.*/)?python[\d.]*")
 SHELLS = frozenset({"bash", "sh", "zsh", "dash"})  # `bash -c "..."`: a command string
+LEADING_WORDS = frozenset({"RUN", "sudo", "exec", "nohup", "time"})  # before the program a command runs
 PIP = re.compile(r"(?:.*/)?pip[\d.]*")
 CONDA = re.compile(r"(?:.*/)?(?:conda|mamba|micromamba)")
 DOCKER = re.compile(r"(?:.*/)?(?:nvidia-docker|docker|podman)")
@@ -191,8 +192,10 @@ def _command_string(words: list[ShellWord], options, script: str) -> list[Found]
     """The findings of a command run from a quoted string, ``ssh host "python -c '...'"`` or ``bash -c
     "pip install torch==1.13.1+cu116"`` (minRF's per-host CUDA check, round 53; KnowLM's Dockerfile, round
     51), at that string: reported and marked, not edited (the quoting is the outer command's)."""
+    while words and words[0].value in LEADING_WORDS:  # a Dockerfile's `RUN`, `sudo`, `exec`
+        words = words[1:]
     values = [word.value for word in words]
-    program = (values[0] or "").rpartition("/")[2]
+    program = (values[0] or "").rpartition("/")[2] if values else ""
     if program == "ssh":
         string = words[-1] if len(words) > 2 and words[-1].text[:1] in "'\"" else None
     elif program in SHELLS and "-c" in values[1:-1]:
