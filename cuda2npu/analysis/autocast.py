@@ -54,3 +54,12 @@ def _autocast_aliases(ctx) -> frozenset[str]:
         for target in assign.targets
         if isinstance(target.target, cst.Name)
     )
+
+
+def never_entered(ctx, call: cst.Call) -> bool:
+    """Whether the autocast ``call`` is the left operand of an ``and``, whose truth alone is read: an autocast
+    object is true, so ``with autocast() and torch.no_grad():`` enters the ``no_grad`` context only
+    (stable-audio-tools, round 54); the autocast is built and never entered, on CUDA as on the NPU, and is
+    left as written."""
+    parent = TreeIndex.of(ctx).parents.get(call)
+    return isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And) and parent.left is call

@@ -27,7 +27,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.analysis.autocast import AUTOCAST, SCALER, autocast_alias
+from cuda2npu.analysis.autocast import AUTOCAST, SCALER, autocast_alias, never_entered
 from cuda2npu.analysis.float16_models import (
     float16_models,
     half_cast,
@@ -121,6 +121,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             return
         if is_cuda_alternative(self.ctx, node):
             return  # `elif is_cuda_available(): with torch.cuda.amp.autocast(): ...` after an NPU branch
+        if never_entered(self.ctx, node):
+            return  # `with torch.cuda.amp.autocast() and torch.no_grad():`: `and` gives the context the right side
         qualified = alias or self.resolver.qualified_name(node.func)
         if qualified == CUDA_AUTOCAST:
             self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)

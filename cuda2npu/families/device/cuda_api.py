@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from cuda2npu.analysis import portable
+from cuda2npu.analysis.autocast import never_entered
 from cuda2npu.analysis.cuda_gates import (
     CAPABILITY_QUERIES,
     NVIDIA_TOOL_WORDS,
@@ -715,7 +716,7 @@ class TorchCudaApi(Rule):
     # --- attributes -----------------------------------------------------------------------------
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node in self._skip or node in self._kept_branch or self._in_nvidia_tool():
+        if node in self._skip or node in self._kept_branch or self._in_nvidia_tool() or self._never_entered(node):
             self._skip.add(node.value)
             return
         self._unfilled_property(node)
@@ -739,6 +740,16 @@ class TorchCudaApi(Rule):
         if sub is None or is_cuda_alternative(self.ctx, node):
             return  # not torch.cuda, or `if torch.cuda.is_available(): ... elif torch.npu.is_available(): ...`
         self._member(node, sub, node.attr.value)
+
+    def _never_entered(self, node: cst.Attribute) -> bool:
+        """``torch.cuda.amp.autocast`` called where the autocast is never entered (``never_entered``)."""
+        call = TreeIndex.of(self.ctx).parents.get(node)
+        return (
+            isinstance(call, cst.Call)
+            and call.func is node
+            and node.attr.value == "autocast"
+            and never_entered(self.ctx, call)
+        )
 
     def _unfilled_property(self, node: cst.Attribute) -> None:
         """``torch.cuda.get_device_properties(0).major``: a field torch_npu leaves empty."""
