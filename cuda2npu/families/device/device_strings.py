@@ -99,6 +99,10 @@ from cuda2npu.families.device.device_expressions import (
 )
 from cuda2npu.families.device.device_roles import device_side, is_stub, param_role, platform_label
 
+# backend names of other runtimes, never a torch device: a value compared with one is that runtime's (gpt4all's
+# llama.cpp backends "kompute", "metal"; Vulkan, OpenCL, SYCL builds)
+OTHER_BACKENDS = frozenset({"kompute", "metal", "vulkan", "opencl", "sycl"})
+OTHER_BACKEND_WORD = re.compile(rb"""["'](?:kompute|metal|vulkan|opencl|sycl)["']""")
 NPU_COMPARED = re.compile(rb"""(?:==|!=)\s*["']npu["']|["']npu["']\s*(?:==|!=|in\b)""")  # device == "npu"
 AMP_CALLS = {
     "torch.autocast",
@@ -294,7 +298,9 @@ class DeviceStrings(Rule):
             self._rewrite(positional[1], why="default of a `device` entry")  # funasr's `kwargs.get("device", "cuda")`
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
-        if method == "startswith" and positional and device_side(self.ctx, node.func.value, positional[0]):
+        if method == "startswith" and code_of(node.func.value) in self._other_vocabulary:
+            self._seen.update(device_literals(positional[0], True) if positional else ())
+        elif method == "startswith" and positional and device_side(self.ctx, node.func.value, positional[0]):
             self._rewrite_test(positional[0], node.func.value, why="device prefix test", prefix_ok=True)
         if qualified.startswith(LMDEPLOY_CALLS):  # before the `device=` keywords: not a torch device
             self._seen.update(a.value for a in node.args if a.keyword and a.keyword.value in ("device", "device_type"))
@@ -404,6 +410,9 @@ class DeviceStrings(Rule):
         when using CUDA-devices")`` next to ``elif device == "npu":``): then ``"cuda"`` is CUDA itself. A
         part test (``"cuda" in device``) is a prefix test, rewritten as ``device.startswith("cuda")`` is:
         ``"npu:0"`` fails ``device == "npu"``, so the part test is where the NPU is taken."""
+        if code_of(device) in self._other_vocabulary:
+            self._seen.update(device_literals(expr, prefix_ok))  # another library's backend names
+            return
         named = self._named_sequence(expr)  # the accepted devices of a value torch then parses: torch_npu needed
         expr = named or expr
         sequence = isinstance(expr, (cst.Tuple, cst.List, cst.Set))
@@ -622,6 +631,26 @@ class DeviceStrings(Rule):
                 )
 
     @functools.cached_property
+    def _other_vocabulary(self) -> frozenset[str]:
+        """The expressions this file compares with a backend name that is no torch device (``"kompute"``,
+        ``"metal"``, ``"vulkan"``), or assigns one: gpt4all's ``device in ("cuda", "kompute")`` picks a
+        llama.cpp ``backend`` (round 54), whose ``"cuda"`` is that library's, not torch's."""
+        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        if OTHER_BACKEND_WORD.search(text) is None:
+            return frozenset()
+        found = set()
+        for node in iter_nodes(self.ctx.module, cst.Comparison):
+            for first, second in compared_pairs(node):
+                for side, other in ((first, second), (second, first)):
+                    strings = [string_value(s) for s in iter_nodes(other, cst.SimpleString)]
+                    if any(value in OTHER_BACKENDS for value in strings):
+                        found.add(code_of(side))
+        for node in iter_nodes(self.ctx.module, cst.Assign):  # `backend = "metal"`: that variable too
+            if string_value(node.value) in OTHER_BACKENDS:
+                found.update(code_of(target.target) for target in node.targets)
+        return frozenset(found)
+
+    @functools.cached_property
     def _compared_with_npu(self) -> frozenset[str]:
         """The expressions this file compares with ``"npu"`` (the source of each)."""
         text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
@@ -745,6 +774,8 @@ class DeviceStrings(Rule):
             )
         if platform_label(self.ctx, target):
             return  # vLLM's `VLLM_TARGET_DEVICE`: a build target
+        if code_of(target) in self._other_vocabulary:
+            return  # gpt4all's `backend = "cuda"` next to `backend = "kompute"`: another library's backend name
         if looks_like_device(target):
             if not _keyed_in_test(value):
                 self._rewrite(field_default(value), why="device variable")
