@@ -35,7 +35,7 @@ import libcst as cst
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
-from cuda2npu.analysis.cuda_gates import cuda_branch, gated_cuda_use
+from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_flags, gated_cuda_use
 from cuda2npu.analysis.hf_sources import sources
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
@@ -710,11 +710,15 @@ class DeviceStrings(Rule):
         return isinstance(choice, cst.IfExp) and choice.body is literal and self._availability_switch(choice) is True
 
     def _availability_switch(self, node: cst.IfExp) -> bool | None:
-        """None where ``node``'s test calls no ``torch.cuda.is_available()``; else whether the choice is a feature
-        switch cuda_api keeps, with its "cuda" (``gated_cuda_use``; once per expression)."""
+        """None where ``node``'s test calls no ``torch.cuda.is_available()`` (nor a function of the file
+        returning it); else whether the choice is a feature switch cuda_api keeps, with its "cuda"
+        (``gated_cuda_use``; once per expression)."""
         if node not in self._availability_switches:
+            flags = cuda_flags(self.ctx)  # helm's `def is_cuda_available(): return torch.cuda.is_available()`
             tests = any(
-                self.resolver.qualified_name(call.func) == "torch.cuda.is_available" for call in calls_in(node.test)
+                self.resolver.qualified_name(call.func) == "torch.cuda.is_available"
+                or (isinstance(call.func, cst.Name) and call.func.value in flags)
+                for call in calls_in(node.test)
             )
             self._availability_switches[node] = gated_cuda_use(self.ctx, node) is not None if tests else None
         return self._availability_switches[node]
