@@ -47,7 +47,7 @@ from cuda2npu.core.catalogue import table
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, cuda_library, feature_word, name_tokens
 from cuda2npu.core.imports import remove_import_names
-from cuda2npu.core.literals import DEVICE_STRING, string_value
+from cuda2npu.core.literals import DEVICE_STRING, rename_fix, string_value
 from cuda2npu.core.names import NameUses, dotted_name
 from cuda2npu.core.nodes import attribute_chain, code_of
 from cuda2npu.core.rulebase import Rule, register
@@ -70,6 +70,7 @@ from cuda2npu.families.device.cuda_api_checks import (
 from cuda2npu.families.device.cuda_graphs import annotated
 from cuda2npu.families.device.default_tensor_type import default_type_argument
 from cuda2npu.families.device.device_branches import CUDA_REQUIRED
+from cuda2npu.families.device.device_expressions import cuda_call_devices
 
 KEPT_VALUE = "a CUDA value no rule rewrites"  # the kinds of switch with a message of their own
 FALLBACK = "a pure-PyTorch fallback"
@@ -818,6 +819,11 @@ class TorchCudaApi(Rule):
             self.report(api.code, node, f"{message}; {api.note}", fix, tier=Tier.REVIEW)
         else:
             self.report(api.code, node, message, fix)
+        call = TreeIndex.of(self.ctx).parents.get(node)
+        if isinstance(call, cst.Call) and call.func is node:  # its device arguments change with it
+            for literal in cuda_call_devices(self.ctx, call):
+                message = f'CUDA device string given to `{spelled}`, renamed with it: "npu"'
+                self.report("NPU103", literal, message, rename_fix("cuda", "npu"))
 
     def _fix(self, node: cst.Attribute, sub: str, api: Api):
         if not sub:

@@ -8,7 +8,7 @@ import re
 
 import libcst as cst
 
-from cuda2npu.core.literals import DEVICE_STRING, NOT_LITERAL, string_value
+from cuda2npu.core.literals import DEVICE_STRING, NOT_LITERAL, device_literals, string_value
 from cuda2npu.core.literals import literal as python_literal
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.statements import TreeIndex
@@ -210,3 +210,30 @@ def _find_device_variables(ctx) -> frozenset[str]:
     uses = DeviceVariableUses()
     walk(ctx.module, uses)
     return frozenset(uses.names)
+
+
+def cuda_call_devices(ctx, call: cst.Call) -> list[cst.CSTNode]:
+    """The CUDA device literals among the arguments of ``call`` (``torch.cuda.X(...)``): each argument's own
+    (``set_device("cuda:1")``) and those ``torch.device(...)`` builds there (``get_device_properties(torch.device(
+    "cuda"))``). They change with the call: cuda_api renames both or neither (PaLM-rlhf-pytorch, stable-audio-tools
+    and denoising-diffusion-pytorch keep the call behind a feature switch, rounds 52 and 54)."""
+    found = []
+    for arg in call.args:
+        found += device_literals(arg.value)
+        for inner in iter_nodes(arg.value, cst.Call):
+            if ctx.resolver.qualified_name(inner.func) == "torch.device" and inner.args:
+                found += device_literals(inner.args[0].value)
+    return found
+
+
+def in_cuda_call(ctx, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is among the :func:`cuda_call_devices` of a ``torch.cuda.X(...)`` call."""
+    parents = TreeIndex.of(ctx).parents
+    current = parents.get(node)
+    while current is not None and not isinstance(current, cst.BaseStatement):
+        if isinstance(current, cst.Call) and (ctx.resolver.qualified_name(current.func) or "").startswith(
+            "torch.cuda."
+        ):
+            return node in cuda_call_devices(ctx, current)
+        current = parents.get(current)
+    return False

@@ -90,6 +90,7 @@ from cuda2npu.families.device.device_expressions import (
     device_getter,
     device_variables,
     environment_default,
+    in_cuda_call,
     indexed_device,
     indexed_devices,
     is_device_string,
@@ -180,6 +181,8 @@ class DeviceStrings(Rule):
             found = True
             if literal in self._seen or is_cuda_alternative(self.ctx, literal) or self._kept_choice(literal):
                 continue
+            if not self.options.portable and in_cuda_call(self.ctx, literal):
+                continue  # `torch.cuda.get_device_properties(torch.device("cuda"))`: cuda_api renames it with the call
             self._seen.add(literal)
             if literal in self._feature_switches:
                 self.report(
