@@ -227,13 +227,13 @@ def cuda_call_devices(ctx, call: cst.Call) -> list[cst.CSTNode]:
 
 
 def in_cuda_call(ctx, node: cst.CSTNode) -> bool:
-    """Whether ``node`` is among the :func:`cuda_call_devices` of a ``torch.cuda.X(...)`` call."""
+    """Whether ``node`` is among the :func:`cuda_call_devices` of a ``torch.cuda.X(...)`` call (an attribute:
+    ``set_device(...)`` imported from torch.cuda goes with its import, and NPU104 renames its device)."""
     parents = TreeIndex.of(ctx).parents
     current = parents.get(node)
     while current is not None and not isinstance(current, cst.BaseStatement):
-        if isinstance(current, cst.Call) and (ctx.resolver.qualified_name(current.func) or "").startswith(
-            "torch.cuda."
-        ):
-            return node in cuda_call_devices(ctx, current)
+        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+            if (ctx.resolver.qualified_name(current.func) or "").startswith("torch.cuda."):
+                return node in cuda_call_devices(ctx, current)
         current = parents.get(current)
     return False
