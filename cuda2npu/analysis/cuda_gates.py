@@ -301,6 +301,22 @@ def nvidia_checks_only(blocks: list[cst.CSTNode]) -> bool:
     return called
 
 
+def cudnn_settings_only(blocks: list[cst.CSTNode]) -> bool:
+    """Whether ``blocks`` do nothing but set cuDNN's switches (``torch.backends.cudnn.deterministic = True``,
+    ``.benchmark = False``: OpenELM's seeding helper, round 54), which an NPU host ignores: renamed, the test
+    would run them there to no effect; as written it stays False, as before."""
+    assigned = False
+    for block in blocks:
+        block = block.body if isinstance(block, cst.Else) else block
+        for statement in block.body if isinstance(block, cst.BaseSuite) else [block]:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]:
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+                if not targets or not all((dotted_name(t) or "").startswith("torch.backends.cudnn.") for t in targets):
+                    return False
+                assigned = True
+    return assigned
+
+
 def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
     """``(what, why)`` for the first code among ``nodes`` (and their descendants) that runs only on
     a CUDA host: an import of a CUDA-only module (rules/tables/cuda_only_packages.toml, a compiled

@@ -30,6 +30,7 @@ from cuda2npu.analysis.cuda_gates import (
     NVIDIA_TOOL_WORDS,
     cuda_branch,
     cuda_only_skip_reason,
+    cudnn_settings_only,
     gated_cuda_use,
     names_fallback,
     no_cuda_branch,
@@ -246,7 +247,7 @@ class TorchCudaApi(Rule):
         import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``; or a read
         of the CUDA compute capability there (``if not torch.cuda.is_available(): return ""`` before
         a loop unpacking ``get_device_capability(i)``, which is None on the NPU)."""
-        if nvidia_checks_only(cuda_branch(self.ctx, node)):
+        if nvidia_checks_only(cuda_branch(self.ctx, node)) or cudnn_settings_only(cuda_branch(self.ctx, node)):
             return NVIDIA_CHECK, ""
         found = gated_cuda_use(self.ctx, node)
         if found:
