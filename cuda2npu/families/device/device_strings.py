@@ -638,16 +638,13 @@ class DeviceStrings(Rule):
         """The expressions this file compares with a backend name that is no torch device (``"kompute"``,
         ``"metal"``, ``"vulkan"``), or assigns one: gpt4all's ``device in ("cuda", "kompute")`` picks a
         llama.cpp ``backend`` (round 54), whose ``"cuda"`` is that library's, not torch's."""
-        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
-        if OTHER_BACKEND_WORD.search(text) is None:
+        if OTHER_BACKEND_WORD.search(self._text) is None:
             return frozenset()
-        found = set()
-        for node in iter_nodes(self.ctx.module, cst.Comparison):
-            for first, second in compared_pairs(node):
-                for side, other in ((first, second), (second, first)):
-                    strings = [string_value(s) for s in iter_nodes(other, cst.SimpleString)]
-                    if any(value in OTHER_BACKENDS for value in strings):
-                        found.add(code_of(side))
+        found = set(
+            self._compared_sides(
+                lambda other: any(string_value(s) in OTHER_BACKENDS for s in iter_nodes(other, cst.SimpleString))
+            )
+        )
         for node in iter_nodes(self.ctx.module, cst.Assign):  # `backend = "metal"`: that variable too
             if string_value(node.value) in OTHER_BACKENDS:
                 found.update(code_of(target.target) for target in node.targets)
@@ -656,16 +653,23 @@ class DeviceStrings(Rule):
     @functools.cached_property
     def _compared_with_npu(self) -> frozenset[str]:
         """The expressions this file compares with ``"npu"`` (the source of each)."""
-        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
-        if NPU_COMPARED.search(text) is None:
+        if NPU_COMPARED.search(self._text) is None:
             return frozenset()
-        found = set()
-        for node in iter_nodes(self.ctx.module, cst.Comparison):
-            for first, second in compared_pairs(node):
-                for side, other in ((first, second), (second, first)):
-                    if string_value(other) == "npu":
-                        found.add(code_of(side))
-        return frozenset(found)
+        return frozenset(self._compared_sides(lambda other: string_value(other) == "npu"))
+
+    @property
+    def _text(self) -> bytes:
+        return self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+
+    def _compared_sides(self, matches) -> list[str]:
+        """The code of each expression the file compares with one that ``matches``."""
+        return [
+            code_of(side)
+            for node in iter_nodes(self.ctx.module, cst.Comparison)
+            for first, second in compared_pairs(node)
+            for side, other in ((first, second), (second, first))
+            if matches(other)
+        ]
 
     def visit_If(self, node: cst.If) -> None:
         """``if impl == "cuda" and x.device.type == "cuda": _bias_act_cuda(...)`` (StyleGAN2's ops):
