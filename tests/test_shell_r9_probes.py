@@ -30,6 +30,14 @@ CASES = {
     "if command -v nvidia-smi >/dev/null 2>&1; then\n  N=$(nvidia-smi -L | wc -l)\nfi\n": (
         f"if command -v nvidia-smi >/dev/null 2>&1; then\n  {SMI}  N=$(nvidia-smi -L | wc -l)\nfi\n"
     ),
+    # RAGEN's setup script (round 55): the CUDA branch of a probe with an `else` (what a host without
+    # nvidia-smi runs) asks nothing, also through a function of the script probing it
+    (
+        "check_cuda() {\n    if command -v nvidia-smi &> /dev/null; then\n        return 0\n    fi\n    return 1\n}\n"
+        "if check_cuda; then\n    conda install -c nvidia cuda-toolkit -y\n    "
+        "pip install torch==2.4.0 --index-url https://download.pytorch.org/whl/cu121\n"
+        "else\n    pip install torch==2.4.0\nfi\n"
+    ): None,
     # near-misses: a device count, a probe under pipefail (the assignment fails, `set -e` stops), one
     # ending in grep (status 1 when nothing matches), a topology dump shown to the user
     "N=$(nvidia-smi -L 2>/dev/null | wc -l)\n": SMI + "N=$(nvidia-smi -L 2>/dev/null | wc -l)\n",

@@ -66,6 +66,14 @@ EXISTENCE_CHECK = re.compile(r"(?:^|[\s;&|(`])(?:command[ \t]+-v|which|type|hash
 MISSING_TEST = re.compile(r"^\s*if\s+!\s*(?:command[ \t]+-v|which|type|hash)[ \t]+nvidia-smi\b")
 MISSING_EXIT = re.compile(r"^\s*(?:command[ \t]+-v|which|type|hash)[ \t]+nvidia-smi\b[^|]*\|\|\s*exit\b")
 BLOCK_END = re.compile(r"^\s*fi\b")
+# `if command -v nvidia-smi &> /dev/null; then`, `if check_cuda; then` (a function of the script probing it)
+NVIDIA_PROBE = re.compile(
+    r"(?:command[ \t]+-v|which|type|hash)[ \t]+nvidia-smi\b|(?<![\w-])nvidia-smi[ \t]+(?:-L\b|&>|>)"
+)
+IF_THEN = re.compile(r"^\s*if\s+(?P<test>.*?)\s*;?\s*(?:then\b.*)?$")
+FUNCTION = re.compile(r"^\s*(?:function\s+)?(?P<name>\w+)\s*\(\s*\)\s*\{")
+BLOCK_START = re.compile(r"^\s*(?:if|case)\b")
+BRANCH = re.compile(r"^\s*(?:else|elif)\b")
 EXIT = re.compile(r"(?<![\w-])exit\b")
 CONDITION = re.compile(r"(?:^|[;&(]|\bthen|\bdo|\belse)\s*(?:if|elif|while|until)\s+(?:!\s*)?$")
 PIPELINE_END = re.compile(r"\|\||&&|[;)`]")
@@ -127,6 +135,7 @@ def check_shell_script(
     marks: list[tuple[str, str]] = []  # the markers of the command at hand: (code, reason)
     openers = {} if heredoc_scripts else heredoc_openers([line for command in commands for line in command])
     first_of = {line.number: command[0] for command in commands for line in command}
+    nvidia_branches = _nvidia_branches([line for command in commands for line in command])
 
     opener_codes: dict[int, set[str]] = {}  # the codes marked above each command opening a here-document
 
@@ -142,6 +151,8 @@ def check_shell_script(
         marks.clear()
 
     def report(line: ShellLine, column: int, code: str, message: str, tier=None, edit=None) -> None:
+        if line.number in nvidia_branches:
+            return  # taken only where nvidia-smi is installed
         doc = rule_doc(code)
         if not options.code_enabled(code, doc.opt_in) or (line.directive and line.directive.matches(code)):
             return
@@ -210,6 +221,43 @@ def check_shell_script(
                 marks.append((flag.code, reason))
         place_markers(command[0])
     return findings, edits
+
+
+def _nvidia_branches(lines: list) -> set[int]:
+    """The numbers of the lines in the ``then`` branch of an ``if`` probing for ``nvidia-smi`` (``if command
+    -v nvidia-smi ...; then``, or a call of a function of the script that probes it: RAGEN's ``if check_cuda;
+    then`` ... ``conda install cuda-toolkit``, round 55) that has an ``else``: an NPU host, without nvidia-smi,
+    takes that branch, so what these lines install or run is CUDA's alone and asks nothing of it."""
+    probes = set()
+    current = None
+    for line in lines:
+        match = FUNCTION.match(line.code)
+        if match is not None:
+            current = match.group("name")
+        if current is not None and NVIDIA_PROBE.search(line.code):
+            probes.add(current)
+    found: set[int] = set()
+    for index, line in enumerate(lines):
+        match = IF_THEN.match(line.code)
+        if match is None:
+            continue
+        test = match.group("test")
+        words = test.split()
+        if not (NVIDIA_PROBE.search(test) or (words and words[0] in probes)) or test.lstrip().startswith("!"):
+            continue
+        depth, branch = 0, set()
+        for later in lines[index + 1 :]:
+            if BLOCK_START.match(later.code):
+                depth += 1
+            elif BLOCK_END.match(later.code) or re.match(r"^\s*esac\b", later.code):
+                if depth == 0:
+                    break  # no other branch: an NPU host does nothing here, and the branch's findings say what to add
+                depth -= 1
+            elif BRANCH.match(later.code) and depth == 0:
+                found |= branch  # the `else` is what a host without nvidia-smi runs
+                break
+            branch.add(later.number)
+    return found
 
 
 def _exits_without_nvidia_smi(lines: list) -> int | None:
