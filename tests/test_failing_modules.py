@@ -91,6 +91,28 @@ def test_flash_attn_helpers_imported_in_a_try_that_re_raises_fail_and_so_does_th
     )
 
 
+def test_a_vendored_verl_vllm_package_with_old_adapters_only_fails_and_so_do_its_importers(tmp_path):
+    """RAGEN and Search-R1 (round 55; rllm, round 46): verl's `third_party/vllm/__init__.py` imports the adapter
+    of the installed vLLM (0.3.1 to 0.6.3) and raises for any other, so for every vLLM vllm-ascend runs."""
+    init = (
+        b"from importlib.metadata import version\n\nif version('vllm') == '0.6.3':\n"
+        b"    from .vllm_v_0_6_3.llm import LLM\nelse:\n    raise ValueError('vllm version not supported')\n"
+    )
+    texts = {
+        tmp_path / "verl" / "__init__.py": b"",
+        tmp_path / "verl" / "third_party" / "__init__.py": b"",
+        tmp_path / "verl" / "third_party" / "vllm" / "__init__.py": init,
+        tmp_path / "verl" / "third_party" / "vllm" / "vllm_v_0_6_3" / "__init__.py": b"",
+        tmp_path / "verl" / "third_party" / "vllm" / "vllm_v_0_6_3" / "llm.py": b"class LLM:\n    pass\n",
+        tmp_path / "verl" / "rollout.py": b"from verl.third_party.vllm import LLM\n",
+    }
+    failing = dict(failing_modules(PythonFiles(texts)))
+    assert set(failing) == {"verl.rollout", "verl.third_party.vllm"}
+    assert "adapters for vLLM 0.6.3 to 0.6.3 raise" in failing["verl.rollout"]
+    texts[tmp_path / "verl" / "third_party" / "vllm" / "vllm_v_0_8_5" / "llm.py"] = b"class LLM:\n    pass\n"
+    assert failing_modules(PythonFiles(texts)) == ()  # an adapter for a vLLM vllm-ascend runs: it may import
+
+
 def test_a_module_in_a_namespace_directory_fails_under_its_package_name_too(tmp_path):
     """Video-ChatGPT: ``video_chatgpt/train/`` has no ``__init__.py``; train_mem.py imports the
     flash-attn patch beside it as ``video_chatgpt.train.llama_flash_attn_monkey_patch``."""

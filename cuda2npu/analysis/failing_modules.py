@@ -48,7 +48,7 @@ from cuda2npu.analysis.cuda_only_modules import (
 from cuda2npu.analysis.jit_extensions import jit_cuda_modules
 from cuda2npu.analysis.project_imports import absolute_module
 from cuda2npu.analysis.python_files import PythonFiles, parse
-from cuda2npu.analysis.vllm_adapters import first_ascend_vllm
+from cuda2npu.analysis.vllm_adapters import first_ascend_vllm, refusing_adapter_packages
 from cuda2npu.core.imports import catches_import_error, reraises
 from cuda2npu.core.pins import pin_predates
 
@@ -107,6 +107,7 @@ def _failing_modules(
 
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
         failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
+    failing.update(refusing_adapter_packages(files))  # verl's `third_party/vllm`: adapters for old vLLMs only
     for path, text in files.items():
         if path in modules and candidate.search(text):  # an import line naming what fails at import
             bad = next((name for name, _ in imports_of(path) if cannot_import(path, name)), None)

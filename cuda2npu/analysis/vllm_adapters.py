@@ -39,6 +39,32 @@ def legacy_vllm_adapters(files: list[Path]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
+def refusing_adapter_packages(files: PythonFiles) -> dict[str, str]:
+    """``{package module: what fails}`` for each package whose ``__init__.py`` picks one of the adapter
+    directories beside it by the installed vLLM's version and raises for any other, where every adapter there
+    is for a vLLM older than vllm-ascend's first (verl's ``third_party/vllm``: 0.3.1 to 0.6.3, RAGEN and
+    Search-R1, round 55; rllm, round 46): importing it raises on an NPU host, and so do its importers."""
+    first = version_key(first_ascend_vllm())
+    found = {}
+    for path in files:
+        if path.name != "__init__.py" or b"raise" not in files[path] or b"vllm_v_" not in files[path]:
+            continue
+        versions = [
+            ".".join(match.groups())
+            for directory in {p.parent for p in files if p.parent.parent == path.parent}
+            if (match := ADAPTER_DIR.fullmatch(directory.name)) is not None
+        ]
+        if versions and all(version_key(v) < first for v in versions):
+            module = files.distinct_modules.get(path)
+            if module:
+                oldest, newest = min(versions, key=version_key), max(versions, key=version_key)
+                found[module] = (
+                    f"{module}, whose adapters for vLLM {oldest} to {newest} raise for the vLLM vllm-ascend runs "
+                    "(a newer verl, or its own adapter for that vLLM)"
+                )
+    return found
+
+
 def first_ascend_vllm() -> str:
     """The first vLLM release a vllm-ascend release is made for (rules/tables/npu_first_releases.toml)."""
     return table("npu_first_releases")["release"]["vllm"]["first"]
