@@ -643,7 +643,7 @@ class TorchCudaApi(Rule):
                     ),
                 )
         if node.args and node.args[0].keyword is None:  # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`
-            self._mark_switch(node.args[0].value, lambda: self._skipped(node), capability=False)
+            self._mark_switch(node.args[0].value, lambda: self._skipped(node))
         if qualified.startswith("torch.cuda.") and not is_cuda_alternative(self.ctx, node):
             self._check_arguments(node, qualified)
         if qualified == "torch.cuda.device_count" and (why := library_device_count(self.ctx, node)):
