@@ -93,7 +93,7 @@ def environment_default(call: cst.Call) -> cst.BaseExpression | None:
 
 def is_device_type_expr(expr: cst.BaseExpression) -> bool:
     """``x.device.type``, ``device.type``, ``torch.device(d).type``, ``args.device``, ``device``,
-    ``str(x.device)``, ``device.split(":")[0]``."""
+    ``str(x.device)``, ``device.split(":")[0]``, ``getattr(device, "type", None)``."""
     if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
         inner = expr.value
         if isinstance(inner, cst.Call) and (dotted_name(inner.func) or "").endswith("device"):
@@ -101,6 +101,9 @@ def is_device_type_expr(expr: cst.BaseExpression) -> bool:
         return looks_like_device(inner)
     if isinstance(expr, cst.Call) and dotted_name(expr.func) == "str" and len(expr.args) == 1:
         return is_device_type_expr(expr.args[0].value)
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "getattr" and len(expr.args) >= 2:
+        # RVC's `getattr(_AUDIO_DEVICE, "type", None) == "cuda"` (round 55): `device.type` spelled with getattr
+        return string_value(expr.args[1].value) == "type" and looks_like_device(expr.args[0].value)
     if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
         func = expr.value.func
         return isinstance(func, cst.Attribute) and func.attr.value in SPLITS and is_device_type_expr(func.value)
