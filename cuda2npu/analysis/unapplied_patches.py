@@ -5,12 +5,12 @@ A patch module (its file name says ``patch``: ``llama_flash_attn_monkey_patch.py
 module-level functions that assign to an attribute of something the file imports
 (``transformers.models.llama.modeling_llama.LlamaAttention.forward = forward``). When no installer is
 called anywhere in the project (its name followed by ``(`` in no Python file, notebook, shell script,
-Markdown or configuration file but in a ``def``) and no other file imports the module itself, any
-other name from it or an installer under another name, its functions never run, and an edit there changes nothing anyone runs (its
-module-level imports still run where a package re-exports it: one that fails on an NPU host is reported
-at that import, NPU606):
-Mini-Monkey's ``replace_llama_attn_with_flash_attn`` (round 52: 10 edits), ml-ferret's flash-attn and
-xFormers patches (round 51: 13). A package ``__init__.py`` re-exporting an installer does not apply it.
+Markdown or configuration file but in a ``def``), and no other file imports the module itself, another
+name of it or an installer under another name, its functions never run: an edit there changes nothing
+anyone runs. A package ``__init__.py`` re-exporting an installer does not apply it; the module-level
+imports of a module so re-exported still run, and one failing on an NPU host is reported at that import
+(NPU606). Mini-Monkey's ``replace_llama_attn_with_flash_attn`` (round 52: 10 edits), ml-fastvlm's and
+LongVA's copies of LLaVA's patch (rounds 45 and 40: 7 each).
 """
 
 from __future__ import annotations
