@@ -444,6 +444,8 @@ class CudaAutocastBf16(ValueUses, Rule):
         if function is None or index.function.get(statement_of(self.ctx, cast)) is not function:
             return False
         calls = list(iter_nodes(function.body, cst.Call))
+        if node not in calls or cast not in calls:
+            return False
         return calls.index(cast) > calls.index(node) and _inference_only(self.ctx, cast)
 
     def _half_weights_passed_in(
@@ -788,7 +790,7 @@ def _after_training(
         return method_name(call) == "backward" or (dotted_name(call.func) or "").rpartition(".")[2] in training
 
     calls = list(iter_nodes(function.body, cst.Call))
-    if any(trains(call) for call in calls[calls.index(cast) :]):
+    if cast not in calls or any(trains(call) for call in calls[calls.index(cast) :]):
         return False
     loops = (owner for owner in index.ancestors(statement) if isinstance(owner, (cst.For, cst.While)))
     return not any(trains(call) for loop in loops for call in iter_nodes(loop, cst.Call))
