@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import libcst as cst
 
@@ -289,15 +289,12 @@ def nvidia_checks_only(blocks: list[cst.CSTNode]) -> bool:
     ``_check_nvidia_smi()``): a diagnostic with nothing to run on an NPU host, where the test, left
     as written, stays False as before."""
     called = False
-    for block in blocks:
-        block = block.body if isinstance(block, cst.Else) else block
-        for statement in block.body if isinstance(block, cst.BaseSuite) else [block]:
-            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]:
-                call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
-                words = set(name_tokens((dotted_name(call.func) or "").rpartition(".")[2])) if call else set()
-                if not words & NVIDIA_TOOL_WORDS:
-                    return False
-                called = True
+    for small in _small_statements(blocks):
+        call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
+        words = set(name_tokens((dotted_name(call.func) or "").rpartition(".")[2])) if call else set()
+        if not words & NVIDIA_TOOL_WORDS:
+            return False
+        called = True
     return called
 
 
@@ -306,15 +303,21 @@ def cudnn_settings_only(blocks: list[cst.CSTNode]) -> bool:
     ``.benchmark = False``: OpenELM's seeding helper, round 54), which an NPU host ignores: renamed, the test
     would run them there to no effect; as written it stays False, as before."""
     assigned = False
+    for small in _small_statements(blocks):
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+        if not targets or not all((dotted_name(t) or "").startswith("torch.backends.cudnn.") for t in targets):
+            return False
+        assigned = True
+    return assigned
+
+
+def _small_statements(blocks: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """The statements of ``blocks`` (a branch's bodies, an ``else``, or statements following an exit), each
+    line's small statements one by one, a compound statement as itself."""
     for block in blocks:
         block = block.body if isinstance(block, cst.Else) else block
         for statement in block.body if isinstance(block, cst.BaseSuite) else [block]:
-            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]:
-                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
-                if not targets or not all((dotted_name(t) or "").startswith("torch.backends.cudnn.") for t in targets):
-                    return False
-                assigned = True
-    return assigned
+            yield from statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]
 
 
 def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:

@@ -40,6 +40,21 @@ class Entry:
         return self.start, self.end, f"{self.quote}{new}{self.quote}"
 
 
+def mapping_at(entries: list[Entry], prefix: tuple[str, ...] = ()) -> dict[str, Entry | None]:
+    """The keys of the mapping at ``prefix`` (the top: ``()``): their scalar entry, or None for a mapping or
+    list below (known by its children)."""
+    keys: dict[str, Entry | None] = {}
+    depth = len(prefix)
+    for entry in entries:
+        if entry.path[:depth] != prefix or len(entry.path) == depth:
+            continue
+        if len(entry.path) == depth + 1:
+            keys[entry.key] = entry
+        else:
+            keys.setdefault(entry.path[depth], None)
+    return keys
+
+
 def physical_lines(text: str) -> list[tuple[int, str]]:
     """(offset, line without its line break) of each line (``\n``-separated, as the line numbers count)."""
     result, offset = [], 0

@@ -33,7 +33,7 @@ from cuda2npu.core.pins import pinned
 from cuda2npu.families.transformers.releases import fp16_under_pin
 from cuda2npu.filekinds.launch_flags import json_config
 from cuda2npu.filekinds.runconfig_code import TRAINER_FILE, TRAINER_FILES
-from cuda2npu.filekinds.runconfig_entries import Entry
+from cuda2npu.filekinds.runconfig_entries import Entry, mapping_at
 
 TRAINING_KEYS = {
     "per_device_train_batch_size",
@@ -90,13 +90,7 @@ def nested_training_arguments(entries: list[Entry], options) -> dict[str, Entry 
         if ARGUMENTS_MAPPING.fullmatch(entry.path[depth])
     }
     for prefix in sorted(prefixes):
-        keys: dict[str, Entry | None] = {}
-        for entry in entries:
-            if entry.path[: len(prefix)] == prefix and len(entry.path) > len(prefix):
-                if len(entry.path) == len(prefix) + 1:
-                    keys[entry.key] = entry
-                else:
-                    keys.setdefault(entry.path[len(prefix)], None)
+        keys = mapping_at(entries, prefix)
         if len(TRAINING_KEYS.intersection(keys)) >= 2:
             return keys
     return None

@@ -73,6 +73,7 @@ from cuda2npu.filekinds.runconfig_entries import (
     Entry,
     Member,
     json_members,
+    mapping_at,
     physical_lines,
     toml_entries,
     yaml_entries,
@@ -290,13 +291,7 @@ def _on_lightning(options) -> bool:
 
 def _top_level(entries: list[Entry]) -> dict[str, Entry | None]:
     """The top-level keys: their scalar entry, or None for a YAML mapping or list (known by its children)."""
-    top: dict[str, Entry | None] = {}
-    for entry in entries:
-        if len(entry.path) == 1:
-            top[entry.key] = entry
-        else:
-            top.setdefault(entry.path[0], None)
-    return top
+    return mapping_at(entries)
 
 
 def _trainer_items(plan: Plan, path: Path, top: dict[str, Entry | None], members: list[Member]) -> list[Item]:

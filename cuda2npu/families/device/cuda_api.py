@@ -745,13 +745,10 @@ class TorchCudaApi(Rule):
 
     def _never_entered(self, node: cst.Attribute) -> bool:
         """``torch.cuda.amp.autocast`` called where the autocast is never entered (``never_entered``)."""
+        if node.attr.value != "autocast":  # every attribute comes here: the cheap test first
+            return False
         call = TreeIndex.of(self.ctx).parents.get(node)
-        return (
-            isinstance(call, cst.Call)
-            and call.func is node
-            and node.attr.value == "autocast"
-            and never_entered(self.ctx, call)
-        )
+        return isinstance(call, cst.Call) and call.func is node and never_entered(self.ctx, call)
 
     def _unfilled_property(self, node: cst.Attribute) -> None:
         """``torch.cuda.get_device_properties(0).major``: a field torch_npu leaves empty."""
