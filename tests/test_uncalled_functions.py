@@ -6,7 +6,7 @@ from __future__ import annotations
 from cli_helpers import cli, write
 
 from cuda2npu.analysis.python_files import PythonFiles
-from cuda2npu.analysis.uncalled_functions import uncalled_functions
+from cuda2npu.analysis.uncalled_functions import SearchedTexts, uncalled_functions
 
 SCRIPT = """
 import torch
@@ -43,13 +43,14 @@ def test_the_fact_names_only_undecorated_script_functions_nobody_names(tmp_path)
     write(tmp_path / "notebook.ipynb", '{"cells": [{"source": ["from sft import called_elsewhere"]}]}')
     write(tmp_path / "lib.py", "def never_called():\n    pass\n")  # not a script: a library's API
     files = PythonFiles.read([script, tmp_path / "lib.py"])
-    found = uncalled_functions(files, [tmp_path / "notebook.ipynb"])
+    found = uncalled_functions(files, SearchedTexts(files, [tmp_path / "notebook.ipynb"]))
     assert [name for _, name in found] == ["check_and_optimize_memory"]
 
 
 def test_a_script_reaching_its_functions_by_name_has_none(tmp_path):
     script = write(tmp_path / "cli.py", SCRIPT.replace("    main()", "    fire.Fire()"))
-    assert uncalled_functions(PythonFiles.read([script]), []) == ()
+    files = PythonFiles.read([script])
+    assert uncalled_functions(files, SearchedTexts(files, [])) == ()
 
 
 def test_migrate_leaves_the_uncalled_function_as_written(tmp_path):
@@ -69,6 +70,7 @@ def test_a_test_function_of_a_script_running_pytest_is_called_by_pytest(tmp_path
         "import pytest\nimport torch\n\n\ndef test_sampling():\n    torch.cuda.synchronize()\n\n\n"
         'if __name__ == "__main__":\n    pytest.main()\n',
     )
-    assert uncalled_functions(PythonFiles.read([test]), []) == ()
+    files = PythonFiles.read([test])
+    assert uncalled_functions(files, SearchedTexts(files, [])) == ()
     cli("migrate", tmp_path)
     assert "torch.npu.synchronize()" in test.read_text()

@@ -21,14 +21,14 @@ import re
 from pathlib import Path
 
 from cuda2npu.analysis.python_files import PythonFiles
-from cuda2npu.analysis.uncalled_functions import READ_ALSO, read_small
+from cuda2npu.analysis.uncalled_functions import SearchedTexts
 
 PATCH_NAME = re.compile(r"patch", re.IGNORECASE)
 
 
-def unapplied_patches(files: PythonFiles, others: list[Path]) -> tuple[tuple[str, str], ...]:
+def unapplied_patches(files: PythonFiles, searched: SearchedTexts) -> tuple[tuple[str, str], ...]:
     """(real path, first installer) of each patch module nothing applies (see the module), sorted;
-    ``others``: the project's files of other kinds, read for the installers' calls too."""
+    ``searched``: where the installers' calls are looked for."""
     candidates = {}
     for path in files:
         if PATCH_NAME.search(path.stem) and path.name != "__init__.py" and (tree := files.tree(path)) is not None:
@@ -37,7 +37,7 @@ def unapplied_patches(files: PythonFiles, others: list[Path]) -> tuple[tuple[str
                 candidates[path] = installers
     if not candidates:
         return ()
-    texts = [files[path] for path in files] + [read_small(path) for path in others if path.suffix in READ_ALSO]
+    texts = searched.texts
     found = []
     for path, installers in candidates.items():
         names = b"|".join(re.escape(n.encode()) for n in installers)

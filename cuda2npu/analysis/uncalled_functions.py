@@ -12,6 +12,7 @@ its functions by name (``globals()``, ``fire.Fire()`` without arguments, ``getat
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from pathlib import Path
@@ -26,9 +27,25 @@ READ_ALSO = (".ipynb", ".sh", ".md", ".yaml", ".yml", ".json", ".toml", ".cfg")
 READ_LIMIT = 1 << 20
 
 
-def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[str, str], ...]:
+class SearchedTexts:
+    """The texts a project's function names are looked for in: its Python files, and its ``others`` (files of
+    other kinds) of the kinds of :data:`READ_ALSO` up to :data:`READ_LIMIT`; read when first asked, once for
+    every fact asking (uncalled functions, unapplied patches)."""
+
+    def __init__(self, files: PythonFiles, others: list[Path]) -> None:
+        self._files = files
+        self._others = others
+
+    @functools.cached_property
+    def texts(self) -> list[bytes]:
+        return [self._files[path] for path in self._files] + [
+            read_small(path) for path in self._others if path.suffix in READ_ALSO
+        ]
+
+
+def uncalled_functions(files: PythonFiles, searched: SearchedTexts) -> tuple[tuple[str, str], ...]:
     """(real path of the script, function name) for each uncalled function (see the module), sorted;
-    ``others``: the project's files of other kinds, read for the names too."""
+    ``searched``: where the names are looked for."""
     candidates: dict[str, set[Path]] = {}
     for path in files:
         text = files[path]
@@ -42,8 +59,7 @@ def uncalled_functions(files: PythonFiles, others: list[Path]) -> tuple[tuple[st
         return ()
     names = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(candidates)) + rb")\b")
     counts: dict[str, int] = dict.fromkeys(candidates, 0)
-    texts = [files[path] for path in files] + [read_small(path) for path in others if path.suffix in READ_ALSO]
-    for text in texts:
+    for text in searched.texts:
         for match in names.finditer(text):
             counts[match.group(1).decode()] += 1
     return tuple(

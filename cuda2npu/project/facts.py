@@ -34,7 +34,7 @@ from cuda2npu.analysis.quantization_flags import quantization_flags_on
 from cuda2npu.analysis.receivers import cuda_method_classes, tensordict_holders
 from cuda2npu.analysis.sdpa_support import fa2_only_classes, own_flash_classes
 from cuda2npu.analysis.unapplied_patches import unapplied_patches
-from cuda2npu.analysis.uncalled_functions import uncalled_functions
+from cuda2npu.analysis.uncalled_functions import SearchedTexts, uncalled_functions
 from cuda2npu.analysis.vllm_adapters import legacy_vllm_adapters, own_vllm_release
 from cuda2npu.core.options import ProjectFacts
 from cuda2npu.filekinds.runconfig_code import config_keys
@@ -97,6 +97,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     local, loose = shadowing_modules(files, extensions, root)
     texts = PythonFiles.read(files, root)
     others = [path for path in files if path.suffix != ".py"]
+    searched = SearchedTexts(texts, others)  # the other files read once, where a fact first asks
     pins, pin_files, pin_scopes = project_pins(files, root)
     failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root, pins)
     return ProjectFacts(
@@ -138,8 +139,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         own_flash_classes=own_flash_classes(texts),
         own_fp16_flag=own_fp16_flag(texts),
         quantization_flags_on=quantization_flags_on(texts),
-        uncalled_functions=uncalled_functions(texts, others),
-        unapplied_patches=unapplied_patches(texts, others),
+        uncalled_functions=uncalled_functions(texts, searched),
+        unapplied_patches=unapplied_patches(texts, searched),
         cog_predictors=cog_predictors(others),
         top_packages=tuple(
             sorted({name.partition(".")[0] for name in (*texts.modules.values(), *texts.namespace_names.values())})
