@@ -129,13 +129,14 @@ def check_shell_script(
         **{n: ("NPU713", new) for n, new in env["nccl"].items()},
     }
     commands = shell_commands(text, options.ignore_noqa)
-    code_text = "\n".join(line.code for command in commands for line in command)
+    lines = [line for command in commands for line in command]
+    code_text = "\n".join(line.code for line in lines)
     findings: list[Finding] = []
     edits: list[tuple[int, int, str]] = []
     marks: list[tuple[str, str]] = []  # the markers of the command at hand: (code, reason)
-    openers = {} if heredoc_scripts else heredoc_openers([line for command in commands for line in command])
+    openers = {} if heredoc_scripts else heredoc_openers(lines)
     first_of = {line.number: command[0] for command in commands for line in command}
-    nvidia_branches = _nvidia_branches([line for command in commands for line in command])
+    nvidia_branches = _nvidia_branches(lines)
 
     opener_codes: dict[int, set[str]] = {}  # the codes marked above each command opening a here-document
 
@@ -175,7 +176,7 @@ def check_shell_script(
         report_found(check_sbatch_line(line))
         place_markers(line)
     stops = bool(ERREXIT.search(code_text) or ERREXIT_SHEBANG.match(text))  # the script stops at a failure
-    guard = _exits_without_nvidia_smi([line for command in commands for line in command])
+    guard = _exits_without_nvidia_smi(lines)
     for command in commands:
         for line in command:
             for name, start, end, assigned in _variables(line.code):
@@ -214,8 +215,8 @@ def check_shell_script(
                 )
                 report(line, match.start() + 1, "NPU714", message)
         report_found(check_programs(command, options, code_text if settings is None else settings))
-        lines = {line.number for line in command}
-        for flag in (f for f in flags if f.line in lines):
+        numbers = {line.number for line in command}
+        for flag in (f for f in flags if f.line in numbers):
             reason = _marker(flag, options)
             if reason is not None and all(code != flag.code for code, _ in marks):  # one per flag code and command
                 marks.append((flag.code, reason))
