@@ -97,6 +97,10 @@ def test_near_misses(tmp_path):
     )
     # a module-level import, a script, a module nothing imports
     assert _facts(tmp_path, {**base, "pkg/align.py": "from pkg.fast_ops import scan_cuda\n" + ALIGN}) == ()
+    # ... also relative, multi-line, or in another file than the gated ones (found without a tree)
+    top = "from .fast_ops import (\n    scan_cuda,\n)\n"
+    assert _facts(tmp_path, {**base, "pkg/align.py": ALIGN, "pkg/other.py": top}) == ()
+    assert _facts(tmp_path, {**base, "pkg/align.py": ALIGN, "pkg/other.py": "import pkg.fast_ops\n"}) == ()
     script = KERNELS + '\n\nif __name__ == "__main__":\n    scan_cuda(None)\n'
     assert _facts(tmp_path, {**base, "pkg/fast_ops.py": script, "pkg/align.py": ALIGN}) == ()
     assert _facts(tmp_path, base) == ()

@@ -36,7 +36,7 @@ from cuda2npu.analysis.cuda_gates import CUDA_GRAPH_APIS
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
-from cuda2npu.analysis.python_files import PythonFiles, import_nodes
+from cuda2npu.analysis.python_files import PythonFiles, import_nodes, parse
 from cuda2npu.core.feature_words import CUDA_WORD
 
 TRITON_KERNEL = re.compile(rb"^[ \t]*@[ \t]*triton\.(?:jit|autotune|heuristics)\b", re.M)
@@ -56,7 +56,7 @@ def kernels_behind_cuda_gates(files: PythonFiles) -> tuple[str, ...]:
     found = []
     for path in kernel_files:
         module = files.modules.get(path)
-        if module is None or RUN_AS_SCRIPT.search(files[path]) is not None:
+        if module is None or RUN_AS_SCRIPT.search(files[path]) is not None or trees.imported_at_top(module):
             continue
         sites = trees.imports_of(module)
         if sites and all(trees.gated_import(site) for site in sites):
@@ -316,6 +316,20 @@ class _Trees:
             tree = self.files.tree(path)
             self._imports[path] = import_nodes(tree) if tree is not None else []
         return self._imports[path]
+
+    def imported_at_top(self, module: str) -> bool:
+        """Whether an import statement at a file's first column imports ``module``: a top-level import,
+        which no test gates (each such statement parsed alone, so that the files need no tree)."""
+        named = re.compile(rb"\b" + re.escape(module.rpartition(".")[2].encode()) + rb"\b")
+        for path in self.files:
+            if not self._may_import(path, module.encode(), named):
+                continue
+            importer = self.files.modules.get(path, path.stem)
+            for statement in self.files.import_statements(path):
+                if statement[:1] in (b"f", b"i") and (tree := parse(statement)) is not None:
+                    if any(module in _imported(node, importer, path) for node in tree.body):
+                        return True
+        return False
 
     def imports_of(self, module: str) -> list[tuple[ast.AST, dict]]:
         """(import statement, its file's parents) for each import of ``module`` in the project."""

@@ -89,21 +89,30 @@ def read_key(expression: str) -> str | None:
 
 def consumed_keys(text: str) -> set[tuple[str, str]]:
     """(role, key) of the configuration reads one Python text passes to a device/backend consumer."""
-    names: dict[str, str] = {}
-    for match in ASSIGNMENT.finditer(text):
-        key = read_key(match.group("value"))
-        if key is not None:
-            names[match.group("name")] = key
+    names: dict[str, str] | None = None  # the names assigned a configuration read, found where first needed
     found = set()
     for role, pattern in CONSUMERS.items():
         if not any(word in text for word in CONSUMER_WORDS[role]):
             continue  # a cheap test first: the patterns try every bracket and comma of the text
         for match in pattern.finditer(text):
             argument = match.group("arg")
-            key = read_key(argument) or names.get(argument)
+            key = read_key(argument)
+            if key is None:
+                names = _assigned_keys(text) if names is None else names
+                key = names.get(argument)
             if key is not None:
                 found.add((role, key))
     return found
+
+
+def _assigned_keys(text: str) -> dict[str, str]:
+    """name -> the configuration key assigned to it (``device = cfg["device"]``), for each such assignment."""
+    names = {}
+    for match in ASSIGNMENT.finditer(text):
+        key = read_key(match.group("value"))
+        if key is not None:
+            names[match.group("name")] = key
+    return names
 
 
 def config_keys(texts: Mapping[Path, bytes]) -> tuple[tuple[str, str], ...]:
