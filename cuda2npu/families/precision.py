@@ -194,7 +194,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         if dtype is not None and not is_torch_dtype(self.resolver, dtype.value, "float16", "half"):
             if self._tested_choice(dtype.value) or not self._half_chosen(dtype.value):
                 return  # `for dtype in (torch.float16, torch.bfloat16):`, a test's dtype parameter, a run-time choice
-            if not self._half_weights(node) and not self.options.file.float16_default:  # else as below (AnyGPT's
+            if not self._half_weights(node) and not self._project_float16(node):  # else as below (AnyGPT's
                 self.report(  # `maybe_autocast(self, dtype=torch.float16)` over a `.half()` ViT, round 40)
                     "NPU340",
                     node,
@@ -220,7 +220,7 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # one of the precisions the code offers (`{"fp16": ..., "bf16": ...}[args.precision]`; its
             # float16 arm may rely on autocast's default dtype: composer's `Precision.AMP_FP16`)
         halves = [cast for cast in self._half_weights(node) if not self._evaluated_after(node, cast)]
-        default = self.options.file.float16_default
+        default = self._project_float16(node)
         if not halves and default:  # weights built float16 in another file of the project this one reaches
             if not self._half_kept:
                 self._half_kept = True
@@ -289,6 +289,36 @@ class CudaAutocastBf16(ValueUses, Rule):
             if named and equal and any(literal(side) in FLOAT16_PRECISIONS for side in sides):
                 return test
         return None
+
+    def _project_float16(self, node: cst.BaseExpression) -> str:
+        """Where the project builds the weights ``node`` runs over in float16 (``options.file.float16_default``),
+        "" where it does not or ``node`` runs only in the project's "amp" mode (:meth:`_amp_mode`)."""
+        return "" if self._amp_mode(node) else self.options.file.float16_default
+
+    def _amp_mode(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` (or what offers it) runs only where a precision option says "amp"
+        (open_clip's ``autocast = torch.cuda.amp.autocast if args.precision == "amp" else suppress``): the
+        project's mixed-precision mode over float32 weights, which its float16 conversion (``if precision ==
+        "fp16": convert_weights_to_fp16(model)``, another value of the option) never meets (AudioLDM's CLAP
+        trainer, round 56)."""
+        parents = TreeIndex.of(self.ctx).parents
+        current: cst.CSTNode = self._offered_as(node)
+        tests = []
+        while (parent := parents.get(current)) is not None and not isinstance(parent, cst.BaseSmallStatement):
+            if isinstance(parent, cst.IfExp) and parent.body is current:
+                tests.append(parent.test)
+            current = parent
+        statement = self.ctx.statement
+        enclosing = TreeIndex.of(self.ctx).enclosing(statement) if statement is not None else []
+        tests += [owner.test for owner, role in enclosing if isinstance(owner, cst.If) and role == "body"]
+        return any(
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)
+            and PRECISION_NAME.search(code_of(test.left)) is not None
+            and literal(test.comparisons[0].comparator) == "amp"
+            for test in tests
+        )
 
     def _tests_float16(self, node: cst.Call) -> bool:
         """``node`` is in a test (a ``test*`` function) that asserts float16 results: an ``assert`` or a
@@ -516,8 +546,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         halves = self._half_weights_of_function()
         working = self._float16_working_dtype()
-        if not halves and self.options.file.float16_default:
-            self._values[expr] = _float16_project_message(self.options.file.float16_default)
+        if not halves and self._project_float16(expr):
+            self._values[expr] = _float16_project_message(self._project_float16(expr))
         elif not halves and working is not None:
             self._values[expr] = _float16_dtype_message(f"CUDA autocast used as a value (`{code_of(expr)}`)", working)
         elif halves:
