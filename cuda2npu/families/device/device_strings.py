@@ -272,6 +272,34 @@ class DeviceStrings(Rule):
         self._seen.add(expr)
         self.report("NPU109", expr, f"{value!r} {where} may be a CUDA device; not rewritten, check it by hand")
 
+    def _device_type_slice(self, expr: cst.BaseExpression) -> None:
+        """``device[:4]`` as an autocast device type (LivePortrait's ``torch.autocast(device_type=self.device[:4])``
+        over ``self.device = "cuda:" + str(device_id)``): "cuda" of "cuda:0", "npu:" of the migrated "npu:0",
+        which torch.autocast rejects; ``device.split(":")[0]`` is the type of both (and of "cpu")."""
+        if not (
+            isinstance(expr, cst.Subscript)
+            and len(expr.slice) == 1
+            and isinstance(index := expr.slice[0].slice, cst.Slice)
+            and index.lower is None
+            and index.step is None
+            and isinstance(index.upper, cst.Integer)
+            and index.upper.value == "4"
+        ):
+            return
+        self.report(
+            "NPU106",
+            expr,
+            f'`{code_of(expr)}` → `{code_of(expr.value)}.split(":")[0]`: the device type of "cuda:0" and of "npu:0" '
+            '(a four-character slice of "npu:0" is "npu:", which autocast rejects)',
+            lambda updated: cst.Subscript(
+                value=cst.Call(
+                    func=cst.Attribute(value=updated.value, attr=cst.Name("split")),
+                    args=[cst.Arg(cst.SimpleString('":"'))],
+                ),
+                slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))],
+            ),
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func, True) or ""
         positional = [a.value for a in node.args if a.keyword is None]
@@ -280,11 +308,12 @@ class DeviceStrings(Rule):
             bound = self.resolver.qualified_name(positional[0]) or autocast_alias(self.ctx, positional[0], True)
             qualified, positional = (bound or "", positional[1:]) if bound in AMP_CALLS else (qualified, positional)
         if qualified in AMP_CALLS:
-            if positional:
-                self._rewrite(positional[0], "NPU106", "autocast/GradScaler device")
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value in ("device_type", "device"):  # GradScaler's
-                    self._rewrite(arg.value, "NPU106", "autocast/GradScaler device")
+            devices = [
+                a.value for a in node.args if a.keyword is not None and a.keyword.value in ("device_type", "device")
+            ]
+            for device in positional[:1] + devices:  # `device=`: GradScaler's
+                self._rewrite(device, "NPU106", "autocast/GradScaler device")
+                self._device_type_slice(device)
             return
         if (qualified in DEVICE_CALLS or qualified.startswith(DEVICE_MODULES)) and positional:
             self._rewrite(positional[0], why=f"`{qualified}` device")
