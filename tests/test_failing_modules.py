@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 from cli_helpers import cli, write
@@ -228,6 +229,7 @@ def test_an_optional_module_is_left_as_written_but_for_its_marker(tmp_path):
 # its tests import it, through relative imports too.
 CUDA_KERNEL = """\
 import os
+import subprocess
 
 import torch
 from torch.utils.cpp_extension import load
@@ -884,3 +886,25 @@ def test_an_import_in_a_module_level_try_that_raises_again_fails_and_packages_be
     failing = dict(failing_modules(PythonFiles.read(files, tmp_path), ("MultiScaleDeformableAttention",)))
     assert failing["mask2former.modeling.pixel_decoder.msdeformattn"] == "MultiScaleDeformableAttention"
     assert failing["train_net"] == failing["mask2former"] == "MultiScaleDeformableAttention"
+
+
+def test_modules_below_an_extension_build_are_named_from_the_project_root_through_packages(tmp_path):
+    """LivePortrait (round 56) vendors XPose, whose Deformable DETR `ops/setup.py` only builds
+    `MultiScaleDeformableAttention` (no `install_requires`): the files below it keep the project's facts (it
+    is no project of its own), and `ops/modules/ms_deform_attn.py` imports its sibling by the path from the
+    project root through packages (`src/utils/`, `models/`) and plain directories (`src/`, `ops/`)."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    ops = tmp_path / "src" / "utils" / "XPose" / "models" / "ops"
+    write(ops / "setup.py", 'setup(name="MSDA", ext_modules=[CUDAExtension("MultiScaleDeformableAttention", [])])\n')
+    write(tmp_path / "src" / "utils" / "__init__.py", "")
+    write(tmp_path / "src" / "utils" / "XPose" / "models" / "__init__.py", "")
+    write(ops / "functions" / "__init__.py", "from .ms_deform_attn_func import MSDeformAttnFunction\n")
+    write(ops / "functions" / "ms_deform_attn_func.py", "import torch\nimport MultiScaleDeformableAttention as MSDA\n")
+    modules_init = write(ops / "modules" / "__init__.py", "from .ms_deform_attn import MSDeformAttn\n")
+    attn = write(
+        ops / "modules" / "ms_deform_attn.py",
+        "import torch\nfrom src.utils.XPose.models.ops.functions.ms_deform_attn_func import MSDeformAttnFunction\n",
+    )
+    cli("migrate", "--allow-dirty", tmp_path)
+    assert "NPU606" in attn.read_text() and "NPU606" in modules_init.read_text()
+    assert "`MultiScaleDeformableAttention`" in attn.read_text()

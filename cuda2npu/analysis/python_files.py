@@ -119,7 +119,10 @@ class PythonFiles(Mapping[Path, bytes]):
     def rooted_names(self) -> dict[Path, str]:
         """The dotted path from the project root of each file a script there imports through directories
         without ``__init__.py`` (hart's ``hart/modules/networks/basic_hart.py``, imported as
-        ``hart.modules.networks.basic_hart`` by ``sample.py``), where its module name differs."""
+        ``hart.modules.networks.basic_hart`` by ``sample.py``), also where packages lie on the way
+        (LivePortrait's ``src.utils.dependencies.XPose.models.UniPose.ops.functions.ms_deform_attn_func``:
+        ``src/utils`` and ``XPose/models`` are packages, ``src`` and ``ops`` are not, round 56), where its
+        module name differs."""
         top, found = self.top, {}
         if top is None or top / "__init__.py" in self._texts:
             return found
@@ -128,10 +131,7 @@ class PythonFiles(Mapping[Path, bytes]):
             if where == top or not where.is_relative_to(top):
                 continue
             parts = where.relative_to(top).parts
-            folders = (top.joinpath(*parts[:n]) for n in range(1, len(parts) + 1))
-            if all(part.isidentifier() for part in parts) and all(
-                f / "__init__.py" not in self._texts for f in folders
-            ):
+            if all(part.isidentifier() for part in parts):
                 found[path] = ".".join([*parts, module])
         return found
 

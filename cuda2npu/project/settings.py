@@ -10,7 +10,8 @@ directory walk reads it.
 The project facts (cuda2npu/project/facts.py) come from each file's project root, never from the
 paths given: the project root of its configuration (that file's directory, or the one of a
 configuration it extends in a directory above), else the nearest directory above the file holding
-a ``setup.py``, ``setup.cfg`` or ``pyproject.toml`` inside its git work tree (a project git
+a ``setup.py`` (but one that only builds the project's extension modules), ``setup.cfg`` or
+``pyproject.toml`` inside its git work tree (a project git
 ignores, such as a vendored or downloaded tree, is a project of its own), else the top of that
 work tree, else the common directory of the paths given (``migrate --out``: the directory given,
 which is copied as a project on its own, or the sub-project inside it holding the file: InternVL's
@@ -38,6 +39,22 @@ from cuda2npu.project.facts import project_facts
 from cuda2npu.project.pins import with_pinned_target
 
 PROJECT_MARKERS = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def _extension_build(directory: Path) -> bool:
+    """Whether ``directory``'s only project marker is a ``setup.py`` that builds extension modules and
+    requires nothing (Deformable DETR's ``ops/setup.py``, vendored by LivePortrait's XPose, whose modules
+    the project imports as ``src.utils.dependencies.XPose...ops...``, round 56): the build of the project's
+    own kernels, not a project of its own."""
+    if any(os.path.lexists(directory / name) for name in PROJECT_MARKERS[1:]):
+        return False
+    try:
+        text = (directory / "setup.py").read_bytes()
+    except OSError:
+        return False
+    return b"ext_modules" in text and b"install_requires" not in text
+
+
 NO_CONFIG = Config()
 
 
@@ -140,17 +157,30 @@ class RunSettings:
             return root
         given = self.cli.project_root.resolve() if self.cli.project_root is not None else None
         if given is not None and directory.is_relative_to(given):
-            marker = self._nearest(directory, PROJECT_MARKERS)  # a sub-project of the tree has its own facts
+            marker = self._project_marker(directory, given)  # a sub-project of the tree has its own facts
             root = marker if marker is not None and marker.is_relative_to(given) else given
         else:
             root = self.config_in(directory).project_root
             if root is None or not directory.is_relative_to(root):
                 work_tree = self._nearest(directory, (".git",))
-                marker = self._nearest(directory, PROJECT_MARKERS)
+                marker = self._project_marker(directory, work_tree)
                 inside = marker is not None and (work_tree is None or marker.is_relative_to(work_tree))
                 root = marker if inside else work_tree or self.common
         self._roots[directory] = root
         return root
+
+    def _project_marker(self, directory: Path, top: Path | None) -> Path | None:
+        """The nearest directory at or above ``directory`` holding a project marker, passing over one whose
+        ``setup.py`` only builds extensions (:func:`_extension_build`) below ``top`` (the work tree) or below
+        another marker: a build of the project's kernels, whose files keep the project's facts. None where
+        only ``top`` is above it."""
+        marker = self._nearest(directory, PROJECT_MARKERS)
+        while marker is not None and _extension_build(marker):
+            outer = self._nearest(marker.parent, PROJECT_MARKERS) if marker.parent != marker else None
+            if outer is None and (top is None or top == marker or not marker.is_relative_to(top)):
+                break  # the project's own top: its facts are its own
+            marker = outer
+        return marker
 
     def _nearest(self, directory: Path, names: tuple[str, ...]) -> Path | None:
         """The nearest directory at or above ``directory`` holding one of ``names``."""
