@@ -100,9 +100,16 @@ def cuda_api_entry(sub: str, name: str) -> Api:
     """What ``torch.cuda.<name>`` (``sub``: ``torch.cuda.<sub>.<name>``) is on NPU, from the API table."""
     api = table("torch_cuda_api")
     if sub:
-        module = api["submodules"][sub]
-        renamed = module["renamed"]
+        head, _, inner = sub.partition(".")  # `amp.autocast_mode`: a module of the submodule
+        module = api["submodules"][head]
         code = module.get("code", "NPU103")
+        if inner:
+            if name in module["modules"][inner]:
+                return Api("renamed", npu=f"{module['target']}.{inner}.{name}", code=code)
+            return Api("unsupported", f"torch_npu.npu.{module['target']}.{inner} has no `{name}`", code=code)
+        renamed = module["renamed"]
+        if name in module.get("modules", ()):
+            return Api("renamed", npu=f"{module['target']}.{name}", code=code)
         if name in renamed:
             new = renamed[name] if isinstance(renamed, dict) else name
             return Api("renamed", npu=f"{module['target']}.{new}", code=code)
@@ -121,12 +128,15 @@ def cuda_api_entry(sub: str, name: str) -> Api:
 
 
 def _npu_module(module: str) -> str | None:
-    """``torch.cuda`` → ``torch_npu.npu``; ``torch.cuda.memory`` → ``torch_npu.npu.memory``."""
+    """``torch.cuda`` → ``torch_npu.npu``; ``torch.cuda.memory`` → ``torch_npu.npu.memory``;
+    ``torch.cuda.amp.autocast_mode`` → ``torch_npu.npu.amp.autocast_mode``."""
     if module == "torch.cuda":
         return "torch_npu.npu"
-    sub = module.removeprefix("torch.cuda.")
-    spec = table("torch_cuda_api")["submodules"].get(sub) if module.startswith("torch.cuda.") else None
-    return f"torch_npu.npu.{spec['target']}" if spec and spec["importable"] else None
+    head, _, inner = module.removeprefix("torch.cuda.").partition(".")
+    spec = table("torch_cuda_api")["submodules"].get(head) if module.startswith("torch.cuda.") else None
+    if not spec or not spec["importable"] or (inner and inner not in spec.get("modules", ())):
+        return None
+    return f"torch_npu.npu.{spec['target']}" + (f".{inner}" if inner else "")
 
 
 def _cuda_to_npu(node: cst.BaseExpression) -> cst.BaseExpression:
