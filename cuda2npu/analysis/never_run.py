@@ -120,6 +120,34 @@ AFTER_LEAVING = re.compile(
 OLD_TORCH_FLAG = re.compile(r"is_torch_(less_than|greater_or_equal_than)_(\d+)_(\d+)")
 
 
+def availability_with_build_test(ctx, test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The ``torch.cuda.is_available()`` operand of ``torch.cuda.is_available() and (torch.version.cuda or
+    torch.version.hip)`` (WhisperSpeech's device chooser, round 56), None for another test: the build test
+    adds nothing (CUDA is available only on a CUDA or ROCm build), so the test is one of availability, not of
+    the build (its branch runs on an NPU host once the test is migrated and the build test dropped)."""
+    if not isinstance(test, cst.BooleanOperation) or not isinstance(test.operator, cst.And):
+        return None
+    for available, build in ((test.left, test.right), (test.right, test.left)):
+        called = available.func if isinstance(available, cst.Call) and not available.args else None
+        if called is not None and ctx.resolver.qualified_name(called) == "torch.cuda.is_available":
+            sides = [build.left, build.right] if isinstance(build, cst.BooleanOperation) else []
+            if isinstance(build.operator if sides else None, cst.Or) and _both_builds(ctx, sides):
+                return available
+    return None
+
+
+def _both_builds(ctx, sides: list[cst.BaseExpression]) -> bool:
+    """``torch.version.cuda`` and ``torch.version.hip``, each also as ``... is not None``."""
+    read = set()
+    for side in sides:
+        if isinstance(side, cst.Comparison) and len(side.comparisons) == 1:
+            target = side.comparisons[0]
+            if isinstance(target.operator, cst.IsNot) and dotted_name(target.comparator) == "None":
+                side = side.left
+        read.add(ctx.resolver.qualified_name(side))
+    return read == BUILD_FACTS
+
+
 def in_never_run_code(ctx, node: cst.CSTNode) -> bool:
     """Whether ``node`` is in code an NPU host never runs."""
     return node in never_run_nodes(ctx)
@@ -288,7 +316,11 @@ def _under_build_probes(ctx) -> list[cst.CSTNode]:
             return True if qualified in probes or (qualified is None and name in local) else None
         return True if ctx.resolver.qualified_name(leaf) in BUILD_FACTS else None
 
-    return [node.body for node in iter_nodes(ctx.module, cst.If) if implies(node.test, True, build)]
+    return [
+        node.body
+        for node in iter_nodes(ctx.module, cst.If)
+        if implies(node.test, True, build) and availability_with_build_test(ctx, node.test) is None
+    ]
 
 
 def _build_constant_test(ctx, comparison: cst.Comparison, constants: tuple[str, ...]) -> bool:
