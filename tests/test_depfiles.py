@@ -77,14 +77,22 @@ def test_requirements_txt_is_rewritten(tmp_path):
 
 
 def test_requirements_for_another_accelerator_are_left_alone(tmp_path):
-    """requirements-rocm.txt is the project's file for AMD hosts: no torch_npu added, no pin read."""
+    """requirements-rocm.txt is the project's file for AMD hosts (requirements_macOS.txt for Macs): no
+    torch_npu added, no pin read."""
     write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
     rocm = write(tmp_path / "requirements-rocm.txt", "torch==2.4.0\nflash-attn\n")
     write(tmp_path / "dcu-support" / "requirements.txt", "torch==2.1.0\nflash-attn\n")
+    # ... nor for another operating system (LivePortrait's and seed-vc's macOS files, round 56)
+    mac = write(
+        tmp_path / "requirements_macOS.txt", "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch\n"
+    )
+    write(tmp_path / "requirements-mac.txt", "torch==2.4.0\n")
+    write(tmp_path / "requirements-windows.txt", "torch==2.4.0\n")
     write(tmp_path / "requirements.txt", "torch==2.4.0\n")
     assert {f[0] for f in findings(tmp_path)} == {"requirements.txt"}
     cli("migrate", tmp_path)
     assert rocm.read_text() == "torch==2.4.0\nflash-attn\n"
+    assert "torch_npu" not in mac.read_text() and "cu121" in mac.read_text()
     assert "torch_npu" in (tmp_path / "requirements.txt").read_text()
 
 

@@ -102,7 +102,8 @@ EDITABLE = re.compile(r"(?:-e|--editable)(?:\s+|\s*=\s*)(\S+)")
 
 
 OTHER_ACCELERATORS = r"rocm|hip|amd|xpu|intel|ipex|tpu|mps|neuron|hpu|gaudi|dcu|musa|mlu"
-OTHER_PLATFORM = re.compile(rf"(?:^|[-_.])(?:{OTHER_ACCELERATORS})\d*(?=[-_.]|$)", re.I)
+OTHER_SYSTEMS = r"macos|mac|osx|darwin|windows|win"  # no NPU host runs them (LivePortrait's requirements_macOS.txt)
+OTHER_PLATFORM = re.compile(rf"(?:^|[-_.])(?:{OTHER_ACCELERATORS}|{OTHER_SYSTEMS})\d*(?=[-_.]|$)", re.I)
 # an extra (or dependency group) for another build: another accelerator, a CUDA version (`cu121`,
 # `cu118only`, `cu124-ampere-torch250`, `cuda`), NVIDIA hardware, Windows or macOS, a hosted GPU
 # notebook (`colab-new`, `kaggle`); the name may run on into `only`/`gpu`/`torch` (`intelgputorch260`)
@@ -122,7 +123,8 @@ def is_requirements_file(path: Path) -> bool:
     """``*requirements*.txt`` (``requirements-dev.txt``, ``exp_requirements.txt``, also the singular
     ``requirement.txt``), pip-compile's ``*requirements*.in`` sources, and both under
     ``requirements/``; not one named for another
-    accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``, ``dcu-support/requirements.txt``):
+    accelerator (``requirements-rocm.txt``, ``requirements_xpu.txt``, ``dcu-support/requirements.txt``)
+    or operating system (``requirements_macOS.txt``, ``requirements-mac.txt``, ``requirements-windows.txt``):
     the project keeps it for those hosts, and torch_npu or the NPU's pins have no business there."""
     named = "requirement" in path.stem or path.parent.name == "requirements"
     other = OTHER_PLATFORM.search(path.stem) or OTHER_PLATFORM.search(path.parent.name)
