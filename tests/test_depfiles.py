@@ -1203,3 +1203,20 @@ def test_an_environment_file_named_with_a_prefix_is_a_dependency_file(tmp_path):
     assert [(d["path"].rsplit("/", 1)[-1], d["code"]) for d in data["diagnostics"]] == [
         ("qwen25vl_environment.yml", "NPU701")
     ]
+
+
+def test_an_index_option_on_a_requirement_line_and_a_pinned_torch_after_an_unpinned_one(tmp_path):
+    """seed-vc (round 56): `torch --pre --index-url .../nightly/cu126` names a CUDA index on the requirement's
+    own line (NPU702), its options are no version specifier, and a later `torch==2.4.0` is the pin torch_npu
+    follows (NPU703 adds torch_npu 2.4.0's build, not an unpinned one)."""
+    write(tmp_path / "train.py", "import torch\nx = torch.ones(1).cuda()\n")
+    index = "--index-url https://download.pytorch.org/whl/nightly/cu126"
+    write(tmp_path / "requirements.txt", f"torch --pre {index}\ntorchaudio --pre {index}\naccelerate\ntorch==2.4.0\n")
+    assert findings(tmp_path) == [
+        ("requirements.txt", 1, "NPU702"),
+        ("requirements.txt", 2, "NPU702"),
+        ("requirements.txt", 4, "NPU703"),
+    ]
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    added = next(d["message"] for d in data["diagnostics"] if d["code"] == "NPU703")
+    assert "torch_npu==2.4.0" in added and "--pre" not in added

@@ -792,7 +792,7 @@ OTHER_OS = re.compile(
 def _version_spec(dep: Dep) -> tuple[str, str]:
     """(version specifier without a ``+cuXXX`` tag, environment marker) of a requirement
     (per-requirement options such as ``--hash=...`` dropped)."""
-    spec, _, environment = re.split(r"\s--", dep.spec, maxsplit=1)[0].partition(";")
+    spec, _, environment = re.split(r"(?:^|\s)--", dep.spec, maxsplit=1)[0].partition(";")
     return CUDA_LOCAL.sub("", spec).strip(), environment.strip()
 
 
@@ -973,7 +973,8 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
     if line_format:
         for offset, line in _physical_lines(text):
             match = CUDA_INDEX.search(line)
-            if match and re.match(r"\s*(?:-\s+)?(-i|--index-url|--extra-index-url|-f|--find-links)\b", line):
+            # the option alone on its line, or on a requirement's (seed-vc's `torch --pre --index-url .../cu126`)
+            if match and re.search(r"(?:^\s*(?:-\s+)?|\s)(?:-i|--index-url|--extra-index-url|-f|--find-links)\b", line):
                 start = offset + match.start()
                 if nightly(line):
                     report(WHEEL_CODE, *_line_col(text, start), NIGHTLY_NOTE, mark=offset)
@@ -1005,7 +1006,8 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
         if too_old is not None:
             report(TOO_OLD_CODE, dep.line, dep.column, too_old, mark=_line_bounds(text, dep.start)[0])
     torches = [d for d in deps if d.name == "torch"]
-    torch = next((d for d in torches if not OTHER_OS.search(_version_spec(d)[1])), torches[0] if torches else None)
+    here = [d for d in torches if not OTHER_OS.search(_version_spec(d)[1])] or torches  # this system's, else any
+    torch = next((d for d in here if _version_spec(d)[0]), here[0] if here else None)  # a pinned one first
     if torch is not None:
         _check_torch_npu(
             text, torch, next((d for d in deps if d.name == "torch-npu"), None), imports, wanted, marks, report
