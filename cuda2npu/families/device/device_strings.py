@@ -764,6 +764,17 @@ class DeviceStrings(Rule):
         if self._availability_switch(node) is False:
             self._rewrite(node, why="`torch.cuda.is_available()` conditional")
 
+    def visit_List(self, node: cst.List) -> None:
+        """A command line or a key-value option list: the value after a key naming a device (``["--device",
+        "cuda"]``, detectron2's ``("--opts", "MODEL.DEVICE", "cuda")`` given to ``parse_args`` or
+        ``merge_from_list``: IDM-VTON's demo, round 56) is that device."""
+        for key, value in zip(node.elements, node.elements[1:]):
+            name = (string_value(key.value) or "").lstrip("-").rpartition(".")[2]
+            if name and DEVICE_NAME.search(name) and isinstance(value.value, (cst.SimpleString, cst.FormattedString)):
+                self._rewrite(value.value, why=f"option value (after `{string_value(key.value)}`)")
+
+    visit_Tuple = visit_List
+
     def visit_ListComp(self, node: cst.ListComp) -> None:
         self._per_device(node)
 
