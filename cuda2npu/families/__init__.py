@@ -57,6 +57,7 @@ FAMILIES = (
     "device.op_registrations",
     "device.build_version",
     "device.torch_six",
+    "device.library_devices",
     "device.error_messages",
     "ray.resources",
     "ray.train",

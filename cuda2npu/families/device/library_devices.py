@@ -1,0 +1,65 @@
+"""NPU117: a library loader whose device defaults to CUDA, else the CPU, called without one.
+
+openai-whisper's ``whisper.load_model(name, device=None)`` (``device = "cuda" if torch.cuda.is_available()
+else "cpu"``, whisper/__init__.py) and OpenAI CLIP's ``clip.load(name, device="cuda" if
+torch.cuda.is_available() else "cpu")`` (clip/clip.py) choose the device themselves. On an NPU host that is
+the CPU, while the migrated code moves its data to the NPU: WhisperSpeech's ``whmodel =
+whisper.load_model('tiny.en')`` beside ``padded.npu()`` (round 56) then fails with a device mismatch, where
+on a GPU host both were on CUDA. The call gets the library's own choice with the NPU in CUDA's place:
+``device="npu" if torch.npu.is_available() else "cpu"`` (exact). Not a call that passes a device (also
+positionally, or through ``*``/``**`` arguments), nor CLIP's ``jit=True`` (its TorchScript archive patches
+CUDA device constants: manual), nor code that already handles the NPU.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from cuda2npu.analysis.npu_aware import in_npu_branch
+from cuda2npu.core.diagnostics import Tier
+from cuda2npu.core.imports import ImportNeed
+from cuda2npu.core.literals import literal
+from cuda2npu.core.nodes import keyword_arg, with_args
+from cuda2npu.core.rulebase import Rule, register
+
+# qualified name -> position of its device parameter (the library's signature, see the module docstring)
+LOADERS = {"whisper.load_model": 1, "clip.load": 1}
+CHOICE = '"npu" if torch.npu.is_available() else "cpu"'
+
+
+@register
+class LibraryDefaultDevice(Rule):
+    codes = ("NPU117",)
+    triggers = (r"\bload_model\b", r"\bclip\b")
+    requires = (r"\bwhisper\b|\bclip\b",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.resolver.qualified_name(node.func)
+        position = LOADERS.get(qualified or "")
+        if position is None or in_npu_branch(self.ctx, node):
+            return
+        if any(a.star for a in node.args) or any(
+            a.keyword is not None and a.keyword.value == "device" for a in node.args
+        ):
+            return
+        if len([a for a in node.args if a.keyword is None]) > position:
+            return  # the device given positionally
+        jit = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "jit"), None)
+        if jit is not None and literal(jit) is not False:
+            self.report(
+                "NPU117",
+                node,
+                f"`{qualified}(..., jit=...)` picks CUDA, else the CPU, and its TorchScript model patches CUDA "
+                "device constants: on an NPU host it runs on the CPU; load it with `jit=False` and "
+                f"`device={CHOICE}`",
+                tier=Tier.MANUAL,
+            )
+            return
+        self.report(
+            "NPU117",
+            node,
+            f"`{qualified}(...)` without a device picks CUDA, else the CPU (the library's default): the CPU on an "
+            f"NPU host, while the migrated code runs on the NPU; pass `device={CHOICE}`",
+            lambda updated: with_args(updated, [*updated.args, keyword_arg("device", CHOICE)]),
+            imports=[ImportNeed("torch")],
+        )
