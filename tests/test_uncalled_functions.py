@@ -74,3 +74,54 @@ def test_a_test_function_of_a_script_running_pytest_is_called_by_pytest(tmp_path
     assert uncalled_functions(files, SearchedTexts(files, [])) == ()
     cli("migrate", tmp_path)
     assert "torch.npu.synchronize()" in test.read_text()
+
+
+MISC = """
+import torch
+
+
+def all_gather(data):
+    return [torch.zeros(1, device="cuda")]
+
+
+def reduce_dict(values):
+    return all_gather(values)
+
+
+def init_distributed_mode(args):
+    torch.cuda.set_device(args.local_rank)
+    init_distributed_mode.calls = getattr(init_distributed_mode, "calls", 0) + 1
+
+
+def nested_tensor(x):
+    return x.cuda()
+
+
+@torch.no_grad()
+def decorated(x):
+    return x.cuda()
+
+
+def __getattr__(name):
+    raise AttributeError(name)
+"""
+
+
+def test_an_applications_module_functions_nothing_calls_also_through_other_uncalled_ones(tmp_path):
+    """LivePortrait (round 57) vendors DETR's `util/misc.py` into an application (scripts, no package
+    metadata): `init_distributed_mode` (mentioned in its own body only) and `reduce_dict` nothing calls, and
+    `all_gather` only `reduce_dict` does. Not in an installable project, whose functions others may import."""
+    misc = write(tmp_path / "src" / "utils" / "misc.py", MISC)
+    write(tmp_path / "src" / "utils" / "__init__.py", "")
+    script = write(
+        tmp_path / "inference.py",
+        'from src.utils.misc import nested_tensor\n\nif __name__ == "__main__":\n    nested_tensor(1)\n',
+    )
+    files = PythonFiles.read([misc, script, tmp_path / "src" / "utils" / "__init__.py"], tmp_path)
+    found = uncalled_functions(files, SearchedTexts(files, []))
+    assert sorted(name for _, name in found) == ["all_gather", "init_distributed_mode", "reduce_dict"]
+    cli("migrate", tmp_path)
+    text = misc.read_text()
+    assert 'device="cuda"' in text and "torch.cuda.set_device" in text and "return x.npu()" in text
+    write(tmp_path / "setup.py", "from setuptools import setup\nsetup(name='app')\n")
+    assert uncalled_functions(files, SearchedTexts(files, [])) == ()
