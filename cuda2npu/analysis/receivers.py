@@ -244,10 +244,14 @@ def _attribute_classes(ctx) -> dict[str, str]:
 
 
 def _instance_class(value: cst.BaseExpression | None, classes: frozenset[str]) -> str | None:
-    """``VAEDecoder(...)`` → ``VAEDecoder`` when it is one of ``classes``."""
+    """``VAEDecoder(...)`` → ``VAEDecoder`` when it is one of ``classes``; also an alternate constructor,
+    ``Pipeline.from_pretrained(...)`` (InstantID's pipeline class with a ``cuda()`` of its own, round 57)."""
     if not isinstance(value, cst.Call):
         return None
-    name = (dotted_name(value.func) or "").rpartition(".")[2]
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value.startswith("from_"):
+        func = func.value  # `Class.from_pretrained(...)`, `Class.from_single_file(...)`
+    name = (dotted_name(func) or "").rpartition(".")[2]
     return name if name in classes else None
 
 
