@@ -908,3 +908,30 @@ def test_modules_below_an_extension_build_are_named_from_the_project_root_throug
     cli("migrate", "--allow-dirty", tmp_path)
     assert "NPU606" in attn.read_text() and "NPU606" in modules_init.read_text()
     assert "`MultiScaleDeformableAttention`" in attn.read_text()
+
+
+def test_a_fallback_import_that_fails_too_fails_the_module_and_a_packages_setup_py_is_never_imported(tmp_path):
+    """stable-dreamfusion (round 57): `freq.py` tries the prebuilt `_freqencoder` (a CUDAExtension of its
+    setup.py) and falls back to `.backend`, which compiles CUDA at import: on an NPU host both fail, so the
+    module and its package fail, marked at the handler's import. The package's `setup.py` is a build script,
+    not a module anyone imports: no marker there."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    package = tmp_path / "freqencoder"
+    write(package / "setup.py", 'setup(name="freq", ext_modules=[CUDAExtension("_freqencoder", ["f.cu"])])\n')
+    write(
+        package / "backend.py",
+        'from torch.utils.cpp_extension import load\n\n_backend = load(name="_f", sources=["f.cu"])\n',
+    )
+    freq = write(
+        package / "freq.py",
+        "import torch\n\ntry:\n    import _freqencoder as _backend\nexcept ImportError:\n    from .backend import _backend\n",
+    )
+    init = write(package / "__init__.py", "from .freq import FreqEncoder\n")
+    optional = write(
+        tmp_path / "optional.py",
+        "try:\n    import _freqencoder as _backend\nexcept ImportError:\n    import numpy as _backend\n",
+    )
+    cli("migrate", "--allow-dirty", tmp_path)
+    assert "NPU606 `.backend` (`freqencoder.backend`)" in freq.read_text()
+    assert "NPU606" in init.read_text()
+    assert "NPU606" not in (package / "setup.py").read_text() and "NPU606" not in optional.read_text()

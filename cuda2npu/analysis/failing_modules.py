@@ -30,7 +30,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterator, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_only_modules import (
@@ -91,7 +91,6 @@ def _failing_modules(
     candidate = re.compile(rf"^[ \t]*(?:import|from)[ \t][^\n]*(?:\w_cuda\b|\b(?:{names})\b)".encode(), re.M)
     modules = files.distinct_modules
     own_roots = {module.split(".")[0] for module in modules.values()}  # a vendored `mamba_ssm` is the project's
-    imports_of = sites.module_level
     failing: dict[str, str] = {}
 
     @functools.cache
@@ -104,6 +103,9 @@ def _failing_modules(
 
     def cannot_import(path: Path, name: str) -> bool:
         return _cannot_import(name, extensions, kept_of(path), own_roots, pins)
+
+    def imports_of(path: Path) -> list[tuple[str, str]]:
+        return sites.module_level(path, lambda name: name in failing or cannot_import(path, name))
 
     for path in jit_cuda_modules(files):  # its own import compiles CUDA
         failing.update(dict.fromkeys(_names(files, path), files.distinct_modules[path]))
@@ -192,6 +194,10 @@ class ImportSite:
     # the absolute modules a relative import names when the file is imported by its package-qualified
     # name (`_names`: a module in a directory without `__init__.py`)
     qualified: tuple[str, ...] = ()
+    # in a handler of a module-level `try` that falls back: the modules its body imports, one of which failing
+    # runs the handler (stable-dreamfusion's `try: import _freqencoder` / `except ImportError: from .backend
+    # import _backend`, round 57)
+    fallback_of: tuple[str, ...] = ()
 
 
 class ImportSites:
@@ -223,9 +229,15 @@ class ImportSites:
                     self._siblings.setdefault(directory, {})[name] = module
         return self._siblings.get(directory, {})
 
-    def module_level(self, path: Path) -> list[tuple[str, str]]:
-        """(absolute module, as written) of what the statements at the top of the module import."""
-        return [imported for site in self.of(path) if site.top for imported in site.imported]
+    def module_level(self, path: Path, fails: Callable[[str], bool] | None = None) -> list[tuple[str, str]]:
+        """(absolute module, as written) of what the statements at the top of the module import, and the
+        handlers of its module-level ``try`` statements whose body imports a module that ``fails``."""
+        return [
+            imported
+            for site in self.of(path)
+            if site.top or (fails is not None and any(map(fails, site.fallback_of)))
+            for imported in site.imported
+        ]
 
 
 def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> list[ImportSite]:
@@ -240,6 +252,7 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
     top = set(_top_statements(tree))
     module, *others = _names(files, path)
     is_package = path.name == "__init__.py"
+    fallbacks = _fallback_imports(tree, module, is_package)
     sites = []
     for statement, guarded in _imports_under_guards(tree.body):
         imported = _imported(statement, module, is_package)
@@ -255,8 +268,27 @@ def _import_sites(files: PythonFiles, path: Path, siblings: dict[str, str]) -> l
                 if (head := absolute.split(".")[0]) in siblings and not module.startswith(f"{head}.")
             )
         qualified = [name for other in others if relative for name, _ in _imported(statement, other, is_package)]
-        sites.append(ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified)))
+        site = ImportSite(statement.lineno, statement in top, guarded, imported, tuple(qualified))
+        sites.append(replace(site, fallback_of=fallbacks.get(statement, ())))
     return sites
+
+
+def _fallback_imports(tree: ast.Module, module: str, is_package: bool) -> dict[ast.stmt, tuple[str, ...]]:
+    """Each import statement of the handlers of the module's ``try`` statements that fall back -> the
+    modules the ``try`` body imports (:attr:`ImportSite.fallback_of`)."""
+    found = {}
+    for block in tree.body:
+        if not isinstance(block, TRIES) or not _falls_back(block):
+            continue
+        tried = tuple(
+            absolute
+            for statement in block.body
+            if isinstance(statement, (ast.Import, ast.ImportFrom))
+            for absolute, _ in _imported(statement, module, is_package)
+        )
+        for handler in block.handlers:
+            found.update((s, tried) for s in handler.body if isinstance(s, (ast.Import, ast.ImportFrom)) and tried)
+    return found
 
 
 def _top_statements(tree: ast.Module) -> list[ast.stmt]:
@@ -397,7 +429,7 @@ def failing_imports(
         own = _names(files, path)
         if os.path.realpath(path) in optional:
             continue
-        if not any(name in what_fails for name in own):
+        if not any(name in what_fails for name in own) and path.name != "setup.py":  # a build script: run, not imported
             for package, name, cause in _package_causes(files, path, what_fails):
                 left = not _ported_by_hand(cause, extensions, modules)
                 # a module named by its own package (not a namespace's: a directory without `__init__.py` holds
@@ -586,10 +618,11 @@ def _imported_owners(site: ImportSite, owners: dict[str, Path]) -> set[Path]:
 
 
 def _failing_import(sites: list[ImportSite], own: list[str], what_fails: dict[str, str]) -> tuple[str, str] | None:
-    """``(as written, what fails)`` of the first module-level import of a failing module that fails
-    (``own``: its names); ``what fails`` is "" where the import is itself what fails."""
+    """``(as written, what fails)`` of the first module-level import of a failing module that fails, else
+    of the first import in the handler of a module-level ``try`` that falls back (``own``: its names);
+    ``what fails`` is "" where the import is itself what fails."""
     cause = next((what_fails[name] for name in own if name in what_fails), None)
-    for site in (site for site in sites if site.top):
+    for site in [site for site in sites if site.top] + [site for site in sites if site.fallback_of]:
         for absolute, written in site.imported:
             if absolute == cause:
                 return written, ""

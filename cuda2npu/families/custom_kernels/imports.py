@@ -312,7 +312,7 @@ class CudaOnlyImports(Rule):
         failing_import = (optional or failing).written if optional or failing else ""
         if not failing_import or self._failing_import_marked or failing_import not in _written(node):
             return False
-        if not self._module_level():
+        if not self._module_level() and not self._module_level_handler():
             return False
         self._failing_import_marked = True
         if optional:
@@ -524,6 +524,17 @@ class CudaOnlyImports(Rule):
     def _module_level(self) -> bool:
         """The current statement is one of the module's own (not in a function, a class or a block)."""
         return not self._running and any(top is self.ctx.statement for top in self.ctx.module.body)
+
+    def _module_level_handler(self) -> bool:
+        """The current statement is in an ``except`` block of a module-level ``try`` (stable-dreamfusion's
+        ``except ImportError: from .backend import _backend``, the project fact's failing import there)."""
+        enclosing = TreeIndex.of(self.ctx).enclosing(self.ctx.statement) if self.ctx.statement is not None else []
+        return (
+            not self._running
+            and len(enclosing) == 1
+            and enclosing[0][1] == "handler"
+            and enclosing[0][0] in self.ctx.module.body
+        )
 
 
 @dataclass
