@@ -1,14 +1,17 @@
 """NPU117: a library loader whose device defaults to CUDA, else the CPU, called without one.
 
 openai-whisper's ``whisper.load_model(name, device=None)`` (``device = "cuda" if torch.cuda.is_available()
-else "cpu"``, whisper/__init__.py) and OpenAI CLIP's ``clip.load(name, device="cuda" if
-torch.cuda.is_available() else "cpu")`` (clip/clip.py) choose the device themselves. On an NPU host that is
-the CPU, while the migrated code moves its data to the NPU: WhisperSpeech's ``whmodel =
-whisper.load_model('tiny.en')`` beside ``padded.npu()`` (round 56) then fails with a device mismatch, where
-on a GPU host both were on CUDA. The call gets the library's own choice with the NPU in CUDA's place:
-``device="npu" if torch.npu.is_available() else "cpu"`` (exact). Not a call that passes a device (also
-positionally, or through ``*``/``**`` arguments), nor CLIP's ``jit=True`` (its TorchScript archive patches
-CUDA device constants: manual), nor code that already handles the NPU.
+else "cpu"``, whisper/__init__.py), OpenAI CLIP's ``clip.load(name, device="cuda" if
+torch.cuda.is_available() else "cpu")`` (clip/clip.py), Real-ESRGAN's ``RealESRGANer(..., device=None)``
+(realesrgan/utils.py) and GFPGAN's ``GFPGANer(..., device=None)`` (gfpgan/utils.py) choose the device
+themselves. On an NPU host that is the CPU, while the migrated code moves its data to the NPU:
+WhisperSpeech's ``whmodel = whisper.load_model('tiny.en')`` beside ``padded.npu()`` (round 56) then fails
+with a device mismatch, where on a GPU host both were on CUDA; SadTalker's ``RealESRGANer(...,
+half=True)`` behind a migrated ``torch.npu.is_available()`` runs in half precision on the CPU (round 57).
+The call gets the library's own choice with the NPU in CUDA's place: ``device="npu" if
+torch.npu.is_available() else "cpu"`` (exact). Not a call that passes a device (also positionally, through
+``*``/``**`` arguments, or RealESRGANer's ``gpu_id``), nor CLIP's ``jit=True`` (its TorchScript archive
+patches CUDA device constants: manual), nor code that already handles the NPU.
 """
 
 from __future__ import annotations
@@ -23,15 +26,23 @@ from cuda2npu.core.nodes import keyword_arg, with_args
 from cuda2npu.core.rulebase import Rule, register
 
 # qualified name -> position of its device parameter (the library's signature, see the module docstring)
-LOADERS = {"whisper.load_model": 1, "clip.load": 1}
+LOADERS = {
+    "whisper.load_model": 1,
+    "clip.load": 1,
+    "realesrgan.RealESRGANer": 8,
+    "realesrgan.utils.RealESRGANer": 8,
+    "gfpgan.GFPGANer": 5,
+    "gfpgan.utils.GFPGANer": 5,
+}
+DEVICE_ARGS = ("device", "gpu_id")  # RealESRGANer's `gpu_id=` picks `cuda:<id>` itself
 CHOICE = '"npu" if torch.npu.is_available() else "cpu"'
 
 
 @register
 class LibraryDefaultDevice(Rule):
     codes = ("NPU117",)
-    triggers = (r"\bload_model\b", r"\bclip\b")
-    requires = (r"\bwhisper\b|\bclip\b",)
+    triggers = (r"\bload_model\b", r"\bclip\b", r"\bRealESRGANer\b", r"\bGFPGANer\b")
+    requires = (r"\bwhisper\b|\bclip\b|\brealesrgan\b|\bgfpgan\b",)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.resolver.qualified_name(node.func)
@@ -39,7 +50,7 @@ class LibraryDefaultDevice(Rule):
         if position is None or in_npu_branch(self.ctx, node):
             return
         if any(a.star for a in node.args) or any(
-            a.keyword is not None and a.keyword.value == "device" for a in node.args
+            a.keyword is not None and a.keyword.value in DEVICE_ARGS for a in node.args
         ):
             return
         if len([a for a in node.args if a.keyword is None]) > position:
