@@ -46,7 +46,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import ImportNeed
 from cuda2npu.core.literals import literal, string_value
-from cuda2npu.core.names import dotted_name, is_torch_dtype
+from cuda2npu.core.names import dotted_name, is_torch_dtype, target_names
 from cuda2npu.core.nodes import code_of, expression, keyword_arg, named_params, with_args
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -204,6 +204,17 @@ class CudaAutocastBf16(ValueUses, Rule):
                 return
         if self._tests_float16(node):
             return  # a test asserting float16 results (detectron2's `test_autocast`): float16 is what it tests
+        numpy = self._results_to_numpy(node)
+        if numpy is not None:
+            self.report(
+                "NPU340",
+                node,
+                f"CUDA autocast kept float16: what it computes reaches `{code_of(numpy)}` in this function, and "
+                "numpy has no bfloat16 (`.numpy()` of a bfloat16 tensor raises TypeError); float16 runs on NPU as it "
+                "is — to follow the BF16 policy, cast to float32 before `.numpy()` and switch this autocast then",
+                tier=Tier.REVIEW,
+            )
+            return
         chosen = self._float16_precision_test(node)
         if chosen is not None:
             self.report(
@@ -294,6 +305,29 @@ class CudaAutocastBf16(ValueUses, Rule):
         """Where the project builds the weights ``node`` runs over in float16 (``options.file.float16_default``),
         "" where it does not or ``node`` runs only in the project's "amp" mode (:meth:`_amp_mode`)."""
         return "" if self._amp_mode(node) else self.options.file.float16_default
+
+    def _results_to_numpy(self, node: cst.Call) -> cst.Call | None:
+        """The ``.numpy()`` call that a value computed in the ``with`` region ``node`` opens reaches later in the
+        same function, through the names assigned from it (InstantID's depth map: ``with torch.no_grad(),
+        torch.autocast("cuda"): depth_map = model(image).predicted_depth``, then ``image = torch.cat([depth_map]
+        ...)`` and ``image.permute(...).cpu().numpy()``; round 57), unless a float cast comes first on the way
+        (``.float()``, ``.to(torch.float32)``); None otherwise."""
+        index = TreeIndex.of(self.ctx)
+        item = index.parents.get(node)
+        region = index.parents.get(item) if isinstance(item, cst.WithItem) else None
+        if not isinstance(region, cst.With) or self.ctx.text is not None and b".numpy()" not in self.ctx.text:
+            return None
+        tainted = _assigned_names(region.body)
+        placement = index.placement.get(region)
+        if not tainted or placement is None:
+            return None
+        for statement in placement.block.body[placement.index + 1 :]:
+            for call in iter_nodes(statement, cst.Call):
+                if method_name(call) == "numpy" and _reads(call.func, tainted) and not _cast_on_the_way(call):
+                    return call
+            if _reads(statement, tainted):
+                tainted |= _assigned_names(statement)
+        return None
 
     def _amp_mode(self, node: cst.BaseExpression) -> bool:
         """Whether ``node`` (or what offers it) runs only where a precision option says "amp"
@@ -1021,3 +1055,23 @@ def _read_by_own_methods(region: cst.CSTNode, owner: cst.ClassDef | None) -> set
         if isinstance(method, cst.FunctionDef) and method.name.value in called
         for n in iter_nodes(method.body, (cst.Name, cst.Attribute))
     }
+
+
+def _assigned_names(node: cst.CSTNode) -> set[str]:
+    """The names the assignments in ``node`` bind (``a = ...``, ``a, b = ...``, ``a: T = ...``)."""
+    targets = [t.target for t in iter_nodes(node, cst.AssignTarget)]
+    targets += [a.target for a in iter_nodes(node, cst.AnnAssign)]
+    return {name for target in targets for name in target_names(target)}
+
+
+def _reads(node: cst.CSTNode, names: set[str]) -> bool:
+    """``node`` reads one of ``names``."""
+    return any(name.value in names for name in iter_nodes(node, cst.Name))
+
+
+def _cast_on_the_way(call: cst.Call) -> bool:
+    """The receiver chain of ``call`` (``x.float().cpu().numpy()``) casts to float32 before it."""
+    return any(
+        method_name(inner) == "float" or (method_name(inner) == "to" and "float32" in code_of(inner))
+        for inner in iter_nodes(call.func, cst.Call)
+    )
