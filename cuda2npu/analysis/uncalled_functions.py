@@ -9,11 +9,13 @@ Python files, notebooks, shell scripts, Markdown and configuration files but in 
 its functions by name (``globals()``, ``fire.Fire()`` without arguments, ``getattr(sys.modules...)``).
 
 In an application (a project root without ``setup.py``, ``setup.cfg`` or a ``pyproject.toml`` declaring a
-package, with a script of its own: nothing outside it imports its modules) every module's module-level functions are candidates, found
-by a regex over the text (a ``def`` at the first column whose line above is no decorator): LivePortrait
-vendors DETR's ``util/misc.py``, whose ``init_distributed_mode`` and ``all_gather`` nothing calls (round 57).
-Not the functions tools call by name: ``conftest.py``'s and ``pytest_*`` hooks, ``hubconf.py``'s entry points,
-a Sphinx ``conf.py``, dunders (a module's ``__getattr__``).
+package, with a script of its own: nothing outside it imports its modules) every module's module-level
+functions are candidates, found by a regex over the text (a ``def`` at the first column whose line above is
+no decorator): LivePortrait vendors DETR's ``util/misc.py``, whose ``init_distributed_mode`` nothing calls
+(round 56). A function named only in its own body or in the bodies of uncalled functions is uncalled too
+(``all_gather``, called by the uncalled ``reduce_dict`` alone). Not the functions tools call by name:
+``conftest.py``'s and ``pytest_*`` hooks, ``hubconf.py``'s entry points, a Sphinx ``conf.py``, dunders (a
+module's ``__getattr__``).
 """
 
 from __future__ import annotations

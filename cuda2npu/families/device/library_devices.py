@@ -41,7 +41,7 @@ CHOICE = '"npu" if torch.npu.is_available() else "cpu"'
 @register
 class LibraryDefaultDevice(Rule):
     codes = ("NPU117",)
-    triggers = (r"\bload_model\b", r"\bclip\b", r"\bRealESRGANer\b", r"\bGFPGANer\b")
+    triggers = (r"\bload_model\b", r"\bclip\.load\b", r"\bRealESRGANer\b", r"\bGFPGANer\b")
     requires = (r"\bwhisper\b|\bclip\b|\brealesrgan\b|\bgfpgan\b",)
 
     def visit_Call(self, node: cst.Call) -> None:
