@@ -156,8 +156,11 @@ def has_import(module: cst.Module, need: ImportNeed) -> bool:
 
 
 def _binds(alias: cst.ImportAlias, name: str, asname: str | None) -> bool:
+    """``alias`` binds ``name`` (as ``asname``): ``import torch``, also ``import torch.utils.data``, which binds
+    ``torch`` too (a YOLOv7 training script, Torch-Pruning, round 57)."""
     bound = dotted_name(alias.asname.name) if alias.asname is not None else None
-    return dotted_name(alias.name) == name and bound == asname
+    written = dotted_name(alias.name) or ""
+    return bound == asname and (written == name or (bound is None and written.startswith(f"{name}.")))
 
 
 def _from_module(node: cst.ImportFrom) -> str:
