@@ -68,3 +68,37 @@ def test_a_directory_of_tensorrt_deployment_code_is_skipped(tmp_path):
     )
     cli("migrate", tmp_path)
     assert trt.read_text() == SERVER and kept.read_text() != SERVER
+
+
+def test_the_launchers_containers_and_configs_of_such_a_directory_are_skipped_too(tmp_path):
+    """Spark-TTS (round 58): `runtime/triton_trtllm/` also holds a launcher, a Dockerfile on NVIDIA's
+    TensorRT-LLM image, a compose file reserving NVIDIA GPUs and a run config: skipped with the reason, as its
+    Python files are; the same kinds of file elsewhere are migrated."""
+    trt = tmp_path / "runtime" / "triton_trtllm"
+    write(trt / "model_repo" / "1" / "model.py", SERVER)
+    sources = {
+        "run.sh": "CUDA_VISIBLE_DEVICES=0 python3 scripts/convert_checkpoint.py\n",
+        "Dockerfile.server": "FROM nvcr.io/nvidia/tritonserver:25.02-trtllm-python-py3\n",
+        "docker-compose.yml": (
+            "services:\n  tts:\n    deploy:\n      resources:\n        reservations:\n          devices:\n"
+            "            - driver: nvidia\n              count: all\n              capabilities: [gpu]\n"
+        ),
+        "config.yaml": 'device: "cuda"\n',
+    }
+    for name, text in sources.items():
+        write(trt / name, text)
+    launcher = write(tmp_path / "run.sh", "CUDA_VISIBLE_DEVICES=0 python3 webui.py\n")
+    write(tmp_path / "webui.py", "import torch\nimport yaml\n\ncfg = yaml.safe_load(open('c.yaml'))\n" + SERVER)
+    result = cli("migrate", tmp_path, "--report", tmp_path.parent / f"{tmp_path.name}-report.json")
+    assert result.exit_code == 0, result.output
+    for name, text in sources.items():
+        assert (trt / name).read_text() == text
+    assert "ASCEND_RT_VISIBLE_DEVICES" in launcher.read_text()
+    report = json.loads((tmp_path.parent / f"{tmp_path.name}-report.json").read_text())
+    skipped = {
+        f["path"].rpartition("triton_trtllm/")[2]: f.get("reason", "")
+        for f in report["files"]
+        if f["status"] == "skipped"
+    }
+    assert {"run.sh", "Dockerfile.server", "docker-compose.yml", "model_repo/1/model.py"} <= set(skipped)
+    assert "another accelerator or runtime" in skipped["run.sh"]

@@ -139,6 +139,8 @@ def check_run_configs(paths: list[Path], names: dict[Path, str], options_of: Cal
 
 
 def _plan(path: Path, display: str, options, coupled: dict[Path, str | None]) -> Plan | None:
+    if options.file.other_platform:
+        return None  # a directory of code for another accelerator or runtime (project/platform_dirs.py)
     try:
         if path.stat().st_size > MAX_BYTES:
             return None

@@ -18,6 +18,9 @@ from pathlib import Path
 
 from cuda2npu.filekinds.platform_variants import DIRECTORY
 
+# why a file of such a directory is skipped (Python files: runner.py; the other kinds: project_files.py)
+OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator or runtime: it never runs on an NPU host"
+
 # NVIDIA's inference runtimes: a directory of TensorRT(-LLM) deployment code (CosyVoice's
 # `runtime/triton_trtllm/`, Triton model repositories calling TensorRT engines: round 40, 44 edits)
 TENSORRT_DIRECTORY = re.compile(r"(?:^|[-_.])(?:trtllm|tensorrt(?:[-_]?llm)?)$", re.I)

@@ -27,6 +27,7 @@ from cuda2npu.filekinds.runconfig_files import is_run_config
 from cuda2npu.filekinds.runconfigs import check_run_configs
 from cuda2npu.filekinds.shellscripts import check_shell_file, is_shell_script
 from cuda2npu.project.discovery import discover
+from cuda2npu.project.platform_dirs import OTHER_PLATFORM_REASON
 
 FileImports = tuple[set[str], bool]  # (modules a file imports, whether it imports torch_npu unguarded)
 
@@ -134,6 +135,10 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
             continue  # kept for another platform (filekinds/platform_variants.py)
         display = names[path]
         file_options = options_of(path).for_path(path)
+        if file_options.file.other_platform:  # Spark-TTS's `runtime/triton_trtllm/` (round 58), as its Python files
+            reason = OTHER_PLATFORM_REASON.format(directory=file_options.file.other_platform)
+            results.append(FileResult(display, "skipped", reason))
+            continue
         try:
             data = path.read_bytes()
         except OSError as exc:

@@ -23,6 +23,7 @@ from cuda2npu.core.options import Options
 from cuda2npu.filekinds.depfiles import scan_imports
 from cuda2npu.filekinds.unparsed import skipped
 from cuda2npu.project.cache import Cache
+from cuda2npu.project.platform_dirs import OTHER_PLATFORM_REASON
 
 PARALLEL_THRESHOLD = 16  # below this many files a pool costs more than it saves
 
@@ -91,7 +92,6 @@ LEGACY_VLLM_REASON = (
 )
 
 
-OTHER_PLATFORM_REASON = "in `{directory}/`, code for another accelerator or runtime: it never runs on an NPU host"
 COG_PREDICTOR_REASON = (
     "a Cog predictor: it runs only in the image Cog builds for its `cog.yaml` (`gpu: true`, an NVIDIA CUDA base "
     "image; NPU717), which no NPU host runs"
