@@ -223,6 +223,24 @@ def own_cuda_class(rule, receiver: cst.BaseExpression, owner: cst.ClassDef | Non
         function = TreeIndex.of(rule.ctx).function.get(rule.ctx.statement) if rule.ctx.statement else None
         found = _parameter_class(function, receiver.value, classes) if function is not None else None
         return found or _instance_class(_single_binding(rule, receiver.value), classes)
+    return _instance_class(receiver, classes)  # `sp.SparseTensor(...).cuda()` (TRELLIS, round 58)
+
+
+def imported_cuda_class(rule) -> str | None:
+    """A class of the project with a ``cuda()`` of its own (:func:`own_cuda_classes`) that the file imports
+    by name (TRELLIS' trainers: ``from ...modules.sparse import SparseTensor``, whose batches hold one): a
+    ``.cuda()`` receiver not known to be a tensor or module may be one. None where the file imports none."""
+    classes = own_cuda_classes(rule.ctx)
+    if not classes or (rule.ctx.text is not None and not any(name.encode() in rule.ctx.text for name in classes)):
+        return None
+    for statement in iter_nodes(rule.ctx.module, cst.ImportFrom):  # relative imports too
+        if isinstance(statement.names, cst.ImportStar):
+            continue
+        found = next(
+            (a.name.value for a in statement.names if isinstance(a.name, cst.Name) and a.name.value in classes), None
+        )
+        if found is not None:
+            return found
     return None
 
 

@@ -20,6 +20,7 @@ from cuda2npu.analysis.receivers import (
     QUANTIZING_PARAMETERS,
     TENSORDICT,
     foreign_constructor,
+    imported_cuda_class,
     own_cuda_class,
     tensordict_source,
     torch_value,
@@ -103,6 +104,10 @@ def _assigned_names(statement: cst.Assign | cst.AnnAssign) -> set[str]:
     return {t.value for t in targets if isinstance(t, cst.Name)}
 
 
+TENSORDICT_TO = "`.to(...)` moves a tensor, a module and a TensorDict alike (docs/reference/tensordict.md §1)"
+OWN_CLASS_TO = "`.to(...)` moves a tensor and a module alike, and a `{cls}` where its class has a `to()` (check it)"
+
+
 @register
 class CudaMethodCall(Rule):
     """NPU101 ``x.cuda(...)`` → ``x.npu(...)``; NPU102 ``x.is_cuda`` → ``x.is_npu``.
@@ -158,20 +163,28 @@ class CudaMethodCall(Rule):
             elif self.options.portable:
                 self._portable_cuda_call(node)
             elif container is not None or (self._tensordict_source and not torch_value(self, func.value)):
-                self._tensordict_cuda_call(node, container)
+                what = f"a `{container}`" if container else f"a TensorDict ({self._tensordict_source})"
+                self._moved_with_to(node, f"{what} is not a tensor or module", container is not None, TENSORDICT_TO)
+            elif self._imported_cuda_class and not torch_value(self, func.value):
+                cls = self._imported_cuda_class
+                what = f"the receiver may be a `{cls}` (a class of the project this file imports, with a `cuda()` of its own)"
+                self._moved_with_to(node, what, False, OWN_CLASS_TO.format(cls=cls))
             else:
                 self.report("NPU101", func.attr, "`.cuda()` moves data to a CUDA device; use `.npu()`", _rename("npu"))
 
     def _own_cuda_method(self, func: cst.Attribute, owner: str) -> None:
         """``.cuda()`` calling the ``cuda`` method of ``owner``, a class of the project: ``self.cuda()``
         and ``super().cuda()`` in the class stay as written; on an instance of it, reported (review)."""
-        if (isinstance(func.value, cst.Name) and func.value.value == "self") or isinstance(func.value, cst.Call):
+        receiver = func.value
+        if dotted_name(receiver) == "self" or (
+            isinstance(receiver, cst.Call) and dotted_name(receiver.func) == "super"
+        ):
             return  # `self.cuda()`, `super().cuda()`
         what = "classes of the project (they have" if "`, `" in owner else "a class of the project (it has"
         self.report(
             "NPU101",
             func.attr,
-            f"`{code_of(func.value)}.cuda()` calls the `cuda()` method of `{owner}`, {what} no `.npu()`); "
+            f"`{_spelled(receiver)}.cuda()` calls the `cuda()` method of `{owner}`, {what} no `.npu()`); "
             "not rewritten: port that method and its callers together",
             tier=Tier.REVIEW,
         )
@@ -179,6 +192,10 @@ class CudaMethodCall(Rule):
     @functools.cached_property
     def _tensordict_source(self) -> str | None:
         return tensordict_source(self)
+
+    @functools.cached_property
+    def _imported_cuda_class(self) -> str | None:
+        return imported_cuda_class(self)
 
     def _container_cuda_call(self, node: cst.Call, container: str) -> None:
         """``Data(...).cuda()`` → ``.to("npu")``: the container has no ``.npu()``."""
@@ -202,14 +219,14 @@ class CudaMethodCall(Rule):
             needs_torch_npu=not self.options.portable,
         )
 
-    def _tensordict_cuda_call(self, node: cst.Call, container: str | None) -> None:
-        """``.cuda(...)`` on a TensorDict (``container``, built in the file) or, in a file importing
-        tensordict, on a receiver not known to be a tensor or module: ``.to("npu", ...)``, which moves
-        all three (a TensorDict has no ``.npu()``), its keywords kept. A device index becomes
-        ``"npu:N"`` / ``f"npu:{i}"`` where it is an int: always for a TensorDict (``cuda(device:
-        int)``), else an index the file shows (``0``, ``local_rank``, ``torch.cuda.current_device()``);
-        a device string stays (NPU104 rewrites it). Any other device argument: by hand."""
-        what = f"a `{container}`" if container else f"a TensorDict ({self._tensordict_source})"
+    def _moved_with_to(self, node: cst.Call, what: str, int_device: bool, why: str) -> None:
+        """``.cuda(...)`` on ``what``, which has no ``.npu()``: a TensorDict (built in the file) or, in a file
+        importing tensordict or a class of the project with a ``cuda()`` of its own, a receiver not known to be
+        a tensor or module: ``.to("npu", ...)``, which moves them all (``why``), its keywords kept. A device
+        index becomes ``"npu:N"`` / ``f"npu:{i}"`` where it is an int: always where ``int_device`` (a
+        TensorDict's ``cuda(device: int)``), else an index the file shows (``0``, ``local_rank``,
+        ``torch.cuda.current_device()``); a device string stays (NPU104 rewrites it). Any other device
+        argument: by hand."""
         devices = [i for i, arg in enumerate(node.args) if arg.keyword is None or arg.keyword.value == "device"]
         at = devices[0] if devices else None
         device = node.args[at].value if at is not None else None
@@ -217,14 +234,14 @@ class CudaMethodCall(Rule):
         index = (
             device is not None
             and not string
-            and (container or is_index(self.resolver, device))
+            and (int_device or is_index(self.resolver, device))
             and npu_index(device) is not None
         )
         if any(arg.star for arg in node.args) or len(devices) > 1 or not (device is None or string or index):
             self.report(
                 "NPU101",
                 node,
-                f"`.cuda(...)`: {what} is not a tensor or module: it has no `.npu()`; move it with `.to(...)` by hand",
+                f"`.cuda(...)`: {what}: it has no `.npu()`; move it with `.to(...)` by hand",
                 tier=Tier.MANUAL,
             )
             return
@@ -240,8 +257,7 @@ class CudaMethodCall(Rule):
         self.report(
             "NPU101",
             node,
-            f"`.cuda()`: {what} is not a tensor or module: it has no `.npu()`; `.to(...)` moves a tensor, "
-            "a module and a TensorDict alike (docs/reference/tensordict.md §1)",
+            f"`.cuda()`: {what}: it has no `.npu()`; {why}",
             fix,
         )
 
@@ -540,3 +556,8 @@ class TransferToNpuImport(Rule):
         name = dotted_name(node.names[0].name)
         if f"{module}.{name}" == self.MODULE:
             self._flag(node)
+
+
+def _spelled(receiver: cst.BaseExpression) -> str:
+    """``receiver`` as a message shows it: a call by its callee (``sp.SparseTensor(...)``)."""
+    return f"{code_of(receiver.func)}(...)" if isinstance(receiver, cst.Call) else code_of(receiver)
