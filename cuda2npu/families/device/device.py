@@ -29,7 +29,7 @@ from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.feature_words import boolean_parts, name_tokens
 from cuda2npu.core.imports import in_import_try
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name
+from cuda2npu.core.names import dotted_name, target_names
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex
@@ -165,7 +165,7 @@ class CudaMethodCall(Rule):
             elif container is not None or (self._tensordict_source and not torch_value(self, func.value)):
                 what = f"a `{container}`" if container else f"a TensorDict ({self._tensordict_source})"
                 self._moved_with_to(node, f"{what} is not a tensor or module", container is not None, TENSORDICT_TO)
-            elif self._imported_cuda_class and not torch_value(self, func.value):
+            elif self._imported_cuda_class and self._from_container(func.value) and not torch_value(self, func.value):
                 cls = self._imported_cuda_class
                 what = f"the receiver may be a `{cls}` (a class of the project this file imports, with a `cuda()` of its own)"
                 self._moved_with_to(node, what, False, OWN_CLASS_TO.format(cls=cls))
@@ -196,6 +196,17 @@ class CudaMethodCall(Rule):
     @functools.cached_property
     def _imported_cuda_class(self) -> str | None:
         return imported_cuda_class(self)
+
+    def _from_container(self, receiver: cst.BaseExpression) -> bool:
+        """``receiver`` is taken out of a container: an item or slice (``v[:batch]``), or a name a loop or
+        comprehension binds (``for k, v in data.items()``), whose values may be of any class."""
+        if isinstance(receiver, cst.Subscript):
+            return True
+        if not isinstance(receiver, cst.Name):
+            return False
+        scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) or self.ctx.module
+        loops = iter_nodes(scope, (cst.For, cst.CompFor))
+        return any(receiver.value in target_names(loop.target) for loop in loops)
 
     def _container_cuda_call(self, node: cst.Call, container: str) -> None:
         """``Data(...).cuda()`` → ``.to("npu")``: the container has no ``.npu()``."""
