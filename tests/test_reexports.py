@@ -121,11 +121,43 @@ def test_the_scan_finds_the_names_other_modules_import(tmp_path):
 
 
 def test_each_file_gets_the_names_of_its_own(tmp_path):
-    from cuda2npu.core.options import Options, ProjectFacts
+    from cuda2npu.core.options import PACKAGE_API, Options, ProjectFacts
 
     layers = tmp_path / "pkg" / "layers.py"
     options = Options(project=ProjectFacts(project_imports=((os.path.realpath(layers), ("FusedAdam",)),)))
     assert options.for_path(layers).file.exports == ("FusedAdam",)
     assert options.for_path(layers).project.project_imports == ()  # per file: the cache key holds its own names only
     assert options.for_path(tmp_path / "pkg" / "model.py").file.exports == ()
-    assert Options().for_path(tmp_path / "pkg" / "__init__.py").file.exports == ("*",)
+    assert Options().for_path(tmp_path / "pkg" / "__init__.py").file.exports == (PACKAGE_API,)
+
+
+def test_a_star_import_of_a_module_with_all_takes_only_its_names(tmp_path):
+    """TRELLIS (round 58): `attention/__init__.py` star-imports `full_attn.py`, whose `__all__` lists its
+    function alone, so the backend switch's `import flash_attn`, unused once the calls are rewritten, is no
+    re-export and goes (the `elif` keeps a `pass`); without `__all__`, the star import takes every name and
+    the import stays."""
+    full_attn = """
+        import torch
+
+        BACKEND = 'flash_attn'
+        if BACKEND == 'xformers':
+            import xformers.ops as xops
+        elif BACKEND == 'flash_attn':
+            import flash_attn
+
+        __all__ = ['attend']
+
+
+        def attend(q, k, v):
+            if BACKEND == 'flash_attn':
+                return flash_attn.flash_attn_func(q, k, v)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        """
+    project = {"attn/__init__.py": "from .full_attn import *\n", "attn/full_attn.py": full_attn}
+    _write(tmp_path / "project", project)
+    _migrate(tmp_path / "project", tmp_path / "out")
+    migrated = (tmp_path / "out" / "attn" / "full_attn.py").read_text()
+    assert "import flash_attn" not in migrated and "elif BACKEND == 'flash_attn':\n    pass" in migrated
+    _write(tmp_path / "open", {**project, "attn/full_attn.py": full_attn.replace("__all__ = ['attend']\n", "")})
+    _migrate(tmp_path / "open", tmp_path / "open-out")
+    assert "import flash_attn" in (tmp_path / "open-out" / "attn" / "full_attn.py").read_text()

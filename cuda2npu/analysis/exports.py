@@ -6,6 +6,8 @@ import whose names nothing in the file reads (NPU330, NPU405, NPU416, NPU510, po
 a module-level import of a name that is
 
 - bound in a package's ``__init__.py`` (every module-level name of a package is its API);
+- bound in a module another file imports with ``*``, where the module has no ``__all__`` (with one, the star
+  import takes the names ``__all__`` lists: TRELLIS' ``full_attn.py``, round 58);
 - listed in the module's ``__all__``;
 - imported from this module by another file of the project (``options.file.exports``, from a project fact:
   cuda2npu/analysis/project_imports.py, folded per file by ``Options.for_path``).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cuda2npu.core.literals import string_value
+from cuda2npu.core.options import PACKAGE_API
 from cuda2npu.core.statements import TreeIndex
 from cuda2npu.core.traversal import iter_nodes
 
@@ -28,8 +31,10 @@ def exported(ctx, node: cst.CSTNode, name: str) -> str | None:
     """Why the name ``name`` an import ``node`` binds is given to other modules (see the module
     doc), else None."""
     exports = ctx.options.file.exports
-    if "*" in exports:
+    if PACKAGE_API in exports:
         why = "a name of a package's `__init__.py`"
+    elif "*" in exports and not all_names(ctx):  # with `__all__`, a star import takes its names alone
+        why = "imported with `*` by another module of the project"
     elif name in exports:
         why = "imported from here by another module of the project"
     elif name in all_names(ctx):

@@ -142,6 +142,7 @@ class ModuleFacts(cst.CSTVisitor):
         self.guards: dict[cst.CSTNode, cst.Try] = {}  # import directly in a `try` body → that try
         self._block_stack: list[cst.CSTNode] = []
         self._not_uses: set[cst.Name] = set()  # the names that are attribute or keyword names
+        self._naming = 0  # inside an `__all__` assignment or a call: a string there may name a variable
         self.used_in: dict[str, set[cst.CSTNode]] = {}  # name → the bodies of the functions reading it
         self._functions: list[cst.CSTNode] = []  # the bodies of the functions enclosing the current node
         self._function_bodies: set[cst.CSTNode] = set()
@@ -251,10 +252,31 @@ class ModuleFacts(cst.CSTVisitor):
             self.used_names.add(node.value)
             self.used_in.setdefault(node.value, set()).update(self._functions)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._naming += any(dotted_name(t.target) == "__all__" for t in node.targets)
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self._naming -= any(dotted_name(t.target) == "__all__" for t in node.targets)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._naming += dotted_name(node.target) == "__all__"
+
+    def leave_AugAssign(self, node: cst.AugAssign) -> None:
+        self._naming -= dotted_name(node.target) == "__all__"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._naming += 1  # `getattr(module, "flash_attn_func")`
+
+    def leave_Call(self, node: cst.Call) -> None:
+        self._naming -= 1
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        """A string that may name a variable: in ``__all__`` (``__all__ = ["flash_attn_func"]`` re-exports it)
+        or in a call; not a label compared or assigned elsewhere (TRELLIS' ``elif ATTN == "flash_attn": import
+        flash_attn``, round 58)."""
         value = string_value(node)
-        if value is not None and value.isidentifier():
-            self.string_values.add(value)  # `__all__ = ["flash_attn_func"]` re-exports a name
+        if value is not None and value.isidentifier() and self._naming:
+            self.string_values.add(value)
 
     def is_used(self, name: str, block: cst.CSTNode | None = None) -> bool:
         """Whether ``name`` is read in the file, or, for an import in a function's body ``block``, in

@@ -59,6 +59,7 @@ def _backend_names(backend_constants: tuple[tuple[str, tuple[str, ...]], ...], p
     return next((names for where, names in backend_constants if _same_file(where, path)), ())
 
 
+PACKAGE_API = "**"  # FileContext.exports of a package's `__init__.py`: every module-level name is its API
 NPU_NAMED = re.compile(r"[\w.-]+[_-]npu", re.IGNORECASE)  # test_attn_npu.py, run-npu.sh (not npu_aware.py)
 
 
@@ -200,7 +201,8 @@ class ProjectFacts:
 class FileContext:
     """What the rules know of the file itself (``Options.for_path``)."""
 
-    exports: tuple[str, ...] = ()  # this file's names other files import ("*": all, a package's __init__.py)
+    # this file's names other files import ("*": a star import of it; PACKAGE_API: all, a package's __init__.py)
+    exports: tuple[str, ...] = ()
     in_package: bool = False  # a .py file next to an __init__.py: generated files are imported relatively
     local_modules: tuple[str, ...] = ()  # the project's modules named like CUDA-only ones, and its directory's
     flash_attention_hooks: tuple[str, ...] = ()  # the project's FA2 patches ("file: name") in the file's sub-project
@@ -252,7 +254,7 @@ class Options:
         constants other files initialise torch.distributed with). The project-wide indexes it was read from are
         dropped (the cache key holds the file's share only)."""
         project = self.project
-        exports = ("*",) if Path(path).name == "__init__.py" else _imports_of(project.project_imports, path)
+        exports = (PACKAGE_API,) if Path(path).name == "__init__.py" else _imports_of(project.project_imports, path)
         local = project.local_modules
         if project.loose_modules:  # (real directory, name): the facts come from the project root's discovery
             directory = os.path.realpath(Path(path).parent)
