@@ -17,12 +17,20 @@ SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.Gra
 NULLCONTEXT = "contextlib.nullcontext"  # takes one positional argument too: `nullcontext("cuda")` runs
 
 
+IMPORT_FALLBACK = {"torch.amp.autocast", "torch.cuda.amp.autocast"}  # `try: from torch.amp import autocast`...
+
+
 def autocast_alias(ctx, func: cst.BaseExpression, or_nullcontext: bool = False) -> str | None:
     """The autocast a call reaches through a plain name bound once, in its function (or the module),
     to it (generative-models: ``from torch import autocast`` … ``precision_scope = autocast`` …
     ``with precision_scope("cuda"):``): its qualified name (``AUTOCAST``), else None. ``or_nullcontext``:
     also a name bound to ``autocast if ... else nullcontext`` (stablediffusion's ``img2img.py``, round
-    39), which takes the device string too, but no ``dtype=``."""
+    39), which takes the device string too, but no ``dtype=``. Also a name imported from ``torch.amp``
+    with a fallback to ``torch.cuda.amp`` for an older torch (InspireMusic's ``try: from torch.amp import
+    autocast`` / ``except ImportError: from torch.cuda.amp import autocast``, round 58): every torch a
+    torch_npu runs on has ``torch.amp.autocast``, so that is what it is."""
+    if isinstance(func, cst.Name) and ctx.resolver.qualified_names(func) == IMPORT_FALLBACK:
+        return "torch.amp.autocast"
     if not isinstance(func, cst.Name) or func.value not in ctx.file_state(_autocast_aliases):
         return None
     scope = TreeIndex.of(ctx).function.get(ctx.statement) if ctx.statement is not None else None

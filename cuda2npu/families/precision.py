@@ -123,7 +123,7 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # `elif is_cuda_available(): with torch.cuda.amp.autocast(): ...` after an NPU branch
         if never_entered(self.ctx, node):
             return  # `with torch.cuda.amp.autocast() and torch.no_grad():`: `and` gives the context the right side
-        qualified = alias or self.resolver.qualified_name(node.func)
+        qualified = alias or self.resolver.qualified_name(node.func) or autocast_alias(self.ctx, node.func)
         if qualified == CUDA_AUTOCAST:
             self._autocast(node, CUDA_AUTOCAST_PARAMS, cuda=True)
         elif qualified in AUTOCAST:
