@@ -892,3 +892,15 @@ def test_r52_fp16_full_eval_follows_fp16_to_bf16(tmp_path):
     assert script.read_text() == "python train.py --bf16 --bf16_full_eval --output_dir out\n"
     cli("migrate", tmp_path)
     assert script.read_text() == "python train.py --bf16 --bf16_full_eval --output_dir out\n"
+
+
+def test_a_dotted_backend_flag_and_one_given_through_a_variable(tmp_path):
+    """InspireMusic (round 58): `--ddp.dist_backend nccl` (a dotted option name) becomes `hccl`; given as
+    `$dist_backend` where the script sets `dist_backend="nccl"`, it is reported at the flag (review), the value
+    being the assignment's."""
+    write(
+        tmp_path / "run.sh",
+        'dist_backend="nccl"\ntorchrun train.py --ddp.dist_backend $dist_backend\n'
+        "torchrun train.py --ddp.dist_backend nccl\n",
+    )
+    assert diagnostics(tmp_path) == [(2, 19, "NPU201", "review"), (3, 19, "NPU201", "exact")]

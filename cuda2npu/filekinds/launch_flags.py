@@ -24,7 +24,9 @@
   ``--process-group-backend``; NPU201, as ``backend="nccl"`` in Python): ``hccl``, the backend torch_npu
   registers; these flags only ever name a torch.distributed backend (Megatron-LM, SwissArmyTransformer,
   DeepSpeed's examples, TrainingArguments), also inside an option string (``gpt_options="..."``)
-  expanded on a later command line. A bare ``--backend nccl`` may be another program's: review item.
+  expanded on a later command line, also with a dotted prefix (``--ddp.dist_backend``); given as a variable the
+  script sets to ``nccl`` once (``--ddp.dist_backend $dist_backend``), a review item. A bare ``--backend nccl``
+  may be another program's: review item.
   Under ``--portable`` kept, and reported (the Ascend value to pass on NPU hosts).
 - ``--vllm_sync_backend nccl`` / ``--vllm.sync_backend nccl`` (NPU201, review): the backend of the
   trainer → vLLM weight-sync group of OpenRLHF-style trainers; whether ``hccl`` is its NPU
@@ -70,7 +72,7 @@ from cuda2npu.filekinds.shell_lines import ShellLine, shell_commands, shell_line
 FLAG = re.compile(
     r"(?<![\w-])--(attn_implementation|attn-implementation|use[_-]flash[_-]attention[_-]2|tf32|fp16(?:_full_eval)?|bf16|optim"
     r"|vllm[_.-]sync[_-]backend|accelerator"
-    r"|(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
+    r"|(?:[a-z]+\.)?(?:dist|distributed|ddp|process[_-]group)[_-]backend|backend|(?:[a-z]+[_-])?devices?)(?![\w-])"
 )
 # `--device cuda`, `--devices cuda:0 cuda:1` (one or more device words, quoted or not)
 # a device index may be a shell variable (kvpress's `--device "cuda:$i"`, one process per GPU)
@@ -221,6 +223,8 @@ def _flag(
         return _device(name, line.code, match, program)
     value = _value(line.code, match.end())
     if value is _UNKNOWN:
+        if name.endswith("backend") and name != "backend":
+            return _backend_through_variable(line.code, match, variables or {})
         return _optim_through_variable(line.code, match, variables or {}) if name == "optim" else None
     word = value.group(3) if value is not None else None
     if name == "bf16":
@@ -338,6 +342,23 @@ def _backend(name: str, value: re.Match, options, external_megatron: bool):
         "argparse calls)"
     )
     return "NPU201", message, Tier.EXACT, (value.start(3), value.end(3), "hccl")
+
+
+def _backend_through_variable(code: str, match: re.Match, variables: dict[str, str]):
+    """NPU201 (review) for ``--ddp.dist_backend $dist_backend`` where the script sets ``dist_backend="nccl"``
+    once (InspireMusic's ``run.sh``, round 58): the value to change is at the assignment, which other commands
+    may read too."""
+    reference = VARIABLE_VALUE.match(code, match.end())
+    if reference is None or variables.get(reference.group(1)) != "nccl":
+        return None
+    return (
+        "NPU201",
+        f"`--{match.group(1)} {reference.group(0).strip()}` passes `{reference.group(1)}=nccl` as the "
+        "torch.distributed backend, and NCCL does not run on Ascend: set it to `hccl` (the backend torch_npu "
+        "registers) where the script assigns it",
+        Tier.REVIEW,
+        None,
+    )
 
 
 def _optim_through_variable(code: str, match: re.Match, variables: dict[str, str]):
