@@ -386,3 +386,36 @@ def test_r22_a_function_calling_a_launcher_launches_too(tmp_path):
     )
     found = triton_functions(PythonFiles.read([kernel]))
     assert found == ("triton_kernel._gemv", "triton_kernel.gemm", "triton_kernel.triton_matmul")
+
+
+LAZY_OPS = """\
+import torch
+
+
+def _make_lazy_cuda_func(name):
+    def call_cuda(*args, **kwargs):
+        from ._backend import _C
+
+        return getattr(torch.ops.gsplat, name)(*args, **kwargs)
+
+    return call_cuda
+
+
+def spherical_harmonics(degree, dirs, coeffs):
+    return _make_lazy_cuda_func("spherical_harmonics")(degree, dirs, coeffs)
+
+
+def lookup(name):
+    return getattr(torch.ops.aten, name)  # torch's own namespace: not an extension
+"""
+
+
+def test_an_operator_read_by_name_from_a_custom_namespace_is_an_extension_call(tmp_path):
+    """gsplat (round 58) reaches its compiled operators through `getattr(torch.ops.gsplat, name)` in a lazy
+    wrapper factory, which its public functions call: both are extension functions, so a skip guard over a
+    test calling them stays CUDA's; `torch.ops.aten` is torch's own."""
+    texts = {tmp_path / "gsplat" / "__init__.py": b"", tmp_path / "gsplat" / "wrapper.py": LAZY_OPS.encode()}
+    assert extension_functions(PythonFiles(texts)) == (
+        "gsplat.wrapper._make_lazy_cuda_func",
+        "gsplat.wrapper.spherical_harmonics",
+    )

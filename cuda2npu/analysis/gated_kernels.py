@@ -226,6 +226,10 @@ def _calls_extension(definition: ast.FunctionDef | ast.ClassDef, extensions: set
         parts = ast.unparse(node.func).split(".")
         if parts[:2] == ["torch", "ops"] and len(parts) > 3 and parts[2] not in TORCH_OPS:
             return True
+        if parts == ["getattr"] and node.args:  # gsplat's `getattr(torch.ops.gsplat, name)(...)`, round 58
+            namespace = ast.unparse(node.args[0]).split(".")
+            if namespace[:2] == ["torch", "ops"] and len(namespace) == 3 and namespace[2] not in TORCH_OPS:
+                return True
         if len(parts) > 1 and ".".join(parts[:-1]) in extensions:
             return True
     return False
