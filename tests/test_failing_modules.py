@@ -935,3 +935,24 @@ def test_a_fallback_import_that_fails_too_fails_the_module_and_a_packages_setup_
     assert "NPU606 `.backend` (`freqencoder.backend`)" in freq.read_text()
     assert "NPU606" in init.read_text()
     assert "NPU606" not in (package / "setup.py").read_text() and "NPU606" not in optional.read_text()
+
+
+def test_an_import_in_a_function_of_a_module_whose_package_fails_is_marked(tmp_path):
+    """DINO (round 59): `build_model_main()` imports `models.registry`, plain Python, whose package's
+    `__init__` reaches the compiled `MultiScaleDeformableAttention`: the function fails when it runs."""
+    write(
+        tmp_path / "models" / "ops" / "setup.py",
+        'setup(ext_modules=[CUDAExtension("MultiScaleDeformableAttention", [])])\n',
+    )
+    write(tmp_path / "models" / "__init__.py", "from .deformable import build\n")
+    write(tmp_path / "models" / "deformable.py", "import torch\nimport MultiScaleDeformableAttention as MSDA\n")
+    write(tmp_path / "models" / "registry.py", "MODULE_BUILD_FUNCS = {}\n")
+    main = write(
+        tmp_path / "main.py",
+        "import torch\n\n\ndef build_model_main(args):\n    from models.registry import MODULE_BUILD_FUNCS\n"
+        "    return MODULE_BUILD_FUNCS[args.name](args).cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    text = main.read_text()
+    assert "NPU606 `models.registry` cannot be imported on an NPU host (its package `models` runs first)" in text
+    assert "`MultiScaleDeformableAttention`" in text and ".npu()" in text

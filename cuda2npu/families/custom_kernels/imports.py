@@ -21,7 +21,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     npu_release,
     unported_module,
 )
-from cuda2npu.analysis.failing_modules import written_imports
+from cuda2npu.analysis.failing_modules import failing_part, written_imports
 from cuda2npu.analysis.kernel_rewrites import import_port_note, marked_imports
 from cuda2npu.analysis.never_run import torch_npu_fallbacks
 from cuda2npu.analysis.npu_aware import is_cuda_alternative
@@ -361,15 +361,25 @@ class CudaOnlyImports(Rule):
         if self._what_fails is None:
             self._what_fails = dict(self.options.project.failing_modules)
         what_fails = self._what_fails
-        written = next((name for name in _written(node) if name in what_fails and not name.startswith(".")), None)
+        # the module, or a package above it whose `__init__` runs first (DINO's `from models.registry import
+        # MODULE_BUILD_FUNCS` in `build_model_main()`, `models/__init__.py` reaching the compiled extension, round 59)
+        written, failing = next(
+            (
+                (name, part)
+                for name in _written(node)
+                if not name.startswith(".") and (part := failing_part(name, what_fails))
+            ),
+            (None, None),
+        )
         if written is None or written.split(".")[0] in self._marked:
             return
         self._marked.add(written.split(".")[0])
+        through = "" if failing == written else f" (its package `{failing}` runs first)"
         self.report(
             "NPU606",
             node,
-            f"`{written}` cannot be imported on an NPU host: through the project's imports it reaches "
-            f"`{what_fails[written]}`, which fails there; the function importing it fails when it runs",
+            f"`{written}` cannot be imported on an NPU host{through}: through the project's imports it reaches "
+            f"`{what_fails[failing]}`, which fails there; the function importing it fails when it runs",
         )
 
     def visit_Call(self, node: cst.Call) -> None:
