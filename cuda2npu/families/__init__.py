@@ -22,6 +22,7 @@ FAMILIES = (
     "custom_kernels.imports",
     "custom_kernels.lookups",
     "distributed",
+    "gloo_backend",
     "precision",
     "suppression",
     "apex.amp",
