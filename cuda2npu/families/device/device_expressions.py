@@ -30,6 +30,7 @@ DEVICE_CALLS = {
     "torch.distributed.tensor.DeviceMesh",
     "torch.distributed._tensor.DeviceMesh",
     "torch.distributed._tensor.device_mesh.DeviceMesh",
+    "fairseq2.typing.Device",  # `Device: TypeAlias = torch.device` (fairseq2 0.2, src/fairseq2/typing.py)
 }
 
 DEVICE_MODULES = ("torch.cuda.", "torch.npu.")  # their functions take a device as first argument
