@@ -195,7 +195,10 @@ class TorchCudaApi(Rule):
         if self._mark_switch(
             node.test,
             lambda: _first(
-                lambda: _operand_feature(node.test), lambda: self._gated(node), lambda: self._sibling_choice(node)
+                lambda: _operand_feature(node.test),
+                lambda: self._gated(node),
+                lambda: self._sibling_choice(node),
+                lambda: _runtime_choice(node),
             ),
             capability=not _device_choice(node),
         ):
@@ -1143,6 +1146,14 @@ class TorchCudaApi(Rule):
                 tier=tier,
                 needs_torch_npu=False,
             )
+
+
+def _runtime_choice(node: cst.IfExp) -> tuple[str | None, str]:
+    """``"onnxruntime-gpu" if torch.cuda.is_available() else "onnxruntime"`` (MobileSAM's bundled ultralytics
+    exporter installing its requirements, round 60): the test chooses another library's CUDA build, which
+    an NPU host must not install."""
+    found = CUDA_RUNTIME.search(string_value(node.body) or "")
+    return ("another library's CUDA runtime", f"chooses `{found.group()}`") if found else (None, "")
 
 
 def _kept_failure(qualified: str) -> str:
