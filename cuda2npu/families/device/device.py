@@ -426,13 +426,20 @@ def _selects_cuda_named(body: cst.BaseSuite) -> bool:
     """The function chooses, by a flag named for CUDA, a value named for CUDA: ``config = self.cuda_config
     if is_cuda else self.cpu_config`` (lucidrains' ``Attend`` in AnyGPT's soundstorm, round 40), where the
     CUDA value is set only behind a CUDA check the migration keeps (None on an NPU host): its ``is_cuda``
-    stays, and NPU tensors take the other value, as they would on a GPU host without CUDA."""
+    stays, and NPU tensors take the other value, as they would on a GPU host without CUDA. Also the tensor's
+    own test, ``self.cuda_config if q.is_cuda else self.cpu_config`` (vit-pytorch's flash attention, round 60)."""
     return any(
-        isinstance(choice.test, cst.Name)
-        and "cuda" in name_tokens(choice.test.value)
+        _cuda_named_test(choice.test)
         and any("cuda" in name_tokens(dotted_name(arm) or "") for arm in (choice.body, choice.orelse))
         for choice in iter_nodes(body, cst.IfExp)
     )
+
+
+def _cuda_named_test(test: cst.BaseExpression) -> bool:
+    """``is_cuda`` (a flag named for CUDA) or ``q.is_cuda``."""
+    if isinstance(test, cst.Name):
+        return "cuda" in name_tokens(test.value)
+    return isinstance(test, cst.Attribute) and test.attr.value == "is_cuda"
 
 
 def _kernel_predicates(ctx) -> dict[str, str | None]:
