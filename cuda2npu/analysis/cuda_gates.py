@@ -385,7 +385,8 @@ def _made_by_project_kernel(ctx, name: cst.Name) -> tuple[str, str] | None:
     """``(what, why)`` where ``name`` is a local of its function that only ever holds what a project class or
     function calling a compiled extension returns (detectron2's test: ``op = ROIAlignRotated(...)``, then
     ``op.forward(input.cuda(), rois.cuda())``, round 52): its calls reach CPU and CUDA kernels only."""
-    function = TreeIndex.of(ctx).function.get(TreeIndex.of(ctx).statement_of(name))
+    index = TreeIndex.of(ctx)
+    function = index.function.get(index.statement_of(name))
     values = assigned_values(function, name.value) if function is not None else None
     if not values or not all(isinstance(value, cst.Call) for value in values):
         return None

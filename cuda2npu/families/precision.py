@@ -286,9 +286,7 @@ class CudaAutocastBf16(ValueUses, Rule):
         round 44), whose fp16 mode makes the engine's weights float16: a comparison of something named like
         a precision with 16, "16", "fp16", "16-mixed" or "float16"; None otherwise (a lone float16 choice
         elsewhere follows the BF16 policy: no weights of its own are float16)."""
-        statement = self.ctx.statement
-        enclosing = TreeIndex.of(self.ctx).enclosing(statement) if statement is not None else []
-        tests = [owner.test for owner, role in enclosing if isinstance(owner, cst.If) and role == "body"]
+        tests = self._if_tests_around()
         if not any("deepspeed" in code_of(test).lower() for test in tests):
             return None
         for test in tests:
@@ -300,6 +298,12 @@ class CudaAutocastBf16(ValueUses, Rule):
             if named and equal and any(literal(side) in FLOAT16_PRECISIONS for side in sides):
                 return test
         return None
+
+    def _if_tests_around(self) -> list[cst.BaseExpression]:
+        """The tests of the ``if`` statements whose bodies hold the current statement, innermost first."""
+        statement = self.ctx.statement
+        enclosing = TreeIndex.of(self.ctx).enclosing(statement) if statement is not None else []
+        return [owner.test for owner, role in enclosing if isinstance(owner, cst.If) and role == "body"]
 
     def _project_float16(self, node: cst.BaseExpression) -> str:
         """Where the project builds the weights ``node`` runs over in float16 (``options.file.float16_default``),
@@ -342,9 +346,7 @@ class CudaAutocastBf16(ValueUses, Rule):
             if isinstance(parent, cst.IfExp) and parent.body is current:
                 tests.append(parent.test)
             current = parent
-        statement = self.ctx.statement
-        enclosing = TreeIndex.of(self.ctx).enclosing(statement) if statement is not None else []
-        tests += [owner.test for owner, role in enclosing if isinstance(owner, cst.If) and role == "body"]
+        tests += self._if_tests_around()
         return any(
             isinstance(test, cst.Comparison)
             and len(test.comparisons) == 1
@@ -580,8 +582,8 @@ class CudaAutocastBf16(ValueUses, Rule):
             return  # `functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`: the policy's own dtype
         halves = self._half_weights_of_function()
         working = self._float16_working_dtype()
-        if not halves and self._project_float16(expr):
-            self._values[expr] = _float16_project_message(self._project_float16(expr))
+        if not halves and (default := self._project_float16(expr)):
+            self._values[expr] = _float16_project_message(default)
         elif not halves and working is not None:
             self._values[expr] = _float16_dtype_message(f"CUDA autocast used as a value (`{code_of(expr)}`)", working)
         elif halves:

@@ -260,7 +260,8 @@ class TorchCudaApi(Rule):
         import KNN``, a TensorRT-LLM import, ``nvcc`` run through a shell): ``cuda_gates``; or a read
         of the CUDA compute capability there (``if not torch.cuda.is_available(): return ""`` before
         a loop unpacking ``get_device_capability(i)``, which is None on the NPU)."""
-        if nvidia_checks_only(cuda_branch(self.ctx, node)) or cudnn_settings_only(cuda_branch(self.ctx, node)):
+        branch = cuda_branch(self.ctx, node)
+        if nvidia_checks_only(branch) or cudnn_settings_only(branch):
             return NVIDIA_CHECK, ""
         found = gated_cuda_use(self.ctx, node)
         if found:
@@ -271,15 +272,15 @@ class TorchCudaApi(Rule):
         kernel = kernel_call(self.ctx, node)  # `if ... and value.is_cuda: DeformAttnFunction.apply(...)`
         if kernel:
             return "a CUDA kernel", f"`{kernel}` in its branch"
-        if self._records_facts(cuda_branch(self.ctx, node)):
+        if self._records_facts(branch):
             return FACTS_RECORD, ""
-        word, read = self._branch_read(cuda_branch(self.ctx, node))
+        word, read = self._branch_read(branch)
         if word:
             return word, f"{read} in its branch"
-        kept = kept_cuda_value(self.ctx, cuda_branch(self.ctx, node))
+        kept = kept_cuda_value(self.ctx, branch)
         if kept:
             return KEPT_VALUE, kept
-        module = self._module_value(cuda_branch(self.ctx, node))
+        module = self._module_value(branch)
         if module:
             return MODULE_VALUE, module
         flag = gpu_flag_choice(node) if isinstance(node, cst.If) else None
