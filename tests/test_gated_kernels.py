@@ -9,7 +9,12 @@ import os
 
 from cli_helpers import cli, write
 
-from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.gated_kernels import (
+    extension_definitions,
+    extension_functions,
+    kernels_behind_cuda_gates,
+    triton_functions,
+)
 from cuda2npu.analysis.python_files import PythonFiles
 from cuda2npu.core.options import Options, ProjectFacts
 
@@ -248,6 +253,52 @@ def test_extension_functions_follow_callers_classes_aliases_and_reexports(tmp_pa
         "detectron2.layers.nms.batched_nms_rotated",
         "detectron2.layers.nms.nms_rotated",
     )
+
+
+def test_extension_definitions_name_each_files_own(tmp_path):
+    """pytorch3d's `graph_conv.py` calls `gather_scatter = GatherScatter.apply` under `verts.is_cuda` (round
+    60): the file's own names reaching the operators, by real path, for its calls that name no module."""
+    deform = tmp_path / "detectron2" / "layers" / "deform_conv.py"
+    texts = {
+        tmp_path / "detectron2" / "__init__.py": b"",
+        tmp_path / "detectron2" / "layers" / "__init__.py": b"from .deform_conv import deform_conv\n",
+        deform: DEFORM.encode(),
+    }
+    files = PythonFiles(texts)
+    functions = extension_functions(files, ("detectron2._C",))
+    assert extension_definitions(files, functions) == (
+        (str(tmp_path / "detectron2" / "layers" / "__init__.py"), "deform_conv"),  # re-exported there
+        (str(deform), "DeformConv"),
+        (str(deform), "_DeformConv"),
+        (str(deform), "deform_conv"),
+    )
+
+
+def test_a_device_choice_in_front_of_extension_ops_stays_cuda(tmp_path):
+    """pytorch3d's tests and tutorials (round 60): a CPU fallback in front of the project's compiled operators
+    stays, and so does a kernel choice in the file defining them; a device choice for the rest is migrated."""
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(
+        tmp_path / "pkg" / "layers.py",
+        "from torch.autograd import Function\n\nfrom pkg import _C\n" + DEFORM[DEFORM.index("\n\nclass _Deform") :],
+    )
+    write(
+        tmp_path / "pkg" / "uses.py",
+        "import torch\n\nfrom pkg.layers import deform_conv\n\n\n"
+        "def run(x):\n    device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
+        "    return deform_conv(x.to(device), x.to(device))\n\n\n"
+        "def train(model):\n    device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n    return model.to(device)\n",
+    )
+    write(
+        tmp_path / "setup.py",
+        "import torch\nfrom setuptools import setup\nfrom torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n"
+        "extension = CppExtension\nif torch.cuda.is_available():\n    extension = CUDAExtension\n"
+        "setup(ext_modules=[extension('pkg._C', ['csrc/ops.cpp'])])\n",
+    )
+    cli("migrate", tmp_path)
+    uses = (tmp_path / "pkg" / "uses.py").read_text()
+    assert "device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n    return deform_conv" in uses
+    assert "device = 'npu:0' if torch.npu.is_available() else 'cpu'\n    return model.to" in uses
 
 
 def test_a_skip_guard_over_a_test_of_extension_ops_stays_cuda(tmp_path):

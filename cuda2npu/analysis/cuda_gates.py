@@ -37,6 +37,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_call,
     cuda_module,
 )
+from cuda2npu.analysis.extension_devices import extension_device_choice
 from cuda2npu.analysis.runtime_devices import runtime_device_choice
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.catalogue import table
@@ -365,6 +366,8 @@ def cuda_only_use(ctx, nodes: Iterable[cst.CSTNode]) -> tuple[str, str] | None:
                 elif qualified:
                     note = None if qualified.split(".")[0] == "torch" else _module_reason(qualified, ctx.options)
                     found = (f"`{qualified}`", note) if note else None
+                elif node.value in ctx.options.file.own_extension_functions:
+                    found = f"`{node.value}`", PROJECT_KERNEL  # pytorch3d's `gather_scatter = GatherScatter.apply`
                 elif (made := _made_by_project_kernel(ctx, node)) is not None:
                     found = made  # `op = ROIAlignRotated(...)` ... `op.forward(x)`
                 else:
@@ -573,12 +576,15 @@ def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
     also through a loop over the devices it chooses: ``for device in ["cpu"] + (["cuda"] if
     torch.cuda.is_available() else []):`` runs its body on the CUDA device (detectron2's tests of its
     compiled operators, which have CPU and CUDA kernels only); or a conditional expression choosing the
-    device of a runtime without an NPU backend (analysis/runtime_devices.py)."""
+    device of a runtime without an NPU backend (analysis/runtime_devices.py), or a choice of the device
+    of the project's compiled operators (analysis/extension_devices.py)."""
     blocks = cuda_branch(ctx, node)
     loop = _loop_over(ctx, node) if blocks else None
     found = cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
     if found is None and blocks and isinstance(node, cst.IfExp):
         found = runtime_device_choice(ctx, node)  # `device = "cuda" if ... else "cpu"` for faster-whisper
+    if found is None and blocks:
+        found = extension_device_choice(ctx, node, blocks)  # pytorch3d's tutorials, round 60
     return found
 
 
@@ -657,13 +663,27 @@ def _cuda_flags(ctx) -> frozenset[str]:
 def kept_cuda_blocks(ctx, node: cst.If) -> list[cst.CSTNode]:
     """The blocks of ``node`` (or, after an early exit, the statements that follow it) that only run
     on CUDA hosts once migrated: its CUDA branch when its test is a CUDA test the migration keeps
-    because that branch runs CUDA-only code."""
+    because that branch runs CUDA-only code or chooses the device of the project's compiled operators."""
     if _means_cuda(ctx, node.test)[0] is None:
         return []
     branch = cuda_branch(ctx, node)
-    if not branch or cuda_only_use(ctx, branch) is None:
+    if not branch or (cuda_only_use(ctx, branch) is None and extension_device_choice(ctx, node, branch) is None):
         return []
     return [b.body if isinstance(b, cst.Else) else b for b in branch]
+
+
+def renamed_cuda_test(ctx, statement: cst.CSTNode) -> bool:
+    """``statement`` runs in the CUDA branch of an enclosing ``if`` whose CUDA test the migration renames
+    (its branch runs no CUDA-only code): that branch runs on NPU hosts once migrated."""
+    for owner, role in TreeIndex.of(ctx).enclosing(statement):
+        if (
+            isinstance(owner, cst.If)
+            and role == "body"
+            and _means_cuda(ctx, owner.test)[0]
+            and gated_cuda_use(ctx, owner) is None
+        ):
+            return True
+    return False
 
 
 def kept_cuda_test(ctx, definition: cst.FunctionDef | cst.ClassDef) -> bool:

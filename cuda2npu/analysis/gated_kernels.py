@@ -122,6 +122,23 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
     return tuple(sorted(found))
 
 
+def extension_definitions(files: PythonFiles, functions: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(real path, name) of each of ``functions`` (:func:`extension_functions`) a file defines or binds at
+    module level, sorted: its own calls name no module (pytorch3d's ``graph_conv.py`` calls
+    ``gather_scatter = GatherScatter.apply`` under ``verts.is_cuda``, round 60)."""
+    by_module: dict[str, set[str]] = {}
+    for function in functions:
+        module, _, name = function.rpartition(".")
+        by_module.setdefault(module, set()).add(name)
+    return tuple(
+        sorted(
+            (os.path.realpath(path), name)
+            for path in files
+            for name in by_module.get(files.modules.get(path, path.stem), ())
+        )
+    )
+
+
 def _methods_calling(tree: ast.Module, extensions: set[str], local: set[str]) -> set[str]:
     """``Class.method`` for each method of a module-level class of ``tree`` that calls an extension
     operator or one of ``local`` (petals' ``OptimizedLlamaAttention._optimized_apply_rotary`` calling

@@ -162,6 +162,8 @@ class ProjectFacts:
     # "module.function" (and "module.Class.method") of its functions calling its compiled extension's
     # operators or capturing CUDA graphs, and of those calling them (gated_kernels.py)
     extension_functions: tuple[str, ...] = ()
+    # (real path, name) of those functions each file defines at module level (gated_kernels.py; for_path)
+    extension_definitions: tuple[tuple[str, str], ...] = ()
     # "module.function" of its functions answering whether torch is a CUDA or ROCm build (build_probes.py)
     build_probes: tuple[str, ...] = ()
     # "module.NAME=value" of its module constants set to a value on a CUDA or ROCm build alone (build_probes.py)
@@ -219,6 +221,9 @@ class FileContext:
     cog_predictor: bool = False  # a Cog predictor, run only in Cog's CUDA image (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
+    own_extension_functions: tuple[
+        str, ...
+    ] = ()  # its functions reaching the project's compiled operators (cuda_gates.py)
     # "file: call" of the project's file making float16 the default dtype that it reaches (float16_models.py)
     float16_default: str = ""
 
@@ -272,6 +277,7 @@ class Options:
             (FailingImport(*entry[1:]) for entry in project.failing_imports if _same_file(entry[0], path)), None
         )
         uncalled = tuple(name for where, name in project.uncalled_functions if _same_file(where, path))
+        operators = tuple(name for where, name in project.extension_definitions if _same_file(where, path))
         float16 = next((source for where, source in project.float16_defaults if _same_file(where, path)), "")
         # the FA2 patches of its sub-project, the legacy vLLM adapter holding it: by real path, resolved once
         real = (
@@ -300,6 +306,7 @@ class Options:
                 failing_imports=(),
                 legacy_vllm_adapters=(),
                 uncalled_functions=(),
+                extension_definitions=(),
                 float16_defaults=(),
                 other_platform_dirs=(),
                 modular_sources=(),
@@ -324,6 +331,7 @@ class Options:
                 cog_predictor=any(_same_file(where, path) for where in project.cog_predictors),
                 npu_version=npu_version(path),
                 uncalled_functions=uncalled,
+                own_extension_functions=operators,
                 float16_default=float16,
             ),
         )
@@ -359,6 +367,9 @@ class Options:
         facts["kernels_behind_cuda_gates"] = tuple(os.path.basename(p) for p in self.project.kernels_behind_cuda_gates)
         facts["uncalled_functions"] = tuple(
             f"{os.path.basename(path)}: {name}" for path, name in self.project.uncalled_functions
+        )
+        facts["extension_definitions"] = tuple(
+            f"{os.path.basename(path)}: {name}" for path, name in self.project.extension_definitions
         )
         facts["optional_modules"] = tuple(
             (os.path.basename(path), *entry) for path, *entry in self.project.optional_modules

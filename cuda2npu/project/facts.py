@@ -23,7 +23,12 @@ from cuda2npu.analysis.device_parameters import device_keywords, device_paramete
 from cuda2npu.analysis.failing_modules import failing_and_optional_modules
 from cuda2npu.analysis.flash_probes import flash2_flag_setters, flash_attn_patches
 from cuda2npu.analysis.float16_models import float16_defaults
-from cuda2npu.analysis.gated_kernels import extension_functions, kernels_behind_cuda_gates, triton_functions
+from cuda2npu.analysis.gated_kernels import (
+    extension_definitions,
+    extension_functions,
+    kernels_behind_cuda_gates,
+    triton_functions,
+)
 from cuda2npu.analysis.gpu_monitors import gpu_monitors
 from cuda2npu.analysis.lightning_classes import lightning_classes
 from cuda2npu.analysis.modular_sources import modular_sources
@@ -82,8 +87,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     LightningLite (analysis/lightning_classes.py), its module constants that other
     files pass to torch.distributed as the backend (analysis/backend_constants.py), its modules of
     Triton kernels imported only behind a kept ``.is_cuda`` test and its Triton kernels and their
-    launchers and its functions calling its compiled extensions' operators, by qualified name
-    (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
+    launchers and its functions calling its compiled extensions' operators, by qualified name and, for
+    the files defining them, by name (analysis/gated_kernels.py), its modules that fail at import on an NPU host, also through other
     modules, and those of them it imports only where it falls back (analysis/failing_modules.py), its functions answering whether torch is
     a CUDA or ROCm build and its module constants set on such a build alone (analysis/build_probes.py),
     its functions reading GPUtil or NVML (analysis/gpu_monitors.py), its vendored adapters for vLLM releases vllm-ascend does not support (analysis/vllm_adapters.py),
@@ -100,6 +105,7 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
     searched = SearchedTexts(texts, others)  # the other files read once, where a fact first asks
     pins, pin_files, pin_scopes = project_pins(files, root)
     failing, optional, failing_imports = failing_and_optional_modules(texts, extensions, root, pins)
+    operators = extension_functions(texts, extensions + cpu_built_extensions(files))
     return ProjectFacts(
         pins=pins,
         pin_files=pin_files,
@@ -125,7 +131,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
         lightning_classes=lightning_classes(texts),
         kernels_behind_cuda_gates=kernels_behind_cuda_gates(texts),
         triton_functions=triton_functions(texts),
-        extension_functions=extension_functions(texts, extensions + cpu_built_extensions(files)),
+        extension_functions=operators,
+        extension_definitions=extension_definitions(texts, operators),
         failing_modules=failing,
         optional_modules=optional,
         failing_imports=failing_imports,

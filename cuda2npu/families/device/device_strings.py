@@ -35,7 +35,7 @@ import libcst as cst
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
-from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_flags, gated_cuda_use
+from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_flags, gated_cuda_use, renamed_cuda_test
 from cuda2npu.analysis.hf_sources import sources
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
@@ -328,6 +328,8 @@ class DeviceStrings(Rule):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         if method in ("get", "pop") and len(positional) == 2 and DEVICE_NAME.search(string_value(positional[0]) or ""):
             self._rewrite(positional[1], why="default of a `device` entry")  # funasr's `kwargs.get("device", "cuda")`
+        if method in ("append", "add", "insert") and positional:
+            self._added_device(node, positional[-1])
         if method in ("to", "cuda", "npu") and positional and qualified != "torch.cuda":
             self._rewrite(positional[0], why=f"`.{method}()`")
         if method == "startswith" and code_of(node.func.value) in self._other_vocabulary:
@@ -367,6 +369,17 @@ class DeviceStrings(Rule):
                 self._rewrite(arg.value, why=f"`{arg.keyword.value}=` (a device parameter of the project's functions)")
             elif arg.keyword.value in AMBIGUOUS_KEYWORDS:
                 self._ambiguous(arg.value, f"passed as `{arg.keyword.value}=`")
+
+    def _added_device(self, node: cst.Call, value: cst.BaseExpression) -> None:
+        """A string added to a collection of devices (``devices.append("cuda")``), or added where a CUDA
+        availability test the migration renames opens the branch (pytorch3d's benchmarks: ``if
+        torch.cuda.is_available(): backend.append("cuda:0")``, round 60): renamed alone, the test would add
+        a CUDA device on NPU hosts."""
+        receiver = node.func.value
+        if looks_like_device(receiver) or code_of(receiver) in self._device_variables:
+            self._rewrite(value, why="device added to a device list")
+        elif renamed_cuda_test(self.ctx, TreeIndex.of(self.ctx).statement_of(node)):
+            self._rewrite(value, why="device added under a CUDA availability test")
 
     def _other_runtime(self, node: cst.Call, qualified: str, why: str) -> None:
         """``WhisperModel(size, device="cuda")`` (faster-whisper): CTranslate2's device, "cpu", "cuda" or

@@ -11,7 +11,8 @@ half=True)`` behind a migrated ``torch.npu.is_available()`` runs in half precisi
 The call gets the library's own choice with the NPU in CUDA's place: ``device="npu" if
 torch.npu.is_available() else "cpu"`` (exact). Not a call that passes a device (also positionally, through
 ``*``/``**`` arguments, or RealESRGANer's ``gpu_id``), nor CLIP's ``jit=True`` (its TorchScript archive
-patches CUDA device constants: manual), nor code that already handles the NPU.
+patches CUDA device constants: manual), nor code that already handles the NPU, nor the project's own
+loaders (GFPGAN's tests of its ``GFPGANer``, round 61: the run migrates its default itself).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class LibraryDefaultDevice(Rule):
         position = LOADERS.get(qualified or "")
         if position is None or in_npu_branch(self.ctx, node):
             return
+        if qualified.partition(".")[0] in self.options.project.top_packages:
+            return  # the project is that library (GFPGAN's tests, round 61): the run migrates its default itself
         if any(a.star for a in node.args) or any(
             a.keyword is not None and a.keyword.value in DEVICE_ARGS for a in node.args
         ):
