@@ -614,10 +614,9 @@ class TorchCudaApi(Rule):
         for choice in iter_nodes(scope, (cst.If, cst.IfExp)):
             if not any(n.value == name for n in iter_nodes(choice.test, cst.Name)):
                 continue
-            for string in iter_nodes(choice.body, cst.SimpleString):
-                found = CUDA_RUNTIME.search(string_value(string) or "")
-                if found:
-                    return "another library's CUDA runtime", f"`{name}` chooses `{found.group()}`"
+            found = _cuda_runtime_in(choice.body)
+            if found:
+                return "another library's CUDA runtime", f"`{name}` chooses `{found}`"
         return None, ""
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -1153,8 +1152,18 @@ def _runtime_choice(node: cst.IfExp) -> tuple[str | None, str]:
     """``"onnxruntime-gpu" if torch.cuda.is_available() else "onnxruntime"`` (MobileSAM's bundled ultralytics
     exporter installing its requirements, round 60): the test chooses another library's CUDA build, which
     an NPU host must not install."""
-    found = CUDA_RUNTIME.search(string_value(node.body) or "")
-    return ("another library's CUDA runtime", f"chooses `{found.group()}`") if found else (None, "")
+    found = _cuda_runtime_in(node.body)
+    return ("another library's CUDA runtime", f"chooses `{found}`") if found else (None, "")
+
+
+def _cuda_runtime_in(node: cst.CSTNode) -> str | None:
+    """The first name of another library's CUDA runtime a string of ``node`` holds (``onnxruntime-gpu``,
+    ``CUDAExecutionProvider``), else None."""
+    for string in iter_nodes(node, cst.SimpleString):
+        found = CUDA_RUNTIME.search(string_value(string) or "")
+        if found:
+            return found.group()
+    return None
 
 
 def _kept_failure(qualified: str) -> str:
