@@ -274,6 +274,48 @@ def test_extension_definitions_name_each_files_own(tmp_path):
     )
 
 
+def test_extension_functions_follow_a_dependencys_kernel_modules(tmp_path):
+    """GFPGAN's architectures (round 61) use basicsr's CUDA-only ops, by a call and by subclassing its StyleGAN2
+    generator: they reach compiled operators as the project's own would; its clean architecture does not."""
+    texts = {
+        tmp_path / "gfpgan" / "__init__.py": b"",
+        tmp_path / "gfpgan" / "arch.py": (
+            b"from basicsr.archs.stylegan2_arch import StyleGAN2Generator\n"
+            b"from basicsr.archs.stylegan2_clean_arch import StyleGAN2GeneratorClean\n"
+            b"from basicsr.ops.fused_act import FusedLeakyReLU\n\n\n"
+            b"class GeneratorSFT(StyleGAN2Generator):\n    pass\n\n\n"
+            b"class ConvUpLayer:\n    def __init__(self, channels):\n        self.act = FusedLeakyReLU(channels)\n\n\n"
+            b"class CleanSFT(StyleGAN2GeneratorClean):\n    pass\n"
+        ),
+    }
+    assert extension_functions(PythonFiles(texts)) == (
+        "gfpgan.arch.ConvUpLayer",
+        "gfpgan.arch.ConvUpLayer.__init__",
+        "gfpgan.arch.GeneratorSFT",
+    )
+
+
+def test_a_skip_guard_over_a_dependencys_kernels_stays_cuda(tmp_path):
+    """GFPGAN's `if torch.cuda.is_available():` over a test building its architecture on basicsr's ops stays
+    CUDA's (on an NPU host the test skips, as before); over its clean architecture it is migrated."""
+    write(tmp_path / "gfpgan" / "__init__.py", "")
+    write(
+        tmp_path / "gfpgan" / "arch.py",
+        "from basicsr.archs.stylegan2_arch import StyleGAN2Generator\n\n\n"
+        "class GeneratorSFT(StyleGAN2Generator):\n    pass\n\n\nclass Clean:\n    pass\n",
+    )
+    test = write(
+        tmp_path / "tests" / "test_arch.py",
+        "import torch\n\nfrom gfpgan.arch import Clean, GeneratorSFT\n\n\ndef test_sft():\n"
+        "    if torch.cuda.is_available():\n        net = GeneratorSFT().cuda()\n\n\ndef test_clean():\n"
+        "    if torch.cuda.is_available():\n        net = Clean().cuda()\n",
+    )
+    cli("migrate", tmp_path)
+    migrated = test.read_text()
+    assert "def test_sft():\n    if torch.cuda.is_available():\n        net = GeneratorSFT().cuda()" in migrated
+    assert "def test_clean():\n    if torch.npu.is_available():\n        net = Clean().npu()" in migrated
+
+
 def test_a_device_choice_in_front_of_extension_ops_stays_cuda(tmp_path):
     """pytorch3d's tests and tutorials (round 60): a CPU fallback in front of the project's compiled operators
     stays, and so does a kernel choice in the file defining them; a device choice for the rest is migrated."""

@@ -372,6 +372,12 @@ def cuda_only_module(module: str, declared: tuple[str, ...] = (), local: tuple[s
 
 
 @functools.lru_cache(maxsize=None)
+def kernel_modules() -> tuple[str, ...]:
+    """The modules (or dotted prefixes) the table lists under ``kernels``: their imports work, their kernels fail."""
+    return tuple(sorted(module for module, (kind, _) in _index().modules.items() if kind == "kernels"))
+
+
+@functools.lru_cache(maxsize=None)
 def cuda_call_roots() -> frozenset[str]:
     """The top-level modules of the table's CUDA-only calls (``faiss``, ``lmdeploy``)."""
     return frozenset(name.split(".")[0] for name in _index().calls)

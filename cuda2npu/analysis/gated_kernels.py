@@ -28,11 +28,13 @@ ordered_route_grad``, the fallback in ``else``): such a test stays CUDA's (analy
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from pathlib import Path
 
 from cuda2npu.analysis.cuda_gates import CUDA_GRAPH_APIS
+from cuda2npu.analysis.cuda_only_modules import cuda_module, kernel_modules, npu_release
 from cuda2npu.analysis.kernel_switch import TORCH_OPS
 from cuda2npu.analysis.never_run import CUDA_MARK_WORDS
 from cuda2npu.analysis.project_imports import absolute_module
@@ -107,7 +109,8 @@ def extension_functions(files: PythonFiles, extensions: tuple[str, ...] = ()) ->
     found: set[str] = set()
     for path, text in files.items():
         graphs = CUDA_GRAPH_TEXT.search(text) is not None
-        if not (EXTENSION_TEXT.search(text) or graphs) or (tree := files.tree(path)) is None:
+        kernels = _dependency_text().search(text) is not None
+        if not (EXTENSION_TEXT.search(text) or graphs or kernels) or (tree := files.tree(path)) is None:
             continue
         capturers = _graph_capturers(tree) if graphs else set()
         bound = _extension_names(tree, extensions)
@@ -207,14 +210,31 @@ def _callers_elsewhere(files: PythonFiles, functions: set[str]) -> set[str]:
 
 def _extension_names(tree: ast.Module, extensions: tuple[str, ...]) -> set[str]:
     """The names a file binds to one of the project's compiled extensions (``from detectron2 import
-    _C``, ``import tensormask._C as ext``), and the extensions' own dotted names."""
+    _C``, ``import tensormask._C as ext``) or to what a dependency's module of CUDA kernels defines
+    (:func:`_dependency_kernels`: ``from basicsr.ops.fused_act import FusedLeakyReLU``), and the
+    extensions' own dotted names."""
     names = set(extensions)
     for node in ast.walk(tree):  # also in a `try` (detectron2's `try: from detectron2 import _C`)
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.update(a.asname or a.name for a in node.names if f"{node.module}.{a.name}" in extensions)
+            kernels = _dependency_kernels(node.module)
+            names.update(a.asname or a.name for a in node.names if kernels or f"{node.module}.{a.name}" in extensions)
         elif isinstance(node, ast.Import):
-            names.update(a.asname or a.name for a in node.names if a.name in extensions)
+            names.update(a.asname or a.name for a in node.names if a.name in extensions or _dependency_kernels(a.name))
     return names
+
+
+@functools.lru_cache(maxsize=None)
+def _dependency_text() -> re.Pattern[bytes]:
+    """An import naming a dependency's module of CUDA kernels (:func:`_dependency_kernels`): the files worth parsing."""
+    modules = b"|".join(re.escape(module.encode()) for module in kernel_modules())
+    return re.compile(rb"^[ \t]*(?:from|import)[ \t]+(?:%b)\b" % modules, re.M)
+
+
+def _dependency_kernels(module: str) -> bool:
+    """``module`` belongs to a dependency whose kernels fail on an NPU host, with no release that runs there
+    (rules/tables/cuda_only_packages.toml ``kernels``: basicsr's ops, nvdiffrast; GFPGAN, round 61)."""
+    found = cuda_module(module)
+    return found is not None and found[0] == "kernels" and npu_release(module) is None
 
 
 def _aliases(tree: ast.Module, names: set[str]) -> set[str]:
@@ -232,13 +252,17 @@ def _aliases(tree: ast.Module, names: set[str]) -> set[str]:
 
 def _calls_extension(definition: ast.FunctionDef | ast.ClassDef, extensions: set[str], local: set[str]) -> bool:
     """``definition`` (a function, or any method of a class) calls an operator of a custom ``torch.ops``
-    namespace or of a compiled extension (``extensions``: the names bound to one), or a function, class
-    or alias of its file among ``local`` (``Cls.apply`` too)."""
+    namespace or of a compiled extension (``extensions``: the names bound to one, called or, for a class,
+    subclassed), or a function, class or alias of its file among ``local`` (``Cls.apply`` too)."""
+    if isinstance(definition, ast.ClassDef) and any(  # GFPGAN's `StyleGAN2GeneratorSFT(StyleGAN2Generator)`
+        ast.unparse(base) in extensions or ast.unparse(base) in local for base in definition.bases
+    ):
+        return True
     for node in ast.walk(definition):
         if not isinstance(node, ast.Call):
             continue
         func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "apply" else node.func
-        if isinstance(func, ast.Name) and func.id in local:
+        if isinstance(func, ast.Name) and (func.id in local or func.id in extensions):
             return True
         parts = ast.unparse(node.func).split(".")
         if parts[:2] == ["torch", "ops"] and len(parts) > 3 and parts[2] not in TORCH_OPS:
