@@ -886,16 +886,36 @@ class DeviceStrings(Rule):
     def visit_Dict(self, node: cst.Dict) -> None:
         """``{"cpu": 50, "mps": 50, "cuda": 100}``: settings by device type, read with the type the run
         is on (LitServe's benchmark: ``CONF[device]``); its ``"cuda"`` entry is the NPU's once device
-        strings say "npu" (else KeyError). Only where every key is a device type, none is "npu" and
-        every value is plain data (a table of CUDA implementations is no setting), in a file that
-        compares nothing with "npu" (one that does may map the NPU to the "cuda" entry itself)."""
+        strings say "npu" (else KeyError). Only where every key is a device type (or the file reads the
+        table by a device's type, LightGlue's ``self.pruning_keypoint_thresholds[device.type]`` beside its
+        ``"flash"`` entry, round 62), none is "npu" and every value is plain data (a table of CUDA
+        implementations is no setting), in a file that compares nothing with "npu" (one that does may map
+        the NPU to the "cuda" entry itself)."""
         keys = [string_value(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
-        if "cuda" not in keys or "npu" in keys or not set(keys) <= DEVICE_TYPES or len(set(keys)) < 2:
+        if "cuda" not in keys or "npu" in keys or len(set(keys) & DEVICE_TYPES) < 2:
+            return
+        if not set(keys) <= DEVICE_TYPES and not self._read_by_device_type(node):
             return
         if self._compared_with_npu:  # the file tells the NPU apart itself (maps "npu" to the "cuda" entry)
             return
         if all(plain_data(e.value) for e in node.elements):
             self._rewrite(node.elements[keys.index("cuda")].key, why="device-type table key", unparsed=True)
+
+    def _read_by_device_type(self, node: cst.Dict) -> bool:
+        """The dict is assigned to a name the file subscripts with a device's type (``table[x.device.type]``,
+        ``self.table[device.type]``)."""
+        parent = TreeIndex.of(self.ctx).parents.get(node)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
+            return False
+        name = (dotted_name(parent.targets[0].target) or "").rpartition(".")[2]
+        return bool(name) and any(
+            (dotted_name(subscript.value) or "").rpartition(".")[2] == name
+            and len(subscript.slice) == 1
+            and isinstance(index := subscript.slice[0].slice, cst.Index)
+            and isinstance(index.value, cst.Attribute)
+            and index.value.attr.value == "type"
+            for subscript in iter_nodes(self.ctx.module, cst.Subscript)
+        )
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = string_value(node.key)
