@@ -10,7 +10,9 @@ from cuda2npu.analysis.python_files import PythonFiles
 SHAPES = {
     "from_import.py": 'from torch.utils.cpp_extension import load\nEXT = load(name="e", sources=["k.cu"])\n',
     "aliased.py": 'import torch.utils.cpp_extension as cx\ncx.load_inline("e", cpp_sources="", cuda_sources="")\n',
-    "module_attr.py": 'from torch.utils import cpp_extension\nEXT = cpp_extension.load("e", ["a.cpp"], extra_cuda_cflags=["-O3"])\n',
+    "module_attr.py": 'from torch.utils import cpp_extension\nEXT = cpp_extension.load("e", ["a.cu"], extra_cuda_cflags=["-O3"])\n',
+    # `load` compiles CUDA only for `.cu` sources (`with_cuda=None`): nvcc flags beside C++ ones build none (YOLOX)
+    "cpp_with_nvcc_flags.py": 'from torch.utils.cpp_extension import load\nEXT = load("e", ["a.cpp"], extra_cuda_cflags=["-O3"])\n',
     "dotted.py": 'import torch\nEXT = torch.utils.cpp_extension.load("e", ["k.cu"])\n',
     "cpp_only.py": 'from torch.utils.cpp_extension import load\nEXT = load(name="e", sources=["k.cpp"])\n',
     "in_function.py": 'from torch.utils.cpp_extension import load\n\ndef build():\n    return load("e", ["k.cu"])\n',

@@ -20,7 +20,7 @@ class FileNote(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        text = ctx.text if ctx.text is not None else ctx.module.code.encode()
+        text = ctx.source
         self.noted = self.counterpart in text
 
     def visit_Call(self, node: cst.Call) -> None:

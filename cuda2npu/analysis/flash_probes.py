@@ -173,7 +173,7 @@ def patched_flash_functions(ctx) -> dict[str, str]:
     for entry in ctx.options.project.flash_attn_patches:
         where, _, name = entry.rpartition(": ")
         found.setdefault(name, where)
-    text = ctx.text if ctx.text is not None else ctx.code.encode()
+    text = ctx.source
     found.update(dict.fromkeys(patched_functions(text), "this file"))
     return found
 
@@ -191,7 +191,7 @@ def flag_selected_classes(ctx) -> dict[cst.ClassDef, list[cst.CSTNode]]:
     references is not one."""
     if FLASH2_FLAG not in ctx.code or _sets_flag(ctx.module) or project_sets_flag(ctx.options):
         return {}
-    if FLASH2_FLAG_SET.search(ctx.text if ctx.text is not None else ctx.code.encode()):
+    if FLASH2_FLAG_SET.search(ctx.source):
         return {}  # `Config(_flash_attn_2_enabled=True)`, a parameter default
     classes: dict[str, cst.ClassDef | None] = {}
     for statement in ctx.module.body:

@@ -71,6 +71,11 @@ class RuleContext(cst.BatchableCSTVisitor):
         """The module's code: its decoded text when known (no code generation), else generated once."""
         return decode(self.text) if self.text is not None else self.module.code
 
+    @functools.cached_property
+    def source(self) -> bytes:
+        """The module's bytes: ``text`` when known, else its generated code (for regex checks)."""
+        return self.text if self.text is not None else self.code.encode()
+
     def file_state(self, build: Callable[["RuleContext"], State]) -> State:
         """The one ``build(self)`` of this file (its pre-pass results, an edit registry), shared by
         every rule of the traversal that asks for the same ``build``."""

@@ -59,6 +59,7 @@ FAMILIES = (
     "device.build_version",
     "device.torch_six",
     "device.library_devices",
+    "device.checkpoint_loads",
     "device.error_messages",
     "ray.resources",
     "ray.train",

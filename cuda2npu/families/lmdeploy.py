@@ -135,7 +135,7 @@ class LmdeployEngine(Rule):
 def _names_ascend(ctx) -> bool:
     """Whether the module holds an ``"ascend"`` string (``device_type="ascend"``, a ``--device``
     choice): code written for lmdeploy's Ascend device already (the text searched first)."""
-    text = ctx.text if ctx.text is not None else ctx.code.encode()
+    text = ctx.source
     if ASCEND_STRING.search(text) is None:
         return False
     return any(string_value(node) == "ascend" for node in iter_nodes(ctx.module, cst.SimpleString))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.analysis.jit_extensions import builds_cuda
 from cuda2npu.core.imports import catches
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import module_qualified
@@ -26,16 +27,15 @@ SHELL_CALLS = {
 EXTENSION_LOADERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 
 
-def _mentions_cu_sources(node: cst.Call) -> bool:
-    """``load(...)`` given CUDA sources: a ``cuda_sources``/``with_cuda``/``extra_cuda_cflags`` keyword,
-    or a ``.cu`` file name anywhere in its arguments (``os.path.join(module_path, "upfirdn2d_kernel.cu")``:
-    StyleGAN2's ops in InternGPT)."""
-    for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value in {"cuda_sources", "with_cuda", "extra_cuda_cflags"}:
-            return True
-        if any((string_value(s) or "").endswith(".cu") for s in iter_nodes(arg.value, cst.SimpleString)):
-            return True
-    return False
+def _mentions_cu_sources(node: cst.Call, text: bytes) -> bool:
+    """``load(...)`` given CUDA sources (analysis/jit_extensions.py ``builds_cuda``): a ``cuda_sources`` /
+    ``with_cuda`` keyword, a ``.cu`` file name anywhere in its arguments (``os.path.join(module_path,
+    "upfirdn2d_kernel.cu")``: StyleGAN2's ops in InternGPT), or ``extra_cuda_cflags`` in a file ``text`` that
+    does not name only C++ sources."""
+    named = any(
+        (string_value(s) or "").endswith(".cu") for arg in node.args for s in iter_nodes(arg.value, cst.SimpleString)
+    )
+    return builds_cuda((arg.keyword.value for arg in node.args if arg.keyword is not None), named, text)
 
 
 _OS_ERRORS = frozenset({"FileNotFoundError", "OSError", "EnvironmentError", "IOError", "Exception", "BaseException"})
@@ -130,7 +130,7 @@ class CustomKernels(Rule):
         if (
             qualified == "torch.utils.cpp_extension.CUDAExtension"
             or alias
-            or (qualified in EXTENSION_LOADERS and _mentions_cu_sources(node))
+            or (qualified in EXTENSION_LOADERS and _mentions_cu_sources(node, self.ctx.source))
         ):
             self.report(
                 "NPU602",

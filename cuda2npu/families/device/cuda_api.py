@@ -398,7 +398,7 @@ class TorchCudaApi(Rule):
     @functools.cached_property
     def _bf16_tests(self) -> dict[cst.Comparison, cst.Call]:
         """``torch.cuda.get_device_capability()[0] >= 8`` tests choosing bfloat16 → the capability call."""
-        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        text = self.ctx.source
         if b"get_device_capability" not in text or b"bf" not in text:
             return {}
         found = {}
@@ -409,7 +409,7 @@ class TorchCudaApi(Rule):
     @functools.cached_property
     def _fp16_tests(self) -> dict[cst.Comparison, cst.Call]:
         """``SUPPORT_FP16 = ... torch.cuda.get_device_capability(0)[0] >= 7`` → the capability call."""
-        text = self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
+        text = self.ctx.source
         if b"get_device_capability" not in text:
             return {}
         found = {}

@@ -35,7 +35,7 @@ import libcst as cst
 from cuda2npu.analysis import portable
 from cuda2npu.analysis.argparse_reads import option_unread
 from cuda2npu.analysis.autocast import autocast_alias
-from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_flags, gated_cuda_use, renamed_cuda_test
+from cuda2npu.analysis.cuda_gates import cuda_branch, cuda_flags, gated_cuda_use, no_cuda_branch, renamed_cuda_test
 from cuda2npu.analysis.hf_sources import sources
 from cuda2npu.analysis.kernel_switch import kernel_call
 from cuda2npu.analysis.npu_aware import is_cuda_alternative, mentions
@@ -54,7 +54,7 @@ from cuda2npu.core.literals import (
 from cuda2npu.core.names import dotted_name
 from cuda2npu.core.nodes import code_of, named_params
 from cuda2npu.core.rulebase import Rule, register
-from cuda2npu.core.statements import TreeIndex
+from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.device.capability_tests import capability_device_test
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
@@ -133,6 +133,10 @@ OPTION_CALLS = {
 
 
 INPUT_DEPTH = 3  # assignments followed back from a test's actual value to its input
+
+
+# parameters naming an implementation, not a device: their "cuda" picks a kernel (StyleGAN's ops, rounds 60 and 63)
+IMPLEMENTATION_NAMES = frozenset({"impl", "implementation"})
 
 
 @register
@@ -680,7 +684,7 @@ class DeviceStrings(Rule):
         """The expressions this file compares with a backend name that is no torch device (``"kompute"``,
         ``"metal"``, ``"vulkan"``), or assigns one: gpt4all's ``device in ("cuda", "kompute")`` picks a
         llama.cpp ``backend`` (round 54), whose ``"cuda"`` is that library's, not torch's."""
-        if OTHER_BACKEND_WORD.search(self._text) is None:
+        if OTHER_BACKEND_WORD.search(self.ctx.source) is None:
             return frozenset()
         found = set(
             self._compared_sides(
@@ -695,13 +699,9 @@ class DeviceStrings(Rule):
     @functools.cached_property
     def _compared_with_npu(self) -> frozenset[str]:
         """The expressions this file compares with ``"npu"`` (the source of each)."""
-        if NPU_COMPARED.search(self._text) is None:
+        if NPU_COMPARED.search(self.ctx.source) is None:
             return frozenset()
         return frozenset(self._compared_sides(lambda other: string_value(other) == "npu"))
-
-    @property
-    def _text(self) -> bytes:
-        return self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()
 
     def _compared_sides(self, matches) -> list[str]:
         """The code of each expression the file compares with one that ``matches``."""
@@ -720,6 +720,9 @@ class DeviceStrings(Rule):
         if literals and capability_device_test(self.ctx, node.test):
             self._says_cuda_only.update(literals)  # `"cuda" in device and ...major >= 7`: left whole (cuda_api)
             return
+        if literals and self._feature_exit(node):
+            self._seen.update(literals)  # kept as written, unreported: the NPU host answers "no", as before
+            return
         graph = graph_use(self.ctx, cuda_branch(self.ctx, node)) if literals else None
         callee = kernel_call(self.ctx, node) if literals and graph is None else None
         if graph is not None:  # `if x.device.type != "cuda": return fn(x)` before `torch.cuda.CUDAGraph()`
@@ -732,6 +735,21 @@ class DeviceStrings(Rule):
             self._says_cuda_only.update(literals)
         elif literals and (refusal := gpu_refusal(self.ctx, node)):
             self._says_gpu_only.update((literal, refusal) for literal in literals)
+
+    def _feature_exit(self, node: cst.If) -> bool:
+        """``if input.device.type != "cuda": return False`` in the body of a function named for a CUDA-only
+        feature (StyleGAN's conv2d_gradfix ``_should_use_custom_op``, rounds 59 and 63: its custom op reads
+        torch.cuda's compute capability and cuDNN's weight-gradient kernel, and EG3D's and StyleGAN-XL's copies
+        have no torch-version exit before it): the test answers whether that feature runs, "no" on an NPU host."""
+        function = TreeIndex.of(self.ctx).enclosing_function(node)
+        return (
+            function is not None
+            and isinstance(function.body, cst.IndentedBlock)
+            and node in function.body.body
+            and feature_word(function.name.value) is not None
+            and no_cuda_branch(self.ctx, node) == [node.body]
+            and leaves(node.body, (cst.Return,))
+        )
 
     def _flag_kernel_switch(self, node: cst.Assign) -> None:
         """``cuda_applicable = os.environ["RWKV_CUDA_ON"] == "1" and "cuda" in str(dev)`` then ``if
@@ -874,8 +892,10 @@ class DeviceStrings(Rule):
             self._rewrite(node.default, why="device parameter default", unparsed=role == "unread")
         elif role == "unread":
             self._seen.update(device_literals(node.default))  # a default nothing reads: no edit changes a run (stark)
-        elif role == "label":
-            return  # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`): a label
+        elif role == "label" or node.name.value in IMPLEMENTATION_NAMES:
+            # `impl="cuda"` only compared with strings (`impl == "cuda"`, `impl in ["ref", "cuda"]`), or named for
+            # an implementation (StyleGAN's `filter2d(..., impl="cuda")` passing it on to `upfirdn2d`): a label
+            return
         elif role == "key":
             self._ambiguous(
                 node.default, "as the default of a parameter used as a registry key", indexed_is_device=False

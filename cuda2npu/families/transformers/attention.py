@@ -551,7 +551,7 @@ class FlashAttention2(Rule):
         project patches transformers' flash-attention internals (``_get_unpad_data``: VILA's packing); or
         its names say it packs samples (``packing_samples``: :data:`PACKING_NAMES`)."""
         if self._packing is None:
-            text = self.ctx.text if self.ctx.text is not None else self.ctx.module.code.encode()
+            text = self.ctx.source
             self._packing = bool(self._packing_hooks() or PACKING_NAMES.search(text)) or any(
                 module_qualified(self.resolver.module_scope, node.func) in PACKING or _packed_call(node)
                 for node in iter_nodes(self.ctx.module, cst.Call)

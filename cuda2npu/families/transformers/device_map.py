@@ -161,7 +161,7 @@ class CudaDeviceMap(Rule):
         and the project's transformers pin allows 5 (which reads "cuda" as the GPU of LOCAL_RANK)."""
         if predates(self.options, LOCAL_RANK_CUDA):
             return False
-        return MULTI_PROCESS.search(self.ctx.text if self.ctx.text is not None else self.ctx.code.encode()) is not None
+        return MULTI_PROCESS.search(self.ctx.source) is not None
 
     def _device_set_before(self, node: cst.Call) -> bool:
         """Whether the function around ``node`` (or the module's own code, at module level) calls
