@@ -202,6 +202,29 @@ def test_import_still_present_keeps_the_requirement_and_noqa_suppresses(tmp_path
     assert req.read_text().startswith("# TODO(cuda2npu): NPU701 `mamba-ssm` is CUDA-only")
 
 
+def test_a_scripts_requirements_file_serves_the_directory_above(tmp_path):
+    """imaginaire's scripts/requirements.txt, installed for the repository by scripts/install.sh (round 64): its
+    pynvml is imported by imaginaire/utils/gpu_affinity.py, so it stays (a sub-project's own file would not)."""
+    write(tmp_path / "imaginaire" / "__init__.py", "")
+    write(tmp_path / "imaginaire" / "utils" / "gpu_affinity.py", "import pynvml\n\npynvml.nvmlInit()\n")
+    req = write(tmp_path / "scripts" / "requirements.txt", "pynvml\nnumpy\n")
+    cli("migrate", tmp_path, "--no-markers")
+    assert req.read_text() == "pynvml\nnumpy\n"
+    assert "still imported by" in cli("check", tmp_path).stdout
+
+
+def test_a_cuda_build_beside_its_npu_build_is_removed_not_renamed(tmp_path):
+    """yolov10's requirements.txt pins `onnxruntime==1.15.1` and `onnxruntime-gpu==1.18.0` (round 64): renamed,
+    the second would pin onnxruntime twice, which pip refuses; removed, the file's own pin stays."""
+    write(tmp_path / "export.py", "import onnxruntime\n")
+    req = write(tmp_path / "requirements.txt", "onnx\nonnxruntime==1.15.1\nonnxruntime-gpu==1.18.0\n")
+    cli("migrate", tmp_path)
+    assert req.read_text() == "onnx\nonnxruntime==1.15.1\n"
+    write(tmp_path / "other" / "requirements.txt", "onnxruntime-gpu==1.18.0\n")
+    cli("migrate", tmp_path)
+    assert (tmp_path / "other" / "requirements.txt").read_text() == "onnxruntime==1.18.0\n"
+
+
 def test_kernel_libraries_from_the_one_table(tmp_path):
     """rules/tables/cuda_only_packages.toml: kernel libraries by distribution name; those that run on
     Ascend (liger-kernel, deepspeed, vllm) are not reported."""

@@ -38,7 +38,7 @@ from cuda2npu.analysis.cuda_only_modules import (
     cuda_module,
 )
 from cuda2npu.analysis.extension_devices import extension_device_choice
-from cuda2npu.analysis.runtime_devices import runtime_device_choice
+from cuda2npu.analysis.runtime_devices import runtime_device_choice, torchserve_gpu_id
 from cuda2npu.core.bindings import assigned_values
 from cuda2npu.core.catalogue import table
 from cuda2npu.core.feature_words import name_tokens
@@ -576,15 +576,15 @@ def gated_cuda_use(ctx, node: cst.If | cst.IfExp) -> tuple[str, str] | None:
     also through a loop over the devices it chooses: ``for device in ["cpu"] + (["cuda"] if
     torch.cuda.is_available() else []):`` runs its body on the CUDA device (detectron2's tests of its
     compiled operators, which have CPU and CUDA kernels only); or a conditional expression choosing the
-    device of a runtime without an NPU backend (analysis/runtime_devices.py), or a choice of the device
-    of the project's compiled operators (analysis/extension_devices.py)."""
+    device of a runtime without an NPU backend (analysis/runtime_devices.py), a read of TorchServe's
+    ``gpu_id``, or a choice of the device of the project's compiled operators (analysis/extension_devices.py)."""
     blocks = cuda_branch(ctx, node)
     loop = _loop_over(ctx, node) if blocks else None
     found = cuda_only_use(ctx, [*blocks, loop.body] if loop is not None else blocks)
     if found is None and blocks and isinstance(node, cst.IfExp):
         found = runtime_device_choice(ctx, node)  # `device = "cuda" if ... else "cpu"` for faster-whisper
     if found is None and blocks:
-        found = extension_device_choice(ctx, node, blocks)  # pytorch3d's tutorials, round 60
+        found = torchserve_gpu_id(blocks) or extension_device_choice(ctx, node, blocks)  # mmpretrain; pytorch3d
     return found
 
 
@@ -660,11 +660,17 @@ def _cuda_flags(ctx) -> frozenset[str]:
     return frozenset(names)
 
 
+def tests_cuda(ctx, test: cst.BaseExpression) -> bool:
+    """``test`` holds a CUDA test (``torch.cuda.is_available()``, ``x.is_cuda``, ``x.device.type == "cuda"``, a
+    flag set from one)."""
+    return _means_cuda(ctx, test)[0] is not None
+
+
 def kept_cuda_blocks(ctx, node: cst.If) -> list[cst.CSTNode]:
     """The blocks of ``node`` (or, after an early exit, the statements that follow it) that only run
     on CUDA hosts once migrated: its CUDA branch when its test is a CUDA test the migration keeps
     because that branch runs CUDA-only code or chooses the device of the project's compiled operators."""
-    if _means_cuda(ctx, node.test)[0] is None:
+    if not tests_cuda(ctx, node.test):
         return []
     branch = cuda_branch(ctx, node)
     if not branch or (cuda_only_use(ctx, branch) is None and extension_device_choice(ctx, node, branch) is None):

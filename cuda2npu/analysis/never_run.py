@@ -2,7 +2,8 @@
 
 - the CUDA-only branches of the CUDA tests the migration keeps (``if torch.cuda.is_available():
   from knn_cuda import KNN``, what follows ``if not x.is_cuda: return fallback(x)`` over a CUDA
-  kernel: :func:`cuda2npu.analysis.cuda_gates.kept_cuda_blocks`);
+  kernel: :func:`cuda2npu.analysis.cuda_gates.kept_cuda_blocks`), and the bodies of the file's functions
+  only kernel switches' CUDA branches call (StyleGAN's ``_filtered_lrelu_cuda``: :func:`_kernel_switch_code`);
 - the body of ``if is_flash_attn_2_available():`` (a flash-attn probe, :mod:`flash_probes`) when the
   code has a fallback: an ``else``/``elif``, or the body ends in ``return``/``raise`` (what follows
   is the fallback); without one the branch is migrated, NPU408 at the probe (the attention rules);
@@ -69,8 +70,9 @@ from cuda2npu.analysis.cuda_gates import (
     kept_cuda_blocks,
     kept_cuda_test,
     skips,
+    tests_cuda,
 )
-from cuda2npu.analysis.cuda_only_modules import cuda_only_module
+from cuda2npu.analysis.cuda_only_modules import cuda_only_module, unported_module
 from cuda2npu.analysis.flash_attention2_classes import unselected_flash_attention2
 from cuda2npu.analysis.flash_probes import file_probe_flags, find_probe, requires_probe
 from cuda2npu.analysis.float16_models import method_name
@@ -90,6 +92,7 @@ from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
+from cuda2npu.core.options import PACKAGE_API
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 
@@ -116,6 +119,7 @@ AFTER_LEAVING = re.compile(
     rb"(?:[ \t]*(?:#.*)?\n)*+\1[^ \t\n#)\]}]",
     re.M,
 )
+INDENTED_IMPORT = re.compile(rb"^[ \t]+(?:from|import)[ \t]", re.M)  # an import in a function or branch
 # transformers' pytorch_utils flags (`is_torch_greater_or_equal_than_1_10`, `is_torch_less_than_1_11`)
 OLD_TORCH_FLAG = re.compile(r"is_torch_(less_than|greater_or_equal_than)_(\d+)_(\d+)")
 
@@ -168,7 +172,10 @@ def _never_run_code(ctx) -> list[cst.CSTNode]:
     if ctx.text is None or b"cuda" in ctx.text:
         for node in iter_nodes(ctx.module, cst.If):
             found.extend(kept_cuda_blocks(ctx, node))
+        found.extend(_kernel_switch_code(ctx))
     found.extend(_unreached_with_fallback(ctx))
+    if ctx.text is None or INDENTED_IMPORT.search(ctx.text):
+        found.extend(_after_failing_import(ctx))
     found.extend(_under_build_probes(ctx))
     if ctx.text is None or b"device_name" in ctx.text:
         found.extend(_accelerator_cuda_branches(ctx))
@@ -231,6 +238,71 @@ def _xformers_probe(test: cst.BaseExpression) -> bool | None:
     """True for ``is_xformers_available()`` (true where xFormers is installed), else None."""
     callee = dotted_name(test.func) if isinstance(test, cst.Call) else None
     return True if (callee or "").rpartition(".")[2] == XFORMERS_PROBE else None
+
+
+def _kernel_switch_code(ctx) -> list[cst.CSTNode]:
+    """The bodies of the file's module-level functions that only the CUDA branches of its kernel switches (a
+    CUDA test kept as written because its branch calls a CUDA kernel: StyleGAN's ``if impl == "cuda" and
+    x.device.type == "cuda" and _init(): return _filtered_lrelu_cuda(...)``), or the functions themselves,
+    name, and that no other file imports (``_filtered_lrelu_cuda``, whose CUDA streams serve the kernel:
+    rounds 60 and 63). The branches themselves stay visible: their tests' review items are about them."""
+    exports = ctx.options.file.exports
+    if PACKAGE_API in exports or "*" in exports:
+        return []
+    branches = [
+        block
+        for node in iter_nodes(ctx.module, cst.If)
+        if tests_cuda(ctx, node.test) and first_kernel(ctx, [node.body]) is not None
+        for block in cuda_branch(ctx, node)
+    ]
+    if not branches:
+        return []
+    index = TreeIndex.of(ctx)
+    inside = {node for block in branches for node in iter_nodes(block, cst.Name)}
+    found = []
+    for function in ctx.module.body:
+        if not isinstance(function, cst.FunctionDef) or function.name.value in exports:
+            continue
+        uses = [
+            n
+            for n in iter_nodes(ctx.module, cst.Name)
+            if n.value == function.name.value and n is not function.name and not _attribute_name(index, n)
+        ]
+        if uses and all(use in inside or index.within(use, function) for use in uses):
+            found.append(function.body)
+    return found
+
+
+def _after_failing_import(ctx) -> list[cst.CSTNode]:
+    """The statements after an import, in a function or branch, of a module of a package nothing of which runs on
+    an NPU host (the table's ``unported``: TensorRT), outside a ``try`` catching ImportError (YOLOX's ``if trt_file is not None: from torch2trt import
+    TRTModule`` before ``x = torch.ones(...).cuda()``, round 63): the import raises first."""
+    index = TreeIndex.of(ctx)
+    found: list[cst.CSTNode] = []
+    for line in iter_nodes(ctx.module, cst.SimpleStatementLine):
+        if line in ctx.module.body or not any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in line.body):
+            continue
+        module = cuda_only_import(ctx, line)
+        if module is None or not unported_module(module) or _import_guarded(index, line):
+            continue  # a module whose uses the migration ports (flash-attn, TransformerEngine) goes with them
+        found.extend(index.following(line))
+    return found
+
+
+def _import_guarded(index: TreeIndex, statement: cst.CSTNode) -> bool:
+    """``statement`` lies in the body of a ``try`` one of whose handlers catches ImportError."""
+    return any(
+        isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)
+        for owner, role in index.enclosing(statement)
+    )
+
+
+def _attribute_name(index: TreeIndex, name: cst.Name) -> bool:
+    """``name`` is the attribute part of ``x.name`` or a keyword (not a read of the module-level name)."""
+    parent = index.parents.get(name)
+    return (isinstance(parent, cst.Attribute) and parent.attr is name) or (
+        isinstance(parent, cst.Arg) and parent.keyword is name
+    )
 
 
 def _unreached_with_fallback(ctx) -> list[cst.CSTNode]:

@@ -3,16 +3,18 @@ CTranslate2 (faster-whisper) takes cpu, cuda or auto; ModelScope's ``verify_devi
 (docs/reference/kernel_libraries.md). A ``"cuda"`` chosen for them stays (NPU109 where it is written in
 the call), and so does the test choosing it: on an NPU host the choice must fall back to ``"cpu"``.
 Likewise a count of CUDA devices given to a library that uses CUDA devices only (colbert-ai's
-``nranks``): ``torch.cuda.device_count()`` stays, marked."""
+``nranks``): ``torch.cuda.device_count()`` stays, marked; and a choice reading TorchServe's ``gpu_id``,
+which TorchServe sets only for the GPUs it detects."""
 
 from __future__ import annotations
 
 import libcst as cst
 
+from cuda2npu.core.literals import string_value
 from cuda2npu.core.names import NameUses
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.statements import TreeIndex
-from cuda2npu.core.traversal import walk
+from cuda2npu.core.traversal import iter_nodes, walk
 
 # the call prefixes → what to say of their `device=`
 OTHER_RUNTIMES = {
@@ -37,6 +39,12 @@ CUDA_COUNTS = {
     ),
 }
 PREFIXES = tuple(prefix for prefixes in OTHER_RUNTIMES for prefix in prefixes)
+# TorchServe's worker property naming the GPU it assigned (context.system_properties)
+TORCHSERVE_GPU_ID = "gpu_id"
+TORCHSERVE_GPU = (
+    "TorchServe assigns `gpu_id` only to the GPUs it detects (nvidia-smi; pytorch/serve#2557): None on an NPU "
+    "host, where the CUDA side would build `npu:None`"
+)
 RUNTIME_CHOICE = 'chooses the device of a runtime without an NPU backend, which must fall back to "cpu" there'
 
 
@@ -46,6 +54,24 @@ def runtime_device_choice(ctx, node: cst.IfExp) -> tuple[str, str] | None:
     function is (GPT-SoVITS' ``WhisperModel(path, device=device)``, round 46); else None."""
     call = _only_passed_as(ctx, node, "device", PREFIXES)
     return (f"`{code_of(call.func)}(device=...)`", RUNTIME_CHOICE) if call is not None else None
+
+
+def torchserve_gpu_id(blocks: list[cst.CSTNode]) -> tuple[str, str] | None:
+    """``(what, why)`` where ``blocks`` read TorchServe's ``gpu_id`` (``properties.get("gpu_id")``,
+    ``properties["gpu_id"]``: mmpretrain's and poolformer's handlers, ``torch.device(map_location + ":" +
+    str(properties.get("gpu_id")) if torch.cuda.is_available() else map_location)``, rounds 61 and 64)."""
+    for block in blocks:
+        for node in iter_nodes(block, (cst.Call, cst.Subscript)):
+            if isinstance(node, cst.Call):
+                key = node.args[0].value if node.args and isinstance(node.func, cst.Attribute) else None
+                read = key is not None and node.func.attr.value == "get"
+            else:
+                index = node.slice[0].slice if len(node.slice) == 1 else None
+                key = index.value if isinstance(index, cst.Index) else None
+                read = key is not None
+            if read and string_value(key) == TORCHSERVE_GPU_ID:
+                return f"`{code_of(node)}`", TORCHSERVE_GPU
+    return None
 
 
 def library_device_count(ctx, node: cst.Call) -> str | None:

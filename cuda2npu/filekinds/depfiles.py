@@ -914,7 +914,15 @@ def check_text(name: str, text: str, display: str, options, imports: ProjectImpo
             modules, advice = info
             users = imports.importers(modules)
             new = replacement(dep.name)
-            if new is not None:  # the same modules in a build that runs there: renamed, never removed
+            required = next((d for d in deps if new is not None and d.name == new and not d.literal), None)
+            required = required if not dep.literal else None  # lines of one requirements file, not a TOML list
+            if required is not None:  # yolov10's `onnxruntime==1.15.1` beside `onnxruntime-gpu==1.18.0` (round 64)
+                message = (
+                    f"`{dep.name}` is CUDA-only ({advice}); the file requires `{new}` already (line {required.line}), "
+                    "which installs the same modules: remove it (renamed, it would pin one distribution twice)"
+                )
+                report(CUDA_ONLY_CODE, dep.line, dep.column, message, [_remove(text, dep)], mark=line_start)
+            elif new is not None:  # the same modules in a build that runs there: renamed, never removed
                 rename = None if dep.extra else _renamed(text, dep, new)
                 message = f"`{dep.name}` is CUDA-only ({advice}) → `{new}`"
                 report(CUDA_ONLY_CODE, dep.line, dep.column, message, rename and [rename], mark=line_start)

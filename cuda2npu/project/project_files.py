@@ -37,6 +37,11 @@ FileImports = tuple[set[str], bool]  # (modules a file imports, whether it impor
 # a project on them needs torch_npu installed even where no file of its own imports it
 NPU_LOADERS = frozenset({"transformers", "accelerate", "deepspeed"})
 
+# directories holding a project's install files rather than code of their own: their dependency files serve the
+# directory above (imaginaire's scripts/requirements.txt, installed by scripts/install.sh for the repository: its
+# pynvml is imported by imaginaire/utils/gpu_affinity.py, round 64)
+INSTALL_DIRS = frozenset({"requirements", "scripts", "docker", "install", "env", "envs", "ci"})
+
 
 def project_imports(
     directory: Path,
@@ -117,7 +122,7 @@ def finish_run(results: list[FileResult], names: dict[Path, str], options, summa
     real = functools.lru_cache(maxsize=None)(Path.resolve)  # each path resolved once per run
 
     def imports_for(path: Path) -> ProjectImports:
-        directory = real(path.parent.parent if path.parent.name == "requirements" else path.parent)
+        directory = real(path.parent.parent if path.parent.name in INSTALL_DIRS else path.parent)
         if directory not in cache:
             reached = {where: what for where, _, what, *_ in options_of(path).project.failing_imports}
             cache[directory] = project_imports(directory, results, by_name, scans, real, reached)

@@ -65,6 +65,7 @@ from cuda2npu.families.device.cuda_api_checks import (
     fp16_capability_test,
     gpu_flag_choice,
     kept_cuda_value,
+    library_flag_use,
     library_gpu_switch,
     signature,
 )
@@ -198,7 +199,7 @@ class TorchCudaApi(Rule):
                 lambda: _operand_feature(node.test),
                 lambda: self._gated(node),
                 lambda: self._sibling_choice(node),
-                lambda: _runtime_choice(node),
+                lambda: _runtime_choice(self.ctx, node),
             ),
             capability=not _device_choice(node),
         ):
@@ -437,6 +438,8 @@ class TorchCudaApi(Rule):
                 word, read = self._branch_read([both.right])
                 if word:
                     return word, f"`{name}` gates {read}"
+        if not name.endswith("()") and (where := library_flag_use(self.ctx, scope, name.rpartition(".")[2])):
+            return LIBRARY_PATH, f"`{name}` is {where}"  # `GradCAM(..., use_cuda=args.use_cuda)`
         for call in iter_nodes(scope, cst.Call):  # `pytest.mark.skipif(not HAS_CUDA, reason="... need CUDA")`
             reason = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "reason"), None)
             text = string_value(reason) if reason is not None else None
@@ -1148,11 +1151,17 @@ class TorchCudaApi(Rule):
             )
 
 
-def _runtime_choice(node: cst.IfExp) -> tuple[str | None, str]:
+def _runtime_choice(ctx, node: cst.IfExp) -> tuple[str | None, str]:
     """``"onnxruntime-gpu" if torch.cuda.is_available() else "onnxruntime"`` (MobileSAM's bundled ultralytics
-    exporter installing its requirements, round 60): the test chooses another library's CUDA build, which
-    an NPU host must not install."""
+    exporter installing its requirements, round 60), also as a suffix, ``"onnxruntime" + ("-gpu" if
+    torch.cuda.is_available() else "")`` (yolov10's, round 64): the test chooses another library's CUDA build,
+    which an NPU host must not install."""
     found = _cuda_runtime_in(node.body)
+    parent = TreeIndex.of(ctx).parents.get(node)
+    if not found and isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Add):
+        prefix, suffix = string_value(parent.left), string_value(node.body)
+        found = CUDA_RUNTIME.search(prefix + suffix) if prefix is not None and suffix is not None else None
+        found = found.group() if found else None
     return ("another library's CUDA runtime", f"chooses `{found}`") if found else (None, "")
 
 

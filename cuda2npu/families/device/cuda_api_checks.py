@@ -143,6 +143,21 @@ def library_gpu_switch(ctx, call: cst.Call, keyword: str) -> str | None:
     return f"`{keyword}=` read by `{qualified}`"
 
 
+def library_flag_use(ctx, scope: cst.CSTNode, name: str) -> str | None:
+    """Where ``scope`` passes the flag ``name`` (``use_cuda``, ``args.use_cuda``) as a gpu/cuda keyword to another
+    library (:func:`library_gpu_switch`: pytorch-grad-cam's ``GradCAM(..., use_cuda=args.use_cuda)``, which calls
+    ``model.cuda()`` before 1.5: poolformer, mmpretrain, rounds 61 and 64), else None."""
+    for call in iter_nodes(scope, cst.Call):
+        for arg in call.args:
+            value = arg.value
+            named = (isinstance(value, cst.Name) and value.value == name) or (
+                isinstance(value, cst.Attribute) and value.attr.value == name
+            )
+            if named and arg.keyword is not None and (where := library_gpu_switch(ctx, call, arg.keyword.value)):
+                return where
+    return None
+
+
 def gpu_flag_choice(node: cst.If) -> str | None:
     """``if torch.cuda.is_available(): t5.load_model(..., use_gpu=True) else: t5.load_model(...,
     use_gpu=False)`` (simplet5): the same method call in both branches, with a gpu/cuda keyword True on

@@ -57,6 +57,7 @@ from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, leaves
 from cuda2npu.core.traversal import iter_nodes
 from cuda2npu.families.device.capability_tests import capability_device_test
+from cuda2npu.families.device.cuda_api_checks import library_flag_use
 from cuda2npu.families.device.cuda_graphs import graph_classes, graph_use
 from cuda2npu.families.device.device_branches import (
     ASSERT_EQUAL,
@@ -755,7 +756,8 @@ class DeviceStrings(Rule):
         """``cuda_applicable = os.environ["RWKV_CUDA_ON"] == "1" and "cuda" in str(dev)`` then ``if
         cuda_applicable: ATT = self.cuda_att_seq`` (ChatRWKV, round 28): a flag holding a device test
         that an ``if`` of the same function reads to choose a CUDA kernel is a kernel switch, as the
-        test would be in that ``if``; its "cuda" stays."""
+        test would be in that ``if``; its "cuda" stays, unreported also where the flag switches another
+        library's CUDA path (``GradCAM(..., use_cuda=use_cuda)``: :func:`library_flag_use`)."""
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         literals = cuda_type_literals(node.value, functools.partial(device_side, self.ctx))
@@ -763,6 +765,9 @@ class DeviceStrings(Rule):
             return
         flag = node.targets[0].target.value
         scope = TreeIndex.of(self.ctx).function.get(self.ctx.statement) or self.ctx.module
+        if library_flag_use(self.ctx, scope, flag):  # mmpretrain's `use_cuda = "cuda" in args.device` for GradCAM
+            self._seen.update(literals)  # kept as written: the library's CUDA path stays off on an NPU host
+            return
         for branch in iter_nodes(scope, cst.If):
             if isinstance(branch.test, cst.Name) and branch.test.value == flag:
                 callee = kernel_call(self.ctx, branch) or cuda_named_choice(branch.body)
