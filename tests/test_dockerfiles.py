@@ -301,6 +301,16 @@ def test_r21_container_files_kept_for_another_platform_are_left_alone(tmp_path):
     assert {d["path"].split("/")[-3] for d in data["diagnostics"]} == {"alone"}
 
 
+def test_a_ci_services_container_files_are_its_runners(tmp_path):
+    """mmpretrain's and mmocr's `.circleci/docker/Dockerfile` (rounds 64, 65): built by CircleCI's GPU job only, not
+    migrated; the project's own `docker/Dockerfile` is."""
+    cuda = "FROM nvidia/cuda:11.7.1-devel-ubuntu22.04\n"
+    write(tmp_path / ".circleci" / "docker" / "Dockerfile", cuda)
+    write(tmp_path / "docker" / "Dockerfile", cuda)
+    data = json.loads(cli("check", tmp_path, "--format", "json").stdout)
+    assert [d["path"].split("/")[-2] for d in data["diagnostics"]] == ["docker"]
+
+
 def test_a_run_instruction_through_bash_c_is_read(tmp_path):
     """KnowLM (round 51): `RUN /bin/bash -c "... pip install torch==1.13.1+cu116 ..."` gets the checks of the
     command string, marked above the instruction; nothing inside the string is edited."""

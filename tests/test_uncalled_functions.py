@@ -125,3 +125,18 @@ def test_an_applications_module_functions_nothing_calls_also_through_other_uncal
     assert 'device="cuda"' in text and "torch.cuda.set_device" in text and "return x.npu()" in text
     write(tmp_path / "setup.py", "from setuptools import setup\nsetup(name='app')\n")
     assert uncalled_functions(files, SearchedTexts(files, [])) == ()
+
+
+def test_a_library_modules_attribute_is_no_call_of_a_function_so_named(tmp_path):
+    """imaginaire's vendored CLIP `load` (round 64): `torch.load(...)` elsewhere does not call it; `clip.load(...)`
+    would."""
+    script = write(
+        tmp_path / "caption.py",
+        "import torch\n\n\ndef load(name):\n    return torch.load(name).cuda()\n\n\n"
+        "def main():\n    return torch.load('x.pt')\n\n\nif __name__ == '__main__':\n    main()\n",
+    )
+    files = PythonFiles.read([script])
+    assert [name for _, name in uncalled_functions(files, SearchedTexts(files, []))] == ["load"]
+    user = write(tmp_path / "user.py", "import caption as clip\n\nclip.load('ViT-B/32')\n")
+    files = PythonFiles.read([script, user])
+    assert uncalled_functions(files, SearchedTexts(files, [])) == ()

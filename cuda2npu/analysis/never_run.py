@@ -241,7 +241,7 @@ def _xformers_probe(test: cst.BaseExpression) -> bool | None:
 
 
 def _kernel_switch_code(ctx) -> list[cst.CSTNode]:
-    """The bodies of the file's module-level functions that only the CUDA branches of its kernel switches (a
+    """The bodies of the file's module-level functions and classes that only the CUDA branches of its kernel switches (a
     CUDA test kept as written because its branch calls a CUDA kernel: StyleGAN's ``if impl == "cuda" and
     x.device.type == "cuda" and _init(): return _filtered_lrelu_cuda(...)``), or the functions themselves,
     name, and that no other file imports (``_filtered_lrelu_cuda``, whose CUDA streams serve the kernel:
@@ -260,8 +260,8 @@ def _kernel_switch_code(ctx) -> list[cst.CSTNode]:
     index = TreeIndex.of(ctx)
     inside = {node for block in branches for node in iter_nodes(block, cst.Name)}
     found = []
-    for function in ctx.module.body:
-        if not isinstance(function, cst.FunctionDef) or function.name.value in exports:
+    for function in ctx.module.body:  # functions and classes (GroundingDINO's `MultiScaleDeformableAttnFunction`)
+        if not isinstance(function, (cst.FunctionDef, cst.ClassDef)) or function.name.value in exports:
             continue
         uses = [
             n

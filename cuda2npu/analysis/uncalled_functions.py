@@ -5,7 +5,8 @@ as written (analysis/never_run.py): an edit there changes nothing anyone runs (M
 A script is a Python file with an ``if __name__ == "__main__":`` block; its module-level functions
 without decorators are candidates, but ``test*`` ones: pytest finds those by name (lightllm's unit tests
 end in ``pytest.main()``, round 28). One is uncalled when its name occurs nowhere in the project's
-Python files, notebooks, shell scripts, Markdown and configuration files but in its own ``def``. Not a script that reaches
+Python files, notebooks, shell scripts, Markdown and configuration files but in its own ``def`` (an attribute of
+a library module, ``torch.load``, is no mention of a ``load``). Not a script that reaches
 its functions by name (``globals()``, ``fire.Fire()`` without arguments, ``getattr(sys.modules...)``).
 
 In an application (a project root without ``setup.py``, ``setup.cfg`` or a ``pyproject.toml`` declaring a
@@ -38,6 +39,23 @@ INSTALLABLE = re.compile(rb"^\[(?:project|tool\.poetry|metadata)\]", re.M)  # py
 # larger than READ_LIMIT is data (a JSON dataset), not read
 READ_ALSO = (".ipynb", ".sh", ".md", ".yaml", ".yml", ".json", ".toml", ".cfg")
 READ_LIMIT = 1 << 20
+# modules whose attributes are never a project's function: `torch.load(...)` does not call the vendored CLIP's
+# `load` (imaginaire, round 64)
+LIBRARY_PREFIXES = (
+    "torch",
+    "json",
+    "pickle",
+    "yaml",
+    "np",
+    "numpy",
+    "os",
+    "path",
+    "sys",
+    "math",
+    "re",
+    "time",
+    "random",
+)
 
 
 class SearchedTexts:
@@ -80,7 +98,8 @@ def uncalled_functions(files: PythonFiles, searched: SearchedTexts) -> tuple[tup
                 candidates.setdefault(name, set()).add(path)
     if not candidates:
         return ()
-    names = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(candidates)) + rb")\b")
+    library = b"".join(rb"(?<!\b%b\.)" % re.escape(prefix.encode()) for prefix in LIBRARY_PREFIXES)
+    names = re.compile(library + rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(candidates)) + rb")\b")
     paths = list(files)  # the searched texts begin with the Python files', in this order
     mentions: dict[str, list[tuple[Path | None, int]]] = {name: [] for name in candidates}
     for index, text in enumerate(searched.texts):

@@ -11,6 +11,7 @@ import libcst as cst
 from cuda2npu.analysis.cuda_only_modules import (
     MIGRATED,
 )
+from cuda2npu.analysis.never_run import in_never_run_code
 from cuda2npu.core.feature_words import name_tokens
 from cuda2npu.core.imports import bound_name
 from cuda2npu.core.names import dotted_name
@@ -38,6 +39,7 @@ def hollow_fallback(ctx, node: cst.Try) -> bool:
         and parent.value is name
         and not index.within(name, node)
         and not _feature_tested(index, name)
+        and not in_never_run_code(ctx, name)  # GroundingDINO's `_C` calls, reached only under a kept CUDA test
         for name in iter_nodes(ctx.module, cst.Name)
     )
 

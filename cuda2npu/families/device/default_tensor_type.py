@@ -5,7 +5,8 @@ torch checks the type against its own legacy tensor types only (``PyTensorType_C
 ``torch.npu.HalfTensor`` as a class of its own and does not patch the function, so the renamed call
 raises ``TypeError: invalid type object`` on an NPU host (docs/reference/torch_npu.md §4.2). The
 statement becomes ``torch.set_default_dtype(<dtype>)`` and ``torch.set_default_device("npu")``
-(torch ≥ 2.0), torch's own replacement for the deprecated function; for review, because the legacy
+(torch ≥ 2.0; a project pinning an older torch gets a manual item), torch's own replacement for the deprecated
+function; for review, because the legacy
 constructors (``torch.Tensor(3)``) do not follow ``set_default_device`` (in a file building fairscale's
 model-parallel layers, which make their weights with them, the dtype call alone). The attribute is NPU103's
 elsewhere and the string NPU111's; here this rule answers for both.
@@ -19,11 +20,13 @@ from cuda2npu.analysis.npu_aware import is_cuda_alternative
 from cuda2npu.core.diagnostics import Tier
 from cuda2npu.core.literals import string_value
 from cuda2npu.core.nodes import statement
+from cuda2npu.core.pins import pin_predates
 from cuda2npu.core.rulebase import Rule, register
 from cuda2npu.core.statements import TreeIndex, is_expression_statement
 from cuda2npu.core.traversal import iter_nodes
 
 SETTER = "torch.set_default_tensor_type"
+DEFAULT_DEVICE_TORCH = "2.0"  # torch.set_default_device's first release
 DTYPES = {  # the floating-point legacy types torch accepts as the default (others raise on CUDA too)
     "FloatTensor": "torch.float32",
     "HalfTensor": "torch.float16",
@@ -73,6 +76,16 @@ class CudaDefaultTensorType(Rule):
         )
         line = self.ctx.statement
         alone = is_expression_statement(line, node)
+        if (old := pin_predates(self.options.project.pins, "torch", DEFAULT_DEVICE_TORCH)) is not None:
+            self.report(  # nerf-pytorch's `torch==1.11.0` (round 65): no `torch.set_default_device` there
+                "NPU113",
+                line if alone else node,
+                f"{why}; `torch.set_default_device` needs torch {DEFAULT_DEVICE_TORCH}, and the project pins "
+                f"torch{old}: call `torch.set_default_dtype({dtype})` and move the model and the tensors it makes to "
+                'the NPU (`.to("npu")`), or raise the torch pin',
+                tier=Tier.MANUAL,
+            )
+            return
         if not alone:
             self.report(
                 "NPU113",
@@ -121,6 +134,8 @@ class CudaDefaultTensorType(Rule):
             return
         if not self.ctx.file_state(_sets_cuda_default) or self.ctx.file_state(_builds_fairscale_layers):
             return
+        if pin_predates(self.options.project.pins, "torch", DEFAULT_DEVICE_TORCH) is not None:
+            return  # the CUDA default stays as written there (a manual item): nothing to undo
         if self._alternative_to_cuda_default(line):
             return  # `else: torch.set_default_tensor_type(torch.HalfTensor)`: what runs instead of the CUDA one
         self.report(
