@@ -865,6 +865,20 @@ def test_r33_fp16_of_a_program_unseen_in_a_project_without_training_arguments_is
     assert [d[2] for d in diagnostics(tmp_path) if d[2] == "NPU906"] == ["NPU906"]
 
 
+def test_r65_fp16_of_a_shown_program_of_a_fairseq_project_is_its_own(tmp_path):
+    """OFA (round 65): `torch.distributed.launch ... evaluate.py ... --fp16`, a program the script shows whose
+    options come from its bundled fairseq's dataclass fields (`fp16: bool = field(...)`), in a project that never
+    names TrainingArguments: the 76 NPU906 reviews asked nothing."""
+    write(
+        tmp_path / "fairseq" / "dataclass" / "configs.py",
+        "from dataclasses import dataclass, field\n\n\n@dataclass\nclass CommonConfig:\n"
+        '    fp16: bool = field(default=False, metadata={"help": "use FP16"})\n',
+    )
+    write(tmp_path / "evaluate.py", "from fairseq import options\n\nparser = options.get_generation_parser()\n")
+    write(tmp_path / "run.sh", "python3 -m torch.distributed.launch --nproc_per_node=8 evaluate.py data --fp16\n")
+    assert [d for d in diagnostics(tmp_path) if d[2] == "NPU906"] == []
+
+
 def test_r51_an_optimizer_flag_carried_by_a_variable_is_reviewed_at_the_command(tmp_path):
     """KnowLM (round 51): `optim=paged_adamw_32bit` set once, then `--optim $optim`: the flag was not read.
     Reported (review) with what the variable holds and where to change it; nothing rewritten (the assignment

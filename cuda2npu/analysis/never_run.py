@@ -259,18 +259,21 @@ def _kernel_switch_code(ctx) -> list[cst.CSTNode]:
         return []
     index = TreeIndex.of(ctx)
     inside = {node for block in branches for node in iter_nodes(block, cst.Name)}
-    found = []
-    for function in ctx.module.body:  # functions and classes (GroundingDINO's `MultiScaleDeformableAttnFunction`)
-        if not isinstance(function, (cst.FunctionDef, cst.ClassDef)) or function.name.value in exports:
-            continue
-        uses = [
-            n
-            for n in iter_nodes(ctx.module, cst.Name)
-            if n.value == function.name.value and n is not function.name and not _attribute_name(index, n)
-        ]
-        if uses and all(use in inside or index.within(use, function) for use in uses):
-            found.append(function.body)
-    return found
+    definitions = {  # functions and classes (GroundingDINO's `MultiScaleDeformableAttnFunction`)
+        d.name.value: d
+        for d in ctx.module.body
+        if isinstance(d, (cst.FunctionDef, cst.ClassDef)) and d.name.value not in exports
+    }
+    uses: dict[str, list[cst.Name]] = {}
+    for name in iter_nodes(ctx.module, cst.Name):
+        definition = definitions.get(name.value)
+        if definition is not None and name is not definition.name and not _attribute_name(index, name):
+            uses.setdefault(name.value, []).append(name)
+    return [
+        definition.body
+        for key, definition in definitions.items()
+        if uses.get(key) and all(use in inside or index.within(use, definition) for use in uses[key])
+    ]
 
 
 def _after_failing_import(ctx) -> list[cst.CSTNode]:

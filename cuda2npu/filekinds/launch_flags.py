@@ -86,7 +86,8 @@ PROGRAM = re.compile(r"""(?<![\w./-])(["']?)([\w./-]+\.py)\1(?![\w-])""")
 PARSES_TRAINING_ARGUMENTS = re.compile(r"HfArgumentParser|TrainingArguments")
 PACKING = re.compile(r"DataCollatorWithFlattening")
 # a framework whose argument parser owns `--fp16` (SwissArmyTransformer's `get_args`: VisualGLM, CogVLM)
-IMPORTS_OWN_PARSER = re.compile(r"^[ \t]*(?:from|import)[ \t]+sat\b", re.M)
+# frameworks whose parsers own --fp16: SwissArmyTransformer's `get_args`, fairseq's `options` (OFA, round 65)
+IMPORTS_OWN_PARSER = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:sat|fairseq|fairseq_cli)\b", re.M)
 OWN_FP16 = re.compile(r"""add_argument\(\s*["']--fp16["']""")
 ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=")  # `ARGS="..."`, `export ARGS=...`
 # Megatron-LM's entry points, bigscience Megatron-DeepSpeed's fine-tuning ones (octopack, round 49), their checkouts
@@ -648,7 +649,7 @@ def _program_of_variable(command: list[ShellLine], commands: list[list[ShellLine
 def _own_precision(source: str) -> bool:
     """A launched program whose ``--fp16``/``--tf32`` are not TrainingArguments': it declares the option
     with its own ``add_argument`` (OpenChatKit's ``dist_clm_train.py``), or imports a framework whose
-    parser owns it (SwissArmyTransformer's ``get_args``: VisualGLM's finetuning)."""
+    parser owns it (SwissArmyTransformer's ``get_args``: VisualGLM's finetuning; fairseq's ``options``: OFA)."""
     return OWN_FP16.search(source) is not None or IMPORTS_OWN_PARSER.search(source) is not None
 
 

@@ -49,7 +49,10 @@ from cuda2npu.project.platform_dirs import other_platform_dirs
 
 # transformers' Trainer arguments, which a launch script's `--fp16` may be (NPU906), and an option of the project's
 TRAINING_ARGUMENTS = re.compile(rb"\b(?:\w*TrainingArguments|HfArgumentParser)\b")
-FP16_OPTION = re.compile(rb"""\b(?:add_argument|option)\(\s*["']--fp16["']""")
+# an argparse/click `--fp16`, or a dataclass field fairseq turns into one (`fp16: bool = field(...)`: OFA, round 65)
+FP16_OPTION = re.compile(
+    rb"""\b(?:add_argument|option)\(\s*["']--fp16["']|^[ \t]+fp16[ \t]*:[ \t]*bool[ \t]*=[ \t]*field\(""", re.M
+)
 NPU_BACKEND_CLASS = re.compile(  # class NpuAccelerator(...), class NPU_Accelerator:, class NPUPlatform(...)
     rb"^class[ \t]+(\w*(?:npu|Npu|NPU)_?(?:accelerator|Accelerator|platform|Platform|backend|Backend)\w*)[ \t]*[(:]",
     re.MULTILINE,
@@ -158,7 +161,8 @@ def project_facts(files: list[Path], root: Path | None = None) -> ProjectFacts:
 
 
 def own_fp16_flag(texts: Mapping[Path, bytes]) -> bool:
-    """Whether the project's Python declares a ``--fp16`` option of its own and never names transformers'
+    """Whether the project's Python declares a ``--fp16`` option of its own (an argparse or click option, or a
+    dataclass field fairseq makes one of: OFA's bundled fairseq, round 65) and never names transformers'
     Trainer arguments (DejaVu's programs, round 33): a launch script's ``--fp16`` is then the project's."""
     texts = list(texts.values())
     return any(FP16_OPTION.search(t) for t in texts) and not any(TRAINING_ARGUMENTS.search(t) for t in texts)
