@@ -2,7 +2,8 @@
 pytorch3d's tutorials pick ``torch.device("cuda:0")`` if ``torch.cuda.is_available()`` else the CPU, then
 render through ``pytorch3d._C`` (round 60). Such operators have CPU and CUDA kernels only; an NPU host
 builds them CPU-only and they reject NPU tensors, so the choice must keep falling back to the CPU there:
-its test stays CUDA's (analysis/cuda_gates.py ``gated_cuda_use``), reported."""
+its test stays CUDA's (analysis/cuda_gates.py ``gated_cuda_use``), unreported like the other kept switches: the
+NPU host takes the CPU, as a host without CUDA did."""
 
 from __future__ import annotations
 
