@@ -221,9 +221,8 @@ class FileContext:
     cog_predictor: bool = False  # a Cog predictor, run only in Cog's CUDA image (skipped: runner.py)
     npu_version: str = ""  # the file holding the project's NPU version of it: itself or a twin (skipped: runner.py)
     uncalled_functions: tuple[str, ...] = ()  # its module-level functions nothing calls (never_run.py)
-    own_extension_functions: tuple[
-        str, ...
-    ] = ()  # its functions reaching the project's compiled operators (cuda_gates.py)
+    # its module-level functions reaching the project's compiled operators (extension_definitions; cuda_gates.py)
+    own_extension_functions: tuple[str, ...] = ()
     # "file: call" of the project's file making float16 the default dtype that it reaches (float16_models.py)
     float16_default: str = ""
 
