@@ -90,11 +90,11 @@ from cuda2npu.core.bindings import OTHER_BINDINGS
 from cuda2npu.core.feature_words import implies, name_tokens
 from cuda2npu.core.imports import catches_import_error, import_root
 from cuda2npu.core.literals import string_value
-from cuda2npu.core.names import dotted_name, module_qualified
+from cuda2npu.core.names import NameUses, dotted_name, module_qualified
 from cuda2npu.core.nodes import code_of
 from cuda2npu.core.options import PACKAGE_API
 from cuda2npu.core.statements import TreeIndex, leaves
-from cuda2npu.core.traversal import iter_nodes
+from cuda2npu.core.traversal import iter_nodes, walk
 
 TEST_GATE_TEXT = re.compile(rb"skip|mark\.\w*(?:cuda|gpu)", re.IGNORECASE)  # skips, `@pytest.mark.requires_cuda`
 # `is_flash_v2_installed`, `has_apex_available`, `is_megablocks_imported`: a probe of a package
@@ -264,15 +264,12 @@ def _kernel_switch_code(ctx) -> list[cst.CSTNode]:
         for d in ctx.module.body
         if isinstance(d, (cst.FunctionDef, cst.ClassDef)) and d.name.value not in exports
     }
-    uses: dict[str, list[cst.Name]] = {}
-    for name in iter_nodes(ctx.module, cst.Name):
-        definition = definitions.get(name.value)
-        if definition is not None and name is not definition.name and not _attribute_name(index, name):
-            uses.setdefault(name.value, []).append(name)
+    reads = NameUses(set(definitions), ctx.resolver.scopes)
+    walk(ctx.module, reads)
     return [
         definition.body
         for key, definition in definitions.items()
-        if uses.get(key) and all(use in inside or index.within(use, definition) for use in uses[key])
+        if reads.uses[key] and all(use in inside or index.within(use, definition) for use in reads.uses[key])
     ]
 
 
@@ -297,14 +294,6 @@ def _import_guarded(index: TreeIndex, statement: cst.CSTNode) -> bool:
     return any(
         isinstance(owner, cst.Try) and role == "body" and any(catches_import_error(h) for h in owner.handlers)
         for owner, role in index.enclosing(statement)
-    )
-
-
-def _attribute_name(index: TreeIndex, name: cst.Name) -> bool:
-    """``name`` is the attribute part of ``x.name`` or a keyword (not a read of the module-level name)."""
-    parent = index.parents.get(name)
-    return (isinstance(parent, cst.Attribute) and parent.attr is name) or (
-        isinstance(parent, cst.Arg) and parent.keyword is name
     )
 
 
